@@ -1,0 +1,60 @@
+"""Exceptions the library raises on purpose.
+
+Each one carries the hint a user (or a model, via the MCP server) needs to get
+unstuck, so the CLI and the server can show ``str(error)`` as it is.
+"""
+
+from __future__ import annotations
+
+
+class MemoryError_(Exception):
+    """Base class: every error here is something the caller can act on."""
+
+
+class NotFound(MemoryError_):
+    """No memory has that id or path (it may have expired or been forgotten)."""
+
+    def __init__(self, memory_id: str) -> None:
+        super().__init__(
+            f"Memory {memory_id!r} not found — it may have expired or been forgotten; "
+            "use recall or list_memories to find valid ids."
+        )
+        self.memory_id = memory_id
+
+
+class InvalidInput(MemoryError_):
+    """An argument breaks a documented limit or format; nothing was written."""
+
+
+class VersionConflict(MemoryError_):
+    """The file changed on disk since the caller read it."""
+
+    def __init__(self, memory_id: str, expected: str, actual: str) -> None:
+        super().__init__(
+            f"Memory {memory_id!r} changed on disk since you read it (expected version "
+            f"{expected[:12]}…, now {actual[:12]}…) — someone edited it. Read it again with "
+            "get_memory and retry with the new version."
+        )
+        self.memory_id = memory_id
+        self.expected = expected
+        self.actual = actual
+
+
+class Duplicate(MemoryError_):
+    """The change would make this memory a copy of another one."""
+
+    def __init__(self, memory_id: str, other_id: str) -> None:
+        super().__init__(
+            f"Updating {memory_id!r} would duplicate memory {other_id!r}, which already "
+            "holds this content in the same namespace — update or forget that one instead."
+        )
+        self.memory_id = memory_id
+        self.other_id = other_id
+
+
+class VaultError(MemoryError_):
+    """The vault folder is missing, not a folder, or cannot be written."""
+
+
+class PathRefused(MemoryError_):
+    """A path points outside the vault or into a folder that is off limits."""

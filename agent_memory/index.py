@@ -1,0 +1,381 @@
+"""The SQLite cache of the vault: schema, writes, and search SQL built apart from running it.
+
+It only ever holds what can be derived from the files again, so a schema change simply
+drops and rebuilds it. FTS5 is an external-content table written explicitly in the same
+transaction as its row (per-row triggers are 3-5x slower on bulk loads).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sqlite3
+import threading
+from collections.abc import Iterable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from .note import Note
+
+SCHEMA_VERSION = 1
+DB_NAME = "index.sqlite3"
+# BM25 column weights: title and tags count above the body.
+WEIGHTS = (10.0, 5.0, 1.0)
+TOKENIZER = "porter unicode61 remove_diacritics 2"
+
+SCHEMA = f"""
+CREATE TABLE memories (
+  rid INTEGER PRIMARY KEY,
+  path TEXT NOT NULL UNIQUE,
+  path_key TEXT NOT NULL,       -- lower-case path without .md: wikilink by path
+  name_key TEXT NOT NULL,       -- lower-case file name without .md: wikilink by name
+  id TEXT NOT NULL,
+  own_id INTEGER NOT NULL,
+  namespace TEXT NOT NULL,
+  title TEXT NOT NULL,
+  tags TEXT NOT NULL,           -- space-separated, as the FTS column reads it
+  body TEXT NOT NULL,
+  created TEXT NOT NULL,
+  updated TEXT NOT NULL,
+  expires TEXT,
+  source TEXT NOT NULL,
+  content_hash TEXT NOT NULL,
+  size INTEGER NOT NULL,
+  mtime_ns INTEGER NOT NULL,
+  sha256 TEXT NOT NULL,
+  problems TEXT,                -- JSON list of parse problems, NULL when clean
+  conflict INTEGER NOT NULL,
+  meta TEXT NOT NULL            -- the front matter as JSON
+);
+CREATE INDEX memories_id ON memories(id, created, path);
+CREATE INDEX memories_ns_updated ON memories(namespace, updated);
+CREATE INDEX memories_updated ON memories(updated);
+CREATE INDEX memories_expires ON memories(expires) WHERE expires IS NOT NULL;
+CREATE INDEX memories_hash ON memories(content_hash, namespace);
+CREATE INDEX memories_path_key ON memories(path_key);
+CREATE INDEX memories_name_key ON memories(name_key);
+CREATE TABLE tags (tag TEXT NOT NULL, rid INTEGER NOT NULL, PRIMARY KEY (tag, rid)) WITHOUT ROWID;
+CREATE INDEX tags_rid ON tags(rid);
+CREATE TABLE links (src INTEGER NOT NULL, relation TEXT NOT NULL, target TEXT NOT NULL);
+CREATE INDEX links_src ON links(src);
+CREATE INDEX links_target ON links(target);
+CREATE VIRTUAL TABLE fts USING fts5(
+  title, tags, body, content='memories', content_rowid='rid', tokenize='{TOKENIZER}'
+);
+INSERT INTO fts(fts, rank) VALUES ('rank', 'bm25({", ".join(str(w) for w in WEIGHTS)})');
+"""
+
+COLUMNS = (
+    "path, path_key, name_key, id, own_id, namespace, title, tags, body, created, updated, expires, "
+    "source, content_hash, size, mtime_ns, sha256, problems, conflict, meta"
+)
+
+
+def link_key(target: str) -> str:
+    """How a wikilink target or a path is compared: case-insensitive, no ``.md``."""
+    key = target.strip().replace("\\", "/").lstrip("/").casefold()
+    return key[:-3] if key.endswith(".md") else key
+
+
+@dataclass(frozen=True)
+class FileFacts:
+    """What reconcile compares to decide whether a file needs re-reading."""
+
+    size: int
+    mtime_ns: int
+    sha256: str
+
+
+@dataclass(frozen=True)
+class Filters:
+    """Search and list filters; all applied inside SQL, before any LIMIT."""
+
+    namespace: str | None = None
+    tags: tuple[str, ...] = ()
+    since: str | None = None  # created >= since (canonical UTC)
+    until: str | None = None  # created < until
+    path_prefix: str | None = None
+
+    def sql(self, alias: str = "m") -> tuple[str, list[Any]]:
+        clauses, params = [], []
+        if self.namespace:
+            clauses.append(f"{alias}.namespace = ?")
+            params.append(self.namespace)
+        for tag in self.tags:
+            clauses.append(f"EXISTS (SELECT 1 FROM tags t WHERE t.tag = ? AND t.rid = {alias}.rid)")
+            params.append(tag)
+        if self.since:
+            clauses.append(f"{alias}.created >= ?")
+            params.append(self.since)
+        if self.until:
+            clauses.append(f"{alias}.created < ?")
+            params.append(self.until)
+        if self.path_prefix:
+            clauses.append(f"substr({alias}.path, 1, ?) = ?")
+            params.extend([len(self.path_prefix), self.path_prefix])
+        return "".join(" AND " + c for c in clauses), params
+
+
+def _row_values(rid: int, note: Note, facts: FileFacts) -> tuple[Any, ...]:
+    return (
+        rid,
+        note.path,
+        link_key(note.path),
+        link_key(note.path.rsplit("/", 1)[-1]),
+        note.id,
+        int(note.own_id),
+        note.namespace,
+        note.title,
+        " ".join(note.tags),
+        note.body,
+        note.created,
+        note.updated,
+        note.expires,
+        note.source,
+        note.content_hash,
+        facts.size,
+        facts.mtime_ns,
+        facts.sha256,
+        json.dumps(note.problems, ensure_ascii=False) if note.problems else None,
+        int(note.conflict),
+        json.dumps(note.meta, ensure_ascii=False, default=str),
+    )
+
+
+class Index:
+    """One SQLite file in WAL mode, shared safely by threads of one process and by
+    several processes (``BEGIN IMMEDIATE`` + busy timeout; writers also hold the
+    vault's file lock)."""
+
+    def __init__(self, folder: Path) -> None:
+        self.folder = folder
+        self.path = folder / DB_NAME
+        self._lock = threading.RLock()
+        self.rebuilt_schema = False
+        self._conn: sqlite3.Connection | None = None
+        self._inode: int | None = None
+        self._open()
+
+    # ------------------------------------------------------------------ connection
+    def _open(self) -> None:
+        self.folder.mkdir(parents=True, exist_ok=True)
+        conn = sqlite3.connect(self.path, isolation_level=None, check_same_thread=False, timeout=30)
+        conn.row_factory = sqlite3.Row
+        conn.execute("PRAGMA busy_timeout = 30000")
+        conn.execute("PRAGMA journal_mode = WAL")
+        conn.execute("PRAGMA synchronous = NORMAL")
+        conn.execute("PRAGMA foreign_keys = OFF")
+        self._conn = conn
+        self._inode = os.stat(self.path).st_ino
+        if conn.execute("PRAGMA user_version").fetchone()[0] != SCHEMA_VERSION:
+            self._create_schema()
+
+    def _create_schema(self) -> None:
+        conn = self._conn
+        assert conn is not None
+        conn.execute("BEGIN IMMEDIATE")
+        try:
+            if conn.execute("PRAGMA user_version").fetchone()[0] != SCHEMA_VERSION:
+                for (name,) in conn.execute(
+                    "SELECT name FROM sqlite_master WHERE type IN ('table') AND name NOT LIKE 'sqlite_%' "
+                    "AND name NOT LIKE 'fts_%'"
+                ).fetchall():
+                    conn.execute(f'DROP TABLE IF EXISTS "{name}"')
+                for statement in _statements(SCHEMA):
+                    conn.execute(statement)
+                conn.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
+                self.rebuilt_schema = True
+            conn.execute("COMMIT")
+        except BaseException:
+            conn.execute("ROLLBACK")
+            raise
+
+    def ensure_current(self) -> bool:
+        """Reopen if another process deleted or replaced the file; True if it did."""
+        try:
+            inode = os.stat(self.path).st_ino
+        except FileNotFoundError:
+            inode = None
+        if inode == self._inode:
+            return False
+        with self._lock:
+            self.close()
+            self._open()
+        return True
+
+    def close(self) -> None:
+        if self._conn is not None:
+            self._conn.close()
+            self._conn = None
+
+    @property
+    def conn(self) -> sqlite3.Connection:
+        assert self._conn is not None, "index is closed"
+        return self._conn
+
+    @contextmanager
+    def transaction(self) -> Iterator[sqlite3.Connection]:
+        with self._lock:
+            conn = self.conn
+            conn.execute("BEGIN IMMEDIATE")
+            try:
+                yield conn
+            except BaseException:
+                conn.execute("ROLLBACK")
+                raise
+            conn.execute("COMMIT")
+
+    def query(self, sql: str, params: Iterable[Any] = ()) -> list[sqlite3.Row]:
+        with self._lock:
+            return self.conn.execute(sql, tuple(params)).fetchall()
+
+    # ------------------------------------------------------------------ writes
+    def upsert(self, conn: sqlite3.Connection, note: Note, facts: FileFacts) -> None:
+        old = conn.execute("SELECT rid, title, tags, body FROM memories WHERE path = ?", (note.path,)).fetchone()
+        if old is not None:
+            self._delete_row(conn, old)
+            rid = old["rid"]
+        else:
+            rid = conn.execute("SELECT coalesce(max(rid), 0) + 1 FROM memories").fetchone()[0]
+        self._insert(conn, [(rid, note, facts)])
+
+    def _insert(self, conn: sqlite3.Connection, rows: list[tuple[int, Note, FileFacts]]) -> None:
+        conn.executemany(
+            f"INSERT INTO memories (rid, {COLUMNS}) VALUES ({', '.join('?' * 21)})",
+            [_row_values(rid, note, facts) for rid, note, facts in rows],
+        )
+        conn.executemany(
+            "INSERT INTO fts (rowid, title, tags, body) VALUES (?, ?, ?, ?)",
+            [(rid, note.title, " ".join(note.tags), note.body) for rid, note, _ in rows],
+        )
+        conn.executemany(
+            "INSERT OR IGNORE INTO tags (tag, rid) VALUES (?, ?)",
+            [(tag, rid) for rid, note, _ in rows for tag in note.tags],
+        )
+        conn.executemany(
+            "INSERT INTO links (src, relation, target) VALUES (?, ?, ?)",
+            [(rid, rel, link_key(target)) for rid, note, _ in rows for rel, target in note.links],
+        )
+
+    @staticmethod
+    def _delete_row(conn: sqlite3.Connection, old: sqlite3.Row) -> None:
+        conn.execute(
+            "INSERT INTO fts (fts, rowid, title, tags, body) VALUES ('delete', ?, ?, ?, ?)",
+            (old["rid"], old["title"], old["tags"], old["body"]),
+        )
+        conn.execute("DELETE FROM memories WHERE rid = ?", (old["rid"],))
+        conn.execute("DELETE FROM tags WHERE rid = ?", (old["rid"],))
+        conn.execute("DELETE FROM links WHERE src = ?", (old["rid"],))
+
+    def delete(self, conn: sqlite3.Connection, path: str) -> bool:
+        old = conn.execute("SELECT rid, title, tags, body FROM memories WHERE path = ?", (path,)).fetchone()
+        if old is None:
+            return False
+        self._delete_row(conn, old)
+        return True
+
+    def touch(self, conn: sqlite3.Connection, path: str, facts: FileFacts) -> None:
+        """Same bytes, new stat (a ``touch`` or a checkout): remember the new stat only."""
+        conn.execute(
+            "UPDATE memories SET size = ?, mtime_ns = ? WHERE path = ?", (facts.size, facts.mtime_ns, path)
+        )
+
+    def replace_all(self, conn: sqlite3.Connection, notes: Iterable[tuple[Note, FileFacts]], batch: int = 2000) -> int:
+        """Empty the index and bulk-load ``notes`` (inside the caller's transaction)."""
+        conn.execute("INSERT INTO fts (fts) VALUES ('delete-all')")
+        for table in ("memories", "tags", "links"):
+            conn.execute(f"DELETE FROM {table}")
+        count, pending = 0, []
+        for note, facts in notes:
+            count += 1
+            pending.append((count, note, facts))
+            if len(pending) >= batch:
+                self._insert(conn, pending)
+                pending = []
+        self._insert(conn, pending)
+        return count
+
+    # ------------------------------------------------------------------ reads
+    def file_facts(self) -> dict[str, FileFacts]:
+        return {
+            row["path"]: FileFacts(row["size"], row["mtime_ns"], row["sha256"])
+            for row in self.query("SELECT path, size, mtime_ns, sha256 FROM memories")
+        }
+
+    def by_path(self, path: str) -> sqlite3.Row | None:
+        rows = self.query("SELECT * FROM memories WHERE path = ?", (path,))
+        return rows[0] if rows else None
+
+    def by_id(self, memory_id: str) -> sqlite3.Row | None:
+        """The owner of an id: earliest ``created``, then smallest path (same on every machine)."""
+        rows = self.query("SELECT * FROM memories WHERE id = ? ORDER BY created, path LIMIT 1", (memory_id,))
+        return rows[0] if rows else None
+
+    def find_content(self, namespace: str, content_hash: str, now: str, exclude_path: str = "") -> sqlite3.Row | None:
+        rows = self.query(
+            "SELECT * FROM memories WHERE content_hash = ? AND namespace = ? AND path != ? "
+            "AND (expires IS NULL OR expires > ?) ORDER BY created, path LIMIT 1",
+            (content_hash, namespace, exclude_path, now),
+        )
+        return rows[0] if rows else None
+
+    def expired(self, now: str) -> list[sqlite3.Row]:
+        return self.query("SELECT path, id FROM memories WHERE expires IS NOT NULL AND expires <= ?", (now,))
+
+    def list(self, filters: Filters, now: str, limit: int, offset: int = 0) -> list[sqlite3.Row]:
+        where, params = filters.sql()
+        return self.query(
+            f"SELECT * FROM memories m WHERE (m.expires IS NULL OR m.expires > ?){where} "
+            "ORDER BY m.updated DESC, m.path LIMIT ? OFFSET ?",
+            [now, *params, limit, offset],
+        )
+
+    def count(self, filters: Filters, now: str) -> int:
+        where, params = filters.sql()
+        return self.query(
+            f"SELECT count(*) FROM memories m WHERE (m.expires IS NULL OR m.expires > ?){where}", [now, *params]
+        )[0][0]
+
+    @staticmethod
+    def search_sql(filters: Filters) -> tuple[str, list[Any]]:
+        """Ranked FTS query with the filters inside it, so LIMIT never drops a match.
+
+        Parameters after the filter ones: the FTS expression first, then ``now`` and
+        the limit: ``[expr, now, *filter_params, limit]``.
+        """
+        where, params = filters.sql()
+        sql = (
+            "SELECT m.*, fts.rank AS score, snippet(fts, -1, '[', ']', '…', 16) AS snippet "
+            "FROM fts JOIN memories m ON m.rid = fts.rowid "
+            f"WHERE fts MATCH ? AND (m.expires IS NULL OR m.expires > ?){where} "
+            "ORDER BY fts.rank, m.updated DESC LIMIT ?"
+        )
+        return sql, params
+
+    def search(self, expr: str, filters: Filters, now: str, limit: int) -> list[sqlite3.Row]:
+        sql, params = self.search_sql(filters)
+        return self.query(sql, [expr, now, *params, limit])
+
+    def matching(self, expr: str, rids: list[int]) -> set[int]:
+        """Which of ``rids`` match ``expr`` (used to count matched terms per hit)."""
+        if not rids:
+            return set()
+        rows = self.query(
+            "SELECT rowid FROM fts WHERE fts MATCH ? AND rowid IN (SELECT value FROM json_each(?))",
+            (expr, json.dumps(rids)),
+        )
+        return {row[0] for row in rows}
+
+
+def _statements(script: str) -> list[str]:
+    """Split the schema script; ``executescript`` would commit our transaction."""
+    out, current = [], []
+    for line in script.strip().splitlines():
+        current.append(line.split("--", 1)[0] if "--" in line else line)
+        joined = "\n".join(current)
+        if joined.rstrip().endswith(";") and sqlite3.complete_statement(joined):
+            out.append(joined)
+            current = []
+    return out

@@ -1,0 +1,83 @@
+"""The shapes the library returns: plain JSON-ready dicts, typed for readers and for
+the MCP server's structured output (``recall`` returns exactly ``search --json``)."""
+
+from __future__ import annotations
+
+from typing import Any, NotRequired, TypedDict
+
+
+class Summary(TypedDict):
+    """A memory as listed: enough to pick it, without its whole content."""
+
+    id: str
+    path: str
+    version: str
+    namespace: str
+    tags: list[str]
+    title: str
+    created: str
+    updated: str
+    age: str
+    expires: str | None
+
+
+class Hit(Summary):
+    snippet: str
+    matched_terms: list[str]
+    score: float
+
+
+class SearchResult(TypedDict):
+    terms: list[str]
+    match_mode: str
+    count: int
+    hits: list[Hit]
+    note: NotRequired[str]
+    hint: NotRequired[str]
+    corrected: NotRequired[dict[str, str]]
+
+
+class Memory(Summary):
+    """One memory whole: what ``show``/``get_memory`` return."""
+
+    content: str
+    source: str
+    aliases: list[str]
+    relations: dict[str, list[str]]
+    front_matter: dict[str, Any]
+    problems: list[str]
+    conflict: bool
+
+
+class RememberResult(TypedDict):
+    memory: Memory
+    deduplicated: bool
+
+
+class UpdateResult(TypedDict):
+    memory: Memory
+    changed: bool
+
+
+class ForgetResult(TypedDict):
+    id: str
+    path: str
+    title: str
+    trashed_to: str
+
+
+class ListResult(TypedDict):
+    total: int
+    count: int
+    offset: int
+    memories: list[Summary]
+    next_offset: NotRequired[int]
+
+
+class ReconcileReport(TypedDict):
+    added: int
+    updated: int
+    removed: int
+    unchanged: int
+    expired: int
+    problems: list[dict[str, str]]

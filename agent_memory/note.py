@@ -1,0 +1,400 @@
+"""One markdown file <-> one ``Note``: parse, patch front matter, render new files.
+
+Everything here is pure (text in, text or data out) so that the format rules can be
+tested as tables. Reading tolerates whatever a human wrote; writing an existing file
+only ever touches the front-matter lines of the keys that change.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import hashlib
+import json
+import re
+import unicodedata
+from dataclasses import dataclass, field
+from typing import Any
+
+import frontmatter
+import yaml
+
+RESERVED_KEYS = ("id", "namespace", "tags", "aliases", "title", "created", "updated", "expires", "source")
+# Key order of files the tool creates: fixed so that git diffs show only real changes.
+NEW_FILE_ORDER = ("id", "namespace", "title", "tags", "created", "updated", "expires", "source")
+BODY_LINK_RELATION = "links_to"
+
+_BOM = "\ufeff"
+_FENCE_OPEN = re.compile(r"---[ \t]*\r?\n")
+_FENCE_CLOSE = re.compile(r"^(?:---|\.\.\.)[ \t]*(?:\r?\n|\Z)", re.MULTILINE)
+_WIKILINK = re.compile(r"!?\[\[([^\[\]|#^\n]*)(?:[#^][^\[\]|\n]*)?(?:\|[^\[\]\n]*)?\]\]")
+_INLINE_TAG = re.compile(r"(?:(?<=\s)|^)#([^\s#!\"$%&'()*+,.:;<=>?@\[\]^`{|}~\\]+)", re.MULTILINE)
+_CODE = re.compile(r"```.*?(?:```|\Z)|`[^`\n]*`", re.DOTALL)
+_CONFLICT_START = re.compile(r"^<{7}(?: |$)", re.MULTILINE)
+_CONFLICT_END = re.compile(r"^>{7}(?: |$)", re.MULTILINE)
+_HEADING = re.compile(r"#{1,6}[ \t]+(.+?)[ \t#]*$")
+_PLAIN_SCALAR = re.compile(r"[A-Za-z0-9_\u00c0-\uffff][A-Za-z0-9_ .\-/@+\u00c0-\uffff]*")
+_YAML_SPECIAL = re.compile(
+    r"(?i:y|n|yes|no|on|off|true|false|null|~)|[-+]?(\d[\d_]*)?\.?\d*(e[-+]?\d+)?|\d{4}-\d\d-\d\d.*"
+)
+_TIMESTAMP = re.compile(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ")
+
+
+class _KeepKeysLoader(yaml.SafeLoader):
+    """Safe YAML loader that keeps mapping keys as written.
+
+    Plain YAML 1.1 turns the key ``on:`` into ``True`` and ``2024:`` into an int, which
+    makes python-frontmatter raise ``TypeError``; a human's key is a name, so keep it.
+    """
+
+    def construct_mapping(self, node: yaml.MappingNode, deep: bool = False) -> dict[Any, Any]:
+        self.flatten_mapping(node)
+        mapping: dict[str, Any] = {}
+        for key_node, value_node in node.value:
+            if isinstance(key_node, yaml.ScalarNode):
+                key = key_node.value
+            else:
+                key = json.dumps(_jsonable(self.construct_object(key_node, deep=True)))
+            mapping[key] = self.construct_object(value_node, deep=deep)
+        return mapping
+
+
+_KeepKeysLoader.add_constructor(
+    yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG, _KeepKeysLoader.construct_mapping
+)
+
+
+@dataclass
+class Note:
+    """What the index needs to know about one file, derived from its text alone."""
+
+    path: str
+    id: str
+    own_id: bool
+    namespace: str
+    title: str
+    tags: list[str]
+    aliases: list[str]
+    created: str | None
+    updated: str | None
+    expires: str | None
+    source: str
+    body: str
+    links: list[tuple[str, str]] = field(default_factory=list)
+    meta: dict[str, Any] = field(default_factory=dict)
+    problems: list[str] = field(default_factory=list)
+    conflict: bool = False
+
+    @property
+    def content_hash(self) -> str:
+        return content_hash(self.body)
+
+
+def content_hash(body: str) -> str:
+    """Hash of the normalised content: what "an exact duplicate" means for dedup."""
+    return hashlib.sha256(normalise_content(body).encode("utf-8")).hexdigest()
+
+
+def normalise_content(body: str) -> str:
+    return " ".join(unicodedata.normalize("NFKC", body).casefold().split())
+
+
+def file_version(data: bytes) -> str:
+    return hashlib.sha256(data).hexdigest()
+
+
+# --------------------------------------------------------------------------- reading
+
+
+@dataclass
+class _Split:
+    bom: str
+    fm_text: str | None  # None: the file has no front matter block
+    fm_start: int  # offsets into the text after the BOM
+    fm_end: int
+    body_start: int
+    newline: str
+
+
+def _split(text: str) -> _Split:
+    bom = _BOM if text.startswith(_BOM) else ""
+    rest = text[len(bom) :]
+    newline = "\r\n" if "\r\n" in rest[: rest.find("\n") + 1 or len(rest)] else "\n"
+    opened = _FENCE_OPEN.match(rest)
+    if opened:
+        closing = _FENCE_CLOSE.search(rest, opened.end())
+        if closing:
+            return _Split(bom, rest[opened.end() : closing.start()], opened.end(), closing.start(), closing.end(), newline)
+    return _Split(bom, None, 0, 0, 0, newline)
+
+
+def parse(data: bytes, path: str) -> Note:
+    """Read one file as a memory. Never raises: problems are recorded on the note."""
+    problems: list[str] = []
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError:
+        text = data.decode("utf-8", errors="replace")
+        problems.append("file is not valid UTF-8")
+    parts = _split(text)
+    rest = text[len(parts.bom) :]
+    meta: dict[str, Any] = {}
+    if parts.fm_text is None:
+        body = rest
+        if rest.startswith("---") and _FENCE_OPEN.match(rest):
+            problems.append("front matter is not closed by a '---' line")
+    else:
+        body = rest[parts.body_start :]
+        meta = _load_yaml(parts.fm_text, problems)
+    return _note_from(path, meta, body, problems)
+
+
+def _load_yaml(fm_text: str, problems: list[str]) -> dict[str, Any]:
+    if not fm_text.strip():
+        return {}
+    try:
+        loaded = frontmatter.YAMLHandler().load(fm_text, Loader=_KeepKeysLoader)
+    except yaml.YAMLError as exc:
+        first = str(exc).strip().splitlines()
+        problems.append("broken YAML front matter: " + " ".join(line.strip() for line in first[:3]))
+        return {}
+    if loaded is None:
+        return {}
+    if not isinstance(loaded, dict):
+        problems.append(f"front matter must be a mapping of keys, not a {type(loaded).__name__}")
+        return {}
+    return {k: _jsonable(v) for k, v in loaded.items()}
+
+
+def _jsonable(value: Any) -> Any:
+    """YAML gives datetimes, dates and sets; the index and JSON output want plain data."""
+    if isinstance(value, dt.datetime):
+        return to_utc(value) if value.tzinfo else value.isoformat()
+    if isinstance(value, dt.date):
+        return value.isoformat()
+    if isinstance(value, dict):
+        return {str(k): _jsonable(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple, set)):
+        return [_jsonable(v) for v in value]
+    if isinstance(value, bytes):
+        return value.decode("utf-8", errors="replace")
+    return value
+
+
+def _note_from(path: str, meta: dict[str, Any], body: str, problems: list[str]) -> Note:
+    raw_id = meta.get("id")
+    own_id = isinstance(raw_id, (str, int)) and str(raw_id).strip() != ""
+    namespace = meta.get("namespace")
+    namespace = str(namespace).strip() if isinstance(namespace, (str, int)) and str(namespace).strip() else "default"
+    tags = _merge_unique(as_tag_list(meta.get("tags")), inline_tags(body))
+    timestamps = {}
+    for key in ("created", "updated", "expires"):
+        timestamps[key] = None
+        if meta.get(key) not in (None, ""):
+            try:
+                timestamps[key] = to_utc(meta[key])
+            except ValueError:
+                problems.append(f"{key}: {meta[key]!r} is not a date or timestamp")
+    title = meta.get("title")
+    links = [(key, target) for key, value in meta.items() if key not in RESERVED_KEYS for target in _links_in(value)]
+    links += [(BODY_LINK_RELATION, target) for target in wikilinks(_CODE.sub("", body))]
+    return Note(
+        path=path,
+        id=str(raw_id).strip() if own_id else path,
+        own_id=own_id,
+        namespace=namespace,
+        title=str(title).strip() if isinstance(title, (str, int, float)) and str(title).strip() else derive_title(body, path),
+        tags=tags,
+        aliases=_as_str_list(meta.get("aliases")),
+        created=timestamps["created"],
+        updated=timestamps["updated"],
+        expires=timestamps["expires"],
+        source=str(meta.get("source") or "").strip(),
+        body=body,
+        links=links,
+        meta=meta,
+        problems=problems,
+        conflict=bool(_CONFLICT_START.search(body) and _CONFLICT_END.search(body)),
+    )
+
+
+def _merge_unique(*lists: list[str]) -> list[str]:
+    seen: dict[str, None] = {}
+    for items in lists:
+        for item in items:
+            seen.setdefault(item, None)
+    return list(seen)
+
+
+def normalise_tag(tag: str) -> str:
+    """Tags are case-insensitive and carry no '#' or whitespace (as in Obsidian)."""
+    return "-".join(str(tag).strip().lstrip("#").casefold().split())
+
+
+def as_tag_list(value: Any) -> list[str]:
+    """Tags as Obsidian accepts them: a YAML list, or one string split on commas/spaces."""
+    if value is None:
+        return []
+    items = value if isinstance(value, list) else re.split(r"[,\s]+", str(value))
+    return _merge_unique([t for t in (normalise_tag(str(i)) for i in items if i is not None) if t])
+
+
+def _as_str_list(value: Any) -> list[str]:
+    if value is None:
+        return []
+    items = value if isinstance(value, list) else str(value).split(",")
+    return [str(i).strip() for i in items if i is not None and str(i).strip()]
+
+
+def inline_tags(body: str) -> list[str]:
+    """``#tags`` in the body count as tags (not in code, not all digits, not headings)."""
+    found = (normalise_tag(m.group(1).rstrip("/-")) for m in _INLINE_TAG.finditer(_CODE.sub("", body)))
+    return _merge_unique([t for t in found if t and not t.replace("/", "").isdigit()])
+
+
+def wikilinks(text: str) -> list[str]:
+    """Targets of ``[[target|alias]]`` / ``[[target#heading]]`` links, as written."""
+    return _merge_unique([m.group(1).strip() for m in _WIKILINK.finditer(text) if m.group(1).strip()])
+
+
+def _links_in(value: Any) -> list[str]:
+    if isinstance(value, str):
+        return wikilinks(value)
+    if isinstance(value, list):
+        return _merge_unique(*[wikilinks(v) for v in value if isinstance(v, str)])
+    return []
+
+
+def derive_title(body: str, path: str) -> str:
+    """A first-line heading, else the first words, else the file name."""
+    for line in body.splitlines():
+        line = line.strip()
+        if not line:
+            continue
+        heading = _HEADING.fullmatch(line)
+        if heading:
+            return heading.group(1).strip()
+        words = re.sub(r"[*_`>\[\]]+", "", line).split()
+        return _shorten(" ".join(words), 80)
+    stem = path.rsplit("/", 1)[-1]
+    return stem[:-3] if stem.endswith(".md") else stem
+
+
+def _shorten(text: str, limit: int) -> str:
+    if len(text) <= limit:
+        return text
+    cut = text[:limit].rsplit(" ", 1)[0]
+    return (cut or text[:limit]).rstrip(",;:") + "…"
+
+
+def to_utc(value: Any) -> str:
+    """Canonical UTC (``2026-07-20T09:00:00Z``) from a datetime, date or ISO string."""
+    if isinstance(value, dt.datetime):
+        moment = value
+    elif isinstance(value, dt.date):
+        moment = dt.datetime(value.year, value.month, value.day)
+    elif isinstance(value, str) and value.strip():
+        text = value.strip()
+        try:
+            moment = dt.datetime.fromisoformat(text.replace(" ", "T", 1) if "T" not in text and len(text) > 10 else text)
+        except ValueError as exc:
+            raise ValueError(f"not a timestamp: {value!r}") from exc
+    else:
+        raise ValueError(f"not a timestamp: {value!r}")
+    if moment.tzinfo is None:
+        moment = moment.replace(tzinfo=dt.timezone.utc)
+    return moment.astimezone(dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+# --------------------------------------------------------------------------- writing
+
+
+def yaml_scalar(value: Any) -> str:
+    """One YAML value, plain where YAML would read it back as the same string."""
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, (int, float)):
+        return str(value)
+    if isinstance(value, list):
+        return "[" + ", ".join(yaml_scalar(v) for v in value) + "]"
+    text = str(value)
+    if _TIMESTAMP.fullmatch(text):
+        return text
+    if _PLAIN_SCALAR.fullmatch(text) and not _YAML_SPECIAL.fullmatch(text) and not text.endswith(" "):
+        if ": " not in text and " #" not in text:
+            return text
+    return json.dumps(text, ensure_ascii=False)
+
+
+def render_new(fields: dict[str, Any], body: str) -> str:
+    """A file the tool creates: fixed key order, flow lists, LF, one trailing newline."""
+    lines = ["---"]
+    for key in NEW_FILE_ORDER:
+        value = fields.get(key)
+        if value in (None, "") and key not in ("tags",):
+            continue
+        lines.append(f"{key}: {yaml_scalar(value)}")
+    for key, value in fields.items():
+        if key not in NEW_FILE_ORDER and value not in (None, "", []):
+            lines.append(f"{key}: {yaml_scalar(value)}")
+    lines.append("---")
+    return "\n".join(lines) + "\n" + body.strip("\n").replace("\r\n", "\n") + "\n"
+
+
+def _key_line(key: str) -> re.Pattern[str]:
+    escaped = re.escape(key)
+    return re.compile(rf"^(?:{escaped}|\"{escaped}\"|'{escaped}')[ \t]*:(?:[ \t]|\r?\n|$)")
+
+
+def patch(text: str, changes: dict[str, Any], body: str | None = None) -> str:
+    """Rewrite only the front-matter keys in ``changes`` (``None`` removes a key).
+
+    Every other byte stays: unknown keys and their order, comments, list style of
+    untouched keys, line endings, a BOM, and the body unless a new one is given.
+    """
+    parts = _split(text)
+    nl = parts.newline
+    rest = text[len(parts.bom) :]
+    if parts.fm_text is None:
+        fm_lines: list[str] = []
+        old_body = rest
+        head, tail = "---" + nl, "---" + nl
+    else:
+        fm_lines = parts.fm_text.splitlines(keepends=True)
+        old_body = rest[parts.body_start :]
+        head, tail = rest[: parts.fm_start], rest[parts.fm_end : parts.body_start]
+        if not tail.endswith("\n"):
+            tail += nl
+    for key, value in changes.items():
+        fm_lines = _patch_key(fm_lines, key, value, nl)
+    new_body = old_body
+    if body is not None:
+        new_body = body.replace("\r\n", "\n").strip("\n") + "\n"
+        if nl != "\n":
+            new_body = new_body.replace("\n", nl)
+    return parts.bom + head + "".join(fm_lines) + tail + new_body
+
+
+def _patch_key(lines: list[str], key: str, value: Any, nl: str) -> list[str]:
+    pattern = _key_line(key)
+    start = next((i for i, line in enumerate(lines) if pattern.match(line)), None)
+    if start is None:
+        if value is None:
+            return lines
+        if lines and not lines[-1].endswith("\n"):
+            lines = lines[:-1] + [lines[-1] + nl]
+        return lines + [f"{key}: {yaml_scalar(value)}{nl}"]
+    end = start + 1
+    while end < len(lines) and lines[end].strip() and (lines[end][0] in " \t" or lines[end].startswith("- ")):
+        end += 1
+    if value is None:
+        return lines[:start] + lines[end:]
+    block_items = [ln for ln in lines[start + 1 : end] if ln.lstrip().startswith("- ")]
+    written_key = lines[start].split(":", 1)[0]
+    if isinstance(value, list) and value and block_items and lines[start].split(":", 1)[1].strip() == "":
+        indent = block_items[0][: len(block_items[0]) - len(block_items[0].lstrip())]
+        new = [f"{written_key}:{nl}"] + [f"{indent}- {yaml_scalar(v)}{nl}" for v in value]
+    else:
+        new = [f"{written_key}: {yaml_scalar(value)}{nl}"]
+    return lines[:start] + new + lines[end:]

@@ -1,0 +1,279 @@
+"""The vault on disk: where it is, which files are memories, and durable writes.
+
+All file writes in the package go through ``_write_temp`` + a rename here, so a crash
+leaves either the old file or the new one, and tests can inject disk errors in one place.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import errno
+import os
+import re
+import secrets
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+from slugify import slugify
+
+from .errors import PathRefused, VaultError
+
+VAULT_DIRNAME = ".memory"
+INDEX_DIRNAME = ".index"
+TRASH_DIRNAME = ".trash"
+GITIGNORE = f"# agent-memory: the index is a cache rebuilt from the files\n{INDEX_DIRNAME}/\n"
+SLUG_MAX = 60
+_TMP_SUFFIX = ".agent-memory.tmp"
+# Editors' swap, backup and temp files: never memories.
+_DROPPINGS = re.compile(
+    r"(^\..*\.sw[a-p]$)|(~$)|(^4913$)|(\.tmp$)|(^\.#)|(___jb_(tmp|old)___$)|(\.crswap$)|(^#.*#$)"
+)
+_CROCKFORD = "0123456789abcdefghjkmnpqrstvwxyz"
+
+
+def new_id(now_ms: int | None = None) -> str:
+    """16 chars: 10 of millisecond time (sortable) + 6 random (30 bits).
+
+    Two machines writing one git-synced vault would have to pick the same
+    millisecond and the same 30 random bits to collide.
+    """
+    stamp = int(time.time() * 1000) if now_ms is None else now_ms
+    head = "".join(_CROCKFORD[(stamp >> shift) & 31] for shift in range(45, -1, -5))
+    rand = int.from_bytes(secrets.token_bytes(4), "big") & ((1 << 30) - 1)
+    tail = "".join(_CROCKFORD[(rand >> shift) & 31] for shift in range(25, -1, -5))
+    return head + tail
+
+
+def make_slug(text: str) -> str:
+    slug = slugify(text, max_length=SLUG_MAX, word_boundary=True, save_order=True)
+    return slug or "memory"
+
+
+def dated_folder(created: dt.datetime) -> str:
+    return created.astimezone(dt.timezone.utc).strftime("%Y/%m/%d")
+
+
+def is_memory_name(name: str) -> bool:
+    return name.endswith(".md") and not name.startswith(".") and not _DROPPINGS.search(name)
+
+
+def is_ignored_dir(name: str) -> bool:
+    return name.startswith(".")
+
+
+def is_memory_path(rel: str) -> bool:
+    """A vault-relative path the index should hold (no dot-folders, no droppings)."""
+    parts = rel.split("/")
+    return bool(parts) and not any(is_ignored_dir(p) for p in parts[:-1]) and is_memory_name(parts[-1])
+
+
+def locate_vault(explicit: str | os.PathLike[str] | None = None, cwd: Path | None = None) -> Path:
+    """``--dir``/``AGENT_MEMORY_DIR`` name the vault itself; else the nearest ``.memory/``
+    in the current folder or its parents (as git finds ``.git``), else ``~/.memory``."""
+    chosen = explicit or os.environ.get("AGENT_MEMORY_DIR")
+    if chosen:
+        return Path(chosen).expanduser().absolute()
+    here = (cwd or Path.cwd()).absolute()
+    for folder in (here, *here.parents):
+        candidate = folder / VAULT_DIRNAME
+        if candidate.is_dir():
+            return candidate
+    return Path.home() / VAULT_DIRNAME
+
+
+def _disk_error(exc: OSError, what: str) -> VaultError:
+    reason = {
+        errno.EROFS: "the vault is on a read-only file system",
+        errno.ENOSPC: "the disk is full",
+        errno.EACCES: "permission denied",
+        errno.EPERM: "permission denied",
+        errno.EDQUOT: "the disk quota is exceeded",
+    }.get(exc.errno or 0, exc.strerror or str(exc))
+    return VaultError(f"Could not {what}: {reason}. Nothing was changed; free space or fix permissions and retry.")
+
+
+class Store:
+    """Paths, layout and atomic writes of one vault folder."""
+
+    def __init__(self, root: Path) -> None:
+        self.root = root
+
+    # ------------------------------------------------------------------ paths
+    def abspath(self, rel: str) -> Path:
+        return self.root / rel
+
+    def relpath(self, path: Path) -> str:
+        return path.relative_to(self.root).as_posix()
+
+    def confine(self, path: str) -> Path:
+        """Resolve ``path`` (relative to the vault or absolute) and refuse escapes.
+
+        Symlinks are resolved first, so a link pointing outside is refused too; every
+        dot-folder except ``.prompts/`` is refused (``.git/config`` can hold tokens).
+        """
+        candidate = Path(path)
+        if not candidate.is_absolute():
+            candidate = self.root / candidate
+        resolved = candidate.resolve()
+        root = self.root.resolve()
+        if resolved != root and root not in resolved.parents:
+            raise PathRefused(f"{path!r} is outside the vault {str(root)!r}; give a path inside it.")
+        rel_parts = resolved.relative_to(root).parts
+        hidden = [p for p in rel_parts[:-1] if p.startswith(".") and p != ".prompts"]
+        if hidden or (rel_parts and rel_parts[-1].startswith(".") and rel_parts[-1] != ".prompts"):
+            raise PathRefused(
+                f"{path!r} is inside a hidden folder or is a hidden file; only memories and .prompts/ can be read."
+            )
+        return resolved
+
+    # ------------------------------------------------------------------ reading
+    def walk(self) -> Iterator[tuple[str, os.stat_result]]:
+        """Every memory file with its stat, skipping dot-folders and editor droppings."""
+        stack = [(self.root, "")]
+        while stack:
+            folder, prefix = stack.pop()
+            try:
+                entries = list(os.scandir(folder))
+            except (FileNotFoundError, NotADirectoryError):
+                continue
+            for entry in entries:
+                if entry.is_dir(follow_symlinks=False):
+                    if not is_ignored_dir(entry.name):
+                        stack.append((Path(entry.path), prefix + entry.name + "/"))
+                elif is_memory_name(entry.name):
+                    try:
+                        yield prefix + entry.name, entry.stat()
+                    except FileNotFoundError:
+                        continue
+
+    def read(self, rel: str) -> bytes:
+        return self.abspath(rel).read_bytes()
+
+    def stat(self, rel: str) -> os.stat_result | None:
+        try:
+            return self.abspath(rel).stat()
+        except (FileNotFoundError, NotADirectoryError):
+            return None
+
+    # ------------------------------------------------------------------ writing
+    def _write_temp(self, folder: Path, data: bytes) -> Path:
+        """The one place bytes reach the disk: a hidden temp file, fsynced."""
+        tmp = folder / f".{secrets.token_hex(6)}{_TMP_SUFFIX}"
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
+        try:
+            view = memoryview(data)
+            while view:
+                view = view[os.write(fd, view) :]
+            os.fsync(fd)
+        except BaseException:
+            os.close(fd)
+            tmp.unlink(missing_ok=True)
+            raise
+        os.close(fd)
+        return tmp
+
+    @staticmethod
+    def _fsync_dir(folder: Path) -> None:
+        fd = os.open(folder, os.O_RDONLY)
+        try:
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+
+    def create(self, folder: str, slug: str, data: bytes) -> str:
+        """Write a new file as ``folder/slug.md`` (``-2``, ``-3``… if taken); never overwrites."""
+        target_dir = self.abspath(folder)
+        try:
+            target_dir.mkdir(parents=True, exist_ok=True)
+            tmp = self._write_temp(target_dir, data)
+        except OSError as exc:
+            raise _disk_error(exc, "write the memory file") from exc
+        try:
+            for n in range(1, 10_000):
+                name = f"{slug}.md" if n == 1 else f"{slug}-{n}.md"
+                try:
+                    os.link(tmp, target_dir / name)  # fails if the name exists: no overwrite
+                except FileExistsError:
+                    continue
+                self._fsync_dir(target_dir)
+                return f"{folder}/{name}" if folder else name
+            raise VaultError(f"Too many files named {slug!r} in {folder!r}.")
+        except OSError as exc:
+            raise _disk_error(exc, "write the memory file") from exc
+        finally:
+            tmp.unlink(missing_ok=True)
+
+    def replace(self, rel: str, data: bytes) -> None:
+        """Atomically replace an existing file's bytes (temp + fsync + rename)."""
+        target = self.abspath(rel)
+        try:
+            tmp = self._write_temp(target.parent, data)
+        except OSError as exc:
+            raise _disk_error(exc, f"write {rel}") from exc
+        try:
+            os.replace(tmp, target)
+            self._fsync_dir(target.parent)
+        except OSError as exc:
+            tmp.unlink(missing_ok=True)
+            raise _disk_error(exc, f"write {rel}") from exc
+
+    def write_new_file(self, rel: str, data: bytes) -> None:
+        """Create ``rel`` exactly (used by import and init); refuses to overwrite."""
+        target = self.abspath(rel)
+        try:
+            target.parent.mkdir(parents=True, exist_ok=True)
+            tmp = self._write_temp(target.parent, data)
+        except OSError as exc:
+            raise _disk_error(exc, f"write {rel}") from exc
+        try:
+            os.link(tmp, target)
+            self._fsync_dir(target.parent)
+        except FileExistsError as exc:
+            raise VaultError(f"{rel} already exists; it was left as it was.") from exc
+        except OSError as exc:
+            raise _disk_error(exc, f"write {rel}") from exc
+        finally:
+            tmp.unlink(missing_ok=True)
+
+    # ------------------------------------------------------------------ trash
+    @property
+    def trash_dir(self) -> Path:
+        return self.root / TRASH_DIRNAME
+
+    def trash(self, rel: str) -> str:
+        """Move a file into ``.trash/`` (same relative path, numbered if taken)."""
+        source = self.abspath(rel)
+        stem, suffix = (rel[:-3], ".md") if rel.endswith(".md") else (rel, "")
+        try:
+            for n in range(1, 10_000):
+                name = f"{stem}{suffix}" if n == 1 else f"{stem}-{n}{suffix}"
+                target = self.trash_dir / name
+                if target.exists():
+                    continue
+                target.parent.mkdir(parents=True, exist_ok=True)
+                os.rename(source, target)
+                os.utime(target)  # the trash keeps things 30 days from now, not from their last edit
+                self._fsync_dir(source.parent)
+                return f"{TRASH_DIRNAME}/{name}"
+        except OSError as exc:
+            raise _disk_error(exc, f"move {rel} to the trash") from exc
+        raise VaultError(f"Too many copies of {rel} in the trash; run `agent-memory gc`.")
+
+    def trash_entries(self) -> Iterator[tuple[str, float]]:
+        """Files in the trash with their age in seconds."""
+        now = time.time()
+        for folder, _dirs, files in os.walk(self.trash_dir):
+            for name in files:
+                path = Path(folder) / name
+                try:
+                    yield self.relpath(path), now - path.stat().st_mtime
+                except FileNotFoundError:
+                    continue
+
+    def purge_from_trash(self, rel: str) -> None:
+        """Delete one file for good; only ever called on paths inside ``.trash/``."""
+        path = self.abspath(rel)
+        if self.trash_dir.resolve() not in path.resolve().parents:
+            raise PathRefused(f"{rel!r} is not in the trash.")
+        path.unlink(missing_ok=True)

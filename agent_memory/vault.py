@@ -1,0 +1,621 @@
+"""The one object every front end talks to: remember, recall, update, forget, sync.
+
+It composes the store (files), the index (SQLite) and the query planner. The files
+are the truth: every write goes to a file first, then the index is refreshed from
+the bytes actually on disk, through the same per-file function reconcile uses.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import datetime as dt
+import fcntl
+import json
+import os
+import sqlite3
+import threading
+from collections.abc import Callable, Iterable, Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+from . import note as notes
+from .errors import Duplicate, InvalidInput, NotFound, VaultError, VersionConflict
+from .index import FileFacts, Filters, Index
+from .models import (
+    ForgetResult,
+    Hit,
+    ListResult,
+    Memory,
+    ReconcileReport,
+    RememberResult,
+    SearchResult,
+    Summary,
+    UpdateResult,
+)
+from .query import MAX_QUERY_CHARS, plan
+from .store import GITIGNORE, INDEX_DIRNAME, Store, dated_folder, is_memory_path, make_slug, new_id
+
+MAX_CONTENT = 100_000
+MAX_TAGS = 50
+MAX_TAG_LEN = 64
+MAX_LIMIT = 100
+MATCH_MODES = ("auto", "all", "any")
+PARTIAL_CANDIDATES = 200
+
+Clock = Callable[[], dt.datetime]
+
+
+def _utcnow() -> dt.datetime:
+    return dt.datetime.now(dt.timezone.utc)
+
+
+def iso(moment: dt.datetime) -> str:
+    return moment.astimezone(dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def humanize_age(then: str, now: dt.datetime) -> str:
+    """"3 days ago": how long since a canonical UTC timestamp."""
+    try:
+        seconds = (now - dt.datetime.fromisoformat(then)).total_seconds()
+    except ValueError:
+        return ""
+    if seconds < 0:
+        return "in the future"
+    for unit, size in (("year", 365 * 86400), ("month", 30 * 86400), ("day", 86400), ("hour", 3600), ("minute", 60)):
+        if seconds >= size:
+            n = int(seconds // size)
+            return f"{n} {unit}{'s' if n != 1 else ''} ago"
+    return "just now"
+
+
+# --------------------------------------------------------------------------- validation
+
+
+def check_content(content: str) -> str:
+    if not isinstance(content, str) or not content.strip():
+        raise InvalidInput("Content is empty; give the fact to remember as text.")
+    if len(content) > MAX_CONTENT:
+        raise InvalidInput(f"Content is {len(content):,} characters; the limit is {MAX_CONTENT:,}. Split it into smaller memories.")
+    return content.strip("\n")
+
+
+def check_tags(tags: Iterable[str] | str | None) -> list[str]:
+    """Tags as a list or one comma-separated string; case-insensitive, no whitespace."""
+    if tags is None:
+        return []
+    items = [t for t in tags.split(",")] if isinstance(tags, str) else list(tags)
+    out: list[str] = []
+    for raw in items:
+        tag = str(raw).strip().lstrip("#")
+        if not tag:
+            continue
+        if any(c.isspace() for c in tag):
+            raise InvalidInput(f"Tag {tag!r} contains whitespace; use '-' or '_' instead (e.g. {'-'.join(tag.split())!r}).")
+        if len(tag) > MAX_TAG_LEN:
+            raise InvalidInput(f"Tag {tag[:20]!r}… is {len(tag)} characters; the limit is {MAX_TAG_LEN}.")
+        tag = notes.normalise_tag(tag)
+        if tag not in out:
+            out.append(tag)
+    if len(out) > MAX_TAGS:
+        raise InvalidInput(f"{len(out)} tags given; the limit is {MAX_TAGS} per memory.")
+    return out
+
+
+def check_namespace(namespace: str | None) -> str:
+    value = (namespace or "default").strip()
+    if any(c.isspace() for c in value) or "/" in value or len(value) > MAX_TAG_LEN:
+        raise InvalidInput(f"Namespace {value!r} is not valid: use one word of up to {MAX_TAG_LEN} characters, no '/' or spaces.")
+    return value
+
+
+def check_ttl(ttl_days: float | None) -> float | None:
+    if ttl_days is None:
+        return None
+    if not isinstance(ttl_days, (int, float)) or ttl_days < 0 or ttl_days > 36500:
+        raise InvalidInput(f"ttl_days must be between 0 (no expiry) and 36500; got {ttl_days!r}.")
+    return float(ttl_days)
+
+
+def check_limit(limit: int) -> int:
+    if not isinstance(limit, int) or not 1 <= limit <= MAX_LIMIT:
+        raise InvalidInput(f"limit must be between 1 and {MAX_LIMIT}; got {limit!r}.")
+    return limit
+
+
+# --------------------------------------------------------------------------- locking
+
+
+class _WriteLock:
+    """Exclusive across processes (``flock`` on a file in the index folder) and
+    re-entrant within one, so a write's dedup check, file create and index write
+    happen as one step even with two agents and the CLI on one vault."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self._thread_lock = threading.RLock()
+        self._depth = 0
+        self._fd: int | None = None
+
+    @contextmanager
+    def hold(self) -> Iterator[None]:
+        with self._thread_lock:
+            if self._depth == 0:
+                fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
+                fcntl.flock(fd, fcntl.LOCK_EX)
+                self._fd = fd
+            self._depth += 1
+            try:
+                yield
+            finally:
+                self._depth -= 1
+                if self._depth == 0 and self._fd is not None:
+                    fcntl.flock(self._fd, fcntl.LOCK_UN)
+                    os.close(self._fd)
+                    self._fd = None
+
+
+# --------------------------------------------------------------------------- the vault
+
+
+class Vault:
+    """A vault folder and its index. Open it, use it, ``close()`` it."""
+
+    def __init__(
+        self,
+        root: str | os.PathLike[str],
+        *,
+        index_dir: str | os.PathLike[str] | None = None,
+        clock: Clock = _utcnow,
+        sync: bool = True,
+    ) -> None:
+        self.root = Path(root).expanduser().absolute()
+        if self.root.exists() and not self.root.is_dir():
+            raise VaultError(f"{self.root} is a file, not a vault folder; pass --dir with a folder.")
+        if not self.root.is_dir():
+            raise VaultError(f"No vault at {self.root}. Create one with `agent-memory --dir {self.root} init`.")
+        chosen = index_dir or os.environ.get("AGENT_MEMORY_INDEX_DIR")
+        self.index_dir = Path(chosen).expanduser().absolute() if chosen else self.root / INDEX_DIRNAME
+        self.store = Store(self.root)
+        self.clock = clock
+        try:
+            self.index = Index(self.index_dir)
+        except (OSError, sqlite3.OperationalError) as exc:
+            raise VaultError(f"Cannot open the index in {self.index_dir}: {exc}. Check the folder is writable.") from exc
+        self._lock = _WriteLock(self.index_dir / "write.lock")
+        if sync:
+            self.reconcile()
+
+    @classmethod
+    def init(cls, root: str | os.PathLike[str], **kwargs: Any) -> "Vault":
+        """Create the vault folder (and its .gitignore) if needed, then open it."""
+        path = Path(root).expanduser().absolute()
+        if path.exists() and not path.is_dir():
+            raise VaultError(f"{path} is a file, not a folder; choose another path for the vault.")
+        try:
+            path.mkdir(parents=True, exist_ok=True)
+            gitignore = path / ".gitignore"
+            if not gitignore.exists():
+                Store(path).write_new_file(".gitignore", GITIGNORE.encode())
+        except OSError as exc:
+            raise VaultError(f"Cannot create a vault at {path}: {exc.strerror or exc}.") from exc
+        return cls(path, **kwargs)
+
+    def close(self) -> None:
+        self.index.close()
+
+    def __enter__(self) -> "Vault":
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def now(self) -> dt.datetime:
+        return self.clock()
+
+    @contextmanager
+    def _writing(self) -> Iterator[None]:
+        with self._lock.hold():
+            self.index.ensure_current()
+            yield
+
+    # ------------------------------------------------------------------ sync
+    def _read(self, rel: str) -> tuple[bytes, os.stat_result] | None:
+        try:
+            with open(self.store.abspath(rel), "rb") as handle:
+                data = handle.read()
+                return data, os.fstat(handle.fileno())
+        except (FileNotFoundError, NotADirectoryError, IsADirectoryError):
+            return None
+
+    def _note_for(self, rel: str, data: bytes, stat: os.stat_result) -> notes.Note:
+        """Parse a file, filling times a hand-written file may lack from its mtime."""
+        note = notes.parse(data, rel)
+        if note.created is None or note.updated is None:
+            mtime = iso(dt.datetime.fromtimestamp(stat.st_mtime, dt.timezone.utc))
+            note = dataclasses.replace(note, created=note.created or mtime, updated=note.updated or note.created or mtime)
+        return note
+
+    def _refresh(self, conn: sqlite3.Connection, rel: str, known: FileFacts | None) -> str:
+        """Bring one path's row in line with the file: the one way a file enters the index."""
+        read = self._read(rel) if is_memory_path(rel) else None
+        if read is None:
+            return "removed" if self.index.delete(conn, rel) else "absent"
+        data, stat = read
+        facts = FileFacts(len(data), stat.st_mtime_ns, notes.file_version(data))
+        if known is not None and known.sha256 == facts.sha256:
+            if (known.size, known.mtime_ns) != (facts.size, facts.mtime_ns):
+                self.index.touch(conn, rel, facts)
+            return "unchanged"
+        self.index.upsert(conn, self._note_for(rel, data, stat), facts)
+        return "added" if known is None else "updated"
+
+    def reconcile_path(self, rel: str) -> str:
+        """Fold one changed path into the index (used by the watcher)."""
+        rel = rel.replace(os.sep, "/")
+        with self._writing():
+            row = self.index.by_path(rel)
+            known = FileFacts(row["size"], row["mtime_ns"], row["sha256"]) if row else None
+            with self.index.transaction() as conn:
+                return self._refresh(conn, rel, known)
+
+    def reconcile(self) -> ReconcileReport:
+        """Make the index match the files: new, changed, moved and deleted ones.
+
+        Unchanged files are skipped by size+mtime, then by content hash, so a start
+        with nothing changed reads no file. Expired memories go to the trash.
+        """
+        counts = {"added": 0, "updated": 0, "removed": 0, "unchanged": 0, "absent": 0}
+        with self._writing():
+            known = self.index.file_facts()
+            if not known:
+                return self._rebuild(counts)
+            seen: set[str] = set()
+            with self.index.transaction() as conn:
+                for rel, stat in self.store.walk():
+                    seen.add(rel)
+                    facts = known.get(rel)
+                    if facts is not None and facts.size == stat.st_size and facts.mtime_ns == stat.st_mtime_ns:
+                        counts["unchanged"] += 1
+                        continue
+                    counts[self._refresh(conn, rel, facts)] += 1
+                for rel in known.keys() - seen:
+                    counts[self._refresh(conn, rel, known[rel])] += 1
+            expired = self.sweep_expired()
+        return self._report(counts, expired)
+
+    def reindex(self) -> ReconcileReport:
+        """Rebuild the index from the files alone, in one transaction."""
+        with self._writing():
+            return self._rebuild({"added": 0, "updated": 0, "removed": 0, "unchanged": 0, "absent": 0})
+
+    def _rebuild(self, counts: dict[str, int]) -> ReconcileReport:
+        def parsed() -> Iterator[tuple[notes.Note, FileFacts]]:
+            for rel, _stat in self.store.walk():
+                read = self._read(rel)
+                if read is None:
+                    continue
+                data, stat = read
+                yield self._note_for(rel, data, stat), FileFacts(len(data), stat.st_mtime_ns, notes.file_version(data))
+
+        with self.index.transaction() as conn:
+            counts["added"] = self.index.replace_all(conn, parsed())
+        return self._report(counts, self.sweep_expired())
+
+    def _report(self, counts: dict[str, int], expired: int) -> ReconcileReport:
+        problems = [
+            {"path": row["path"], "problem": "; ".join(json.loads(row["problems"]))}
+            for row in self.index.query("SELECT path, problems FROM memories WHERE problems IS NOT NULL ORDER BY path")
+        ]
+        return ReconcileReport(
+            added=counts["added"],
+            updated=counts["updated"],
+            removed=counts["removed"],
+            unchanged=counts["unchanged"],
+            expired=expired,
+            problems=problems,
+        )
+
+    def sweep_expired(self) -> int:
+        """Move memories whose ``expires`` has passed to the trash.
+
+        Reads never return them anyway (every query filters on ``expires``); this only
+        tidies the folder, so it needs no daemon.
+        """
+        rows = self.index.expired(iso(self.now()))
+        if not rows:
+            return 0
+        with self._writing():
+            for row in rows:
+                if self.store.stat(row["path"]) is not None:
+                    self.store.trash(row["path"])
+                with self.index.transaction() as conn:
+                    self.index.delete(conn, row["path"])
+        return len(rows)
+
+    # ------------------------------------------------------------------ lookups
+    def _resolve(self, memory_id: str) -> sqlite3.Row:
+        """An id, or a vault-relative path; expired memories are not found."""
+        key = (memory_id or "").strip()
+        if not key:
+            raise InvalidInput("memory_id is empty; pass an id or a vault-relative path (use recall to find one).")
+        path = key.replace("\\", "/").removeprefix("./")
+        row = self.index.by_id(key) or self.index.by_path(path)
+        if row is None and path.endswith(".md") and self.store.stat(path) is not None:
+            self.reconcile_path(path)  # a file made by hand that the index has not seen yet
+            row = self.index.by_path(path)
+        if row is None:
+            raise NotFound(key)
+        if row["expires"] is not None and row["expires"] <= iso(self.now()):
+            raise NotFound(key)
+        return row
+
+    def _summary(self, row: sqlite3.Row) -> Summary:
+        return Summary(
+            id=row["id"],
+            path=row["path"],
+            version=row["sha256"],
+            namespace=row["namespace"],
+            tags=row["tags"].split() if row["tags"] else [],
+            title=row["title"],
+            created=row["created"],
+            updated=row["updated"],
+            age=humanize_age(row["created"], self.now()),
+            expires=row["expires"],
+        )
+
+    def _memory(self, rel: str, data: bytes, row: sqlite3.Row) -> Memory:
+        note = notes.parse(data, rel)
+        relations: dict[str, list[str]] = {}
+        for relation, target in note.links:
+            relations.setdefault(relation, []).append(target)
+        summary = self._summary(row)
+        summary["version"] = notes.file_version(data)
+        return Memory(
+            **summary,
+            content=note.body,
+            source=note.source,
+            aliases=note.aliases,
+            relations=relations,
+            front_matter=note.meta,
+            problems=note.problems,
+            conflict=note.conflict,
+        )
+
+    def _load(self, memory_id: str) -> tuple[sqlite3.Row, bytes]:
+        """The row and the file's current bytes, re-indexing the file if it drifted."""
+        row = self._resolve(memory_id)
+        read = self._read(row["path"])
+        if read is None:
+            self.reconcile_path(row["path"])
+            raise NotFound(memory_id)
+        data, _ = read
+        if notes.file_version(data) != row["sha256"]:
+            self.reconcile_path(row["path"])
+            row = self._resolve(memory_id)
+        return row, data
+
+    def get(self, memory_id: str) -> Memory:
+        row, data = self._load(memory_id)
+        return self._memory(row["path"], data, row)
+
+    # ------------------------------------------------------------------ writes
+    def remember(
+        self,
+        content: str,
+        namespace: str = "default",
+        tags: Iterable[str] | str | None = (),
+        title: str = "",
+        source: str = "",
+        ttl_days: float = 0,
+    ) -> RememberResult:
+        """Store a fact as a new file, unless the same content is already in the namespace."""
+        content = check_content(content)
+        namespace = check_namespace(namespace)
+        tag_list = check_tags(tags)
+        ttl = check_ttl(ttl_days) or 0
+        title = (title or "").strip()
+        with self._writing():
+            now = self.now()
+            existing = self.index.find_content(namespace, notes.content_hash(content), iso(now))
+            if existing is not None:
+                return self._merge_tags_into(existing, tag_list)
+            fields = {
+                "id": new_id(),
+                "namespace": namespace,
+                "title": title or None,
+                "tags": tag_list,
+                "created": iso(now),
+                "updated": iso(now),
+                "expires": iso(now + dt.timedelta(days=ttl)) if ttl else None,
+                "source": (source or "").strip() or None,
+            }
+            data = notes.render_new(fields, content).encode("utf-8")
+            slug = make_slug(title or notes.derive_title(content, ""))
+            rel = self.store.create(dated_folder(now), slug, data)
+            with self.index.transaction() as conn:
+                self._refresh(conn, rel, None)
+            return RememberResult(memory=self.get(rel), deduplicated=False)
+
+    def _merge_tags_into(self, row: sqlite3.Row, tags: list[str]) -> RememberResult:
+        current = row["tags"].split()
+        if all(t in current for t in tags):
+            return RememberResult(memory=self.get(row["path"]), deduplicated=True)
+        result = self.update(row["path"], add_tags=tags)
+        return RememberResult(memory=result["memory"], deduplicated=True)
+
+    def update(
+        self,
+        memory_id: str,
+        *,
+        content: str | None = None,
+        add_tags: Iterable[str] | str | None = (),
+        remove_tags: Iterable[str] | str | None = (),
+        namespace: str | None = None,
+        source: str | None = None,
+        title: str | None = None,
+        ttl_days: float | None = None,
+        expected_version: str | None = None,
+    ) -> UpdateResult:
+        """Change a memory in place, rewriting only the front-matter keys that change."""
+        new_body = check_content(content) if content is not None else None
+        adding, removing = check_tags(add_tags), check_tags(remove_tags)
+        new_namespace = check_namespace(namespace) if namespace is not None else None
+        ttl = check_ttl(ttl_days)
+        with self._writing():
+            row, data = self._load(memory_id)
+            version = notes.file_version(data)
+            if expected_version and expected_version != version:
+                raise VersionConflict(memory_id, expected_version, version)
+            note = notes.parse(data, row["path"])
+            if any(p.startswith(("broken YAML", "front matter must", "file is not valid")) for p in note.problems):
+                raise InvalidInput(
+                    f"{row['path']} has a problem a tool must not guess around ({'; '.join(note.problems)}); "
+                    "fix the file by hand, then retry."
+                )
+            now = self.now()
+            changes: dict[str, Any] = {}
+            written_tags = notes.as_tag_list(note.meta.get("tags"))
+            tags = [t for t in written_tags + [a for a in adding if a not in written_tags] if t not in removing]
+            if tags != written_tags:
+                changes["tags"] = tags
+            if new_namespace is not None and new_namespace != note.namespace:
+                changes["namespace"] = new_namespace
+            if source is not None and source.strip() != note.source:
+                changes["source"] = source.strip() or None
+            if title is not None and title.strip() != str(note.meta.get("title") or ""):
+                changes["title"] = title.strip() or None
+            if ttl is not None:
+                expires = iso(now + dt.timedelta(days=ttl)) if ttl else None
+                if expires != note.expires:
+                    changes["expires"] = expires
+            body_changed = new_body is not None and new_body.replace("\r\n", "\n") != note.body.replace("\r\n", "\n").strip("\n")
+            if body_changed or "namespace" in changes:
+                other = self.index.find_content(
+                    changes.get("namespace", note.namespace),
+                    notes.content_hash(new_body if body_changed else note.body),
+                    iso(now),
+                    exclude_path=row["path"],
+                )
+                if other is not None:
+                    raise Duplicate(memory_id, other["id"])
+            if not changes and not body_changed:
+                return UpdateResult(memory=self._memory(row["path"], data, row), changed=False)
+            changes["updated"] = iso(now)
+            text = notes.patch(data.decode("utf-8"), changes, body=new_body if body_changed else None)
+            self.store.replace(row["path"], text.encode("utf-8"))
+            with self.index.transaction() as conn:
+                self._refresh(conn, row["path"], None)
+            return UpdateResult(memory=self.get(row["path"]), changed=True)
+
+    def forget(self, memory_id: str, expected_version: str | None = None) -> ForgetResult:
+        """Move a memory's file to ``.trash/``; nothing is deleted outright."""
+        with self._writing():
+            row, data = self._load(memory_id)
+            version = notes.file_version(data)
+            if expected_version and expected_version != version:
+                raise VersionConflict(memory_id, expected_version, version)
+            trashed = self.store.trash(row["path"])
+            with self.index.transaction() as conn:
+                self.index.delete(conn, row["path"])
+            return ForgetResult(id=row["id"], path=row["path"], title=row["title"], trashed_to=trashed)
+
+    # ------------------------------------------------------------------ reads
+    def list(
+        self,
+        namespace: str | None = None,
+        tags: Iterable[str] | str | None = (),
+        limit: int = 20,
+        offset: int = 0,
+        path_prefix: str | None = None,
+    ) -> ListResult:
+        """Memories newest first, filtered in SQL, paged."""
+        filters = Filters(namespace=namespace or None, tags=tuple(check_tags(tags)), path_prefix=path_prefix or None)
+        check_limit(limit)
+        if offset < 0:
+            raise InvalidInput("offset must be 0 or more.")
+        now = iso(self.now())
+        rows = self.index.list(filters, now, limit, offset)
+        total = self.index.count(filters, now)
+        result = ListResult(total=total, count=len(rows), offset=offset, memories=[self._summary(r) for r in rows])
+        if offset + len(rows) < total:
+            result["next_offset"] = offset + len(rows)
+        return result
+
+    def search(
+        self,
+        query: str,
+        namespace: str | None = None,
+        tags: Iterable[str] | str | None = (),
+        limit: int = 10,
+        match: str = "auto",
+        since: str | None = None,
+        until: str | None = None,
+        path_prefix: str | None = None,
+    ) -> SearchResult:
+        """Plain-question recall: all terms when some memory has them all, else the
+        memories matching most terms, ranked by matched terms, BM25, then recency."""
+        if not isinstance(query, str) or len(query) > MAX_QUERY_CHARS:
+            raise InvalidInput(f"The query must be text of at most {MAX_QUERY_CHARS} characters.")
+        if match not in MATCH_MODES:
+            raise InvalidInput(f"match must be one of {', '.join(MATCH_MODES)}; got {match!r}.")
+        check_limit(limit)
+        filters = Filters(
+            namespace=namespace or None,
+            tags=tuple(check_tags(tags)),
+            since=_bound(since, "since"),
+            until=_bound(until, "until"),
+            path_prefix=path_prefix or None,
+        )
+        self.index.ensure_current()
+        q = plan(query)
+        if not q.terms:
+            return SearchResult(
+                terms=[], match_mode=match, count=0, hits=[],
+                hint="The query has no words to search for; ask with a few plain words.",
+            )
+        now = iso(self.now())
+        hits: list[Hit] = []
+        mode = "any" if match == "any" else "all"
+        if mode == "all":
+            hits = [self._hit(r, q.terms) for r in self.index.search(q.all, filters, now, limit)]
+            if not hits and match == "auto" and len(q.terms) > 1:
+                mode = "any"
+        if mode == "any":
+            hits = self._partial(q.any, q.terms, filters, now, limit)
+        result = SearchResult(terms=q.terms, match_mode=mode, count=len(hits), hits=hits)
+        if match == "auto" and mode == "any" and hits:
+            result["note"] = (
+                "No memory contains all of the terms; these match some of them (see matched_terms)."
+            )
+        if not hits:
+            result["hint"] = (
+                "Nothing matched. Try fewer or other words, remove namespace/tag filters, "
+                "or browse with list_memories."
+            )
+        return result
+
+    def _partial(self, expr: str, terms: list[str], filters: Filters, now: str, limit: int) -> list[Hit]:
+        """OR query: BM25 top candidates inside FTS, then reordered by matched terms."""
+        from .query import term_expr
+
+        rows = self.index.search(expr, filters, now, max(PARTIAL_CANDIDATES, limit))
+        rids = [r["rid"] for r in rows]
+        matched: dict[int, list[str]] = {rid: [] for rid in rids}
+        for term in terms:
+            for rid in self.index.matching(term_expr(term), rids):
+                matched[rid].append(term)
+        order = sorted(range(len(rows)), key=lambda i: (-len(matched[rids[i]]), i))
+        return [self._hit(rows[i], matched[rids[i]]) for i in order[:limit]]
+
+    def _hit(self, row: sqlite3.Row, matched_terms: list[str]) -> Hit:
+        return Hit(**self._summary(row), snippet=row["snippet"], matched_terms=list(matched_terms), score=round(row["score"], 4))
+
+
+def _bound(value: str | None, name: str) -> str | None:
+    if not value:
+        return None
+    try:
+        return notes.to_utc(value)
+    except ValueError as exc:
+        raise InvalidInput(f"{name} must be a date or timestamp like 2026-07-20; got {value!r}.") from exc
