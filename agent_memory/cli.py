@@ -1,0 +1,294 @@
+"""The ``agent-memory`` command: one command = one vault call.
+
+Library errors become a one-line message on stderr and exit code 1. ``--dir`` and
+``--json`` work before or after the command. Nothing here imports ``mcp`` or
+``watchdog`` unless the command needs them, so ``search`` starts fast.
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+import sys
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import click
+
+from .errors import MemoryError_
+from .store import VAULT_DIRNAME, locate_vault
+from .vault import MATCH_MODES, Vault
+
+
+class Settings:
+    """Options that may come before or after the command name."""
+
+    def __init__(self) -> None:
+        self.dir: str | None = None
+        self.json: bool = False
+
+
+def _remember_dir(ctx: click.Context, _param: click.Parameter, value: str | None) -> None:
+    if value:
+        ctx.ensure_object(Settings).dir = value
+
+
+def _remember_json(ctx: click.Context, _param: click.Parameter, value: bool) -> None:
+    if value:
+        ctx.ensure_object(Settings).json = True
+
+
+def common(func: Callable[..., Any]) -> Callable[..., Any]:
+    """Add ``--dir``/``--json`` to a command as well as to the group."""
+    func = click.option(
+        "--dir", "dir_", metavar="PATH", expose_value=False, callback=_remember_dir,
+        help="The vault folder itself (default: nearest .memory/, else ~/.memory; or $AGENT_MEMORY_DIR).",
+    )(func)
+    func = click.option(
+        "--json", "json_", is_flag=True, expose_value=False, callback=_remember_json, help="Print JSON."
+    )(func)
+    return func
+
+
+def settings() -> Settings:
+    return click.get_current_context().ensure_object(Settings)
+
+
+def open_vault() -> Vault:
+    return Vault(locate_vault(settings().dir))
+
+
+def handle_errors(func: Callable[..., Any]) -> Callable[..., Any]:
+    @functools.wraps(func)
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        try:
+            return func(*args, **kwargs)
+        except MemoryError_ as exc:
+            raise click.ClickException(str(exc)) from exc
+
+    return wrapper
+
+
+def emit(data: Any, human: Callable[[], None]) -> None:
+    if settings().json:
+        click.echo(json.dumps(data, ensure_ascii=False, indent=2))
+    else:
+        human()
+
+
+def _tag_text(tags: list[str]) -> str:
+    return " ".join("#" + t for t in tags)
+
+
+def _print_summary(n: int | None, item: dict[str, Any]) -> None:
+    head = f"{n}. " if n is not None else ""
+    tags = f"  {_tag_text(item['tags'])}" if item["tags"] else ""
+    click.echo(f"{head}{click.style(item['title'], bold=True)}  [{item['namespace']}]{tags}  ({item['age']})")
+    click.echo(f"   {item['id']}  {item['path']}")
+
+
+@click.group(invoke_without_command=True, context_settings={"help_option_names": ["-h", "--help"]})
+@common
+@click.version_option(package_name="agent-memory")
+@click.pass_context
+def cli(ctx: click.Context) -> None:
+    """A memory for AI agents that humans can read, edit and version.
+
+    Every memory is a markdown file in the vault; the index is a cache.
+    With no command, runs the MCP server on stdio.
+    """
+    ctx.ensure_object(Settings)
+    if ctx.invoked_subcommand is None:
+        ctx.invoke(serve)
+
+
+@cli.command()
+@common
+@click.argument("path", required=False)
+@handle_errors
+def init(path: str | None) -> None:
+    """Create a vault (./.memory by default, or PATH / --dir) with its .gitignore."""
+    target = Path(path or settings().dir or VAULT_DIRNAME)
+    with Vault.init(target) as vault:
+        emit({"vault": str(vault.root)}, lambda: click.echo(f"Vault ready at {vault.root}"))
+
+
+@cli.command()
+@common
+@click.argument("content", required=False)
+@click.option("-n", "--namespace", default="default", show_default=True, help="Namespace of the memory.")
+@click.option("-t", "--tag", "tags", multiple=True, help="A tag (repeat for more).")
+@click.option("--title", default="", help="Title (default: the first words).")
+@click.option("--source", default="", help="Where the fact came from.")
+@click.option("--ttl-days", type=float, default=0, help="Expire after this many days (0: never).")
+@handle_errors
+def add(content: str | None, namespace: str, tags: tuple[str, ...], title: str, source: str, ttl_days: float) -> None:
+    """Remember CONTENT (or standard input when CONTENT is - or missing); prints the id."""
+    if content in (None, "-"):
+        content = sys.stdin.read()
+    with open_vault() as vault:
+        result = vault.remember(content, namespace=namespace, tags=list(tags), title=title, source=source, ttl_days=ttl_days)
+
+        def human() -> None:
+            click.echo(result["memory"]["id"])
+            if result["deduplicated"]:
+                click.echo("(already remembered: the existing memory was kept)", err=True)
+
+        emit(result, human)
+
+
+@cli.command()
+@common
+@click.argument("query")
+@click.option("-n", "--namespace", default=None, help="Only this namespace.")
+@click.option("-t", "--tag", "tags", multiple=True, help="Only memories with this tag (repeat: all of them).")
+@click.option("--limit", default=10, show_default=True, type=int, help="Most hits to return (1-100).")
+@click.option("--match", type=click.Choice(MATCH_MODES), default="auto", show_default=True,
+              help="auto: all terms, else any; all; any.")
+@click.option("--since", default=None, help="Only memories created on or after this date.")
+@click.option("--until", default=None, help="Only memories created before this date.")
+@click.option("--path", "path_prefix", default=None, help="Only files under this vault folder.")
+@handle_errors
+def search(query: str, namespace: str | None, tags: tuple[str, ...], limit: int, match: str,
+           since: str | None, until: str | None, path_prefix: str | None) -> None:
+    """Recall memories with a plain question."""
+    with open_vault() as vault:
+        result = vault.search(query, namespace=namespace, tags=list(tags), limit=limit, match=match,
+                              since=since, until=until, path_prefix=path_prefix)
+
+    def human() -> None:
+        if result.get("note"):
+            click.echo(click.style(result["note"], dim=True))
+        for n, hit in enumerate(result["hits"], 1):
+            _print_summary(n, hit)
+            click.echo(f"   {hit['snippet']}")
+        if result.get("hint"):
+            click.echo(result["hint"])
+
+    emit(result, human)
+
+
+@cli.command(name="list")
+@common
+@click.option("-n", "--namespace", default=None, help="Only this namespace.")
+@click.option("-t", "--tag", "tags", multiple=True, help="Only memories with this tag (repeat: all of them).")
+@click.option("--limit", default=20, show_default=True, type=int, help="How many (1-100).")
+@click.option("--offset", default=0, type=int, help="Skip this many (for paging).")
+@click.option("--path", "path_prefix", default=None, help="Only files under this vault folder.")
+@handle_errors
+def list_(namespace: str | None, tags: tuple[str, ...], limit: int, offset: int, path_prefix: str | None) -> None:
+    """List memories, newest first."""
+    with open_vault() as vault:
+        result = vault.list(namespace=namespace, tags=list(tags), limit=limit, offset=offset, path_prefix=path_prefix)
+
+    def human() -> None:
+        for n, item in enumerate(result["memories"], offset + 1):
+            _print_summary(n, item)
+        shown = f"{offset + 1}-{offset + result['count']}" if result["count"] else "0"
+        more = f"; next: --offset {result['next_offset']}" if "next_offset" in result else ""
+        click.echo(click.style(f"{shown} of {result['total']}{more}", dim=True))
+
+    emit(result, human)
+
+
+@cli.command()
+@common
+@click.argument("memory_id")
+@handle_errors
+def show(memory_id: str) -> None:
+    """Show one memory (by id or vault-relative path)."""
+    with open_vault() as vault:
+        memory = vault.get(memory_id)
+
+    def human() -> None:
+        _print_summary(None, memory)
+        click.echo(f"   version {memory['version'][:12]}  created {memory['created']}  updated {memory['updated']}"
+                   + (f"  expires {memory['expires']}" if memory["expires"] else ""))
+        for relation, targets in memory["relations"].items():
+            click.echo(f"   {relation}: " + ", ".join(f"[[{t}]]" for t in targets))
+        for problem in memory["problems"]:
+            click.echo(click.style(f"   problem: {problem}", fg="yellow"))
+        if memory["conflict"]:
+            click.echo(click.style("   this file holds git conflict markers; resolve them by hand", fg="yellow"))
+        click.echo()
+        click.echo(memory["content"].rstrip("\n"))
+
+    emit(memory, human)
+
+
+@cli.command()
+@common
+@click.argument("memory_id")
+@click.option("--content", default=None, help="New content (the body of the file).")
+@click.option("--add-tag", "add_tags", multiple=True, help="Tag to add (repeatable).")
+@click.option("--remove-tag", "remove_tags", multiple=True, help="Tag to remove (repeatable).")
+@click.option("-n", "--namespace", default=None, help="Move to this namespace.")
+@click.option("--title", default=None, help="New title.")
+@click.option("--source", default=None, help="New source.")
+@click.option("--ttl-days", type=float, default=None, help="Expire this many days from now (0: never).")
+@click.option("--expected-version", default=None, help="Refuse if the file changed since this version.")
+@handle_errors
+def edit(memory_id: str, content: str | None, add_tags: tuple[str, ...], remove_tags: tuple[str, ...],
+         namespace: str | None, title: str | None, source: str | None, ttl_days: float | None,
+         expected_version: str | None) -> None:
+    """Change a memory; only the front-matter keys that change are rewritten."""
+    with open_vault() as vault:
+        result = vault.update(memory_id, content=content, add_tags=list(add_tags), remove_tags=list(remove_tags),
+                              namespace=namespace, title=title, source=source, ttl_days=ttl_days,
+                              expected_version=expected_version)
+    emit(result, lambda: click.echo(
+        f"{'Updated' if result['changed'] else 'Unchanged'} {result['memory']['id']}  {result['memory']['path']}"))
+
+
+@cli.command()
+@common
+@click.argument("memory_id")
+@click.option("--expected-version", default=None, help="Refuse if the file changed since this version.")
+@handle_errors
+def forget(memory_id: str, expected_version: str | None) -> None:
+    """Move a memory to the vault's .trash/ (kept 30 days)."""
+    with open_vault() as vault:
+        result = vault.forget(memory_id, expected_version=expected_version)
+    emit(result, lambda: click.echo(f"Forgot {result['id']}: moved to {result['trashed_to']}"))
+
+
+@cli.command()
+@common
+@handle_errors
+def reindex() -> None:
+    """Rebuild the index from the files alone."""
+    vault = Vault(locate_vault(settings().dir), sync=False)
+    with vault:
+        report = vault.reindex()
+
+    def human() -> None:
+        click.echo(f"Indexed {report['added']} files ({report['expired']} expired moved to .trash/).")
+        for problem in report["problems"]:
+            click.echo(click.style(f"  {problem['path']}: {problem['problem']}", fg="yellow"))
+
+    emit(report, human)
+
+
+@cli.command()
+@common
+@click.option("--http", is_flag=True, help="Serve streamable HTTP instead of stdio.")
+@click.option("--host", default="127.0.0.1", show_default=True, help="Address for --http.")
+@click.option("--port", default=8765, show_default=True, type=int, help="Port for --http.")
+@click.option("--token", default=None, envvar="AGENT_MEMORY_TOKEN", help="Bearer token for --http.")
+@click.option("--token-file", default=None, type=click.Path(dir_okay=False), help="File holding the bearer token.")
+@handle_errors
+def serve(http: bool = False, host: str = "127.0.0.1", port: int = 8765, token: str | None = None,
+          token_file: str | None = None) -> None:
+    """Run the MCP server (stdio by default)."""
+    from .server import run  # imports mcp: only here
+
+    run(locate_vault(settings().dir), http=http, host=host, port=port, token=token, token_file=token_file)
+
+
+def main() -> None:
+    cli(obj=Settings())
+
+
+if __name__ == "__main__":
+    main()
