@@ -284,12 +284,16 @@ class Vault:
             expired = self.sweep_expired()
         return self._report(counts, expired)
 
-    def reindex(self) -> ReconcileReport:
-        """Rebuild the index from the files alone, in one transaction."""
-        with self._writing():
-            return self._rebuild({"added": 0, "updated": 0, "removed": 0, "unchanged": 0, "absent": 0})
+    def reindex(self, *, sweep: bool = True) -> ReconcileReport:
+        """Rebuild the index from the files alone, in one transaction.
 
-    def _rebuild(self, counts: dict[str, int]) -> ReconcileReport:
+        ``sweep=False`` leaves expired files where they are (a read-only rebuild,
+        as the test suite's "index equals a rebuild" check and ``doctor`` need).
+        """
+        with self._writing():
+            return self._rebuild({"added": 0, "updated": 0, "removed": 0, "unchanged": 0, "absent": 0}, sweep=sweep)
+
+    def _rebuild(self, counts: dict[str, int], sweep: bool = True) -> ReconcileReport:
         def parsed() -> Iterator[tuple[notes.Note, FileFacts]]:
             for rel, _stat in self.store.walk():
                 read = self._read(rel)
@@ -300,7 +304,7 @@ class Vault:
 
         with self.index.transaction() as conn:
             counts["added"] = self.index.replace_all(conn, parsed())
-        return self._report(counts, self.sweep_expired())
+        return self._report(counts, self.sweep_expired() if sweep else 0)
 
     def _report(self, counts: dict[str, int], expired: int) -> ReconcileReport:
         problems = [

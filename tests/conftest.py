@@ -1,0 +1,96 @@
+"""Shared fixtures: every test gets its own HOME and vault; nothing touches the real home."""
+
+from __future__ import annotations
+
+import datetime as dt
+import sqlite3
+from pathlib import Path
+
+import pytest
+
+from agent_memory.vault import Vault
+
+# Columns that must be equal between a live index and a fresh rebuild (rid is an
+# internal row number and may differ).
+_COMPARED = (
+    "path, id, own_id, namespace, title, tags, body, created, updated, expires, source, "
+    "content_hash, size, mtime_ns, sha256, problems, conflict, meta"
+)
+
+
+@pytest.fixture(autouse=True)
+def isolated_home(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch) -> Path:
+    home = tmp_path_factory.mktemp("home")
+    monkeypatch.setenv("HOME", str(home))
+    monkeypatch.setenv("AGENT_MEMORY_DIR", str(home / ".memory"))
+    monkeypatch.delenv("AGENT_MEMORY_INDEX_DIR", raising=False)
+    monkeypatch.delenv("AGENT_MEMORY_TOKEN", raising=False)
+    return home
+
+
+@pytest.fixture
+def anyio_backend() -> str:
+    return "asyncio"
+
+
+class Clock:
+    """A settable clock, so TTL tests need no sleeping."""
+
+    def __init__(self, start: dt.datetime | None = None) -> None:
+        self.now = start or dt.datetime(2026, 7, 20, 9, 0, tzinfo=dt.timezone.utc)
+
+    def __call__(self) -> dt.datetime:
+        return self.now
+
+    def advance(self, **delta: float) -> None:
+        self.now += dt.timedelta(**delta)
+
+
+@pytest.fixture
+def clock() -> Clock:
+    return Clock()
+
+
+@pytest.fixture
+def vault_dir(tmp_path: Path) -> Path:
+    return tmp_path / ".memory"
+
+
+@pytest.fixture
+def vault(vault_dir: Path, clock: Clock):
+    v = Vault.init(vault_dir, clock=clock)
+    yield v
+    v.close()
+
+
+def index_snapshot(db_path: Path) -> dict[str, list[tuple]]:
+    conn = sqlite3.connect(db_path)
+    try:
+        return {
+            "memories": conn.execute(f"SELECT {_COMPARED} FROM memories ORDER BY path").fetchall(),
+            "tags": conn.execute(
+                "SELECT m.path, t.tag FROM tags t JOIN memories m ON m.rid = t.rid ORDER BY 1, 2"
+            ).fetchall(),
+            "links": conn.execute(
+                "SELECT m.path, l.relation, l.target FROM links l JOIN memories m ON m.rid = l.src ORDER BY 1, 2, 3"
+            ).fetchall(),
+        }
+    finally:
+        conn.close()
+
+
+def assert_index_matches_files(vault: Vault, tmp_path_factory: pytest.TempPathFactory | None = None) -> None:
+    """The index must equal a fresh rebuild from the files alone, and FTS must be intact."""
+    import tempfile
+
+    fresh_dir = Path(tempfile.mkdtemp(prefix="fresh-index-"))
+    fresh = Vault(vault.root, index_dir=fresh_dir, clock=vault.clock, sync=False)
+    try:
+        fresh.reindex(sweep=False)
+    finally:
+        fresh.close()
+    vault.index.ensure_current()
+    live = index_snapshot(vault.index.path)
+    rebuilt = index_snapshot(fresh_dir / "index.sqlite3")
+    assert live == rebuilt, "index differs from a rebuild from the files"
+    vault.index.query("INSERT INTO fts (fts, rank) VALUES ('integrity-check', 1)")
