@@ -272,6 +272,114 @@ def reindex() -> None:
 
 @cli.command()
 @common
+@handle_errors
+def stats() -> None:
+    """Totals, namespaces, top tags, TTLs, problems, index size and search mode."""
+    with open_vault() as vault:
+        result = vault.stats()
+
+    def human() -> None:
+        click.echo(f"Vault      {result['vault']}")
+        click.echo(f"Memories   {result['total']}  ({result['with_ttl']} with a TTL, {result['trash_files']} in .trash/)")
+        click.echo("Namespaces " + ", ".join(f"{k} {v}" for k, v in result["namespaces"].items()))
+        click.echo("Top tags   " + ", ".join(f"#{k} {v}" for k, v in result["top_tags"].items()))
+        click.echo(f"Index      {result['index_path']}  {result['index_bytes'] / 1e6:.1f} MB, schema v{result['schema_version']}")
+        click.echo(f"Search     {result['search_mode']}")
+        for item in result["parse_problems"]:
+            click.echo(click.style(f"problem    {item['path']}: {item['problem']}", fg="yellow"))
+        for path in result["conflicts"]:
+            click.echo(click.style(f"conflict   {path}", fg="yellow"))
+        for memory_id, paths in result["duplicate_ids"].items():
+            click.echo(click.style(f"duplicate  {memory_id}: {', '.join(paths)}", fg="yellow"))
+
+    emit(result, human)
+
+
+@cli.command()
+@common
+@click.option("-o", "--output", type=click.Path(dir_okay=False, allow_dash=True), default="-",
+              help="File to write (default: standard output).")
+@click.option("-n", "--namespace", default=None, help="Only this namespace.")
+@handle_errors
+def export(output: str, namespace: str | None) -> None:
+    """Write every memory (front matter as written, and body) as a JSON array."""
+    with open_vault() as vault:
+        items = vault.export_memories(namespace=namespace)
+    text = json.dumps(items, ensure_ascii=False, indent=2) + "\n"
+    if output == "-":
+        click.echo(text, nl=False)
+    else:
+        Path(output).write_text(text, encoding="utf-8")
+        click.echo(f"Exported {len(items)} memories to {output}", err=True)
+
+
+@cli.command(name="import")
+@common
+@click.argument("source", type=click.Path(dir_okay=False, allow_dash=True))
+@handle_errors
+def import_(source: str) -> None:
+    """Import a JSON array written by export: all or nothing, duplicates skipped."""
+    raw = sys.stdin.read() if source == "-" else _read_text(source)
+    try:
+        items = json.loads(raw)
+    except json.JSONDecodeError as exc:
+        raise click.ClickException(f"{source} is not valid JSON ({exc.msg} at line {exc.lineno}); nothing was imported.")
+    with open_vault() as vault:
+        result = vault.import_memories(items)
+    emit(result, lambda: click.echo(
+        f"Imported {result['imported']}; skipped {result['duplicates']} duplicates and {result['expired']} already expired."))
+
+
+def _read_text(path: str) -> str:
+    try:
+        return Path(path).read_text(encoding="utf-8")
+    except OSError as exc:
+        raise click.ClickException(f"Cannot read {path}: {exc.strerror}.") from exc
+
+
+@cli.command()
+@common
+@click.option("--older-than", "older_than", type=float, default=30, show_default=True,
+              help="Remove what has been in .trash/ longer than this many days.")
+@handle_errors
+def gc(older_than: float) -> None:
+    """Empty .trash/ of files older than 30 days (and move expired memories there)."""
+    with open_vault() as vault:
+        result = vault.gc(older_than_days=older_than)
+
+    def human() -> None:
+        for rel in result["removed"]:
+            click.echo(f"removed {rel}")
+        click.echo(f"Removed {len(result['removed'])} files from the trash; kept {result['kept']}; "
+                   f"moved {result['expired_moved']} expired memories there.")
+
+    emit(result, human)
+
+
+@cli.command()
+@common
+def doctor() -> None:
+    """Read-only health check; exits 1 when something needs attention."""
+    from .doctor import diagnose
+
+    checks = diagnose(locate_vault(settings().dir))
+
+    def human() -> None:
+        for check in checks:
+            mark = click.style("[  ok]", fg="green") if check.ok else click.style("[fail]", fg="red")
+            click.echo(f"{mark} {check.name}: {check.detail}")
+            for item in check.items[:50]:
+                click.echo(f"       {item}")
+            if len(check.items) > 50:
+                click.echo(f"       … and {len(check.items) - 50} more")
+
+    emit({"ok": all(c.ok for c in checks), "checks": [c.to_dict() for c in checks]}, human)
+    if not all(c.ok for c in checks):
+        sys.exit(1)
+
+
+@cli.command()
+@common
 @click.option("--http", is_flag=True, help="Serve streamable HTTP instead of stdio.")
 @click.option("--host", default="127.0.0.1", show_default=True, help="Address for --http.")
 @click.option("--port", default=8765, show_default=True, type=int, help="Port for --http.")

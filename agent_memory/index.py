@@ -368,6 +368,72 @@ class Index:
         )
         return {row[0] for row in rows}
 
+    # ------------------------------------------------------------------ vault health
+    def namespace_counts(self, now: str) -> dict[str, int]:
+        rows = self.query(
+            "SELECT namespace, count(*) FROM memories WHERE expires IS NULL OR expires > ? "
+            "GROUP BY namespace ORDER BY 2 DESC, 1",
+            (now,),
+        )
+        return {row[0]: row[1] for row in rows}
+
+    def top_tags(self, now: str, limit: int = 20) -> dict[str, int]:
+        rows = self.query(
+            "SELECT t.tag, count(*) FROM tags t JOIN memories m ON m.rid = t.rid "
+            "WHERE m.expires IS NULL OR m.expires > ? GROUP BY t.tag ORDER BY 2 DESC, 1 LIMIT ?",
+            (now, limit),
+        )
+        return {row[0]: row[1] for row in rows}
+
+    def ttl_count(self, now: str) -> int:
+        return self.query("SELECT count(*) FROM memories WHERE expires > ?", (now,))[0][0]
+
+    def problem_files(self) -> list[dict[str, str]]:
+        return [
+            {"path": row["path"], "problem": "; ".join(json.loads(row["problems"]))}
+            for row in self.query("SELECT path, problems FROM memories WHERE problems IS NOT NULL ORDER BY path")
+        ]
+
+    def conflict_paths(self) -> list[str]:
+        return [row[0] for row in self.query("SELECT path FROM memories WHERE conflict = 1 ORDER BY path")]
+
+    def duplicate_ids(self) -> dict[str, list[str]]:
+        """Ids claimed by several files; the owner (earliest created, smallest path) first."""
+        rows = self.query(
+            "SELECT id, path FROM memories WHERE id IN "
+            "(SELECT id FROM memories GROUP BY id HAVING count(*) > 1) ORDER BY id, created, path"
+        )
+        found: dict[str, list[str]] = {}
+        for row in rows:
+            found.setdefault(row[0], []).append(row[1])
+        return found
+
+    def all_rows(self, namespace: str | None = None) -> list[sqlite3.Row]:
+        if namespace:
+            return self.query("SELECT * FROM memories WHERE namespace = ? ORDER BY path", (namespace,))
+        return self.query("SELECT * FROM memories ORDER BY path")
+
+    def size_bytes(self) -> int:
+        return sum(
+            p.stat().st_size for p in (self.path, Path(f"{self.path}-wal"), Path(f"{self.path}-shm")) if p.exists()
+        )
+
+    @staticmethod
+    def peek(folder: Path) -> tuple[int, dict[str, FileFacts]] | None:
+        """Read an index without changing it (for ``doctor``): schema version and facts."""
+        path = folder / DB_NAME
+        if not path.exists():
+            return None
+        conn = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
+        try:
+            version = conn.execute("PRAGMA user_version").fetchone()[0]
+            if version != SCHEMA_VERSION:
+                return version, {}
+            rows = conn.execute("SELECT path, size, mtime_ns, sha256 FROM memories").fetchall()
+            return version, {r[0]: FileFacts(r[1], r[2], r[3]) for r in rows}
+        finally:
+            conn.close()
+
 
 def _statements(script: str) -> list[str]:
     """Split the schema script; ``executescript`` would commit our transaction."""

@@ -3,7 +3,11 @@ the MCP server's structured output (``recall`` returns exactly ``search --json``
 
 from __future__ import annotations
 
-from typing import Any, NotRequired, TypedDict
+from typing import Any
+
+# pydantic (the MCP server's structured output) needs typing_extensions' TypedDict on
+# Python < 3.12; it is a dependency of pydantic, which mcp requires.
+from typing_extensions import NotRequired, TypedDict
 
 
 class Summary(TypedDict):
@@ -81,3 +85,41 @@ class ReconcileReport(TypedDict):
     unchanged: int
     expired: int
     problems: list[dict[str, str]]
+
+
+class Stats(TypedDict):
+    vault: str
+    total: int
+    namespaces: dict[str, int]
+    top_tags: dict[str, int]
+    with_ttl: int
+    parse_problems: list[dict[str, str]]
+    conflicts: list[str]
+    duplicate_ids: dict[str, list[str]]
+    trash_files: int
+    index_path: str
+    index_bytes: int
+    schema_version: int
+    search_mode: str
+
+
+class ExportedMemory(TypedDict):
+    """One memory in an export: every front-matter field as written, and the body."""
+
+    id: str
+    path: str
+    front_matter: dict[str, Any]
+    content: str
+
+
+class ImportResult(TypedDict):
+    imported: int
+    duplicates: int
+    expired: int
+    ids: list[str]
+
+
+class GcResult(TypedDict):
+    removed: list[str]
+    kept: int
+    expired_moved: int

@@ -318,6 +318,8 @@ def yaml_scalar(value: Any) -> str:
         return str(value)
     if isinstance(value, list):
         return "[" + ", ".join(yaml_scalar(v) for v in value) + "]"
+    if isinstance(value, dict):
+        return json.dumps(value, ensure_ascii=False)  # JSON is valid YAML flow style
     text = str(value)
     if _TIMESTAMP.fullmatch(text):
         return text
@@ -329,17 +331,16 @@ def yaml_scalar(value: Any) -> str:
 
 def render_new(fields: dict[str, Any], body: str) -> str:
     """A file the tool creates: fixed key order, flow lists, LF, one trailing newline."""
-    lines = ["---"]
-    for key in NEW_FILE_ORDER:
-        value = fields.get(key)
-        if value in (None, "") and key not in ("tags",):
-            continue
-        lines.append(f"{key}: {yaml_scalar(value)}")
-    for key, value in fields.items():
-        if key not in NEW_FILE_ORDER and value not in (None, "", []):
-            lines.append(f"{key}: {yaml_scalar(value)}")
-    lines.append("---")
-    return "\n".join(lines) + "\n" + body.strip("\n").replace("\r\n", "\n") + "\n"
+    ordered = {key: fields[key] for key in NEW_FILE_ORDER if fields.get(key) not in (None, "") or key == "tags"}
+    ordered.update({k: v for k, v in fields.items() if k not in NEW_FILE_ORDER and v not in (None, "", [])})
+    return render_front_matter(ordered, body.strip("\n").replace("\r\n", "\n") + "\n")
+
+
+def render_front_matter(meta: dict[str, Any], body: str) -> str:
+    """Front matter with the keys in the order given, then ``body`` exactly as given
+    (import uses this so that export -> import -> export is byte-stable)."""
+    lines = ["---", *(f"{key}: {yaml_scalar(value)}" for key, value in meta.items()), "---"]
+    return "\n".join(lines) + "\n" + body
 
 
 def _key_line(key: str) -> re.Pattern[str]:

@@ -21,9 +21,13 @@ from typing import Any
 
 from . import note as notes
 from .errors import Duplicate, InvalidInput, NotFound, VaultError, VersionConflict
-from .index import FileFacts, Filters, Index
+from .index import SCHEMA_VERSION, TOKENIZER, FileFacts, Filters, Index
 from .models import (
+    ExportedMemory,
     ForgetResult,
+    GcResult,
+    ImportResult,
+    Stats,
     Hit,
     ListResult,
     Memory,
@@ -34,7 +38,7 @@ from .models import (
     UpdateResult,
 )
 from .query import MAX_QUERY_CHARS, plan
-from .store import GITIGNORE, INDEX_DIRNAME, Store, dated_folder, is_memory_path, make_slug, new_id
+from .store import GITIGNORE, INDEX_DIRNAME, TRASH_DIRNAME as TRASH_DIR, Store, dated_folder, is_memory_path, make_slug, new_id
 
 MAX_CONTENT = 100_000
 MAX_TAGS = 50
@@ -42,6 +46,9 @@ MAX_TAG_LEN = 64
 MAX_LIMIT = 100
 MATCH_MODES = ("auto", "all", "any")
 PARTIAL_CANDIDATES = 200
+TRASH_DAYS = 30
+NEW_FILE_FIELDS = notes.NEW_FILE_ORDER
+SEARCH_MODE = f"sqlite fts5 ({TOKENIZER}), ranked by matched terms, bm25, recency"
 
 Clock = Callable[[], dt.datetime]
 
@@ -216,8 +223,15 @@ class Vault:
     @contextmanager
     def _writing(self) -> Iterator[None]:
         with self._lock.hold():
-            self.index.ensure_current()
+            self._check_index()
             yield
+
+    def _check_index(self) -> None:
+        """Another process deleted or replaced the index file: reopen it and, if it
+        came back empty, rebuild it from the files."""
+        if self.index.ensure_current():
+            with self._lock.hold():
+                self.reconcile()
 
     # ------------------------------------------------------------------ sync
     def _read(self, rel: str) -> tuple[bytes, os.stat_result] | None:
@@ -307,10 +321,7 @@ class Vault:
         return self._report(counts, self.sweep_expired() if sweep else 0)
 
     def _report(self, counts: dict[str, int], expired: int) -> ReconcileReport:
-        problems = [
-            {"path": row["path"], "problem": "; ".join(json.loads(row["problems"]))}
-            for row in self.index.query("SELECT path, problems FROM memories WHERE problems IS NOT NULL ORDER BY path")
-        ]
+        problems = self.index.problem_files()
         return ReconcileReport(
             added=counts["added"],
             updated=counts["updated"],
@@ -337,9 +348,126 @@ class Vault:
                     self.index.delete(conn, row["path"])
         return len(rows)
 
+    # ------------------------------------------------------------------ owning the vault
+    def stats(self) -> Stats:
+        """Totals and health at a glance (also the MCP ``memory_stats`` tool)."""
+        self._check_index()
+        now = iso(self.now())
+        namespaces = self.index.namespace_counts(now)
+        return Stats(
+            vault=str(self.root),
+            total=sum(namespaces.values()),
+            namespaces=namespaces,
+            top_tags=self.index.top_tags(now),
+            with_ttl=self.index.ttl_count(now),
+            parse_problems=self.index.problem_files(),
+            conflicts=self.index.conflict_paths(),
+            duplicate_ids=self.index.duplicate_ids(),
+            trash_files=sum(1 for _ in self.store.trash_entries()),
+            index_path=str(self.index.path),
+            index_bytes=self.index.size_bytes(),
+            schema_version=SCHEMA_VERSION,
+            search_mode=SEARCH_MODE,
+        )
+
+    def export_memories(self, namespace: str | None = None) -> list[ExportedMemory]:
+        """Every live memory as written: its path, all front-matter keys, the body."""
+        self._check_index()
+        now = iso(self.now())
+        out: list[ExportedMemory] = []
+        for row in self.index.all_rows(namespace or None):
+            if row["expires"] is not None and row["expires"] <= now:
+                continue
+            read = self._read(row["path"])
+            if read is None:
+                continue
+            note = notes.parse(read[0], row["path"])
+            out.append(ExportedMemory(id=note.id, path=note.path, front_matter=note.meta, content=note.body))
+        return out
+
+    def import_memories(self, items: list[dict[str, Any]]) -> ImportResult:
+        """All or nothing: the whole batch is checked first, then written in one go.
+
+        Same content in the same namespace (already in the vault, or earlier in the
+        batch) is skipped and counted; already-expired items are counted, not written.
+        A path that is taken gets the next free ``-2``-style name; nothing is overwritten.
+        """
+        if not isinstance(items, list):
+            raise InvalidInput("Import expects a JSON array of memories (as written by export).")
+        with self._writing():
+            now = self.now()
+            plans, duplicates, expired = self._plan_import(items, now)
+            written: list[str] = []
+            try:
+                for rel, data in plans:
+                    folder, name = rel.rsplit("/", 1) if "/" in rel else ("", rel)
+                    written.append(self.store.create(folder, name[:-3], data))
+            except BaseException:
+                for rel in written:  # files this call just created: undo, so nothing half-imported stays
+                    self.store.abspath(rel).unlink(missing_ok=True)
+                raise
+            with self.index.transaction() as conn:
+                for rel in written:
+                    self._refresh(conn, rel, None)
+            ids = [row["id"] for row in (self.index.by_path(rel) for rel in written) if row is not None]
+        return ImportResult(imported=len(written), duplicates=duplicates, expired=expired, ids=ids)
+
+    def _plan_import(self, items: list[Any], now: dt.datetime) -> tuple[list[tuple[str, bytes]], int, int]:
+        plans: list[tuple[str, bytes]] = []
+        seen: set[tuple[str, str]] = set()
+        duplicates = expired = 0
+        for n, item in enumerate(items):
+            where = f"Item {n}"
+            if not isinstance(item, dict):
+                raise InvalidInput(f"{where} is not an object; nothing was imported.")
+            content = item.get("content")
+            try:
+                check_content(content)  # type: ignore[arg-type]
+                if "front_matter" in item:  # an export: its front matter is the file's, as written
+                    if not isinstance(item["front_matter"], dict):
+                        raise InvalidInput("front_matter must be an object.")
+                    meta = dict(item["front_matter"])
+                else:  # a hand-made item: {"content", "namespace", "tags", ...}
+                    meta = {k: item[k] for k in NEW_FILE_FIELDS if item.get(k) not in (None, "", [])}
+                    meta.setdefault("id", new_id())
+                namespace = check_namespace(meta.get("namespace"))
+                check_tags(meta.get("tags") if not isinstance(meta.get("tags"), str) else meta["tags"].replace(" ", ","))
+                for key in ("created", "updated", "expires"):
+                    if meta.get(key) not in (None, ""):
+                        notes.to_utc(meta[key])
+            except (InvalidInput, ValueError) as exc:
+                raise InvalidInput(f"{where}: {exc} Nothing was imported.") from exc
+            if meta.get("expires") not in (None, "") and notes.to_utc(meta["expires"]) <= iso(now):
+                expired += 1
+                continue
+            key = (namespace, notes.content_hash(content))
+            if key in seen or self.index.find_content(namespace, key[1], iso(now)) is not None:
+                duplicates += 1
+                continue
+            seen.add(key)
+            rel = _import_path(item.get("path"), meta, content)
+            plans.append((rel, notes.render_front_matter(meta, content).encode("utf-8")))
+        return plans, duplicates, expired
+
+    def gc(self, older_than_days: float = TRASH_DAYS) -> GcResult:
+        """Empty the trash of what has been there longer than ``older_than_days``."""
+        if older_than_days < 0:
+            raise InvalidInput("older_than_days must be 0 or more.")
+        with self._writing():
+            moved = self.sweep_expired()
+            removed, kept = [], 0
+            for rel, age in sorted(self.store.trash_entries()):
+                if age >= older_than_days * 86400:
+                    self.store.purge_from_trash(rel)
+                    removed.append(rel)
+                else:
+                    kept += 1
+        return GcResult(removed=removed, kept=kept, expired_moved=moved)
+
     # ------------------------------------------------------------------ lookups
     def _resolve(self, memory_id: str) -> sqlite3.Row:
         """An id, or a vault-relative path; expired memories are not found."""
+        self._check_index()
         key = (memory_id or "").strip()
         if not key:
             raise InvalidInput("memory_id is empty; pass an id or a vault-relative path (use recall to find one).")
@@ -538,6 +666,7 @@ class Vault:
         check_limit(limit)
         if offset < 0:
             raise InvalidInput("offset must be 0 or more.")
+        self._check_index()
         now = iso(self.now())
         rows = self.index.list(filters, now, limit, offset)
         total = self.index.count(filters, now)
@@ -571,7 +700,7 @@ class Vault:
             until=_bound(until, "until"),
             path_prefix=path_prefix or None,
         )
-        self.index.ensure_current()
+        self._check_index()
         q = plan(query)
         if not q.terms:
             return SearchResult(
@@ -623,3 +752,15 @@ def _bound(value: str | None, name: str) -> str | None:
         return notes.to_utc(value)
     except ValueError as exc:
         raise InvalidInput(f"{name} must be a date or timestamp like 2026-07-20; got {value!r}.") from exc
+
+
+def _import_path(path: Any, meta: dict[str, Any], content: str) -> str:
+    """Keep an exported path when it is a safe vault-relative memory path, else lay the
+    memory out by its creation date like a new one."""
+    if isinstance(path, str):
+        rel = path.replace("\\", "/").strip("/")
+        if is_memory_path(rel) and ".." not in rel.split("/") and not rel.startswith(TRASH_DIR + "/"):
+            return rel
+    created = dt.datetime.fromisoformat(notes.to_utc(meta.get("created") or iso(_utcnow())))
+    title = str(meta.get("title") or "") or notes.derive_title(content, "")
+    return f"{dated_folder(created)}/{make_slug(title)}.md"

@@ -1,0 +1,118 @@
+"""``agent-memory doctor``: a read-only health check of the installation and a vault.
+
+It never opens the index for writing and never touches a file, so it is safe to run
+on a vault that another process is using, or on one that is broken.
+"""
+
+from __future__ import annotations
+
+import importlib.metadata
+import os
+import sqlite3
+import sys
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+from . import note as notes
+from .index import SCHEMA_VERSION, FileFacts, Index
+from .store import INDEX_DIRNAME, Store
+
+
+@dataclass
+class Check:
+    name: str
+    ok: bool
+    detail: str
+    items: list[str] = field(default_factory=list)
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def check_python() -> Check:
+    ok = sys.version_info >= (3, 11)
+    return Check("python", ok, f"Python {sys.version.split()[0]}" + ("" if ok else " (3.11 or newer is needed)"))
+
+
+def check_sqlite() -> Check:
+    version = sqlite3.sqlite_version
+    try:
+        conn = sqlite3.connect(":memory:")
+        conn.execute("CREATE VIRTUAL TABLE t USING fts5(x, tokenize='porter unicode61 remove_diacritics 2')")
+        conn.close()
+    except sqlite3.Error as exc:
+        return Check("sqlite", False, f"SQLite {version} without a usable FTS5: {exc}")
+    return Check("sqlite", True, f"SQLite {version} with FTS5")
+
+
+def check_mcp() -> Check:
+    try:
+        version = importlib.metadata.version("mcp")
+    except importlib.metadata.PackageNotFoundError:
+        return Check("mcp", False, "the mcp package is not installed: reinstall agent-memory")
+    ok = version.startswith("2.3.")
+    return Check("mcp", ok, f"mcp {version}" + ("" if ok else " (2.3.x expected)"))
+
+
+def check_vault(root: Path, index_dir: Path | None = None) -> list[Check]:
+    if not root.exists():
+        return [Check("vault", False, f"no vault at {root}: run `agent-memory --dir {root} init`")]
+    if not root.is_dir():
+        return [Check("vault", False, f"{root} is a file, not a folder")]
+    writable = os.access(root, os.W_OK)
+    checks = [Check("vault", writable, f"{root}" + (" (writable)" if writable else " is not writable"))]
+
+    facts: dict[str, FileFacts] = {}
+    problems: list[str] = []
+    conflicts: list[str] = []
+    owners: dict[str, list[tuple[str, str]]] = {}
+    for rel, _stat in Store(root).walk():
+        try:
+            data = (root / rel).read_bytes()
+        except OSError as exc:
+            problems.append(f"{rel}: cannot be read ({exc.strerror})")
+            continue
+        st = (root / rel).stat()
+        facts[rel] = FileFacts(len(data), st.st_mtime_ns, notes.file_version(data))
+        note = notes.parse(data, rel)
+        problems.extend(f"{rel}: {p}" for p in note.problems)
+        if note.conflict:
+            conflicts.append(rel)
+        owners.setdefault(note.id, []).append((note.created or "", rel))
+    checks.append(Check("files", not problems, f"{len(facts)} memory files" + (
+        f", {len(problems)} with problems (indexed from their body; fix them by hand)" if problems else " parse cleanly"
+    ), problems))
+    dupes = [
+        f"{memory_id}: " + ", ".join(rel for _, rel in sorted(paths)) + " (the first owns the id)"
+        for memory_id, paths in sorted(owners.items()) if len(paths) > 1
+    ]
+    checks.append(Check("duplicate ids", not dupes, "none" if not dupes else f"{len(dupes)} ids claimed by several files", dupes))
+    checks.append(Check("conflict markers", not conflicts, "none" if not conflicts else
+                        f"{len(conflicts)} files hold git conflict markers: resolve them by hand", conflicts))
+    checks.append(_check_index(index_dir or root / INDEX_DIRNAME, facts))
+    return checks
+
+
+def _check_index(folder: Path, facts: dict[str, FileFacts]) -> Check:
+    try:
+        peeked = Index.peek(folder)
+    except sqlite3.Error as exc:
+        return Check("index", False, f"{folder} cannot be read ({exc}): delete it and run `agent-memory reindex`")
+    if peeked is None:
+        return Check("index", False, f"no index in {folder}: it is built on the next start or by `agent-memory reindex`")
+    version, indexed = peeked
+    if version != SCHEMA_VERSION:
+        return Check("index", False, f"schema version {version}, expected {SCHEMA_VERSION}: rebuilt on the next start")
+    missing = sorted(facts.keys() - indexed.keys())
+    gone = sorted(indexed.keys() - facts.keys())
+    stale = sorted(p for p in facts.keys() & indexed.keys() if facts[p].sha256 != indexed[p].sha256)
+    items = [f"not indexed: {p}" for p in missing] + [f"file gone: {p}" for p in gone] + [f"stale: {p}" for p in stale]
+    if items:
+        return Check("index", False, f"out of sync with the files ({len(items)} differences): run `agent-memory reindex`", items)
+    return Check("index", True, f"in sync ({len(indexed)} memories)")
+
+
+def diagnose(root: Path, index_dir: Path | None = None) -> list[Check]:
+    chosen = index_dir or (Path(os.environ["AGENT_MEMORY_INDEX_DIR"]) if os.environ.get("AGENT_MEMORY_INDEX_DIR") else None)
+    return [check_python(), check_sqlite(), check_mcp(), *check_vault(root, chosen)]
