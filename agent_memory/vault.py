@@ -553,7 +553,7 @@ class Vault:
             if existing is not None:
                 return self._merge_tags_into(existing, tag_list)
             fields = {
-                "id": new_id(),
+                "id": new_id(int(now.timestamp() * 1000)),
                 "namespace": namespace,
                 "title": title or None,
                 "tags": tag_list,
