@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import functools
 import json
+import os
 import sys
 from collections.abc import Callable
 from pathlib import Path
@@ -108,8 +109,8 @@ def cli(ctx: click.Context) -> None:
 @click.argument("path", required=False)
 @handle_errors
 def init(path: str | None) -> None:
-    """Create a vault (./.memory by default, or PATH / --dir) with its .gitignore."""
-    target = Path(path or settings().dir or VAULT_DIRNAME)
+    """Create a vault (./.memory by default, or PATH / --dir / $AGENT_MEMORY_DIR) with its .gitignore."""
+    target = Path(path or settings().dir or os.environ.get("AGENT_MEMORY_DIR") or VAULT_DIRNAME)
     with Vault.init(target) as vault:
         emit({"vault": str(vault.root)}, lambda: click.echo(f"Vault ready at {vault.root}"))
 

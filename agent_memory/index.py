@@ -304,6 +304,14 @@ class Index:
             for row in self.query("SELECT path, size, mtime_ns, sha256 FROM memories")
         }
 
+    def paths_under(self, folder: str) -> list[str]:
+        """Indexed paths inside ``folder`` (vault-relative): what a moved or deleted
+        folder takes with it, since no per-file event may come for them."""
+        base = folder.rstrip("/")
+        # "base/" <= path < "base0" ('0' follows '/'): a range scan on the path index.
+        rows = self.query("SELECT path FROM memories WHERE path >= ? AND path < ?", (base + "/", base + "0"))
+        return [row["path"] for row in rows]
+
     def by_path(self, path: str) -> sqlite3.Row | None:
         rows = self.query("SELECT * FROM memories WHERE path = ?", (path,))
         return rows[0] if rows else None
@@ -424,7 +432,10 @@ class Index:
         path = folder / DB_NAME
         if not path.exists():
             return None
-        conn = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
+        # With no writer active (no -wal file) open it immutable, which creates no
+        # -wal/-shm files; with one, read-only mode sees its uncheckpointed pages.
+        live = Path(f"{path}-wal").exists()
+        conn = sqlite3.connect(f"file:{path}?{'mode=ro' if live else 'immutable=1'}", uri=True)
         try:
             version = conn.execute("PRAGMA user_version").fetchone()[0]
             if version != SCHEMA_VERSION:
