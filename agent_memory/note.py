@@ -37,6 +37,9 @@ _YAML_SPECIAL = re.compile(
     r"(?i:y|n|yes|no|on|off|true|false|null|~)|[-+]?(\d[\d_]*)?\.?\d*(e[-+]?\d+)?|\d{4}-\d\d-\d\d.*"
 )
 _TIMESTAMP = re.compile(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ")
+# What YAML reads as a line break or refuses to read: always written as a \u escape.
+_YAML_UNSAFE = re.compile("[\x7f-\x9f\u2028\u2029\ufeff\ufffe\uffff\ud800-\udfff]")
+_RESOLVER = yaml.resolver.Resolver()
 
 
 class _KeepKeysLoader(yaml.SafeLoader):
@@ -319,14 +322,24 @@ def yaml_scalar(value: Any) -> str:
     if isinstance(value, list):
         return "[" + ", ".join(yaml_scalar(v) for v in value) + "]"
     if isinstance(value, dict):
-        return json.dumps(value, ensure_ascii=False)  # JSON is valid YAML flow style
+        return _quoted(value)  # JSON is valid YAML flow style
     text = str(value)
     if _TIMESTAMP.fullmatch(text):
         return text
     if _PLAIN_SCALAR.fullmatch(text) and not _YAML_SPECIAL.fullmatch(text) and not text.endswith(" "):
-        if ": " not in text and " #" not in text:
+        if ": " not in text and " #" not in text and not _YAML_UNSAFE.search(text) and _reads_as_text(text):
             return text
-    return json.dumps(text, ensure_ascii=False)
+    return _quoted(text)
+
+
+def _reads_as_text(text: str) -> bool:
+    """Whether YAML reads ``text`` unquoted as a string (not ``0x1F`` -> 31, ``0b101`` -> 5)."""
+    return _RESOLVER.resolve(yaml.ScalarNode, text, (True, False)) == "tag:yaml.org,2002:str"
+
+
+def _quoted(value: Any) -> str:
+    """JSON text is a YAML double-quoted scalar once line-break-like characters are escaped."""
+    return _YAML_UNSAFE.sub(lambda m: f"\\u{ord(m.group()):04x}", json.dumps(value, ensure_ascii=False))
 
 
 def render_new(fields: dict[str, Any], body: str) -> str:
