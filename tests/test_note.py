@@ -122,6 +122,7 @@ INLINE_TAG_CASES = [
     ("digits with letters", "#y2024", ["y2024"]),
     ("inline code", "run `grep #notatag` now", []),
     ("fenced code", "```\n#include <stdio.h>\n```\n#real", ["real"]),
+    ("tilde fenced code", "~~~\n#include <stdio.h>\n~~~\n#real", ["real"]),
     ("inside a word or url", "a#b http://x.org/page#frag", []),
     ("trailing punctuation", "done #shipped, then #next.", ["shipped", "next"]),
     ("repeated", "#a #A #a", ["a"]),
