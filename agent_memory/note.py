@@ -255,8 +255,11 @@ def inline_tags(body: str) -> list[str]:
 
 
 def wikilinks(text: str) -> list[str]:
-    """Targets of ``[[target|alias]]`` / ``[[target#heading]]`` links, as written."""
-    return _merge_unique([m.group(1).strip() for m in _WIKILINK.finditer(text) if m.group(1).strip()])
+    """Targets of ``[[target|alias]]`` / ``[[target#heading]]`` links, as written.
+
+    Inside a markdown table Obsidian escapes the alias pipe: ``[[target\\|alias]]``."""
+    targets = (m.group(1).rstrip("\\").strip() for m in _WIKILINK.finditer(text))
+    return _merge_unique([t for t in targets if t])
 
 
 def _links_in(value: Any) -> list[str]:

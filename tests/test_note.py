@@ -162,6 +162,7 @@ LINK_CASES = [
     ("embed", "![[diagram.png]]", ["diagram.png"]),
     ("same-file heading is no link", "See [[#Contacts]].", []),
     ("in code is no link", "`[[not-a-link]]`\n```\n[[nor-this]]\n```", []),
+    ("escaped pipe in a table", "| [[acme-billing\\|billing]] |", ["acme-billing"]),
     ("repeated once", "[[a]] [[a|again]]", ["a"]),
 ]
 
