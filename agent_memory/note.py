@@ -393,6 +393,14 @@ def patch(text: str, changes: dict[str, Any], body: str | None = None) -> str:
     return parts.bom + head + "".join(fm_lines) + tail + new_body
 
 
+def _continues_value(line: str) -> bool:
+    return bool(line.strip()) and (line[0] in " \t" or line.startswith("- ") or line.rstrip() == "-")
+
+
+def _is_gap(line: str) -> bool:
+    return not line.strip() or line.startswith("#")
+
+
 def _patch_key(lines: list[str], key: str, value: Any, nl: str) -> list[str]:
     pattern = _key_line(key)
     start = next((i for i, line in enumerate(lines) if pattern.match(line)), None)
@@ -403,8 +411,10 @@ def _patch_key(lines: list[str], key: str, value: Any, nl: str) -> list[str]:
             lines = lines[:-1] + [lines[-1] + nl]
         return lines + [f"{key}: {yaml_scalar(value)}{nl}"]
     end = start + 1
-    while end < len(lines) and lines[end].strip() and (lines[end][0] in " \t" or lines[end].startswith("- ")):
-        end += 1
+    while end < len(lines) and (_continues_value(lines[end]) or _is_gap(lines[end])):
+        end += 1  # a block list may hold blank and comment lines between its items
+    while end > start + 1 and _is_gap(lines[end - 1]):
+        end -= 1  # ...but those after its last item belong to what follows
     if value is None:
         return lines[:start] + lines[end:]
     block_items = [ln for ln in lines[start + 1 : end] if ln.lstrip().startswith("- ")]

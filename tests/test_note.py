@@ -360,6 +360,13 @@ def test_patch_replaces_a_multi_line_flow_value() -> None:
     assert notes.patch(text, {"tags": ["c"]}) == "---\ntags: [c]\nnext: 1\n---\nB\n"
 
 
+def test_patch_block_list_with_a_comment_inside_is_replaced_whole() -> None:
+    text = "---\ntags:\n  - a\n# - retired\n  - b\n\n  - c\nnext: 1\n---\nB\n"
+    out = notes.patch(text, {"tags": ["a"]})
+    assert out == "---\ntags:\n  - a\nnext: 1\n---\nB\n"
+    assert notes.patch(text, {"tags": None}) == "---\nnext: 1\n---\nB\n"
+
+
 def test_patch_keeps_comments_after_a_changed_block() -> None:
     text = "---\ntags:\n  - a\n\n# about the next key\nnext: 1\n---\nB\n"
     out = notes.patch(text, {"tags": ["a", "b"]})
