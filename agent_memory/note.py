@@ -162,23 +162,15 @@ _FAST_WORD = r"[A-Za-z0-9][A-Za-z0-9_\-/.]*"
 _FAST_ITEM = rf"{_FAST_WORD}|\"[^\"\\\\]*\""
 _FAST_LIST = re.compile(rf"\[((?:{_FAST_ITEM})(?:, (?:{_FAST_ITEM}))*)?\]")
 _FAST_SCALAR = re.compile(rf"{_FAST_WORD}(?: {_FAST_WORD})*")
-_RESOLVER = yaml.resolver.Resolver()
-_STR_TAG = "tag:yaml.org,2002:str"
-
-
-def _plain_is_string(raw: str) -> bool:
-    """Would YAML read this plain scalar as a string (not a number, bool, null, date)?"""
-    return _RESOLVER.resolve(yaml.ScalarNode, raw, (True, False)) == _STR_TAG
-
 
 def _fast_value(raw: str) -> tuple[bool, Any]:
     if _TIMESTAMP.fullmatch(raw):
         return True, raw
     if _FAST_SCALAR.fullmatch(raw):
-        return _plain_is_string(raw), raw
+        return _reads_as_text(raw), raw
     if _FAST_LIST.fullmatch(raw):
         items = [] if raw == "[]" else raw[1:-1].split(", ")
-        if not all(i.startswith('"') or _plain_is_string(i) for i in items):
+        if not all(i.startswith('"') or _reads_as_text(i) for i in items):
             return False, None
         return True, [i[1:-1] if i.startswith('"') else i for i in items]
     return False, None
