@@ -1,0 +1,342 @@
+"""The vault on disk: ids, slugs, the dated layout, which files are memories, atomic
+writes that leave nothing behind when the disk says no, and paths that stay inside."""
+
+from __future__ import annotations
+
+import datetime as dt
+import errno
+import os
+import re
+from pathlib import Path
+
+import pytest
+
+from agent_memory import store as store_mod
+from agent_memory.errors import PathRefused, VaultError
+from agent_memory.store import Store, dated_folder, is_memory_path, locate_vault, make_slug, new_id
+from agent_memory.vault import Vault
+
+from conftest import assert_index_matches_files, index_snapshot
+
+ID_FORMAT = re.compile(r"[0-9a-hjkmnp-tv-z]{16}")
+
+
+# --------------------------------------------------------------------------- ids
+
+
+def test_id_format() -> None:
+    assert ID_FORMAT.fullmatch(new_id())
+    assert ID_FORMAT.fullmatch(new_id(0))
+    assert ID_FORMAT.fullmatch(new_id(2**50 - 1))
+
+
+def test_ids_sort_by_time() -> None:
+    stamps = [0, 1, 999, 1_000, 1_784_538_000_000, 1_784_538_000_001, 2**49]
+    ids = [new_id(ms) for ms in stamps]
+    assert ids == sorted(ids)
+    assert len({i[:10] for i in ids}) == len(stamps)
+
+
+# --------------------------------------------------------------------------- slugs and layout
+
+
+SLUG_CASES = [
+    ("Customer ACME prefers deploys on Fridays", "customer-acme-prefers-deploys-on-fridays"),
+    ("Ünïcödé Çafé", "unicode-cafe"),
+    ("Привет мир", "privet-mir"),
+    ("¿Qué día prefiere ACME?", "que-dia-prefiere-acme"),
+    ("x/y\\z..", "x-y-z"),
+    ("", "memory"),
+    ("   ", "memory"),
+    ("!!! ???", "memory"),
+    ("😀", "memory"),
+    ("---", "memory"),
+]
+
+
+@pytest.mark.parametrize("title, slug", SLUG_CASES)
+def test_slug(title: str, slug: str) -> None:
+    assert make_slug(title) == slug
+
+
+@pytest.mark.parametrize("title", ["word " * 40, "a" * 200, "日本語のタイトル" * 20, "Supercalifragilistic " * 9])
+def test_slugs_are_short_ascii_and_end_on_a_word(title: str) -> None:
+    slug = make_slug(title)
+    assert 0 < len(slug) <= 60
+    assert slug.isascii()
+    assert re.fullmatch(r"[a-z0-9]+(?:-[a-z0-9]+)*", slug)
+
+
+def test_dated_folder_uses_the_utc_date() -> None:
+    late_in_new_york = dt.datetime(2026, 7, 20, 22, 30, tzinfo=dt.timezone(dt.timedelta(hours=-4)))
+    assert dated_folder(late_in_new_york) == "2026/07/21"
+    assert dated_folder(dt.datetime(2026, 1, 5, 0, 0, tzinfo=dt.timezone.utc)) == "2026/01/05"
+
+
+def test_create_numbers_collisions_and_never_overwrites(tmp_path: Path) -> None:
+    store = Store(tmp_path)
+    (tmp_path / "2026/07/20").mkdir(parents=True)
+    (tmp_path / "2026/07/20/acme.md").write_bytes(b"a human's note\n")
+    first = store.create("2026/07/20", "acme", b"one\n")
+    second = store.create("2026/07/20", "acme", b"two\n")
+    third = store.create("2026/07/20", "acme", b"three\n")
+    assert (first, second, third) == ("2026/07/20/acme-2.md", "2026/07/20/acme-3.md", "2026/07/20/acme-4.md")
+    assert (tmp_path / "2026/07/20/acme.md").read_bytes() == b"a human's note\n"
+    assert [store.read(p) for p in (first, second, third)] == [b"one\n", b"two\n", b"three\n"]
+    assert _leftovers(tmp_path) == []
+
+
+def test_write_new_file_refuses_to_overwrite(tmp_path: Path) -> None:
+    store = Store(tmp_path)
+    store.write_new_file("a/b.md", b"first\n")
+    with pytest.raises(VaultError, match="already exists"):
+        store.write_new_file("a/b.md", b"second\n")
+    assert (tmp_path / "a/b.md").read_bytes() == b"first\n"
+    assert _leftovers(tmp_path) == []
+
+
+def test_replace_swaps_the_bytes_in_place(tmp_path: Path) -> None:
+    store = Store(tmp_path)
+    store.write_new_file("n.md", b"old\n")
+    store.replace("n.md", b"new\n")
+    assert (tmp_path / "n.md").read_bytes() == b"new\n"
+    assert _leftovers(tmp_path) == []
+
+
+def test_trash_keeps_the_relative_path_and_numbers_repeats(tmp_path: Path) -> None:
+    store = Store(tmp_path)
+    store.write_new_file("2026/07/20/a.md", b"one\n")
+    assert store.trash("2026/07/20/a.md") == ".trash/2026/07/20/a.md"
+    store.write_new_file("2026/07/20/a.md", b"two\n")
+    assert store.trash("2026/07/20/a.md") == ".trash/2026/07/20/a-2.md"
+    assert not (tmp_path / "2026/07/20/a.md").exists()
+    assert (tmp_path / ".trash/2026/07/20/a.md").read_bytes() == b"one\n"
+    assert (tmp_path / ".trash/2026/07/20/a-2.md").read_bytes() == b"two\n"
+
+
+# --------------------------------------------------------------------------- walk
+
+
+def _touch(root: Path, rel: str, text: str = "x\n") -> None:
+    path = root / rel
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(text)
+
+
+WALKED = ["2026/07/20/a.md", "people/priya.md", "top.md", "deep/er/still.md", "with space.md"]
+SKIPPED = [
+    ".obsidian/workspace.md", "nested/.md.md/x.md", ".trash/2026/07/20/old.md", ".git/notes.md", ".index/x.md", ".prompts/p.md",
+    "people/.hidden/h.md", ".dotfile.md", "notes.txt", "image.png", "README", "upper.MD",
+    # editor droppings
+    ".priya.md.swp", "people/.priya.md.swx", "priya.md~", "4913", ".#priya.md", "#priya.md#",
+    "priya.md.tmp", "priya.md.crswap", "priya.md___jb_tmp___", "priya.md___jb_old___",
+    ".0a1b2c3d4e5f.agent-memory.tmp",
+]
+
+
+def test_walk_finds_memories_and_skips_everything_else(tmp_path: Path) -> None:
+    for rel in WALKED + SKIPPED:
+        _touch(tmp_path, rel)
+    assert sorted(rel for rel, _stat in Store(tmp_path).walk()) == sorted(WALKED)
+    assert [rel for rel in WALKED if not is_memory_path(rel)] == []
+    assert [rel for rel in SKIPPED if is_memory_path(rel)] == []
+
+
+def test_walk_gives_each_file_its_stat(tmp_path: Path) -> None:
+    _touch(tmp_path, "a.md", "12345")
+    [(rel, stat)] = list(Store(tmp_path).walk())
+    assert (rel, stat.st_size, stat.st_mtime_ns) == ("a.md", 5, (tmp_path / "a.md").stat().st_mtime_ns)
+
+
+def test_walk_does_not_follow_folder_symlinks(tmp_path: Path) -> None:
+    vault, elsewhere = tmp_path / "vault", tmp_path / "elsewhere"
+    _touch(vault, "a.md")
+    _touch(elsewhere, "b.md")
+    (vault / "linked").symlink_to(elsewhere, target_is_directory=True)
+    (vault / "loop").symlink_to(vault, target_is_directory=True)
+    assert [rel for rel, _ in Store(vault).walk()] == ["a.md"]
+
+
+# --------------------------------------------------------------------------- atomic writes and disk errors
+
+
+def _leftovers(root: Path) -> list[str]:
+    return sorted(p.relative_to(root).as_posix() for p in root.rglob("*") if p.is_file() and "tmp" in p.name)
+
+
+def _files(root: Path) -> dict[str, bytes]:
+    return {
+        p.relative_to(root).as_posix(): p.read_bytes()
+        for p in root.rglob("*")
+        if p.is_file() and ".index" not in p.relative_to(root).parts
+    }
+
+
+DISK_ERRORS = [(errno.EROFS, "read-only"), (errno.ENOSPC, "disk is full")]
+
+
+@pytest.fixture
+def failing_disk(monkeypatch: pytest.MonkeyPatch):
+    """Make the store's one write function fail the way a full or read-only disk does."""
+
+    def arm(code: int) -> None:
+        def refuse(self: Store, folder: Path, data: bytes) -> Path:
+            raise OSError(code, os.strerror(code))
+
+        monkeypatch.setattr(Store, "_write_temp", refuse)
+
+    return arm
+
+
+@pytest.mark.parametrize("code, message", DISK_ERRORS)
+def test_remember_on_a_failing_disk_changes_nothing(vault: Vault, failing_disk, code: int, message: str) -> None:
+    vault.remember("Already here before the disk filled up.")
+    files, index = _files(vault.root), index_snapshot(vault.index.path)
+    failing_disk(code)
+    with pytest.raises(VaultError, match=message) as caught:
+        vault.remember("Customer ACME prefers deploys on Fridays", tags=["customer"])
+    assert "Nothing was changed" in str(caught.value)
+    assert _files(vault.root) == files
+    assert _leftovers(vault.root) == []
+    assert index_snapshot(vault.index.path) == index
+    assert_index_matches_files(vault)
+
+
+@pytest.mark.parametrize("code, message", DISK_ERRORS)
+def test_update_on_a_failing_disk_changes_nothing(vault: Vault, failing_disk, code: int, message: str) -> None:
+    memory = vault.remember("Customer ACME prefers deploys on Fridays", tags=["customer"])["memory"]
+    files, index = _files(vault.root), index_snapshot(vault.index.path)
+    failing_disk(code)
+    with pytest.raises(VaultError, match=message):
+        vault.update(memory["id"], content="ACME deploys on Thursdays now", add_tags=["changed"])
+    assert _files(vault.root) == files
+    assert _leftovers(vault.root) == []
+    assert index_snapshot(vault.index.path) == index
+    assert vault.get(memory["id"])["content"] == "Customer ACME prefers deploys on Fridays\n"
+    assert_index_matches_files(vault)
+
+
+@pytest.mark.parametrize("code, message", DISK_ERRORS)
+def test_dedup_tag_merge_on_a_failing_disk_changes_nothing(vault: Vault, failing_disk, code: int, message: str) -> None:
+    vault.remember("Customer ACME prefers deploys on Fridays", tags=["customer"])
+    files, index = _files(vault.root), index_snapshot(vault.index.path)
+    failing_disk(code)
+    with pytest.raises(VaultError, match=message):
+        vault.remember("Customer ACME prefers deploys on Fridays", tags=["new-tag"])
+    assert _files(vault.root) == files
+    assert index_snapshot(vault.index.path) == index
+
+
+@pytest.mark.parametrize("code, message", DISK_ERRORS)
+def test_init_on_a_failing_disk_says_why(tmp_path: Path, failing_disk, code: int, message: str) -> None:
+    failing_disk(code)
+    with pytest.raises(VaultError, match=message):
+        Vault.init(tmp_path / "new-vault")
+    assert _files(tmp_path / "new-vault") == {}
+
+
+@pytest.mark.parametrize("code, message", DISK_ERRORS)
+def test_a_write_failing_half_way_leaves_no_temp_file(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                     code: int, message: str) -> None:
+    """The temp file exists when fsync fails: the store must remove it."""
+    store = Store(tmp_path)
+    store.write_new_file("n.md", b"old\n")
+
+    def fsync_fails(fd: int) -> None:
+        raise OSError(code, os.strerror(code))
+
+    monkeypatch.setattr(store_mod.os, "fsync", fsync_fails)
+    with pytest.raises(VaultError, match=message):
+        store.replace("n.md", b"new\n")
+    with pytest.raises(VaultError, match=message):
+        store.create("2026/07/20", "n", b"new\n")
+    monkeypatch.undo()
+    assert (tmp_path / "n.md").read_bytes() == b"old\n"
+    assert _files(tmp_path) == {"n.md": b"old\n"}
+
+
+# --------------------------------------------------------------------------- confine
+
+
+def test_confine_allows_memories_and_prompts(tmp_path: Path) -> None:
+    _touch(tmp_path, "2026/07/20/a.md")
+    _touch(tmp_path, ".prompts/x.md")
+    store = Store(tmp_path)
+    root = tmp_path.resolve()
+    assert store.confine("2026/07/20/a.md") == root / "2026/07/20/a.md"
+    assert store.confine("./2026/07/20/../20/a.md") == root / "2026/07/20/a.md"
+    assert store.confine(str(tmp_path / "2026/07/20/a.md")) == root / "2026/07/20/a.md"
+    assert store.confine(".prompts/x.md") == root / ".prompts/x.md"
+
+
+@pytest.mark.parametrize(
+    "path",
+    ["../outside.md", "2026/../../outside.md", "/etc/passwd", ".git/config", ".index/index.sqlite3",
+     ".obsidian/app.json", ".trash/2026/07/20/a.md", ".env", "people/.secret/x.md"],
+)
+def test_confine_refuses(tmp_path: Path, path: str) -> None:
+    vault = tmp_path / "vault"
+    for rel in (".git/config", ".index/index.sqlite3", ".obsidian/app.json", ".trash/2026/07/20/a.md", ".env",
+                "people/.secret/x.md"):
+        _touch(vault, rel)
+    _touch(tmp_path, "outside.md")
+    with pytest.raises(PathRefused):
+        Store(vault).confine(path)
+
+
+def test_confine_refuses_symlinks_pointing_outside(tmp_path: Path) -> None:
+    vault, secret = tmp_path / "vault", tmp_path / "secret"
+    _touch(vault, "inside.md")
+    _touch(secret, "token.md", "hunter2\n")
+    (vault / "link.md").symlink_to(secret / "token.md")
+    (vault / "folder").symlink_to(secret, target_is_directory=True)
+    (vault / "ok.md").symlink_to(vault / "inside.md")
+    store = Store(vault)
+    for path in ("link.md", "folder/token.md", str(vault / "link.md")):
+        with pytest.raises(PathRefused, match="outside the vault"):
+            store.confine(path)
+    assert store.confine("ok.md") == (vault / "inside.md").resolve()
+
+
+# --------------------------------------------------------------------------- locate_vault
+
+
+def test_locate_vault_explicit_wins(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("AGENT_MEMORY_DIR", str(tmp_path / "from-env"))
+    (tmp_path / ".memory").mkdir()
+    assert locate_vault(tmp_path / "explicit", cwd=tmp_path) == tmp_path / "explicit"
+
+
+def test_locate_vault_env_names_the_vault_itself(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("AGENT_MEMORY_DIR", str(tmp_path / "from-env"))
+    (tmp_path / ".memory").mkdir()
+    assert locate_vault(None, cwd=tmp_path) == tmp_path / "from-env"
+
+
+def test_locate_vault_relative_paths_are_made_absolute(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.chdir(tmp_path)
+    assert locate_vault("v") == tmp_path / "v"
+
+
+def test_locate_vault_finds_the_nearest_memory_folder_in_parents(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("AGENT_MEMORY_DIR")
+    (tmp_path / ".memory").mkdir()
+    (tmp_path / "project/.memory").mkdir(parents=True)
+    (tmp_path / "project/src/deep").mkdir(parents=True)
+    (tmp_path / "other/deep").mkdir(parents=True)
+    (tmp_path / "other/.memory").write_text("a file, not a vault")
+    assert locate_vault(None, cwd=tmp_path / "project/src/deep") == tmp_path / "project/.memory"
+    assert locate_vault(None, cwd=tmp_path / "project") == tmp_path / "project/.memory"
+    assert locate_vault(None, cwd=tmp_path / "other/deep") == tmp_path / ".memory"
+
+
+def test_locate_vault_falls_back_to_home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, isolated_home: Path) -> None:
+    monkeypatch.delenv("AGENT_MEMORY_DIR")
+    (tmp_path / "nowhere").mkdir()
+    assert locate_vault(None, cwd=tmp_path / "nowhere") == isolated_home / ".memory"
+
+
+def test_empty_env_is_ignored(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("AGENT_MEMORY_DIR", "")
+    (tmp_path / ".memory").mkdir()
+    assert locate_vault(None, cwd=tmp_path) == tmp_path / ".memory"
