@@ -11,6 +11,7 @@ import errno
 import os
 import re
 import secrets
+import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -32,15 +33,26 @@ _DROPPINGS = re.compile(
 _CROCKFORD = "0123456789abcdefghjkmnpqrstvwxyz"
 
 
+_last_id = [-1, 0]  # (millisecond, random part) of the last id this process made
+_id_lock = threading.Lock()
+
+
 def new_id(now_ms: int | None = None) -> str:
     """16 chars: 10 of millisecond time (sortable) + 6 random (30 bits).
 
     Two machines writing one git-synced vault would have to pick the same
-    millisecond and the same 30 random bits to collide.
+    millisecond and the same 30 random bits to collide. Within one process, ids
+    of one millisecond count up from the first one's random part (as ULIDs do), so
+    a frozen clock or a fast loop can never repeat an id and ids stay in order.
     """
     stamp = int(time.time() * 1000) if now_ms is None else now_ms
+    with _id_lock:
+        if stamp == _last_id[0] and _last_id[1] < (1 << 30) - 1:
+            rand = _last_id[1] + 1
+        else:
+            rand = int.from_bytes(secrets.token_bytes(4), "big") & ((1 << 29) - 1)  # room to count up
+        _last_id[:] = [stamp, rand]
     head = "".join(_CROCKFORD[(stamp >> shift) & 31] for shift in range(45, -1, -5))
-    rand = int.from_bytes(secrets.token_bytes(4), "big") & ((1 << 30) - 1)
     tail = "".join(_CROCKFORD[(rand >> shift) & 31] for shift in range(25, -1, -5))
     return head + tail
 

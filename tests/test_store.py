@@ -30,6 +30,19 @@ def test_id_format() -> None:
     assert ID_FORMAT.fullmatch(new_id(2**50 - 1))
 
 
+def test_ids_are_unique_and_sorted_in_a_tight_loop() -> None:
+    ids = [new_id() for _ in range(50_000)]
+    assert len(set(ids)) == len(ids)
+    assert ids == sorted(ids)
+
+
+def test_ids_for_one_millisecond_are_unique_and_sorted() -> None:
+    """A frozen clock (tests, an import of memories created at one instant) still gets distinct ids."""
+    ids = [new_id(1_784_538_000_000) for _ in range(20_000)]
+    assert len(set(ids)) == len(ids)
+    assert ids == sorted(ids)
+
+
 def test_ids_sort_by_time() -> None:
     stamps = [0, 1, 999, 1_000, 1_784_538_000_000, 1_784_538_000_001, 2**49]
     ids = [new_id(ms) for ms in stamps]
