@@ -75,9 +75,12 @@ def is_ignored_dir(name: str) -> bool:
 
 
 def is_memory_path(rel: str) -> bool:
-    """A vault-relative path the index should hold (no dot-folders, no droppings)."""
+    """A vault-relative path the index should hold (no dot-folders, no droppings).
+
+    Absolute paths (an empty first part) are not: ``get("/home/me/x.md")`` must not
+    read, index and return a file from outside the vault."""
     parts = rel.split("/")
-    return bool(parts) and not any(is_ignored_dir(p) for p in parts[:-1]) and is_memory_name(parts[-1])
+    return all(parts) and not any(is_ignored_dir(p) for p in parts[:-1]) and is_memory_name(parts[-1])
 
 
 def locate_vault(explicit: str | os.PathLike[str] | None = None, cwd: Path | None = None) -> Path:

@@ -170,6 +170,11 @@ def test_walk_does_not_follow_folder_symlinks(tmp_path: Path) -> None:
     assert [rel for rel, _ in Store(vault).walk()] == ["a.md"]
 
 
+@pytest.mark.parametrize("rel", ["/etc/passwd.md", "//x.md", "a//b.md", "../x.md", "a/../../x.md", "./x.md", ""])
+def test_paths_that_are_not_vault_relative_are_not_memory_paths(rel: str) -> None:
+    assert not is_memory_path(rel)
+
+
 # --------------------------------------------------------------------------- atomic writes and disk errors
 
 
@@ -353,3 +358,16 @@ def test_empty_env_is_ignored(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -
     monkeypatch.setenv("AGENT_MEMORY_DIR", "")
     (tmp_path / ".memory").mkdir()
     assert locate_vault(None, cwd=tmp_path) == tmp_path / ".memory"
+
+
+def test_memory_lookups_never_read_files_outside_the_vault(vault: Vault, tmp_path: Path) -> None:
+    from agent_memory.errors import NotFound
+
+    _touch(tmp_path, "elsewhere/secret.md", "hunter2 is the password\n")
+    for key in (str(tmp_path / "elsewhere/secret.md"), "../elsewhere/secret.md", "//" + str(tmp_path / "elsewhere/secret.md")):
+        for call in (vault.get, vault.forget, lambda k: vault.update(k, add_tags=["x"])):
+            with pytest.raises(NotFound):
+                call(key)
+    assert vault.search("hunter2 password")["count"] == 0
+    assert (tmp_path / "elsewhere/secret.md").read_text() == "hunter2 is the password\n"
+    assert_index_matches_files(vault)
