@@ -11,7 +11,8 @@ import functools
 import json
 import os
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -76,6 +77,25 @@ def emit(data: Any, human: Callable[[], None]) -> None:
         click.echo(json.dumps(data, ensure_ascii=False, indent=2))
     else:
         human()
+
+
+@contextmanager
+def progress_bar(label: str) -> Iterator[Callable[[int, int], None] | None]:
+    """A progress bar on stderr when it is a terminal; nothing at all under --json."""
+    if settings().json or not sys.stderr.isatty():
+        yield None
+        return
+    from rich.progress import Progress  # imported only for long work on a terminal
+
+    with Progress(transient=True, console=_stderr_console()) as bar:
+        task = bar.add_task(label, total=None)
+        yield lambda done, total: bar.update(task, completed=done, total=total)
+
+
+def _stderr_console() -> Any:
+    from rich.console import Console
+
+    return Console(stderr=True)
 
 
 def _tag_text(tags: list[str]) -> str:
@@ -256,12 +276,28 @@ def forget(memory_id: str, expected_version: str | None) -> None:
 
 @cli.command()
 @common
+@click.argument("memory_id")
+@click.argument("target_id")
+@click.option("-r", "--relation", default="related_to", show_default=True,
+              help="Front-matter property that holds the link (one word).")
+@handle_errors
+def link(memory_id: str, target_id: str, relation: str) -> None:
+    """Link MEMORY_ID to TARGET_ID: adds "[[target]]" to MEMORY_ID's front matter."""
+    with open_vault() as vault:
+        result = vault.link(memory_id, target_id, relation=relation)
+    emit(result, lambda: click.echo(
+        f"{'Linked' if result['changed'] else 'Already linked'} {result['source']['path']} "
+        f"-{result['relation']}-> {result['link']}"))
+
+
+@cli.command()
+@common
 @handle_errors
 def reindex() -> None:
     """Rebuild the index from the files alone."""
     vault = Vault(locate_vault(settings().dir), sync=False)
-    with vault:
-        report = vault.reindex()
+    with vault, progress_bar("Indexing files") as progress:
+        report = vault.reindex(progress=progress)
 
     def human() -> None:
         click.echo(f"Indexed {report['added']} files ({report['expired']} expired moved to .trash/).")
@@ -325,8 +361,8 @@ def import_(source: str) -> None:
         items = json.loads(raw)
     except json.JSONDecodeError as exc:
         raise click.ClickException(f"{source} is not valid JSON ({exc.msg} at line {exc.lineno}); nothing was imported.")
-    with open_vault() as vault:
-        result = vault.import_memories(items)
+    with open_vault() as vault, progress_bar("Importing memories") as progress:
+        result = vault.import_memories(items, progress=progress)
     emit(result, lambda: click.echo(
         f"Imported {result['imported']}; skipped {result['duplicates']} duplicates and {result['expired']} already expired."))
 
@@ -393,6 +429,42 @@ def serve(http: bool = False, host: str = "127.0.0.1", port: int = 8765, token: 
     from .server import run  # imports mcp: only here
 
     run(locate_vault(settings().dir), http=http, host=host, port=port, token=token, token_file=token_file)
+
+
+@cli.command()
+@common
+@click.option("--debounce", default=0.05, show_default=True, type=click.FloatRange(min=0),
+              help="Seconds a file must be quiet before it is indexed (a save is several events).")
+@click.option("--sweep-interval", default=60.0, show_default=True, type=click.FloatRange(min=0.1),
+              help="Seconds between full reconciles that catch anything the events missed.")
+@handle_errors
+def watch(debounce: float, sweep_interval: float) -> None:
+    """Keep the index in step with the files until Ctrl-C; one line per change."""
+    import signal
+    import threading
+    import time
+
+    from .sync import Change, Watcher  # imports watchdog: only here
+
+    as_json = settings().json
+
+    def log(change: Change) -> None:
+        if as_json:
+            click.echo(json.dumps({"action": change.action, "path": change.path, "detail": change.detail}))
+        else:
+            click.echo(f"{time.strftime('%H:%M:%S')} {change.action:<8} {change.path or change.detail}")
+
+    stopped = threading.Event()
+    signal.signal(signal.SIGTERM, lambda *_: stopped.set())
+    with Vault(locate_vault(settings().dir), sync=False) as vault, \
+            Watcher(vault, debounce=debounce, sweep_interval=sweep_interval, on_change=log):
+        click.echo(f"Watching {vault.root} (Ctrl-C to stop)", err=True)
+        try:
+            while not stopped.wait(1.0):
+                pass
+        except KeyboardInterrupt:
+            pass
+    click.echo("Stopped.", err=True)
 
 
 def main() -> None:

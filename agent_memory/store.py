@@ -142,6 +142,11 @@ class Store:
             )
         return resolved
 
+    def inside(self, rel: str) -> bool:
+        """Whether ``rel`` lies inside the vault once symlinks are resolved: a link to a
+        file elsewhere is no memory (get_memory would hand out that file's content)."""
+        return self.root.resolve() in (self.root / rel).resolve().parents
+
     # ------------------------------------------------------------------ reading
     def walk(self) -> Iterator[tuple[str, os.stat_result]]:
         """Every memory file with its stat, skipping dot-folders and editor droppings."""
@@ -157,6 +162,8 @@ class Store:
                     if not is_ignored_dir(entry.name):
                         stack.append((Path(entry.path), prefix + entry.name + "/"))
                 elif is_memory_name(entry.name):
+                    if entry.is_symlink() and not self.inside(prefix + entry.name):
+                        continue
                     try:
                         yield prefix + entry.name, entry.stat()
                     except FileNotFoundError:

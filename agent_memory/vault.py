@@ -12,6 +12,7 @@ import datetime as dt
 import fcntl
 import json
 import os
+import re
 import sqlite3
 import threading
 from collections.abc import Callable, Iterable, Iterator
@@ -19,19 +20,27 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
+from . import graph
 from . import note as notes
-from .errors import Duplicate, InvalidInput, NotFound, VaultError, VersionConflict
+from .errors import Duplicate, InvalidInput, NotFound, PathRefused, VaultError, VersionConflict
 from .index import SCHEMA_VERSION, TOKENIZER, FileFacts, Filters, Index
 from .models import (
+    ContextMemory,
+    ContextResult,
+    Edge,
     ExportedMemory,
+    FileContent,
     ForgetResult,
     GcResult,
     ImportResult,
+    LinkResult,
     Stats,
     Hit,
     ListResult,
     Memory,
     ReconcileReport,
+    RelatedNode,
+    RelatedResult,
     RememberResult,
     SearchResult,
     Summary,
@@ -46,11 +55,18 @@ MAX_TAG_LEN = 64
 MAX_LIMIT = 100
 MATCH_MODES = ("auto", "all", "any")
 PARTIAL_CANDIDATES = 200
+CONTEXT_STRATEGIES = ("relevance", "recency", "importance")
+CONTEXT_CANDIDATES = 100
+MAX_TOKEN_BUDGET = 200_000
+MAX_READ_BYTES = 1_000_000
+TOKEN_ESTIMATE = "ceil(characters / 4) of each memory's title and content"
+_RELATION_NAME = re.compile(r"[A-Za-z][A-Za-z0-9_-]{0,63}")
 TRASH_DAYS = 30
 NEW_FILE_FIELDS = notes.NEW_FILE_ORDER
 SEARCH_MODE = f"sqlite fts5 ({TOKENIZER}), ranked by matched terms, bm25, recency"
 
 Clock = Callable[[], dt.datetime]
+Progress = Callable[[int, int], None]
 
 
 def _utcnow() -> dt.datetime:
@@ -252,7 +268,7 @@ class Vault:
 
     def _refresh(self, conn: sqlite3.Connection, rel: str, known: FileFacts | None) -> str:
         """Bring one path's row in line with the file: the one way a file enters the index."""
-        read = self._read(rel) if is_memory_path(rel) else None
+        read = self._read(rel) if is_memory_path(rel) and self.store.inside(rel) else None
         if read is None:
             return "removed" if self.index.delete(conn, rel) else "absent"
         data, stat = read
@@ -284,32 +300,43 @@ class Vault:
             known = self.index.file_facts()
             if not known:
                 return self._rebuild(counts)
+            # Walk first, outside the transaction: its index lock would stall every
+            # search of this process for the whole walk (~0.5 s at 100k files).
             seen: set[str] = set()
-            with self.index.transaction() as conn:
-                for rel, stat in self.store.walk():
-                    seen.add(rel)
-                    facts = known.get(rel)
-                    if facts is not None and facts.size == stat.st_size and facts.mtime_ns == stat.st_mtime_ns:
-                        counts["unchanged"] += 1
-                        continue
-                    counts[self._refresh(conn, rel, facts)] += 1
-                for rel in known.keys() - seen:
-                    counts[self._refresh(conn, rel, known[rel])] += 1
+            stale: list[str] = []
+            for rel, stat in self.store.walk():
+                seen.add(rel)
+                facts = known.get(rel)
+                if facts is not None and facts.size == stat.st_size and facts.mtime_ns == stat.st_mtime_ns:
+                    counts["unchanged"] += 1
+                else:
+                    stale.append(rel)
+            stale.extend(known.keys() - seen)
+            if stale:
+                with self.index.transaction() as conn:
+                    for rel in stale:
+                        counts[self._refresh(conn, rel, known.get(rel))] += 1
             expired = self.sweep_expired()
         return self._report(counts, expired)
 
-    def reindex(self, *, sweep: bool = True) -> ReconcileReport:
+    def reindex(self, *, sweep: bool = True, progress: Progress | None = None) -> ReconcileReport:
         """Rebuild the index from the files alone, in one transaction.
 
         ``sweep=False`` leaves expired files where they are (a read-only rebuild,
-        as the test suite's "index equals a rebuild" check and ``doctor`` need).
+        as the test suite's "index equals a rebuild" check needs). ``progress(done,
+        total)`` is called as files are read, for a front end to show.
         """
         with self._writing():
-            return self._rebuild({"added": 0, "updated": 0, "removed": 0, "unchanged": 0, "absent": 0}, sweep=sweep)
+            counts = {"added": 0, "updated": 0, "removed": 0, "unchanged": 0, "absent": 0}
+            return self._rebuild(counts, sweep=sweep, progress=progress)
 
-    def _rebuild(self, counts: dict[str, int], sweep: bool = True) -> ReconcileReport:
+    def _rebuild(self, counts: dict[str, int], sweep: bool = True, progress: Progress | None = None) -> ReconcileReport:
+        paths = [rel for rel, _stat in self.store.walk()]
+
         def parsed() -> Iterator[tuple[notes.Note, FileFacts]]:
-            for rel, _stat in self.store.walk():
+            for done, rel in enumerate(paths, 1):
+                if progress is not None and (done % 500 == 0 or done == len(paths)):
+                    progress(done, len(paths))
                 read = self._read(rel)
                 if read is None:
                     continue
@@ -385,7 +412,7 @@ class Vault:
             out.append(ExportedMemory(id=note.id, path=note.path, front_matter=note.meta, content=note.body))
         return out
 
-    def import_memories(self, items: list[dict[str, Any]]) -> ImportResult:
+    def import_memories(self, items: list[dict[str, Any]], progress: Progress | None = None) -> ImportResult:
         """All or nothing: the whole batch is checked first, then written in one go.
 
         Same content in the same namespace (already in the vault, or earlier in the
@@ -399,9 +426,11 @@ class Vault:
             plans, duplicates, expired = self._plan_import(items, now)
             written: list[str] = []
             try:
-                for rel, data in plans:
+                for done, (rel, data) in enumerate(plans, 1):
                     folder, name = rel.rsplit("/", 1) if "/" in rel else ("", rel)
                     written.append(self.store.create(folder, name[:-3], data))
+                    if progress is not None and (done % 100 == 0 or done == len(plans)):
+                        progress(done, len(plans))
             except BaseException:
                 for rel in written:  # files this call just created: undo, so nothing half-imported stays
                     self.store.abspath(rel).unlink(missing_ok=True)
@@ -743,6 +772,244 @@ class Vault:
 
     def _hit(self, row: sqlite3.Row, matched_terms: list[str]) -> Hit:
         return Hit(**self._summary(row), snippet=row["snippet"], matched_terms=list(matched_terms), score=round(row["score"], 4))
+
+    # ------------------------------------------------------------------ links, context, files
+    def link(self, memory_id: str, target_id: str, relation: str = "related_to") -> LinkResult:
+        """Add ``"[[target]]"`` to the source file's front-matter list ``relation``.
+
+        That is the SPEC §5 form (``related_to: ["[[acme-billing]]"]``), a property
+        Obsidian draws as links. Only that key's lines change (not even ``updated``);
+        a link that is already there, in any spelling that resolves to the target,
+        changes nothing.
+        """
+        relation = (relation or "").strip()
+        if not _RELATION_NAME.fullmatch(relation) or relation in notes.RESERVED_KEYS:
+            raise InvalidInput(
+                f"Relation {relation!r} cannot be used: give one word such as related_to or depends_on "
+                "(letters, digits, '_' or '-', up to 64 characters), not one of the reserved keys "
+                f"{', '.join(notes.RESERVED_KEYS)}."
+            )
+        with self._writing():
+            source, data = self._load(memory_id)
+            target = self._resolve(target_id)
+            if target["path"] == source["path"]:
+                raise InvalidInput(f"A memory cannot be linked to itself ({source['path']}); give another target_id.")
+            note = notes.parse(data, source["path"])
+            if any(p.startswith(("broken YAML", "front matter must", "file is not valid")) for p in note.problems):
+                raise InvalidInput(
+                    f"{source['path']} has a problem a tool must not guess around ({'; '.join(note.problems)}); "
+                    "fix the file by hand, then retry."
+                )
+            items = self._relation_items(note.meta.get(relation), source["path"], relation)
+            links = graph.Links(self.index, iso(self.now()))
+            already = any(
+                (found := links.resolve(written, source["path"])) is not None and found["rid"] == target["rid"]
+                for item in items
+                if isinstance(item, str)
+                for written in notes.wikilinks(item)
+            )
+            wikilink = f"[[{self._link_text(target)}]]"
+            if not already:
+                text = notes.patch(data.decode("utf-8"), {relation: [*items, wikilink]})
+                self.store.replace(source["path"], text.encode("utf-8"))
+                with self.index.transaction() as conn:
+                    self._refresh(conn, source["path"], None)
+                source = self.index.by_path(source["path"]) or source
+            return LinkResult(
+                source=self._summary(source), target=self._summary(target), relation=relation,
+                link=wikilink, changed=not already,
+            )
+
+    @staticmethod
+    def _relation_items(value: Any, path: str, relation: str) -> list[Any]:
+        """What a relation property holds now, as a list to append to."""
+        if value is None:
+            return []
+        if isinstance(value, str):
+            return [value]
+        if isinstance(value, list) and all(isinstance(v, (str, int, float)) or v is None for v in value):
+            return [v for v in value if v is not None]
+        raise InvalidInput(
+            f"{path} already has a {relation!r} key that is not a list of links; "
+            "choose another relation name or edit that key by hand."
+        )
+
+    def _link_text(self, target: sqlite3.Row) -> str:
+        """The target's file name without ``.md``, or its vault path when the name repeats
+        (Obsidian would otherwise resolve the name to another file)."""
+        name = target["path"].rsplit("/", 1)[-1][:-3]
+        same_name = self.index.query("SELECT count(*) FROM memories WHERE name_key = ?", (target["name_key"],))[0][0]
+        text = name if same_name <= 1 else target["path"][:-3]
+        if any(c in text for c in "[]|#^"):
+            raise InvalidInput(
+                f"{target['path']} has a character a wikilink cannot hold ([ ] | # ^); rename the file, then link again."
+            )
+        return text
+
+    def related(self, memory_id: str, depth: int = 1, direction: str = "both", limit: int = 100) -> RelatedResult:
+        """Memories linked to this one, breadth-first up to ``depth`` hops.
+
+        Follows front-matter relations and body ``[[wikilinks]]`` (``out``), backlinks
+        (``in``) or both; visits at most ``limit`` memories, the start included, and
+        says ``aborted`` when that cap cut the walk short.
+        """
+        if not isinstance(depth, int) or isinstance(depth, bool) or not 0 <= depth <= graph.MAX_DEPTH:
+            raise InvalidInput(f"depth must be between 0 and {graph.MAX_DEPTH}; got {depth!r}.")
+        if direction not in graph.DIRECTIONS:
+            raise InvalidInput(f"direction must be one of {', '.join(graph.DIRECTIONS)}; got {direction!r}.")
+        if not isinstance(limit, int) or isinstance(limit, bool) or not 1 <= limit <= graph.MAX_VISITS:
+            raise InvalidInput(f"limit must be between 1 and {graph.MAX_VISITS}; got {limit!r}.")
+        start = self._resolve(memory_id)
+        walked = graph.walk(graph.Links(self.index, iso(self.now())), start, depth, direction, limit)
+        ordered = sorted(walked.nodes.values(), key=lambda pair: (pair[1], pair[0]["path"]))
+        ids = {row["rid"]: row["id"] for row, _distance in ordered}
+        result = RelatedResult(
+            memory_id=start["id"],
+            depth=depth,
+            direction=direction,
+            count=len(ordered) - 1,
+            nodes=[RelatedNode(**self._summary(row), distance=distance) for row, distance in ordered],
+            edges=[Edge(source=ids[src], relation=relation, target=ids[dst]) for src, relation, dst in walked.edges],
+            aborted=walked.aborted,
+        )
+        if walked.aborted:
+            result["note"] = (
+                f"Stopped at {limit} memories: more are linked. Raise limit (up to {graph.MAX_VISITS}) "
+                "or lower depth to see the rest."
+            )
+        elif len(ordered) == 1:
+            result["note"] = "No linked memories. Add a link with link_memories, or try direction='both' or a larger depth."
+        return result
+
+    def retrieve_context(
+        self,
+        query: str,
+        token_budget: int = 4000,
+        strategy: str = "relevance",
+        namespace: str | None = None,
+        tags: Iterable[str] | str | None = (),
+    ) -> ContextResult:
+        """Whole memories that together fit ``token_budget``, best first.
+
+        Candidates are the top recall hits for ``query`` (or the newest memories when
+        the query is empty). ``relevance`` keeps recall's order, ``recency`` puts the
+        latest update first, ``importance`` a numeric ``importance:`` front-matter key,
+        then the number of memories linking to it. A memory that does not fit is
+        skipped (never cut), and smaller ones after it may still fit.
+        """
+        if strategy not in CONTEXT_STRATEGIES:
+            raise InvalidInput(f"strategy must be one of {', '.join(CONTEXT_STRATEGIES)}; got {strategy!r}.")
+        if not isinstance(token_budget, int) or isinstance(token_budget, bool) or not 1 <= token_budget <= MAX_TOKEN_BUDGET:
+            raise InvalidInput(f"token_budget must be between 1 and {MAX_TOKEN_BUDGET:,} tokens; got {token_budget!r}.")
+        hint = None
+        if (query or "").strip():
+            found = self.search(query, namespace=namespace, tags=tags, limit=CONTEXT_CANDIDATES)
+            paths = [hit["path"] for hit in found["hits"]]
+            hint = found.get("hint")
+        else:
+            paths = [m["path"] for m in self.list(namespace=namespace, tags=tags, limit=CONTEXT_CANDIDATES)["memories"]]
+        loaded = []
+        for path in paths:
+            try:
+                row, data = self._load(path)
+            except NotFound:  # forgotten or expired since the search
+                continue
+            loaded.append((row, self._memory(row["path"], data, row)))
+        picked: list[ContextMemory] = []
+        used = omitted = 0
+        for _row, memory in self._context_order(loaded, strategy):
+            cost = self.estimate_tokens(memory["title"] + "\n" + memory["content"])
+            if used + cost > token_budget:
+                omitted += 1
+                continue
+            used += cost
+            picked.append(ContextMemory(**self._summary_of(memory), content=memory["content"], estimated_tokens=cost))
+        result = ContextResult(
+            query=query or "", strategy=strategy, token_budget=token_budget, estimated_tokens=used,
+            estimate=TOKEN_ESTIMATE, truncated=omitted > 0, omitted=omitted, count=len(picked), memories=picked,
+        )
+        if hint:
+            result["hint"] = hint
+        elif omitted:
+            result["hint"] = f"{omitted} matching memories did not fit; raise token_budget or narrow the query to see them."
+        return result
+
+    def _context_order(self, loaded: list[tuple[sqlite3.Row, Memory]], strategy: str) -> list[tuple[sqlite3.Row, Memory]]:
+        if strategy == "recency":
+            return sorted(loaded, key=lambda pair: pair[1]["updated"], reverse=True)
+        if strategy == "importance":
+            links = graph.Links(self.index, iso(self.now()))
+
+            def weight(pair: tuple[sqlite3.Row, Memory]) -> tuple[float, int]:
+                declared = pair[1]["front_matter"].get("importance")
+                number = declared if isinstance(declared, (int, float)) and not isinstance(declared, bool) else 0
+                return (-number, -links.backlink_count(pair[0]))
+
+            return sorted(loaded, key=weight)
+        return loaded
+
+    @staticmethod
+    def estimate_tokens(text: str) -> int:
+        """The budget estimate ``retrieve_context`` uses: characters / 4, rounded up."""
+        return -(-len(text) // 4)
+
+    @staticmethod
+    def _summary_of(memory: Memory) -> Summary:
+        return Summary(**{key: memory[key] for key in Summary.__annotations__})  # type: ignore[misc]
+
+    def read_file(self, path: str, max_bytes: int = MAX_READ_BYTES) -> FileContent:
+        """A text file inside the vault, as it is on disk.
+
+        Symlinks are resolved first and ``..`` escapes, absolute paths elsewhere and
+        dot-folders other than ``.prompts/`` are refused (``.git/config`` can hold
+        tokens); binary files and files over ``max_bytes`` are refused by name and size.
+        """
+        if not isinstance(path, str) or not path.strip():
+            raise InvalidInput("path is empty; give a vault-relative path such as 2026/07/20/some-memory.md.")
+        resolved = self.store.confine(path.strip())
+        rel = resolved.relative_to(self.root.resolve()).as_posix()
+        if not resolved.is_file():
+            what = "is a folder" if resolved.is_dir() else "does not exist"
+            raise InvalidInput(f"{rel or '.'} {what} in the vault; give the path of a file (list_memories shows them).")
+        try:
+            fd = os.open(resolved, os.O_RDONLY | os.O_NOFOLLOW)
+        except OSError as exc:  # swapped for a symlink since it was checked, or unreadable
+            raise PathRefused(f"{rel} cannot be read safely ({exc.strerror}); nothing was returned.") from exc
+        with os.fdopen(fd, "rb") as handle:
+            size = os.fstat(handle.fileno()).st_size
+            data = handle.read(max_bytes + 1) if size <= max_bytes else b""
+        if size > max_bytes or len(data) > max_bytes:
+            raise InvalidInput(
+                f"{rel} is {max(size, len(data)):,} bytes; read_file returns at most {max_bytes:,} bytes. "
+                "Open it in an editor instead, or recall the memory for a snippet."
+            )
+        try:
+            if b"\0" in data:
+                raise UnicodeError
+            text = data.decode("utf-8")
+        except UnicodeError:
+            raise InvalidInput(f"{rel} is a binary file, not UTF-8 text; read_file returns text files only.") from None
+        row = self.index.by_path(rel)
+        return FileContent(
+            path=rel, size=len(data), version=notes.file_version(data),
+            memory_id=row["id"] if row is not None else None, content=text,
+        )
+
+    def complete_ids(self, prefix: str, limit: int = 20) -> list[str]:
+        """Live memory ids and vault paths that start with ``prefix``, newest first
+        (what an MCP client offers while someone types a ``memory://`` address)."""
+        n = len(prefix)
+        rows = self.index.query(
+            "SELECT id, path FROM memories m WHERE (substr(m.id, 1, ?) = ? OR substr(m.path, 1, ?) = ?) "
+            "AND (m.expires IS NULL OR m.expires > ?) ORDER BY m.updated DESC, m.path LIMIT ?",
+            (n, prefix, n, prefix, iso(self.now()), limit),
+        )
+        values: list[str] = []
+        for row in rows:
+            for value in (row["id"], row["path"]):
+                if value.startswith(prefix) and value not in values:
+                    values.append(value)
+        return values[:limit]
 
 
 def _bound(value: str | None, name: str) -> str | None:

@@ -226,3 +226,41 @@ def test_cli_doctor_on_a_missing_vault(tmp_path: Path) -> None:
     assert result.returncode == 1
     assert "[fail] vault: no vault at" in result.stdout
     assert not (tmp_path / "nowhere").exists()
+
+
+def _run_with_terminal_stderr(*args: str, cwd: Path) -> tuple[subprocess.CompletedProcess[bytes], bytes]:
+    """Run the console script with stderr on a pseudo-terminal, as in a user's shell."""
+    import pty
+
+    master, slave = pty.openpty()
+    env = {k: v for k, v in os.environ.items() if k != "AGENT_MEMORY_DIR"}
+    env.update(TERM="xterm", COLUMNS="100")
+    try:
+        done = subprocess.run([str(SCRIPT), *args], cwd=cwd, env=env, stdout=subprocess.PIPE, stderr=slave, timeout=60)
+        os.close(slave)
+        chunks = []
+        while True:
+            try:
+                chunk = os.read(master, 65536)
+            except OSError:
+                break
+            if not chunk:
+                break
+            chunks.append(chunk)
+    finally:
+        os.close(master)
+    return done, b"".join(chunks)
+
+
+def test_cli_reindex_shows_progress_on_a_terminal_but_not_under_json(tmp_path: Path) -> None:
+    run("init", cwd=tmp_path)
+    for i in range(3):
+        run("add", f"fact number {i}", cwd=tmp_path)
+    done, terminal = _run_with_terminal_stderr("reindex", cwd=tmp_path)
+    assert done.returncode == 0
+    assert b"Indexing files" in terminal and b"100%" in terminal
+    assert done.stdout.decode().startswith("Indexed 3 files")
+
+    done, terminal = _run_with_terminal_stderr("reindex", "--json", cwd=tmp_path)
+    assert done.returncode == 0 and terminal == b""
+    assert json.loads(done.stdout)["added"] == 3
