@@ -371,3 +371,23 @@ def test_memory_lookups_never_read_files_outside_the_vault(vault: Vault, tmp_pat
     assert vault.search("hunter2 password")["count"] == 0
     assert (tmp_path / "elsewhere/secret.md").read_text() == "hunter2 is the password\n"
     assert_index_matches_files(vault)
+
+
+def test_symlinks_to_files_outside_the_vault_are_not_memories(vault: Vault, tmp_path: Path) -> None:
+    from agent_memory.errors import NotFound
+
+    _touch(tmp_path, "elsewhere/secret.md", "hunter2 is the password\n")
+    (vault.root / "people").mkdir()
+    (vault.root / "people/link.md").symlink_to(tmp_path / "elsewhere/secret.md")
+    (vault.root / "folder").symlink_to(tmp_path / "elsewhere", target_is_directory=True)
+    vault.remember("Inside fact about the password policy")
+    (vault.root / "alias.md").symlink_to(vault.root / vault.list()["memories"][0]["path"])
+    assert sorted(rel for rel, _ in vault.store.walk())[1:] == ["alias.md"]
+    vault.reconcile()
+    for key in ("people/link.md", "folder/secret.md"):
+        with pytest.raises(NotFound):
+            vault.get(key)
+        vault.reconcile_path(key)
+    assert vault.search("hunter2")["count"] == 0
+    assert vault.get("alias.md")["content"] == "Inside fact about the password policy\n"
+    assert_index_matches_files(vault)
