@@ -123,3 +123,72 @@ class GcResult(TypedDict):
     removed: list[str]
     kept: int
     expired_moved: int
+
+
+class LinkResult(TypedDict):
+    """What ``link`` did: the wikilink written (or already there) in the source's front matter."""
+
+    source: Summary
+    target: Summary
+    relation: str
+    link: str
+    changed: bool
+
+
+class Edge(TypedDict):
+    """One link as written: ``source`` holds it, under ``relation``, pointing at ``target`` (ids)."""
+
+    source: str
+    relation: str
+    target: str
+
+
+class RelatedNode(Summary):
+    distance: int
+
+
+class RelatedResult(TypedDict):
+    memory_id: str
+    depth: int
+    direction: str
+    count: int
+    nodes: list[RelatedNode]
+    edges: list[Edge]
+    aborted: bool
+    note: NotRequired[str]
+
+
+class ContextMemory(Summary):
+    content: str
+    estimated_tokens: int
+
+
+class ContextResult(TypedDict):
+    query: str
+    strategy: str
+    token_budget: int
+    estimated_tokens: int
+    estimate: str
+    truncated: bool
+    omitted: int
+    count: int
+    memories: list[ContextMemory]
+    hint: NotRequired[str]
+
+
+class FileContent(TypedDict):
+    path: str
+    size: int
+    version: str
+    memory_id: str | None
+    content: str
+
+
+class ExportPage(TypedDict):
+    """A page of ``export_memories`` (the MCP tool pages; the CLI writes them all)."""
+
+    total: int
+    count: int
+    offset: int
+    memories: list[ExportedMemory]
+    next_offset: NotRequired[int]
