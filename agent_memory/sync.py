@@ -1,0 +1,326 @@
+"""Humans edit, the index follows: a watchdog observer over the vault, one worker thread.
+
+The observer's callbacks only turn events into vault-relative paths and queue them
+(they run on the observer thread, which must never block). One worker thread waits
+until a path has been quiet for ``debounce`` seconds — an editor's save is several
+events: a temp file, a rename, a backup deleted — and then folds the path's final
+state on disk into the index with ``Vault.reconcile_path``, the same per-file function
+a full ``reconcile()`` uses. A folder moved or deleted stands for every file under it.
+
+Events are lossy (a watch set up late, a full inotify queue, a laptop that slept), so
+the worker also runs a full ``reconcile()`` when it starts and every
+``sweep_interval`` seconds; with nothing changed that is a walk of ``stat`` calls.
+
+The tool's own writes need no special case: after a write the index row already
+holds the file's hash, so the event for it ends in "unchanged" after one read and
+one hash, without a parse. Nothing here ever writes a file.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import heapq
+import itertools
+import logging
+import os
+import queue
+import sys
+import threading
+import time
+import warnings
+from collections import Counter
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from types import TracebackType
+
+from watchdog.events import (
+    DirDeletedEvent,
+    DirMovedEvent,
+    FileAttribEvent,
+    FileClosedEvent,
+    FileCreatedEvent,
+    FileDeletedEvent,
+    FileModifiedEvent,
+    FileMovedEvent,
+    FileSystemEvent,
+    FileSystemEventHandler,
+)
+from watchdog.observers import Observer
+from watchdog.observers.api import BaseObserver
+
+from .models import ReconcileReport
+from .store import is_ignored_dir, is_memory_path
+from .vault import Vault
+
+DEFAULT_DEBOUNCE = 0.05
+DEFAULT_SWEEP_INTERVAL = 60.0
+# A file written without pause (a log, an editor autosaving while typing) is still
+# indexed this often: the debounce may postpone a path, but not for longer than this.
+MAX_DELAY = 1.0
+# Without a watch, the sweep is all there is: run it more often than the default.
+FALLBACK_SWEEP_INTERVAL = 5.0
+
+# Only what can change a memory: no opens, no reads (the tool's own reads of a file
+# would otherwise wake the handler), no folder "modified" noise. Folders created or
+# moved in need no event of their own: watchdog reports each file inside them.
+_EVENTS = [
+    FileCreatedEvent,
+    FileModifiedEvent,
+    FileClosedEvent,
+    FileMovedEvent,
+    FileDeletedEvent,
+    FileAttribEvent,
+    DirMovedEvent,
+    DirDeletedEvent,
+]
+
+
+class _StopNoise(logging.Filter):
+    """Drops the error watchdog logs when its reader races its own shutdown (harmless)."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return "called when the thread is inactive" not in record.getMessage()
+
+
+_STOP_NOISE = _StopNoise()
+
+
+@dataclass(frozen=True)
+class Change:
+    """What the watcher did to the index: ``added``/``updated``/``removed`` for one
+    ``path``, or ``sweep`` (path empty) when a full reconcile found something that
+    events had missed, with its counts in ``detail``."""
+
+    action: str
+    path: str
+    detail: str = ""
+
+
+OnChange = Callable[[Change], None]
+
+
+def _warn(message: str) -> None:
+    """Warnings go to stderr: stdout may be an MCP stdio channel."""
+    print(f"agent-memory: warning: {message}", file=sys.stderr, flush=True)
+
+
+class _Handler(FileSystemEventHandler):
+    """Runs on the observer thread: maps an event to a key and queues it.
+
+    A key is ``(path, False)`` for a file to reconcile, or ``(folder, True)`` for a
+    folder that went away (deleted, or moved): every indexed path under it must be
+    reconciled, since a folder moved out of the vault brings no per-file events.
+    """
+
+    def __init__(self, root: str, put: Callable[[tuple[str, bool]], None]) -> None:
+        super().__init__()
+        self._prefix = root.rstrip(os.sep) + os.sep
+        self._put = put
+
+    def dispatch(self, event: FileSystemEvent) -> None:
+        if event.is_directory:
+            rel = self._relative(os.fsdecode(event.src_path))
+            if rel is not None and not any(is_ignored_dir(part) for part in rel.split("/")):
+                self._put((rel, True))
+            return
+        for raw in (event.src_path, event.dest_path):
+            rel = self._relative(os.fsdecode(raw)) if raw else None
+            if rel is not None and is_memory_path(rel):
+                self._put((rel, False))
+
+    def _relative(self, path: str) -> str | None:
+        if not path.startswith(self._prefix):
+            return None
+        rel = path[len(self._prefix) :]
+        return rel.replace(os.sep, "/") if os.sep != "/" else rel
+
+
+def _describe(report: ReconcileReport) -> str:
+    counts = {"added": report["added"], "updated": report["updated"], "removed": report["removed"], "expired": report["expired"]}
+    return ", ".join(f"{n} {what}" for what, n in counts.items() if n)
+
+
+class Watcher:
+    """Keeps ``vault``'s index in step with the files while it runs.
+
+    ``start()`` returns once the watch is set up (or has failed, with a warning on
+    stderr, leaving the periodic sweep to do the work); ``stop()`` folds in what is
+    still pending, then stops and joins the observer and the worker thread. Also a
+    context manager. ``on_change`` is called on the worker thread for every change
+    made to the index; ``counts`` tallies every outcome (including ``unchanged``).
+    """
+
+    def __init__(
+        self,
+        vault: Vault,
+        *,
+        debounce: float = DEFAULT_DEBOUNCE,
+        sweep_interval: float = DEFAULT_SWEEP_INTERVAL,
+        on_change: OnChange | None = None,
+    ) -> None:
+        if debounce < 0 or sweep_interval <= 0:
+            raise ValueError("debounce must be >= 0 and sweep_interval > 0 (seconds)")
+        self.vault = vault
+        self.debounce = debounce
+        self.sweep_interval = sweep_interval
+        self.on_change = on_change
+        self.counts: Counter[str] = Counter()
+        self.watching = False
+        self._root = str(vault.root)
+        self._events: queue.SimpleQueue[tuple[str, bool] | None] = queue.SimpleQueue()
+        self._observer: BaseObserver | None = None
+        self._worker: threading.Thread | None = None
+        self._pending: dict[tuple[str, bool], tuple[float, float]] = {}  # key -> (first event, due)
+
+    @property
+    def pending(self) -> int:
+        """Paths seen changing and not yet folded in (waiting out their debounce)."""
+        return len(self._pending)
+
+    # ------------------------------------------------------------------ lifecycle
+    def start(self) -> "Watcher":
+        if self._worker is not None:
+            raise RuntimeError("this Watcher was already started; make a new one")
+        # watchdog warns each time a new nested folder's watch is registered twice (by
+        # the walk of its parent and by its own event): harmless, but it fills stderr.
+        warnings.filterwarnings("ignore", message="Callback with id .* already exists", category=RuntimeWarning)
+        logging.getLogger("watchdog.observers.inotify").addFilter(_STOP_NOISE)
+        self._observer = self._watch()
+        self.watching = self._observer is not None
+        self._worker = threading.Thread(target=self._run, name="agent-memory-sync", daemon=True)
+        self._worker.start()
+        return self
+
+    def stop(self) -> None:
+        """Stop watching, fold in the paths still pending, join both threads."""
+        if self._observer is not None:
+            self._observer.stop()
+            self._observer.join()
+            self._observer = None
+        if self._worker is not None:
+            self._events.put(None)
+            self._worker.join()
+            self._worker = None
+
+    def __enter__(self) -> "Watcher":
+        return self.start()
+
+    def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None) -> None:
+        self.stop()
+
+    def _watch(self) -> BaseObserver | None:
+        """A recursive observer over the vault, or None (and a warning) if the OS refuses one."""
+        observer: BaseObserver | None = None
+        try:
+            observer = Observer()
+            observer.schedule(_Handler(self._root, self._events.put), self._root, recursive=True, event_filter=_EVENTS)
+            observer.start()
+            return observer
+        except OSError as exc:
+            if observer is not None:
+                with contextlib.suppress(Exception):
+                    observer.stop()
+                with contextlib.suppress(RuntimeError):
+                    observer.join()
+            _warn(
+                f"cannot watch {self._root} for changes ({exc.strerror or exc}); the index will catch up "
+                f"with edits by a full sweep every {self._fallback_interval():g}s instead. On Linux, raise "
+                "fs.inotify.max_user_watches / max_user_instances (sysctl) or stop other watchers."
+            )
+            return None
+
+    def _fallback_interval(self) -> float:
+        return min(self.sweep_interval, FALLBACK_SWEEP_INTERVAL)
+
+    # ------------------------------------------------------------------ the worker
+    def _run(self) -> None:
+        """Debounce paths, fold them in when quiet; sweep on start and every interval."""
+        interval = self.sweep_interval if self.watching else self._fallback_interval()
+        self._sweep()
+        next_sweep = time.monotonic() + interval
+        pending = self._pending
+        timers: list[tuple[float, int, tuple[str, bool]]] = []  # heap of (due, n, key); stale ones skipped
+        tick = itertools.count()
+        while True:
+            wake = min(timers[0][0], next_sweep) if timers else next_sweep
+            stopping = False
+            for key in self._take(wake - time.monotonic()):
+                if key is None:
+                    stopping = True
+                    continue
+                now = time.monotonic()
+                first = pending[key][0] if key in pending else now
+                due = min(now + self.debounce, first + MAX_DELAY)
+                pending[key] = (first, due)
+                heapq.heappush(timers, (due, next(tick), key))
+            if stopping:
+                self._fold(list(pending))
+                return
+            now = time.monotonic()
+            ready: list[tuple[str, bool]] = []
+            while timers and timers[0][0] <= now:
+                due, _, key = heapq.heappop(timers)
+                if key in pending and pending[key][1] == due:
+                    ready.append(key)
+                    del pending[key]
+            if ready:
+                self._fold(ready)
+            if time.monotonic() >= next_sweep:
+                self._sweep()
+                next_sweep = time.monotonic() + interval
+
+    def _take(self, timeout: float) -> list[tuple[str, bool] | None]:
+        """Wait up to ``timeout`` for one queued path, then take all already queued
+        with it (a checkout queues thousands at once)."""
+        try:
+            items = [self._events.get(timeout=max(0.0, timeout))]
+        except queue.Empty:
+            return []
+        while True:
+            try:
+                items.append(self._events.get_nowait())
+            except queue.Empty:
+                return items
+
+    def _fold(self, keys: Iterable[tuple[str, bool]]) -> None:
+        """Reconcile each path once; a folder that went away stands for its indexed paths."""
+        paths: dict[str, None] = {}
+        for rel, gone_folder in keys:
+            if not gone_folder:
+                paths.setdefault(rel, None)
+                continue
+            try:
+                paths.update(dict.fromkeys(self.vault.index.paths_under(rel)))
+            except Exception as exc:  # a failure here must not stop the watcher
+                _warn(f"could not list what the index holds under {rel}/: {exc}")
+        for rel in paths:
+            self._fold_path(rel)
+
+    def _fold_path(self, rel: str) -> None:
+        try:
+            outcome = self.vault.reconcile_path(rel)
+        except Exception as exc:  # one unreadable file must not stop the watcher
+            _warn(f"could not index {rel}: {exc}")
+            return
+        self.counts[outcome] += 1
+        if outcome in ("added", "updated", "removed"):
+            self._notify(Change(outcome, rel))
+
+    def _sweep(self) -> None:
+        try:
+            report = self.vault.reconcile()
+        except Exception as exc:
+            _warn(f"full reconcile of {self._root} failed: {exc}")
+            return
+        self.counts["sweeps"] += 1
+        detail = _describe(report)
+        if detail:
+            self._notify(Change("sweep", "", detail))
+
+    def _notify(self, change: Change) -> None:
+        if self.on_change is None:
+            return
+        try:
+            self.on_change(change)
+        except Exception as exc:
+            _warn(f"on_change callback failed: {exc}")
