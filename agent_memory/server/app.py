@@ -1,0 +1,80 @@
+"""``build_server(vault)``: a fresh MCP server around one vault, nothing global."""
+
+from __future__ import annotations
+
+import logging
+import sys
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from typing import Any
+
+import anyio
+import anyio.to_thread
+from mcp.server.mcpserver import MCPServer
+
+from .. import __version__
+from ..vault import Vault
+from .instructions import INSTRUCTIONS
+from .prompts import register_prompts
+from .resources import register_resources
+from .tools import register_tools
+
+log = logging.getLogger("agent_memory.server")
+
+
+def build_server(vault: Vault, *, keep_in_sync: bool = False, guard_stdout: bool = False) -> MCPServer:
+    """Tools, prompts and resources over ``vault``.
+
+    ``keep_in_sync`` (what ``serve`` uses): on start, in the background, run the
+    watcher, which first reconciles the index with the files and then folds in every
+    change a person makes — the MCP handshake does not wait for either.
+    ``guard_stdout`` (stdio only): while serving, anything printed goes to stderr, so
+    stdout carries nothing but the protocol.
+    """
+    server: MCPServer = MCPServer(
+        name="agent-memory",
+        title="Agent memory",
+        instructions=INSTRUCTIONS,
+        version=__version__,
+        lifespan=_lifespan(vault, keep_in_sync=keep_in_sync, guard_stdout=guard_stdout),
+    )
+    register_tools(server, vault)
+    register_prompts(server, vault)
+    register_resources(server, vault)
+    return server
+
+
+def _lifespan(vault: Vault, *, keep_in_sync: bool, guard_stdout: bool) -> Any:
+    @asynccontextmanager
+    async def lifespan(_server: MCPServer) -> AsyncIterator[None]:
+        real_stdout = sys.stdout
+        if guard_stdout:
+            # stdio_server has claimed fd 1 for the wire by now; a stray print() would
+            # otherwise be flushed into the protocol stream at exit.
+            sys.stdout.flush()
+            sys.stdout = sys.stderr
+        watcher = None
+        try:
+            async with anyio.create_task_group() as tasks:
+                if keep_in_sync:
+                    from ..sync import Watcher  # imports watchdog: only when serving
+
+                    watcher = Watcher(vault)
+                    tasks.start_soon(_start_watcher, watcher)
+                yield None
+        finally:
+            if watcher is not None:
+                with anyio.CancelScope(shield=True):
+                    await anyio.to_thread.run_sync(watcher.stop)
+            sys.stdout = real_stdout
+
+    return lifespan
+
+
+async def _start_watcher(watcher: Any) -> None:
+    """Start watching off the event loop (a large vault takes a while to reconcile and
+    to watch); a failure leaves the server working on the index as it is."""
+    try:
+        await anyio.to_thread.run_sync(watcher.start)
+    except Exception:  # noqa: BLE001 - serve on without live sync, and say why
+        log.exception("could not start watching the vault; changes made by hand need `agent-memory reindex`")

@@ -1,0 +1,140 @@
+"""MCP prompts from markdown files: the bundled ``prompts/*.md`` and the vault's own
+``.prompts/*.md``, which add to them or replace one by name.
+
+A prompt file is front matter (``name``, ``title``, ``description``, ``arguments``:
+``[{name, description, required}]``) and a body whose ``{{argument}}`` placeholders are
+filled in with what the client sends (an optional argument left out becomes "").
+Files are read once, when the server is built.
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from mcp.server.mcpserver import MCPServer
+from mcp.server.mcpserver.prompts.base import Prompt, PromptArgument, UserMessage
+
+from .. import note as notes
+from ..errors import MemoryError_
+from ..vault import Vault
+
+log = logging.getLogger("agent_memory.server")
+
+PLACEHOLDER = re.compile(r"\{\{\s*([A-Za-z_][A-Za-z0-9_]*)\s*\}\}")
+VAULT_PROMPTS = ".prompts"
+_NAME = re.compile(r"[A-Za-z0-9_.-]{1,64}")
+
+
+def bundled_prompts_dir() -> Path | None:
+    """``agent_memory/_prompts`` in an installed wheel; the repository's ``prompts/`` in a
+    source checkout or editable install."""
+    package = Path(__file__).resolve().parent.parent
+    for folder in (package / "_prompts", package.parent / "prompts"):
+        if folder.is_dir():
+            return folder
+    return None
+
+
+@dataclass(frozen=True)
+class PromptFile:
+    name: str
+    title: str | None
+    description: str | None
+    arguments: list[PromptArgument]
+    body: str
+    origin: str
+
+    def render(self, values: dict[str, str]) -> str:
+        declared = {a.name for a in self.arguments}
+
+        def fill(match: re.Match[str]) -> str:
+            key = match.group(1)
+            return str(values.get(key) or "") if key in declared else match.group(0)
+
+        return PLACEHOLDER.sub(fill, self.body)
+
+    def as_prompt(self) -> Prompt:
+        def render(**values: str) -> list[UserMessage]:
+            return [UserMessage(self.render(values))]
+
+        return Prompt(
+            name=self.name, title=self.title, description=self.description, arguments=self.arguments, fn=render
+        )
+
+
+def parse_prompt(text: str, origin: str) -> PromptFile:
+    """One prompt file; ValueError says what is wrong with it."""
+    note = notes.parse(text.encode("utf-8"), origin)
+    meta: dict[str, Any] = note.meta
+    name = meta.get("name")
+    if not isinstance(name, str) or not _NAME.fullmatch(name.strip()):
+        raise ValueError("front matter needs `name:` (letters, digits, '_', '-', '.')")
+    raw_args = meta.get("arguments") or []
+    if not isinstance(raw_args, list):
+        raise ValueError("`arguments` must be a list of {name, description, required}")
+    arguments = []
+    for raw in raw_args:
+        if not isinstance(raw, dict) or not isinstance(raw.get("name"), str) or not raw["name"].strip():
+            raise ValueError("every argument needs a `name`")
+        arguments.append(
+            PromptArgument(
+                name=raw["name"].strip(),
+                description=str(raw["description"]) if raw.get("description") else None,
+                required=raw.get("required") is True,
+            )
+        )
+    if not note.body.strip():
+        raise ValueError("the prompt has no text after its front matter")
+    return PromptFile(
+        name=name.strip(),
+        title=str(meta["title"]) if meta.get("title") else None,
+        description=str(meta["description"]) if meta.get("description") else None,
+        arguments=arguments,
+        body=note.body,
+        origin=origin,
+    )
+
+
+def _bundled() -> list[PromptFile]:
+    folder = bundled_prompts_dir()
+    if folder is None:
+        log.warning("no bundled prompts folder found; only the vault's .prompts/ will be served")
+        return []
+    found = []
+    for path in sorted(folder.glob("*.md")):
+        try:
+            found.append(parse_prompt(path.read_text(encoding="utf-8"), str(path)))
+        except (OSError, UnicodeError, ValueError) as exc:
+            log.warning("skipping prompt %s: %s", path, exc)
+    return found
+
+
+def _from_vault(vault: Vault) -> list[PromptFile]:
+    """The vault's ``.prompts/*.md``, read through ``Vault.read_file`` (confined to the
+    vault, symlinks resolved, text only, size-capped)."""
+    folder = vault.root / VAULT_PROMPTS
+    found = []
+    for path in sorted(folder.glob("*.md")) if folder.is_dir() else []:
+        rel = f"{VAULT_PROMPTS}/{path.name}"
+        try:
+            found.append(parse_prompt(vault.read_file(rel)["content"], rel))
+        except (MemoryError_, ValueError) as exc:
+            log.warning("skipping prompt %s: %s", rel, exc)
+    return found
+
+
+def load_prompts(vault: Vault) -> dict[str, PromptFile]:
+    """Bundled prompts, then the vault's, a later one replacing an earlier one by name."""
+    prompts: dict[str, PromptFile] = {}
+    for prompt in [*_bundled(), *_from_vault(vault)]:
+        prompts[prompt.name] = prompt
+    return prompts
+
+
+def register_prompts(server: MCPServer, vault: Vault) -> None:
+    for prompt in load_prompts(vault).values():
+        server.add_prompt(prompt.as_prompt())
