@@ -172,6 +172,18 @@ def test_jetbrains_safe_write(vault: Vault, watch: Callable[..., Watcher]) -> No
     assert_index_matches_files(vault)
 
 
+def test_file_renamed_keeps_its_id_under_the_new_path(vault: Vault, watch: Callable[..., Watcher]) -> None:
+    watch()
+    made = vault.remember("The staging database lives in eu-west.", tags=["infra"])["memory"]
+    (vault.root / "infra").mkdir()
+    os.rename(vault.root / made["path"], vault.root / "infra" / "staging-db.md")
+    wait_until(lambda: row(vault, made["path"]) is None and row(vault, "infra/staging-db.md"),
+               "the index follows the rename")
+    assert vault.get(made["id"])["path"] == "infra/staging-db.md"
+    assert hits(vault, "staging database", tags=["infra"]) == ["infra/staging-db.md"]
+    assert_index_matches_files(vault)
+
+
 def test_folder_created_with_files(vault: Vault, watch: Callable[..., Watcher], tmp_path: Path) -> None:
     watch()
     made = vault.root / "projects" / "alpha" / "notes"
