@@ -1,0 +1,773 @@
+"""Every Vault operation on real files and a real SQLite index, each scenario ending
+with "the index equals a fresh rebuild from the files"."""
+
+from __future__ import annotations
+
+import datetime as dt
+import os
+import re
+import shutil
+import sqlite3
+from pathlib import Path
+
+import pytest
+
+from agent_memory import note as notes
+from agent_memory.errors import Duplicate, InvalidInput, NotFound, VaultError, VersionConflict
+from agent_memory.vault import Vault
+
+from conftest import Clock, assert_index_matches_files, index_snapshot
+
+ACME = "Customer ACME prefers deploys on Fridays."
+
+
+def write(vault: Vault, rel: str, text: str | bytes) -> Path:
+    path = vault.root / rel
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_bytes(text.encode("utf-8") if isinstance(text, str) else text)
+    return path
+
+
+def files(vault: Vault) -> dict[str, bytes]:
+    """Every file of the vault but the index: what a user would see or commit."""
+    return {
+        p.relative_to(vault.root).as_posix(): p.read_bytes()
+        for p in sorted(vault.root.rglob("*"))
+        if p.is_file() and p.relative_to(vault.root).parts[0] != ".index"
+    }
+
+
+def paths(vault: Vault) -> list[str]:
+    return sorted(p for p in files(vault) if not p.startswith("."))
+
+
+def listed(vault: Vault, **filters) -> list[str]:
+    return sorted(m["path"] for m in vault.list(limit=100, **filters)["memories"])
+
+
+def found(vault: Vault, query: str, **filters) -> list[str]:
+    return sorted(h["path"] for h in vault.search(query, **filters)["hits"])
+
+
+# --------------------------------------------------------------------------- remember
+
+
+def test_remember_writes_the_spec_file_under_the_utc_date(vault: Vault, clock: Clock) -> None:
+    clock.now = dt.datetime(2026, 7, 20, 5, 0, tzinfo=dt.timezone(dt.timedelta(hours=-4)))  # 09:00 UTC
+    result = vault.remember(ACME, namespace="support", tags=["customer", "deploy"], source="user note 2026-07-20",
+                            ttl_days=31)
+    memory = result["memory"]
+    assert result["deduplicated"] is False
+    assert memory["path"] == "2026/07/20/customer-acme-prefers-deploys-on-fridays.md"
+    assert re.fullmatch(r"[0-9a-hjkmnp-tv-z]{16}", memory["id"])
+    assert (vault.root / memory["path"]).read_text() == (
+        "---\n"
+        f"id: {memory['id']}\n"
+        "namespace: support\n"
+        "tags: [customer, deploy]\n"
+        "created: 2026-07-20T09:00:00Z\n"
+        "updated: 2026-07-20T09:00:00Z\n"
+        "expires: 2026-08-20T09:00:00Z\n"
+        "source: user note 2026-07-20\n"
+        "---\n"
+        "Customer ACME prefers deploys on Fridays.\n"
+    )
+    assert memory["version"] == notes.file_version((vault.root / memory["path"]).read_bytes())
+    assert (memory["namespace"], memory["tags"], memory["title"]) == ("support", ["customer", "deploy"], ACME)
+    assert (memory["created"], memory["expires"], memory["source"]) == (
+        "2026-07-20T09:00:00Z", "2026-08-20T09:00:00Z", "user note 2026-07-20")
+    assert vault.get(memory["id"]) == memory
+    assert_index_matches_files(vault)
+
+
+def test_remember_dates_the_folder_in_utc_not_local_time(vault: Vault, clock: Clock) -> None:
+    clock.now = dt.datetime(2026, 7, 20, 22, 30, tzinfo=dt.timezone(dt.timedelta(hours=-4)))
+    memory = vault.remember("Late evening in New York")["memory"]
+    assert memory["path"] == "2026/07/21/late-evening-in-new-york.md"
+    assert memory["created"] == "2026-07-21T02:30:00Z"
+    assert_index_matches_files(vault)
+
+
+def test_remember_minimal_file_and_title(vault: Vault) -> None:
+    plain = vault.remember("Just a fact")["memory"]
+    titled = vault.remember("Body text here", title="Deploy rules: Fridays")["memory"]
+    assert (vault.root / plain["path"]).read_text() == (
+        f"---\nid: {plain['id']}\nnamespace: default\ntags: []\ncreated: 2026-07-20T09:00:00Z\n"
+        "updated: 2026-07-20T09:00:00Z\n---\nJust a fact\n"
+    )
+    assert titled["path"] == "2026/07/20/deploy-rules-fridays.md"
+    assert 'title: "Deploy rules: Fridays"\n' in (vault.root / titled["path"]).read_text()
+    assert titled["title"] == "Deploy rules: Fridays"
+    assert_index_matches_files(vault)
+
+
+def test_remember_same_slug_gets_numbered_files(vault: Vault) -> None:
+    a = vault.remember("Deploys: Fridays!")["memory"]
+    b = vault.remember("Deploys, Fridays?")["memory"]
+    c = vault.remember("deploys fridays")["memory"]
+    assert [a["path"], b["path"], c["path"]] == [
+        "2026/07/20/deploys-fridays.md", "2026/07/20/deploys-fridays-2.md", "2026/07/20/deploys-fridays-3.md"]
+    assert len({a["id"], b["id"], c["id"]}) == 3
+    assert_index_matches_files(vault)
+
+
+def test_ids_follow_creation_order_under_a_frozen_clock(vault: Vault) -> None:
+    ids = [vault.remember(f"Fact number {n}")["memory"]["id"] for n in range(30)]
+    assert ids == sorted(ids) and len(set(ids)) == 30
+    assert_index_matches_files(vault)
+
+
+# --------------------------------------------------------------------------- dedup
+
+
+def test_exact_duplicate_in_the_namespace_is_not_stored_twice(vault: Vault, clock: Clock) -> None:
+    first = vault.remember(ACME, namespace="support", tags=["customer"])["memory"]
+    before = files(vault)
+    again = vault.remember("  customer acme   PREFERS deploys\non fridays.  ", namespace="support", tags=["Customer"])
+    assert again["deduplicated"] is True
+    assert again["memory"]["id"] == first["id"]
+    assert files(vault) == before  # nothing new to merge: nothing written
+    clock.advance(hours=1)
+    merged = vault.remember(ACME, namespace="support", tags=["deploy", "CUSTOMER"])
+    assert merged["deduplicated"] is True and merged["memory"]["id"] == first["id"]
+    assert merged["memory"]["tags"] == ["customer", "deploy"]
+    text = (vault.root / first["path"]).read_text()
+    assert "tags: [customer, deploy]\n" in text and "updated: 2026-07-20T10:00:00Z\n" in text
+    assert paths(vault) == [first["path"]]
+    assert_index_matches_files(vault)
+
+
+def test_same_content_in_another_namespace_is_a_new_memory(vault: Vault) -> None:
+    a = vault.remember(ACME, namespace="support")
+    b = vault.remember(ACME, namespace="sales")
+    assert b["deduplicated"] is False and b["memory"]["id"] != a["memory"]["id"]
+    assert len(paths(vault)) == 2
+    assert_index_matches_files(vault)
+
+
+def test_different_content_is_not_a_duplicate(vault: Vault) -> None:
+    vault.remember(ACME)
+    assert vault.remember(ACME + " Mostly.")["deduplicated"] is False
+    assert_index_matches_files(vault)
+
+
+def test_dedup_finds_a_hand_written_file_with_the_same_content(vault: Vault) -> None:
+    write(vault, "people/acme.md", "---\ntags: [customer]\n---\n" + ACME + "\n")
+    vault.reconcile()
+    result = vault.remember(ACME, tags=["deploy"])
+    assert result["deduplicated"] is True and result["memory"]["id"] == "people/acme.md"
+    assert (vault.root / "people/acme.md").read_text().startswith("---\ntags: [customer, deploy]\n")
+    assert_index_matches_files(vault)
+
+
+# --------------------------------------------------------------------------- update
+
+
+HAND_WRITTEN = (
+    "---\n"
+    "title: Priya   # who she is\n"
+    "zeta: 1\n"
+    "aliases:\n"
+    "  - Pri\n"
+    "# a comment line\n"
+    "tags:\n"
+    "  - person\n"
+    "alpha: [x, y]\n"
+    "created: 2026-07-01T11:00:00+02:00\n"
+    "updated: 2026-07-01T11:00:00+02:00\n"
+    "---\n"
+    "Priya leads billing at ACME.\n"
+    "\n"
+    "She prefers written questions.\n"
+)
+UPDATED_NOW = "updated: 2026-07-20T09:00:00Z\n"
+
+
+def _hand(vault: Vault, text: str = HAND_WRITTEN) -> str:
+    write(vault, "people/priya.md", text)
+    vault.reconcile()
+    return "people/priya.md"
+
+
+@pytest.mark.parametrize(
+    "change, expected",
+    [
+        ({"add_tags": ["Lead"]}, HAND_WRITTEN.replace("  - person\n", "  - person\n  - lead\n")),
+        ({"remove_tags": ["PERSON"]}, HAND_WRITTEN.replace("tags:\n  - person\n", "tags: []\n")),
+        ({"add_tags": ["lead"], "remove_tags": ["person"]}, HAND_WRITTEN.replace("  - person\n", "  - lead\n")),
+        ({"source": "call with Priya"}, HAND_WRITTEN.replace("---\nPriya", "source: call with Priya\n---\nPriya")),
+        ({"namespace": "people"}, HAND_WRITTEN.replace("---\nPriya", "namespace: people\n---\nPriya")),
+        ({"ttl_days": 2}, HAND_WRITTEN.replace("---\nPriya", "expires: 2026-07-22T09:00:00Z\n---\nPriya")),
+        ({"title": "Priya Rao"}, HAND_WRITTEN.replace("title: Priya   # who she is\n", "title: Priya Rao\n")),
+        ({"content": "Priya left ACME in July."},
+         HAND_WRITTEN[: HAND_WRITTEN.index("Priya leads")] + "Priya left ACME in July.\n"),
+    ],
+    ids=["add tag", "remove tag", "add and remove", "source", "namespace", "ttl", "title", "content"],
+)
+def test_update_rewrites_only_the_keys_that_change(vault: Vault, change: dict, expected: str) -> None:
+    rel = _hand(vault)
+    result = vault.update(rel, **change)
+    assert result["changed"] is True
+    expected = expected.replace("updated: 2026-07-01T11:00:00+02:00\n", UPDATED_NOW)
+    assert (vault.root / rel).read_text() == expected
+    assert result["memory"]["version"] == notes.file_version(expected.encode())
+    assert result["memory"]["id"] == rel  # no id was written into a human's file
+    assert_index_matches_files(vault)
+
+
+def test_update_effects_are_visible(vault: Vault, clock: Clock) -> None:
+    memory = vault.remember(ACME, namespace="support", tags=["customer"], source="chat")["memory"]
+    clock.advance(days=1)
+    result = vault.update(memory["id"], content="ACME now deploys on Thursdays.", add_tags=["deploy"],
+                          remove_tags=["customer"], namespace="sales", source="", ttl_days=10)
+    changed = result["memory"]
+    assert (changed["id"], changed["path"]) == (memory["id"], memory["path"])
+    assert changed["content"] == "ACME now deploys on Thursdays.\n"
+    assert (changed["namespace"], changed["tags"], changed["source"]) == ("sales", ["deploy"], "")
+    assert (changed["created"], changed["updated"], changed["expires"]) == (
+        "2026-07-20T09:00:00Z", "2026-07-21T09:00:00Z", "2026-07-31T09:00:00Z")
+    assert found(vault, "thursdays", namespace="sales") == [memory["path"]]
+    assert found(vault, "fridays") == []
+    assert listed(vault, namespace="support") == []
+    assert listed(vault, tags=["deploy"]) == [memory["path"]]
+    assert "source:" not in (vault.root / memory["path"]).read_text()
+    cleared = vault.update(memory["id"], ttl_days=0)["memory"]
+    assert cleared["expires"] is None and "expires:" not in (vault.root / memory["path"]).read_text()
+    assert_index_matches_files(vault)
+
+
+def test_update_without_a_real_change_writes_nothing(vault: Vault) -> None:
+    rel = _hand(vault)
+    result = vault.update(rel, add_tags=["person"], remove_tags=["absent"], content="Priya leads billing at ACME.\n\n"
+                          "She prefers written questions.", title="Priya")
+    assert result["changed"] is False
+    assert (vault.root / rel).read_text() == HAND_WRITTEN
+    assert_index_matches_files(vault)
+
+
+def test_update_keeps_crlf_and_bom(vault: Vault) -> None:
+    original = "\ufeff" + HAND_WRITTEN.replace("\n", "\r\n")
+    rel = _hand(vault, original)
+    vault.update(rel, add_tags=["lead"], content="Line one\nLine two")
+    data = (vault.root / rel).read_bytes().decode("utf-8")
+    head = original[: original.index("Priya leads")]
+    expected = head.replace("  - person\r\n", "  - person\r\n  - lead\r\n").replace(
+        "updated: 2026-07-01T11:00:00+02:00\r\n", UPDATED_NOW.replace("\n", "\r\n")) + "Line one\r\nLine two\r\n"
+    assert data == expected
+    assert vault.get(rel)["tags"] == ["person", "lead"]
+    assert_index_matches_files(vault)
+
+
+def test_update_by_id_and_by_path_with_dot_slash(vault: Vault) -> None:
+    memory = vault.remember(ACME)["memory"]
+    vault.update(memory["id"], add_tags=["a"])
+    vault.update("./" + memory["path"], add_tags=["b"])
+    assert vault.get(memory["id"])["tags"] == ["a", "b"]
+    assert_index_matches_files(vault)
+
+
+def test_update_refuses_a_duplicate_and_names_the_other(vault: Vault) -> None:
+    a = vault.remember(ACME, namespace="support")["memory"]
+    b = vault.remember("Something else entirely", namespace="support")["memory"]
+    c = vault.remember(ACME, namespace="sales")["memory"]
+    before = files(vault)
+    with pytest.raises(Duplicate) as caught:
+        vault.update(b["id"], content="customer acme prefers DEPLOYS on fridays.")
+    assert a["id"] in str(caught.value) and caught.value.other_id == a["id"]
+    with pytest.raises(Duplicate) as caught:
+        vault.update(c["id"], namespace="support")
+    assert caught.value.other_id == a["id"]
+    assert files(vault) == before
+    assert vault.update(b["id"], content=ACME, namespace="ops")["changed"] is True  # no twin in "ops"
+    assert_index_matches_files(vault)
+
+
+def test_update_with_the_expected_version(vault: Vault) -> None:
+    memory = vault.remember(ACME)["memory"]
+    result = vault.update(memory["id"], add_tags=["x"], expected_version=memory["version"])
+    assert result["changed"] is True
+    with pytest.raises(VersionConflict):
+        vault.update(memory["id"], add_tags=["y"], expected_version=memory["version"])  # now stale
+    assert vault.get(memory["id"])["tags"] == ["x"]
+    assert_index_matches_files(vault)
+
+
+def test_update_refuses_when_a_human_edited_the_file_since_it_was_read(vault: Vault) -> None:
+    memory = vault.remember(ACME)["memory"]
+    path = vault.root / memory["path"]
+    path.write_bytes(path.read_bytes() + b"\nA human added this line.\n")
+    edited = path.read_bytes()
+    with pytest.raises(VersionConflict, match="changed on disk"):
+        vault.update(memory["id"], content="Overwrite it", expected_version=memory["version"])
+    with pytest.raises(VersionConflict):
+        vault.forget(memory["id"], expected_version=memory["version"])
+    assert path.read_bytes() == edited
+    fresh = vault.get(memory["id"])
+    assert "A human added this line." in fresh["content"]
+    assert vault.update(memory["id"], add_tags=["ok"], expected_version=fresh["version"])["changed"] is True
+    assert_index_matches_files(vault)
+
+
+def test_get_sees_a_human_edit_at_once(vault: Vault) -> None:
+    memory = vault.remember(ACME)["memory"]
+    text = (vault.root / memory["path"]).read_text().replace("Fridays", "Mondays")
+    write(vault, memory["path"], text)
+    assert vault.get(memory["id"])["content"] == "Customer ACME prefers deploys on Mondays.\n"
+    assert found(vault, "mondays") == [memory["path"]]
+    assert_index_matches_files(vault)
+
+
+# --------------------------------------------------------------------------- forget
+
+
+def test_forget_moves_the_file_to_the_trash(vault: Vault) -> None:
+    memory = vault.remember(ACME, tags=["customer"])["memory"]
+    keep = vault.remember("Another fact about ACME")["memory"]
+    original = (vault.root / memory["path"]).read_bytes()
+    result = vault.forget(memory["id"])
+    assert result == {"id": memory["id"], "path": memory["path"], "title": memory["title"],
+                      "trashed_to": ".trash/" + memory["path"]}
+    assert not (vault.root / memory["path"]).exists()
+    assert (vault.root / ".trash" / memory["path"]).read_bytes() == original
+    with pytest.raises(NotFound, match="expired or been forgotten"):
+        vault.get(memory["id"])
+    with pytest.raises(NotFound):
+        vault.get(memory["path"])
+    with pytest.raises(NotFound):
+        vault.forget(memory["id"])
+    assert found(vault, "acme") == [keep["path"]]
+    assert listed(vault) == [keep["path"]]
+    assert listed(vault, tags=["customer"]) == []
+    assert_index_matches_files(vault)
+
+
+def test_forget_the_same_path_twice_numbers_the_trash_copy(vault: Vault) -> None:
+    first = vault.remember(ACME)["memory"]
+    vault.forget(first["id"])
+    second = vault.remember(ACME)["memory"]
+    assert second["path"] == first["path"]
+    assert vault.forget(second["id"])["trashed_to"] == ".trash/" + first["path"].replace(".md", "-2.md")
+    assert_index_matches_files(vault)
+
+
+def test_forget_with_the_expected_version(vault: Vault) -> None:
+    memory = vault.remember(ACME)["memory"]
+    with pytest.raises(VersionConflict):
+        vault.forget(memory["id"], expected_version="0" * 64)
+    assert (vault.root / memory["path"]).exists()
+    vault.forget(memory["id"], expected_version=memory["version"])
+    assert paths(vault) == []
+    assert_index_matches_files(vault)
+
+
+# --------------------------------------------------------------------------- TTL
+
+
+def test_expired_memories_are_never_returned_from_the_instant_they_expire(vault: Vault, clock: Clock) -> None:
+    short = vault.remember("Zebra crossing closed today", ttl_days=1)["memory"]
+    long = vault.remember("Zebra enclosure moved north")["memory"]
+    assert short["expires"] == "2026-07-21T09:00:00Z"
+    clock.now = dt.datetime(2026, 7, 21, 8, 59, 59, tzinfo=dt.timezone.utc)
+    assert found(vault, "zebra") == sorted([short["path"], long["path"]])
+    assert vault.get(short["id"])["id"] == short["id"]
+    clock.advance(seconds=1)
+    assert found(vault, "zebra") == [long["path"]]
+    assert found(vault, "crossing closed") == []
+    assert listed(vault) == [long["path"]]
+    assert vault.list()["total"] == 1
+    for call in (vault.get, vault.forget, lambda key: vault.update(key, add_tags=["x"])):
+        for key in (short["id"], short["path"]):
+            with pytest.raises(NotFound):
+                call(key)
+    assert (vault.root / short["path"]).exists()  # reads need no sweep to be right
+    assert_index_matches_files(vault)
+
+
+def test_reconcile_sweeps_expired_files_to_the_trash(vault: Vault, clock: Clock) -> None:
+    short = vault.remember("Zebra crossing closed today", ttl_days=0.5)["memory"]
+    write(vault, "notes/old.md", "---\nexpires: 2026-07-01\n---\nA hand-written note that expired.\n")
+    kept = vault.remember("Zebra enclosure moved north")["memory"]
+    assert found(vault, "hand written note expired") == []
+    clock.advance(days=1)
+    report = vault.reconcile()
+    assert report["expired"] == 2
+    assert paths(vault) == [kept["path"]]
+    assert sorted(p for p in files(vault) if p.startswith(".trash/")) == [
+        ".trash/" + short["path"], ".trash/notes/old.md"]
+    assert_index_matches_files(vault)
+
+
+def test_an_expired_memory_does_not_block_remembering_it_again(vault: Vault, clock: Clock) -> None:
+    first = vault.remember(ACME, ttl_days=1)["memory"]
+    clock.advance(days=2)
+    again = vault.remember(ACME)
+    assert again["deduplicated"] is False and again["memory"]["id"] != first["id"]
+    assert_index_matches_files(vault)
+
+
+# --------------------------------------------------------------------------- tags and namespaces
+
+
+def test_tags_are_case_insensitive(vault: Vault) -> None:
+    memory = vault.remember(ACME, tags=["Customer", "#DEPLOY", "customer"])["memory"]
+    write(vault, "notes/billing.md", "---\ntags: [Billing, ACME]\n---\nInvoices go out monthly. #Finance\n")
+    vault.reconcile()
+    assert memory["tags"] == ["customer", "deploy"]
+    assert "tags: [customer, deploy]\n" in (vault.root / memory["path"]).read_text()
+    assert listed(vault, tags=["CUSTOMER"]) == [memory["path"]]
+    assert listed(vault, tags=["customer", "Deploy"]) == [memory["path"]]
+    assert listed(vault, tags=["billing"]) == ["notes/billing.md"]
+    assert listed(vault, tags=["finance", "acme"]) == ["notes/billing.md"]
+    assert found(vault, "acme", tags=["DEPLOY"]) == [memory["path"]]
+    assert found(vault, "invoices", tags=["#billing"]) == ["notes/billing.md"]
+    vault.update(memory["id"], remove_tags=["CUSTOMER"])
+    assert listed(vault, tags=["customer"]) == []
+    assert_index_matches_files(vault)
+
+
+def test_namespaces_filter_list_and_search(vault: Vault) -> None:
+    support = vault.remember("ACME deploy window is Friday", namespace="support")["memory"]
+    sales = vault.remember("ACME renewal is in March", namespace="sales")["memory"]
+    plain = vault.remember("ACME office moved")["memory"]
+    assert listed(vault, namespace="support") == [support["path"]]
+    assert listed(vault, namespace="default") == [plain["path"]]
+    assert listed(vault) == sorted([support["path"], sales["path"], plain["path"]])
+    assert found(vault, "acme", namespace="sales") == [sales["path"]]
+    assert found(vault, "acme", namespace="nowhere") == []
+    assert_index_matches_files(vault)
+
+
+def test_list_pages_newest_first(vault: Vault, clock: Clock) -> None:
+    made = []
+    for n in range(5):
+        made.append(vault.remember(f"Fact number {n}")["memory"]["path"])
+        clock.advance(minutes=1)
+    page = vault.list(limit=2)
+    assert [m["path"] for m in page["memories"]] == made[::-1][:2]
+    assert (page["total"], page["count"], page["next_offset"]) == (5, 2, 2)
+    last = vault.list(limit=2, offset=4)
+    assert [m["path"] for m in last["memories"]] == made[:1] and "next_offset" not in last
+    assert_index_matches_files(vault)
+
+
+# --------------------------------------------------------------------------- hand-written files
+
+
+def test_a_hand_written_file_without_id_has_its_path_as_id(vault: Vault) -> None:
+    write(vault, "people/priya.md", "# Priya\nPriya leads billing at ACME. #person\n")
+    assert vault.reconcile()["added"] == 1
+    memory = vault.get("people/priya.md")
+    assert (memory["id"], memory["path"], memory["title"], memory["tags"]) == (
+        "people/priya.md", "people/priya.md", "Priya", ["person"])
+    [hit] = vault.search("who leads billing")["hits"]
+    assert (hit["id"], hit["path"]) == ("people/priya.md", "people/priya.md")
+    vault.update("people/priya.md", add_tags=["acme"])
+    assert (vault.root / "people/priya.md").read_text() == (
+        "---\ntags: [acme]\nupdated: 2026-07-20T09:00:00Z\n---\n# Priya\nPriya leads billing at ACME. #person\n")
+    assert vault.get("people/priya.md")["tags"] == ["acme", "person"]
+    assert vault.forget("people/priya.md")["trashed_to"] == ".trash/people/priya.md"
+    assert paths(vault) == []
+    assert_index_matches_files(vault)
+
+
+def test_get_by_path_finds_a_file_the_index_has_not_seen_yet(vault: Vault) -> None:
+    write(vault, "inbox/new.md", "Dropped in by a human a moment ago.\n")
+    assert vault.get("inbox/new.md")["content"] == "Dropped in by a human a moment ago.\n"
+    assert_index_matches_files(vault)
+
+
+def test_two_files_claiming_one_id(vault: Vault) -> None:
+    write(vault, "b/copy.md", "---\nid: shared01\ncreated: 2026-07-02T00:00:00Z\n---\nThe later copy.\n")
+    write(vault, "a/orig.md", "---\nid: shared01\ncreated: 2026-07-01T00:00:00Z\n---\nThe original.\n")
+    write(vault, "z/tie.md", "---\nid: tie01\ncreated: 2026-07-01T00:00:00Z\n---\nTie z.\n")
+    write(vault, "y/tie.md", "---\nid: tie01\ncreated: 2026-07-01T00:00:00Z\n---\nTie y.\n")
+    vault.reconcile()
+    assert vault.get("shared01")["path"] == "a/orig.md"  # earliest created
+    assert vault.get("tie01")["path"] == "y/tie.md"  # then the smallest path
+    assert listed(vault) == ["a/orig.md", "b/copy.md", "y/tie.md", "z/tie.md"]  # both stay
+    assert vault.get("b/copy.md")["id"] == "shared01"
+    vault.update("shared01", add_tags=["owner"])
+    assert "owner" not in (vault.root / "b/copy.md").read_text()
+    vault.forget("shared01")
+    assert vault.get("shared01")["path"] == "b/copy.md"
+    assert_index_matches_files(vault)
+
+
+def test_broken_yaml_is_indexed_from_its_body_reported_and_never_rewritten(vault: Vault) -> None:
+    broken = b"---\ntags: [customer, deploy\nid: x1\n---\nACME wants a call before every release.\n"
+    write(vault, "notes/broken.md", broken)
+    report = vault.reconcile()
+    assert [p["path"] for p in report["problems"]] == ["notes/broken.md"]
+    assert "broken YAML" in report["problems"][0]["problem"]
+    assert found(vault, "acme release call") == ["notes/broken.md"]
+    memory = vault.get("notes/broken.md")
+    assert memory["id"] == "notes/broken.md" and memory["problems"]
+    with pytest.raises(InvalidInput, match=r"notes/broken\.md.*fix the file by hand"):
+        vault.update("notes/broken.md", add_tags=["x"])
+    with pytest.raises(InvalidInput, match="fix the file by hand"):
+        vault.update("notes/broken.md", content="Replaced")
+    vault.reindex()
+    vault.reconcile()
+    assert (vault.root / "notes/broken.md").read_bytes() == broken
+    assert_index_matches_files(vault)
+
+
+@pytest.mark.parametrize(
+    "text",
+    ["---\n- a list\n---\nListy body words\n", "---\njust a scalar\n---\nListy body words\n",
+     "---\non: push\n2024: year\nyes: no\n---\nListy body words\n", "\ufeff---\r\ntags: [a]\r\n---\r\nListy body words\r\n",
+     "---\n---\nListy body words\n", "---\nid: x\nListy body words\n"],
+    ids=["list", "scalar", "non-string keys", "bom crlf", "empty", "unclosed"],
+)
+def test_odd_front_matter_never_crashes_and_is_searchable(vault: Vault, text: str) -> None:
+    write(vault, "odd.md", text)
+    vault.reconcile()
+    assert found(vault, "listy body words") == ["odd.md"]
+    assert vault.get("odd.md")["path"] == "odd.md"
+    assert (vault.root / "odd.md").read_bytes() == text.encode("utf-8")
+    assert_index_matches_files(vault)
+
+
+def test_conflict_markers_are_flagged(vault: Vault) -> None:
+    write(vault, "c.md", "---\nid: c1\n---\n<<<<<<< HEAD\nFridays\n=======\nThursdays\n>>>>>>> origin/main\n")
+    vault.reconcile()
+    assert vault.get("c1")["conflict"] is True
+    assert_index_matches_files(vault)
+
+
+# --------------------------------------------------------------------------- the index is a cache
+
+
+def _results(vault: Vault) -> tuple:
+    return (vault.search("acme deploy"), vault.search("priya"), vault.list(limit=100))
+
+
+def _some_memories(vault: Vault) -> None:
+    vault.remember(ACME, namespace="support", tags=["customer"])
+    vault.remember("ACME deploy freeze in December", tags=["deploy"])
+    write(vault, "people/priya.md", "# Priya\nPriya handles ACME billing. [[acme-billing]]\n")
+    vault.reconcile()
+
+
+def test_deleting_the_index_loses_nothing(vault: Vault, vault_dir: Path, clock: Clock) -> None:
+    _some_memories(vault)
+    before = _results(vault)
+    vault.close()
+    shutil.rmtree(vault_dir / ".index")
+    with Vault(vault_dir, clock=clock) as reopened:
+        assert _results(reopened) == before
+        assert_index_matches_files(reopened)
+
+
+def test_a_schema_version_mismatch_rebuilds(vault: Vault, vault_dir: Path, clock: Clock) -> None:
+    _some_memories(vault)
+    before = _results(vault)
+    db = vault.index.path
+    vault.close()
+    conn = sqlite3.connect(db)
+    conn.execute("PRAGMA user_version = 9999")
+    conn.close()
+    with Vault(vault_dir, clock=clock) as reopened:
+        assert reopened.index.rebuilt_schema is True
+        assert reopened.index.query("PRAGMA user_version")[0][0] != 9999
+        assert _results(reopened) == before
+        assert_index_matches_files(reopened)
+
+
+def test_reconcile_picks_up_what_a_human_did(vault: Vault) -> None:
+    keep = vault.remember("Unchanged fact")["memory"]
+    edit = vault.remember("Fact to edit by hand")["memory"]
+    move = vault.remember("Fact to move by hand")["memory"]
+    gone = vault.remember("Fact to delete by hand")["memory"]
+    write(vault, "inbox/new.md", "A new hand-written note about walruses.\n")
+    text = (vault.root / edit["path"]).read_text().replace("edit by hand", "edit by hand, about narwhals")
+    write(vault, edit["path"], text)
+    (vault.root / "archive").mkdir()
+    os.rename(vault.root / move["path"], vault.root / "archive/moved.md")
+    (vault.root / gone["path"]).unlink()
+    report = vault.reconcile()
+    assert (report["added"], report["updated"], report["removed"], report["unchanged"]) == (2, 1, 2, 1)
+    assert found(vault, "walruses") == ["inbox/new.md"]
+    assert found(vault, "narwhals") == [edit["path"]]
+    assert vault.get(move["id"])["path"] == "archive/moved.md"
+    with pytest.raises(NotFound):
+        vault.get(gone["id"])
+    assert vault.get(keep["id"])["path"] == keep["path"]
+    assert vault.reconcile()["unchanged"] == 4
+    assert_index_matches_files(vault)
+
+
+def test_reconcile_drops_a_deleted_folder(vault: Vault) -> None:
+    write(vault, "projects/a.md", "Project alpha notes\n")
+    write(vault, "projects/sub/b.md", "Project beta notes\n")
+    vault.reconcile()
+    shutil.rmtree(vault.root / "projects")
+    assert vault.reconcile()["removed"] == 2
+    assert listed(vault) == []
+    assert_index_matches_files(vault)
+
+
+@pytest.fixture
+def parse_calls(monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    """Record every file parse (a spy: the real parser still runs)."""
+    calls: list[str] = []
+    real = notes.parse
+
+    def spy(data: bytes, path: str) -> notes.Note:
+        calls.append(path)
+        return real(data, path)
+
+    monkeypatch.setattr(notes, "parse", spy)
+    return calls
+
+
+def test_a_touch_only_change_is_not_a_reparse(vault: Vault, parse_calls: list[str]) -> None:
+    memory = vault.remember(ACME)["memory"]
+    path = vault.root / memory["path"]
+    stat = path.stat()
+    os.utime(path, ns=(stat.st_atime_ns, stat.st_mtime_ns + 5_000_000_000))
+    parse_calls.clear()
+    report = vault.reconcile()
+    assert (report["updated"], report["unchanged"]) == (0, 1)
+    assert parse_calls == []
+    assert vault.index.by_path(memory["path"])["mtime_ns"] == path.stat().st_mtime_ns
+    assert vault.reconcile()["unchanged"] == 1 and parse_calls == []
+    assert_index_matches_files(vault)
+
+
+def test_same_size_new_bytes_is_a_reparse(vault: Vault, parse_calls: list[str]) -> None:
+    memory = vault.remember(ACME)["memory"]
+    path = vault.root / memory["path"]
+    stat = path.stat()
+    path.write_bytes(path.read_bytes().replace(b"Fridays", b"Mondays"))
+    os.utime(path, ns=(stat.st_atime_ns, stat.st_mtime_ns + 5_000_000_000))
+    parse_calls.clear()
+    assert vault.reconcile()["updated"] == 1
+    assert parse_calls == [memory["path"]]
+    assert found(vault, "mondays") == [memory["path"]]
+    assert_index_matches_files(vault)
+
+
+def test_an_unchanged_vault_is_not_read_on_open(vault: Vault, vault_dir: Path, clock: Clock, parse_calls: list[str]) -> None:
+    for n in range(5):
+        vault.remember(f"Fact number {n}")
+    vault.close()
+    parse_calls.clear()
+    with Vault(vault_dir, clock=clock) as reopened:
+        assert parse_calls == []
+        assert reopened.list()["total"] == 5
+
+
+# --------------------------------------------------------------------------- bad input
+
+
+BAD_REMEMBER = [
+    ({"content": ""}, "empty"),
+    ({"content": " \n\t "}, "empty"),
+    ({"content": "x" * 100_001}, "100,001 characters"),
+    ({"content": "ok", "tags": ["has space"]}, "whitespace"),
+    ({"content": "ok", "tags": ["tab\there"]}, "whitespace"),
+    ({"content": "ok", "tags": "one, two words"}, "whitespace"),
+    ({"content": "ok", "tags": ["t" * 65]}, "65 characters"),
+    ({"content": "ok", "tags": [f"t{n}" for n in range(51)]}, "51 tags"),
+    ({"content": "ok", "namespace": "two words"}, "Namespace"),
+    ({"content": "ok", "namespace": "a/b"}, "Namespace"),
+    ({"content": "ok", "ttl_days": -1}, "ttl_days"),
+    ({"content": "ok", "ttl_days": 1e9}, "ttl_days"),
+    ({"content": "ok", "ttl_days": float("inf")}, "ttl_days"),
+]
+
+
+@pytest.mark.parametrize("kwargs, message", BAD_REMEMBER, ids=[str(i) for i in range(len(BAD_REMEMBER))])
+def test_bad_remember_input_writes_nothing(vault: Vault, kwargs: dict, message: str) -> None:
+    vault.remember("Something already here", tags=["old"])
+    before, index = files(vault), index_snapshot(vault.index.path)
+    with pytest.raises(InvalidInput, match=message):
+        vault.remember(**kwargs)
+    assert files(vault) == before
+    assert index_snapshot(vault.index.path) == index
+
+
+def test_limits_themselves_are_allowed(vault: Vault) -> None:
+    memory = vault.remember("x" * 100_000, tags=[f"t{n:02d}" + "x" * 61 for n in range(50)])["memory"]
+    assert len(memory["tags"]) == 50 and len(memory["content"]) == 100_001
+    assert_index_matches_files(vault)
+
+
+BAD_UPDATE = [
+    ({"content": ""}, "empty"),
+    ({"content": "x" * 100_001}, "100,001"),
+    ({"add_tags": ["a b"]}, "whitespace"),
+    ({"remove_tags": ["a b"]}, "whitespace"),
+    ({"add_tags": ["t" * 65]}, "65 characters"),
+    ({"namespace": "a b"}, "Namespace"),
+    ({"ttl_days": -3}, "ttl_days"),
+]
+
+
+@pytest.mark.parametrize("kwargs, message", BAD_UPDATE, ids=[str(i) for i in range(len(BAD_UPDATE))])
+def test_bad_update_input_writes_nothing(vault: Vault, kwargs: dict, message: str) -> None:
+    memory = vault.remember("Something already here", tags=["old"])["memory"]
+    before, index = files(vault), index_snapshot(vault.index.path)
+    with pytest.raises(InvalidInput, match=message):
+        vault.update(memory["id"], **kwargs)
+    assert files(vault) == before
+    assert index_snapshot(vault.index.path) == index
+
+
+@pytest.mark.parametrize(
+    "call, message",
+    [
+        (lambda v: v.list(limit=0), "limit"),
+        (lambda v: v.list(limit=101), "limit"),
+        (lambda v: v.list(offset=-1), "offset"),
+        (lambda v: v.list(tags=["a b"]), "whitespace"),
+        (lambda v: v.search("acme", limit=0), "limit"),
+        (lambda v: v.search("acme", limit=101), "limit"),
+        (lambda v: v.search("a" * 1001), "1000 characters"),
+        (lambda v: v.search("acme", match="most"), "match must be one of auto, all, any"),
+        (lambda v: v.search("acme", tags=["a b"]), "whitespace"),
+        (lambda v: v.get(""), "empty"),
+        (lambda v: v.update("  "), "empty"),
+    ],
+)
+def test_bad_read_input_is_refused_clearly(vault: Vault, call, message: str) -> None:
+    vault.remember(ACME)
+    with pytest.raises(InvalidInput, match=message):
+        call(vault)
+
+
+def test_query_at_the_limit_is_fine(vault: Vault) -> None:
+    assert vault.search("acme " * 200)["count"] == 0
+
+
+@pytest.mark.parametrize("key", ["01jd8x4k2m9q7r3t", "2026/07/20/nope.md", "nope"])
+def test_unknown_ids_are_not_found_with_a_hint(vault: Vault, key: str) -> None:
+    for call in (vault.get, vault.forget, lambda k: vault.update(k, add_tags=["x"])):
+        with pytest.raises(NotFound, match="use recall or list_memories"):
+            call(key)
+
+
+def test_a_vault_path_that_is_a_file(tmp_path: Path) -> None:
+    (tmp_path / "notes").write_text("I am a file")
+    with pytest.raises(VaultError, match="is a file"):
+        Vault(tmp_path / "notes")
+    with pytest.raises(VaultError, match="is a file"):
+        Vault.init(tmp_path / "notes")
+    with pytest.raises(VaultError):
+        Vault.init(tmp_path / "notes" / "inside")
+    assert (tmp_path / "notes").read_text() == "I am a file"
+
+
+def test_a_missing_vault_says_how_to_create_it(tmp_path: Path) -> None:
+    with pytest.raises(VaultError, match="init"):
+        Vault(tmp_path / "missing")
+    assert not (tmp_path / "missing").exists()
+
+
+def test_init_writes_a_gitignore_for_the_index_and_keeps_an_existing_one(tmp_path: Path) -> None:
+    with Vault.init(tmp_path / "v") as vault:
+        assert (vault.root / ".gitignore").read_text().splitlines()[-1] == ".index/"
+    (tmp_path / "v/.gitignore").write_text("mine\n")
+    Vault.init(tmp_path / "v").close()
+    assert (tmp_path / "v/.gitignore").read_text() == "mine\n"
