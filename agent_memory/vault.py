@@ -135,7 +135,7 @@ def check_namespace(namespace: str | None) -> str:
 def check_ttl(ttl_days: float | None) -> float | None:
     if ttl_days is None:
         return None
-    if not isinstance(ttl_days, (int, float)) or ttl_days < 0 or ttl_days > 36500:
+    if not isinstance(ttl_days, (int, float)) or not 0 <= ttl_days <= 36500:  # NaN fails every comparison
         raise InvalidInput(f"ttl_days must be between 0 (no expiry) and 36500; got {ttl_days!r}.")
     return float(ttl_days)
 

@@ -674,6 +674,7 @@ BAD_REMEMBER = [
     ({"content": "ok", "namespace": "a/b"}, "Namespace"),
     ({"content": "ok", "ttl_days": -1}, "ttl_days"),
     ({"content": "ok", "ttl_days": 1e9}, "ttl_days"),
+    ({"content": "ok", "ttl_days": float("nan")}, "ttl_days"),
     ({"content": "ok", "ttl_days": float("inf")}, "ttl_days"),
 ]
 
@@ -702,6 +703,7 @@ BAD_UPDATE = [
     ({"add_tags": ["t" * 65]}, "65 characters"),
     ({"namespace": "a b"}, "Namespace"),
     ({"ttl_days": -3}, "ttl_days"),
+    ({"ttl_days": float("nan")}, "ttl_days"),
 ]
 
 
