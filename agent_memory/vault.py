@@ -639,6 +639,11 @@ class Vault:
             written_tags = notes.as_tag_list(note.meta.get("tags"))
             tags = [t for t in written_tags + [a for a in adding if a not in written_tags] if t not in removing]
             if tags != written_tags:
+                if len(tags) > MAX_TAGS and len(tags) > len(written_tags):
+                    raise InvalidInput(
+                        f"{row['path']} would have {len(tags)} tags; the limit is {MAX_TAGS} per memory. "
+                        "Remove some with remove_tags."
+                    )
                 changes["tags"] = tags
             if new_namespace is not None and new_namespace != note.namespace:
                 changes["namespace"] = new_namespace

@@ -701,6 +701,7 @@ BAD_UPDATE = [
     ({"add_tags": ["a b"]}, "whitespace"),
     ({"remove_tags": ["a b"]}, "whitespace"),
     ({"add_tags": ["t" * 65]}, "65 characters"),
+    ({"add_tags": [f"t{n}" for n in range(50)]}, "51 tags"),  # 50 new ones + the one it has
     ({"namespace": "a b"}, "Namespace"),
     ({"ttl_days": -3}, "ttl_days"),
     ({"ttl_days": float("nan")}, "ttl_days"),
@@ -715,6 +716,24 @@ def test_bad_update_input_writes_nothing(vault: Vault, kwargs: dict, message: st
         vault.update(memory["id"], **kwargs)
     assert files(vault) == before
     assert index_snapshot(vault.index.path) == index
+
+
+def test_dedup_merge_respects_the_tag_limit(vault: Vault) -> None:
+    vault.remember(ACME, tags=[f"a{n}" for n in range(30)])
+    before = files(vault)
+    with pytest.raises(InvalidInput, match="tags"):
+        vault.remember(ACME, tags=[f"b{n}" for n in range(30)])
+    assert files(vault) == before
+
+
+def test_a_hand_written_file_over_the_tag_limit_can_still_be_edited_but_not_grown(vault: Vault) -> None:
+    write(vault, "many.md", "---\ntags: [" + ", ".join(f"t{n}" for n in range(60)) + "]\n---\nMany tags.\n")
+    vault.reconcile()
+    assert vault.update("many.md", content="Still many tags.")["changed"] is True
+    assert len(vault.update("many.md", remove_tags=["t0"])["memory"]["tags"]) == 59
+    with pytest.raises(InvalidInput, match="60 tags"):
+        vault.update("many.md", add_tags=["new"])
+    assert_index_matches_files(vault)
 
 
 @pytest.mark.parametrize(
