@@ -136,8 +136,9 @@ class _Handler(FileSystemEventHandler):
 
 
 def _describe(report: ReconcileReport) -> str:
-    counts = {"added": report["added"], "updated": report["updated"], "removed": report["removed"], "expired": report["expired"]}
-    return ", ".join(f"{n} {what}" for what, n in counts.items() if n)
+    """"2 added, 1 removed": what a sweep changed, or "" when it changed nothing."""
+    keys = ("added", "updated", "removed", "expired")
+    return ", ".join(f"{report[k]} {k}" for k in keys if report[k])  # type: ignore[literal-required]
 
 
 class Watcher:
@@ -171,6 +172,8 @@ class Watcher:
         self._observer: BaseObserver | None = None
         self._worker: threading.Thread | None = None
         self._pending: dict[tuple[str, bool], tuple[float, float]] = {}  # key -> (first event, due)
+        self._timers: list[tuple[float, int, tuple[str, bool]]] = []  # heap of (due, n, key)
+        self._tick = itertools.count()  # breaks ties in the heap without comparing keys
 
     @property
     def pending(self) -> int:
@@ -238,36 +241,39 @@ class Watcher:
         interval = self.sweep_interval if self.watching else self._fallback_interval()
         self._sweep()
         next_sweep = time.monotonic() + interval
-        pending = self._pending
-        timers: list[tuple[float, int, tuple[str, bool]]] = []  # heap of (due, n, key); stale ones skipped
-        tick = itertools.count()
         while True:
-            wake = min(timers[0][0], next_sweep) if timers else next_sweep
-            stopping = False
-            for key in self._take(wake - time.monotonic()):
-                if key is None:
-                    stopping = True
-                    continue
-                now = time.monotonic()
-                first = pending[key][0] if key in pending else now
-                due = min(now + self.debounce, first + MAX_DELAY)
-                pending[key] = (first, due)
-                heapq.heappush(timers, (due, next(tick), key))
-            if stopping:
-                self._fold(list(pending))
+            wake = min(self._timers[0][0], next_sweep) if self._timers else next_sweep
+            items = self._take(wake - time.monotonic())
+            self._schedule(key for key in items if key is not None)
+            if None in items:  # stop(): fold in what is pending, then end
+                self._fold(list(self._pending))
                 return
-            now = time.monotonic()
-            ready: list[tuple[str, bool]] = []
-            while timers and timers[0][0] <= now:
-                due, _, key = heapq.heappop(timers)
-                if key in pending and pending[key][1] == due:
-                    ready.append(key)
-                    del pending[key]
+            ready = self._due(time.monotonic())
             if ready:
                 self._fold(ready)
             if time.monotonic() >= next_sweep:
                 self._sweep()
                 next_sweep = time.monotonic() + interval
+
+    def _schedule(self, keys: Iterable[tuple[str, bool]]) -> None:
+        """Each new event for a path pushes it back by ``debounce``, up to ``MAX_DELAY``
+        after its first one."""
+        for key in keys:
+            now = time.monotonic()
+            first = self._pending[key][0] if key in self._pending else now
+            due = min(now + self.debounce, first + MAX_DELAY)
+            self._pending[key] = (first, due)
+            heapq.heappush(self._timers, (due, next(self._tick), key))
+
+    def _due(self, now: float) -> list[tuple[str, bool]]:
+        """Paths whose quiet time is up, earliest first (timers of postponed paths are stale)."""
+        ready: list[tuple[str, bool]] = []
+        while self._timers and self._timers[0][0] <= now:
+            due, _, key = heapq.heappop(self._timers)
+            if key in self._pending and self._pending[key][1] == due:
+                ready.append(key)
+                del self._pending[key]
+        return ready
 
     def _take(self, timeout: float) -> list[tuple[str, bool] | None]:
         """Wait up to ``timeout`` for one queued path, then take all already queued
