@@ -1,0 +1,111 @@
+"""`agent-memory serve` as a real subprocess on stdio, driven by the SDK's stdio client
+and by raw JSON-RPC lines; the watcher keeps the index in step while it runs."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+import anyio
+import pytest
+from mcp import Client, StdioServerParameters
+
+from agent_memory.vault import Vault
+
+SCRIPT = Path(sys.executable).with_name("agent-memory")
+
+pytestmark = pytest.mark.anyio
+
+
+def serve_params(vault_dir: Path, *args: str) -> StdioServerParameters:
+    # The stdio client forwards almost no environment: the vault must come from --dir.
+    return StdioServerParameters(command=str(SCRIPT), args=[*args, "--dir", str(vault_dir)])
+
+
+async def call(client: Client, tool: str, **arguments: object) -> dict:
+    result = await client.call_tool(tool, arguments)
+    assert result.is_error is False, result.content[0].text
+    return result.structured_content
+
+
+async def test_remember_recall_forget_over_stdio(tmp_path: Path) -> None:
+    vault_dir = tmp_path / "fresh-vault"  # does not exist yet: serve creates it
+    async with Client(serve_params(vault_dir, "serve")) as client:
+        assert client.server_info.name == "agent-memory"
+        stored = await call(client, "remember", content="Customer ACME prefers deploys on Fridays", tags="customer")
+        path = vault_dir / stored["memory"]["path"]
+        assert path.read_text().endswith("Customer ACME prefers deploys on Fridays\n")
+        found = await call(client, "recall", query="When does ACME prefer to deploy?")
+        assert [h["id"] for h in found["hits"]] == [stored["memory"]["id"]]
+        gone = await call(client, "forget", memory_id=stored["memory"]["id"])
+        assert not path.exists() and (vault_dir / gone["trashed_to"]).exists()
+        assert (await call(client, "recall", query="ACME deploy"))["count"] == 0
+    assert (vault_dir / ".gitignore").exists()
+
+
+async def recall_until(client: Client, query: str, seconds: float = 10.0) -> dict:
+    deadline = time.monotonic() + seconds
+    while True:
+        found = await call(client, "recall", query=query)
+        if found["count"] or time.monotonic() > deadline:
+            return found
+        await anyio.sleep(0.1)
+
+
+async def test_files_made_by_hand_are_found_before_and_while_serving(tmp_path: Path) -> None:
+    vault_dir = tmp_path / ".memory"
+    Vault.init(vault_dir).close()
+    (vault_dir / "before.md").write_text("Written before the server started: the kettle is in room 4\n")
+    async with Client(serve_params(vault_dir, "serve")) as client:
+        assert (await recall_until(client, "where is the kettle"))["hits"][0]["path"] == "before.md"
+        (vault_dir / "people").mkdir()
+        (vault_dir / "people" / "priya.md").write_text("Priya owns the billing service\n")
+        found = await recall_until(client, "who owns billing")
+        assert [h["path"] for h in found["hits"]] == ["people/priya.md"]
+
+
+def test_no_command_serves_stdio_with_nothing_but_protocol_on_stdout(tmp_path: Path) -> None:
+    vault_dir = tmp_path / ".memory"
+    Vault.init(vault_dir).close()
+    messages = [
+        {"jsonrpc": "2.0", "id": 1, "method": "initialize",
+         "params": {"protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "raw", "version": "0"}}},
+        {"jsonrpc": "2.0", "method": "notifications/initialized"},
+        {"jsonrpc": "2.0", "id": 2, "method": "tools/call",
+         "params": {"name": "remember", "arguments": {"content": "Raw JSON-RPC works"}}},
+        {"jsonrpc": "2.0", "id": 3, "method": "tools/call",
+         "params": {"name": "get_memory", "arguments": {"memory_id": "nope"}}},
+    ]
+    process = subprocess.Popen([str(SCRIPT), "--dir", str(vault_dir)], stdin=subprocess.PIPE,
+                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    killer = threading.Timer(30, process.kill)
+    killer.start()
+    try:
+        assert process.stdin and process.stdout and process.stderr
+        for message in messages:
+            process.stdin.write(json.dumps(message) + "\n")
+        process.stdin.flush()
+        lines = []
+        while {json.loads(line).get("id") for line in lines} != {1, 2, 3}:
+            line = process.stdout.readline()
+            assert line, "the server closed stdout before answering"
+            lines.append(line)
+        closed = time.monotonic()
+        process.stdin.close()  # the client goes away
+        rest = process.stdout.read()
+        assert process.wait() == 0
+        assert time.monotonic() - closed < 5
+        stderr = process.stderr.read()
+    finally:
+        killer.cancel()
+    lines += rest.splitlines(keepends=True)
+    replies = [json.loads(line) for line in lines]  # every byte on stdout is a JSON-RPC message
+    assert all(r["jsonrpc"] == "2.0" for r in replies)
+    by_id = {r.get("id"): r for r in replies}
+    assert by_id[2]["result"]["isError"] is False
+    assert by_id[3]["result"]["isError"] is True and "not found" in by_id[3]["result"]["content"][0]["text"]
+    assert "serving" in stderr and str(vault_dir) in stderr
