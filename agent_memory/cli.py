@@ -165,7 +165,8 @@ def add(content: str | None, namespace: str, tags: tuple[str, ...], title: str, 
 @click.option("-n", "--namespace", default=None, help="Only this namespace.")
 @click.option("-t", "--tag", "tags", multiple=True, help="Only memories with this tag (repeat: all of them).")
 @click.option("--limit", default=10, show_default=True, type=int, help="Most hits to return (1-100).")
-@click.option("--match", type=click.Choice(MATCH_MODES), default="auto", show_default=True,
+# Not a click.Choice: a bad value is bad input (the vault's message, exit 1), not a usage error (exit 2).
+@click.option("--match", metavar="[" + "|".join(MATCH_MODES) + "]", default="auto", show_default=True,
               help="auto: all terms, else any; all; any.")
 @click.option("--since", default=None, help="Only memories created on or after this date.")
 @click.option("--until", default=None, help="Only memories created before this date.")

@@ -229,6 +229,7 @@ BAD = [
     (["add", "fine", "-t", "t" * 65], "limit is 64"),
     (["add", "fine", "--ttl-days", "nan"], "ttl_days"),
     (["add", "fine", "-n", "two words"], "Namespace"),
+    (["search", "acme", "--match", "most"], "auto, all, any"),
     (["search", "acme", "--limit", "0"], "limit"),
     (["search", "a" * 1001], "1000 characters"),
     (["list", "--limit", "101"], "limit"),
