@@ -395,7 +395,7 @@ def render_new(fields: dict[str, Any], body: str) -> str:
     """A file the tool creates: fixed key order, flow lists, LF, one trailing newline."""
     ordered = {key: fields[key] for key in NEW_FILE_ORDER if fields.get(key) not in (None, "") or key == "tags"}
     ordered.update({k: v for k, v in fields.items() if k not in NEW_FILE_ORDER and v not in (None, "", [])})
-    return render_front_matter(ordered, body.strip("\n").replace("\r\n", "\n") + "\n")
+    return render_front_matter(ordered, body.replace("\r\n", "\n").strip("\n") + "\n")  # LF first, then trim
 
 
 def render_front_matter(meta: dict[str, Any], body: str) -> str:

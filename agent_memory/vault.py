@@ -100,7 +100,7 @@ def check_content(content: str) -> str:
         raise InvalidInput("Content is empty; give the fact to remember as text.")
     if len(content) > MAX_CONTENT:
         raise InvalidInput(f"Content is {len(content):,} characters; the limit is {MAX_CONTENT:,}. Split it into smaller memories.")
-    return content.strip("\n")
+    return content.strip("\r\n")  # "text\r\n" pasted from Windows leaves no stray "\r"
 
 
 def check_tags(tags: Iterable[str] | str | None) -> list[str]:

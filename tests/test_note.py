@@ -417,6 +417,12 @@ def test_render_new_uses_lf_one_trailing_newline_and_skips_empty_keys() -> None:
     )
 
 
+def test_render_new_writes_lf_only_even_for_crlf_content() -> None:
+    out = notes.render_new(FIELDS, "\r\nLine one\r\nLine two\r\n\r\n")
+    assert "\r" not in out
+    assert out.endswith("---\nLine one\nLine two\n")
+
+
 NEEDS_QUOTES = [
     "Deploy: Fridays", "a #comment", "#hashtag", "-leading dash", "- list item", "yes", "No", "on", "off", "true",
     "null", "~", " padded ", "trailing ", "123", "1.5", "1e-5", "+1", "-7", "0o17", "1_000", ".5", "12:30",

@@ -101,6 +101,14 @@ def test_remember_minimal_file_and_title(vault: Vault) -> None:
     assert_index_matches_files(vault)
 
 
+def test_remember_crlf_content_makes_an_lf_file(vault: Vault) -> None:
+    memory = vault.remember("Pasted on Windows\r\nsecond line\r\n")["memory"]
+    data = (vault.root / memory["path"]).read_bytes()
+    assert b"\r" not in data and data.endswith(b"---\nPasted on Windows\nsecond line\n")
+    assert memory["content"] == "Pasted on Windows\nsecond line\n"
+    assert_index_matches_files(vault)
+
+
 def test_remember_same_slug_gets_numbered_files(vault: Vault) -> None:
     a = vault.remember("Deploys: Fridays!")["memory"]
     b = vault.remember("Deploys, Fridays?")["memory"]
