@@ -561,6 +561,14 @@ class Vault:
         return self._memory(row["path"], data, row)
 
     # ------------------------------------------------------------------ writes
+    def _twin(self, namespace: str, content_hash: str, now: str, exclude_path: str = "") -> sqlite3.Row | None:
+        """The memory already holding this content, checked against its file: a human may
+        have edited or deleted it since it was indexed (dedup must not swallow a new fact)."""
+        twin = self.index.find_content(namespace, content_hash, now, exclude_path)
+        while twin is not None and self.reconcile_path(twin["path"]) != "unchanged":
+            twin = self.index.find_content(namespace, content_hash, now, exclude_path)
+        return twin
+
     def remember(
         self,
         content: str,
@@ -578,7 +586,7 @@ class Vault:
         title = (title or "").strip()
         with self._writing():
             now = self.now()
-            existing = self.index.find_content(namespace, notes.content_hash(content), iso(now))
+            existing = self._twin(namespace, notes.content_hash(content), iso(now))
             if existing is not None:
                 return self._merge_tags_into(existing, tag_list)
             fields = {
@@ -657,7 +665,7 @@ class Vault:
                     changes["expires"] = expires
             body_changed = new_body is not None and new_body.replace("\r\n", "\n") != note.body.replace("\r\n", "\n").strip("\n")
             if body_changed or "namespace" in changes:
-                other = self.index.find_content(
+                other = self._twin(
                     changes.get("namespace", note.namespace),
                     notes.content_hash(new_body if body_changed else note.body),
                     iso(now),

@@ -159,6 +159,29 @@ def test_different_content_is_not_a_duplicate(vault: Vault) -> None:
     assert_index_matches_files(vault)
 
 
+def test_dedup_checks_the_file_a_human_changed_since_it_was_indexed(vault: Vault) -> None:
+    edited = vault.remember(ACME, tags=["customer"])["memory"]
+    deleted = vault.remember("Second fact about ACME", tags=["customer"])["memory"]
+    path = vault.root / edited["path"]
+    path.write_text(path.read_text().replace("Fridays", "Mondays"))  # no reconcile: the index is stale
+    (vault.root / deleted["path"]).unlink()
+    again = vault.remember(ACME, tags=["deploy"])
+    assert again["deduplicated"] is False and again["memory"]["content"] == ACME + "\n"
+    back = vault.remember("Second fact about ACME", tags=["new"])
+    assert back["deduplicated"] is False and back["memory"]["tags"] == ["new"]
+    assert found(vault, "fridays") == [again["memory"]["path"]]
+    assert found(vault, "mondays") == [edited["path"]]
+    assert_index_matches_files(vault)
+
+
+def test_update_is_not_refused_as_a_duplicate_of_a_file_that_changed(vault: Vault) -> None:
+    a = vault.remember(ACME)["memory"]
+    b = vault.remember("Something else")["memory"]
+    (vault.root / a["path"]).unlink()
+    assert vault.update(b["id"], content=ACME)["changed"] is True
+    assert_index_matches_files(vault)
+
+
 def test_dedup_finds_a_hand_written_file_with_the_same_content(vault: Vault) -> None:
     write(vault, "people/acme.md", "---\ntags: [customer]\n---\n" + ACME + "\n")
     vault.reconcile()
