@@ -481,10 +481,13 @@ def _spawn(args: list[str], out: Path, err: Path, env: dict[str, str] | None = N
 def test_two_watchers_in_two_processes_do_not_fight(vault: Vault, watch: Callable[..., Watcher],
                                                     changes: list[Change], tmp_path: Path) -> None:
     out, err = tmp_path / "watch.out", tmp_path / "watch.err"
+    (vault.root / "seed.md").write_text("there before the watchers\n")
     other = _spawn([sys.executable, "-m", "agent_memory", "--dir", str(vault.root), "watch"], out, err)
     try:
-        wait_until(lambda: "Watching" in err.read_text(), "the CLI watcher is running")
-        watch(on_change=changes.append)
+        # Both start-up sweeps are over before the edits begin, so only events report them.
+        wait_until(lambda: out.read_text().endswith(" sweep    1 added\n"), "the CLI watcher has swept")
+        mine = watch(on_change=changes.append)
+        wait_until(lambda: mine.counts["sweeps"], "this watcher has swept")
         path = vault.root / "shared.md"
         edits = 12
         for n in range(edits):
