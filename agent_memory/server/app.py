@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import logging
 import sys
-from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager
-from typing import Any
+from collections.abc import AsyncIterator, Callable
+from contextlib import AbstractAsyncContextManager, asynccontextmanager
+from typing import TYPE_CHECKING
 
 import anyio
 import anyio.to_thread
@@ -18,6 +18,9 @@ from .instructions import INSTRUCTIONS
 from .prompts import register_prompts
 from .resources import register_resources
 from .tools import register_tools
+
+if TYPE_CHECKING:
+    from ..sync import Watcher
 
 log = logging.getLogger("agent_memory.server")
 
@@ -44,7 +47,9 @@ def build_server(vault: Vault, *, keep_in_sync: bool = False, guard_stdout: bool
     return server
 
 
-def _lifespan(vault: Vault, *, keep_in_sync: bool, guard_stdout: bool) -> Any:
+def _lifespan(
+    vault: Vault, *, keep_in_sync: bool, guard_stdout: bool
+) -> Callable[[MCPServer], AbstractAsyncContextManager[None]]:
     @asynccontextmanager
     async def lifespan(_server: MCPServer) -> AsyncIterator[None]:
         real_stdout = sys.stdout
@@ -71,7 +76,7 @@ def _lifespan(vault: Vault, *, keep_in_sync: bool, guard_stdout: bool) -> Any:
     return lifespan
 
 
-async def _start_watcher(watcher: Any) -> None:
+async def _start_watcher(watcher: Watcher) -> None:
     """Start watching off the event loop (a large vault takes a while to reconcile and
     to watch); a failure leaves the server working on the index as it is."""
     try:

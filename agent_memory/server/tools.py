@@ -101,7 +101,8 @@ def as_tags(value: list[str] | str | None) -> list[str]:
             value = parsed if isinstance(parsed, list) else [str(parsed)]
         else:
             value = text.split(",")
-    return [t.strip().strip("\"'").strip() for t in (str(v) for v in value) if t.strip().strip("\"'").strip()]
+    cleaned = (str(v).strip().strip("\"'").strip() for v in value)
+    return [tag for tag in cleaned if tag]
 
 
 def _one_paragraph(doc: str | None) -> str:
@@ -110,7 +111,7 @@ def _one_paragraph(doc: str | None) -> str:
 
 
 def _blank_to_none(value: str | None) -> str | None:
-    return value.strip() or None if isinstance(value, str) else value
+    return (value.strip() or None) if isinstance(value, str) else value
 
 
 # ----------------------------------------------------------------------------- annotations
