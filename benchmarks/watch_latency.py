@@ -1,7 +1,8 @@
 """How fast a human's edit reaches ``search``, and what a full reconcile costs.
 
 Builds (or reuses) a vault of ``--n`` memories written in the tool's own file format
-and indexed by ``reindex``, starts the ``Watcher``, then ``--edits`` times replaces a
+and indexed by ``reindex``, starts the ``Watcher`` (and lets its start-up sweep finish),
+then ``--edits`` times replaces a
 file atomically (``os.replace`` of an edited copy, as editors save) and times how long
 until ``search``, on a second connection as another agent would have, returns the new
 text. Then it times a full ``reconcile()`` with nothing changed and with 1% of the
@@ -91,7 +92,9 @@ def edit_latencies(root: Path, n: int, edits: int, debounce: float) -> list[floa
     run = os.urandom(4).hex()  # a reused vault still holds the words of earlier runs
     latencies: list[float] = []
     with Vault(root, sync=False) as vault, Vault(root, sync=False) as reader:
-        with Watcher(vault, debounce=debounce):
+        with Watcher(vault, debounce=debounce) as watcher:
+            while not watcher.counts["sweeps"]:  # steady state: the start-up sweep is over
+                time.sleep(POLL)
             for k in range(edits):
                 i = rng.randrange(n)
                 marker = f"zqmark{run}x{k}"
