@@ -316,10 +316,18 @@ def _links_in(value: Any) -> list[str]:
     return []
 
 
+_LINK_TEXT = re.compile(r"!?\[\[([^\[\]|]*)(?:\|([^\[\]]*))?\]\]|!?\[([^\[\]]*)\]\([^()\s]*\)")
+
+
+def _as_shown(line: str) -> str:
+    """Links as a reader sees them: a wikilink's alias (else its target), a markdown link's text."""
+    return _LINK_TEXT.sub(lambda m: (m.group(2) or m.group(1) or m.group(3) or "").rstrip("\\"), line)
+
+
 def derive_title(body: str, path: str) -> str:
     """A first-line heading, else the first words, else the file name."""
     for line in body.splitlines():
-        line = line.strip()
+        line = _as_shown(line.strip())
         if not line:
             continue
         heading = _HEADING.fullmatch(line)

@@ -203,6 +203,9 @@ TITLE_CASES = [
     ("first words", "Customer **ACME** prefers deploys on Fridays.\nMore.\n", "Customer ACME prefers deploys on Fridays."),
     ("long first line is shortened", "word " * 40, ("word " * 16).strip() + "…"),
     ("empty body: file name", "---\nid: a1\n---\n", "x"),
+    ("links read as shown", "Call [[people/priya|Priya]] about [[acme-billing]] and [the docs](https://x.org/a).\n",
+     "Call Priya about acme-billing and the docs."),
+    ("link in a heading", "# Meeting with [[people/priya|Priya]]\n", "Meeting with Priya"),
 ]
 
 
