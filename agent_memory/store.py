@@ -108,6 +108,15 @@ def _disk_error(exc: OSError, what: str) -> VaultError:
     return VaultError(f"Could not {what}: {reason}. Nothing was changed; free space or fix permissions and retry.")
 
 
+def _remove_empty(folders: list[Path]) -> None:
+    """Remove folders a failed write created (deepest first), unless something is in them."""
+    for folder in folders:
+        try:
+            folder.rmdir()
+        except OSError:
+            return
+
+
 class Store:
     """Paths, layout and atomic writes of one vault folder."""
 
@@ -206,10 +215,12 @@ class Store:
     def create(self, folder: str, slug: str, data: bytes) -> str:
         """Write a new file as ``folder/slug.md`` (``-2``, ``-3``… if taken); never overwrites."""
         target_dir = self.abspath(folder)
+        new_dirs = [d for d in (target_dir, *target_dir.parents) if self.root in d.parents and not d.exists()]
         try:
             target_dir.mkdir(parents=True, exist_ok=True)
             tmp = self._write_temp(target_dir, data)
         except OSError as exc:
+            _remove_empty(new_dirs)  # "nothing was changed" includes no empty dated folders
             raise _disk_error(exc, "write the memory file") from exc
         try:
             for n in range(1, 10_000):
@@ -222,6 +233,8 @@ class Store:
                 return f"{folder}/{name}" if folder else name
             raise VaultError(f"Too many files named {slug!r} in {folder!r}.")
         except OSError as exc:
+            tmp.unlink(missing_ok=True)
+            _remove_empty(new_dirs)
             raise _disk_error(exc, "write the memory file") from exc
         finally:
             tmp.unlink(missing_ok=True)

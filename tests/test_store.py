@@ -221,6 +221,18 @@ def test_remember_on_a_failing_disk_changes_nothing(vault: Vault, failing_disk, 
 
 
 @pytest.mark.parametrize("code, message", DISK_ERRORS)
+def test_a_failed_remember_leaves_no_empty_dated_folder(vault: Vault, clock, failing_disk, code: int, message: str) -> None:
+    vault.remember("Written on the 20th.")
+    clock.advance(days=400)
+    failing_disk(code)
+    with pytest.raises(VaultError, match=message):
+        vault.remember("Would be written a year later.")
+    assert sorted(p.name for p in vault.root.iterdir()) == [".gitignore", ".index", "2026"]
+    assert sorted(p.name for p in (vault.root / "2026").iterdir()) == ["07"]
+    assert_index_matches_files(vault)
+
+
+@pytest.mark.parametrize("code, message", DISK_ERRORS)
 def test_update_on_a_failing_disk_changes_nothing(vault: Vault, failing_disk, code: int, message: str) -> None:
     memory = vault.remember("Customer ACME prefers deploys on Fridays", tags=["customer"])["memory"]
     files, index = _files(vault.root), index_snapshot(vault.index.path)
