@@ -675,6 +675,8 @@ class Vault:
                     raise Duplicate(memory_id, other["id"])
             if not changes and not body_changed:
                 return UpdateResult(memory=self._memory(row["path"], data, row), changed=False)
+            if "created" not in note.meta:  # its creation time came from the mtime, which this write resets
+                changes["created"] = row["created"]
             changes["updated"] = iso(now)
             text = notes.patch(data.decode("utf-8"), changes, body=new_body if body_changed else None)
             self.store.replace(row["path"], text.encode("utf-8"))

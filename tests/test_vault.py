@@ -485,17 +485,22 @@ def test_list_pages_newest_first(vault: Vault, clock: Clock) -> None:
 
 
 def test_a_hand_written_file_without_id_has_its_path_as_id(vault: Vault) -> None:
-    write(vault, "people/priya.md", "# Priya\nPriya leads billing at ACME. #person\n")
+    path = write(vault, "people/priya.md", "# Priya\nPriya leads billing at ACME. #person\n")
+    march = dt.datetime(2026, 3, 1, 12, 0, tzinfo=dt.timezone.utc).timestamp()
+    os.utime(path, (march, march))
     assert vault.reconcile()["added"] == 1
     memory = vault.get("people/priya.md")
     assert (memory["id"], memory["path"], memory["title"], memory["tags"]) == (
         "people/priya.md", "people/priya.md", "Priya", ["person"])
+    assert (memory["created"], memory["updated"]) == ("2026-03-01T12:00:00Z", "2026-03-01T12:00:00Z")
     [hit] = vault.search("who leads billing")["hits"]
     assert (hit["id"], hit["path"]) == ("people/priya.md", "people/priya.md")
     vault.update("people/priya.md", add_tags=["acme"])
-    assert (vault.root / "people/priya.md").read_text() == (
-        "---\ntags: [acme]\nupdated: 2026-07-20T09:00:00Z\n---\n# Priya\nPriya leads billing at ACME. #person\n")
-    assert vault.get("people/priya.md")["tags"] == ["acme", "person"]
+    assert path.read_text() == (
+        "---\ntags: [acme]\ncreated: 2026-03-01T12:00:00Z\nupdated: 2026-07-20T09:00:00Z\n---\n"
+        "# Priya\nPriya leads billing at ACME. #person\n")
+    changed = vault.get("people/priya.md")
+    assert (changed["tags"], changed["created"], changed["age"]) == (["acme", "person"], "2026-03-01T12:00:00Z", "4 months ago")
     assert vault.forget("people/priya.md")["trashed_to"] == ".trash/people/priya.md"
     assert paths(vault) == []
     assert_index_matches_files(vault)
