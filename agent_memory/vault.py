@@ -107,7 +107,8 @@ def check_tags(tags: Iterable[str] | str | None) -> list[str]:
     """Tags as a list or one comma-separated string; case-insensitive, no whitespace."""
     if tags is None:
         return []
-    items = [t for t in tags.split(",")] if isinstance(tags, str) else list(tags)
+    items = [tags] if isinstance(tags, str) else list(tags)
+    items = [part for item in items for part in str(item).split(",")]  # ["customer, deploy"] is two tags
     out: list[str] = []
     for raw in items:
         tag = str(raw).strip().lstrip("#")

@@ -208,6 +208,11 @@ def test_list_json_and_filters(vault: Path, project: Path) -> None:
     assert [m["tags"] for m in by_ns["memories"]] == [["customer", "deploy"]]
 
 
+def test_add_tag_option_takes_a_comma_list(vault: Path, project: Path) -> None:
+    memory_id = ok(run(project, "add", "Tagged twice", "-t", "a,b", "-t", "c")).strip()
+    assert json.loads(ok(run(project, "show", memory_id, "--json")))["tags"] == ["a", "b", "c"]
+
+
 def test_show_json_is_the_whole_memory(vault: Path, project: Path) -> None:
     [item] = json.loads(ok(run(project, "list", "--json")))["memories"]
     memory = json.loads(ok(run(project, "show", item["id"], "--json")))

@@ -456,6 +456,14 @@ def test_tags_are_case_insensitive(vault: Vault) -> None:
     assert_index_matches_files(vault)
 
 
+@pytest.mark.parametrize(
+    "given", [["customer", "deploy"], "customer,deploy", "customer, deploy", ["customer, deploy"], ["customer,", "#deploy"]]
+)
+def test_tags_as_a_list_or_comma_separated(vault: Vault, given) -> None:
+    assert vault.remember(ACME, tags=given)["memory"]["tags"] == ["customer", "deploy"]
+    assert_index_matches_files(vault)
+
+
 def test_namespaces_filter_list_and_search(vault: Vault) -> None:
     support = vault.remember("ACME deploy window is Friday", namespace="support")["memory"]
     sales = vault.remember("ACME renewal is in March", namespace="sales")["memory"]
