@@ -154,6 +154,7 @@ class Index:
         self.path = folder / DB_NAME
         self._lock = threading.RLock()
         self.rebuilt_schema = False
+        self.discarded_corrupt = False
         self._conn: sqlite3.Connection | None = None
         self._inode: int | None = None
         self._open()
@@ -161,16 +162,32 @@ class Index:
     # ------------------------------------------------------------------ connection
     def _open(self) -> None:
         self.folder.mkdir(parents=True, exist_ok=True)
+        try:
+            self._connect()
+        except sqlite3.DatabaseError as exc:
+            # Not a database (truncated, overwritten, a sync tool's half copy): it is
+            # only a cache, so start an empty one and let the vault rebuild it.
+            if isinstance(exc, sqlite3.OperationalError) and "locked" in str(exc):
+                raise
+            self.close()
+            for suffix in ("", "-wal", "-shm"):
+                Path(f"{self.path}{suffix}").unlink(missing_ok=True)
+            self.discarded_corrupt = True
+            self._connect()
+
+    def _connect(self) -> None:
         conn = sqlite3.connect(self.path, isolation_level=None, check_same_thread=False, timeout=30)
+        self._conn = conn
         conn.row_factory = sqlite3.Row
         conn.execute("PRAGMA busy_timeout = 30000")
         conn.execute("PRAGMA journal_mode = WAL")
         conn.execute("PRAGMA synchronous = NORMAL")
         conn.execute("PRAGMA foreign_keys = OFF")
-        self._conn = conn
         self._inode = os.stat(self.path).st_ino
         if conn.execute("PRAGMA user_version").fetchone()[0] != SCHEMA_VERSION:
             self._create_schema()
+        else:
+            conn.execute("SELECT count(*) FROM memories").fetchone()
 
     def _create_schema(self) -> None:
         conn = self._conn
@@ -316,9 +333,13 @@ class Index:
         rows = self.query("SELECT * FROM memories WHERE path = ?", (path,))
         return rows[0] if rows else None
 
-    def by_id(self, memory_id: str) -> sqlite3.Row | None:
-        """The owner of an id: earliest ``created``, then smallest path (same on every machine)."""
-        rows = self.query("SELECT * FROM memories WHERE id = ? ORDER BY created, path LIMIT 1", (memory_id,))
+    def by_id(self, memory_id: str, now: str) -> sqlite3.Row | None:
+        """The owner of an id: earliest ``created``, then smallest path (same on every
+        machine), among the copies that have not expired."""
+        rows = self.query(
+            "SELECT * FROM memories WHERE id = ? AND (expires IS NULL OR expires > ?) ORDER BY created, path LIMIT 1",
+            (memory_id, now),
+        )
         return rows[0] if rows else None
 
     def find_content(self, namespace: str, content_hash: str, now: str, exclude_path: str = "") -> sqlite3.Row | None:

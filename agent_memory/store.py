@@ -117,6 +117,25 @@ def _remove_empty(folders: list[Path]) -> None:
             return
 
 
+def _publish_new(tmp: Path, target: Path) -> None:
+    """Give the finished temp file its final name, refusing to replace an existing file.
+
+    A hard link is atomic and fails if the name is taken. File systems without hard
+    links (exFAT, some network drives) get an exclusive create of the name, then an
+    atomic rename over that placeholder: still never an overwrite of someone's file.
+    """
+    try:
+        os.link(tmp, target)
+        return
+    except FileExistsError:
+        raise
+    except OSError as exc:
+        if exc.errno not in (errno.EPERM, errno.ENOTSUP, errno.EOPNOTSUPP, errno.EXDEV, errno.EMLINK, errno.ENOSYS):
+            raise
+    os.close(os.open(target, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644))
+    os.replace(tmp, target)
+
+
 class Store:
     """Paths, layout and atomic writes of one vault folder."""
 
@@ -226,7 +245,7 @@ class Store:
             for n in range(1, 10_000):
                 name = f"{slug}.md" if n == 1 else f"{slug}-{n}.md"
                 try:
-                    os.link(tmp, target_dir / name)  # fails if the name exists: no overwrite
+                    _publish_new(tmp, target_dir / name)  # fails if the name exists: no overwrite
                 except FileExistsError:
                     continue
                 self._fsync_dir(target_dir)
@@ -262,7 +281,7 @@ class Store:
         except OSError as exc:
             raise _disk_error(exc, f"write {rel}") from exc
         try:
-            os.link(tmp, target)
+            _publish_new(tmp, target)
             self._fsync_dir(target.parent)
         except FileExistsError as exc:
             raise VaultError(f"{rel} already exists; it was left as it was.") from exc

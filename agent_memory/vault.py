@@ -14,6 +14,7 @@ import json
 import os
 import re
 import sqlite3
+import sys
 import threading
 from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
@@ -142,7 +143,7 @@ def check_ttl(ttl_days: float | None) -> float | None:
 
 
 def check_limit(limit: int) -> int:
-    if not isinstance(limit, int) or not 1 <= limit <= MAX_LIMIT:
+    if isinstance(limit, bool) or not isinstance(limit, int) or not 1 <= limit <= MAX_LIMIT:
         raise InvalidInput(f"limit must be between 1 and {MAX_LIMIT}; got {limit!r}.")
     return limit
 
@@ -208,7 +209,18 @@ class Vault:
             raise VaultError(f"Cannot open the index in {self.index_dir}: {exc}. Check the folder is writable.") from exc
         self._lock = _WriteLock(self.index_dir / "write.lock")
         if sync:
+            self._sync_on_open()
+
+    def _sync_on_open(self) -> None:
+        """Reconcile, but let a read-only vault still be read: reads filter expired
+        memories anyway, so failing to move them to the trash must not stop a search."""
+        try:
             self.reconcile()
+        except VaultError as exc:
+            if self.index.file_facts():
+                print(f"agent-memory: warning: could not tidy the vault: {exc}", file=sys.stderr)
+            else:
+                raise
 
     @classmethod
     def init(cls, root: str | os.PathLike[str], **kwargs: Any) -> "Vault":
@@ -502,7 +514,7 @@ class Vault:
         if not key:
             raise InvalidInput("memory_id is empty; pass an id or a vault-relative path (use recall to find one).")
         path = key.replace("\\", "/").removeprefix("./")
-        row = self.index.by_id(key) or self.index.by_path(path)
+        row = self.index.by_id(key, iso(self.now())) or self.index.by_path(path)
         if row is None and path.endswith(".md") and self.store.stat(path) is not None:
             self.reconcile_path(path)  # a file made by hand that the index has not seen yet
             row = self.index.by_path(path)
