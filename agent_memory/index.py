@@ -7,7 +7,9 @@ transaction as its row (per-row triggers are 3-5x slower on bulk loads).
 
 from __future__ import annotations
 
+import datetime as dt
 import json
+import math
 import os
 import sqlite3
 import threading
@@ -18,12 +20,16 @@ from pathlib import Path
 from typing import Any
 
 from .note import Note
+from .query import Term, any_expr, cjk_index_text, highlight
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
 DB_NAME = "index.sqlite3"
-# BM25 column weights: title and tags count above the body.
-WEIGHTS = (10.0, 5.0, 1.0)
+# BM25 column weights (title, tags, body, cjk, dated): title and tags count above the
+# body; the CJK bigrams and the creation date count like body text.
+WEIGHTS = (10.0, 5.0, 1.0, 1.0, 1.0)
 TOKENIZER = "porter unicode61 remove_diacritics 2"
+# The vocabulary typos are corrected against: words as written, not porter stems.
+VOCAB_TOKENIZER = "unicode61 remove_diacritics 2"
 
 SCHEMA = f"""
 CREATE TABLE memories (
@@ -47,7 +53,9 @@ CREATE TABLE memories (
   sha256 TEXT NOT NULL,
   problems TEXT,                -- JSON list of parse problems, NULL when clean
   conflict INTEGER NOT NULL,
-  meta TEXT NOT NULL            -- the front matter as JSON
+  meta TEXT NOT NULL,           -- the front matter as JSON
+  cjk TEXT NOT NULL,            -- CJK runs of title, tags and body as bigrams (query.cjk_index_text)
+  dated TEXT NOT NULL           -- the creation date as words ("8 May 2023"), so dates in questions match
 );
 CREATE INDEX memories_id ON memories(id, created, path);
 CREATE INDEX memories_ns_updated ON memories(namespace, updated);
@@ -56,21 +64,46 @@ CREATE INDEX memories_expires ON memories(expires) WHERE expires IS NOT NULL;
 CREATE INDEX memories_hash ON memories(content_hash, namespace);
 CREATE INDEX memories_path_key ON memories(path_key);
 CREATE INDEX memories_name_key ON memories(name_key);
+CREATE INDEX memories_ns_created ON memories(namespace, created, path);
 CREATE TABLE tags (tag TEXT NOT NULL, rid INTEGER NOT NULL, PRIMARY KEY (tag, rid)) WITHOUT ROWID;
 CREATE INDEX tags_rid ON tags(rid);
 CREATE TABLE links (src INTEGER NOT NULL, relation TEXT NOT NULL, target TEXT NOT NULL);
 CREATE INDEX links_src ON links(src);
 CREATE INDEX links_target ON links(target);
 CREATE VIRTUAL TABLE fts USING fts5(
-  title, tags, body, content='memories', content_rowid='rid', tokenize='{TOKENIZER}'
+  title, tags, body, cjk, dated, content='memories', content_rowid='rid', tokenize='{TOKENIZER}'
 );
 INSERT INTO fts(fts, rank) VALUES ('rank', 'bm25({", ".join(str(w) for w in WEIGHTS)})');
+CREATE VIRTUAL TABLE words USING fts5(
+  text, content='', detail=none, columnsize=0, tokenize='{VOCAB_TOKENIZER}'
+);
+CREATE VIRTUAL TABLE words_vocab USING fts5vocab(words, 'row');
 """
 
 COLUMNS = (
     "path, path_key, name_key, id, own_id, namespace, title, tags, body, created, updated, expires, "
-    "source, content_hash, size, mtime_ns, sha256, problems, conflict, meta"
+    "source, content_hash, size, mtime_ns, sha256, problems, conflict, meta, cjk, dated"
 )
+_MONTHS = "January February March April May June July August September October November December".split()
+
+
+# Ranking knobs (measured on LoCoMo conversations 1-5, see benchmarks/README.md).
+COMMON_DF = 2000  # a term in more memories than this is only looked up among candidates
+CONTEXT_SOURCES = 30  # the best candidates whose neighbours are lifted
+CONTEXT_WINDOW = dt.timedelta(minutes=30)  # how far apart neighbours may be written
+CONTEXT_SHARES = {1: 0.5, -1: 0.4, 2: 0.3, -2: 0.2}  # position after (+) / before (-) the source
+QUESTION_BOOST = 2.0  # a source asking a question lifts what follows it this much more
+QUESTION_WEIGHT = 0.8  # what a memory asking a question counts for itself
+
+
+@dataclass(frozen=True)
+class TermMatch:
+    """A term's document frequency in the whole index, and the memories within the
+    filters it matches (None when the term is too common to read all of them)."""
+
+    term: Term
+    df: int
+    rids: set[int] | None
 
 
 def link_key(target: str) -> str:
@@ -118,7 +151,7 @@ class Filters:
         return "".join(" AND " + c for c in clauses), params
 
 
-def _row_values(rid: int, note: Note, facts: FileFacts) -> tuple[Any, ...]:
+def _row_values(rid: int, note: Note, facts: FileFacts, cjk: str, dated: str) -> tuple[Any, ...]:
     return (
         rid,
         note.path,
@@ -141,7 +174,23 @@ def _row_values(rid: int, note: Note, facts: FileFacts) -> tuple[Any, ...]:
         json.dumps(note.problems, ensure_ascii=False) if note.problems else None,
         int(note.conflict),
         json.dumps(note.meta, ensure_ascii=False, default=str),
+        cjk,
+        dated,
     )
+
+
+def date_words(created: str | None) -> str:
+    """``2023-05-08T13:56:00Z`` -> ``8 May 2023``: how questions name a day."""
+    try:
+        year, month, day = int(created[:4]), int(created[5:7]), int(created[8:10])  # type: ignore[index]
+        return f"{day} {_MONTHS[month - 1]} {year}"
+    except (TypeError, ValueError, IndexError):
+        return ""
+
+
+def _words_text(title: str, tags: str, body: str) -> str:
+    """What the vocabulary table reads for one memory (the same at insert and delete)."""
+    return f"{title}\n{tags}\n{body}"
 
 
 class Index:
@@ -195,9 +244,10 @@ class Index:
         conn.execute("BEGIN IMMEDIATE")
         try:
             if conn.execute("PRAGMA user_version").fetchone()[0] != SCHEMA_VERSION:
+                # Virtual tables first: dropping one drops its shadow tables with it.
                 for (name,) in conn.execute(
                     "SELECT name FROM sqlite_master WHERE type IN ('table') AND name NOT LIKE 'sqlite_%' "
-                    "AND name NOT LIKE 'fts_%'"
+                    "ORDER BY sql NOT LIKE 'CREATE VIRTUAL TABLE%'"
                 ).fetchall():
                     conn.execute(f'DROP TABLE IF EXISTS "{name}"')
                 for statement in _statements(SCHEMA):
@@ -250,7 +300,7 @@ class Index:
 
     # ------------------------------------------------------------------ writes
     def upsert(self, conn: sqlite3.Connection, note: Note, facts: FileFacts) -> None:
-        old = conn.execute("SELECT rid, title, tags, body FROM memories WHERE path = ?", (note.path,)).fetchone()
+        old = conn.execute("SELECT rid, title, tags, body, cjk, dated FROM memories WHERE path = ?", (note.path,)).fetchone()
         if old is not None:
             self._delete_row(conn, old)
             rid = old["rid"]
@@ -259,13 +309,18 @@ class Index:
         self._insert(conn, [(rid, note, facts)])
 
     def _insert(self, conn: sqlite3.Connection, rows: list[tuple[int, Note, FileFacts]]) -> None:
+        searched = [
+            (rid, note.title, " ".join(note.tags), note.body, cjk_index_text(note.title, *note.tags, note.body),
+             date_words(note.created))
+            for rid, note, _ in rows
+        ]
         conn.executemany(
-            f"INSERT INTO memories (rid, {COLUMNS}) VALUES ({', '.join('?' * 21)})",
-            [_row_values(rid, note, facts) for rid, note, facts in rows],
+            f"INSERT INTO memories (rid, {COLUMNS}) VALUES ({', '.join('?' * 23)})",
+            [_row_values(rid, note, facts, *fields[4:]) for (rid, note, facts), fields in zip(rows, searched)],
         )
+        conn.executemany("INSERT INTO fts (rowid, title, tags, body, cjk, dated) VALUES (?, ?, ?, ?, ?, ?)", searched)
         conn.executemany(
-            "INSERT INTO fts (rowid, title, tags, body) VALUES (?, ?, ?, ?)",
-            [(rid, note.title, " ".join(note.tags), note.body) for rid, note, _ in rows],
+            "INSERT INTO words (rowid, text) VALUES (?, ?)", [(f[0], _words_text(*f[1:4])) for f in searched]
         )
         conn.executemany(
             "INSERT OR IGNORE INTO tags (tag, rid) VALUES (?, ?)",
@@ -279,15 +334,19 @@ class Index:
     @staticmethod
     def _delete_row(conn: sqlite3.Connection, old: sqlite3.Row) -> None:
         conn.execute(
-            "INSERT INTO fts (fts, rowid, title, tags, body) VALUES ('delete', ?, ?, ?, ?)",
-            (old["rid"], old["title"], old["tags"], old["body"]),
+            "INSERT INTO fts (fts, rowid, title, tags, body, cjk, dated) VALUES ('delete', ?, ?, ?, ?, ?, ?)",
+            (old["rid"], old["title"], old["tags"], old["body"], old["cjk"], old["dated"]),
+        )
+        conn.execute(
+            "INSERT INTO words (words, rowid, text) VALUES ('delete', ?, ?)",
+            (old["rid"], _words_text(old["title"], old["tags"], old["body"])),
         )
         conn.execute("DELETE FROM memories WHERE rid = ?", (old["rid"],))
         conn.execute("DELETE FROM tags WHERE rid = ?", (old["rid"],))
         conn.execute("DELETE FROM links WHERE src = ?", (old["rid"],))
 
     def delete(self, conn: sqlite3.Connection, path: str) -> bool:
-        old = conn.execute("SELECT rid, title, tags, body FROM memories WHERE path = ?", (path,)).fetchone()
+        old = conn.execute("SELECT rid, title, tags, body, cjk, dated FROM memories WHERE path = ?", (path,)).fetchone()
         if old is None:
             return False
         self._delete_row(conn, old)
@@ -302,6 +361,7 @@ class Index:
     def replace_all(self, conn: sqlite3.Connection, notes: Iterable[tuple[Note, FileFacts]], batch: int = 2000) -> int:
         """Empty the index and bulk-load ``notes`` (inside the caller's transaction)."""
         conn.execute("INSERT INTO fts (fts) VALUES ('delete-all')")
+        conn.execute("INSERT INTO words (words) VALUES ('delete-all')")
         for table in ("memories", "tags", "links"):
             conn.execute(f"DELETE FROM {table}")
         count, pending = 0, []
@@ -367,17 +427,23 @@ class Index:
             f"SELECT count(*) FROM memories m WHERE (m.expires IS NULL OR m.expires > ?){where}", [now, *params]
         )[0][0]
 
+    # ------------------------------------------------------------------ search
+    # How recall ranks (SPEC §5; numbers in benchmarks/README.md): all terms first (one
+    # FTS AND query); otherwise memories by IDF-weighted term coverage, lifted by the
+    # memories written just before and after them, then BM25 (title and tags above the
+    # body), then recency.
+    # Every query below joins ``fts CROSS JOIN memories``: FTS drives. Left to itself the
+    # planner starts from a namespace index and probes FTS once per memory (20x slower).
     @staticmethod
     def search_sql(filters: Filters) -> tuple[str, list[Any]]:
-        """Ranked FTS query with the filters inside it, so LIMIT never drops a match.
+        """All-terms query with the filters inside it, so LIMIT never drops a match.
 
-        Parameters after the filter ones: the FTS expression first, then ``now`` and
-        the limit: ``[expr, now, *filter_params, limit]``.
+        Parameters: ``[expr, now, *filter_params, limit]``. ``score`` is ``-bm25``:
+        higher is better.
         """
         where, params = filters.sql()
         sql = (
-            "SELECT m.*, fts.rank AS score, snippet(fts, -1, '[', ']', '…', 16) AS snippet "
-            "FROM fts JOIN memories m ON m.rid = fts.rowid "
+            "SELECT m.*, -fts.rank AS score FROM fts CROSS JOIN memories m ON m.rid = fts.rowid "
             f"WHERE fts MATCH ? AND (m.expires IS NULL OR m.expires > ?){where} "
             "ORDER BY fts.rank, m.updated DESC LIMIT ?"
         )
@@ -387,15 +453,178 @@ class Index:
         sql, params = self.search_sql(filters)
         return self.query(sql, [expr, now, *params, limit])
 
-    def matching(self, expr: str, rids: list[int]) -> set[int]:
-        """Which of ``rids`` match ``expr`` (used to count matched terms per hit)."""
-        if not rids:
-            return set()
+    def match_terms(self, terms: list[Term], filters: Filters, now: str) -> list[TermMatch]:
+        """Each term's document frequency, and the memories within the filters it
+        matches unless it is common (then ``rids`` is None; see ``coverage``)."""
+        where, params = filters.sql()
+        out = []
+        for term in terms:
+            df = self.query("SELECT count(*) FROM fts WHERE fts MATCH ?", (term.expr,))[0][0]
+            rids: set[int] | None = set()
+            if df > COMMON_DF:
+                rids = None
+            elif df:
+                rows = self.query(
+                    "SELECT m.rid FROM fts CROSS JOIN memories m ON m.rid = fts.rowid "
+                    f"WHERE fts MATCH ? AND (m.expires IS NULL OR m.expires > ?){where}",
+                    [term.expr, now, *params],
+                )
+                rids = {row[0] for row in rows}
+            out.append(TermMatch(term, df, rids))
+        return out
+
+    def coverage(self, matches: list[TermMatch], filters: Filters, now: str) -> tuple[dict[int, float], dict[int, list[str]]]:
+        """IDF-weighted term coverage: each memory's sum of the IDF of the terms it
+        matches (a rare word counts more than a common one), and which terms.
+
+        Candidates are the memories matching a term that is not common. A common term
+        (in more than ``COMMON_DF`` memories, so of little weight) is only looked up
+        among them, with one FTS AND query, instead of reading all its matches. When
+        every term is common, the newest ``COMMON_DF`` memories matching any are the
+        candidates.
+        """
+        population = max(self.count(filters, now), 1)
+        total = max(self.query("SELECT count(*) FROM memories")[0][0], 1)
+        rare = [m for m in matches if m.rids is not None]
+        common = [m for m in matches if m.rids is None]
+        pool: set[int] = set().union(*(m.rids for m in rare)) if rare else set()
+        known: dict[str, set[int]] = {m.term.text: m.rids for m in rare if m.rids is not None}
+        if common:
+            if pool:
+                within, floor = "(" + any_expr([m.term for m in rare if m.rids]) + ")", None
+            else:
+                pool = self._newest(any_expr([m.term for m in common]), filters, now)
+                within, floor = None, min(pool, default=0)
+            for m in common:
+                known[m.term.text] = self._members(m.term.expr, within, floor) & pool if pool else set()
+        scores: dict[int, float] = {}
+        matched: dict[int, list[str]] = {}
+        for m in matches:
+            found = known.get(m.term.text, set())
+            n = len(found) if m.rids is not None else m.df * population / total
+            weight = math.log(1 + (population - n + 0.5) / (n + 0.5))
+            for rid in found:
+                scores[rid] = scores.get(rid, 0.0) + weight
+                matched.setdefault(rid, []).append(m.term.text)
+        return scores, matched
+
+    def _newest(self, expr: str, filters: Filters, now: str) -> set[int]:
+        where, params = filters.sql()
         rows = self.query(
-            "SELECT rowid FROM fts WHERE fts MATCH ? AND rowid IN (SELECT value FROM json_each(?))",
-            (expr, json.dumps(rids)),
+            "SELECT m.rid FROM fts CROSS JOIN memories m ON m.rid = fts.rowid "
+            f"WHERE fts MATCH ? AND (m.expires IS NULL OR m.expires > ?){where} ORDER BY fts.rowid DESC LIMIT ?",
+            [expr, now, *params, COMMON_DF],
         )
         return {row[0] for row in rows}
+
+    def _members(self, expr: str, within: str | None, floor: int | None) -> set[int]:
+        if within is not None:
+            rows = self.query("SELECT rowid FROM fts WHERE fts MATCH ?", (f"({expr}) AND {within}",))
+        else:
+            rows = self.query("SELECT rowid FROM fts WHERE fts MATCH ? AND rowid >= ?", (expr, floor or 0))
+        return {row[0] for row in rows}
+
+    def with_context(self, scores: dict[int, float]) -> dict[int, float]:
+        """Rescore candidates as memories of a conversation: a memory that asks a
+        question holds the words of the question, not its answer, so it counts
+        ``QUESTION_WEIGHT``; and each candidate is lifted by the best-scoring memory
+        written just before or after it in the same namespace (within
+        ``CONTEXT_WINDOW``), since the answer often sits next to the memory that matched.
+
+        Only memories that match a term themselves are lifted, by a share of their
+        neighbour's score (``CONTEXT_SHARES``; a neighbour that asks a question gives
+        the memories after it ``QUESTION_BOOST`` times more). Memories written in one
+        instant (an import) are not neighbours.
+        """
+        asking = self._asking(list(scores))
+        scores = {rid: s * (QUESTION_WEIGHT if rid in asking else 1.0) for rid, s in scores.items()}
+        sources = sorted(scores, key=lambda rid: (-scores[rid], -rid))[:CONTEXT_SOURCES]
+        lifted = dict(scores)
+        for row in self._neighbours(sources) if sources and CONTEXT_SHARES else []:
+            source = row["rid"]
+            for offset, share in CONTEXT_SHARES.items():
+                neighbour = row[f"n{offset}"]
+                if neighbour in scores:
+                    gain = share * (QUESTION_BOOST if source in asking and offset > 0 else 1.0) * scores[source]
+                    lifted[neighbour] = max(lifted[neighbour], scores[neighbour] + gain)
+        return lifted
+
+    def _asking(self, rids: list[int]) -> set[int]:
+        """Which of ``rids`` contain a question mark."""
+        rows = self.query(
+            "SELECT rid FROM memories WHERE rid IN (SELECT value FROM json_each(?)) "
+            "AND (instr(body, '?') > 0 OR instr(body, '？') > 0)",
+            (json.dumps(rids),),
+        )
+        return {row[0] for row in rows}
+
+    def _neighbours(self, rids: list[int]) -> list[sqlite3.Row]:
+        """Per source, the memories written one and two places before (``n-1``,
+        ``n-2``) and after (``n1``, ``n2``) it in its namespace, within the window."""
+        window = f"{CONTEXT_WINDOW.total_seconds():.0f} seconds"
+        columns = []
+        for offset in CONTEXT_SHARES:
+            before = offset < 0
+            columns.append(
+                "(SELECT n.rid FROM memories n WHERE n.namespace = s.namespace "
+                f"AND n.created {'<' if before else '>'} s.created "
+                f"AND n.created {'>=' if before else '<='} strftime('%Y-%m-%dT%H:%M:%SZ', s.created, '{'-' if before else '+'}{window}') "
+                f"ORDER BY n.created {'DESC' if before else ''}, n.path {'DESC' if before else ''} "
+                f'LIMIT 1 OFFSET {abs(offset) - 1}) AS "n{offset}"'
+            )
+        return self.query(
+            f"SELECT s.rid, {', '.join(columns)} FROM memories s "
+            f"WHERE s.rid IN ({', '.join(str(int(r)) for r in rids)})"
+        )
+
+    def rows_by_rid(self, rids: list[int]) -> dict[int, sqlite3.Row]:
+        if not rids:
+            return {}
+        rows = self.query(f"SELECT * FROM memories WHERE rid IN ({', '.join(str(int(r)) for r in rids)})")
+        return {row["rid"]: row for row in rows}
+
+    def bm25(self, rids: list[int], matches: list[TermMatch]) -> dict[int, float]:
+        """BM25 of ``rids`` (higher is better) for the terms that are not common, whose
+        scan is bounded; common ones add almost nothing to it. One FTS query over the
+        rowid range of ``rids``: probing rowids one by one would recount each term's
+        documents every time."""
+        terms = [m.term for m in matches if m.rids] or [m.term for m in matches if m.rids is None]
+        if not rids or not terms:
+            return {}
+        wanted = set(rids)
+        rows = self.query(
+            "SELECT rowid, -rank FROM fts WHERE fts MATCH ? AND rowid BETWEEN ? AND ?",
+            (any_expr(terms), min(rids), max(rids)),
+        )
+        return {row[0]: row[1] for row in rows if row[0] in wanted}
+
+    def snippets(self, rows: list[sqlite3.Row], terms: list[Term]) -> dict[int, str]:
+        """A snippet of each row's body with the matches in ``[brackets]``. CJK matches
+        are marked in Python: FTS5's ``snippet`` would show the bigram column."""
+        if not rows:
+            return {}
+        found = self.query(
+            "SELECT rowid, snippet(fts, 2, '[', ']', '…', 16) FROM fts "
+            f"WHERE fts MATCH ? AND rowid IN ({', '.join(str(int(r['rid'])) for r in rows)})",
+            (any_expr(terms),),
+        )
+        out = {row[0]: row[1] for row in found}
+        needles = [t.text for t in terms if t.cjk]
+        if needles:
+            for row in rows:
+                if any(n in row["body"] for n in needles):
+                    out[row["rid"]] = highlight(row["body"], needles)
+        return out
+
+    def vocabulary(self, word: str, spread: int) -> list[tuple[str, int]]:
+        """Indexed words (as written, accents folded) sharing ``word``'s first two
+        letters and within ``spread`` of its length, with how many memories hold each."""
+        head = word[:2]
+        rows = self.query(
+            "SELECT term, doc FROM words_vocab WHERE term >= ? AND term < ? AND length(term) BETWEEN ? AND ?",
+            (head, head[:-1] + chr(ord(head[-1]) + 1), len(word) - spread, len(word) + spread),
+        )
+        return [(row[0], row[1]) for row in rows]
 
     # ------------------------------------------------------------------ vault health
     def namespace_counts(self, now: str) -> dict[str, int]:

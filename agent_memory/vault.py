@@ -24,7 +24,7 @@ from typing import Any
 from . import graph
 from . import note as notes
 from .errors import Duplicate, InvalidInput, NotFound, PathRefused, VaultError, VersionConflict
-from .index import SCHEMA_VERSION, TOKENIZER, FileFacts, Filters, Index
+from .index import SCHEMA_VERSION, TOKENIZER, FileFacts, Filters, Index, TermMatch
 from .models import (
     ContextMemory,
     ContextResult,
@@ -47,7 +47,18 @@ from .models import (
     Summary,
     UpdateResult,
 )
-from .query import MAX_QUERY_CHARS, plan
+from .query import (
+    MAX_QUERY_CHARS,
+    Term,
+    all_expr,
+    can_correct,
+    can_prefix,
+    cjk_parts,
+    edit_distance,
+    plan,
+    typo_bound,
+    word_term,
+)
 from .store import GITIGNORE, INDEX_DIRNAME, TRASH_DIRNAME as TRASH_DIR, Store, dated_folder, is_memory_path, make_slug, new_id
 
 MAX_CONTENT = 100_000
@@ -55,7 +66,7 @@ MAX_TAGS = 50
 MAX_TAG_LEN = 64
 MAX_LIMIT = 100
 MATCH_MODES = ("auto", "all", "any")
-PARTIAL_CANDIDATES = 200
+TYPO_TRIES = 3  # closest vocabulary words tried against the filters when correcting a typo
 CONTEXT_STRATEGIES = ("relevance", "recency", "importance")
 CONTEXT_CANDIDATES = 100
 MAX_TOKEN_BUDGET = 200_000
@@ -758,22 +769,31 @@ class Vault:
             path_prefix=path_prefix or None,
         )
         self._check_index()
-        q = plan(query)
-        if not q.terms:
+        terms = plan(query).terms
+        if not terms:
             return SearchResult(
                 terms=[], match_mode=match, count=0, hits=[],
                 hint="The query has no words to search for; ask with a few plain words.",
             )
         now = iso(self.now())
         hits: list[Hit] = []
+        corrected: dict[str, str] = {}
         mode = "any" if match == "any" else "all"
         if mode == "all":
-            hits = [self._hit(r, q.terms) for r in self.index.search(q.all, filters, now, limit)]
-            if not hits and match == "auto" and len(q.terms) > 1:
+            hits = self._all_hits(terms, filters, now, limit)
+        if not hits:
+            matches, corrected = self._rescue(self.index.match_terms(terms, filters, now), filters, now)
+            rewritten = [m.term for m in matches] != terms
+            terms = [m.term for m in matches]
+            if mode == "all" and rewritten:
+                hits = self._all_hits(terms, filters, now, limit)
+            if not hits and match == "auto" and len(terms) > 1:
                 mode = "any"
-        if mode == "any":
-            hits = self._partial(q.any, q.terms, filters, now, limit)
-        result = SearchResult(terms=q.terms, match_mode=mode, count=len(hits), hits=hits)
+            if mode == "any":
+                hits = self._partial(matches, filters, now, limit)
+        result = SearchResult(terms=[t.text for t in terms], match_mode=mode, count=len(hits), hits=hits)
+        if corrected:
+            result["corrected"] = corrected
         if match == "auto" and mode == "any" and hits:
             result["note"] = (
                 "No memory contains all of the terms; these match some of them (see matched_terms)."
@@ -785,21 +805,71 @@ class Vault:
             )
         return result
 
-    def _partial(self, expr: str, terms: list[str], filters: Filters, now: str, limit: int) -> list[Hit]:
-        """OR query: BM25 top candidates inside FTS, then reordered by matched terms."""
-        from .query import term_expr
+    def _all_hits(self, terms: list[Term], filters: Filters, now: str, limit: int) -> list[Hit]:
+        """Memories holding every term: BM25 (title and tags above the body), then newest."""
+        rows = self.index.search(all_expr(terms), filters, now, limit)
+        snippets = self.index.snippets(rows, terms)
+        words = [t.text for t in terms]
+        return [self._hit(row, words, row["score"], snippets.get(row["rid"], "")) for row in rows]
 
-        rows = self.index.search(expr, filters, now, max(PARTIAL_CANDIDATES, limit))
-        rids = [r["rid"] for r in rows]
-        matched: dict[int, list[str]] = {rid: [] for rid in rids}
-        for term in terms:
-            for rid in self.index.matching(term_expr(term), rids):
-                matched[rid].append(term)
-        order = sorted(range(len(rows)), key=lambda i: (-len(matched[rids[i]]), i))
-        return [self._hit(rows[i], matched[rids[i]]) for i in order[:limit]]
+    def _rescue(self, matches: list[TermMatch], filters: Filters, now: str) -> tuple[list[TermMatch], dict[str, str]]:
+        """Give each term that matches nothing a second chance: a CJK question run is
+        split into its words, a word is tried as a prefix (``kube`` -> ``kubernetes``),
+        then, if no memory anywhere holds it, corrected to the most frequent indexed
+        word within a small edit distance (``kuberentes`` -> ``kubernetes``)."""
+        out: list[TermMatch] = []
+        corrected: dict[str, str] = {}
+        for m in matches:
+            if m.rids is None or m.rids:
+                out.append(m)
+                continue
+            if m.term.cjk and len(m.term.text) > 1:
+                out.extend(self.index.match_terms(cjk_parts(m.term.text), filters, now))
+                continue
+            if can_prefix(m.term):
+                [prefixed] = self.index.match_terms([word_term(m.term.text, prefix=True)], filters, now)
+                if prefixed.rids is None or prefixed.rids:
+                    out.append(prefixed)
+                    continue
+            fix = self._correct(m, filters, now) if m.df == 0 and can_correct(m.term) else None
+            if fix is not None:
+                corrected[m.term.text] = fix.term.text
+            out.append(fix or m)
+        unique = {m.term.text: m for m in out}
+        return list(unique.values()), corrected
 
-    def _hit(self, row: sqlite3.Row, matched_terms: list[str]) -> Hit:
-        return Hit(**self._summary(row), snippet=row["snippet"], matched_terms=list(matched_terms), score=round(row["score"], 4))
+    def _correct(self, m: TermMatch, filters: Filters, now: str) -> TermMatch | None:
+        """The closest indexed word (fewest edits, then most memories) that matches
+        within the filters; None when nothing is close enough."""
+        word, bound = m.term.text, typo_bound(m.term.text)
+        near = []
+        for candidate, docs in self.index.vocabulary(word, bound):
+            distance = edit_distance(word, candidate, bound)
+            if 0 < distance <= bound and candidate.isalpha():
+                near.append((distance, -docs, candidate))
+        for _, _, candidate in sorted(near)[:TYPO_TRIES]:
+            [found] = self.index.match_terms([word_term(candidate)], filters, now)
+            if found.rids is None or found.rids:
+                return found
+        return None
+
+    def _partial(self, matches: list[TermMatch], filters: Filters, now: str, limit: int) -> list[Hit]:
+        """Memories matching some terms: IDF-weighted coverage lifted by context, then
+        BM25 and recency among the best ``2 * limit`` (at least 20)."""
+        scores, matched = self.index.coverage(matches, filters, now)
+        lifted = self.index.with_context(scores)
+        shortlist = sorted(lifted, key=lambda rid: (-lifted[rid], -rid))[: max(2 * limit, 20)]
+        bm25 = self.index.bm25(shortlist, matches)
+        rows = sorted(self.index.rows_by_rid(shortlist).values(), key=lambda r: r["updated"], reverse=True)
+        rows.sort(key=lambda r: (-lifted[r["rid"]], -bm25.get(r["rid"], 0.0)))
+        rows = rows[:limit]
+        terms = [m.term for m in matches]
+        snippets = self.index.snippets(rows, terms)
+        return [self._hit(r, matched[r["rid"]], lifted[r["rid"]], snippets.get(r["rid"], "")) for r in rows]
+
+    def _hit(self, row: sqlite3.Row, matched_terms: list[str], score: float, snippet: str) -> Hit:
+        """``score``: higher is better, comparable within one result only."""
+        return Hit(**self._summary(row), snippet=snippet, matched_terms=list(matched_terms), score=round(score, 4))
 
     # ------------------------------------------------------------------ links, context, files
     def link(self, memory_id: str, target_id: str, relation: str = "related_to") -> LinkResult:

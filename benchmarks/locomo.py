@@ -216,12 +216,12 @@ class Outcome:
     seconds: float
 
 
-def ask(vault: Vault, conv_no: int, conv: Conversation, held: dict[str, list[str]]) -> list[Outcome]:
+def ask(vault: Vault, conv_no: int, conv: Conversation, held: dict[str, list[str]], match: str = "auto") -> list[Outcome]:
     session_of = {t.dia_id: t.session for t in conv.turns}
     out = []
     for q in conv.questions:
         started = time.perf_counter()
-        result = vault.search(q.text, namespace=conv.name, limit=LIMIT)
+        result = vault.search(q.text, namespace=conv.name, limit=LIMIT, match=match)
         seconds = time.perf_counter() - started
         ranked = [d for hit in result["hits"] for d in held.get(hit["id"], [])]
         gold = set(q.evidence)
@@ -264,7 +264,7 @@ def percentile(values: list[float], p: float) -> float:
 
 def report(outcomes: list[Outcome], count: int) -> dict[str, dict[str, dict[str, float]]]:
     splits = {"all": range(count)}
-    if count == 10:
+    if count == 10 and len({o.conversation for o in outcomes}) == 10:
         splits = {"tune 1-5": TUNE, "held-out 6-10": HELD_OUT, "all 1-10": range(10)}
     table: dict[str, dict[str, dict[str, float]]] = {}
     for split, members in splits.items():
@@ -305,6 +305,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--vault", type=Path, help="build the vault here and reuse it on later runs")
     parser.add_argument("--date-in-text", action="store_true", help="also write the session date into each memory's text")
     parser.add_argument("--set", action="append", default=[], metavar="MODULE.NAME=VALUE", help="override a constant")
+    parser.add_argument("--match", default="auto", choices=("auto", "all", "any"), help="recall's match mode (default auto, as agents call it)")
+    parser.add_argument("--ask", metavar="FIRST-LAST", help="ask only these conversations' questions (e.g. 1-5 while tuning)")
     parser.add_argument("--json", type=Path, help="also write the numbers to this file")
     args = parser.parse_args(argv)
 
@@ -322,7 +324,9 @@ def main(argv: list[str] | None = None) -> int:
         vault.reindex(sweep=False)
         reindex_seconds = time.perf_counter() - started
         clock.now = max(t.when for c in conversations for t in c.turns) + dt.timedelta(days=1)
-        outcomes = [o for n, conv in enumerate(conversations) for o in ask(vault, n, conv, held)]
+        first, _, last = (args.ask or f"1-{len(conversations)}").partition("-")
+        asked = range(int(first) - 1, int(last or first))
+        outcomes = [o for n, conv in enumerate(conversations) if n in asked for o in ask(vault, n, conv, held, args.match)]
     finally:
         vault.close()
 
@@ -339,8 +343,8 @@ def main(argv: list[str] | None = None) -> int:
     p50, p95 = percentile(latencies, 50), percentile(latencies, 95)
     written = "reused" if write_seconds != write_seconds else f"{write_seconds:.1f} s through remember"
     print(f"query latency: p50 {p50:.2f} ms, p95 {p95:.2f} ms; index: {written}, full reindex {reindex_seconds:.2f} s")
-    if args.set:
-        print(f"settings: {' '.join(args.set)}")
+    if args.set or args.match != "auto":
+        print(f"settings: match={args.match} {' '.join(args.set)}")
     if args.json:
         args.json.write_text(json.dumps({"table": table, "p50_ms": p50, "p95_ms": p95, "settings": args.set}, indent=1))
     return 0
