@@ -8,6 +8,7 @@ transaction as its row (per-row triggers are 3-5x slower on bulk loads).
 from __future__ import annotations
 
 import datetime as dt
+import heapq
 import json
 import math
 import os
@@ -20,7 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from .note import Note
-from .query import Term, any_expr, cjk_index_text, highlight
+from .query import Term, all_expr, any_expr, cjk_index_text, highlight
 
 SCHEMA_VERSION = 2
 DB_NAME = "index.sqlite3"
@@ -89,20 +90,23 @@ _MONTHS = "January February March April May June July August September October N
 
 # Ranking knobs (measured on LoCoMo conversations 1-5, see benchmarks/README.md).
 COMMON_DF = 2000  # a term in more memories than this is only looked up among candidates
+COMMON_POOL = 200  # candidates when every term is common: the newest memories matching any
 CONTEXT_SOURCES = 30  # the best candidates whose neighbours are lifted
 CONTEXT_WINDOW = dt.timedelta(minutes=30)  # how far apart neighbours may be written
 CONTEXT_SHARES = {1: 0.5, -1: 0.4, 2: 0.3, -2: 0.2}  # position after (+) / before (-) the source
 QUESTION_BOOST = 2.0  # a source asking a question lifts what follows it this much more
 QUESTION_WEIGHT = 0.8  # what a memory asking a question counts for itself
+QUESTION_CHECKED = 100  # the best candidates checked for a question mark
+VOCAB_CANDIDATES = 300  # most vocabulary words compared with a typo
 
 
 @dataclass(frozen=True)
 class TermMatch:
-    """A term's document frequency in the whole index, and the memories within the
-    filters it matches (None when the term is too common to read all of them)."""
+    """A term's document frequency in the whole index (estimated when common), and the
+    memories within the filters it matches (None when common: too many to read)."""
 
     term: Term
-    df: int
+    df: float
     rids: set[int] | None
 
 
@@ -428,82 +432,103 @@ class Index:
         )[0][0]
 
     # ------------------------------------------------------------------ search
-    # How recall ranks (SPEC §5; numbers in benchmarks/README.md): all terms first (one
-    # FTS AND query); otherwise memories by IDF-weighted term coverage, lifted by the
-    # memories written just before and after them, then BM25 (title and tags above the
-    # body), then recency.
-    # Every query below joins ``fts CROSS JOIN memories``: FTS drives. Left to itself the
+    # How recall ranks (SPEC §5; the numbers are in benchmarks/README.md). Each term is
+    # looked up once (``match_terms``): the memories it matches within the filters, unless
+    # it is common (in more than ``COMMON_DF`` memories), whose matches are only checked
+    # among candidates, so no query reads a whole vault's worth of rows. Then: memories
+    # holding every term, by BM25 (title and tags above the body) then recency; else
+    # memories by IDF-weighted term coverage lifted by their neighbours, then BM25, then
+    # recency. BM25 is computed for terms that are not common only: FTS5 counts every
+    # document of every term it ranks, and a common term weighs almost nothing in it.
+    #
+    # Every query joins ``fts CROSS JOIN memories`` so that FTS drives: left to itself the
     # planner starts from a namespace index and probes FTS once per memory (20x slower).
-    @staticmethod
-    def search_sql(filters: Filters) -> tuple[str, list[Any]]:
-        """All-terms query with the filters inside it, so LIMIT never drops a match.
-
-        Parameters: ``[expr, now, *filter_params, limit]``. ``score`` is ``-bm25``:
-        higher is better.
-        """
-        where, params = filters.sql()
-        sql = (
-            "SELECT m.*, -fts.rank AS score FROM fts CROSS JOIN memories m ON m.rid = fts.rowid "
-            f"WHERE fts MATCH ? AND (m.expires IS NULL OR m.expires > ?){where} "
-            "ORDER BY fts.rank, m.updated DESC LIMIT ?"
-        )
-        return sql, params
-
-    def search(self, expr: str, filters: Filters, now: str, limit: int) -> list[sqlite3.Row]:
-        sql, params = self.search_sql(filters)
-        return self.query(sql, [expr, now, *params, limit])
-
     def match_terms(self, terms: list[Term], filters: Filters, now: str) -> list[TermMatch]:
-        """Each term's document frequency, and the memories within the filters it
-        matches unless it is common (then ``rids`` is None; see ``coverage``)."""
+        """Per term: the memories within the filters that it matches, and how many
+        memories match it in the whole index (estimated when common)."""
         where, params = filters.sql()
+        newest = self.query("SELECT max(rid) FROM memories")[0][0] or 0
         out = []
         for term in terms:
+            floor = self.query(
+                "SELECT rowid FROM fts WHERE fts MATCH ? ORDER BY rowid DESC LIMIT 1 OFFSET ?",
+                (term.expr, COMMON_DF - 1),
+            )
+            if floor:  # as dense among older memories as among the newest COMMON_DF
+                out.append(TermMatch(term, COMMON_DF * newest / max(newest - floor[0][0] + 1, 1), None))
+                continue
             df = self.query("SELECT count(*) FROM fts WHERE fts MATCH ?", (term.expr,))[0][0]
-            rids: set[int] | None = set()
-            if df > COMMON_DF:
-                rids = None
-            elif df:
-                rows = self.query(
-                    "SELECT m.rid FROM fts CROSS JOIN memories m ON m.rid = fts.rowid "
-                    f"WHERE fts MATCH ? AND (m.expires IS NULL OR m.expires > ?){where}",
-                    [term.expr, now, *params],
-                )
-                rids = {row[0] for row in rows}
-            out.append(TermMatch(term, df, rids))
+            rows = self.query(
+                "SELECT m.rid FROM fts CROSS JOIN memories m ON m.rid = fts.rowid "
+                f"WHERE fts MATCH ? AND (m.expires IS NULL OR m.expires > ?){where}",
+                [term.expr, now, *params],
+            ) if df else []
+            out.append(TermMatch(term, df, {row[0] for row in rows}))
         return out
+
+    def all_terms(self, matches: list[TermMatch], filters: Filters, now: str, limit: int) -> list[tuple[int, float]]:
+        """Memories holding every term as (rid, score), best first: BM25 then newest.
+        When every term is common (the query names nothing specific), newest first."""
+        rare = [m for m in matches if m.rids is not None]
+        common = [m.term for m in matches if m.rids is None]
+        if not rare:
+            where, params = filters.sql()
+            rows = self.query(
+                "SELECT m.rid FROM fts CROSS JOIN memories m ON m.rid = fts.rowid "
+                f"WHERE fts MATCH ? AND (m.expires IS NULL OR m.expires > ?){where} ORDER BY fts.rowid DESC LIMIT ?",
+                [all_expr(common), now, *params, limit],
+            )
+            return [(row[0], 0.0) for row in rows]
+        found = set.intersection(*(m.rids for m in rare if m.rids is not None))
+        if common and found:
+            found &= self._members(all_expr(common), "(" + all_expr([m.term for m in rare]) + ")", None)
+        bm25 = self.bm25(list(found), matches, every=True)
+        order = self._newest_first(found)
+        order.sort(key=lambda rid: -bm25.get(rid, 0.0))
+        return [(rid, bm25.get(rid, 0.0)) for rid in order[:limit]]
+
+    def _newest_first(self, rids: Iterable[int]) -> list[int]:
+        """``rids`` most recently updated first (the last tie-breaker)."""
+        rids = list(rids)
+        if not rids:
+            return []
+        updated = dict(
+            self.query("SELECT rid, updated FROM memories WHERE rid IN (SELECT value FROM json_each(?))", (json.dumps(rids),))
+        )
+        return sorted(rids, key=lambda rid: updated.get(rid, ""), reverse=True)
 
     def coverage(self, matches: list[TermMatch], filters: Filters, now: str) -> tuple[dict[int, float], dict[int, list[str]]]:
         """IDF-weighted term coverage: each memory's sum of the IDF of the terms it
         matches (a rare word counts more than a common one), and which terms.
 
-        Candidates are the memories matching a term that is not common. A common term
-        (in more than ``COMMON_DF`` memories, so of little weight) is only looked up
-        among them, with one FTS AND query, instead of reading all its matches. When
-        every term is common, the newest ``COMMON_DF`` memories matching any are the
-        candidates.
+        IDF is over the namespace searched (or the vault). Candidates are the memories
+        matching a term that is not common; a common term is only looked up among them,
+        with one FTS AND query. When every term is common, the newest ``COMMON_POOL``
+        memories matching any of them are the candidates.
         """
-        population = max(self.count(filters, now), 1)
-        total = max(self.query("SELECT count(*) FROM memories")[0][0], 1)
-        rare = [m for m in matches if m.rids is not None]
-        common = [m for m in matches if m.rids is None]
-        pool: set[int] = set().union(*(m.rids for m in rare)) if rare else set()
-        known: dict[str, set[int]] = {m.term.text: m.rids for m in rare if m.rids is not None}
+        total = max(self.query("SELECT max(rid) FROM memories")[0][0] or 0, 1)  # rowids are dense
+        population = total
+        if filters.namespace:  # other filters only narrow the namespace
+            population = max(self.query("SELECT count(*) FROM memories WHERE namespace = ?", (filters.namespace,))[0][0], 1)
+        rare = [m for m in matches if m.rids]
+        common = [m.term for m in matches if m.rids is None]
+        found: dict[str, set[int]] = {m.term.text: m.rids for m in rare if m.rids}
+        pool: set[int] = set().union(*found.values())
         if common:
             if pool:
-                within, floor = "(" + any_expr([m.term for m in rare if m.rids]) + ")", None
+                within, floor = "(" + any_expr([m.term for m in rare]) + ")", None
             else:
-                pool = self._newest(any_expr([m.term for m in common]), filters, now)
+                pool = self._newest(any_expr(common), filters, now)
                 within, floor = None, min(pool, default=0)
-            for m in common:
-                known[m.term.text] = self._members(m.term.expr, within, floor) & pool if pool else set()
+            for term in common:
+                found[term.text] = pool if len(common) == 1 else self._members(term.expr, within, floor) & pool
         scores: dict[int, float] = {}
         matched: dict[int, list[str]] = {}
         for m in matches:
-            found = known.get(m.term.text, set())
-            n = len(found) if m.rids is not None else m.df * population / total
+            rids = found.get(m.term.text, set())
+            n = len(rids) if m.rids is not None else m.df * population / total
             weight = math.log(1 + (population - n + 0.5) / (n + 0.5))
-            for rid in found:
+            for rid in rids:
                 scores[rid] = scores.get(rid, 0.0) + weight
                 matched.setdefault(rid, []).append(m.term.text)
         return scores, matched
@@ -513,16 +538,30 @@ class Index:
         rows = self.query(
             "SELECT m.rid FROM fts CROSS JOIN memories m ON m.rid = fts.rowid "
             f"WHERE fts MATCH ? AND (m.expires IS NULL OR m.expires > ?){where} ORDER BY fts.rowid DESC LIMIT ?",
-            [expr, now, *params, COMMON_DF],
+            [expr, now, *params, COMMON_POOL],
         )
         return {row[0] for row in rows}
 
     def _members(self, expr: str, within: str | None, floor: int | None) -> set[int]:
+        """Memories matching ``expr`` and ``within`` (an FTS AND, driven by the rarer
+        side), or matching ``expr`` from rowid ``floor`` on."""
         if within is not None:
             rows = self.query("SELECT rowid FROM fts WHERE fts MATCH ?", (f"({expr}) AND {within}",))
         else:
             rows = self.query("SELECT rowid FROM fts WHERE fts MATCH ? AND rowid >= ?", (expr, floor or 0))
         return {row[0] for row in rows}
+
+    def partial(self, matches: list[TermMatch], filters: Filters, now: str, limit: int) -> tuple[list[tuple[int, float]], dict[int, list[str]]]:
+        """Memories matching some terms as (rid, score), best first, and the terms each
+        matches: coverage lifted by context, then BM25 and recency among the best
+        ``2 * limit`` (at least 20)."""
+        scores, matched = self.coverage(matches, filters, now)
+        lifted = self.with_context(scores)
+        shortlist = heapq.nsmallest(max(2 * limit, 20), lifted, key=lambda rid: (-lifted[rid], -rid))
+        bm25 = self.bm25(shortlist, matches)
+        order = self._newest_first(shortlist)
+        order.sort(key=lambda rid: (-lifted[rid], -bm25.get(rid, 0.0)))
+        return [(rid, lifted[rid]) for rid in order[:limit]], matched
 
     def with_context(self, scores: dict[int, float]) -> dict[int, float]:
         """Rescore candidates as memories of a conversation: a memory that asks a
@@ -536,9 +575,9 @@ class Index:
         the memories after it ``QUESTION_BOOST`` times more). Memories written in one
         instant (an import) are not neighbours.
         """
-        asking = self._asking(list(scores))
+        asking = self._asking(heapq.nlargest(QUESTION_CHECKED, scores, key=scores.__getitem__))
         scores = {rid: s * (QUESTION_WEIGHT if rid in asking else 1.0) for rid, s in scores.items()}
-        sources = sorted(scores, key=lambda rid: (-scores[rid], -rid))[:CONTEXT_SOURCES]
+        sources = heapq.nsmallest(CONTEXT_SOURCES, scores, key=lambda rid: (-scores[rid], -rid))
         lifted = dict(scores)
         for row in self._neighbours(sources) if sources and CONTEXT_SHARES else []:
             source = row["rid"]
@@ -583,18 +622,17 @@ class Index:
         rows = self.query(f"SELECT * FROM memories WHERE rid IN ({', '.join(str(int(r)) for r in rids)})")
         return {row["rid"]: row for row in rows}
 
-    def bm25(self, rids: list[int], matches: list[TermMatch]) -> dict[int, float]:
-        """BM25 of ``rids`` (higher is better) for the terms that are not common, whose
-        scan is bounded; common ones add almost nothing to it. One FTS query over the
-        rowid range of ``rids``: probing rowids one by one would recount each term's
-        documents every time."""
-        terms = [m.term for m in matches if m.rids] or [m.term for m in matches if m.rids is None]
-        if not rids or not terms:
+    def bm25(self, rids: list[int], matches: list[TermMatch], every: bool = False) -> dict[int, float]:
+        """BM25 of ``rids`` (higher is better) for the terms that are not common (any
+        of them, or ``every`` one). One FTS query over the rowid range of ``rids``:
+        probing rowids one by one would recount each term's documents every time."""
+        terms = [m.term for m in matches if m.rids]
+        if not rids or not terms or (every and len(terms) < sum(m.rids is not None for m in matches)):
             return {}
         wanted = set(rids)
         rows = self.query(
             "SELECT rowid, -rank FROM fts WHERE fts MATCH ? AND rowid BETWEEN ? AND ?",
-            (any_expr(terms), min(rids), max(rids)),
+            ((all_expr if every else any_expr)(terms), min(rids), max(rids)),
         )
         return {row[0]: row[1] for row in rows if row[0] in wanted}
 
@@ -603,11 +641,19 @@ class Index:
         are marked in Python: FTS5's ``snippet`` would show the bigram column."""
         if not rows:
             return {}
-        found = self.query(
-            "SELECT rowid, snippet(fts, 2, '[', ']', '…', 16) FROM fts "
-            f"WHERE fts MATCH ? AND rowid IN ({', '.join(str(int(r['rid'])) for r in rows)})",
-            (any_expr(terms),),
-        )
+        rids = sorted(int(r["rid"]) for r in rows)
+        listed = ", ".join(map(str, rids))
+        if rids[-1] - rids[0] < 20 * len(rids):  # close together: one pass over that range
+            found = self.query(
+                "SELECT rowid, snippet(fts, 2, '[', ']', '…', 16) FROM fts "
+                f"WHERE fts MATCH ? AND rowid BETWEEN ? AND ? AND +rowid IN ({listed})",
+                (any_expr(terms), rids[0], rids[-1]),
+            )
+        else:  # one probe per row
+            found = self.query(
+                f"SELECT rowid, snippet(fts, 2, '[', ']', '…', 16) FROM fts WHERE fts MATCH ? AND rowid IN ({listed})",
+                (any_expr(terms),),
+            )
         out = {row[0]: row[1] for row in found}
         needles = [t.text for t in terms if t.cjk]
         if needles:
@@ -617,14 +663,20 @@ class Index:
         return out
 
     def vocabulary(self, word: str, spread: int) -> list[tuple[str, int]]:
-        """Indexed words (as written, accents folded) sharing ``word``'s first two
-        letters and within ``spread`` of its length, with how many memories hold each."""
-        head = word[:2]
-        rows = self.query(
-            "SELECT term, doc FROM words_vocab WHERE term >= ? AND term < ? AND length(term) BETWEEN ? AND ?",
-            (head, head[:-1] + chr(ord(head[-1]) + 1), len(word) - spread, len(word) + spread),
-        )
-        return [(row[0], row[1]) for row in rows]
+        """Indexed words (as written, accents folded) within ``spread`` of ``word``'s
+        length that share its first two letters, with how many memories hold each.
+        Where that is more than ``VOCAB_CANDIDATES`` words, a longer shared start is
+        required, so correcting stays cheap in a large vault."""
+        for size in range(2, len(word)):
+            head = word[:size]
+            rows = self.query(
+                "SELECT term, doc FROM words_vocab WHERE term >= ? AND term < ? "
+                "AND length(term) BETWEEN ? AND ? LIMIT ?",
+                (head, head[:-1] + chr(ord(head[-1]) + 1), len(word) - spread, len(word) + spread, VOCAB_CANDIDATES + 1),
+            )
+            if len(rows) <= VOCAB_CANDIDATES:
+                return [(row[0], row[1]) for row in rows]
+        return []
 
     # ------------------------------------------------------------------ vault health
     def namespace_counts(self, now: str) -> dict[str, int]:

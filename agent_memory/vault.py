@@ -779,14 +779,15 @@ class Vault:
         hits: list[Hit] = []
         corrected: dict[str, str] = {}
         mode = "any" if match == "any" else "all"
+        matches = self.index.match_terms(terms, filters, now)
         if mode == "all":
-            hits = self._all_hits(terms, filters, now, limit)
+            hits = self._all_hits(matches, filters, now, limit)
         if not hits:
-            matches, corrected = self._rescue(self.index.match_terms(terms, filters, now), filters, now)
+            matches, corrected = self._rescue(matches, filters, now)
             rewritten = [m.term for m in matches] != terms
             terms = [m.term for m in matches]
             if mode == "all" and rewritten:
-                hits = self._all_hits(terms, filters, now, limit)
+                hits = self._all_hits(matches, filters, now, limit)
             if not hits and match == "auto" and len(terms) > 1:
                 mode = "any"
             if mode == "any":
@@ -805,12 +806,11 @@ class Vault:
             )
         return result
 
-    def _all_hits(self, terms: list[Term], filters: Filters, now: str, limit: int) -> list[Hit]:
+    def _all_hits(self, matches: list[TermMatch], filters: Filters, now: str, limit: int) -> list[Hit]:
         """Memories holding every term: BM25 (title and tags above the body), then newest."""
-        rows = self.index.search(all_expr(terms), filters, now, limit)
-        snippets = self.index.snippets(rows, terms)
-        words = [t.text for t in terms]
-        return [self._hit(row, words, row["score"], snippets.get(row["rid"], "")) for row in rows]
+        ranked = self.index.all_terms(matches, filters, now, limit)
+        words = [m.term.text for m in matches]
+        return self._hits(ranked, {rid: words for rid, _ in ranked}, [m.term for m in matches])
 
     def _rescue(self, matches: list[TermMatch], filters: Filters, now: str) -> tuple[list[TermMatch], dict[str, str]]:
         """Give each term that matches nothing a second chance: a CJK question run is
@@ -854,18 +854,18 @@ class Vault:
         return None
 
     def _partial(self, matches: list[TermMatch], filters: Filters, now: str, limit: int) -> list[Hit]:
-        """Memories matching some terms: IDF-weighted coverage lifted by context, then
-        BM25 and recency among the best ``2 * limit`` (at least 20)."""
-        scores, matched = self.index.coverage(matches, filters, now)
-        lifted = self.index.with_context(scores)
-        shortlist = sorted(lifted, key=lambda rid: (-lifted[rid], -rid))[: max(2 * limit, 20)]
-        bm25 = self.index.bm25(shortlist, matches)
-        rows = sorted(self.index.rows_by_rid(shortlist).values(), key=lambda r: r["updated"], reverse=True)
-        rows.sort(key=lambda r: (-lifted[r["rid"]], -bm25.get(r["rid"], 0.0)))
-        rows = rows[:limit]
-        terms = [m.term for m in matches]
-        snippets = self.index.snippets(rows, terms)
-        return [self._hit(r, matched[r["rid"]], lifted[r["rid"]], snippets.get(r["rid"], "")) for r in rows]
+        """Memories matching some terms, most (IDF-weighted) first; see ``Index.partial``."""
+        ranked, matched = self.index.partial(matches, filters, now, limit)
+        return self._hits(ranked, matched, [m.term for m in matches])
+
+    def _hits(self, ranked: list[tuple[int, float]], matched: dict[int, list[str]], terms: list[Term]) -> list[Hit]:
+        rows = self.index.rows_by_rid([rid for rid, _ in ranked])
+        snippets = self.index.snippets([rows[rid] for rid, _ in ranked if rid in rows], terms)
+        return [
+            self._hit(rows[rid], matched.get(rid, []), score, snippets.get(rid, ""))
+            for rid, score in ranked
+            if rid in rows
+        ]
 
     def _hit(self, row: sqlite3.Row, matched_terms: list[str], score: float, snippet: str) -> Hit:
         """``score``: higher is better, comparable within one result only."""
