@@ -202,22 +202,26 @@ def _load_yaml(fm_text: str, problems: list[str]) -> dict[str, Any]:
         return fast
     try:
         loaded = frontmatter.YAMLHandler().load(fm_text, Loader=_KeepKeysLoader)
-    except yaml.YAMLError as exc:
-        first = str(exc).strip().splitlines()
+        if isinstance(loaded, dict):
+            return {k: _jsonable(v) for k, v in loaded.items()}
+    except (yaml.YAMLError, ValueError, OverflowError, RecursionError) as exc:
+        # ValueError: a value YAML recognises but cannot build (``when: 2026-02-30``);
+        # RecursionError: nesting deeper than Python's stack.
+        first = str(exc).strip().splitlines() or [type(exc).__name__]
         problems.append("broken YAML front matter: " + " ".join(line.strip() for line in first[:3]))
         return {}
-    if loaded is None:
-        return {}
-    if not isinstance(loaded, dict):
+    if loaded is not None:
         problems.append(f"front matter must be a mapping of keys, not a {type(loaded).__name__}")
-        return {}
-    return {k: _jsonable(v) for k, v in loaded.items()}
+    return {}
 
 
 def _jsonable(value: Any) -> Any:
     """YAML gives datetimes, dates and sets; the index and JSON output want plain data."""
     if isinstance(value, dt.datetime):
-        return to_utc(value) if value.tzinfo else value.isoformat()
+        try:
+            return to_utc(value) if value.tzinfo else value.isoformat()
+        except ValueError:  # no UTC form (year 1 east of Greenwich): kept as written, flagged on read
+            return value.isoformat()
     if isinstance(value, dt.date):
         return value.isoformat()
     if isinstance(value, dict):
@@ -241,7 +245,7 @@ def _note_from(path: str, meta: dict[str, Any], body: str, problems: list[str]) 
         if meta.get(key) not in (None, ""):
             try:
                 timestamps[key] = to_utc(meta[key])
-            except ValueError:
+            except (ValueError, OverflowError):
                 problems.append(f"{key}: {meta[key]!r} is not a date or timestamp")
     title = meta.get("title")
     links = [(key, target) for key, value in meta.items() if key not in RESERVED_KEYS for target in _links_in(value)]
@@ -362,7 +366,10 @@ def to_utc(value: Any) -> str:
         raise ValueError(f"not a timestamp: {value!r}")
     if moment.tzinfo is None:
         moment = moment.replace(tzinfo=dt.timezone.utc)
-    return moment.astimezone(dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+    try:
+        return moment.astimezone(dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+    except OverflowError as exc:  # 0001-01-01T00:00+05:00 and 9999-12-31T23:59-05:00 have no UTC date
+        raise ValueError(f"not a timestamp between the years 1 and 9999 in UTC: {value!r}") from exc
 
 
 # --------------------------------------------------------------------------- writing

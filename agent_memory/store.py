@@ -11,6 +11,7 @@ import errno
 import os
 import re
 import secrets
+import stat as stat_kind
 import threading
 import time
 from collections.abc import Iterator
@@ -67,7 +68,17 @@ def dated_folder(created: dt.datetime) -> str:
 
 
 def is_memory_name(name: str) -> bool:
-    return name.endswith(".md") and not name.startswith(".") and not _DROPPINGS.search(name)
+    return name.endswith(".md") and not name.startswith(".") and not _DROPPINGS.search(name) and encodable(name)
+
+
+def encodable(name: str) -> bool:
+    """Whether a name (or path) is text: bytes that are not UTF-8 (``caf\\xe9.md`` from a Latin-1
+    system) reach Python as surrogates, which SQLite cannot store."""
+    try:
+        name.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
 
 
 def is_ignored_dir(name: str) -> bool:
@@ -80,7 +91,11 @@ def is_memory_path(rel: str) -> bool:
     Absolute paths (an empty first part) are not: ``get("/home/me/x.md")`` must not
     read, index and return a file from outside the vault."""
     parts = rel.split("/")
-    return all(parts) and not any(is_ignored_dir(p) for p in parts[:-1]) and is_memory_name(parts[-1])
+    return (
+        all(parts)
+        and not any(is_ignored_dir(p) or not encodable(p) for p in parts[:-1])
+        and is_memory_name(parts[-1])
+    )
 
 
 def locate_vault(explicit: str | os.PathLike[str] | None = None, cwd: Path | None = None) -> Path:
@@ -173,29 +188,37 @@ class Store:
     def inside(self, rel: str) -> bool:
         """Whether ``rel`` lies inside the vault once symlinks are resolved: a link to a
         file elsewhere is no memory (get_memory would hand out that file's content)."""
-        return self.root.resolve() in (self.root / rel).resolve().parents
+        try:
+            return self.root.resolve() in (self.root / rel).resolve().parents
+        except (OSError, RuntimeError):  # a symlink loop (RuntimeError before Python 3.13)
+            return False
 
     # ------------------------------------------------------------------ reading
     def walk(self) -> Iterator[tuple[str, os.stat_result]]:
-        """Every memory file with its stat, skipping dot-folders and editor droppings."""
+        """Every memory file with its stat, skipping dot-folders, editor droppings, names
+        that are not UTF-8, and anything that is not a regular file once symlinks are
+        followed (a named pipe would block the reader forever; a loop never resolves)."""
         stack = [(self.root, "")]
         while stack:
             folder, prefix = stack.pop()
             try:
                 entries = list(os.scandir(folder))
-            except (FileNotFoundError, NotADirectoryError):
+            except OSError:  # gone since it was listed, or unreadable
                 continue
             for entry in entries:
-                if entry.is_dir(follow_symlinks=False):
-                    if not is_ignored_dir(entry.name):
-                        stack.append((Path(entry.path), prefix + entry.name + "/"))
-                elif is_memory_name(entry.name):
-                    if entry.is_symlink() and not self.inside(prefix + entry.name):
+                rel = prefix + entry.name
+                try:
+                    if entry.is_dir(follow_symlinks=False):
+                        if not is_ignored_dir(entry.name) and encodable(entry.name):
+                            stack.append((Path(entry.path), rel + "/"))
                         continue
-                    try:
-                        yield prefix + entry.name, entry.stat()
-                    except FileNotFoundError:
+                    if not is_memory_name(entry.name) or (entry.is_symlink() and not self.inside(rel)):
                         continue
+                    found = entry.stat()  # follows a symlink: the file it names
+                except OSError:  # gone since the listing, a symlink loop, unreadable
+                    continue
+                if stat_kind.S_ISREG(found.st_mode):
+                    yield rel, found
 
     def read(self, rel: str) -> bytes:
         return self.abspath(rel).read_bytes()
@@ -203,7 +226,7 @@ class Store:
     def stat(self, rel: str) -> os.stat_result | None:
         try:
             return self.abspath(rel).stat()
-        except (FileNotFoundError, NotADirectoryError):
+        except OSError:  # missing, or a symlink loop: no file to read either way
             return None
 
     # ------------------------------------------------------------------ writing

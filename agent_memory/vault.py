@@ -19,6 +19,7 @@ import threading
 from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
+from stat import S_ISREG
 from typing import Any
 
 from . import graph
@@ -59,7 +60,17 @@ from .query import (
     typo_bound,
     word_term,
 )
-from .store import GITIGNORE, INDEX_DIRNAME, TRASH_DIRNAME as TRASH_DIR, Store, dated_folder, is_memory_path, make_slug, new_id
+from .store import (
+    GITIGNORE,
+    INDEX_DIRNAME,
+    TRASH_DIRNAME as TRASH_DIR,
+    Store,
+    dated_folder,
+    encodable,
+    is_memory_path,
+    make_slug,
+    new_id,
+)
 
 MAX_CONTENT = 100_000
 MAX_TAGS = 50
@@ -275,12 +286,21 @@ class Vault:
 
     # ------------------------------------------------------------------ sync
     def _read(self, rel: str) -> tuple[bytes, os.stat_result] | None:
+        """A regular file's bytes and stat; None for anything else, so one odd file never
+        stops a command. Opened without blocking: reading a named pipe would wait for a
+        writer forever, holding the vault's write lock."""
         try:
-            with open(self.store.abspath(rel), "rb") as handle:
-                data = handle.read()
-                return data, os.fstat(handle.fileno())
+            fd = os.open(self.store.abspath(rel), os.O_RDONLY | os.O_NONBLOCK)
         except (FileNotFoundError, NotADirectoryError, IsADirectoryError):
             return None
+        except OSError as exc:  # unreadable, a symlink loop, a socket
+            print(f"agent-memory: warning: skipped {rel}: {exc.strerror or exc}", file=sys.stderr)
+            return None
+        with os.fdopen(fd, "rb") as handle:
+            found = os.fstat(fd)
+            if not S_ISREG(found.st_mode):
+                return None
+            return handle.read(), found
 
     def _note_for(self, rel: str, data: bytes, stat: os.stat_result) -> notes.Note:
         """Parse a file, filling times a hand-written file may lack from its mtime."""
@@ -307,6 +327,8 @@ class Vault:
     def reconcile_path(self, rel: str) -> str:
         """Fold one changed path into the index (used by the watcher)."""
         rel = rel.replace(os.sep, "/")
+        if not encodable(rel):
+            return "absent"  # a name that is not UTF-8 is never indexed (SQLite holds text)
         with self._writing():
             row = self.index.by_path(rel)
             known = FileFacts(row["size"], row["mtime_ns"], row["sha256"]) if row else None
@@ -524,6 +546,8 @@ class Vault:
         key = (memory_id or "").strip()
         if not key:
             raise InvalidInput("memory_id is empty; pass an id or a vault-relative path (use recall to find one).")
+        if not encodable(key):
+            raise NotFound(key)
         path = key.replace("\\", "/").removeprefix("./")
         row = self.index.by_id(key, iso(self.now())) or self.index.by_path(path)
         if row is None and path.endswith(".md") and self.store.stat(path) is not None:

@@ -95,3 +95,122 @@ def test_an_expired_owner_does_not_hide_a_live_copy_of_its_id(vault: Vault, cloc
 def test_limit_must_be_a_real_number(vault: Vault) -> None:
     with pytest.raises(InvalidInput, match="limit must be between 1 and 100"):
         vault.search("anything", limit=True)  # type: ignore[arg-type]
+
+
+# --------------------------------------------------------------------------- one odd file
+
+
+def _write(root: Path, name: str, text: str) -> None:
+    (root / name).write_text(text, encoding="utf-8")
+
+
+def _bad_name(root: Path) -> None:
+    with open(os.path.join(os.fsencode(root), b"caf\xe9.md"), "wb") as handle:  # Latin-1 bytes, not UTF-8
+        handle.write(b"A note about the cafe\n")
+
+
+def _unreadable(root: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Tests run as root, who may read anything: refuse this one file at ``open``."""
+    import builtins
+    import io
+
+    _write(root, "secret.md", "A note about payroll\n")
+    real_os_open, real_open = os.open, builtins.open
+
+    def os_open(path, *args, **kwargs):
+        if os.fsdecode(path).endswith("secret.md"):
+            raise PermissionError(13, "Permission denied", os.fsdecode(path))
+        return real_os_open(path, *args, **kwargs)
+
+    def builtin_open(file, *args, **kwargs):
+        if isinstance(file, (str, bytes, os.PathLike)) and os.fsdecode(file).endswith("secret.md"):
+            raise PermissionError(13, "Permission denied", os.fsdecode(file))
+        return real_open(file, *args, **kwargs)
+
+    monkeypatch.setattr(os, "open", os_open)
+    monkeypatch.setattr(builtins, "open", builtin_open)
+    monkeypatch.setattr(io, "open", builtin_open)  # what pathlib's read_bytes calls
+
+
+# name, how to make it (root, monkeypatch), path the watcher would report, problem it is indexed with (None: not a memory)
+ODD_FILES = [
+    ("impossible date", lambda r, m: _write(r, "when.md", "---\nwhen: 2026-02-30\n---\nA note about the launch\n"),
+     "when.md", "broken YAML"),
+    ("created before year 1 in UTC",
+     lambda r, m: _write(r, "old.md", "---\ncreated: 0001-01-01 00:00:00+05:00\n---\nA note about antiquity\n"),
+     "old.md", "created:"),
+    ("expires after year 9999 in UTC",
+     lambda r, m: _write(r, "late.md", "---\nexpires: 9999-12-31T23:59:59-05:00\n---\nA note about eternity\n"),
+     "late.md", "expires:"),
+    ("file name that is not UTF-8", lambda r, m: _bad_name(r), os.fsdecode(b"caf\xe9.md"), None),
+    ("symlink loop", lambda r, m: (r / "loop.md").symlink_to("loop.md"), "loop.md", None),
+    ("named pipe", lambda r, m: os.mkfifo(r / "pipe.md"), "pipe.md", None),
+    ("unreadable file", lambda r, m: _unreadable(r, m), "secret.md", None),
+]
+
+
+def _finishes(seconds: float, work, fifo: Path) -> None:
+    """Run ``work`` in a thread; fail (instead of hanging the suite) if it blocks on the pipe."""
+    import threading
+    import time
+
+    errors: list[BaseException] = []
+
+    def run() -> None:
+        try:
+            work()
+        except BaseException as exc:  # re-raised in the test's thread
+            errors.append(exc)
+
+    thread = threading.Thread(target=run, daemon=True)
+    thread.start()
+    thread.join(seconds)
+    blocked = thread.is_alive()
+    for _ in range(100):  # a reader stuck on the pipe gets end-of-file, so the thread ends
+        if not thread.is_alive():
+            break
+        try:
+            os.close(os.open(fifo, os.O_WRONLY | os.O_NONBLOCK))
+        except OSError:
+            pass
+        time.sleep(0.05)
+    if blocked:
+        pytest.fail(f"still running after {seconds} s: blocked reading a file")
+    if errors:
+        raise errors[0]
+
+
+@pytest.mark.parametrize(("case", "make", "rel", "problem"), ODD_FILES, ids=[c[0] for c in ODD_FILES])
+def test_one_odd_file_breaks_no_command(
+    vault_dir: Path, clock, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str],
+    case: str, make, rel: str, problem: str | None,
+) -> None:
+    from agent_memory.doctor import diagnose
+    from agent_memory.errors import NotFound
+
+    with Vault.init(vault_dir, clock=clock) as first:
+        kept = first.remember("Customer ACME prefers deploys on Fridays")["memory"]
+    make(vault_dir, monkeypatch)
+
+    def every_command() -> None:
+        with Vault(vault_dir, clock=clock) as vault:
+            vault.reconcile_path(rel)  # what the watcher does when the file appears
+            vault.reconcile()
+            vault.reindex()
+            assert [h["id"] for h in vault.search("ACME Fridays")["hits"]] == [kept["id"]]
+            assert vault.list()["total"] == (1 if problem is None else 2)
+            assert vault.stats()["total"] == (1 if problem is None else 2)
+            assert len(vault.export_memories()) == (1 if problem is None else 2)
+            if problem is None:
+                with pytest.raises(NotFound):
+                    vault.get(rel)
+            else:
+                assert any(p.startswith(problem) for p in vault.get(rel)["problems"]), vault.get(rel)["problems"]
+                assert vault.search(vault.get(rel)["content"].split()[-1])["count"] == 1
+            assert_index_matches_files(vault)
+        checks = {c.name: c for c in diagnose(vault_dir)}
+        assert checks["index"].ok, checks["index"]
+
+    _finishes(20, every_command, vault_dir / "pipe.md")
+    if case == "unreadable file":
+        assert "secret.md" in capsys.readouterr().err  # skipped, and said so
