@@ -296,10 +296,11 @@ class Vault:
         except OSError as exc:  # unreadable, a symlink loop, a socket
             print(f"agent-memory: warning: skipped {rel}: {exc.strerror or exc}", file=sys.stderr)
             return None
+        found = os.fstat(fd)
+        if not S_ISREG(found.st_mode):  # a pipe, a device, a folder behind a symlink
+            os.close(fd)
+            return None
         with os.fdopen(fd, "rb") as handle:
-            found = os.fstat(fd)
-            if not S_ISREG(found.st_mode):
-                return None
             return handle.read(), found
 
     def _note_for(self, rel: str, data: bytes, stat: os.stat_result) -> notes.Note:

@@ -145,6 +145,8 @@ ODD_FILES = [
     ("file name that is not UTF-8", lambda r, m: _bad_name(r), os.fsdecode(b"caf\xe9.md"), None),
     ("symlink loop", lambda r, m: (r / "loop.md").symlink_to("loop.md"), "loop.md", None),
     ("named pipe", lambda r, m: os.mkfifo(r / "pipe.md"), "pipe.md", None),
+    ("symlink to a folder", lambda r, m: (r / "folder.md").symlink_to(r / "2026", target_is_directory=True),
+     "folder.md", None),
     ("unreadable file", lambda r, m: _unreadable(r, m), "secret.md", None),
 ]
 
