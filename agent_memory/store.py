@@ -173,25 +173,36 @@ class Store:
         candidate = Path(path)
         if not candidate.is_absolute():
             candidate = self.root / candidate
-        resolved = candidate.resolve()
+        try:
+            resolved = candidate.resolve()
+        except (OSError, RuntimeError) as exc:  # a symlink loop (RuntimeError before Python 3.13)
+            raise PathRefused(f"{path!r} cannot be resolved ({exc}); give the path of a real file.") from exc
+        refusal = self._refusal(resolved)
+        if refusal:
+            raise PathRefused(f"{path!r} {refusal}")
+        return resolved
+
+    def _refusal(self, resolved: Path) -> str | None:
+        """Why a resolved path is off limits, or None: outside the vault, or in a
+        dot-folder other than ``.prompts/`` (``.git/config`` can hold tokens)."""
         root = self.root.resolve()
         if resolved != root and root not in resolved.parents:
-            raise PathRefused(f"{path!r} is outside the vault {str(root)!r}; give a path inside it.")
+            return f"is outside the vault {str(root)!r}; give a path inside it."
         rel_parts = resolved.relative_to(root).parts
         hidden = [p for p in rel_parts[:-1] if p.startswith(".") and p != ".prompts"]
         if hidden or (rel_parts and rel_parts[-1].startswith(".") and rel_parts[-1] != ".prompts"):
-            raise PathRefused(
-                f"{path!r} is inside a hidden folder or is a hidden file; only memories and .prompts/ can be read."
-            )
-        return resolved
+            return "is inside a hidden folder or is a hidden file; only memories and .prompts/ can be read."
+        return None
 
     def inside(self, rel: str) -> bool:
-        """Whether ``rel`` lies inside the vault once symlinks are resolved: a link to a
-        file elsewhere is no memory (get_memory would hand out that file's content)."""
+        """Whether ``rel``, once symlinks are resolved, is a file ``confine`` allows: a
+        link to a file elsewhere or into ``.git/`` is no memory (get_memory and search
+        would hand out that file's content)."""
         try:
-            return self.root.resolve() in (self.root / rel).resolve().parents
+            resolved = (self.root / rel).resolve()
         except (OSError, RuntimeError):  # a symlink loop (RuntimeError before Python 3.13)
             return False
+        return resolved != self.root.resolve() and self._refusal(resolved) is None
 
     # ------------------------------------------------------------------ reading
     def walk(self) -> Iterator[tuple[str, os.stat_result]]:

@@ -216,3 +216,31 @@ def test_one_odd_file_breaks_no_command(
     _finishes(20, every_command, vault_dir / "pipe.md")
     if case == "unreadable file":
         assert "secret.md" in capsys.readouterr().err  # skipped, and said so
+
+
+# --------------------------------------------------------------------------- symlinks into dot-folders
+
+
+def test_a_symlink_into_a_dot_folder_is_not_a_memory(vault: Vault) -> None:
+    from agent_memory.errors import NotFound, PathRefused
+
+    (vault.root / ".git").mkdir()
+    (vault.root / ".git/config").write_text('[remote "origin"]\n\turl = https://ghp_SECRETTOKEN123@github.com/me/notes\n')
+    (vault.root / "notes.md").symlink_to(".git/config")
+    (vault.root / "people").mkdir()
+    (vault.root / "people/hooks.md").symlink_to(vault.root / ".git", target_is_directory=False)
+    vault.remember("The deploy token rotates monthly")
+    for rel in ("notes.md", "people/hooks.md"):
+        vault.reconcile_path(rel)  # the watcher's path
+    vault.reconcile()
+
+    assert [rel for rel, _ in vault.store.walk() if not rel.startswith("2026/")] == []
+    assert vault.search("ghp_SECRETTOKEN123")["count"] == 0
+    assert vault.search("origin github")["count"] == 0
+    for call in (vault.get, vault.forget):
+        with pytest.raises(NotFound):
+            call("notes.md")
+    with pytest.raises(PathRefused):
+        vault.read_file("notes.md")
+    assert all("SECRETTOKEN" not in str(item) for item in vault.export_memories())
+    assert_index_matches_files(vault)
