@@ -16,7 +16,7 @@ from typing import Any
 
 from . import note as notes
 from .index import SCHEMA_VERSION, FileFacts, Index
-from .store import INDEX_DIRNAME, Store
+from .store import Store, index_folder
 
 
 @dataclass
@@ -90,7 +90,7 @@ def check_vault(root: Path, index_dir: Path | None = None) -> list[Check]:
     checks.append(Check("duplicate ids", not dupes, "none" if not dupes else f"{len(dupes)} ids claimed by several files", dupes))
     checks.append(Check("conflict markers", not conflicts, "none" if not conflicts else
                         f"{len(conflicts)} files hold git conflict markers: resolve them by hand", conflicts))
-    checks.append(_check_index(index_dir or root / INDEX_DIRNAME, facts))
+    checks.append(_check_index(index_folder(root, index_dir), facts))
     return checks
 
 
@@ -114,5 +114,4 @@ def _check_index(folder: Path, facts: dict[str, FileFacts]) -> Check:
 
 
 def diagnose(root: Path, index_dir: Path | None = None) -> list[Check]:
-    chosen = index_dir or (Path(os.environ["AGENT_MEMORY_INDEX_DIR"]) if os.environ.get("AGENT_MEMORY_INDEX_DIR") else None)
-    return [check_python(), check_sqlite(), check_mcp(), *check_vault(root, chosen)]
+    return [check_python(), check_sqlite(), check_mcp(), *check_vault(root, index_dir)]

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import datetime as dt
 import errno
+import hashlib
 import os
 import re
 import secrets
@@ -110,6 +111,20 @@ def locate_vault(explicit: str | os.PathLike[str] | None = None, cwd: Path | Non
         if candidate.is_dir():
             return candidate
     return Path.home() / VAULT_DIRNAME
+
+
+def index_folder(root: Path, explicit: str | os.PathLike[str] | None = None) -> Path:
+    """Where a vault's index lives: ``explicit`` names the folder itself; else
+    ``AGENT_MEMORY_INDEX_DIR`` is a parent folder holding one subfolder per vault
+    (named after the vault folder and a hash of its full path, so two vaults never
+    share one index); else ``<vault>/.index``."""
+    if explicit:
+        return Path(explicit).expanduser().absolute()
+    parent = os.environ.get("AGENT_MEMORY_INDEX_DIR")
+    if not parent:
+        return root / INDEX_DIRNAME
+    digest = hashlib.sha256(str(root.resolve()).encode("utf-8", "surrogateescape")).hexdigest()[:12]
+    return Path(parent).expanduser().absolute() / f"{make_slug(root.name)}-{digest}"
 
 
 def _disk_error(exc: OSError, what: str) -> VaultError:

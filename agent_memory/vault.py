@@ -62,11 +62,11 @@ from .query import (
 )
 from .store import (
     GITIGNORE,
-    INDEX_DIRNAME,
     TRASH_DIRNAME as TRASH_DIR,
     Store,
     dated_folder,
     encodable,
+    index_folder,
     is_memory_path,
     make_slug,
     new_id,
@@ -221,8 +221,7 @@ class Vault:
             raise VaultError(f"{self.root} is a file, not a vault folder; pass --dir with a folder.")
         if not self.root.is_dir():
             raise VaultError(f"No vault at {self.root}. Create one with `agent-memory --dir {self.root} init`.")
-        chosen = index_dir or os.environ.get("AGENT_MEMORY_INDEX_DIR")
-        self.index_dir = Path(chosen).expanduser().absolute() if chosen else self.root / INDEX_DIRNAME
+        self.index_dir = index_folder(self.root, index_dir)
         self.store = Store(self.root)
         self.clock = clock
         try:

@@ -244,3 +244,41 @@ def test_a_symlink_into_a_dot_folder_is_not_a_memory(vault: Vault) -> None:
         vault.read_file("notes.md")
     assert all("SECRETTOKEN" not in str(item) for item in vault.export_memories())
     assert_index_matches_files(vault)
+
+
+# --------------------------------------------------------------------------- AGENT_MEMORY_INDEX_DIR
+
+
+def test_two_vaults_sharing_an_index_dir_get_an_index_each(
+    tmp_path: Path, clock, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from agent_memory.doctor import diagnose
+
+    shared = tmp_path / "cache"
+    monkeypatch.setenv("AGENT_MEMORY_INDEX_DIR", str(shared))
+    work = Vault.init(tmp_path / "work/.memory", clock=clock)
+    home = Vault.init(tmp_path / "home/.memory", clock=clock)
+    try:
+        at_work = work.remember("The work VPN needs the hardware key")["memory"]
+        at_home = home.remember("The home router password is on the fridge")["memory"]
+        home.reconcile()
+        work.reconcile()
+        assert [h["id"] for h in work.search("hardware key")["hits"]] == [at_work["id"]]
+        assert [h["id"] for h in home.search("router fridge")["hits"]] == [at_home["id"]]
+        assert work.search("router fridge")["count"] == 0
+        assert work.index_dir != home.index_dir
+        assert {work.index_dir.parent, home.index_dir.parent} == {shared}
+        assert work.index_dir.name.startswith("memory-")  # named after the vault folder, then a hash of its path
+        assert not (tmp_path / "work/.memory/.index").exists()
+        for vault in (work, home):
+            assert {c.name: c for c in diagnose(vault.root)}["index"].ok
+            assert_index_matches_files(vault)
+    finally:
+        work.close()
+        home.close()
+
+
+def test_an_explicit_index_dir_names_the_folder_itself(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("AGENT_MEMORY_INDEX_DIR", str(tmp_path / "cache"))
+    with Vault.init(tmp_path / ".memory", index_dir=tmp_path / "mine") as vault:
+        assert vault.index_dir == tmp_path / "mine"
