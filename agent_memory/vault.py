@@ -188,6 +188,7 @@ class _WriteLock:
     def hold(self) -> Iterator[None]:
         with self._thread_lock:
             if self._depth == 0:
+                self.path.parent.mkdir(parents=True, exist_ok=True)  # someone may have deleted .index/
                 fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
                 fcntl.flock(fd, fcntl.LOCK_EX)
                 self._fd = fd

@@ -282,3 +282,20 @@ def test_an_explicit_index_dir_names_the_folder_itself(tmp_path: Path, monkeypat
     monkeypatch.setenv("AGENT_MEMORY_INDEX_DIR", str(tmp_path / "cache"))
     with Vault.init(tmp_path / ".memory", index_dir=tmp_path / "mine") as vault:
         assert vault.index_dir == tmp_path / "mine"
+
+
+def test_deleting_the_index_folder_while_a_vault_is_open_breaks_nothing(vault: Vault) -> None:
+    import shutil
+
+    first = vault.remember("Globex wants incident summaries on Mondays")["memory"]
+    shutil.rmtree(vault.index_dir)
+    second = vault.remember("Initech deploys on Tuesdays")["memory"]
+    assert {h["id"] for h in vault.search("deploys incident", match="any")["hits"]} == {first["id"], second["id"]}
+    shutil.rmtree(vault.index_dir)
+    vault.reconcile()
+    assert vault.list()["total"] == 2
+    shutil.rmtree(vault.index_dir)
+    assert [h["id"] for h in vault.search("Globex Mondays")["hits"]] == [first["id"]]
+    shutil.rmtree(vault.index_dir)
+    vault.update(second["id"], add_tags=["initech"])
+    assert_index_matches_files(vault)
