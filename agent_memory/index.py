@@ -314,7 +314,8 @@ class Index:
 
     def _insert(self, conn: sqlite3.Connection, rows: list[tuple[int, Note, FileFacts]]) -> None:
         searched = [
-            (rid, note.title, " ".join(note.tags), note.body, cjk_index_text(note.title, *note.tags, note.body),
+            (rid, note.title, " ".join(note.tags), note.body,
+             cjk_index_text("" if note.title in note.body else note.title, *note.tags, note.body),
              date_words(note.created))
             for rid, note, _ in rows
         ]

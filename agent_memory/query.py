@@ -81,7 +81,9 @@ def _fold(text: str) -> str:
 STOPWORDS = frozenset(_fold(w).replace("'", "") for w in (_EN + _ES).split())
 
 _POSSESSIVE = re.compile(r"(\w)['’]s\b")
-_APOSTROPHE = re.compile(r"(\w)['’](\w)")
+# French and Italian elisions (l'équipe, d'accord, qu'il, dell'anno): the article goes.
+_WONT = re.compile(r"\bwon['’]t\b")  # not the "won" of a match, which is no filler word
+_ELISION = re.compile(r"\b(?:l|d|j|m|n|s|t|c|qu|dell|all|nell|sull)['’](?=\w)")
 _TOKEN = re.compile(r"[^\W_]+")
 
 
@@ -90,11 +92,14 @@ def is_cjk(text: str) -> bool:
 
 
 def tokens(text: str) -> list[str]:
-    """Folded alphanumeric runs; possessives dropped, hyphens/underscores split, and a
-    CJK run split from Latin letters or digits touching it (``Obsidianの`` -> two)."""
+    """Folded alphanumeric runs; possessives and elided articles dropped, apostrophes,
+    hyphens and underscores split, and a CJK run split from Latin letters or digits
+    touching it (``Obsidianの`` -> two)."""
     folded = _fold(text)
     folded = _POSSESSIVE.sub(r"\1", folded)
-    folded = _APOSTROPHE.sub(r"\1\2", folded)  # don't -> dont, so it meets the stopword list
+    # Other apostrophes split words as the index does (O'Brien -> o, brien; don't ->
+    # don, t: both filler words), and elided articles are dropped.
+    folded = _ELISION.sub("", _WONT.sub("will not", folded))
     out: list[str] = []
     for token in _TOKEN.findall(folded):
         out.extend(_CJK_OR_NOT.findall(token) if not token.isascii() else [token])
@@ -221,14 +226,22 @@ def plan(question: str) -> Plan:
 def cjk_index_text(*texts: str) -> str:
     """What the index's ``cjk`` column holds for a memory: each CJK run of its text as
     bigrams, then the run's last character (so a one-character query finds a word's
-    end too). Empty for text without CJK, which is most text and costs nothing."""
+    end too); and Latin letters or digits written against CJK (``Obsidianの``), which
+    the body column reads as one word with them. Empty for text without CJK, which is
+    most text and costs nothing."""
     out: list[str] = []
     for text in texts:
-        if text.isascii():
+        if text.isascii() or not _CJK_RUN.search(text):
             continue
-        for run in _CJK_RUN.findall(unicodedata.normalize("NFKC", text)):
-            out.extend(bigrams(run) if len(run) > 1 else [])
-            out.append(run[-1])
+        for token in _TOKEN.findall(unicodedata.normalize("NFKC", text)):
+            if not _CJK_RUN.search(token):
+                continue
+            for part in _CJK_OR_NOT.findall(token):
+                if is_cjk(part):
+                    out.extend(bigrams(part) if len(part) > 1 else [])
+                    out.append(part[-1])
+                else:
+                    out.append(part)
     return " ".join(out)
 
 

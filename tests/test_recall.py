@@ -1,0 +1,396 @@
+"""Recall as a user meets it: questions in six languages -> the memory that answers them
+first, through the library and through ``search --json``; typos, prefixes, dates,
+conversation context, CJK substrings on real Obsidian help vaults, and the vocabulary
+kept in step with the files."""
+
+from __future__ import annotations
+
+import dataclasses
+import datetime as dt
+import json
+import os
+import re
+import sqlite3
+import subprocess
+import sys
+import tempfile
+import unicodedata
+from pathlib import Path
+
+import pytest
+
+from agent_memory.vault import Vault
+from conftest import Clock, assert_index_matches_files
+
+CORPORA_DIR = Path(__file__).resolve().parents[2] / "shared" / "corpora"
+
+
+@dataclasses.dataclass
+class Corpus:
+    memories: list[str]
+    questions: list[tuple[str, int]]  # question, index of the memory that must come first
+
+
+CORPORA = {
+    "English": Corpus(
+        [
+            "Customer ACME prefers deploys on Fridays.",
+            "Priya leads the billing team and owns the invoicing service.",
+            "The staging database resets every Sunday at 02:00 UTC.",
+            "Kubernetes pods in the eu-west cluster restart nightly after the backup.",
+            "Our VPN certificate renewal is due in March; Sam has the admin login.",
+            "Lunch order: Sam is vegetarian, Alex is allergic to peanuts.",
+        ],
+        [
+            ("When does ACME prefer to deploy?", 0),
+            ("Who owns invoicing?", 1),
+            ("when does the staging db reset", 2),
+            ("Which pods restart at night?", 3),
+            ("Who has the VPN admin login?", 4),
+            ("Is anyone allergic to peanuts?", 5),
+            ("What does Sam eat for lunch?", 5),
+        ],
+    ),
+    "Spanish": Corpus(
+        [
+            "La oficina de Madrid abre a las nueve de la mañana.",
+            "El cliente Acme paga las facturas cada trimestre.",
+            "María es la responsable del equipo de soporte.",
+            "Las copias de seguridad se guardan en el servidor de Valencia.",
+        ],
+        [
+            ("¿A qué hora abre la oficina de Madrid?", 0),
+            ("¿Cada cuánto paga Acme sus facturas?", 1),
+            ("¿Quién es la responsable de soporte?", 2),
+            ("¿Dónde se guardan las copias de seguridad?", 3),
+            ("oficina madrid manana", 0),
+        ],
+    ),
+    "German": Corpus(
+        [
+            "Die Bürozeiten in München sind von 9 bis 17 Uhr.",
+            "Jürgen übernimmt die Schlüsselübergabe am Freitag.",
+            "Die Größe des Servers wurde auf 64 GB erhöht.",
+        ],
+        [
+            ("Wie sind die Bürozeiten in München?", 0),
+            ("Burozeiten Munchen", 0),
+            ("Wer übernimmt die Schlüsselübergabe?", 1),
+            ("Größe des Servers", 2),
+        ],
+    ),
+    "French": Corpus(
+        [
+            "Le café de l'équipe est fermé le mercredi.",
+            "Hélène prépare la réunion trimestrielle à Genève.",
+            "La clé du local est chez François.",
+        ],
+        [
+            ("Quand le café de l'équipe est-il fermé ?", 0),
+            ("Qui prépare la réunion à Genève ?", 1),
+            ("reunion geneve", 1),
+            ("Où est la clé du local ?", 2),
+            ("cle francois", 2),
+        ],
+    ),
+    "Japanese": Corpus(
+        [
+            "東京オフィスの住所は渋谷区神南一丁目です。",
+            "大阪オフィスは毎週金曜日に在宅勤務です。",
+            "新しいノートを作成するには、左のサイドバーのボタンを押します。",
+            "データベースのバックアップは毎晩三時に実行されます。",
+        ],
+        [
+            ("東京オフィスの住所", 0),
+            ("東京オフィスの住所はどこですか", 0),
+            ("大阪", 1),
+            ("ノートを作成するには？", 2),
+            ("バックアップは何時に実行されますか", 3),
+        ],
+    ),
+    "Chinese": Corpus(
+        [
+            "北京办公室的地址是朝阳区建国路88号。",
+            "上海团队每周五下午开例会。",
+            "数据库备份每天凌晨三点自动运行。",
+            "如何创建新笔记：点击左侧边栏的按钮。",
+        ],
+        [
+            ("北京办公室的地址", 0),
+            ("上海团队什么时候开例会", 1),
+            ("数据库备份", 2),
+            ("怎么创建笔记", 3),
+        ],
+    ),
+}
+TABLE = [(lang, question, expected) for lang, corpus in CORPORA.items() for question, expected in corpus.questions]
+
+
+@pytest.fixture(scope="module")
+def corpora(tmp_path_factory: pytest.TempPathFactory):
+    """One vault per language, each memory written a day after the last (no
+    conversation context between them); lang -> (vault, paths in corpus order)."""
+    built = {}
+    for lang, corpus in CORPORA.items():
+        clock = Clock(dt.datetime(2026, 1, 1, 9, 0, tzinfo=dt.timezone.utc))
+        vault = Vault.init(tmp_path_factory.mktemp(lang) / ".memory", clock=clock)
+        paths = []
+        for text in corpus.memories:
+            paths.append(vault.remember(text)["memory"]["path"])
+            clock.advance(days=1)
+        assert_index_matches_files(vault)
+        built[lang] = (vault, paths)
+    yield built
+    for vault, _ in built.values():
+        vault.close()
+
+
+def cli_search(root: Path, *args: str) -> dict:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("AGENT_MEMORY")}
+    done = subprocess.run(
+        [sys.executable, "-m", "agent_memory", "--dir", str(root), "search", "--json", *args],
+        env=env, capture_output=True, text=True, timeout=60,
+    )
+    assert done.returncode == 0, done.stderr
+    return json.loads(done.stdout)
+
+
+@pytest.mark.parametrize(("lang", "question", "expected"), TABLE, ids=[f"{r[0]}: {r[1]}" for r in TABLE])
+def test_the_answering_memory_comes_first(corpora, lang: str, question: str, expected: int) -> None:
+    vault, paths = corpora[lang]
+    result = vault.search(question)
+    assert result["hits"], result
+    first = result["hits"][0]
+    assert first["path"] == paths[expected], [h["snippet"] for h in result["hits"]]
+    assert first["matched_terms"] and set(first["matched_terms"]) <= set(result["terms"])
+    assert "[" in first["snippet"]
+
+
+@pytest.mark.parametrize(("lang", "question", "expected"), TABLE, ids=[f"{r[0]}: {r[1]}" for r in TABLE])
+def test_the_cli_answers_the_same(corpora, lang: str, question: str, expected: int) -> None:
+    vault, paths = corpora[lang]
+    printed = cli_search(vault.root, question)
+    assert printed["hits"][0]["path"] == paths[expected]
+    library = vault.search(question)
+    assert [h["id"] for h in printed["hits"]] == [h["id"] for h in library["hits"]]
+    assert printed["terms"] == library["terms"] and printed["match_mode"] == library["match_mode"]
+
+
+# --------------------------------------------------------------------------- match modes
+
+
+@pytest.fixture
+def office(vault: Vault, clock: Clock) -> Vault:
+    for text in ("Priya owns the billing service", "The billing service runs on Stripe",
+                 "Invoices go out on the first Monday", "Kubernetes pods restart nightly"):
+        vault.remember(text)
+        clock.advance(days=1)
+    return vault
+
+
+def test_auto_returns_only_memories_with_every_term_when_one_has_them(office: Vault) -> None:
+    result = office.search("Who owns the billing service?")
+    assert result["match_mode"] == "all" and "note" not in result
+    assert [h["title"] for h in result["hits"]] == ["Priya owns the billing service"]
+    assert result["hits"][0]["matched_terms"] == ["owns", "billing", "service"]
+    assert_index_matches_files(office)
+
+
+def test_auto_falls_back_to_partial_hits_with_a_note(office: Vault) -> None:
+    result = office.search("billing service on Fridays")
+    assert result["match_mode"] == "any" and "No memory contains all of the terms" in result["note"]
+    assert {h["title"] for h in result["hits"]} == {"Priya owns the billing service", "The billing service runs on Stripe"}
+    assert all(h["matched_terms"] == ["billing", "service"] for h in result["hits"])
+
+
+def test_more_matched_terms_rank_first_and_rare_terms_weigh_more(vault: Vault, clock: Clock) -> None:
+    for text in ["Stripe webhook retries"] + [f"Stripe note {n}" for n in range(5)] + ["webhook for billing"]:
+        vault.remember(text)
+        clock.advance(days=1)
+    result = vault.search("stripe webhook billing", match="any")
+    assert result["hits"][0]["title"] == "webhook for billing"  # two terms, one rare, beats two common
+    assert result["hits"][1]["title"] == "Stripe webhook retries"
+
+
+def test_match_all_never_returns_partial_hits(office: Vault) -> None:
+    result = office.search("billing Fridays", match="all")
+    assert result["count"] == 0 and result["match_mode"] == "all" and "hint" in result
+
+
+def test_an_empty_result_carries_a_hint(office: Vault) -> None:
+    result = office.search("quantum entanglement")
+    assert result["count"] == 0 and result["hits"] == [] and "Nothing matched" in result["hint"]
+
+
+@pytest.mark.parametrize("question", ['"', "*", "(", "NEAR", "-", "c++", "AND OR NOT", 'billing" OR "x', "kube*"])
+def test_fts_syntax_never_raises(office: Vault, question: str) -> None:
+    result = office.search(question)
+    assert result["count"] == len(result["hits"])
+
+
+# --------------------------------------------------------------------------- typos and prefixes
+
+
+def test_a_typo_is_corrected_and_reported(office: Vault) -> None:
+    result = office.search("kuberentes pods")
+    assert result["corrected"] == {"kuberentes": "kubernetes"}
+    assert result["terms"] == ["kubernetes", "pods"] and result["match_mode"] == "all"
+    assert result["hits"][0]["title"] == "Kubernetes pods restart nightly"
+
+
+def test_the_correction_is_the_most_frequent_of_the_closest_words(vault: Vault) -> None:
+    for text in ("Shopping cart totals", "Cart abandonment emails", "Cart API limits", "Customer care hours"):
+        vault.remember(text)
+    result = vault.search("carx")
+    assert result["corrected"] == {"carx": "cart"}
+    assert result["count"] == 3
+
+
+def test_a_word_someone_wrote_is_not_corrected(vault: Vault) -> None:
+    vault.remember("Grafanna is how Ana spells it", namespace="ana")
+    vault.remember("Grafana dashboards on Tuesday", namespace="ops")
+    result = vault.search("grafanna", namespace="ops")
+    assert "corrected" not in result and result["count"] == 0
+    assert vault.search("grafnaa", namespace="ops")["corrected"] == {"grafnaa": "grafana"}
+
+
+def test_numbers_and_short_words_are_not_corrected(office: Vault) -> None:
+    assert "corrected" not in office.search("2025")
+    assert "corrected" not in office.search("pqd")
+
+
+def test_a_word_start_finds_the_whole_word(office: Vault) -> None:
+    result = office.search("kube pods")
+    assert "corrected" not in result and result["terms"] == ["kube", "pods"]
+    assert result["hits"][0]["title"] == "Kubernetes pods restart nightly"
+
+
+def test_inflections_match_by_stem(office: Vault) -> None:
+    assert office.search("who owned billing services")["hits"][0]["title"] == "Priya owns the billing service"
+
+
+# --------------------------------------------------------------------------- dates and context
+
+
+def test_a_date_in_the_question_finds_what_was_written_that_day(vault: Vault, clock: Clock) -> None:
+    clock.now = dt.datetime(2023, 5, 8, 14, 0, tzinfo=dt.timezone.utc)
+    vault.remember("Signed the lease for the new office.")
+    clock.now = dt.datetime(2023, 6, 1, 10, 0, tzinfo=dt.timezone.utc)
+    vault.remember("Painted the office walls.")
+    assert vault.search("What did we do on 8 May 2023?")["hits"][0]["title"] == "Signed the lease for the new office."
+    assert vault.search("office in June 2023")["hits"][0]["title"] == "Painted the office walls."
+
+
+CONVERSATION = [
+    "Melanie: Anything you're excited for in the adoption process?",
+    "Caroline: I'm thrilled to make a family for kids who need one.",
+    "Melanie: That's lovely. We went camping at the lake last weekend.",
+]
+DISTRACTOR = "Caroline: The adoption agency called about the process."
+
+
+def converse(vault: Vault, clock: Clock, gap: dt.timedelta) -> None:
+    vault.remember(DISTRACTOR, namespace="chat")
+    clock.advance(days=3)
+    for turn in CONVERSATION:
+        vault.remember(turn, namespace="chat")
+        clock.now += gap
+
+
+def test_the_reply_to_a_question_is_recalled_first(vault: Vault, clock: Clock) -> None:
+    converse(vault, clock, dt.timedelta(minutes=1))
+    hits = vault.search("What is Caroline excited about in the adoption process?", namespace="chat")["hits"]
+    assert hits[0]["title"] == CONVERSATION[1][:80].rstrip("…")[: len(hits[0]["title"])]
+    assert hits[0]["matched_terms"] == ["caroline"]
+    assert_index_matches_files(vault)
+
+
+def test_memories_written_in_one_instant_are_not_a_conversation(vault: Vault, clock: Clock) -> None:
+    converse(vault, clock, dt.timedelta(0))  # an import: every turn at the same time
+    hits = vault.search("What is Caroline excited about in the adoption process?", namespace="chat")["hits"]
+    titles = [h["title"] for h in hits]
+    assert not titles[0].startswith("Caroline: I'm thrilled")
+    assert titles.index(next(t for t in titles if t.startswith("Caroline: I'm thrilled"))) == len(titles) - 1
+
+
+def test_context_stays_inside_the_namespace(vault: Vault, clock: Clock) -> None:
+    vault.remember(CONVERSATION[0], namespace="chat")
+    clock.advance(minutes=1)
+    vault.remember("Caroline: unrelated note in another namespace", namespace="other")
+    clock.advance(minutes=1)
+    vault.remember(DISTRACTOR, namespace="chat")
+    hits = vault.search("Caroline excited adoption process", namespace="other")["hits"]
+    assert [h["score"] for h in hits] == [pytest.approx(hits[0]["score"])] and len(hits) == 1
+
+
+# --------------------------------------------------------------------------- the index stays true
+
+
+def vocabulary(db: Path) -> list[tuple[str, int]]:
+    conn = sqlite3.connect(db)
+    try:
+        return conn.execute("SELECT term, doc FROM words_vocab ORDER BY term").fetchall()
+    finally:
+        conn.close()
+
+
+def test_the_typo_vocabulary_follows_every_write(vault: Vault, clock: Clock) -> None:
+    first = vault.remember("Kubernetes pods restart nightly", tags=["infra"])["memory"]
+    second = vault.remember("Terraform state lives in S3")["memory"]
+    vault.update(first["id"], content="Kubernetes nodes drain on Sundays", add_tags=["ops"])
+    vault.forget(second["id"])
+    (vault.root / "by-hand.md").write_text("# Runbook\nPagerduty escalation after ten minutes\n")
+    vault.reconcile()
+    fresh = Path(tempfile.mkdtemp(prefix="fresh-vocab-"))
+    rebuilt = Vault(vault.root, index_dir=fresh, clock=clock, sync=False)
+    rebuilt.reindex(sweep=False)
+    rebuilt.close()
+    assert vocabulary(vault.index.path) == vocabulary(fresh / "index.sqlite3")
+    assert ("terraform", 1) not in vocabulary(vault.index.path) and ("drain", 1) in vocabulary(vault.index.path)
+    assert vault.search("pagerduty escalaton")["corrected"] == {"escalaton": "escalation"}
+    assert_index_matches_files(vault)
+
+
+def test_a_changed_cjk_memory_is_found_by_its_new_text_only(vault: Vault) -> None:
+    made = vault.remember("東京オフィスの住所は渋谷です。")["memory"]
+    vault.update(made["id"], content="大阪オフィスの住所は梅田です。")
+    assert vault.search("東京")["count"] == 0
+    assert vault.search("東京オフィス")["hits"][0]["matched_terms"] == ["オフィス"]
+    assert vault.search("大阪オフィス")["hits"][0]["id"] == made["id"]
+    assert "[大阪オフィス]" in vault.search("大阪オフィス")["hits"][0]["snippet"]
+    assert_index_matches_files(vault)
+
+
+# --------------------------------------------------------------------------- CJK on real vaults
+
+_PHRASE = re.compile(r"[\u3040-\u30ff\u4e00-\u9fff]{8,}")
+
+
+def phrases(vault: Vault) -> list[tuple[str, str]]:
+    """(path, a run of 8 CJK characters from its body) for every note that has one."""
+    out = []
+    for item in vault.list(limit=100)["memories"] + vault.list(limit=100, offset=100)["memories"]:
+        body = unicodedata.normalize("NFKC", vault.get(item["path"])["content"])
+        found = _PHRASE.search(body)
+        if found:
+            out.append((item["path"], found.group()[:8]))
+    return out
+
+
+@pytest.mark.parametrize("lang", ["ja", "zh"])
+def test_a_phrase_from_an_obsidian_help_note_finds_that_note(lang: str, tmp_path: Path) -> None:
+    root = CORPORA_DIR / "obsidian-help" / lang
+    if not root.is_dir():
+        pytest.skip(f"the obsidian-help corpus is not at {root} (it is not part of the repository)")
+    vault = Vault(root, index_dir=tmp_path / "index")
+    try:
+        found = phrases(vault)
+        assert len(found) > 100
+        for path, phrase in found:
+            hits = vault.search(phrase, limit=100)["hits"]
+            assert path in [h["path"] for h in hits], (path, phrase)
+            for hit in hits[:3]:
+                text = unicodedata.normalize("NFKC", vault.get(hit["path"])["content"] + hit["title"])
+                assert phrase in text, (phrase, hit["path"])
+    finally:
+        vault.close()
