@@ -462,8 +462,9 @@ class Vault:
     def import_memories(self, items: list[dict[str, Any]], progress: Progress | None = None) -> ImportResult:
         """All or nothing: the whole batch is checked first, then written in one go.
 
-        Same content in the same namespace (already in the vault, or earlier in the
-        batch) is skipped and counted; already-expired items are counted, not written.
+        Same content in the same namespace, or an id that a live memory already has
+        (already in the vault, or earlier in the batch: an older copy of a memory edited
+        since), is skipped and counted; already-expired items are counted, not written.
         A path that is taken gets the next free ``-2``-style name; nothing is overwritten.
         """
         if not isinstance(items, list):
@@ -491,6 +492,7 @@ class Vault:
     def _plan_import(self, items: list[Any], now: dt.datetime) -> tuple[list[tuple[str, bytes]], int, int]:
         plans: list[tuple[str, bytes]] = []
         seen: set[tuple[str, str]] = set()
+        seen_ids: set[str] = set()
         duplicates = expired = 0
         for n, item in enumerate(items):
             where = f"Item {n}"
@@ -520,7 +522,13 @@ class Vault:
             if key in seen or self.index.find_content(namespace, key[1], iso(now)) is not None:
                 duplicates += 1
                 continue
+            memory_id = _own_id(meta)
+            if memory_id is not None and (memory_id in seen_ids or self.index.by_id(memory_id, iso(now)) is not None):
+                duplicates += 1  # an older copy of a live memory: a second file would claim its id
+                continue
             seen.add(key)
+            if memory_id is not None:
+                seen_ids.add(memory_id)
             rel = _import_path(item.get("path"), meta, content)
             plans.append((rel, notes.render_front_matter(meta, content).encode("utf-8")))
         return plans, duplicates, expired
@@ -1142,6 +1150,14 @@ def _bound(value: str | None, name: str) -> str | None:
         return notes.to_utc(value)
     except ValueError as exc:
         raise InvalidInput(f"{name} must be a date or timestamp like 2026-07-20; got {value!r}.") from exc
+
+
+def _own_id(meta: dict[str, Any]) -> str | None:
+    """The id a front matter claims, read as the reader reads it (None: the path is the id)."""
+    raw = meta.get("id")
+    if not isinstance(raw, (str, int)) or not str(raw).strip():
+        return None
+    return str(raw).strip()
 
 
 def _import_path(path: Any, meta: dict[str, Any], content: str) -> str:
