@@ -130,7 +130,14 @@ def check_tags(tags: Iterable[str] | str | None) -> list[str]:
     """Tags as a list or one comma-separated string; case-insensitive, no whitespace."""
     if tags is None:
         return []
-    items = [tags] if isinstance(tags, str) else list(tags)
+    if isinstance(tags, str):
+        items = [tags]
+    elif isinstance(tags, (list, tuple, set, frozenset)) and all(_is_word(t) for t in tags):
+        items = list(tags)
+    else:
+        raise InvalidInput(
+            f"Tags must be a list of words or one comma-separated string, e.g. ['billing', 'acme']; got {tags!r}."
+        )
     items = [part for item in items for part in str(item).split(",")]  # ["customer, deploy"] is two tags
     out: list[str] = []
     for raw in items:
@@ -149,7 +156,14 @@ def check_tags(tags: Iterable[str] | str | None) -> list[str]:
     return out
 
 
+def _is_word(value: object) -> bool:
+    """Text, or a number a JSON or YAML writer left unquoted (tag ``2024``)."""
+    return isinstance(value, (str, int, float)) and not isinstance(value, bool)
+
+
 def check_namespace(namespace: str | None) -> str:
+    if namespace is not None and not isinstance(namespace, str):
+        raise InvalidInput(f"Namespace must be one word of text, e.g. 'support'; got {namespace!r}.")
     value = (namespace or "default").strip()
     if any(c.isspace() for c in value) or "/" in value or len(value) > MAX_TAG_LEN:
         raise InvalidInput(f"Namespace {value!r} is not valid: use one word of up to {MAX_TAG_LEN} characters, no '/' or spaces.")
@@ -508,7 +522,8 @@ class Vault:
                 else:  # a hand-made item: {"content", "namespace", "tags", ...}
                     meta = {k: item[k] for k in NEW_FILE_FIELDS if item.get(k) not in (None, "", [])}
                     meta.setdefault("id", new_id())
-                namespace = check_namespace(meta.get("namespace"))
+                written = meta.get("namespace")  # an export's is read as the reader reads it: a number is its digits
+                namespace = check_namespace(str(written) if "front_matter" in item and isinstance(written, int) else written)
                 check_tags(meta.get("tags") if not isinstance(meta.get("tags"), str) else meta["tags"].replace(" ", ","))
                 for key in ("created", "updated", "expires"):
                     if meta.get(key) not in (None, ""):

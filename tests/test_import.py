@@ -41,3 +41,36 @@ def test_two_items_with_one_id_import_once(vault: Vault) -> None:
     assert (result["imported"], result["duplicates"], result["ids"]) == (1, 1, ["abc123"])
     assert _files(vault) == ["a.md"]
     assert_index_matches_files(vault)
+
+
+@pytest.mark.parametrize(
+    ("bad", "message"),
+    [
+        ({"content": "x", "tags": 5}, "Item 1: Tags must be a list"),
+        ({"content": "x", "tags": {"a": 1}}, "Item 1: Tags must be a list"),
+        ({"content": "x", "tags": [["nested"]]}, "Item 1: Tags must be a list"),
+        ({"content": "x", "namespace": 5}, "Item 1: Namespace must be one word"),
+        ({"content": "x", "namespace": ["a"]}, "Item 1: Namespace must be one word"),
+        ({"content": "x", "front_matter": {"namespace": ["a"]}}, "Item 1: Namespace must be one word"),
+        ({"content": "x", "front_matter": {"namespace": {"team": "a"}}}, "Item 1: Namespace must be one word"),
+    ],
+)
+def test_import_of_a_wrong_type_is_refused_naming_the_item(vault: Vault, bad: dict, message: str) -> None:
+    with pytest.raises(InvalidInput, match=message):
+        vault.import_memories([{"content": "a good one"}, bad])
+    assert _files(vault) == []
+
+
+def test_a_number_as_front_matter_namespace_is_read_as_the_reader_reads_it(vault: Vault) -> None:
+    result = vault.import_memories([{"path": "n.md", "front_matter": {"namespace": 5}, "content": "Numbered\n"}])
+    assert result["imported"] == 1
+    assert vault.get("n.md")["namespace"] == "5"
+    assert_index_matches_files(vault)
+
+
+@pytest.mark.parametrize("bad", [5, {"a": 1}, [["a"]], [None]])
+def test_library_calls_refuse_tags_of_a_wrong_type(vault: Vault, bad: object) -> None:
+    with pytest.raises(InvalidInput, match="Tags must be a list"):
+        vault.remember("x", tags=bad)  # type: ignore[arg-type]
+    with pytest.raises(InvalidInput, match="Namespace must be one word"):
+        vault.remember("x", namespace=bad)  # type: ignore[arg-type]
