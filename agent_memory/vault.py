@@ -84,6 +84,9 @@ MAX_TOKEN_BUDGET = 200_000
 MAX_READ_BYTES = 1_000_000
 TOKEN_ESTIMATE = "ceil(characters / 4) of each memory's title and content"
 _RELATION_NAME = re.compile(r"[A-Za-z][A-Za-z0-9_-]{0,63}")
+# A front-matter key import may write as it is: a YAML plain scalar that reads back as
+# itself (no ': ', ' #', leading indicator, newline or trailing space), in any script.
+_PLAIN_KEY = re.compile(r"[^\W][\w .\-/+@]*(?<! )")
 TRASH_DAYS = 30
 NEW_FILE_FIELDS = notes.NEW_FILE_ORDER
 SEARCH_MODE = f"sqlite fts5 ({TOKENIZER}), ranked by matched terms, bm25, recency"
@@ -519,6 +522,12 @@ class Vault:
                     if not isinstance(item["front_matter"], dict):
                         raise InvalidInput("front_matter must be an object.")
                     meta = dict(item["front_matter"])
+                    for name in meta:
+                        if not isinstance(name, str) or not _PLAIN_KEY.fullmatch(name):
+                            raise InvalidInput(
+                                f"front_matter key {name!r} is not a plain name (letters, digits, spaces, "
+                                "'_', '-', '.', '/', '+' or '@', not starting with a symbol); rename it."
+                            )
                 else:  # a hand-made item: {"content", "namespace", "tags", ...}
                     meta = {k: item[k] for k in NEW_FILE_FIELDS if item.get(k) not in (None, "", [])}
                     meta.setdefault("id", new_id())

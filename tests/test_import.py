@@ -74,3 +74,19 @@ def test_library_calls_refuse_tags_of_a_wrong_type(vault: Vault, bad: object) ->
         vault.remember("x", tags=bad)  # type: ignore[arg-type]
     with pytest.raises(InvalidInput, match="Namespace must be one word"):
         vault.remember("x", namespace=bad)  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize("key", ["a: b\nid", "x\nid: stolen", "-x", "a #b", "", " lead", "trail ", "[x]", "<<", "a: b"])
+def test_a_front_matter_key_that_is_not_a_plain_name_is_refused(vault: Vault, key: str) -> None:
+    item = {"path": "k.md", "front_matter": {"title": "ok", key: "value"}, "content": "Keys\n"}
+    with pytest.raises(InvalidInput, match=r"Item 0: .*key") as refused:
+        vault.import_memories([item])
+    assert repr(key) in str(refused.value)
+    assert _files(vault) == []
+
+
+@pytest.mark.parametrize("key", ["on", "2024", "Date created", "título", "related_to", "e-mail", "a/b", "v1.2"])
+def test_plain_front_matter_keys_survive_export_and_import(vault: Vault, key: str) -> None:
+    vault.import_memories([{"path": "k.md", "front_matter": {key: "value"}, "content": "Keys\n"}])
+    assert vault.get("k.md")["front_matter"] == {key: "value"}
+    assert_index_matches_files(vault)
