@@ -219,6 +219,16 @@ class Store:
             return False
         return resolved != self.root.resolve() and self._refusal(resolved) is None
 
+    def unaliased(self, rel: str) -> bool:
+        """Whether ``rel`` is where it says: no symlink on its way (a symlinked folder
+        could lead out of the vault or into ``.git/``), and a place ``confine`` allows.
+        Import checks an item's path with it before writing there."""
+        try:
+            resolved = (self.root / rel).resolve()
+        except (OSError, RuntimeError):  # a symlink loop (RuntimeError before Python 3.13)
+            return False
+        return resolved == self.root.resolve() / rel and self._refusal(resolved) is None
+
     # ------------------------------------------------------------------ reading
     def walk(self) -> Iterator[tuple[str, os.stat_result]]:
         """Every memory file with its stat, skipping dot-folders, editor droppings, names

@@ -553,7 +553,7 @@ class Vault:
             seen.add(key)
             if memory_id is not None:
                 seen_ids.add(memory_id)
-            rel = _import_path(item.get("path"), meta, content)
+            rel = _import_path(self.store, item.get("path"), meta, content)
             plans.append((rel, notes.render_front_matter(meta, content).encode("utf-8")))
         return plans, duplicates, expired
 
@@ -1184,12 +1184,13 @@ def _own_id(meta: dict[str, Any]) -> str | None:
     return str(raw).strip()
 
 
-def _import_path(path: Any, meta: dict[str, Any], content: str) -> str:
-    """Keep an exported path when it is a safe vault-relative memory path, else lay the
-    memory out by its creation date like a new one."""
+def _import_path(store: Store, path: Any, meta: dict[str, Any], content: str) -> str:
+    """Keep an exported path when it is a safe vault-relative memory path with no
+    symlinked folder on its way, else lay the memory out by its creation date like a new one."""
     if isinstance(path, str):
         rel = path.replace("\\", "/").strip("/")
-        if is_memory_path(rel) and ".." not in rel.split("/") and not rel.startswith(TRASH_DIR + "/"):
+        safe = is_memory_path(rel) and ".." not in rel.split("/") and not rel.startswith(TRASH_DIR + "/")
+        if safe and store.unaliased(rel):
             return rel
     created = dt.datetime.fromisoformat(notes.to_utc(meta.get("created") or iso(_utcnow())))
     title = str(meta.get("title") or "") or notes.derive_title(content, "")

@@ -90,3 +90,22 @@ def test_plain_front_matter_keys_survive_export_and_import(vault: Vault, key: st
     vault.import_memories([{"path": "k.md", "front_matter": {key: "value"}, "content": "Keys\n"}])
     assert vault.get("k.md")["front_matter"] == {key: "value"}
     assert_index_matches_files(vault)
+
+
+def test_import_never_writes_through_a_symlinked_folder(vault: Vault, tmp_path: Path) -> None:
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    (vault.root / "imps").mkdir()
+    (vault.root / "imps/shared").symlink_to(outside, target_is_directory=True)
+    (vault.root / "notes").symlink_to(vault.root / ".git", target_is_directory=True)
+    (vault.root / ".git").mkdir()
+    items = [
+        {"path": "imps/shared/evil.md", "front_matter": {"created": "2026-07-01T10:00:00Z"}, "content": "Escaped\n"},
+        {"path": "notes/hidden.md", "front_matter": {"created": "2026-07-02T10:00:00Z"}, "content": "Into a dot-folder\n"},
+    ]
+    result = vault.import_memories(items)
+    assert result["imported"] == 2
+    assert list(outside.iterdir()) == [] and list((vault.root / ".git").iterdir()) == []
+    assert _files(vault) == ["2026/07/01/escaped.md", "2026/07/02/into-a-dot-folder.md"]
+    assert vault.search("escaped")["count"] == 1
+    assert_index_matches_files(vault)
