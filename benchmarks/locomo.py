@@ -24,6 +24,7 @@ import datetime as dt
 import importlib
 import json
 import re
+import shutil
 import statistics
 import sys
 import tempfile
@@ -180,7 +181,7 @@ def open_vault(folder: Path | None, conversations: list[Conversation]) -> tuple[
         saved = json.loads((folder / MAP_FILE).read_text())
         if saved["conversations"] == wanted and saved["texts"] == _fingerprint(conversations):
             return Vault(folder, clock=clock), clock, saved["held"], float("nan")
-    folder = folder or Path(tempfile.mkdtemp(prefix="locomo-")) / "vault"
+    folder = folder or Path(tempfile.mkdtemp(prefix="locomo-")) / "vault"  # removed by main()
     if folder.exists() and any(folder.iterdir()):
         raise SystemExit(f"{folder} exists and holds something else; give an empty or new folder to --vault.")
     vault = Vault.init(folder, clock=clock)
@@ -329,6 +330,8 @@ def main(argv: list[str] | None = None) -> int:
         outcomes = [o for n, conv in enumerate(conversations) if n in asked for o in ask(vault, n, conv, held, args.match)]
     finally:
         vault.close()
+        if args.vault is None:
+            shutil.rmtree(vault.root.parent, ignore_errors=True)
 
     turns = sum(len(c.turns) for c in conversations)
     dropped = Counter(d for c in conversations for d in c.dropped)
