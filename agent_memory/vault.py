@@ -88,7 +88,6 @@ _RELATION_NAME = re.compile(r"[A-Za-z][A-Za-z0-9_-]{0,63}")
 # itself (no ': ', ' #', leading indicator, newline or trailing space), in any script.
 _PLAIN_KEY = re.compile(r"[^\W][\w .\-/+@]*(?<! )")
 TRASH_DAYS = 30
-NEW_FILE_FIELDS = notes.NEW_FILE_ORDER
 SEARCH_MODE = f"sqlite fts5 ({TOKENIZER}), ranked by matched terms, bm25, recency"
 
 Clock = Callable[[], dt.datetime]
@@ -515,28 +514,16 @@ class Vault:
             where = f"Item {n}"
             if not isinstance(item, dict):
                 raise InvalidInput(f"{where} is not an object; nothing was imported.")
-            content = item.get("content")
             try:
-                check_content(content)  # type: ignore[arg-type]
+                content = check_content(item.get("content"))  # type: ignore[arg-type]
                 if "front_matter" in item:  # an export: its front matter is the file's, as written
-                    if not isinstance(item["front_matter"], dict):
-                        raise InvalidInput("front_matter must be an object.")
-                    meta = dict(item["front_matter"])
-                    for name in meta:
-                        if not isinstance(name, str) or not _PLAIN_KEY.fullmatch(name):
-                            raise InvalidInput(
-                                f"front_matter key {name!r} is not a plain name (letters, digits, spaces, "
-                                "'_', '-', '.', '/', '+' or '@', not starting with a symbol); rename it."
-                            )
-                else:  # a hand-made item: {"content", "namespace", "tags", ...}
-                    meta = {k: item[k] for k in NEW_FILE_FIELDS if item.get(k) not in (None, "", [])}
-                    meta.setdefault("id", new_id())
-                written = meta.get("namespace")  # an export's is read as the reader reads it: a number is its digits
-                namespace = check_namespace(str(written) if "front_matter" in item and isinstance(written, int) else written)
-                check_tags(meta.get("tags") if not isinstance(meta.get("tags"), str) else meta["tags"].replace(" ", ","))
-                for key in ("created", "updated", "expires"):
-                    if meta.get(key) not in (None, ""):
-                        notes.to_utc(meta[key])
+                    meta, namespace = _exported_front_matter(item["front_matter"])
+                    content = item["content"]  # byte for byte: export -> import -> export is stable
+                    data = notes.render_front_matter(meta, content)
+                else:  # a hand-made item {content, namespace, tags, title, source, created, ...}
+                    meta = _new_fields(item, now)
+                    namespace = meta["namespace"]
+                    data = notes.render_new(meta, content)  # the file remember would write
             except (InvalidInput, ValueError) as exc:
                 raise InvalidInput(f"{where}: {exc} Nothing was imported.") from exc
             if meta.get("expires") not in (None, "") and notes.to_utc(meta["expires"]) <= iso(now):
@@ -553,8 +540,8 @@ class Vault:
             seen.add(key)
             if memory_id is not None:
                 seen_ids.add(memory_id)
-            rel = _import_path(self.store, item.get("path"), meta, content)
-            plans.append((rel, notes.render_front_matter(meta, content).encode("utf-8")))
+            rel = _import_path(self.store, item.get("path"), meta, content, now)
+            plans.append((rel, data.encode("utf-8")))
         return plans, duplicates, expired
 
     def gc(self, older_than_days: float = TRASH_DAYS) -> GcResult:
@@ -1184,7 +1171,57 @@ def _own_id(meta: dict[str, Any]) -> str | None:
     return str(raw).strip()
 
 
-def _import_path(store: Store, path: Any, meta: dict[str, Any], content: str) -> str:
+def _exported_front_matter(front_matter: Any) -> tuple[dict[str, Any], str]:
+    """An export's front matter, checked before it is written as it is; and its namespace."""
+    if not isinstance(front_matter, dict):
+        raise InvalidInput("front_matter must be an object.")
+    meta = dict(front_matter)
+    for name in meta:
+        if not isinstance(name, str) or not _PLAIN_KEY.fullmatch(name):
+            raise InvalidInput(
+                f"front_matter key {name!r} is not a plain name (letters, digits, spaces, "
+                "'_', '-', '.', '/', '+' or '@', not starting with a symbol); rename it."
+            )
+    written = meta.get("namespace")  # read as the reader reads it: a number is its digits
+    namespace = check_namespace(str(written) if isinstance(written, int) else written)
+    check_tags(meta.get("tags") if not isinstance(meta.get("tags"), str) else meta["tags"].replace(" ", ","))
+    for key in ("created", "updated", "expires"):
+        if meta.get(key) not in (None, ""):
+            notes.to_utc(meta[key])
+    return meta, namespace
+
+
+def _new_fields(item: dict[str, Any], now: dt.datetime) -> dict[str, Any]:
+    """A hand-made item's front matter: the fields remember writes, checked as it checks
+    them; times from the item, else the vault's clock (which also dates the id)."""
+    created = _item_time(item, "created") or iso(now)
+    return {
+        "id": _own_id(item) or new_id(int(now.timestamp() * 1000)),
+        "namespace": check_namespace(item.get("namespace")),
+        "title": _item_text(item, "title"),
+        "tags": check_tags(item.get("tags")),
+        "created": created,
+        "updated": _item_time(item, "updated") or created,
+        "expires": _item_time(item, "expires"),
+        "source": _item_text(item, "source"),
+    }
+
+
+def _item_time(item: dict[str, Any], key: str) -> str | None:
+    value = item.get(key)
+    return None if value in (None, "") else notes.to_utc(value)
+
+
+def _item_text(item: dict[str, Any], key: str) -> str | None:
+    value = item.get(key)
+    if value in (None, ""):
+        return None
+    if not isinstance(value, str):
+        raise InvalidInput(f"{key} must be text; got {value!r}.")
+    return value.strip() or None
+
+
+def _import_path(store: Store, path: Any, meta: dict[str, Any], content: str, now: dt.datetime) -> str:
     """Keep an exported path when it is a safe vault-relative memory path with no
     symlinked folder on its way, else lay the memory out by its creation date like a new one."""
     if isinstance(path, str):
@@ -1192,6 +1229,6 @@ def _import_path(store: Store, path: Any, meta: dict[str, Any], content: str) ->
         safe = is_memory_path(rel) and ".." not in rel.split("/") and not rel.startswith(TRASH_DIR + "/")
         if safe and store.unaliased(rel):
             return rel
-    created = dt.datetime.fromisoformat(notes.to_utc(meta.get("created") or iso(_utcnow())))
+    created = dt.datetime.fromisoformat(notes.to_utc(meta.get("created") or iso(now)))
     title = str(meta.get("title") or "") or notes.derive_title(content, "")
     return f"{dated_folder(created)}/{make_slug(title)}.md"

@@ -109,3 +109,50 @@ def test_import_never_writes_through_a_symlinked_folder(vault: Vault, tmp_path: 
     assert _files(vault) == ["2026/07/01/escaped.md", "2026/07/02/into-a-dot-folder.md"]
     assert vault.search("escaped")["count"] == 1
     assert_index_matches_files(vault)
+
+
+def _without_id(text: str) -> str:
+    return "\n".join(line for line in text.splitlines() if not line.startswith("id: "))
+
+
+def test_a_hand_made_item_becomes_the_file_remember_writes(tmp_path: Path, clock) -> None:
+    import datetime as dt
+
+    clock.now = dt.datetime(2031, 3, 4, 5, 6, 7, tzinfo=dt.timezone.utc)  # not today: the vault's clock decides
+    fields = {"content": "Customer ACME prefers deploys on Fridays\r\n", "namespace": "support",
+              "tags": ["Customer", "deploy"], "title": "ACME deploys", "source": "call with Priya"}
+    with Vault.init(tmp_path / "remembered", clock=clock) as remembered, Vault.init(tmp_path / "imported", clock=clock) as imported:
+        made = remembered.remember(**fields)["memory"]
+        result = imported.import_memories([fields, {"content": "A second fact, no fields"}])
+        assert result["imported"] == 2
+        memory = imported.get(result["ids"][0])
+        assert memory["path"] == made["path"] == "2031/03/04/acme-deploys.md"
+        assert _without_id((imported.root / memory["path"]).read_text()) == _without_id((remembered.root / made["path"]).read_text())
+        assert memory["id"][:10] == made["id"][:10]  # the id's time part comes from the vault's clock
+        assert (memory["created"], memory["updated"]) == ("2031-03-04T05:06:07Z", "2031-03-04T05:06:07Z")
+        second = imported.get(result["ids"][1])
+        assert second["path"].startswith("2031/03/04/")
+        text = (imported.root / second["path"]).read_text()
+        assert text == notes.render_new({"id": second["id"], "namespace": "default", "tags": [],
+                                         "created": "2031-03-04T05:06:07Z", "updated": "2031-03-04T05:06:07Z"},
+                                        "A second fact, no fields")
+        assert_index_matches_files(imported)
+
+
+def test_a_hand_made_item_keeps_its_own_dates(vault: Vault) -> None:
+    result = vault.import_memories([
+        {"content": "Written long ago", "created": "2024-01-02T03:04:05+01:00"},
+        {"content": "Written and edited", "created": "2024-01-02", "updated": "2024-02-03T00:00:00Z", "expires": "2099-01-01"},
+    ])
+    old, edited = (vault.get(i) for i in result["ids"])
+    assert (old["path"], old["created"], old["updated"]) == ("2024/01/02/written-long-ago.md", "2024-01-02T02:04:05Z", "2024-01-02T02:04:05Z")
+    assert (edited["created"], edited["updated"], edited["expires"]) == ("2024-01-02T00:00:00Z", "2024-02-03T00:00:00Z", "2099-01-01T00:00:00Z")
+    assert_index_matches_files(vault)
+
+
+def test_an_export_item_without_a_created_date_is_filed_by_the_vault_clock(vault: Vault, clock) -> None:
+    import datetime as dt
+
+    clock.now = dt.datetime(2031, 3, 4, 5, 6, 7, tzinfo=dt.timezone.utc)
+    result = vault.import_memories([{"front_matter": {"title": "Undated"}, "content": "No dates here\n"}])
+    assert vault.get(result["ids"][0])["path"] == "2031/03/04/undated.md"
