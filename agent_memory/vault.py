@@ -148,14 +148,37 @@ def check_tags(tags: Iterable[str] | str | None) -> list[str]:
             continue
         if any(c.isspace() for c in tag):
             raise InvalidInput(f"Tag {tag!r} contains whitespace; use '-' or '_' instead (e.g. {'-'.join(tag.split())!r}).")
-        if len(tag) > MAX_TAG_LEN:
-            raise InvalidInput(f"Tag {tag[:20]!r}… is {len(tag)} characters; the limit is {MAX_TAG_LEN}.")
+        _check_tag_length(tag)
         tag = notes.normalise_tag(tag)
         if tag not in out:
             out.append(tag)
-    if len(out) > MAX_TAGS:
-        raise InvalidInput(f"{len(out)} tags given; the limit is {MAX_TAGS} per memory.")
-    return out
+    return _check_tag_count(out)
+
+
+def _check_tag_length(tag: str) -> None:
+    if len(tag) > MAX_TAG_LEN:
+        raise InvalidInput(f"Tag {tag[:20]!r}… is {len(tag)} characters; the limit is {MAX_TAG_LEN}.")
+
+
+def _check_tag_count(tags: list[str]) -> list[str]:
+    if len(tags) > MAX_TAGS:
+        raise InvalidInput(f"{len(tags)} tags given; the limit is {MAX_TAGS} per memory.")
+    return tags
+
+
+def _check_written_tags(value: Any) -> list[str]:
+    """A front matter's tags as the reader reads them (``[two words]`` is ``two-words``,
+    a string splits on commas and spaces), within the limits of a memory. Only the tags
+    a caller passes as arguments get ``check_tags``' stricter rules."""
+    scalar = (str, int, float)
+    if not (value is None or isinstance(value, scalar) or (
+        isinstance(value, list) and all(v is None or isinstance(v, scalar) for v in value)
+    )):
+        raise InvalidInput(f"front_matter tags must be a list or a string, as in a file's tags property; got {value!r}.")
+    tags = notes.as_tag_list(value)
+    for tag in tags:
+        _check_tag_length(tag)
+    return _check_tag_count(tags)
 
 
 def _is_word(value: object) -> bool:
@@ -1184,7 +1207,7 @@ def _exported_front_matter(front_matter: Any) -> tuple[dict[str, Any], str]:
             )
     written = meta.get("namespace")  # read as the reader reads it: a number is its digits
     namespace = check_namespace(str(written) if isinstance(written, int) else written)
-    check_tags(meta.get("tags") if not isinstance(meta.get("tags"), str) else meta["tags"].replace(" ", ","))
+    _check_written_tags(meta.get("tags"))
     for key in ("created", "updated", "expires"):
         if meta.get(key) not in (None, ""):
             notes.to_utc(meta[key])

@@ -156,3 +156,30 @@ def test_an_export_item_without_a_created_date_is_filed_by_the_vault_clock(vault
     clock.now = dt.datetime(2031, 3, 4, 5, 6, 7, tzinfo=dt.timezone.utc)
     result = vault.import_memories([{"front_matter": {"title": "Undated"}, "content": "No dates here\n"}])
     assert vault.get(result["ids"][0])["path"] == "2031/03/04/undated.md"
+
+
+def test_an_export_of_tags_the_reader_accepts_imports(vault: Vault, tmp_path: Path) -> None:
+    (vault.root / "people").mkdir()
+    (vault.root / "people/priya.md").write_text("---\ntags: [two words, Other, 2024]\n---\nPriya\n")
+    (vault.root / "team.md").write_text("---\ntags: on-call  support\n---\nTeam\n")
+    (vault.root / "count.md").write_text("---\ntags: 5\n---\nCount\n")
+    vault.reconcile()
+    exported = vault.export_memories()
+    with Vault.init(tmp_path / "other", clock=vault.clock) as other:
+        assert other.import_memories(json.loads(json.dumps(exported)))["imported"] == 3
+        assert other.get("people/priya.md")["tags"] == vault.get("people/priya.md")["tags"] == ["two-words", "other", "2024"]
+        assert other.get("team.md")["tags"] == ["on-call", "support"]
+        assert other.get("count.md")["tags"] == ["5"]
+        assert json.dumps(other.export_memories()) == json.dumps(exported)
+        assert_index_matches_files(other)
+
+
+@pytest.mark.parametrize(
+    ("tags", "message"),
+    [({"a": 1}, "tags must be"), ([["a"]], "tags must be"), ([f"t{i}" for i in range(51)], "51 tags"),
+     (["x" * 65], "the limit is 64")],
+)
+def test_export_tags_past_what_a_memory_holds_are_refused(vault: Vault, tags: object, message: str) -> None:
+    with pytest.raises(InvalidInput, match=f"Item 0: .*{message}"):
+        vault.import_memories([{"path": "t.md", "front_matter": {"tags": tags}, "content": "Tagged\n"}])
+    assert _files(vault) == []
