@@ -1127,7 +1127,8 @@ class Vault:
 
         Symlinks are resolved first and ``..`` escapes, absolute paths elsewhere and
         dot-folders other than ``.prompts/`` are refused (``.git/config`` can hold
-        tokens); binary files and files over ``max_bytes`` are refused by name and size.
+        tokens); binary files and files over ``max_bytes`` are refused by name and size,
+        and a memory that has expired is not found.
         """
         if not isinstance(path, str) or not path.strip():
             raise InvalidInput("path is empty; give a vault-relative path such as 2026/07/20/some-memory.md.")
@@ -1154,6 +1155,10 @@ class Vault:
             text = data.decode("utf-8")
         except UnicodeError:
             raise InvalidInput(f"{rel} is a binary file, not UTF-8 text; read_file returns text files only.") from None
+        if is_memory_path(rel):
+            expires = notes.parse(data, rel).expires  # the file's own word, even before the index saw it
+            if expires is not None and expires <= iso(self.now()):
+                raise NotFound(rel)  # SPEC §3: an expired memory is never returned by any read
         row = self.index.by_path(rel)
         return FileContent(
             path=rel, size=len(data), version=notes.file_version(data),

@@ -299,3 +299,17 @@ def test_deleting_the_index_folder_while_a_vault_is_open_breaks_nothing(vault: V
     shutil.rmtree(vault.index_dir)
     vault.update(second["id"], add_tags=["initech"])
     assert_index_matches_files(vault)
+
+
+def test_read_file_does_not_return_an_expired_memory(vault: Vault, clock) -> None:
+    from agent_memory.errors import NotFound
+
+    short = vault.remember("The door code is 4512 this week", ttl_days=1)["memory"]
+    (vault.root / "notes").mkdir()
+    (vault.root / "notes/old.md").write_text("---\nexpires: 2026-07-21T00:00:00Z\n---\nThe wifi password is tulip\n")
+    assert "4512" in vault.read_file(short["path"])["content"]
+    clock.advance(days=2)  # no sweep has run: the files are still there
+    for rel in (short["path"], "notes/old.md"):
+        assert (vault.root / rel).exists()
+        with pytest.raises(NotFound):
+            vault.read_file(rel)
