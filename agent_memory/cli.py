@@ -356,7 +356,11 @@ def export(output: str, namespace: str | None) -> None:
 @click.argument("source", type=click.Path(dir_okay=False, allow_dash=True))
 @handle_errors
 def import_(source: str) -> None:
-    """Import a JSON array written by export: all or nothing, duplicates skipped."""
+    """Import a JSON array written by export: all or nothing, duplicates skipped.
+
+    The file may hold any number of memories (the MCP tool takes 500 per call); they
+    are checked, then written, in one all-or-nothing pass.
+    """
     raw = sys.stdin.read() if source == "-" else _read_text(source)
     try:
         items = json.loads(raw)

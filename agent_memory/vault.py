@@ -82,6 +82,10 @@ CONTEXT_STRATEGIES = ("relevance", "recency", "importance")
 CONTEXT_CANDIDATES = 100
 MAX_TOKEN_BUDGET = 200_000
 MAX_READ_BYTES = 1_000_000
+# Items in one import_memories / export_memories MCP call (SPEC §8): what a model sends
+# or reads in one message. The library and `agent-memory import FILE` take any number
+# (a backup can be large) in one all-or-nothing pass.
+MAX_BATCH = 500
 TOKEN_ESTIMATE = "ceil(characters / 4) of each memory's title and content"
 _RELATION_NAME = re.compile(r"[A-Za-z][A-Za-z0-9_-]{0,63}")
 # A front-matter key import may write as it is: a YAML plain scalar that reads back as

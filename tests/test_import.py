@@ -183,3 +183,40 @@ def test_export_tags_past_what_a_memory_holds_are_refused(vault: Vault, tags: ob
     with pytest.raises(InvalidInput, match=f"Item 0: .*{message}"):
         vault.import_memories([{"path": "t.md", "front_matter": {"tags": tags}, "content": "Tagged\n"}])
     assert _files(vault) == []
+
+
+def test_a_backup_larger_than_one_mcp_batch_imports_from_the_cli_in_one_pass(tmp_path: Path) -> None:
+    import subprocess
+    import sys
+
+    from agent_memory.vault import MAX_BATCH
+
+    backup = tmp_path / "backup.json"
+    backup.write_text(json.dumps([{"content": f"Fact number {n} about the fleet"} for n in range(MAX_BATCH + 20)]))
+    vault_dir = tmp_path / ".memory"
+
+    def cli(*args: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run([sys.executable, "-m", "agent_memory", "--dir", str(vault_dir), *args],
+                              capture_output=True, text=True, timeout=120)
+
+    assert "any number" in " ".join(cli("import", "--help").stdout.split())
+    assert cli("init").returncode == 0
+    done = cli("--json", "import", str(backup))
+    assert done.returncode == 0, done.stderr
+    assert json.loads(done.stdout)["imported"] == MAX_BATCH + 20
+    with Vault(vault_dir) as vault:
+        assert vault.stats()["total"] == MAX_BATCH + 20
+        assert_index_matches_files(vault)
+
+
+@pytest.mark.anyio
+async def test_one_mcp_import_call_takes_at_most_max_batch_items(vault: Vault) -> None:
+    from mcp import Client
+
+    from agent_memory.server import build_server
+    from agent_memory.vault import MAX_BATCH
+
+    async with Client(build_server(vault)) as client:
+        tools = {t.name: t.input_schema["properties"] for t in (await client.list_tools()).tools}
+    assert tools["import_memories"]["items"]["maxItems"] == MAX_BATCH
+    assert tools["export_memories"]["limit"]["maximum"] == MAX_BATCH

@@ -37,9 +37,7 @@ from ..models import (
     UpdateResult,
 )
 from ..query import MAX_QUERY_CHARS
-from ..vault import MAX_CONTENT, MAX_LIMIT, MAX_TAG_LEN, MAX_TOKEN_BUDGET, Vault
-
-MAX_BATCH = 500
+from ..vault import MAX_BATCH, MAX_CONTENT, MAX_LIMIT, MAX_TAG_LEN, MAX_TOKEN_BUDGET, Vault
 
 # ----------------------------------------------------------------------------- argument types
 
