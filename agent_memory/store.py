@@ -10,7 +10,6 @@ import datetime as dt
 import errno
 import hashlib
 import os
-import re
 import secrets
 import stat as stat_kind
 import threading
@@ -28,10 +27,6 @@ TRASH_DIRNAME = ".trash"
 GITIGNORE = f"# agent-memory: the index is a cache rebuilt from the files\n{INDEX_DIRNAME}/\n"
 SLUG_MAX = 60
 _TMP_SUFFIX = ".agent-memory.tmp"
-# Editors' swap, backup and temp files: never memories.
-_DROPPINGS = re.compile(
-    r"(^\..*\.sw[a-p]$)|(~$)|(^4913$)|(\.tmp$)|(^\.#)|(___jb_(tmp|old)___$)|(\.crswap$)|(^#.*#$)"
-)
 _CROCKFORD = "0123456789abcdefghjkmnpqrstvwxyz"
 
 
@@ -69,7 +64,10 @@ def dated_folder(created: dt.datetime) -> str:
 
 
 def is_memory_name(name: str) -> bool:
-    return name.endswith(".md") and not name.startswith(".") and not _DROPPINGS.search(name) and encodable(name)
+    """A ``.md`` file that is not hidden. That already leaves out every editor dropping
+    known (vim ``.x.md.swp`` and ``x.md~``, emacs ``.#x.md`` and ``#x.md#``, JetBrains
+    ``x.md___jb_tmp___``, macOS ``._x.md``, LibreOffice ``.~lock.x.md#``, ``x.md.tmp``)."""
+    return name.endswith(".md") and not name.startswith(".") and encodable(name)
 
 
 def encodable(name: str) -> bool:

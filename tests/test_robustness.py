@@ -313,3 +313,22 @@ def test_read_file_does_not_return_an_expired_memory(vault: Vault, clock) -> Non
         assert (vault.root / rel).exists()
         with pytest.raises(NotFound):
             vault.read_file(rel)
+
+
+DROPPINGS = [  # editors' swap, backup, lock and temp files next to people/priya.md
+    ".priya.md.swp", ".priya.md.swo", "priya.md~", "4913", ".#priya.md", "#priya.md#", "priya.md.tmp",
+    "priya.md.crswap", "priya.md___jb_tmp___", "priya.md___jb_old___", "._priya.md", ".~lock.priya.md#",
+    ".priya.md.kate-swp", "priya.md.save", "priya.md.orig", "priya.md.bak", ".priya.md.aB3xYz",
+]
+
+
+def test_editor_droppings_are_never_memories(vault: Vault) -> None:
+    (vault.root / "people").mkdir()
+    (vault.root / "people/priya.md").write_text("Priya likes tea\n")
+    for name in DROPPINGS:
+        (vault.root / "people" / name).write_text("Priya likes coffee\n")
+        vault.reconcile_path(f"people/{name}")  # the watcher's path
+    vault.reconcile()
+    assert [rel for rel, _ in vault.store.walk()] == ["people/priya.md"]
+    assert [h["path"] for h in vault.search("Priya likes", match="any")["hits"]] == ["people/priya.md"]
+    assert_index_matches_files(vault)
