@@ -79,18 +79,22 @@ def index_snapshot(db_path: Path) -> dict[str, list[tuple]]:
         conn.close()
 
 
-def assert_index_matches_files(vault: Vault, tmp_path_factory: pytest.TempPathFactory | None = None) -> None:
+def assert_index_matches_files(vault: Vault) -> None:
     """The index must equal a fresh rebuild from the files alone, and FTS must be intact."""
+    import shutil
     import tempfile
 
     fresh_dir = Path(tempfile.mkdtemp(prefix="fresh-index-"))
-    fresh = Vault(vault.root, index_dir=fresh_dir, clock=vault.clock, sync=False)
     try:
-        fresh.reindex(sweep=False)
+        fresh = Vault(vault.root, index_dir=fresh_dir, clock=vault.clock, sync=False)
+        try:
+            fresh.reindex(sweep=False)
+        finally:
+            fresh.close()
+        rebuilt = index_snapshot(fresh_dir / "index.sqlite3")
     finally:
-        fresh.close()
+        shutil.rmtree(fresh_dir, ignore_errors=True)
     vault.index.ensure_current()
     live = index_snapshot(vault.index.path)
-    rebuilt = index_snapshot(fresh_dir / "index.sqlite3")
     assert live == rebuilt, "index differs from a rebuild from the files"
     vault.index.query("INSERT INTO fts (fts, rank) VALUES ('integrity-check', 1)")

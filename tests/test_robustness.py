@@ -332,3 +332,14 @@ def test_editor_droppings_are_never_memories(vault: Vault) -> None:
     assert [rel for rel, _ in vault.store.walk()] == ["people/priya.md"]
     assert [h["path"] for h in vault.search("Priya likes", match="any")["hits"]] == ["people/priya.md"]
     assert_index_matches_files(vault)
+
+
+def test_the_rebuild_check_leaves_no_folder_behind(vault: Vault, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    import tempfile
+
+    scratch = tmp_path / "scratch"
+    scratch.mkdir()
+    monkeypatch.setattr(tempfile, "tempdir", str(scratch))
+    vault.remember("Customer ACME prefers deploys on Fridays")
+    assert_index_matches_files(vault)
+    assert list(scratch.iterdir()) == []
