@@ -159,7 +159,7 @@ def parse(data: bytes, path: str) -> Note:
 
 _FAST_LINE = re.compile(r"([A-Za-z_][A-Za-z0-9_-]*): (.*?)[ \t]*\r?")
 _FAST_WORD = r"[A-Za-z0-9][A-Za-z0-9_\-/.]*"
-_FAST_ITEM = rf"{_FAST_WORD}|\"[^\"\\\\]*\""
+_FAST_ITEM = rf"{_FAST_WORD}|\"[^\"\\\\,]*\""  # a quoted comma is left to YAML: items are split on ", "
 _FAST_LIST = re.compile(rf"\[((?:{_FAST_ITEM})(?:, (?:{_FAST_ITEM}))*)?\]")
 _FAST_SCALAR = re.compile(rf"{_FAST_WORD}(?: {_FAST_WORD})*")
 

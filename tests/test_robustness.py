@@ -343,3 +343,16 @@ def test_the_rebuild_check_leaves_no_folder_behind(vault: Vault, tmp_path: Path,
     vault.remember("Customer ACME prefers deploys on Fridays")
     assert_index_matches_files(vault)
     assert list(scratch.iterdir()) == []
+
+
+@pytest.mark.parametrize(
+    "front_matter",
+    ['tags: ["customer, deploy", other]\n', 'related_to: ["[[acme, billing]]"]\n', 'a: ["x, y", "z"]\n', 'a: ["p, q"]\n'],
+)
+def test_a_quoted_list_item_holding_a_comma_reads_as_yaml_reads_it(front_matter: str) -> None:
+    import yaml
+
+    from agent_memory import note as notes
+
+    parsed = notes.parse(f"---\n{front_matter}---\nbody\n".encode(), "x.md")
+    assert parsed.meta == yaml.safe_load(front_matter)
