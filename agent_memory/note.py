@@ -283,12 +283,39 @@ def normalise_tag(tag: str) -> str:
     return "-".join(str(tag).strip().lstrip("#").casefold().split())
 
 
-def as_tag_list(value: Any) -> list[str]:
-    """Tags as Obsidian accepts them: a YAML list, or one string split on commas/spaces."""
+def split_tags(value: Any) -> list[str]:
+    """Tags however they come, as the pieces written: a list (each item split on commas:
+    ``['customer, deploy']`` is two), one comma-separated string, or a list written into
+    a string as models send it (``'["a", "b"]'``, ``'[a, b]'``, ``"'a', 'b'"``). Pieces
+    are stripped of whitespace, and of quotes when they come from a string; nothing is
+    normalised or refused here (``as_tag_list`` reads a file's tags, ``vault.check_tags``
+    checks a caller's)."""
     if value is None:
         return []
-    items = value if isinstance(value, list) else re.split(r"[,\s]+", str(value))
-    return _merge_unique([t for t in (normalise_tag(str(i)) for i in items if i is not None) if t])
+    if isinstance(value, str):
+        text = value.strip()
+        if text.startswith("["):
+            try:
+                parsed = json.loads(text)
+            except ValueError:
+                parsed = None
+            if isinstance(parsed, list):
+                return split_tags(parsed)
+            text = text.strip("[]")
+        pieces = [piece.strip().strip("\"'").strip() for piece in text.split(",")]
+    else:
+        items = value if isinstance(value, (list, tuple, set, frozenset)) else [value]
+        pieces = [piece.strip() for item in items if item is not None for piece in str(item).split(",")]
+    return [piece for piece in pieces if piece]
+
+
+def as_tag_list(value: Any) -> list[str]:
+    """A file's tags as Obsidian reads them: a YAML list, or one string of tags split on
+    commas and spaces; normalised (``Two Words`` in a list is ``two-words``)."""
+    pieces = split_tags(value)
+    if isinstance(value, str):
+        pieces = [word for piece in pieces for word in piece.split()]
+    return _merge_unique([t for t in map(normalise_tag, pieces) if t])
 
 
 def _as_str_list(value: Any) -> list[str]:

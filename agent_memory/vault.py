@@ -133,21 +133,16 @@ def check_content(content: str) -> str:
 
 
 def check_tags(tags: Iterable[str] | str | None) -> list[str]:
-    """Tags as a list or one comma-separated string; case-insensitive, no whitespace."""
-    if tags is None:
-        return []
-    if isinstance(tags, str):
-        items = [tags]
-    elif isinstance(tags, (list, tuple, set, frozenset)) and all(_is_word(t) for t in tags):
-        items = list(tags)
-    else:
+    """Tags a caller passes, split as ``notes.split_tags`` splits them (a list, a comma
+    string, a list in a string); case-insensitive, and no whitespace inside a tag."""
+    listed = isinstance(tags, (list, tuple, set, frozenset)) and all(_is_word(t) for t in tags)
+    if not (tags is None or isinstance(tags, str) or listed):
         raise InvalidInput(
             f"Tags must be a list of words or one comma-separated string, e.g. ['billing', 'acme']; got {tags!r}."
         )
-    items = [part for item in items for part in str(item).split(",")]  # ["customer, deploy"] is two tags
     out: list[str] = []
-    for raw in items:
-        tag = str(raw).strip().lstrip("#")
+    for raw in notes.split_tags(tags):
+        tag = raw.lstrip("#")
         if not tag:
             continue
         if any(c.isspace() for c in tag):

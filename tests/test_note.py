@@ -454,7 +454,7 @@ def _random_text(rng: random.Random, alphabet: str, low: int, high: int) -> str:
 
 
 TEXT_ALPHABET = "abcXYZ019 -_:#,'\"[]{}!&*?|>%@`~\\/.+=\t\né日😀\u00a0\u2028\x85\x7f"
-TAG_ALPHABET = "abcxyz019-_/+.#:,'\"[]{}!&*?|>%@`~é日😀"
+TAG_ALPHABET = "abcxyz019-_/+.#:'\"[]{}!&*?|>%@`~é日😀"  # no ',': it separates tags (note.split_tags)
 
 
 def _random_fields(rng: random.Random) -> tuple[dict[str, Any], str]:

@@ -345,6 +345,30 @@ def test_the_rebuild_check_leaves_no_folder_behind(vault: Vault, tmp_path: Path,
     assert list(scratch.iterdir()) == []
 
 
+# --------------------------------------------------------------------------- one way to read tags
+
+TAG_SPELLINGS = [  # as sent (CLI, library, model) or written in a file's tags property -> tags
+    ('["a", "b"]', ["a", "b"]),
+    ("[a, b]", ["a", "b"]),
+    ("a, b", ["a", "b"]),
+    (["customer, deploy"], ["customer", "deploy"]),
+    (["x,y", "Z"], ["x", "y", "z"]),
+    ("'quoted', \"double\"", ["quoted", "double"]),
+]
+
+
+@pytest.mark.parametrize(("value", "expected"), TAG_SPELLINGS, ids=[repr(v) for v, _ in TAG_SPELLINGS])
+def test_tags_mean_the_same_given_to_remember_or_written_in_a_file(vault: Vault, value: object, expected: list[str]) -> None:
+    from agent_memory import note as notes
+
+    given = vault.remember(f"Tagged by the library {value!r}", tags=value)["memory"]  # type: ignore[arg-type]
+    (vault.root / "hand.md").write_text(f"---\ntags: {notes.yaml_scalar(value)}\n---\nTagged by hand\n")
+    assert given["tags"] == expected
+    assert vault.get("hand.md")["tags"] == expected
+    assert [h["id"] for h in vault.search("tagged library", tags=value)["hits"]] == [given["id"]]  # type: ignore[arg-type]
+    assert_index_matches_files(vault)
+
+
 @pytest.mark.parametrize(
     "front_matter",
     ['tags: ["customer, deploy", other]\n', 'related_to: ["[[acme, billing]]"]\n', 'a: ["x, y", "z"]\n', 'a: ["p, q"]\n'],

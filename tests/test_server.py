@@ -16,9 +16,9 @@ from mcp.shared.exceptions import MCPError
 from mcp_types import PromptReference, ResourceTemplateReference
 
 from agent_memory import errors
+from agent_memory.note import split_tags as as_tags
 from agent_memory.server import build_server
 from agent_memory.server.instructions import INSTRUCTIONS
-from agent_memory.server.tools import as_tags
 from agent_memory.vault import Vault
 
 from conftest import assert_index_matches_files

@@ -9,7 +9,6 @@ signature, and the ``Annotated`` aliases below must be real objects.)
 
 import functools
 import inspect
-import json
 from collections.abc import Callable
 from typing import Annotated, Any, Literal, TypeVar
 
@@ -62,7 +61,7 @@ Namespace = Annotated[
         max_length=MAX_TAG_LEN,
     ),
 ]
-Tags = Annotated[
+Tags = Annotated[  # passed as sent: the vault splits them (note.split_tags), also '["a", "b"]'
     list[str] | str | None,
     Field(
         description="Tags as a list (['billing', 'acme']) or one comma-separated string ('billing, acme'); "
@@ -83,24 +82,6 @@ PathPrefix = Annotated[
     str | None,
     Field(description="Only files under this vault folder, e.g. 'people/' or '2026/07/'.", max_length=1024),
 ]
-
-
-def as_tags(value: list[str] | str | None) -> list[str]:
-    """Tags however a model sends them: a list, 'a, b', '["a", "b"]' or '[a, b]'."""
-    if value is None:
-        return []
-    if isinstance(value, str):
-        text = value.strip()
-        if text.startswith("["):
-            try:
-                parsed = json.loads(text)
-            except ValueError:
-                parsed = text.strip("[]").split(",")
-            value = parsed if isinstance(parsed, list) else [str(parsed)]
-        else:
-            value = text.split(",")
-    cleaned = (str(v).strip().strip("\"'").strip() for v in value)
-    return [tag for tag in cleaned if tag]
 
 
 def _one_paragraph(doc: str | None) -> str:
@@ -185,7 +166,7 @@ def register_tools(server: MCPServer, vault: Vault) -> None:
         namespace is not stored twice: the existing memory comes back with deduplicated=true
         and the new tags merged in. To correct or extend a memory, use update_memory instead."""
         return vault.remember(
-            content, namespace=_blank_to_none(namespace) or "default", tags=as_tags(tags),
+            content, namespace=_blank_to_none(namespace) or "default", tags=tags,
             title=title, source=source, ttl_days=ttl_days,
         )
 
@@ -218,7 +199,7 @@ def register_tools(server: MCPServer, vault: Vault) -> None:
         then relevance, then recency. When no memory has all the words, the hits match some
         of them and `note` says so; when nothing matches, `hint` says what to try."""
         return vault.search(
-            query, namespace=_blank_to_none(namespace), tags=as_tags(tags), limit=limit, match=match,
+            query, namespace=_blank_to_none(namespace), tags=tags, limit=limit, match=match,
             since=_blank_to_none(since), until=_blank_to_none(until), path_prefix=_blank_to_none(path_prefix),
         )
 
@@ -253,7 +234,7 @@ def register_tools(server: MCPServer, vault: Vault) -> None:
         Refused if the result would duplicate another memory (its id is named) or, with
         expected_version, if someone edited the file since you read it."""
         return vault.update(
-            memory_id, content=content, add_tags=as_tags(add_tags), remove_tags=as_tags(remove_tags),
+            memory_id, content=content, add_tags=add_tags, remove_tags=remove_tags,
             namespace=_blank_to_none(namespace), title=title, source=source, ttl_days=ttl_days,
             expected_version=_blank_to_none(expected_version),
         )
@@ -275,7 +256,7 @@ def register_tools(server: MCPServer, vault: Vault) -> None:
         """Browse memories newest first, optionally by namespace, tags or folder. Pages:
         pass next_offset as offset to get the next page."""
         return vault.list(
-            namespace=_blank_to_none(namespace), tags=as_tags(tags), limit=limit, offset=offset,
+            namespace=_blank_to_none(namespace), tags=tags, limit=limit, offset=offset,
             path_prefix=_blank_to_none(path_prefix),
         )
 
@@ -347,7 +328,7 @@ def register_tools(server: MCPServer, vault: Vault) -> None:
         their content, ready to use as background for a task. estimated_tokens uses
         characters / 4; truncated=true when some matching memories did not fit."""
         return vault.retrieve_context(
-            query, token_budget=token_budget, strategy=strategy, namespace=_blank_to_none(namespace), tags=as_tags(tags)
+            query, token_budget=token_budget, strategy=strategy, namespace=_blank_to_none(namespace), tags=tags
         )
 
     @tool("memory_stats", "Memory statistics", READ)
