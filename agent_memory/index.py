@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import datetime as dt
 import heapq
+import itertools
 import json
 import math
 import os
@@ -90,6 +91,7 @@ _MONTHS = "January February March April May June July August September October N
 
 # Ranking knobs (measured on LoCoMo conversations 1-5, see benchmarks/README.md).
 COMMON_DF = 2000  # a term in more memories than this is only looked up among candidates
+COMBINATION_QUERIES = 6  # FTS AND queries looking for memories with several common terms
 COMMON_POOL = 200  # candidates when every term is common: the newest memories matching any
 CONTEXT_SOURCES = 30  # the best candidates whose neighbours are lifted
 CONTEXT_WINDOW = dt.timedelta(minutes=30)  # how far apart neighbours may be written
@@ -108,6 +110,11 @@ class TermMatch:
     term: Term
     df: float
     rids: set[int] | None
+
+
+def _idf(n: float, population: int) -> float:
+    """BM25's IDF of a term in ``n`` of ``population`` memories."""
+    return math.log(1 + (population - n + 0.5) / (n + 0.5))
 
 
 def link_key(target: str) -> str:
@@ -503,45 +510,71 @@ class Index:
         matches (a rare word counts more than a common one), and which terms.
 
         IDF is over the namespace searched (or the vault). Candidates are the memories
-        matching a term that is not common; a common term is only looked up among them,
-        with one FTS AND query. When every term is common, the newest ``COMMON_POOL``
-        memories matching any of them are the candidates.
+        matching a term that is not common, whose common terms are then looked up with
+        one FTS AND query per term; and memories holding several common terms together
+        (``_combinations``), so that "melanie beach 2023" still finds a memory with all
+        three when each is in thousands of memories.
         """
         total = max(self.query("SELECT max(rid) FROM memories")[0][0] or 0, 1)  # rowids are dense
         population = total
         if filters.namespace:  # other filters only narrow the namespace
             population = max(self.query("SELECT count(*) FROM memories WHERE namespace = ?", (filters.namespace,))[0][0], 1)
         rare = [m for m in matches if m.rids]
-        common = [m.term for m in matches if m.rids is None]
-        found: dict[str, set[int]] = {m.term.text: m.rids for m in rare if m.rids}
+        common = [m for m in matches if m.rids is None]
+        found: dict[str, set[int]] = {m.term.text: set(m.rids) for m in rare if m.rids}
         pool: set[int] = set().union(*found.values())
+        for m in common:
+            within = "(" + any_expr([r.term for r in rare]) + ")"
+            found[m.term.text] = self._members(m.term.expr, within, None) & pool if pool else set()
         if common:
-            if pool:
-                within, floor = "(" + any_expr([m.term for m in rare]) + ")", None
-            else:
-                pool = self._newest(any_expr(common), filters, now)
-                within, floor = None, min(pool, default=0)
-            for term in common:
-                found[term.text] = pool if len(common) == 1 else self._members(term.expr, within, floor) & pool
+            weights = {m.term.text: _idf(m.df * population / total, population) for m in common}
+            for rid, terms in self._combinations([m.term for m in common], weights, bool(pool), filters, now).items():
+                for text in terms:
+                    found[text].add(rid)
         scores: dict[int, float] = {}
         matched: dict[int, list[str]] = {}
         for m in matches:
             rids = found.get(m.term.text, set())
-            n = len(rids) if m.rids is not None else m.df * population / total
-            weight = math.log(1 + (population - n + 0.5) / (n + 0.5))
+            weight = _idf(len(rids) if m.rids is not None else m.df * population / total, population)
             for rid in rids:
                 scores[rid] = scores.get(rid, 0.0) + weight
                 matched.setdefault(rid, []).append(m.term.text)
         return scores, matched
 
-    def _newest(self, expr: str, filters: Filters, now: str) -> set[int]:
+    def _combinations(self, common: list[Term], weights: dict[str, float], have_pool: bool,
+                      filters: Filters, now: str) -> dict[int, set[str]]:
+        """Memories holding several common terms at once (rid -> those terms): one FTS
+        AND query per combination, the largest and weightiest first, the newest
+        ``COMMON_POOL`` each, at most ``COMBINATION_QUERIES`` queries. When no other
+        term found a candidate, the newest memories holding any common term follow."""
+        combos = [
+            combo
+            for size in range(len(common), 1, -1)
+            for combo in sorted(itertools.combinations(common, size), key=lambda c: -sum(weights[t.text] for t in c))
+        ][:COMBINATION_QUERIES]
+        out: dict[int, set[str]] = {}
+        for combo in combos:
+            for rid in self._newest(all_expr(list(combo)), filters, now):
+                out.setdefault(rid, set()).update(t.text for t in combo)
+            if len(out) >= COMMON_POOL:
+                return out
+        if not have_pool:
+            newest = set(self._newest(any_expr(common), filters, now))
+            floor = min(newest, default=0)
+            for term in common:
+                holding = newest if len(common) == 1 else self._members(term.expr, None, floor) & newest
+                for rid in holding:
+                    out.setdefault(rid, set()).add(term.text)
+        return out
+
+    def _newest(self, expr: str, filters: Filters, now: str) -> list[int]:
         where, params = filters.sql()
         rows = self.query(
             "SELECT m.rid FROM fts CROSS JOIN memories m ON m.rid = fts.rowid "
             f"WHERE fts MATCH ? AND (m.expires IS NULL OR m.expires > ?){where} ORDER BY fts.rowid DESC LIMIT ?",
             [expr, now, *params, COMMON_POOL],
         )
-        return {row[0] for row in rows}
+        return [row[0] for row in rows]
 
     def _members(self, expr: str, within: str | None, floor: int | None) -> set[int]:
         """Memories matching ``expr`` and ``within`` (an FTS AND, driven by the rarer

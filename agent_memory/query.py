@@ -19,7 +19,8 @@ import unicodedata
 from dataclasses import dataclass
 
 MAX_QUERY_CHARS = 1000
-PREFIX_MIN = 3  # shortest word tried as a prefix when it matches nothing
+PREFIX_MIN = 3  # shortest word tried as a prefix when it matches nothing...
+PREFIX_MAX = 5  # ...and the longest: FTS5 stems a prefix too (negative* is neg*, finding neglect)
 TYPO_MIN = 4  # shortest word corrected when it matches nothing
 
 # English filler words (NLTK's list of 179, which measured 5 points better on LoCoMo
@@ -142,7 +143,8 @@ def cjk_term(run: str) -> Term:
 
 
 def can_prefix(term: Term) -> bool:
-    return not term.cjk and len(term.text) >= PREFIX_MIN and not term.text.isdigit()
+    """Short words only: the start of a word typed in a hurry (``kube``, ``postg``)."""
+    return not term.cjk and PREFIX_MIN <= len(term.text) <= PREFIX_MAX and not term.text.isdigit()
 
 
 def can_correct(term: Term) -> bool:
@@ -270,8 +272,10 @@ def edit_distance(a: str, b: str, bound: int) -> int:
 
 
 def typo_bound(word: str) -> int:
-    """Edits allowed when correcting ``word``: one up to 5 letters, two from 6."""
-    return 1 if len(word) <= 5 else 2
+    """Edits allowed when correcting ``word``: one up to 8 letters, two from 9. A word
+    missing from the vault is as often a real word as a typo ("partake" is two edits
+    from "parade"), so short words get one edit only."""
+    return 1 if len(word) <= 8 else 2
 
 
 # --------------------------------------------------------------------------- snippets

@@ -81,6 +81,10 @@ def test_fts_syntax_in_questions_is_only_text(fts: sqlite3.Connection, question:
 def test_a_prefix_term_finds_longer_words(fts: sqlite3.Connection) -> None:
     assert matches(fts, query.word_term("kube", prefix=True).expr, "Kubernetes pods restart")
     assert not matches(fts, query.word_term("kube").expr, "Kubernetes pods restart")
+    assert query.can_prefix(query.word_term("postg"))
+    # FTS5 stems a prefix before expanding it: "negative"* would be neg*, finding "neglect".
+    assert matches(fts, query.word_term("negative", prefix=True).expr, "neglected")
+    assert not query.can_prefix(query.word_term("negative"))
 
 
 @pytest.mark.parametrize(
@@ -118,7 +122,7 @@ def test_edit_distance(a: str, b: str, bound: int, distance: int) -> None:
 
 
 def test_typos_allowed_grow_with_the_word() -> None:
-    assert [query.typo_bound(w) for w in ("cart", "cards", "kuberentes")] == [1, 1, 2]
+    assert [query.typo_bound(w) for w in ("cart", "partake", "escalaton", "kuberentes")] == [1, 1, 2, 2]
     assert not query.can_correct(query.word_term("api"))
     assert not query.can_correct(query.word_term("2024"))
     assert query.can_correct(query.word_term("deplyo"))
