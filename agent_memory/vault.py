@@ -194,6 +194,21 @@ def check_namespace(namespace: str | None) -> str:
     return value
 
 
+# Problems note.parse records when it could not read what a file says: a tool changing
+# such a file would have to guess, so it is left to a human.
+_UNREADABLE = ("broken YAML", "front matter must", "file is not valid")
+
+
+def _editable(note: notes.Note) -> notes.Note:
+    """``note``, unless its front matter could not be read (then InvalidInput)."""
+    if any(p.startswith(_UNREADABLE) for p in note.problems):
+        raise InvalidInput(
+            f"{note.path} has a problem a tool must not guess around ({'; '.join(note.problems)}); "
+            "fix the file by hand, then retry."
+        )
+    return note
+
+
 def check_ttl(ttl_days: float | None) -> float | None:
     if ttl_days is None:
         return None
@@ -726,12 +741,7 @@ class Vault:
             version = notes.file_version(data)
             if expected_version and expected_version != version:
                 raise VersionConflict(memory_id, expected_version, version)
-            note = notes.parse(data, row["path"])
-            if any(p.startswith(("broken YAML", "front matter must", "file is not valid")) for p in note.problems):
-                raise InvalidInput(
-                    f"{row['path']} has a problem a tool must not guess around ({'; '.join(note.problems)}); "
-                    "fix the file by hand, then retry."
-                )
+            note = _editable(notes.parse(data, row["path"]))
             now = self.now()
             changes: dict[str, Any] = {}
             written_tags = notes.as_tag_list(note.meta.get("tags"))
@@ -958,12 +968,7 @@ class Vault:
             target = self._resolve(target_id)
             if target["path"] == source["path"]:
                 raise InvalidInput(f"A memory cannot be linked to itself ({source['path']}); give another target_id.")
-            note = notes.parse(data, source["path"])
-            if any(p.startswith(("broken YAML", "front matter must", "file is not valid")) for p in note.problems):
-                raise InvalidInput(
-                    f"{source['path']} has a problem a tool must not guess around ({'; '.join(note.problems)}); "
-                    "fix the file by hand, then retry."
-                )
+            note = _editable(notes.parse(data, source["path"]))
             items = self._relation_items(note.meta.get(relation), source["path"], relation)
             links = graph.Links(self.index, iso(self.now()))
             already = any(

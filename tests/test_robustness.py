@@ -380,3 +380,17 @@ def test_a_quoted_list_item_holding_a_comma_reads_as_yaml_reads_it(front_matter:
 
     parsed = notes.parse(f"---\n{front_matter}---\nbody\n".encode(), "x.md")
     assert parsed.meta == yaml.safe_load(front_matter)
+
+
+@pytest.mark.parametrize(
+    "text",
+    ["---\ntags: [a, b\n---\nBroken list\n", "---\n- a list\n---\nNot a mapping\n", "---\nwhen: 2026-02-30\n---\nNo such day\n"],
+)
+def test_tools_do_not_edit_a_file_whose_front_matter_they_cannot_read(vault: Vault, text: str) -> None:
+    other = vault.remember("Another memory to link to")["memory"]
+    (vault.root / "hand.md").write_text(text)
+    for change in (lambda: vault.update("hand.md", add_tags=["x"]), lambda: vault.link("hand.md", other["id"])):
+        with pytest.raises(InvalidInput, match="hand.md has a problem a tool must not guess around"):
+            change()
+    assert (vault.root / "hand.md").read_text() == text
+    assert_index_matches_files(vault)
