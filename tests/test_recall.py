@@ -269,6 +269,28 @@ def test_inflections_match_by_stem(office: Vault) -> None:
     assert office.search("who owned billing services")["hits"][0]["title"] == "Priya owns the billing service"
 
 
+def test_in_a_large_vault_common_words_still_find_what_holds_them_together(vault: Vault, clock: Clock, monkeypatch) -> None:
+    """A word in thousands of memories is not read in full; memories holding several
+    such words together, or a rarer word too, are still found (here "thousands" is 2)."""
+    from agent_memory import index
+
+    monkeypatch.setattr(index, "COMMON_DF", 2)
+    monkeypatch.setattr(index, "COMMON_POOL", 3)
+    vault.remember("Caroline painted a sunset at the beach")  # the oldest: outside any 'newest' pool
+    for n in range(4):
+        clock.advance(days=1)
+        vault.remember(f"Caroline called about the agency, call {n}")
+        vault.remember(f"A day at the beach with the kids, number {n}")
+    partial = vault.search("Caroline beach zebra")
+    assert partial["match_mode"] == "any"
+    assert partial["hits"][0]["title"] == "Caroline painted a sunset at the beach"
+    assert partial["hits"][0]["matched_terms"] == ["caroline", "beach"]
+    every = vault.search("caroline sunset beach")
+    assert every["match_mode"] == "all" and [h["title"] for h in every["hits"]] == ["Caroline painted a sunset at the beach"]
+    newest = vault.search("caroline agency", match="all")  # every term common: newest first
+    assert [h["title"] for h in newest["hits"]][:2] == ["Caroline called about the agency, call 3", "Caroline called about the agency, call 2"]
+
+
 # --------------------------------------------------------------------------- dates and context
 
 
