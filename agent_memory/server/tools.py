@@ -366,8 +366,9 @@ def register_tools(server: MCPServer, vault: Vault) -> None:
         ],
     ) -> ImportResult:
         """Add many memories at once, all or nothing. Content already in the vault (same
-        namespace) is skipped and counted as a duplicate; already-expired items are counted
-        and skipped; a taken path gets a new name, so nothing is overwritten."""
+        namespace), or an id a live memory already has, is skipped and counted as a
+        duplicate; already-expired items are counted and skipped; a taken path gets a new
+        name, so nothing is overwritten."""
         return vault.import_memories(items)
 
     @tool("read_file", "Read a vault file", READ)
