@@ -292,11 +292,19 @@ class Store:
         """Write a new file as ``folder/slug.md`` (``-2``, ``-3``… if taken); never overwrites."""
         target_dir = self.abspath(folder)
         new_dirs = [d for d in (target_dir, *target_dir.parents) if self.root in d.parents and not d.exists()]
+        existing = next((d for d in (target_dir, *target_dir.parents) if d.exists() or d == self.root), self.root)
+        if existing != self.root and not self.unaliased(self.relpath(existing)):
+            # A symlinked folder on the way: the file would land outside the vault (or in
+            # a folder the walk skips) and never be indexed.
+            raise VaultError(
+                f"{self.relpath(existing)}/ in the vault is (or goes through) a symlink; new memories are not "
+                "written through symlinks. Replace it with a real folder and retry."
+            )
         try:
             target_dir.mkdir(parents=True, exist_ok=True)
             tmp = self._write_temp(target_dir, data)
         except OSError as exc:
-            _remove_empty(new_dirs)  # "nothing was changed" includes no empty dated folders
+            _remove_empty(new_dirs)
             raise _disk_error(exc, "write the memory file") from exc
         try:
             for n in range(1, 10_000):

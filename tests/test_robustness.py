@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from agent_memory import store as store_module
-from agent_memory.errors import InvalidInput
+from agent_memory.errors import InvalidInput, VaultError
 from agent_memory.vault import Vault
 
 from conftest import assert_index_matches_files
@@ -394,3 +394,13 @@ def test_tools_do_not_edit_a_file_whose_front_matter_they_cannot_read(vault: Vau
             change()
     assert (vault.root / "hand.md").read_text() == text
     assert_index_matches_files(vault)
+
+
+def test_remember_refuses_to_write_through_a_symlinked_dated_folder(vault: Vault, clock, tmp_path: Path) -> None:
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    (vault.root / clock.now.strftime("%Y")).symlink_to(outside, target_is_directory=True)
+    with pytest.raises(VaultError, match="symlink"):
+        vault.remember("this must not land outside the vault")
+    assert list(outside.rglob("*")) == []
+    assert vault.search("outside the vault")["count"] == 0
