@@ -523,8 +523,8 @@ class Index:
         common = [m for m in matches if m.rids is None]
         found: dict[str, set[int]] = {m.term.text: set(m.rids) for m in rare if m.rids}
         pool: set[int] = set().union(*found.values())
+        within = "(" + any_expr([m.term for m in rare]) + ")"
         for m in common:
-            within = "(" + any_expr([r.term for r in rare]) + ")"
             found[m.term.text] = self._members(m.term.expr, within, None) & pool if pool else set()
         if common:
             weights = {m.term.text: _idf(m.df * population / total, population) for m in common}
@@ -661,7 +661,7 @@ class Index:
         of them, or ``every`` one). One FTS query over the rowid range of ``rids``:
         probing rowids one by one would recount each term's documents every time."""
         terms = [m.term for m in matches if m.rids]
-        if not rids or not terms or (every and len(terms) < sum(m.rids is not None for m in matches)):
+        if not rids or not terms:
             return {}
         wanted = set(rids)
         rows = self.query(
