@@ -831,7 +831,9 @@ class Vault:
         path_prefix: str | None = None,
     ) -> SearchResult:
         """Plain-question recall: all terms when some memory has them all, else the
-        memories matching most terms, ranked by matched terms, BM25, then recency."""
+        memories matching most terms (IDF-weighted, lifted by the memories written next
+        to them), then BM25, then recency. A term that matches nothing gets a second
+        chance (``_rescue``); corrections are reported in ``corrected``."""
         if not isinstance(query, str) or len(query) > MAX_QUERY_CHARS:
             raise InvalidInput(f"The query must be text of at most {MAX_QUERY_CHARS} characters.")
         if match not in MATCH_MODES:
@@ -891,8 +893,8 @@ class Vault:
     def _rescue(self, matches: list[TermMatch], filters: Filters, now: str) -> tuple[list[TermMatch], dict[str, str]]:
         """Give each term that matches nothing a second chance: a CJK question run is
         split into its words, a word is tried as a prefix (``kube`` -> ``kubernetes``),
-        then, if no memory anywhere holds it, corrected to the most frequent indexed
-        word within a small edit distance (``kuberentes`` -> ``kubernetes``)."""
+        then, if no memory anywhere holds it, corrected to the closest indexed word
+        (the most frequent on a tie; ``kuberentes`` -> ``kubernetes``)."""
         out: list[TermMatch] = []
         corrected: dict[str, str] = {}
         for m in matches:
