@@ -13,7 +13,6 @@ import re
 import sqlite3
 import subprocess
 import sys
-import tempfile
 import unicodedata
 from pathlib import Path
 
@@ -356,14 +355,14 @@ def vocabulary(db: Path) -> list[tuple[str, int]]:
         conn.close()
 
 
-def test_the_typo_vocabulary_follows_every_write(vault: Vault, clock: Clock) -> None:
+def test_the_typo_vocabulary_follows_every_write(vault: Vault, clock: Clock, tmp_path: Path) -> None:
     first = vault.remember("Kubernetes pods restart nightly", tags=["infra"])["memory"]
     second = vault.remember("Terraform state lives in S3")["memory"]
     vault.update(first["id"], content="Kubernetes nodes drain on Sundays", add_tags=["ops"])
     vault.forget(second["id"])
     (vault.root / "by-hand.md").write_text("# Runbook\nPagerduty escalation after ten minutes\n")
     vault.reconcile()
-    fresh = Path(tempfile.mkdtemp(prefix="fresh-vocab-"))
+    fresh = tmp_path / "fresh-index"
     rebuilt = Vault(vault.root, index_dir=fresh, clock=clock, sync=False)
     rebuilt.reindex(sweep=False)
     rebuilt.close()
