@@ -99,6 +99,7 @@ CONTEXT_SHARES = {1: 0.5, -1: 0.4, 2: 0.3, -2: 0.2}  # position after (+) / befo
 QUESTION_BOOST = 2.0  # a source asking a question lifts what follows it this much more
 QUESTION_WEIGHT = 0.8  # what a memory asking a question counts for itself
 QUESTION_CHECKED = 100  # the best candidates checked for a question mark
+PREFIX_EXPANSIONS = 30  # most longer words one prefix stands for
 VOCAB_CANDIDATES = 300  # most vocabulary words compared with a typo
 
 
@@ -695,6 +696,15 @@ class Index:
                 if any(n in row["body"] for n in needles):
                     out[row["rid"]] = highlight(row["body"], needles)
         return out
+
+    def words_starting(self, prefix: str, limit: int = PREFIX_EXPANSIONS) -> list[str]:
+        """Indexed words (as written) that start with ``prefix`` and are longer, the
+        ones in most memories first."""
+        rows = self.query(
+            "SELECT term FROM words_vocab WHERE term > ? AND term < ? ORDER BY doc DESC, term LIMIT ?",
+            (prefix, prefix + "\U0010ffff", limit),
+        )
+        return [row[0] for row in rows]
 
     def vocabulary(self, word: str, spread: int) -> list[tuple[str, int]]:
         """Indexed words (as written, accents folded) within ``spread`` of ``word``'s

@@ -19,8 +19,7 @@ import unicodedata
 from dataclasses import dataclass
 
 MAX_QUERY_CHARS = 1000
-PREFIX_MIN = 3  # shortest word tried as a prefix when it matches nothing...
-PREFIX_MAX = 5  # ...and the longest: FTS5 stems a prefix too (negative* is neg*, finding neglect)
+PREFIX_MIN = 3  # shortest word tried as the start of longer words when it matches nothing
 TYPO_MIN = 4  # shortest word corrected when it matches nothing
 
 # English filler words (NLTK's list of 179, which measured 5 points better on LoCoMo
@@ -143,8 +142,17 @@ def cjk_term(run: str) -> Term:
 
 
 def can_prefix(term: Term) -> bool:
-    """Short words only: the start of a word typed in a hurry (``kube``, ``postg``)."""
-    return not term.cjk and PREFIX_MIN <= len(term.text) <= PREFIX_MAX and not term.text.isdigit()
+    """A word that may be the start of longer ones (``kube``, ``postgres``)."""
+    return not term.cjk and len(term.text) >= PREFIX_MIN and not term.text.isdigit()
+
+
+def expansion_term(word: str, longer: list[str]) -> Term:
+    """``word`` standing for the indexed words it starts (``postgres`` -> postgresql).
+
+    The words come from the unstemmed vocabulary rather than an FTS5 prefix query,
+    because FTS5 stems a prefix before expanding it (``negative*`` is ``neg*``, which
+    finds "neglect")."""
+    return Term(word, "(" + " OR ".join(_quote(w) for w in longer) + ")")
 
 
 def can_correct(term: Term) -> bool:

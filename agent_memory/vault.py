@@ -54,6 +54,7 @@ from .query import (
     all_expr,
     can_correct,
     can_prefix,
+    expansion_term,
     cjk_parts,
     edit_distance,
     plan,
@@ -904,8 +905,9 @@ class Vault:
             if m.term.cjk and len(m.term.text) > 1:
                 out.extend(self.index.match_terms(cjk_parts(m.term.text), filters, now))
                 continue
-            if can_prefix(m.term):
-                [prefixed] = self.index.match_terms([word_term(m.term.text, prefix=True)], filters, now)
+            longer = self.index.words_starting(m.term.text) if can_prefix(m.term) else []
+            if longer:
+                [prefixed] = self.index.match_terms([expansion_term(m.term.text, longer)], filters, now)
                 if prefixed.rids is None or prefixed.rids:
                     out.append(prefixed)
                     continue

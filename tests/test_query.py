@@ -81,10 +81,15 @@ def test_fts_syntax_in_questions_is_only_text(fts: sqlite3.Connection, question:
 def test_a_prefix_term_finds_longer_words(fts: sqlite3.Connection) -> None:
     assert matches(fts, query.word_term("kube", prefix=True).expr, "Kubernetes pods restart")
     assert not matches(fts, query.word_term("kube").expr, "Kubernetes pods restart")
-    assert query.can_prefix(query.word_term("postg"))
-    # FTS5 stems a prefix before expanding it: "negative"* would be neg*, finding "neglect".
+    assert query.can_prefix(query.word_term("postg")) and query.can_prefix(query.word_term("postgres"))
+    assert not query.can_prefix(query.word_term("ab")) and not query.can_prefix(query.word_term("2024"))
+    # FTS5 stems a prefix before expanding it: "negative"* would be neg*, finding "neglect";
+    # so a fallback prefix stands for the longer words the unstemmed vocabulary holds.
     assert matches(fts, query.word_term("negative", prefix=True).expr, "neglected")
-    assert not query.can_prefix(query.word_term("negative"))
+    expanded = query.expansion_term("postgres", ["postgresql", "postgrest"])
+    assert expanded.text == "postgres"
+    assert matches(fts, expanded.expr, "We run PostgreSQL")
+    assert not matches(fts, query.expansion_term("negative", ["negatives"]).expr, "neglected")
 
 
 @pytest.mark.parametrize(

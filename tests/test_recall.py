@@ -415,3 +415,13 @@ def test_a_phrase_from_an_obsidian_help_note_finds_that_note(lang: str, tmp_path
                 assert phrase in text, (phrase, hit["path"])
     finally:
         vault.close()
+
+
+def test_a_word_that_matches_nothing_stands_for_the_longer_words_it_starts(vault) -> None:
+    orders = vault.remember("We chose PostgreSQL for the orders service")["memory"]
+    vault.remember("The team neglected the backlog all quarter")
+    hit = vault.search("postgres")["hits"]
+    assert [h["id"] for h in hit] == [orders["id"]] and hit[0]["matched_terms"] == ["postgres"]
+    assert vault.search("postgre orders", match="all")["hits"][0]["id"] == orders["id"]
+    # Not through the stemmer: "negative" is not the start of "neglected".
+    assert vault.search("negative")["count"] == 0
