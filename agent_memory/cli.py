@@ -180,6 +180,9 @@ def search(query: str, namespace: str | None, tags: tuple[str, ...], limit: int,
                               since=since, until=until, path_prefix=path_prefix)
 
     def human() -> None:
+        if result.get("corrected"):
+            fixes = ", ".join(f"{typed} -> {used}" for typed, used in result["corrected"].items())
+            click.echo(click.style(f"Searched for corrected words: {fixes}", dim=True))
         if result.get("note"):
             click.echo(click.style(result["note"], dim=True))
         for n, hit in enumerate(result["hits"], 1):

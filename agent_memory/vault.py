@@ -93,7 +93,10 @@ _RELATION_NAME = re.compile(r"[A-Za-z][A-Za-z0-9_-]{0,63}")
 # itself (no ': ', ' #', leading indicator, newline or trailing space), in any script.
 _PLAIN_KEY = re.compile(r"[^\W][\w .\-/+@]*(?<! )")
 TRASH_DAYS = 30
-SEARCH_MODE = f"sqlite fts5 ({TOKENIZER}), ranked by matched terms, bm25, recency"
+SEARCH_MODE = (
+    f"sqlite fts5 ({TOKENIZER}) with CJK bigrams; all terms, else IDF-weighted coverage; "
+    "bm25 (title and tags above body); recency; prefix and typo fallbacks"
+)
 
 Clock = Callable[[], dt.datetime]
 Progress = Callable[[int, int], None]

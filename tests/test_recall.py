@@ -237,6 +237,16 @@ def test_a_typo_is_corrected_and_reported(office: Vault) -> None:
     assert result["hits"][0]["title"] == "Kubernetes pods restart nightly"
 
 
+def test_the_cli_says_which_words_it_corrected(office: Vault) -> None:
+    done = subprocess.run(
+        [sys.executable, "-m", "agent_memory", "--dir", str(office.root), "search", "kuberentes pods"],
+        capture_output=True, text=True, timeout=60,
+    )
+    assert done.returncode == 0
+    assert "Searched for corrected words: kuberentes -> kubernetes" in done.stdout
+    assert "Kubernetes pods restart nightly" in done.stdout
+
+
 def test_the_correction_is_the_most_frequent_of_the_closest_words(vault: Vault) -> None:
     for text in ("Shopping cart totals", "Cart abandonment emails", "Cart API limits", "Customer care hours"):
         vault.remember(text)
