@@ -288,7 +288,7 @@ def split_tags(value: Any) -> list[str]:
     ``['customer, deploy']`` is two), one comma-separated string, or a list written into
     a string as models send it (``'["a", "b"]'``, ``'[a, b]'``, ``"'a', 'b'"``). Pieces
     are stripped of whitespace, and of quotes when they come from a string; nothing is
-    normalised or refused here (``as_tag_list`` reads a file's tags, ``vault.check_tags``
+    normalised or refused here (``as_tag_list`` reads a file's tags, ``limits.check_tags``
     checks a caller's)."""
     if value is None:
         return []

@@ -189,7 +189,7 @@ def test_a_backup_larger_than_one_mcp_batch_imports_from_the_cli_in_one_pass(tmp
     import subprocess
     import sys
 
-    from agent_memory.vault import MAX_BATCH
+    from agent_memory.limits import MAX_BATCH
 
     backup = tmp_path / "backup.json"
     backup.write_text(json.dumps([{"content": f"Fact number {n} about the fleet"} for n in range(MAX_BATCH + 20)]))
@@ -214,7 +214,7 @@ async def test_one_mcp_import_call_takes_at_most_max_batch_items(vault: Vault) -
     from mcp import Client
 
     from agent_memory.server import build_server
-    from agent_memory.vault import MAX_BATCH
+    from agent_memory.limits import MAX_BATCH
 
     async with Client(build_server(vault)) as client:
         tools = {t.name: t.input_schema["properties"] for t in (await client.list_tools()).tools}

@@ -36,7 +36,8 @@ from ..models import (
     UpdateResult,
 )
 from ..query import MAX_QUERY_CHARS
-from ..vault import MAX_BATCH, MAX_CONTENT, MAX_LIMIT, MAX_TAG_LEN, MAX_TOKEN_BUDGET, Vault
+from ..limits import MAX_BATCH, MAX_CONTENT, MAX_LIMIT, MAX_TAG_LEN
+from ..vault import MAX_TOKEN_BUDGET, Vault
 
 # ----------------------------------------------------------------------------- argument types
 

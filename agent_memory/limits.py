@@ -1,0 +1,106 @@
+"""The documented limits (SPEC §8) and the checks of what a caller passes in.
+
+Shared by the library and the MCP server's argument schemas, so each limit is written
+once. Every check raises ``InvalidInput`` naming the limit and what to do instead.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import Any
+
+from . import note as notes
+from .errors import InvalidInput
+
+MAX_CONTENT = 100_000
+MAX_TAGS = 50
+MAX_TAG_LEN = 64
+MAX_LIMIT = 100
+# Items in one import_memories / export_memories MCP call (SPEC §8): what a model sends
+# or reads in one message. The library and `agent-memory import FILE` take any number
+# (a backup can be large) in one all-or-nothing pass.
+MAX_BATCH = 500
+
+
+def check_content(content: str) -> str:
+    if not isinstance(content, str) or not content.strip():
+        raise InvalidInput("Content is empty; give the fact to remember as text.")
+    if len(content) > MAX_CONTENT:
+        raise InvalidInput(f"Content is {len(content):,} characters; the limit is {MAX_CONTENT:,}. Split it into smaller memories.")
+    return content.strip("\r\n")  # "text\r\n" pasted from Windows leaves no stray "\r"
+
+
+def check_tags(tags: Iterable[str] | str | None) -> list[str]:
+    """Tags a caller passes, split as ``notes.split_tags`` splits them (a list, a comma
+    string, a list in a string); case-insensitive, and no whitespace inside a tag."""
+    listed = isinstance(tags, (list, tuple, set, frozenset)) and all(_is_word(t) for t in tags)
+    if not (tags is None or isinstance(tags, str) or listed):
+        raise InvalidInput(
+            f"Tags must be a list of words or one comma-separated string, e.g. ['billing', 'acme']; got {tags!r}."
+        )
+    out: list[str] = []
+    for raw in notes.split_tags(tags):
+        tag = raw.lstrip("#")
+        if not tag:
+            continue
+        if any(c.isspace() for c in tag):
+            raise InvalidInput(f"Tag {tag!r} contains whitespace; use '-' or '_' instead (e.g. {'-'.join(tag.split())!r}).")
+        _check_tag_length(tag)
+        tag = notes.normalise_tag(tag)
+        if tag not in out:
+            out.append(tag)
+    return _check_tag_count(out)
+
+
+def _check_tag_length(tag: str) -> None:
+    if len(tag) > MAX_TAG_LEN:
+        raise InvalidInput(f"Tag {tag[:20]!r}… is {len(tag)} characters; the limit is {MAX_TAG_LEN}.")
+
+
+def _check_tag_count(tags: list[str]) -> list[str]:
+    if len(tags) > MAX_TAGS:
+        raise InvalidInput(f"{len(tags)} tags given; the limit is {MAX_TAGS} per memory.")
+    return tags
+
+
+def check_written_tags(value: Any) -> list[str]:
+    """A front matter's tags as the reader reads them (``[two words]`` is ``two-words``,
+    a string splits on commas and spaces), within the limits of a memory. Only the tags
+    a caller passes as arguments get ``check_tags``' stricter rules."""
+    scalar = (str, int, float)
+    if not (value is None or isinstance(value, scalar) or (
+        isinstance(value, list) and all(v is None or isinstance(v, scalar) for v in value)
+    )):
+        raise InvalidInput(f"front_matter tags must be a list or a string, as in a file's tags property; got {value!r}.")
+    tags = notes.as_tag_list(value)
+    for tag in tags:
+        _check_tag_length(tag)
+    return _check_tag_count(tags)
+
+
+def _is_word(value: object) -> bool:
+    """Text, or a number a JSON or YAML writer left unquoted (tag ``2024``)."""
+    return isinstance(value, (str, int, float)) and not isinstance(value, bool)
+
+
+def check_namespace(namespace: str | None) -> str:
+    if namespace is not None and not isinstance(namespace, str):
+        raise InvalidInput(f"Namespace must be one word of text, e.g. 'support'; got {namespace!r}.")
+    value = (namespace or "default").strip()
+    if any(c.isspace() for c in value) or "/" in value or len(value) > MAX_TAG_LEN:
+        raise InvalidInput(f"Namespace {value!r} is not valid: use one word of up to {MAX_TAG_LEN} characters, no '/' or spaces.")
+    return value
+
+
+def check_ttl(ttl_days: float | None) -> float | None:
+    if ttl_days is None:
+        return None
+    if not isinstance(ttl_days, (int, float)) or not 0 <= ttl_days <= 36500:  # NaN fails every comparison
+        raise InvalidInput(f"ttl_days must be between 0 (no expiry) and 36500; got {ttl_days!r}.")
+    return float(ttl_days)
+
+
+def check_limit(limit: int) -> int:
+    if isinstance(limit, bool) or not isinstance(limit, int) or not 1 <= limit <= MAX_LIMIT:
+        raise InvalidInput(f"limit must be between 1 and {MAX_LIMIT}; got {limit!r}.")
+    return limit
