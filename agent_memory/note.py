@@ -153,7 +153,7 @@ def parse(data: bytes, path: str) -> Note:
         meta = _load_yaml(parts.fm_text, problems)
     note = _note_from(path, meta, body, problems)
     # A git add/add conflict starts its markers inside the front matter, not the body.
-    note.conflict = bool(_CONFLICT_START.search(rest) and _CONFLICT_END.search(rest))
+    note.conflict = "<<<<<<<" in rest and bool(_CONFLICT_START.search(rest) and _CONFLICT_END.search(rest))
     return note
 
 
@@ -249,7 +249,8 @@ def _note_from(path: str, meta: dict[str, Any], body: str, problems: list[str]) 
                 problems.append(f"{key}: {meta[key]!r} is not a date or timestamp")
     title = meta.get("title")
     links = [(key, target) for key, value in meta.items() if key not in RESERVED_KEYS for target in _links_in(value)]
-    links += [(BODY_LINK_RELATION, target) for target in wikilinks(_CODE.sub("", body))]
+    if "[[" in body:
+        links += [(BODY_LINK_RELATION, target) for target in wikilinks(_without_code(body))]
     return Note(
         path=path,
         id=str(raw_id).strip() if own_id else path,
@@ -266,7 +267,7 @@ def _note_from(path: str, meta: dict[str, Any], body: str, problems: list[str]) 
         links=links,
         meta=meta,
         problems=problems,
-        conflict=bool(_CONFLICT_START.search(body) and _CONFLICT_END.search(body)),
+        conflict="<<<<<<<" in body and bool(_CONFLICT_START.search(body) and _CONFLICT_END.search(body)),
     )
 
 
@@ -327,8 +328,15 @@ def _as_str_list(value: Any) -> list[str]:
 
 def inline_tags(body: str) -> list[str]:
     """``#tags`` in the body count as tags (not in code, not all digits, not headings)."""
-    found = (normalise_tag(m.group(1).rstrip("/-")) for m in _INLINE_TAG.finditer(_CODE.sub("", body)))
+    if "#" not in body:
+        return []
+    found = (normalise_tag(m.group(1).rstrip("/-")) for m in _INLINE_TAG.finditer(_without_code(body)))
     return _merge_unique([t for t in found if t and not t.replace("/", "").isdigit()])
+
+
+def _without_code(body: str) -> str:
+    """The body with code spans and fenced blocks removed (their ``#`` and ``[[`` are code)."""
+    return _CODE.sub("", body) if "`" in body or "~~~" in body else body
 
 
 def wikilinks(text: str) -> list[str]:
