@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 
+from agent_memory import note as notes
 from agent_memory.vault import Vault
 
 # Columns that must be equal between a live index and a fresh rebuild (rid is an
@@ -98,3 +99,17 @@ def assert_index_matches_files(vault: Vault) -> None:
     live = index_snapshot(vault.index.path)
     assert live == rebuilt, "index differs from a rebuild from the files"
     vault.index.query("INSERT INTO fts (fts, rank) VALUES ('integrity-check', 1)")
+
+
+@pytest.fixture
+def parse_calls(monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    """Record every file parse (a spy: the real parser still runs)."""
+    calls: list[str] = []
+    real = notes.parse
+
+    def spy(data: bytes, path: str) -> notes.Note:
+        calls.append(path)
+        return real(data, path)
+
+    monkeypatch.setattr(notes, "parse", spy)
+    return calls

@@ -16,7 +16,6 @@ from typing import Any, TypeVar
 
 import pytest
 
-from agent_memory import note as notes
 from agent_memory.sync import Change, Watcher
 from agent_memory.vault import Vault
 from tests.conftest import assert_index_matches_files
@@ -315,15 +314,9 @@ def test_hand_made_note_in_a_new_folder_is_found_by_id_path(vault: Vault, watch:
 
 
 def test_tool_writes_are_recognised_without_a_reparse(vault: Vault, watch: Callable[..., Watcher],
-                                                      changes: list[Change], monkeypatch: pytest.MonkeyPatch) -> None:
-    parsed: list[str] = []
-    real_parse = notes.parse
-
-    def counting_parse(data: bytes, path: str) -> notes.Note:
-        parsed.append(path)
-        return real_parse(data, path)
-
-    monkeypatch.setattr(notes, "parse", counting_parse)
+                                                      changes: list[Change], monkeypatch: pytest.MonkeyPatch,
+                                                      parse_calls: list[str]) -> None:
+    parsed = parse_calls
     outcomes: list[tuple[str, str]] = []
     real_reconcile_path = vault.reconcile_path
 

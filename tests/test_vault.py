@@ -651,20 +651,6 @@ def test_reconcile_drops_a_deleted_folder(vault: Vault) -> None:
     assert_index_matches_files(vault)
 
 
-@pytest.fixture
-def parse_calls(monkeypatch: pytest.MonkeyPatch) -> list[str]:
-    """Record every file parse (a spy: the real parser still runs)."""
-    calls: list[str] = []
-    real = notes.parse
-
-    def spy(data: bytes, path: str) -> notes.Note:
-        calls.append(path)
-        return real(data, path)
-
-    monkeypatch.setattr(notes, "parse", spy)
-    return calls
-
-
 def test_a_touch_only_change_is_not_a_reparse(vault: Vault, parse_calls: list[str]) -> None:
     memory = vault.remember(ACME)["memory"]
     path = vault.root / memory["path"]
