@@ -8,6 +8,7 @@ only ever touches the front-matter lines of the keys that change.
 from __future__ import annotations
 
 import datetime as dt
+import functools
 import hashlib
 import json
 import re
@@ -363,17 +364,23 @@ def _as_shown(line: str) -> str:
     return _LINK_TEXT.sub(lambda m: (m.group(2) or m.group(1) or m.group(3) or "").rstrip("\\"), line)
 
 
+_MARKUP = str.maketrans("", "", "*_`>[]")
+
+
 def derive_title(body: str, path: str) -> str:
     """A first-line heading, else the first words, else the file name."""
-    for line in body.splitlines():
-        line = _as_shown(line.strip())
+    rest = body
+    while rest:  # line by line from the top: a long body is never split whole
+        line, _, rest = rest.partition("\n")
+        line = line.strip()
+        if "[" in line:
+            line = _as_shown(line)
         if not line:
             continue
         heading = _HEADING.fullmatch(line)
         if heading:
             return heading.group(1).strip()
-        words = re.sub(r"[*_`>\[\]]+", "", line).split()
-        return _shorten(" ".join(words), 80)
+        return _shorten(" ".join(line.translate(_MARKUP).split()), 80)
     stem = path.rsplit("/", 1)[-1]
     return stem[:-3] if stem.endswith(".md") else stem
 
@@ -387,6 +394,9 @@ def _shorten(text: str, limit: int) -> str:
 
 def to_utc(value: Any) -> str:
     """Canonical UTC (``2026-07-20T09:00:00Z``) from a datetime, date or ISO string."""
+    if isinstance(value, str) and _TIMESTAMP.fullmatch(value):
+        dt.datetime.fromisoformat(value)  # already canonical: only check it is a real instant
+        return value
     if isinstance(value, dt.datetime):
         moment = value
     elif isinstance(value, dt.date):
@@ -431,6 +441,7 @@ def yaml_scalar(value: Any) -> str:
     return _quoted(text)
 
 
+@functools.lru_cache(maxsize=4096)  # namespaces and tags repeat across a whole vault
 def _reads_as_text(text: str) -> bool:
     """Whether YAML reads ``text`` unquoted as a string (not ``0x1F`` -> 31, ``0b101`` -> 5)."""
     return _RESOLVER.resolve(yaml.ScalarNode, text, (True, False)) == "tag:yaml.org,2002:str"
