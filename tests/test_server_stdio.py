@@ -109,3 +109,28 @@ def test_no_command_serves_stdio_with_nothing_but_protocol_on_stdout(tmp_path: P
     assert by_id[2]["result"]["isError"] is False
     assert by_id[3]["result"]["isError"] is True and "not found" in by_id[3]["result"]["content"][0]["text"]
     assert "serving" in stderr and str(vault_dir) in stderr
+
+
+async def test_the_handshake_does_not_wait_for_the_start_up_reconcile(tmp_path: Path) -> None:
+    """Hold the vault's write lock from here, so the server's start-up reconcile cannot
+    run: the client must still connect and list tools; once the lock is released the
+    reconcile runs and a file made before the start is found."""
+    import fcntl
+
+    vault_dir = tmp_path / ".memory"
+    Vault.init(vault_dir).close()
+    (vault_dir / "people").mkdir()
+    (vault_dir / "people" / "priya.md").write_text("Priya prefers written questions\n")
+    lock = open(vault_dir / ".index" / "write.lock", "a+")
+    fcntl.flock(lock, fcntl.LOCK_EX)
+    try:
+        async with Client(serve_params(vault_dir, "serve")) as client:
+            with anyio.fail_after(20):
+                tools = await client.list_tools()
+            assert "recall" in {t.name for t in tools.tools}  # connected while reconcile is held up
+            assert (await call(client, "recall", query="Priya written questions"))["count"] == 0
+            fcntl.flock(lock, fcntl.LOCK_UN)
+            found = await recall_until(client, "Priya written questions")
+            assert [h["path"] for h in found["hits"]] == ["people/priya.md"]
+    finally:
+        lock.close()
