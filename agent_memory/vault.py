@@ -665,10 +665,9 @@ class Vault:
             note = _editable(notes.parse(data, row["path"]))
             now = self.now()
             changes: dict[str, Any] = {}
-            written_tags = notes.as_tag_list(note.meta.get("tags"))
-            tags = [t for t in written_tags + [a for a in adding if a not in written_tags] if t not in removing]
-            if tags != written_tags:
-                if len(tags) > MAX_TAGS and len(tags) > len(written_tags):
+            tags = _retag(note, adding, removing)
+            if tags is not None:
+                if len(tags) > MAX_TAGS and len(tags) > len(notes.as_tag_list(note.meta.get("tags"))):
                     raise InvalidInput(
                         f"{row['path']} would have {len(tags)} tags; the limit is {MAX_TAGS} per memory. "
                         "Remove some with remove_tags."
@@ -1108,6 +1107,29 @@ class Vault:
                 if value.startswith(prefix) and value not in values:
                     values.append(value)
         return values[:limit]
+
+
+def _retag(note: notes.Note, adding: list[str], removing: list[str]) -> list[Any] | None:
+    """The front matter's new tags list, or None when it stays as it is.
+
+    Tags nobody asked to change keep their spelling (``Customer`` stays ``Customer``;
+    tags compare case-insensitively). A tag written only in the body (``#ops``) cannot
+    be removed by rewriting the front matter: that is refused, not silently ignored.
+    """
+    value = note.meta.get("tags")
+    written = value if isinstance(value, list) else notes.as_tag_list(value)
+    names = [notes.normalise_tag(str(t)) for t in written]
+    inline_only = [t for t in removing if t not in names and t in note.tags]
+    if inline_only:
+        raise InvalidInput(
+            f"Tag {inline_only[0]!r} is written in the text of {note.path} as #{inline_only[0]}, not in its "
+            "tags property; change the content to remove it. Nothing was changed."
+        )
+    kept = [t for t, name in zip(written, names) if name not in removing]
+    added = [t for t in adding if t not in names]
+    if len(kept) == len(written) and not added:
+        return None
+    return kept + added
 
 
 def _bound(value: str | None, name: str) -> str | None:

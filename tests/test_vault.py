@@ -822,3 +822,23 @@ def test_init_writes_a_gitignore_for_the_index_and_keeps_an_existing_one(tmp_pat
     (tmp_path / "v/.gitignore").write_text("mine\n")
     Vault.init(tmp_path / "v").close()
     assert (tmp_path / "v/.gitignore").read_text() == "mine\n"
+
+
+def test_changing_tags_keeps_the_spelling_of_the_others(vault: Vault) -> None:
+    (vault.root / "acme.md").write_text("---\ntags: [Customer, ACME-Billing]\n---\nACME pays net 30\n")
+    vault.reconcile()
+    vault.update("acme.md", add_tags=["finance"])
+    assert (vault.root / "acme.md").read_text().startswith("---\ntags: [Customer, ACME-Billing, finance]\n")
+    vault.update("acme.md", remove_tags=["acme-billing"])
+    assert "tags: [Customer, finance]\n" in (vault.root / "acme.md").read_text()
+    assert vault.get("acme.md")["tags"] == ["customer", "finance"]
+    assert_index_matches_files(vault)
+
+
+def test_removing_a_tag_written_in_the_body_is_refused_not_ignored(vault: Vault) -> None:
+    (vault.root / "ops.md").write_text("---\ntags: [team]\n---\nThe #ops rota changes on Mondays\n")
+    vault.reconcile()
+    before = (vault.root / "ops.md").read_bytes()
+    with pytest.raises(InvalidInput, match="written in the text of ops.md as #ops"):
+        vault.update("ops.md", remove_tags=["ops"], add_tags=["rota"])
+    assert (vault.root / "ops.md").read_bytes() == before
