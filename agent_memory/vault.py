@@ -72,7 +72,7 @@ from .limits import (
 )
 from .store import (
     GITIGNORE,
-    TRASH_DIRNAME as TRASH_DIR,
+    TRASH_DIRNAME,
     Store,
     dated_folder,
     encodable,
@@ -1204,7 +1204,7 @@ def _import_path(store: Store, path: Any, meta: dict[str, Any], content: str, no
     symlinked folder on its way, else lay the memory out by its creation date like a new one."""
     if isinstance(path, str):
         rel = path.replace("\\", "/").strip("/")
-        safe = is_memory_path(rel) and ".." not in rel.split("/") and not rel.startswith(TRASH_DIR + "/")
+        safe = is_memory_path(rel) and ".." not in rel.split("/") and not rel.startswith(TRASH_DIRNAME + "/")
         if safe and store.unaliased(rel):
             return rel
     created = dt.datetime.fromisoformat(notes.to_utc(meta.get("created") or iso(now)))
