@@ -762,10 +762,13 @@ class Index:
             found.setdefault(row[0], []).append(row[1])
         return found
 
-    def all_rows(self, namespace: str | None = None) -> list[sqlite3.Row]:
-        if namespace:
-            return self.query("SELECT * FROM memories WHERE namespace = ? ORDER BY path", (namespace,))
-        return self.query("SELECT * FROM memories ORDER BY path")
+    def live_rows(self, now: str, namespace: str | None = None, limit: int = -1, offset: int = 0) -> list[sqlite3.Row]:
+        """Memories that have not expired, by path (the export order), paged."""
+        where, params = Filters(namespace=namespace).sql()
+        return self.query(
+            f"SELECT * FROM memories m WHERE (m.expires IS NULL OR m.expires > ?){where} ORDER BY m.path LIMIT ? OFFSET ?",
+            [now, *params, limit, offset],
+        )
 
     def size_bytes(self) -> int:
         return sum(

@@ -31,6 +31,7 @@ from .models import (
     ContextResult,
     Edge,
     ExportedMemory,
+    ExportPage,
     FileContent,
     ForgetResult,
     GcResult,
@@ -421,11 +422,24 @@ class Vault:
     def export_memories(self, namespace: str | None = None) -> list[ExportedMemory]:
         """Every live memory as written: its path, all front-matter keys, the body."""
         self._check_index()
+        return self._exported(self.index.live_rows(iso(self.now()), namespace or None))
+
+    def export_page(self, namespace: str | None = None, limit: int = 100, offset: int = 0) -> ExportPage:
+        """One page of the export, read from disk page by page (an MCP call's worth)."""
+        self._check_index()
+        if offset < 0:
+            raise InvalidInput("offset must be 0 or more.")
         now = iso(self.now())
+        total = self.index.count(Filters(namespace=namespace or None), now)
+        page = self._exported(self.index.live_rows(now, namespace or None, limit, offset))
+        result = ExportPage(total=total, count=len(page), offset=offset, memories=page)
+        if offset + len(page) < total:
+            result["next_offset"] = offset + len(page)
+        return result
+
+    def _exported(self, rows: list[sqlite3.Row]) -> list[ExportedMemory]:
         out: list[ExportedMemory] = []
-        for row in self.index.all_rows(namespace or None):
-            if row["expires"] is not None and row["expires"] <= now:
-                continue
+        for row in rows:
             read = self._read(row["path"])
             if read is None:
                 continue

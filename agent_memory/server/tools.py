@@ -346,12 +346,7 @@ def register_tools(server: MCPServer, vault: Vault) -> None:
     ) -> ExportPage:
         """Every live memory as written (path, all front-matter keys, content), a page at a
         time: the format import_memories accepts, for backups and moving memories."""
-        everything = vault.export_memories(namespace=_blank_to_none(namespace))
-        page = everything[offset : offset + limit]
-        result = ExportPage(total=len(everything), count=len(page), offset=offset, memories=page)
-        if offset + len(page) < len(everything):
-            result["next_offset"] = offset + len(page)
-        return result
+        return vault.export_page(namespace=_blank_to_none(namespace), limit=limit, offset=offset)
 
     @tool("import_memories", "Import memories", hints(read_only=False, destructive=True, idempotent=True))
     def import_memories(
