@@ -548,11 +548,13 @@ class Index:
         AND query per combination, the largest and weightiest first, the newest
         ``COMMON_POOL`` each, at most ``COMBINATION_QUERIES`` queries. When no other
         term found a candidate, the newest memories holding any common term follow."""
-        combos = [
-            combo
-            for size in range(len(common), 1, -1)
-            for combo in sorted(itertools.combinations(common, size), key=lambda c: -sum(weights[t.text] for t in c))
-        ][:COMBINATION_QUERIES]
+        def largest_first() -> Iterator[tuple[Term, ...]]:
+            # Lazily, size by size: there are 2**n combinations of n common words, and
+            # only the first COMBINATION_QUERIES are ever run.
+            for size in range(len(common), 1, -1):
+                yield from sorted(itertools.combinations(common, size), key=lambda c: -sum(weights[t.text] for t in c))
+
+        combos = list(itertools.islice(largest_first(), COMBINATION_QUERIES))
         out: dict[int, set[str]] = {}
         for combo in combos:
             for rid in self._newest(all_expr(list(combo)), filters, now):

@@ -435,3 +435,22 @@ def test_a_word_that_matches_nothing_stands_for_the_longer_words_it_starts(vault
     assert vault.search("postgre orders", match="all")["hits"][0]["id"] == orders["id"]
     # Not through the stemmer: "negative" is not the start of "neglected".
     assert vault.search("negative")["count"] == 0
+
+
+def test_a_question_of_many_common_words_still_returns(vault: Vault, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Combinations of common words are built lazily: 26 of them once meant 2**26."""
+    import threading
+
+    from agent_memory import index as index_module
+
+    monkeypatch.setattr(index_module, "COMMON_DF", 5)
+    words = [f"word{chr(97 + i)}" for i in range(26)]
+    for i in range(40):
+        vault.remember(" ".join(w for j, w in enumerate(words) if (i + j) % 9) + f" number {i}")
+    result: dict = {}
+    worker = threading.Thread(target=lambda: result.update(vault.search(" ".join(words))), daemon=True)
+    worker.start()
+    worker.join(timeout=60)  # a hang guard, not a speed target
+    assert not worker.is_alive(), "the search never returned"
+    assert result["match_mode"] == "any" and result["count"] == 10
+    assert all(len(h["matched_terms"]) >= 20 for h in result["hits"])
