@@ -123,9 +123,48 @@ def _quote(word: str) -> str:
     return '"' + word.replace('"', "") + '"'
 
 
+# A word is looked for in the text (title, tags, body, and the CJK column, which holds
+# Latin written against CJK), never in the creation date spelled out as words: "may"
+# in a question is not every memory written in May. Dates get terms of their own.
+TEXT_COLUMNS = "{title tags body cjk}"
+
+
 def word_term(word: str, prefix: bool = False) -> Term:
     """A word, stemmed by the index; ``prefix`` also matches longer words."""
-    return Term(word, _quote(word) + ("*" if prefix else ""))
+    return Term(word, f"{TEXT_COLUMNS} : " + _quote(word) + ("*" if prefix else ""))
+
+
+_MONTHS = "january february march april may june july august september october november december".split()
+_MONTH = "(" + "|".join(m[:3] + f"(?:{m[3:]})?" if len(m) > 3 else m for m in _MONTHS) + r")\.?"
+_DAY = r"([0-3]?\d)(?:st|nd|rd|th)?"
+_DATE_PHRASE = re.compile(
+    rf"\b(?:{_DAY}\s+(?:of\s+)?{_MONTH}(?:,?\s+(\d{{4}}))?|{_MONTH}\s+{_DAY}(?:,?\s+(\d{{4}}))?|{_MONTH}\s+(\d{{4}})"
+    r"|(\d{4})-(\d\d)-(\d\d))\b",
+    re.IGNORECASE,
+)
+
+
+def date_terms(question: str) -> tuple[list[Term], set[str]]:
+    """Dates named in a question ("8 May 2023", "May 8", "May 2023", "2023-05-08") as
+    terms that also match the day a memory was created, and the words they used up."""
+    out: list[Term] = []
+    used: set[str] = set()
+    for m in _DATE_PHRASE.finditer(question):
+        g = m.groups()
+        if g[8]:  # ISO
+            if not 1 <= int(g[9]) <= 12:
+                continue
+            year, month, day = g[8], _MONTHS[int(g[9]) - 1], str(int(g[10]))
+        else:
+            day, month_word, year = (g[0], g[1], g[2]) if g[1] else (g[4], g[3], g[5]) if g[3] else (None, g[6], g[7])
+            month = next(full for full in _MONTHS if full.startswith(month_word.lower()[:3]))
+            if day is not None and not 1 <= int(day) <= 31:
+                continue
+            day = str(int(day)) if day else None
+        phrase = " ".join(p for p in (day, month, year) if p)
+        out.append(Term(phrase, _quote(phrase)))
+        used.update(tokens(m.group(0)))
+    return out, used
 
 
 def bigrams(run: str) -> list[str]:
@@ -165,10 +204,11 @@ def terms(question: str) -> list[Term]:
     If every word is a filler word ("who is it"), the words themselves are used
     rather than searching for nothing.
     """
+    dates, used = date_terms(question)
     words = tokens(question)
-    kept = [w for w in words if w not in STOPWORDS] or words
+    kept = [w for w in words if w not in STOPWORDS and w not in used] or ([] if dates else words)
     out = [cjk_term(w) if is_cjk(w) else word_term(w) for w in dict.fromkeys(kept)]
-    return out
+    return out + [d for d in dates if d.text not in {t.text for t in out}]
 
 
 def _script(char: str) -> str:

@@ -454,3 +454,13 @@ def test_a_question_of_many_common_words_still_returns(vault: Vault, monkeypatch
     assert not worker.is_alive(), "the search never returned"
     assert result["match_mode"] == "any" and result["count"] == 10
     assert all(len(h["matched_terms"]) >= 20 for h in result["hits"])
+
+
+def test_words_that_look_like_dates_do_not_match_every_memory_of_that_day(vault: Vault, clock: Clock) -> None:
+    clock.now = dt.datetime(2026, 5, 20, 9, 0, tzinfo=dt.timezone.utc)
+    for text in ("Signed the lease for the office", "Ordered new laptops", "Tea may help with the cold"):
+        vault.remember(text)
+    assert [h["title"] for h in vault.search("may")["hits"]] == ["Tea may help with the cold"]
+    assert vault.search("2026")["count"] == 0 and vault.search("20 tips")["count"] == 0
+    on_the_day = vault.search("What did we do on 20 May 2026?")
+    assert on_the_day["count"] == 3 and all(h["matched_terms"] == ["20 may 2026"] for h in on_the_day["hits"])
