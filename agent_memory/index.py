@@ -485,9 +485,9 @@ class Index:
             rows = self.query(
                 "SELECT m.rid FROM fts CROSS JOIN memories m ON m.rid = fts.rowid "
                 f"WHERE fts MATCH ? AND (m.expires IS NULL OR m.expires > ?){where} ORDER BY fts.rowid DESC LIMIT ?",
-                [all_expr(common), now, *params, limit],
+                [all_expr(common), now, *params, max(limit, COMMON_POOL)],
             )
-            return [(row[0], 0.0) for row in rows]
+            return [(rid, 0.0) for rid in self._newest_first([row[0] for row in rows])[:limit]]
         found = set.intersection(*(m.rids for m in rare if m.rids is not None))
         if common and found:
             found &= self._members(all_expr(common), "(" + all_expr([m.term for m in rare]) + ")", None)

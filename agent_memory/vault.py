@@ -353,7 +353,9 @@ class Vault:
             return self._rebuild(counts, sweep=sweep, progress=progress)
 
     def _rebuild(self, counts: dict[str, int], sweep: bool = True, progress: Progress | None = None) -> ReconcileReport:
-        paths = [rel for rel, _stat in self.store.walk()]
+        # Sorted, so row numbers follow the dated layout: the index's "newest" shortcuts
+        # (for questions of only common words) read rows from the highest number down.
+        paths = sorted(rel for rel, _stat in self.store.walk())
 
         def parsed() -> Iterator[tuple[notes.Note, FileFacts]]:
             for done, rel in enumerate(paths, 1):

@@ -464,3 +464,18 @@ def test_words_that_look_like_dates_do_not_match_every_memory_of_that_day(vault:
     assert vault.search("2026")["count"] == 0 and vault.search("20 tips")["count"] == 0
     on_the_day = vault.search("What did we do on 20 May 2026?")
     assert on_the_day["count"] == 3 and all(h["matched_terms"] == ["20 may 2026"] for h in on_the_day["hits"])
+
+
+def test_common_word_questions_come_newest_first_after_a_reindex(vault: Vault, clock: Clock,
+                                                                 monkeypatch: pytest.MonkeyPatch) -> None:
+    from agent_memory import index as index_module
+
+    monkeypatch.setattr(index_module, "COMMON_DF", 3)
+    for day in (5, 1, 9, 3, 7, 2, 8):  # written out of order, named so the walk order is not time order
+        clock.now = dt.datetime(2026, 3, day, 9, 0, tzinfo=dt.timezone.utc)
+        vault.remember(f"apple banana note of day {day}", title=f"{'zyx'[day % 3]} note {day}")
+    before = [h["created"] for h in vault.search("apple banana", limit=5)["hits"]]
+    vault.reindex()
+    after = [h["created"] for h in vault.search("apple banana", limit=5)["hits"]]
+    assert before == after == sorted(after, reverse=True)
+    assert after[0].startswith("2026-03-09")
