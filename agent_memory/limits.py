@@ -100,7 +100,7 @@ def check_ttl(ttl_days: float | None) -> float | None:
     return float(ttl_days)
 
 
-def check_limit(limit: int) -> int:
-    if isinstance(limit, bool) or not isinstance(limit, int) or not 1 <= limit <= MAX_LIMIT:
-        raise InvalidInput(f"limit must be between 1 and {MAX_LIMIT}; got {limit!r}.")
+def check_limit(limit: int, most: int = MAX_LIMIT) -> int:
+    if isinstance(limit, bool) or not isinstance(limit, int) or not 1 <= limit <= most:
+        raise InvalidInput(f"limit must be between 1 and {most}; got {limit!r}.")
     return limit

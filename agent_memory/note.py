@@ -380,7 +380,9 @@ def derive_title(body: str, path: str) -> str:
         heading = _HEADING.fullmatch(line)
         if heading:
             return heading.group(1).strip()
-        return _shorten(" ".join(line.translate(_MARKUP).split()), 80)
+        words = " ".join(line.translate(_MARKUP).split())
+        if words:  # a line of markup only (***, > ) is not a title
+            return _shorten(words, 80)
     stem = path.rsplit("/", 1)[-1]
     return stem[:-3] if stem.endswith(".md") else stem
 

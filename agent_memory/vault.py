@@ -63,6 +63,7 @@ from .query import (
     word_term,
 )
 from .limits import (
+    MAX_BATCH,
     MAX_TAGS,
     check_content,
     check_limit,
@@ -433,10 +434,12 @@ class Vault:
             raise InvalidInput("offset must be 0 or more.")
         now = iso(self.now())
         total = self.index.count(Filters(namespace=namespace or None), now)
-        page = self._exported(self.index.live_rows(now, namespace or None, limit, offset))
+        check_limit(limit, most=MAX_BATCH)
+        rows = self.index.live_rows(now, namespace or None, limit, offset)
+        page = self._exported(rows)  # a file gone since it was indexed is left out...
         result = ExportPage(total=total, count=len(page), offset=offset, memories=page)
-        if offset + len(page) < total:
-            result["next_offset"] = offset + len(page)
+        if offset + len(rows) < total:  # ...but still counts, so the next page does not repeat one
+            result["next_offset"] = offset + len(rows)
         return result
 
     def _exported(self, rows: list[sqlite3.Row]) -> list[ExportedMemory]:
@@ -1133,7 +1136,10 @@ def _retag(note: notes.Note, adding: list[str], removing: list[str]) -> list[Any
     be removed by rewriting the front matter: that is refused, not silently ignored.
     """
     value = note.meta.get("tags")
-    written = value if isinstance(value, list) else notes.as_tag_list(value)
+    written: list[Any] = []  # one entry per tag, as the reader splits them ("a, b" in a list is two)
+    for item in value if isinstance(value, list) else [value]:
+        pieces = notes.split_tags([item]) if isinstance(item, str) else [item]
+        written.extend(pieces if isinstance(value, list) else notes.as_tag_list(value))
     names = [notes.normalise_tag(str(t)) for t in written]
     inline_only = [t for t in removing if t not in names and t in note.tags]
     if inline_only:
@@ -1143,7 +1149,7 @@ def _retag(note: notes.Note, adding: list[str], removing: list[str]) -> list[Any
         )
     kept = [t for t, name in zip(written, names) if name not in removing]
     added = [t for t in adding if t not in names]
-    if len(kept) == len(written) and not added:
+    if kept == written and not added:
         return None
     return kept + added
 

@@ -514,3 +514,8 @@ def test_patch_then_parse_gives_back_what_was_written() -> None:
         assert note.meta["zeta"] == 1 and note.meta["alpha"] == ["x", "y"], case
         nl = "\r\n" if "\r" in original else "\n"
         assert out.endswith("---" + nl + original[original.index("Priya leads") :]), case
+
+
+@pytest.mark.parametrize("body", ["***\n\nReal text here\n", "> \n> Real text here\n", "___\n\nReal text here"])
+def test_a_line_of_markup_only_is_not_the_title(body: str) -> None:
+    assert notes.derive_title(body, "notes/x.md") == "Real text here"

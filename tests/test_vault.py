@@ -842,3 +842,28 @@ def test_removing_a_tag_written_in_the_body_is_refused_not_ignored(vault: Vault)
     with pytest.raises(InvalidInput, match="written in the text of ops.md as #ops"):
         vault.update("ops.md", remove_tags=["ops"], add_tags=["rota"])
     assert (vault.root / "ops.md").read_bytes() == before
+
+
+def test_tags_written_as_one_comma_item_are_changed_as_the_reader_reads_them(vault: Vault) -> None:
+    (vault.root / "c.md").write_text('---\ntags: ["customer, deploy"]\n---\nACME deploys on Fridays\n')
+    vault.reconcile()
+    assert vault.update("c.md", add_tags=["customer"])["changed"] is False  # already there
+    vault.update("c.md", remove_tags=["deploy"])
+    assert "tags: [customer]\n" in (vault.root / "c.md").read_text()
+    assert vault.get("c.md")["tags"] == ["customer"]
+    assert_index_matches_files(vault)
+
+
+def test_export_pages_neither_repeat_nor_skip_when_a_file_vanished(vault: Vault) -> None:
+    made = [vault.remember(f"export item number {i}")["memory"] for i in range(7)]
+    (vault.root / made[1]["path"]).unlink()  # gone from disk, still in the index
+    seen, offset = [], 0
+    while True:
+        page = vault.export_page(limit=3, offset=offset)
+        seen += [m["path"] for m in page["memories"]]
+        if "next_offset" not in page:
+            break
+        offset = page["next_offset"]
+    assert len(seen) == len(set(seen)) == 6
+    with pytest.raises(InvalidInput, match="limit must be between 1 and 500"):
+        vault.export_page(limit=0)
