@@ -10,7 +10,6 @@ from __future__ import annotations
 import dataclasses
 import datetime as dt
 import fcntl
-import json
 import os
 import re
 import sqlite3
@@ -22,7 +21,7 @@ from pathlib import Path
 from stat import S_ISREG
 from typing import Any
 
-from . import graph
+from . import graph, transfer
 from . import note as notes
 from .errors import Duplicate, InvalidInput, NotFound, PathRefused, VaultError, VersionConflict
 from .index import SCHEMA_VERSION, TOKENIZER, FileFacts, Filters, Index, TermMatch
@@ -52,7 +51,6 @@ from .models import (
 from .query import (
     MAX_QUERY_CHARS,
     Term,
-    all_expr,
     can_correct,
     can_prefix,
     expansion_term,
@@ -70,11 +68,9 @@ from .limits import (
     check_namespace,
     check_tags,
     check_ttl,
-    check_written_tags,
 )
 from .store import (
     GITIGNORE,
-    TRASH_DIRNAME,
     Store,
     dated_folder,
     encodable,
@@ -92,9 +88,6 @@ MAX_TOKEN_BUDGET = 200_000
 MAX_READ_BYTES = 1_000_000
 TOKEN_ESTIMATE = "ceil(characters / 4) of each memory's title and content"
 _RELATION_NAME = re.compile(r"[A-Za-z][A-Za-z0-9_-]{0,63}")
-# A front-matter key import may write as it is: a YAML plain scalar that reads back as
-# itself (no ': ', ' #', leading indicator, newline or trailing space), in any script.
-_PLAIN_KEY = re.compile(r"[^\W][\w .\-/+@]*(?<! )")
 TRASH_DAYS = 30
 SEARCH_MODE = (
     f"sqlite fts5 ({TOKENIZER}) with CJK bigrams; all terms, else IDF-weighted coverage; "
@@ -494,11 +487,11 @@ class Vault:
             try:
                 content = check_content(item.get("content"))  # type: ignore[arg-type]
                 if "front_matter" in item:  # an export: its front matter is the file's, as written
-                    meta, namespace = _exported_front_matter(item["front_matter"])
+                    meta, namespace = transfer.exported_front_matter(item["front_matter"])
                     content = item["content"]  # byte for byte: export -> import -> export is stable
                     data = notes.render_front_matter(meta, content)
                 else:  # a hand-made item {content, namespace, tags, title, source, created, ...}
-                    meta = _new_fields(item, now)
+                    meta = transfer.new_fields(item, now)
                     namespace = meta["namespace"]
                     data = notes.render_new(meta, content)  # the file remember would write
             except (InvalidInput, ValueError) as exc:
@@ -510,14 +503,14 @@ class Vault:
             if key in seen or self.index.find_content(namespace, key[1], iso(now)) is not None:
                 duplicates += 1
                 continue
-            memory_id = _own_id(meta)
+            memory_id = transfer.own_id(meta)
             if memory_id is not None and (memory_id in seen_ids or self.index.by_id(memory_id, iso(now)) is not None):
                 duplicates += 1  # an older copy of a live memory: a second file would claim its id
                 continue
             seen.add(key)
             if memory_id is not None:
                 seen_ids.add(memory_id)
-            rel = _import_path(self.store, item.get("path"), meta, content, now)
+            rel = transfer.import_path(self.store, item.get("path"), meta, content, now)
             plans.append((rel, data.encode("utf-8")))
         return plans, duplicates, expired
 
@@ -1161,74 +1154,3 @@ def _bound(value: str | None, name: str) -> str | None:
         return notes.to_utc(value)
     except ValueError as exc:
         raise InvalidInput(f"{name} must be a date or timestamp like 2026-07-20; got {value!r}.") from exc
-
-
-def _own_id(meta: dict[str, Any]) -> str | None:
-    """The id a front matter claims, read as the reader reads it (None: the path is the id)."""
-    raw = meta.get("id")
-    if not isinstance(raw, (str, int)) or not str(raw).strip():
-        return None
-    return str(raw).strip()
-
-
-def _exported_front_matter(front_matter: Any) -> tuple[dict[str, Any], str]:
-    """An export's front matter, checked before it is written as it is; and its namespace."""
-    if not isinstance(front_matter, dict):
-        raise InvalidInput("front_matter must be an object.")
-    meta = dict(front_matter)
-    for name in meta:
-        if not isinstance(name, str) or not _PLAIN_KEY.fullmatch(name):
-            raise InvalidInput(
-                f"front_matter key {name!r} is not a plain name (letters, digits, spaces, "
-                "'_', '-', '.', '/', '+' or '@', not starting with a symbol); rename it."
-            )
-    written = meta.get("namespace")  # read as the reader reads it: a number is its digits
-    namespace = check_namespace(str(written) if isinstance(written, int) else written)
-    check_written_tags(meta.get("tags"))
-    for key in ("created", "updated", "expires"):
-        if meta.get(key) not in (None, ""):
-            notes.to_utc(meta[key])
-    return meta, namespace
-
-
-def _new_fields(item: dict[str, Any], now: dt.datetime) -> dict[str, Any]:
-    """A hand-made item's front matter: the fields remember writes, checked as it checks
-    them; times from the item, else the vault's clock (which also dates the id)."""
-    created = _item_time(item, "created") or iso(now)
-    return {
-        "id": _own_id(item) or new_id(int(now.timestamp() * 1000)),
-        "namespace": check_namespace(item.get("namespace")),
-        "title": _item_text(item, "title"),
-        "tags": check_tags(item.get("tags")),
-        "created": created,
-        "updated": _item_time(item, "updated") or created,
-        "expires": _item_time(item, "expires"),
-        "source": _item_text(item, "source"),
-    }
-
-
-def _item_time(item: dict[str, Any], key: str) -> str | None:
-    value = item.get(key)
-    return None if value in (None, "") else notes.to_utc(value)
-
-
-def _item_text(item: dict[str, Any], key: str) -> str | None:
-    value = item.get(key)
-    if value in (None, ""):
-        return None
-    if not isinstance(value, str):
-        raise InvalidInput(f"{key} must be text; got {value!r}.")
-    return value.strip() or None
-
-
-def _import_path(store: Store, path: Any, meta: dict[str, Any], content: str, now: dt.datetime) -> str:
-    """Keep an exported path when it is a safe vault-relative memory path with no
-    symlinked folder on its way, else lay the memory out by its creation date like a new one."""
-    if isinstance(path, str):
-        rel = path.replace("\\", "/").strip("/")
-        safe = is_memory_path(rel) and ".." not in rel.split("/") and not rel.startswith(TRASH_DIRNAME + "/")
-        if safe and store.unaliased(rel):
-            return rel
-    created = dt.datetime.fromisoformat(notes.to_utc(meta.get("created") or iso(now)))
-    title = str(meta.get("title") or "") or notes.derive_title(content, "")
-    return f"{dated_folder(created)}/{make_slug(title)}.md"

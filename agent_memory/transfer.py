@@ -1,0 +1,93 @@
+"""Import items -> files: the checks and the front matter each item gets (pure).
+
+An item is either an export's (``{path, front_matter, content}``: written back as it
+was) or made by hand (``{content, namespace, tags, ...}``: written as ``remember``
+would write it). ``Vault.import_memories`` adds what needs the vault: duplicates, ids
+already taken, and writing everything or nothing.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import re
+from typing import Any
+
+from . import note as notes
+from .errors import InvalidInput
+from .limits import check_namespace, check_tags, check_written_tags
+from .store import TRASH_DIRNAME, Store, dated_folder, is_memory_path, make_slug, new_id
+
+# A front-matter key import may write as it is: a YAML plain scalar that reads back as
+# itself (no ': ', ' #', leading indicator, newline or trailing space), in any script.
+_PLAIN_KEY = re.compile(r"[^\W][\w .\-/+@]*(?<! )")
+
+
+def own_id(meta: dict[str, Any]) -> str | None:
+    """The id a front matter claims, read as the reader reads it (None: the path is the id)."""
+    raw = meta.get("id")
+    if not isinstance(raw, (str, int)) or not str(raw).strip():
+        return None
+    return str(raw).strip()
+
+
+def exported_front_matter(front_matter: Any) -> tuple[dict[str, Any], str]:
+    """An export's front matter, checked before it is written as it is; and its namespace."""
+    if not isinstance(front_matter, dict):
+        raise InvalidInput("front_matter must be an object.")
+    meta = dict(front_matter)
+    for name in meta:
+        if not isinstance(name, str) or not _PLAIN_KEY.fullmatch(name):
+            raise InvalidInput(
+                f"front_matter key {name!r} is not a plain name (letters, digits, spaces, "
+                "'_', '-', '.', '/', '+' or '@', not starting with a symbol); rename it."
+            )
+    written = meta.get("namespace")  # read as the reader reads it: a number is its digits
+    namespace = check_namespace(str(written) if isinstance(written, int) else written)
+    check_written_tags(meta.get("tags"))
+    for key in ("created", "updated", "expires"):
+        if meta.get(key) not in (None, ""):
+            notes.to_utc(meta[key])
+    return meta, namespace
+
+
+def new_fields(item: dict[str, Any], now: dt.datetime) -> dict[str, Any]:
+    """A hand-made item's front matter: the fields remember writes, checked as it checks
+    them; times from the item, else the vault's clock (which also dates the id)."""
+    created = _item_time(item, "created") or notes.to_utc(now)
+    return {
+        "id": own_id(item) or new_id(int(now.timestamp() * 1000)),
+        "namespace": check_namespace(item.get("namespace")),
+        "title": _item_text(item, "title"),
+        "tags": check_tags(item.get("tags")),
+        "created": created,
+        "updated": _item_time(item, "updated") or created,
+        "expires": _item_time(item, "expires"),
+        "source": _item_text(item, "source"),
+    }
+
+
+def _item_time(item: dict[str, Any], key: str) -> str | None:
+    value = item.get(key)
+    return None if value in (None, "") else notes.to_utc(value)
+
+
+def _item_text(item: dict[str, Any], key: str) -> str | None:
+    value = item.get(key)
+    if value in (None, ""):
+        return None
+    if not isinstance(value, str):
+        raise InvalidInput(f"{key} must be text; got {value!r}.")
+    return value.strip() or None
+
+
+def import_path(store: Store, path: Any, meta: dict[str, Any], content: str, now: dt.datetime) -> str:
+    """Keep an exported path when it is a safe vault-relative memory path with no
+    symlinked folder on its way, else lay the memory out by its creation date like a new one."""
+    if isinstance(path, str):
+        rel = path.replace("\\", "/").strip("/")
+        safe = is_memory_path(rel) and ".." not in rel.split("/") and not rel.startswith(TRASH_DIRNAME + "/")
+        if safe and store.unaliased(rel):
+            return rel
+    created = dt.datetime.fromisoformat(notes.to_utc(meta.get("created") or notes.to_utc(now)))
+    title = str(meta.get("title") or "") or notes.derive_title(content, "")
+    return f"{dated_folder(created)}/{make_slug(title)}.md"
