@@ -13,6 +13,7 @@ import hmac
 import ipaddress
 import logging
 import os
+import signal
 import sys
 from pathlib import Path
 from typing import Any
@@ -160,4 +161,8 @@ def _serve_http(vault: Vault, host: str, port: int, token: str | None) -> None:
         "serving %s on http://%s:%d%s (%s)", vault.root, shown, port, MCP_PATH,
         "bearer token required" if token else "no token: loopback only",
     )
+    # uvicorn shuts down cleanly on SIGINT/SIGTERM, then re-raises the signal to the
+    # handler it found; finding these, a stop is a clean exit (status 0, no traceback).
+    for stop_signal in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(stop_signal, lambda *_: log.info("stopped"))
     uvicorn.Server(uvicorn.Config(app, host=host, port=port, log_level="warning", lifespan="on")).run()
