@@ -516,7 +516,10 @@ def _is_gap(line: str) -> bool:
 
 def _patch_key(lines: list[str], key: str, value: Any, nl: str) -> list[str]:
     pattern = _key_line(key)
-    start = next((i for i, line in enumerate(lines) if pattern.match(line)), None)
+    found = [i for i, line in enumerate(lines) if pattern.match(line)]
+    # A key written twice: YAML reads the last one, so that is the one changed; removing
+    # a key removes every copy, or the earlier one would come back.
+    start = found[-1] if found else None
     if start is None:
         if value is None:
             return lines
@@ -529,7 +532,8 @@ def _patch_key(lines: list[str], key: str, value: Any, nl: str) -> list[str]:
     while end > start + 1 and _is_gap(lines[end - 1]):
         end -= 1  # ...but those after its last item belong to what follows
     if value is None:
-        return lines[:start] + lines[end:]
+        rest = lines[:start] + lines[end:]
+        return _patch_key(rest, key, None, nl) if len(found) > 1 else rest
     block_items = [ln for ln in lines[start + 1 : end] if ln.lstrip().startswith("- ")]
     written_key = lines[start].split(":", 1)[0]
     if isinstance(value, list) and value and block_items and lines[start].split(":", 1)[1].strip() == "":

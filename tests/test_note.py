@@ -519,3 +519,12 @@ def test_patch_then_parse_gives_back_what_was_written() -> None:
 @pytest.mark.parametrize("body", ["***\n\nReal text here\n", "> \n> Real text here\n", "___\n\nReal text here"])
 def test_a_line_of_markup_only_is_not_the_title(body: str) -> None:
     assert notes.derive_title(body, "notes/x.md") == "Real text here"
+
+
+def test_patch_changes_the_copy_of_a_duplicated_key_that_yaml_reads() -> None:
+    text = "---\ntags: [old]\ntitle: T\ntags: [current]\n---\nbody\n"
+    patched = notes.patch(text, {"tags": ["current", "new"]})
+    assert patched == "---\ntags: [old]\ntitle: T\ntags: [current, new]\n---\nbody\n"
+    assert notes.parse(patched.encode(), "x.md").tags == ["current", "new"]
+    removed = notes.patch(text, {"tags": None})
+    assert removed == "---\ntitle: T\n---\nbody\n"
