@@ -514,6 +514,39 @@ def _is_gap(line: str) -> bool:
     return not line.strip() or line.startswith("#")
 
 
+def _block_item(line: str) -> Any:
+    """The value of one ``- item`` line as YAML reads it (None if it is not that simple)."""
+    try:
+        return _jsonable(yaml.load(line.strip()[1:].strip() or "null", Loader=_KeepKeysLoader))
+    except yaml.YAMLError:
+        return None
+
+
+def _patch_block_list(body: list[str], value: list[Any], nl: str) -> list[str]:
+    """A block list's lines for the new ``value``: the lines of items that stay are kept
+    as written (their quoting and comments, and the lines between two of them), the
+    lines of items that go are dropped, new items are appended in the list's indent."""
+    items = [ln for ln in body if ln.lstrip().startswith("- ")]
+    indent = items[0][: len(items[0]) - len(items[0].lstrip())]
+    wanted = list(value)
+    kept: list[str] = []
+    between: list[str] = []  # comments and blank lines: kept where they sit between items that stay
+    for line in body:
+        if not line.lstrip().startswith("- "):
+            between.append(line)
+            continue
+        item = _block_item(line)
+        if item in wanted:
+            wanted.remove(item)
+            kept += [*between, line]
+        between = []
+    patched = kept + [f"{indent}- {yaml_scalar(v)}{nl}" for v in wanted]
+    if [_block_item(ln) for ln in patched if ln.lstrip().startswith("- ")] != list(value):
+        # Kept lines would not read back as the new list (another order): write it afresh.
+        return [f"{indent}- {yaml_scalar(v)}{nl}" for v in value]
+    return patched
+
+
 def _patch_key(lines: list[str], key: str, value: Any, nl: str) -> list[str]:
     pattern = _key_line(key)
     found = [i for i, line in enumerate(lines) if pattern.match(line)]
@@ -537,8 +570,7 @@ def _patch_key(lines: list[str], key: str, value: Any, nl: str) -> list[str]:
     block_items = [ln for ln in lines[start + 1 : end] if ln.lstrip().startswith("- ")]
     written_key = lines[start].split(":", 1)[0]
     if isinstance(value, list) and value and block_items and lines[start].split(":", 1)[1].strip() == "":
-        indent = block_items[0][: len(block_items[0]) - len(block_items[0].lstrip())]
-        new = [f"{written_key}:{nl}"] + [f"{indent}- {yaml_scalar(v)}{nl}" for v in value]
+        new = [lines[start], *_patch_block_list(lines[start + 1 : end], value, nl)]
     else:
         new = [f"{written_key}: {yaml_scalar(value)}{nl}"]
     return lines[:start] + new + lines[end:]

@@ -528,3 +528,11 @@ def test_patch_changes_the_copy_of_a_duplicated_key_that_yaml_reads() -> None:
     assert notes.parse(patched.encode(), "x.md").tags == ["current", "new"]
     removed = notes.patch(text, {"tags": None})
     assert removed == "---\ntitle: T\n---\nbody\n"
+
+
+def test_patching_a_block_list_keeps_the_lines_of_items_that_stay() -> None:
+    text = "---\ntitle: X\ntags:\n  - One   # the first\n  # between\n  - \"two\"\n  - three\n---\nbody\n"
+    added_and_removed = notes.patch(text, {"tags": ["One", "two", "four"]})
+    assert added_and_removed == "---\ntitle: X\ntags:\n  - One   # the first\n  # between\n  - \"two\"\n  - four\n---\nbody\n"
+    reordered = notes.patch(text, {"tags": ["three", "One"]})  # cannot keep lines: written afresh
+    assert notes.parse(reordered.encode(), "x.md").meta["tags"] == ["three", "One"]
