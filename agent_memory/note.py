@@ -162,7 +162,7 @@ _FAST_LINE = re.compile(r"([A-Za-z_][A-Za-z0-9_-]*): (.*?)[ \t]*\r?")
 _FAST_WORD = r"[A-Za-z0-9][A-Za-z0-9_\-/.]*"
 # A quoted comma is left to YAML (items are split on ", "), and so are control and
 # line-break characters, which YAML refuses or folds.
-_FAST_ITEM = rf"{_FAST_WORD}|\"[^\"\\\\,\x00-\x1f\x7f-\x9f\u2028\u2029]*\""
+_FAST_ITEM = rf"{_FAST_WORD}|\"[^\"\\\\,\x00-\x1f\x7f-\x9f\u2028\u2029\ufffe\uffff]*\""
 _FAST_LIST = re.compile(rf"\[((?:{_FAST_ITEM})(?:, (?:{_FAST_ITEM}))*)?\]")
 _FAST_SCALAR = re.compile(rf"{_FAST_WORD}(?: {_FAST_WORD})*")
 
@@ -376,7 +376,7 @@ def derive_title(body: str, path: str) -> str:
     rest = body
     while rest:  # line by line from the top: a long body is never split whole
         line, _, rest = rest.partition("\n")
-        line = line.strip()
+        line = line.splitlines()[0].strip() if line.strip() else ""  # \r, \u2028… end a line too
         if "[" in line:
             line = _as_shown(line)
         if not line:
@@ -401,7 +401,10 @@ def _shorten(text: str, limit: int) -> str:
 def to_utc(value: Any) -> str:
     """Canonical UTC (``2026-07-20T09:00:00Z``) from a datetime, date or ISO string."""
     if isinstance(value, str) and _TIMESTAMP.fullmatch(value):
-        dt.datetime.fromisoformat(value)  # already canonical: only check it is a real instant
+        try:
+            dt.datetime.fromisoformat(value)  # already canonical: only check it is a real instant
+        except ValueError as exc:
+            raise ValueError(f"not a timestamp: {value!r}") from exc
         return value
     if isinstance(value, dt.datetime):
         moment = value
@@ -528,6 +531,9 @@ def _patch_block_list(body: list[str], value: list[Any], nl: str) -> list[str]:
     lines of items that go are dropped, new items are appended in the list's indent."""
     items = [ln for ln in body if ln.lstrip().startswith("- ")]
     indent = items[0][: len(items[0]) - len(items[0].lstrip())]
+    fresh = [f"{indent}- {yaml_scalar(v)}{nl}" for v in value]
+    if any(not ln.lstrip().startswith("- ") and not _is_gap(ln.lstrip()) for ln in body):
+        return fresh  # an item written over several lines: its lines cannot be kept one by one
     wanted = list(value)
     kept: list[str] = []
     between: list[str] = []  # comments and blank lines: kept where they sit between items that stay
@@ -542,8 +548,7 @@ def _patch_block_list(body: list[str], value: list[Any], nl: str) -> list[str]:
         between = []
     patched = kept + [f"{indent}- {yaml_scalar(v)}{nl}" for v in wanted]
     if [_block_item(ln) for ln in patched if ln.lstrip().startswith("- ")] != list(value):
-        # Kept lines would not read back as the new list (another order): write it afresh.
-        return [f"{indent}- {yaml_scalar(v)}{nl}" for v in value]
+        return fresh  # kept lines would not read back as the new list (another order)
     return patched
 
 

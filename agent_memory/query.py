@@ -162,9 +162,11 @@ def date_terms(question: str) -> tuple[list[Term], set[str]]:
                 continue
             day = str(int(day)) if day else None
         phrase = " ".join(p for p in (day, month, year) if p)
-        out.append(Term(phrase, _quote(phrase)))
+        typed = " ".join(tokens(m.group(0)))
+        # The day a memory was created, or the date as the question wrote it in the text.
+        out.append(Term(phrase, f"(dated : {_quote(phrase)} OR {TEXT_COLUMNS} : {_quote(typed)})"))
         used.update(tokens(m.group(0)))
-    return out, used
+    return list({t.text: t for t in out}.values()), used
 
 
 def bigrams(run: str) -> list[str]:
@@ -191,7 +193,7 @@ def expansion_term(word: str, longer: list[str]) -> Term:
     The words come from the unstemmed vocabulary rather than an FTS5 prefix query,
     because FTS5 stems a prefix before expanding it (``negative*`` is ``neg*``, which
     finds "neglect")."""
-    return Term(word, "(" + " OR ".join(_quote(w) for w in longer) + ")")
+    return Term(word, f"{TEXT_COLUMNS} : (" + " OR ".join(_quote(w) for w in longer) + ")")
 
 
 def can_correct(term: Term) -> bool:

@@ -1131,6 +1131,8 @@ def _retag(note: notes.Note, adding: list[str], removing: list[str]) -> list[Any
     value = note.meta.get("tags")
     written: list[Any] = []  # one entry per tag, as the reader splits them ("a, b" in a list is two)
     for item in value if isinstance(value, list) else [value]:
+        if item is None:
+            continue  # an empty list item is no tag (the reader skips it too)
         pieces = notes.split_tags([item]) if isinstance(item, str) else [item]
         written.extend(pieces if isinstance(value, list) else notes.as_tag_list(value))
     names = [notes.normalise_tag(str(t)) for t in written]

@@ -536,3 +536,19 @@ def test_patching_a_block_list_keeps_the_lines_of_items_that_stay() -> None:
     assert added_and_removed == "---\ntitle: X\ntags:\n  - One   # the first\n  # between\n  - \"two\"\n  - four\n---\nbody\n"
     reordered = notes.patch(text, {"tags": ["three", "One"]})  # cannot keep lines: written afresh
     assert notes.parse(reordered.encode(), "x.md").meta["tags"] == ["three", "One"]
+
+
+def test_patching_a_block_list_with_an_item_over_several_lines_writes_it_afresh() -> None:
+    text = "---\ntags:\n  - customer\n    success\n  - billing\n---\nbody\n"
+    out = notes.patch(text, {"tags": ["billing"]})
+    assert out == "---\ntags:\n  - billing\n---\nbody\n"
+    assert notes.parse(out.encode(), "x.md").meta["tags"] == ["billing"]
+
+
+def test_an_impossible_canonical_timestamp_is_named_in_the_error() -> None:
+    with pytest.raises(ValueError, match="not a timestamp: '2026-02-30T09:00:00Z'"):
+        notes.to_utc("2026-02-30T09:00:00Z")
+
+
+def test_a_title_ends_at_any_line_break() -> None:
+    assert notes.derive_title("# Title\rmore text", "x.md") == "Title"

@@ -479,3 +479,19 @@ def test_common_word_questions_come_newest_first_after_a_reindex(vault: Vault, c
     after = [h["created"] for h in vault.search("apple banana", limit=5)["hits"]]
     assert before == after == sorted(after, reverse=True)
     assert after[0].startswith("2026-03-09")
+
+
+def test_a_date_written_in_the_text_is_found_as_typed(vault: Vault, clock: Clock) -> None:
+    clock.now = dt.datetime(2026, 9, 1, 9, 0, tzinfo=dt.timezone.utc)
+    froze = vault.remember("The deploy froze on 2023-05-08 after the migration")["memory"]
+    failed = vault.remember("On May 2 the billing deploy failed")["memory"]
+    assert [h["id"] for h in vault.search("what happened 2023-05-08")["hits"]] == [froze["id"]]
+    result = vault.search("May 2 deploy")
+    assert result["match_mode"] == "all" and [h["id"] for h in result["hits"]] == [failed["id"]]
+
+
+def test_a_prefix_never_matches_the_creation_date(vault: Vault, clock: Clock) -> None:
+    clock.now = dt.datetime(2026, 6, 3, 9, 0, tzinfo=dt.timezone.utc)
+    june = vault.remember("The June offsite is in Lisbon")["memory"]
+    vault.remember("Kafka cluster upgrade notes")
+    assert [h["id"] for h in vault.search("jun")["hits"]] == [june["id"]]

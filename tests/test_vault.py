@@ -867,3 +867,10 @@ def test_export_pages_neither_repeat_nor_skip_when_a_file_vanished(vault: Vault)
     assert len(seen) == len(set(seen)) == 6
     with pytest.raises(InvalidInput, match="limit must be between 1 and 500"):
         vault.export_page(limit=0)
+
+
+def test_an_empty_tag_item_is_not_kept_when_tags_change(vault: Vault) -> None:
+    (vault.root / "n.md").write_text("---\ntags: [a, null]\n---\nNote with an empty tag item\n")
+    vault.reconcile()
+    vault.update("n.md", add_tags=["c"])
+    assert "tags: [a, c]\n" in (vault.root / "n.md").read_text()
