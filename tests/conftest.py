@@ -3,7 +3,10 @@
 from __future__ import annotations
 
 import datetime as dt
+import os
 import sqlite3
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -113,3 +116,25 @@ def parse_calls(monkeypatch: pytest.MonkeyPatch) -> list[str]:
 
     monkeypatch.setattr(notes, "parse", spy)
     return calls
+
+
+CONSOLE_SCRIPT = Path(sys.executable).with_name("agent-memory")
+
+
+def run_cli(
+    *args: str,
+    vault: Path | None = None,
+    cwd: Path | None = None,
+    stdin: str | None = None,
+    console_script: bool = False,
+    timeout: float = 120,
+) -> subprocess.CompletedProcess[str]:
+    """The CLI in a subprocess, as a user runs it: ``vault`` is passed as ``--dir``;
+    without it the vault is found from ``cwd`` (AGENT_MEMORY_DIR is not set).
+    ``console_script`` runs the installed ``agent-memory`` instead of ``python -m``."""
+    command = [str(CONSOLE_SCRIPT)] if console_script else [sys.executable, "-m", "agent_memory"]
+    if vault is not None:
+        command += ["--dir", str(vault)]
+    env = {k: v for k, v in os.environ.items() if not k.startswith("AGENT_MEMORY")}
+    return subprocess.run([*command, *args], cwd=cwd, env=env, input=stdin, capture_output=True, text=True,
+                          timeout=timeout)

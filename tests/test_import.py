@@ -12,7 +12,7 @@ from agent_memory import note as notes
 from agent_memory.errors import InvalidInput
 from agent_memory.vault import Vault
 
-from conftest import assert_index_matches_files
+from conftest import assert_index_matches_files, run_cli
 
 
 def _files(vault: Vault) -> list[str]:
@@ -187,7 +187,6 @@ def test_export_tags_past_what_a_memory_holds_are_refused(vault: Vault, tags: ob
 
 def test_a_backup_larger_than_one_mcp_batch_imports_from_the_cli_in_one_pass(tmp_path: Path) -> None:
     import subprocess
-    import sys
 
     from agent_memory.limits import MAX_BATCH
 
@@ -196,8 +195,7 @@ def test_a_backup_larger_than_one_mcp_batch_imports_from_the_cli_in_one_pass(tmp
     vault_dir = tmp_path / ".memory"
 
     def cli(*args: str) -> subprocess.CompletedProcess[str]:
-        return subprocess.run([sys.executable, "-m", "agent_memory", "--dir", str(vault_dir), *args],
-                              capture_output=True, text=True, timeout=120)
+        return run_cli(*args, vault=vault_dir)
 
     assert "any number" in " ".join(cli("import", "--help").stdout.split())
     assert cli("init").returncode == 0

@@ -4,9 +4,7 @@ files; plus the `link` command through the console entry point."""
 from __future__ import annotations
 
 import json
-import os
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -14,7 +12,7 @@ import pytest
 from agent_memory.errors import InvalidInput, NotFound, PathRefused
 from agent_memory.vault import Vault
 
-from conftest import assert_index_matches_files
+from conftest import assert_index_matches_files, run_cli
 
 
 def write(vault: Vault, rel: str, text: str) -> str:
@@ -295,8 +293,7 @@ def test_complete_ids_offers_ids_and_paths_by_prefix(web: Vault) -> None:
 
 
 def cli(*args: str, vault_dir: Path) -> subprocess.CompletedProcess[str]:
-    env = {**os.environ, "AGENT_MEMORY_DIR": str(vault_dir)}
-    return subprocess.run([sys.executable, "-m", "agent_memory", *args], env=env, capture_output=True, text=True, timeout=60)
+    return run_cli(*args, vault=vault_dir)
 
 
 def test_cli_link_command(vault: Vault) -> None:

@@ -5,7 +5,6 @@ from __future__ import annotations
 import json
 import os
 import subprocess
-import sys
 import time
 from pathlib import Path
 
@@ -14,15 +13,11 @@ import pytest
 from agent_memory.errors import InvalidInput
 from agent_memory.vault import Vault
 
-from conftest import assert_index_matches_files
+from conftest import CONSOLE_SCRIPT as SCRIPT, assert_index_matches_files, run_cli
 
-SCRIPT = Path(sys.executable).with_name("agent-memory")
-
-
-def run(*args: str, cwd: Path, input: str | None = None) -> subprocess.CompletedProcess[str]:
+def run(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
     """The installed console script, finding its vault as a user's shell would (./.memory)."""
-    env = {k: v for k, v in os.environ.items() if k != "AGENT_MEMORY_DIR"}
-    return subprocess.run([str(SCRIPT), *args], cwd=cwd, input=input, env=env, capture_output=True, text=True, timeout=60)
+    return run_cli(*args, cwd=cwd, console_script=True)
 
 
 HAND_WRITTEN = """\ufeff---\r

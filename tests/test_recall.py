@@ -19,7 +19,7 @@ from pathlib import Path
 import pytest
 
 from agent_memory.vault import Vault
-from conftest import Clock, assert_index_matches_files
+from conftest import Clock, assert_index_matches_files, run_cli
 
 CORPORA_DIR = Path(__file__).resolve().parents[2] / "shared" / "corpora"
 
@@ -238,10 +238,7 @@ def test_a_typo_is_corrected_and_reported(office: Vault) -> None:
 
 
 def test_the_cli_says_which_words_it_corrected(office: Vault) -> None:
-    done = subprocess.run(
-        [sys.executable, "-m", "agent_memory", "--dir", str(office.root), "search", "kuberentes pods"],
-        capture_output=True, text=True, timeout=60,
-    )
+    done = run_cli("search", "kuberentes pods", vault=office.root)
     assert done.returncode == 0
     assert "Searched for corrected words: kuberentes -> kubernetes" in done.stdout
     assert "Kubernetes pods restart nightly" in done.stdout

@@ -4,8 +4,6 @@ from __future__ import annotations
 
 import errno
 import os
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -14,7 +12,7 @@ from agent_memory import store as store_module
 from agent_memory.errors import InvalidInput, VaultError
 from agent_memory.vault import Vault
 
-from conftest import assert_index_matches_files
+from conftest import assert_index_matches_files, run_cli
 
 
 def test_a_corrupt_index_file_is_rebuilt_from_the_files(vault: Vault) -> None:
@@ -37,8 +35,7 @@ def test_a_corrupt_index_does_not_break_the_cli(vault: Vault) -> None:
     vault.remember("Globex wants incident summaries")
     vault.close()
     vault.index.path.write_bytes(b"\x00garbage" * 500)
-    done = subprocess.run([sys.executable, "-m", "agent_memory", "--dir", str(vault.root), "search", "Globex"],
-                          capture_output=True, text=True, timeout=60)
+    done = run_cli("search", "Globex", vault=vault.root)
     assert done.returncode == 0, done.stderr
     assert "Globex wants incident summaries" in done.stdout
 
