@@ -67,7 +67,8 @@ def check_vault(root: Path, index_dir: Path | None = None) -> list[Check]:
     problems: list[str] = []
     conflicts: list[str] = []
     owners: dict[str, list[tuple[str, str]]] = {}
-    for rel, _stat in Store(root).walk():
+    skipped: list[str] = []
+    for rel, _stat in Store(root).walk(skipped=lambda path, why: skipped.append(f"{path}: {why}")):
         try:
             data = (root / rel).read_bytes()
         except OSError as exc:
@@ -83,6 +84,8 @@ def check_vault(root: Path, index_dir: Path | None = None) -> list[Check]:
     checks.append(Check("files", not problems, f"{len(facts)} memory files" + (
         f", {len(problems)} with problems (indexed from their body; fix them by hand)" if problems else " parse cleanly"
     ), problems))
+    checks.append(Check("skipped files", not skipped, "none" if not skipped else
+                        f"{len(skipped)} .md files are not memories, so search cannot see them", skipped))
     dupes = [
         f"{memory_id}: " + ", ".join(rel for _, rel in sorted(paths)) + " (the first owns the id)"
         for memory_id, paths in sorted(owners.items()) if len(paths) > 1

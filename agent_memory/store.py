@@ -14,7 +14,7 @@ import secrets
 import stat as stat_kind
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 from slugify import slugify
@@ -228,10 +228,18 @@ class Store:
         return resolved == self.root.resolve() / rel and self._refusal(resolved) is None
 
     # ------------------------------------------------------------------ reading
-    def walk(self) -> Iterator[tuple[str, os.stat_result]]:
+    def walk(self, skipped: Callable[[str, str], None] | None = None) -> Iterator[tuple[str, os.stat_result]]:
         """Every memory file with its stat, skipping dot-folders, editor droppings, names
         that are not UTF-8, and anything that is not a regular file once symlinks are
-        followed (a named pipe would block the reader forever; a loop never resolves)."""
+        followed (a named pipe would block the reader forever; a loop never resolves).
+
+        ``skipped(path, why)`` hears of each ``.md`` left out for a reason a person may
+        want to fix (``doctor`` lists them); dot-folders and droppings are left out quietly."""
+
+        def skip(rel: str, why: str) -> None:
+            if skipped is not None:
+                skipped(rel.encode("utf-8", "surrogateescape").decode("utf-8", "replace"), why)
+
         stack = [(self.root, "")]
         while stack:
             folder, prefix = stack.pop()
@@ -243,16 +251,28 @@ class Store:
                 rel = prefix + entry.name
                 try:
                     if entry.is_dir(follow_symlinks=False):
-                        if not is_ignored_dir(entry.name) and encodable(entry.name):
+                        if is_ignored_dir(entry.name):
+                            continue
+                        if encodable(entry.name):
                             stack.append((Path(entry.path), rel + "/"))
+                        else:
+                            skip(rel + "/", "folder name is not UTF-8 (rename it)")
                         continue
-                    if not is_memory_name(entry.name) or (entry.is_symlink() and not self.inside(rel)):
+                    if not is_memory_name(entry.name):
+                        if entry.name.endswith(".md") and not entry.name.startswith(".") and not encodable(entry.name):
+                            skip(rel, "file name is not UTF-8 (rename it)")
+                        continue
+                    if entry.is_symlink() and not self.inside(rel):
+                        skip(rel, "a symlink to a file outside the vault or in a hidden folder")
                         continue
                     found = entry.stat()  # follows a symlink: the file it names
                 except OSError:  # gone since the listing, a symlink loop, unreadable
+                    skip(rel, "cannot be read (a broken symlink, a symlink loop, or no permission)")
                     continue
                 if stat_kind.S_ISREG(found.st_mode):
                     yield rel, found
+                else:
+                    skip(rel, "not a regular file (a folder, pipe or device)")
 
     def read(self, rel: str) -> bytes:
         return self.abspath(rel).read_bytes()

@@ -259,3 +259,22 @@ def test_cli_reindex_shows_progress_on_a_terminal_but_not_under_json(tmp_path: P
     done, terminal = _run_with_terminal_stderr("reindex", "--json", cwd=tmp_path)
     assert done.returncode == 0 and terminal == b""
     assert json.loads(done.stdout)["added"] == 3
+
+
+def test_cli_doctor_names_md_files_it_cannot_use(tmp_path: Path) -> None:
+    run("init", cwd=tmp_path)
+    vault_dir = tmp_path / ".memory"
+    run("add", "a healthy fact", cwd=tmp_path)
+    (tmp_path / "secret.md").write_text("outside\n")
+    (vault_dir / "outside.md").symlink_to(tmp_path / "secret.md")
+    os.mkfifo(vault_dir / "pipe.md")
+    (vault_dir / "dangling.md").symlink_to(vault_dir / "deleted-since.md")
+    os.mkdir(os.path.join(os.fsencode(vault_dir), b"caf\xe9"))
+    result = run("doctor", "--json", cwd=tmp_path)
+    assert result.returncode == 1
+    skipped = {c["name"]: c for c in json.loads(result.stdout)["checks"]}["skipped files"]
+    items = " | ".join(skipped["items"])
+    assert "outside.md: a symlink to a file outside the vault" in items
+    assert "pipe.md: not a regular file" in items
+    assert "dangling.md: cannot be read" in items
+    assert "caf\ufffd/: folder name is not UTF-8" in items
