@@ -22,9 +22,9 @@ from pathlib import Path
 from typing import Any
 
 from .note import Note
-from .query import Term, all_expr, any_expr, cjk_index_text, highlight
+from .query import Term, all_expr, any_expr, cjk_index_text, date_tokens, highlight
 
-SCHEMA_VERSION = 2
+SCHEMA_VERSION = 3
 DB_NAME = "index.sqlite3"
 # BM25 column weights (title, tags, body, cjk, dated): title and tags count above the
 # body; the CJK bigrams and the creation date count like body text.
@@ -57,7 +57,7 @@ CREATE TABLE memories (
   conflict INTEGER NOT NULL,
   meta TEXT NOT NULL,           -- the front matter as JSON
   cjk TEXT NOT NULL,            -- CJK runs of title, tags and body as bigrams (query.cjk_index_text)
-  dated TEXT NOT NULL           -- the creation date as words ("8 May 2023"), so dates in questions match
+  dated TEXT NOT NULL           -- the creation day as date tokens ("8may2023 may2023 8may"), for date terms
 );
 CREATE INDEX memories_id ON memories(id, created, path);
 CREATE INDEX memories_ns_updated ON memories(namespace, updated);
@@ -192,12 +192,14 @@ def _row_values(rid: int, note: Note, facts: FileFacts, cjk: str, dated: str) ->
 
 
 def date_words(created: str | None) -> str:
-    """``2023-05-08T13:56:00Z`` -> ``8 May 2023``: how questions name a day."""
+    """``2023-05-08T13:56:00Z`` -> ``8may2023 may2023 8may``: the ways a question names
+    that day, spelled so only a date term matches them (``query.date_tokens``)."""
     try:
         year, month, day = int(created[:4]), int(created[5:7]), int(created[8:10])  # type: ignore[index]
-        return f"{day} {_MONTHS[month - 1]} {year}"
+        name = _MONTHS[month - 1].lower()
     except (TypeError, ValueError, IndexError):
         return ""
+    return " ".join((date_tokens(day, name, year), date_tokens(None, name, year), date_tokens(day, name, None)))
 
 
 def _words_text(title: str, tags: str, body: str) -> str:

@@ -117,21 +117,23 @@ class Term:
     text: str
     expr: str
     cjk: bool = False
+    date: bool = False
 
 
 def _quote(word: str) -> str:
     return '"' + word.replace('"', "") + '"'
 
 
-# A word is looked for in the text (title, tags, body, and the CJK column, which holds
-# Latin written against CJK), never in the creation date spelled out as words: "may"
-# in a question is not every memory written in May. Dates get terms of their own.
-TEXT_COLUMNS = "{title tags body cjk}"
-
-
 def word_term(word: str, prefix: bool = False) -> Term:
     """A word, stemmed by the index; ``prefix`` also matches longer words."""
-    return Term(word, f"{TEXT_COLUMNS} : " + _quote(word) + ("*" if prefix else ""))
+    return Term(word, _quote(word) + ("*" if prefix else ""))
+
+
+def date_tokens(day: int | None, month: str, year: int | None) -> str:
+    """How the index's ``dated`` column spells a day: run together (``8may2023``,
+    ``may2023``, ``8may``), so that no word of a question can match it ("may" in a
+    question is not every memory written in May); only a date term does."""
+    return "".join(str(p) for p in (day, month, year) if p is not None)
 
 
 _MONTHS = "january february march april may june july august september october november december".split()
@@ -163,8 +165,9 @@ def date_terms(question: str) -> tuple[list[Term], set[str]]:
             day = str(int(day)) if day else None
         phrase = " ".join(p for p in (day, month, year) if p)
         typed = " ".join(tokens(m.group(0)))
+        dated = date_tokens(int(day) if day else None, month, int(year) if year else None)
         # The day a memory was created, or the date as the question wrote it in the text.
-        out.append(Term(phrase, f"(dated : {_quote(phrase)} OR {TEXT_COLUMNS} : {_quote(typed)})"))
+        out.append(Term(phrase, f"(dated : {_quote(dated)} OR {_quote(typed)})", date=True))
         used.update(tokens(m.group(0)))
     return list({t.text: t for t in out}.values()), used
 
@@ -193,7 +196,7 @@ def expansion_term(word: str, longer: list[str]) -> Term:
     The words come from the unstemmed vocabulary rather than an FTS5 prefix query,
     because FTS5 stems a prefix before expanding it (``negative*`` is ``neg*``, which
     finds "neglect")."""
-    return Term(word, f"{TEXT_COLUMNS} : (" + " OR ".join(_quote(w) for w in longer) + ")")
+    return Term(word, "(" + " OR ".join(_quote(w) for w in longer) + ")")
 
 
 def can_correct(term: Term) -> bool:

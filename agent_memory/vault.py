@@ -316,17 +316,17 @@ class Vault:
         # for the whole walk (~0.5 s at 100k files) would stall other writers and this
         # process's searches. A file changed after its stat is caught below: its stat no
         # longer matches the index, or it is re-read and hashed.
-        walked = list(self.store.walk())
+        walked = [(rel, stat.st_size, stat.st_mtime_ns) for rel, stat in self.store.walk()]
         with self._writing():
             known = self.index.file_facts()
             if not known:
-                return self._rebuild(counts, paths=[rel for rel, _ in walked])
+                return self._rebuild(counts, paths=[rel for rel, _, _ in walked])
             seen: set[str] = set()
             stale: list[str] = []
-            for rel, stat in walked:
+            for rel, size, mtime_ns in walked:
                 seen.add(rel)
                 facts = known.get(rel)
-                if facts is not None and facts.size == stat.st_size and facts.mtime_ns == stat.st_mtime_ns:
+                if facts is not None and facts.size == size and facts.mtime_ns == mtime_ns:
                     counts["unchanged"] += 1
                 else:
                     stale.append(rel)
