@@ -484,12 +484,15 @@ class Index:
         common = [m.term for m in matches if m.rids is None]
         if not rare:
             where, params = filters.sql()
+            # Row numbers follow the dated layout (and creation order since), so the
+            # highest ones are nearly the newest; their updated times settle the order.
             rows = self.query(
-                "SELECT m.rid FROM fts CROSS JOIN memories m ON m.rid = fts.rowid "
+                "SELECT m.rid, m.updated FROM fts CROSS JOIN memories m ON m.rid = fts.rowid "
                 f"WHERE fts MATCH ? AND (m.expires IS NULL OR m.expires > ?){where} ORDER BY fts.rowid DESC LIMIT ?",
-                [all_expr(common), now, *params, max(limit, COMMON_POOL)],
+                [all_expr(common), now, *params, max(5 * limit, 50)],
             )
-            return [(rid, 0.0) for rid in self._newest_first([row[0] for row in rows])[:limit]]
+            newest = sorted(rows, key=lambda row: row[1], reverse=True)[:limit]
+            return [(row[0], 0.0) for row in newest]
         found = set.intersection(*(m.rids for m in rare if m.rids is not None))
         if common and found:
             found &= self._members(all_expr(common), "(" + all_expr([m.term for m in rare]) + ")", None)
