@@ -1,0 +1,142 @@
+"""Exclusive access to one vault across processes, and swapping two files atomically.
+
+Both sit behind this one small module so the rest of the package stays portable:
+POSIX systems lock with ``flock``, Windows with ``msvcrt.locking``; Linux swaps with
+``renameat2(RENAME_EXCHANGE)`` and macOS with ``renamex_np(RENAME_SWAP)``. Nothing
+POSIX-only is imported at the top, so the package imports and runs (single-process)
+anywhere; ``swap`` answers False where the OS cannot swap, and callers fall back.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import ctypes.util
+import errno
+import os
+import stat as stat_kind
+import sys
+import threading
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+from .errors import VaultError
+
+try:  # POSIX
+    import fcntl
+except ImportError:  # Windows
+    fcntl = None  # type: ignore[assignment]
+
+
+def _lock_fd(fd: int) -> None:
+    if fcntl is not None:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+    elif sys.platform == "win32":
+        import msvcrt
+
+        while True:
+            try:
+                msvcrt.locking(fd, msvcrt.LK_LOCK, 1)  # retries for 10 s, then raises
+                return
+            except OSError:
+                continue
+
+
+def _unlock_fd(fd: int) -> None:
+    if fcntl is not None:
+        fcntl.flock(fd, fcntl.LOCK_UN)
+    elif sys.platform == "win32":
+        import msvcrt
+
+        os.lseek(fd, 0, os.SEEK_SET)
+        msvcrt.locking(fd, msvcrt.LK_UNLCK, 1)
+
+
+class WriteLock:
+    """Exclusive across processes (a lock on a file in the vault's own ``.index/``) and
+    re-entrant within one, so a write's dedup check, file create and index write
+    happen as one step even with two agents and the CLI on one vault.
+
+    The lock file is refused when it is a symlink or a folder: a ``git pull`` can bring
+    either, and a lock taken on a file elsewhere would not exclude anyone."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self._thread_lock = threading.RLock()
+        self._depth = 0
+        self._fd: int | None = None
+
+    def _open(self) -> int:
+        self.path.parent.mkdir(parents=True, exist_ok=True)  # someone may have deleted .index/
+        try:
+            found = os.lstat(self.path)
+        except FileNotFoundError:
+            found = None
+        if found is not None and not stat_kind.S_ISREG(found.st_mode):
+            kind = "a symlink" if stat_kind.S_ISLNK(found.st_mode) else "not a regular file"
+            raise VaultError(
+                f"The vault's lock file {self.path} is {kind}; remove it (it holds nothing) and retry."
+            )
+        flags = os.O_RDWR | os.O_CREAT | getattr(os, "O_NOFOLLOW", 0)
+        try:
+            return os.open(self.path, flags, 0o644)
+        except OSError as exc:
+            raise VaultError(f"Cannot open the vault's lock file {self.path}: {exc.strerror or exc}.") from exc
+
+    @contextmanager
+    def hold(self) -> Iterator[None]:
+        with self._thread_lock:
+            if self._depth == 0:
+                fd = self._open()
+                _lock_fd(fd)
+                self._fd = fd
+            self._depth += 1
+            try:
+                yield
+            finally:
+                self._depth -= 1
+                if self._depth == 0 and self._fd is not None:
+                    _unlock_fd(self._fd)
+                    os.close(self._fd)
+                    self._fd = None
+
+
+# --------------------------------------------------------------------------- swapping
+
+_RENAME_EXCHANGE = 2  # linux/fs.h
+_RENAME_SWAP = 2  # macOS stdio.h
+_AT_FDCWD = -100
+
+
+def _libc_function(name: str) -> Callable[..., int] | None:
+    try:
+        libc = ctypes.CDLL(ctypes.util.find_library("c") or None, use_errno=True)
+        return getattr(libc, name)  # type: ignore[no-any-return]
+    except (OSError, AttributeError):
+        return None
+
+
+_renameat2 = _libc_function("renameat2") if sys.platform.startswith("linux") else None
+_renamex_np = _libc_function("renamex_np") if sys.platform == "darwin" else None
+_swap_refused = {errno.EINVAL, errno.ENOSYS, errno.ENOTSUP, errno.EOPNOTSUPP, errno.EXDEV, errno.EPERM}
+
+
+def swap(a: Path, b: Path) -> bool:
+    """Exchange two paths in one atomic step; False where this OS or file system
+    cannot (then nothing was changed). Other failures raise ``OSError``.
+
+    Unlike a rename over the target, a swap hands back what it displaced: the caller
+    can check that no one saved the target between its check and the swap."""
+    fa, fb = os.fsencode(a), os.fsencode(b)
+    if _renameat2 is not None:
+        result = _renameat2(_AT_FDCWD, fa, _AT_FDCWD, fb, _RENAME_EXCHANGE)
+    elif _renamex_np is not None:
+        result = _renamex_np(fa, fb, _RENAME_SWAP)
+    else:
+        return False
+    if result == 0:
+        return True
+    code = ctypes.get_errno()
+    if code in _swap_refused:
+        return False
+    raise OSError(code, os.strerror(code), str(b))

@@ -1,0 +1,161 @@
+"""Owning a vault: stats, export and import, and emptying the trash."""
+
+from __future__ import annotations
+
+import datetime as dt
+import sqlite3
+from typing import Any
+
+from . import note as notes
+from . import transfer
+from .clock import iso
+from .core import Progress, VaultCore
+from .errors import InvalidInput
+from .index import SCHEMA_VERSION, TOKENIZER, Filters
+from .limits import MAX_BATCH, check_content, check_limit
+from .models import ExportedMemory, ExportPage, GcResult, ImportResult, Stats
+
+TRASH_DAYS = 30
+SEARCH_MODE = (
+    f"sqlite fts5 ({TOKENIZER}) with CJK bigrams; all terms, else IDF-weighted coverage; "
+    "bm25 (title and tags above body); recency; prefix and typo fallbacks"
+)
+
+
+class Maintenance(VaultCore):
+    # ------------------------------------------------------------------ owning the vault
+    def stats(self) -> Stats:
+        """Totals and health at a glance (also the MCP ``memory_stats`` tool)."""
+        self._check_index()
+        now = iso(self.now())
+        namespaces = self.index.namespace_counts(now)
+        return Stats(
+            vault=str(self.root),
+            total=sum(namespaces.values()),
+            namespaces=namespaces,
+            top_tags=self.index.top_tags(now),
+            with_ttl=self.index.ttl_count(now),
+            parse_problems=self.index.problem_files(),
+            conflicts=self.index.conflict_paths(),
+            duplicate_ids=self.index.duplicate_ids(),
+            trash_files=sum(1 for _ in self.store.trash_entries()),
+            index_path=str(self.index.path),
+            index_bytes=self.index.size_bytes(),
+            schema_version=SCHEMA_VERSION,
+            search_mode=SEARCH_MODE,
+        )
+
+    def export_memories(self, namespace: str | None = None) -> list[ExportedMemory]:
+        """Every live memory as written: its path, all front-matter keys, the body."""
+        self._check_index()
+        return self._exported(self.index.live_rows(iso(self.now()), namespace or None))
+
+    def export_page(self, namespace: str | None = None, limit: int = 100, offset: int = 0) -> ExportPage:
+        """One page of the export, read from disk page by page (an MCP call's worth)."""
+        self._check_index()
+        if offset < 0:
+            raise InvalidInput("offset must be 0 or more.")
+        now = iso(self.now())
+        total = self.index.count(Filters(namespace=namespace or None), now)
+        check_limit(limit, most=MAX_BATCH)
+        rows = self.index.live_rows(now, namespace or None, limit, offset)
+        page = self._exported(rows)  # a file gone since it was indexed is left out...
+        result = ExportPage(total=total, count=len(page), offset=offset, memories=page)
+        if offset + len(rows) < total:  # ...but still counts, so the next page does not repeat one
+            result["next_offset"] = offset + len(rows)
+        return result
+
+    def _exported(self, rows: list[sqlite3.Row]) -> list[ExportedMemory]:
+        out: list[ExportedMemory] = []
+        for row in rows:
+            read = self._read(row["path"])
+            if read is None:
+                continue
+            note = notes.parse(read[0], row["path"])
+            out.append(ExportedMemory(id=note.id, path=note.path, front_matter=note.meta, content=note.body))
+        return out
+
+    def import_memories(self, items: list[dict[str, Any]], progress: Progress | None = None) -> ImportResult:
+        """All or nothing: the whole batch is checked first, then written in one go.
+
+        Same content in the same namespace, or an id that a live memory already has
+        (already in the vault, or earlier in the batch: an older copy of a memory edited
+        since), is skipped and counted; already-expired items are counted, not written.
+        A path that is taken gets the next free ``-2``-style name; nothing is overwritten.
+        """
+        if not isinstance(items, list):
+            raise InvalidInput("Import expects a JSON array of memories (as written by export).")
+        with self._writing():
+            now = self.now()
+            plans, duplicates, expired = self._plan_import(items, now)
+            written: list[str] = []
+            try:
+                for done, (rel, data) in enumerate(plans, 1):
+                    folder, name = rel.rsplit("/", 1) if "/" in rel else ("", rel)
+                    written.append(self.store.create(folder, name[:-3], data))
+                    if progress is not None and (done % 100 == 0 or done == len(plans)):
+                        progress(done, len(plans))
+            except BaseException:
+                for rel in written:  # files this call just created: undo, so nothing half-imported stays
+                    self.store.abspath(rel).unlink(missing_ok=True)
+                raise
+            with self.index.transaction() as conn:
+                for rel in written:
+                    self._refresh(conn, rel, None)
+            ids = [row["id"] for row in (self.index.by_path(rel) for rel in written) if row is not None]
+        return ImportResult(imported=len(written), duplicates=duplicates, expired=expired, ids=ids)
+
+    def _plan_import(self, items: list[Any], now: dt.datetime) -> tuple[list[tuple[str, bytes]], int, int]:
+        plans: list[tuple[str, bytes]] = []
+        seen: set[tuple[str, str]] = set()
+        seen_ids: set[str] = set()
+        duplicates = expired = 0
+        for n, item in enumerate(items):
+            where = f"Item {n}"
+            if not isinstance(item, dict):
+                raise InvalidInput(f"{where} is not an object; nothing was imported.")
+            try:
+                content = check_content(item.get("content"))  # type: ignore[arg-type]
+                if "front_matter" in item:  # an export: its front matter is the file's, as written
+                    meta, namespace = transfer.exported_front_matter(item["front_matter"])
+                    content = item["content"]  # byte for byte: export -> import -> export is stable
+                    data = notes.render_front_matter(meta, content)
+                else:  # a hand-made item {content, namespace, tags, title, source, created, ...}
+                    meta = transfer.new_fields(item, now)
+                    namespace = meta["namespace"]
+                    data = notes.render_new(meta, content)  # the file remember would write
+            except (InvalidInput, ValueError) as exc:
+                raise InvalidInput(f"{where}: {exc} Nothing was imported.") from exc
+            if meta.get("expires") not in (None, "") and notes.to_utc(meta["expires"]) <= iso(now):
+                expired += 1
+                continue
+            key = (namespace, notes.content_hash(content))
+            if key in seen or self.index.find_content(namespace, key[1], iso(now)) is not None:
+                duplicates += 1
+                continue
+            memory_id = transfer.own_id(meta)
+            if memory_id is not None and (memory_id in seen_ids or self.index.by_id(memory_id, iso(now)) is not None):
+                duplicates += 1  # an older copy of a live memory: a second file would claim its id
+                continue
+            seen.add(key)
+            if memory_id is not None:
+                seen_ids.add(memory_id)
+            rel = transfer.import_path(self.store, item.get("path"), meta, content, now)
+            plans.append((rel, data.encode("utf-8")))
+        return plans, duplicates, expired
+
+    def gc(self, older_than_days: float = TRASH_DAYS) -> GcResult:
+        """Empty the trash of what has been there longer than ``older_than_days``."""
+        if older_than_days < 0:
+            raise InvalidInput("older_than_days must be 0 or more.")
+        with self._writing():
+            moved = self.sweep_expired()
+            removed, kept = [], 0
+            for rel, age in sorted(self.store.trash_entries()):
+                if age >= older_than_days * 86400:
+                    self.store.purge_from_trash(rel)
+                    removed.append(rel)
+                else:
+                    kept += 1
+        return GcResult(removed=removed, kept=kept, expired_moved=moved)
+
