@@ -430,13 +430,18 @@ def doctor() -> None:
 @click.option("--port", default=8765, show_default=True, type=int, help="Port for --http.")
 @click.option("--token", default=None, envvar="AGENT_MEMORY_TOKEN", help="Bearer token for --http.")
 @click.option("--token-file", default=None, type=click.Path(dir_okay=False), help="File holding the bearer token.")
+@click.option("--max-sessions", default=100, show_default=True, type=click.IntRange(min=1),
+              help="Open --http sessions at most; while that many are open a new client gets 503.")
+@click.option("--session-idle-timeout", default=300.0, show_default=True, type=click.FloatRange(min=0, min_open=True),
+              help="Seconds an --http session may have no request in flight (a connected client holds one) before it ends.")
 @handle_errors
 def serve(http: bool = False, host: str = "127.0.0.1", port: int = 8765, token: str | None = None,
-          token_file: str | None = None) -> None:
+          token_file: str | None = None, max_sessions: int = 100, session_idle_timeout: float = 300.0) -> None:
     """Run the MCP server (stdio by default)."""
     from .server import run  # imports mcp: only here
 
-    run(locate_vault(settings().dir), http=http, host=host, port=port, token=token, token_file=token_file)
+    run(locate_vault(settings().dir), http=http, host=host, port=port, token=token, token_file=token_file,
+        max_sessions=max_sessions, session_idle_timeout=session_idle_timeout)
 
 
 @cli.command()

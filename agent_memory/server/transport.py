@@ -5,6 +5,18 @@ Authentication is a small ASGI check in front of the SDK's app, not the SDK's
 OAuth metadata for an authorization server that does not exist, which sends clients
 into a login flow that cannot succeed. A static bearer token is what the clients' config
 files can carry (an ``Authorization`` header). Tokens are compared in constant time.
+
+On a loopback address (always the case without a token) the SDK's transport security
+accepts only loopback ``Host`` and ``Origin`` headers (DNS-rebinding protection), however
+the address was spelled (``127.0.0.2``, ``LOCALHOST``, ``[::1]``, ``0:0:0:0:0:0:0:1``):
+the SDK turns it on by itself only for the exact strings ``127.0.0.1``, ``localhost`` and
+``::1``, so the settings are always given explicitly here.
+
+Sessions: the SDK's session manager refuses a new session with 503 while
+``max_sessions`` are open (it evicts nothing to make room) and ends a session once it has
+had no request in flight (no request being served, no open GET stream) for
+``session_idle_timeout`` seconds. A connected client holds its GET stream open, so only
+abandoned sessions expire; a flood of ``initialize`` calls clears that long after it stops.
 """
 
 from __future__ import annotations
@@ -12,6 +24,7 @@ from __future__ import annotations
 import hmac
 import ipaddress
 import logging
+import math
 import os
 import signal
 import sys
@@ -28,6 +41,11 @@ log = logging.getLogger("agent_memory.server")
 
 MIN_TOKEN_CHARS = 16
 MCP_PATH = "/mcp"
+DEFAULT_MAX_SESSIONS = 100
+"""Open HTTP sessions at most (the SDK's own default is 10,000, about 470 MB of them)."""
+DEFAULT_SESSION_IDLE_TIMEOUT = 300.0
+"""Seconds a session may have no request in flight before it ends (the SDK's: 30 minutes)."""
+LOOPBACK_NAMES = ("127.0.0.1", "localhost", "[::1]")
 Scope = dict[str, Any]
 
 
@@ -40,6 +58,46 @@ def is_loopback(host: str) -> bool:
         return ipaddress.ip_address(name).is_loopback
     except ValueError:
         return False
+
+
+def bind_address(host: str) -> str:
+    """The address as uvicorn binds it: no brackets, IPs in their canonical form
+    (``[::1]`` and ``0:0:0:0:0:0:0:1`` -> ``::1``), ``localhost`` in lower case."""
+    name = host.strip().strip("[]")
+    if name.casefold() == "localhost":
+        return "localhost"
+    try:
+        return str(ipaddress.ip_address(name))
+    except ValueError:
+        return name
+
+
+def loopback_security(host: str) -> Any:
+    """The SDK's Host/Origin guard for a server bound to loopback address ``host``: the
+    ``Host`` header must name a loopback address (the bound one as given or canonical,
+    127.0.0.1, localhost or [::1]; any port), and an ``Origin``, when sent, must be a page
+    on one of those names. A page on evil.example whose name was rebound to 127.0.0.1
+    gets 421 (Host) or 403 (Origin), before any session exists."""
+    from mcp.server.transport_security import TransportSecuritySettings
+
+    names: list[str] = []
+    for spelling in (host.strip().strip("[]").casefold(), bind_address(host), *LOOPBACK_NAMES):
+        name = f"[{spelling}]" if ":" in spelling and not spelling.startswith("[") else spelling
+        if name not in names:
+            names.append(name)
+    return TransportSecuritySettings(
+        enable_dns_rebinding_protection=True,
+        allowed_hosts=[h for name in names for h in (name, f"{name}:*")],
+        allowed_origins=[f"{scheme}://{name}{port}" for name in names for scheme in ("http", "https") for port in ("", ":*")],
+    )
+
+
+def check_session_limits(max_sessions: int, session_idle_timeout: float) -> None:
+    if isinstance(max_sessions, bool) or not isinstance(max_sessions, int) or max_sessions < 1:
+        raise InvalidInput(f"--max-sessions must be a whole number of at least 1; got {max_sessions!r}.")
+    if not (isinstance(session_idle_timeout, (int, float)) and math.isfinite(session_idle_timeout)
+            and session_idle_timeout > 0):
+        raise InvalidInput(f"--session-idle-timeout must be a number of seconds above 0; got {session_idle_timeout!r}.")
 
 
 def read_token(token: str | None, token_file: str | os.PathLike[str] | None) -> str | None:
@@ -92,12 +150,34 @@ class BearerAuth:
         return scheme.lower() == b"bearer" and hmac.compare_digest(credentials.strip(), self._token)
 
 
-def build_http_app(vault: Vault, *, host: str = "127.0.0.1", token: str | None = None) -> Any:
+def build_http_app(
+    vault: Vault,
+    *,
+    host: str = "127.0.0.1",
+    token: str | None = None,
+    max_sessions: int = DEFAULT_MAX_SESSIONS,
+    session_idle_timeout: float = DEFAULT_SESSION_IDLE_TIMEOUT,
+) -> Any:
     """The streamable-HTTP ASGI app (endpoint ``/mcp``), behind the bearer check when
-    there is a token. ``host`` picks the SDK's DNS-rebinding policy: on loopback only
-    loopback Host/Origin headers pass. One app serves one run (the SDK's session
-    manager starts once)."""
-    app = build_server(vault, keep_in_sync=True).streamable_http_app(streamable_http_path=MCP_PATH, host=host)
+    there is a token. On a loopback ``host`` only loopback Host/Origin headers pass
+    (:func:`loopback_security`); elsewhere a token is required and is the guard. One app
+    serves one run (the SDK's session manager starts once)."""
+    from mcp.server.transport_security import TransportSecuritySettings
+
+    if is_loopback(host):
+        security = loopback_security(host)
+    elif token:
+        security = TransportSecuritySettings(enable_dns_rebinding_protection=False)
+    else:
+        raise InvalidInput(f"Refusing to serve on {host} without a token.")
+    check_session_limits(max_sessions, session_idle_timeout)
+    app = build_server(vault, keep_in_sync=True).streamable_http_app(
+        streamable_http_path=MCP_PATH,
+        host=bind_address(host),
+        transport_security=security,
+        max_sessions=max_sessions,
+        session_idle_timeout=float(session_idle_timeout),
+    )
     return BearerAuth(app, token) if token else app
 
 
@@ -109,6 +189,8 @@ def run(
     port: int = 8765,
     token: str | None = None,
     token_file: str | os.PathLike[str] | None = None,
+    max_sessions: int = DEFAULT_MAX_SESSIONS,
+    session_idle_timeout: float = DEFAULT_SESSION_IDLE_TIMEOUT,
 ) -> None:
     """Serve the vault until stdin closes (stdio) or until interrupted (HTTP).
 
@@ -123,11 +205,12 @@ def run(
                 f"Refusing to serve on {host} without a token: anyone who can reach it could read and change "
                 "the memories. Pass --token-file PATH (or set AGENT_MEMORY_TOKEN), or use --host 127.0.0.1."
             )
+        check_session_limits(max_sessions, session_idle_timeout)
     _log_to_stderr()
     vault = _open(Path(vault_path))
     try:
         if http:
-            _serve_http(vault, host, port, secret)
+            _serve_http(vault, host, port, secret, max_sessions, session_idle_timeout)
         else:
             server = build_server(vault, keep_in_sync=True, guard_stdout=True)
             log.info("serving %s on stdio", vault.root)
@@ -152,17 +235,23 @@ def _open(path: Path) -> Vault:
     return vault
 
 
-def _serve_http(vault: Vault, host: str, port: int, token: str | None) -> None:
+def _serve_http(
+    vault: Vault, host: str, port: int, token: str | None, max_sessions: int, session_idle_timeout: float
+) -> None:
     import uvicorn
 
-    app = build_http_app(vault, host=host, token=token)
-    shown = f"[{host}]" if ":" in host else host
+    app = build_http_app(vault, host=host, token=token, max_sessions=max_sessions,
+                         session_idle_timeout=session_idle_timeout)
+    address = bind_address(host)
+    shown = f"[{address}]" if ":" in address else address
     log.info(
-        "serving %s on http://%s:%d%s (%s)", vault.root, shown, port, MCP_PATH,
+        "serving %s on http://%s:%d%s (%s; at most %d sessions, idle ones end after %g s)",
+        vault.root, shown, port, MCP_PATH,
         "bearer token required" if token else "no token: loopback only",
+        max_sessions, session_idle_timeout,
     )
     # uvicorn shuts down cleanly on SIGINT/SIGTERM, then re-raises the signal to the
     # handler it found; finding these, a stop is a clean exit (status 0, no traceback).
     for stop_signal in (signal.SIGINT, signal.SIGTERM):
         signal.signal(stop_signal, lambda *_: log.info("stopped"))
-    uvicorn.Server(uvicorn.Config(app, host=host, port=port, log_level="warning", lifespan="on")).run()
+    uvicorn.Server(uvicorn.Config(app, host=address, port=port, log_level="warning", lifespan="on")).run()
