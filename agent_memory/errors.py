@@ -58,3 +58,11 @@ class VaultError(MemoryError_):
 
 class PathRefused(MemoryError_):
     """A path points outside the vault or into a folder that is off limits."""
+
+
+class SettingsError(InvalidInput):
+    """``<vault>/.agent-memory.toml`` is broken, unknown keys or bad values; it names which."""
+
+
+class SecretRefused(InvalidInput):
+    """The text holds what looks like a credential; nothing was written (the secret is never echoed)."""
