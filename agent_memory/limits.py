@@ -21,6 +21,20 @@ MAX_LIMIT = 100
 # (a backup can be large) in one all-or-nothing pass.
 MAX_BATCH = 500
 
+# Hand-written files (SPEC §8): what one file may cost to read, index and search.
+# A file larger than this is skipped (``Store.walk`` tells ``doctor`` why).
+MAX_FILE_BYTES = 10 * 1024 * 1024
+# The index holds at most this much of a body (UTF-8 bytes, cut before a whole
+# character): search and snippets read only that prefix. The file itself is untouched.
+MAX_INDEXED_BODY = 256 * 1024
+# What the front matter's YAML aliases (``*name``) may add when expanded, in nodes plus
+# characters of scalars, beyond what is written. Beyond it the front matter is refused
+# as unreadable (a "billion laughs" is a few hundred bytes that expand to gigabytes).
+MAX_YAML_ALIAS_EXPANSION = 100_000
+# Most wall-clock seconds one read query of the index may run before it is interrupted
+# (sqlite3's progress handler), so one runaway query cannot hold the index for minutes.
+MAX_QUERY_SECONDS = 10.0
+
 
 def check_content(content: str) -> str:
     if not isinstance(content, str) or not content.strip():

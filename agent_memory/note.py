@@ -19,6 +19,8 @@ from typing import Any
 import frontmatter
 import yaml
 
+from . import limits  # attributes read at call time: limits imports this module too
+
 RESERVED_KEYS = ("id", "namespace", "tags", "aliases", "title", "created", "updated", "expires", "source")
 # Key order of files the tool creates: fixed so that git diffs show only real changes.
 NEW_FILE_ORDER = ("id", "namespace", "title", "tags", "created", "updated", "expires", "source")
@@ -65,9 +67,68 @@ class _KeepKeysLoader(_BaseLoader):  # type: ignore[valid-type,misc]
         return mapping
 
 
+    def get_single_data(self) -> Any:
+        # Composed nodes share what an alias names; built into Python objects they still
+        # do, but everything downstream (``_jsonable``, JSON in the index) copies them. So
+        # the expansion is measured on the nodes, before anything is built.
+        node = self.get_single_node()
+        if node is None:
+            return None
+        _check_alias_expansion(node)
+        return self.construct_document(node)
+
+
 _KeepKeysLoader.add_constructor(
     yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG, _KeepKeysLoader.construct_mapping
 )
+
+
+class AliasBudgetExceeded(yaml.YAMLError):
+    """The front matter's aliases expand beyond ``limits.MAX_YAML_ALIAS_EXPANSION``."""
+
+
+def _node_weight(node: yaml.Node) -> int:
+    return 1 + len(node.value) if isinstance(node, yaml.ScalarNode) else 1
+
+
+def _node_children(node: yaml.Node) -> list[yaml.Node]:
+    if isinstance(node, yaml.MappingNode):
+        return [child for pair in node.value for child in pair]
+    if isinstance(node, yaml.SequenceNode):
+        return list(node.value)
+    return []
+
+
+def _check_alias_expansion(root: yaml.Node) -> None:
+    """Raise ``AliasBudgetExceeded`` if expanding every alias would add more than the
+    budget (nodes plus scalar characters) to what is written, or never end (an alias
+    inside the node it names). Linear in the composed nodes: each shared node's
+    expanded size is computed once; no recursion, so deep nesting cannot overflow."""
+    budget = limits.MAX_YAML_ALIAS_EXPANSION
+    expanded: dict[int, int] = {}  # id(node) -> weight of the node with its aliases expanded
+    written = 0
+    open_nodes: set[int] = set()  # the nodes whose subtree is being walked (the current path)
+    stack: list[tuple[yaml.Node, bool]] = [(root, False)]
+    while stack:
+        node, finished = stack.pop()
+        key = id(node)
+        if finished:
+            open_nodes.discard(key)
+            expanded[key] = _node_weight(node) + sum(expanded[id(c)] for c in _node_children(node))
+            continue
+        if key in expanded:
+            continue
+        if key in open_nodes:
+            raise AliasBudgetExceeded("a YAML alias (*name) refers to a node that contains it, so it never ends")
+        open_nodes.add(key)
+        written += _node_weight(node)
+        stack.append((node, True))
+        stack.extend((c, False) for c in _node_children(node) if id(c) not in expanded)
+    added = expanded[id(root)] - written
+    if added > budget:
+        raise AliasBudgetExceeded(
+            f"its YAML aliases (*name) would expand it by {added:,} nodes and characters, over the limit of {budget:,}"
+        )
 
 
 @dataclass
@@ -90,6 +151,10 @@ class Note:
     meta: dict[str, Any] = field(default_factory=dict)
     problems: list[str] = field(default_factory=list)
     conflict: bool = False
+    # The file could not be read as written (front matter broken, not a mapping, not
+    # closed, aliases over budget; bytes not UTF-8; an empty file, which may be a save
+    # in progress): a tool must not patch it, since it would have to guess.
+    unreadable: bool = False
 
     @property
     def content_hash(self) -> str:
@@ -135,26 +200,36 @@ def _split(text: str) -> _Split:
 
 
 def parse(data: bytes, path: str) -> Note:
-    """Read one file as a memory. Never raises: problems are recorded on the note."""
+    """Read one file as a memory. Never raises: problems are recorded on the note, and
+    ``unreadable`` says whether its front matter was read as written."""
     problems: list[str] = []
+    unreadable = False
     try:
         text = data.decode("utf-8")
     except UnicodeDecodeError:
         text = data.decode("utf-8", errors="replace")
         problems.append("file is not valid UTF-8")
+        unreadable = True  # written back, the replacement characters would lose its bytes
     parts = _split(text)
     rest = text[len(parts.bom) :]
     meta: dict[str, Any] = {}
     if parts.fm_text is None:
         body = rest
-        if rest.startswith("---") and _FENCE_OPEN.match(rest):
+        if (rest.startswith("---") and _FENCE_OPEN.match(rest)) or (rest.strip() and "---".startswith(rest.strip())):
+            # An opening fence without its close ("-", "--", "---" alone: the first bytes
+            # of one): half a save, or a fence the person forgot.
             problems.append("front matter is not closed by a '---' line")
+            unreadable = True
+        elif not rest.strip():
+            unreadable = True  # nothing to read: perhaps an editor between truncate and write
     else:
         body = rest[parts.body_start :]
-        meta = _load_yaml(parts.fm_text, problems)
+        meta, broken = _load_yaml(parts.fm_text, problems)
+        unreadable = unreadable or broken
     note = _note_from(path, meta, body, problems)
     # A git add/add conflict starts its markers inside the front matter, not the body.
     note.conflict = "<<<<<<<" in rest and bool(_CONFLICT_START.search(rest) and _CONFLICT_END.search(rest))
+    note.unreadable = unreadable
     return note
 
 
@@ -199,25 +274,31 @@ def _fast_yaml(fm_text: str) -> dict[str, Any] | None:
     return out
 
 
-def _load_yaml(fm_text: str, problems: list[str]) -> dict[str, Any]:
+def _load_yaml(fm_text: str, problems: list[str]) -> tuple[dict[str, Any], bool]:
+    """The front matter as plain data, and whether it could not be read as written."""
     if not fm_text.strip():
-        return {}
+        return {}, False
     fast = _fast_yaml(fm_text)
     if fast is not None:
-        return fast
+        return fast, False
     try:
         loaded = frontmatter.YAMLHandler().load(fm_text, Loader=_KeepKeysLoader)
         if isinstance(loaded, dict):
-            return {k: _jsonable(v) for k, v in loaded.items()}
+            return {k: _jsonable(v) for k, v in loaded.items()}, False
+    except AliasBudgetExceeded as exc:
+        problems.append(f"front matter refused: {exc}; write the values out instead of &anchors and *aliases")
+        return {}, True
     except (yaml.YAMLError, ValueError, OverflowError, RecursionError) as exc:
         # ValueError: a value YAML recognises but cannot build (``when: 2026-02-30``);
         # RecursionError: nesting deeper than Python's stack.
         first = str(exc).strip().splitlines() or [type(exc).__name__]
         problems.append("broken YAML front matter: " + " ".join(line.strip() for line in first[:3]))
-        return {}
-    if loaded is not None:
-        problems.append(f"front matter must be a mapping of keys, not a {type(loaded).__name__}")
-    return {}
+        return {}, True
+    if loaded is not None or any(line.strip() and not line.lstrip().startswith("#") for line in fm_text.splitlines()):
+        kind = "null" if loaded is None else f"a {type(loaded).__name__}"  # ``~`` or ``null``: keys added after it break it
+        problems.append(f"front matter must be a mapping of keys, not {kind}")
+        return {}, True
+    return {}, False  # comments only
 
 
 def _jsonable(value: Any) -> Any:

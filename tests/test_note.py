@@ -63,6 +63,78 @@ def test_invalid_utf8_is_read_with_replacement_and_reported() -> None:
     assert note.problems == ["file is not valid UTF-8"]
 
 
+def _bomb(levels: int) -> str:
+    """A "billion laughs" front matter: each level is nine aliases of the one before."""
+    lines = ['l0: &l0 ["lol", "lol", "lol", "lol", "lol", "lol", "lol", "lol", "lol"]']
+    lines += [f"l{i}: &l{i} [" + ", ".join([f"*l{i - 1}"] * 9) + "]" for i in range(1, levels)]
+    return "---\n" + "\n".join(lines) + "\n---\nThe body is still read.\n"
+
+
+UNREADABLE_CASES = [
+    # name, file (text or bytes), unreadable: whether the front matter could not be read
+    # as written, so a tool must not patch the file
+    ("plain", "---\nid: a1\ntags: [x]\n---\nBody.\n", False),
+    ("no front matter", "Body only.\n", False),
+    ("empty front matter", "---\n---\nBody.\n", False),
+    ("comments only", "---\n# just a comment\n---\nBody.\n", False),
+    ("bom and crlf", "\ufeff---\r\nid: a1\r\n---\r\nBody.\r\n", False),
+    ("non-string keys", "---\non: push\n2024: a year\n---\nB\n", False),
+    ("a bad timestamp is one key's problem", "---\ncreated: 2026-02-30T09:00:00Z\n---\nB\n", False),
+    ("a date YAML cannot build loses the whole front matter", "---\nday: 2026-02-30\n---\nB\n", True),
+    ("conflict markers are flagged apart", "---\nid: a\n---\n<<<<<<< ours\nA\n=======\nB\n>>>>>>> theirs\n", False),
+    ("aliases within the budget", "---\nd: &d {x: 1}\ne: {<<: *d, y: 2}\nf: [*d, *d]\n---\nB\n", False),
+    ("a body that is a rule", "Text\n\n---\n", False),
+    ("broken yaml", "---\ntags: [a, b\n---\nB\n", True),
+    ("list front matter", "---\n- a\n- b\n---\nB\n", True),
+    ("scalar front matter", "---\njust words\n---\nB\n", True),
+    ("null front matter", "---\n~\n---\nB\n", True),
+    ("not closed", "---\nid: a1\nBody.\n", True),
+    ("an opening fence only", "---\n", True),
+    ("the first bytes of a fence", "--", True),
+    ("empty file", "", True),
+    ("whitespace only", " \n\n", True),
+    ("not utf-8", b"---\nid: a1\n---\ncaf\xe9\n", True),
+    ("an alias bomb", _bomb(7), True),
+    ("an alias inside what it names", "---\na: &a [1, *a]\n---\nB\n", True),
+    ("nested deeper than the parser goes", "---\nk: " + "[" * 5000 + "]" * 5000 + "\n---\nB\n", True),
+]
+
+
+@pytest.mark.parametrize("text, unreadable", [c[1:] for c in UNREADABLE_CASES], ids=[c[0] for c in UNREADABLE_CASES])
+def test_unreadable_says_whether_the_front_matter_was_read_as_written(text: str | bytes, unreadable: bool) -> None:
+    note = parse(text)
+    assert note.unreadable is unreadable
+    if unreadable and text.strip():
+        assert note.problems, "an unreadable file that holds something says why"
+
+
+def test_an_alias_bomb_is_refused_and_the_body_is_still_read() -> None:
+    # 7 levels: 4.8 million strings once expanded (deeper bombs, which took minutes and
+    # gigabytes, are run in a subprocess with a memory cap in test_hostile_files.py)
+    note = parse(_bomb(7))
+    assert note.unreadable and note.meta == {}
+    assert len(note.problems) == 1 and "aliases" in note.problems[0] and "limit" in note.problems[0]
+    assert note.body == "The body is still read.\n"
+
+
+def test_the_alias_budget_counts_what_expansion_adds(monkeypatch: pytest.MonkeyPatch) -> None:
+    # 20 aliases of a 3-node list of 4-character strings: each adds 1 + 3 * (1 + 4) = 16.
+    text = "---\nbase: &b [abcd, efgh, ijkl]\nuses: [" + ", ".join(["*b"] * 20) + "]\n---\nB\n"
+    monkeypatch.setattr(notes.limits, "MAX_YAML_ALIAS_EXPANSION", 20 * 16)
+    assert parse(text).meta["uses"] == [["abcd", "efgh", "ijkl"]] * 20
+    monkeypatch.setattr(notes.limits, "MAX_YAML_ALIAS_EXPANSION", 20 * 16 - 1)
+    assert parse(text).unreadable and parse(text).meta == {}
+
+
+def test_merge_keys_are_counted_like_any_alias(monkeypatch: pytest.MonkeyPatch) -> None:
+    levels = ["m0: &m0 {a: 1, b: 2}"] + [f"m{i}: &m{i} {{<<: [*m{i - 1}], k{i}: {i}}}" for i in range(1, 30)]
+    text = "---\n" + "\n".join(levels) + "\n---\nB\n"
+    note = parse(text)  # each level repeats all before it: quadratic, well within the budget
+    assert not note.unreadable and note.meta["m29"]["k29"] == 29 and note.meta["m29"]["a"] == 1
+    monkeypatch.setattr(notes.limits, "MAX_YAML_ALIAS_EXPANSION", 100)
+    assert parse(text).unreadable
+
+
 @pytest.mark.parametrize(
     "text",
     ["---\nid: a1\n---\nB\n", "---\nid: 'a1'\n---\nB\n", '---\nid: "a1"\n---\nB\n', "---\nid: a1   # mine\n---\nB\n"],
