@@ -77,7 +77,10 @@ def check_vault(root: Path, index_dir: Path | None = None) -> list[Check]:
         st = (root / rel).stat()
         facts[rel] = FileFacts(len(data), st.st_mtime_ns, notes.file_version(data))
         note = notes.parse(data, rel)
-        problems.extend(f"{rel}: {p}" for p in note.problems)
+        found = [f"{rel}: {p}" for p in note.problems]
+        if found and note.unreadable:
+            found[-1] += " (tools will not change this file until it is fixed)"
+        problems.extend(found)
         if note.conflict:
             conflicts.append(rel)
         owners.setdefault(note.id, []).append((note.created or "", rel))
@@ -85,7 +88,7 @@ def check_vault(root: Path, index_dir: Path | None = None) -> list[Check]:
         f", {len(problems)} with problems (indexed from their body; fix them by hand)" if problems else " parse cleanly"
     ), problems))
     checks.append(Check("skipped files", not skipped, "none" if not skipped else
-                        f"{len(skipped)} .md files are not memories, so search cannot see them", skipped))
+                        f"{len(skipped)} .md files are left out of the index, so search cannot see them", skipped))
     dupes = [
         f"{memory_id}: " + ", ".join(rel for _, rel in sorted(paths)) + " (the first owns the id)"
         for memory_id, paths in sorted(owners.items()) if len(paths) > 1

@@ -15,12 +15,15 @@ import math
 import os
 import sqlite3
 import threading
+import time
 from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from . import limits
+from .errors import MemoryError_
 from .note import Note
 from .query import Term, all_expr, any_expr, cjk_index_text, date_tokens, highlight
 
@@ -101,6 +104,34 @@ QUESTION_WEIGHT = 0.8  # what a memory asking a question counts for itself
 QUESTION_CHECKED = 100  # the best candidates checked for a question mark
 PREFIX_EXPANSIONS = 30  # most longer words one prefix stands for
 VOCAB_CANDIDATES = 300  # most vocabulary words compared with a typo
+# FTS5's snippet() scores every window against every match: quadratic in the matches of
+# a row (a 256 KB body of common words took 20 s). Bodies longer than this many
+# characters get a window picked in one pass over highlight()'s output instead.
+SNIPPET_SCORED_BODY = 4096
+SNIPPET_TOKENS = 16  # words in a snippet
+PROGRESS_STEPS = 10_000  # SQLite VM steps between two checks of a query's deadline
+_MARK_OPEN, _MARK_CLOSE = "\x02", "\x03"  # highlight()'s markers: char(2), char(3)
+
+
+class QueryInterrupted(MemoryError_):
+    """A read of the index ran past ``limits.MAX_QUERY_SECONDS`` and was stopped."""
+
+
+def indexed_body(body: str) -> str:
+    """The part of a body the index holds: at most ``limits.MAX_INDEXED_BODY`` bytes of
+    UTF-8, cut before a whole character and, where one is near, after a whole word."""
+    limit = limits.MAX_INDEXED_BODY
+    if len(body) <= limit // 4:  # at most 4 bytes a character: fits without encoding
+        return body
+    head = body[:limit]
+    data = head.encode("utf-8", "surrogatepass")
+    if len(data) <= limit:
+        return head
+    head = data[:limit].decode("utf-8", "ignore")
+    for end in range(len(head) - 1, max(len(head) - 200, 0), -1):
+        if head[end].isspace():
+            return head[: end + 1]
+    return head
 
 
 @dataclass(frozen=True)
@@ -163,7 +194,7 @@ class Filters:
         return "".join(" AND " + c for c in clauses), params
 
 
-def _row_values(rid: int, note: Note, facts: FileFacts, cjk: str, dated: str) -> tuple[Any, ...]:
+def _row_values(rid: int, note: Note, facts: FileFacts, body: str, cjk: str, dated: str) -> tuple[Any, ...]:
     return (
         rid,
         note.path,
@@ -174,7 +205,7 @@ def _row_values(rid: int, note: Note, facts: FileFacts, cjk: str, dated: str) ->
         note.namespace,
         note.title,
         " ".join(note.tags),
-        note.body,
+        body,  # the indexed prefix (indexed_body): FTS5 reads its text from this column
         note.created,
         note.updated,
         note.expires,
@@ -309,8 +340,32 @@ class Index:
             conn.execute("COMMIT")
 
     def query(self, sql: str, params: Iterable[Any] = ()) -> list[sqlite3.Row]:
+        """Run one read. Its work is bounded: past ``limits.MAX_QUERY_SECONDS`` SQLite
+        interrupts it (``QueryInterrupted``) rather than hold the index for minutes."""
+        seconds = limits.MAX_QUERY_SECONDS
+        deadline = time.monotonic() + seconds
+        stopped: list[bool] = []
+
+        def over_time() -> bool:
+            if time.monotonic() > deadline:
+                stopped.append(True)
+                return True  # nonzero: SQLite stops the statement with SQLITE_INTERRUPT
+            return False
+
         with self._lock:
-            return self.conn.execute(sql, tuple(params)).fetchall()
+            conn = self.conn
+            conn.set_progress_handler(over_time, PROGRESS_STEPS)
+            try:
+                return conn.execute(sql, tuple(params)).fetchall()
+            except sqlite3.OperationalError as exc:
+                if stopped:
+                    raise QueryInterrupted(
+                        f"A search of the index ran longer than {seconds:g} s and was stopped; "
+                        "narrow it (fewer or rarer words, a namespace or tag filter) and retry."
+                    ) from exc
+                raise
+            finally:
+                conn.set_progress_handler(None, 0)
 
     # ------------------------------------------------------------------ writes
     def upsert(self, conn: sqlite3.Connection, note: Note, facts: FileFacts) -> None:
@@ -323,15 +378,17 @@ class Index:
         self._insert(conn, [(rid, note, facts)])
 
     def _insert(self, conn: sqlite3.Connection, rows: list[tuple[int, Note, FileFacts]]) -> None:
-        searched = [
-            (rid, note.title, " ".join(note.tags), note.body,
-             cjk_index_text("" if note.title in note.body else note.title, *note.tags, note.body),
-             date_words(note.created))
-            for rid, note, _ in rows
-        ]
+        searched = []
+        for rid, note, _ in rows:
+            body = indexed_body(note.body)
+            searched.append((
+                rid, note.title, " ".join(note.tags), body,
+                cjk_index_text("" if note.title in body else note.title, *note.tags, body),
+                date_words(note.created),
+            ))
         conn.executemany(
             f"INSERT INTO memories (rid, {COLUMNS}) VALUES ({', '.join('?' * 23)})",
-            [_row_values(rid, note, facts, *fields[4:]) for (rid, note, facts), fields in zip(rows, searched)],
+            [_row_values(rid, note, facts, *fields[3:]) for (rid, note, facts), fields in zip(rows, searched)],
         )
         conn.executemany("INSERT INTO fts (rowid, title, tags, body, cjk, dated) VALUES (?, ?, ?, ?, ?, ?)", searched)
         conn.executemany(
@@ -679,13 +736,18 @@ class Index:
         return {row[0]: row[1] for row in rows if row[0] in wanted}
 
     def snippets(self, rows: list[sqlite3.Row], terms: list[Term]) -> dict[int, str]:
-        """A snippet of each row's body with the matches in ``[brackets]``. CJK matches
-        are marked in Python: FTS5's ``snippet`` would show the bigram column."""
+        """A snippet of each row's body with the matches in ``[brackets]``, from the
+        indexed part of the body only. CJK matches are marked in Python: FTS5's
+        ``snippet`` would show the bigram column."""
         if not rows:
             return {}
-        rids = sorted(int(r["rid"]) for r in rows)
+        long_rids = sorted(int(r["rid"]) for r in rows if len(r["body"]) > SNIPPET_SCORED_BODY)
+        rids = sorted(int(r["rid"]) for r in rows if len(r["body"]) <= SNIPPET_SCORED_BODY)
         listed = ", ".join(map(str, rids))
-        if rids[-1] - rids[0] < 20 * len(rids):  # close together: one pass over that range
+        found: list[sqlite3.Row] = []
+        if not rids:
+            pass
+        elif rids[-1] - rids[0] < 20 * len(rids):  # close together: one pass over that range
             found = self.query(
                 "SELECT rowid, snippet(fts, 2, '[', ']', '…', 16) FROM fts "
                 f"WHERE fts MATCH ? AND rowid BETWEEN ? AND ? AND +rowid IN ({listed})",
@@ -697,6 +759,13 @@ class Index:
                 (any_expr(terms),),
             )
         out = {row[0]: row[1] for row in found}
+        if long_rids:
+            marked = self.query(
+                "SELECT rowid, highlight(fts, 2, char(2), char(3)) FROM fts "
+                f"WHERE fts MATCH ? AND rowid IN ({', '.join(map(str, long_rids))})",
+                (any_expr(terms),),
+            )
+            out.update((row[0], _best_window(row[1])) for row in marked)
         needles = [t.text for t in terms if t.cjk]
         if needles:
             for row in rows:
@@ -800,6 +869,36 @@ class Index:
             return version, {r[0]: FileFacts(r[1], r[2], r[3]) for r in rows}
         finally:
             conn.close()
+
+
+def _best_window(marked: str) -> str:
+    """``SNIPPET_TOKENS`` words of a body marked by ``highlight()``: the first window
+    holding the most different matched words, in one pass (like FTS5's snippet, which
+    is quadratic in the matches). Matches in ``[brackets]``; '…' where text is cut."""
+    words = marked.split()
+    hits = [i for i, word in enumerate(words) if _MARK_OPEN in word]
+
+    def matched(i: int) -> str:
+        return words[i].partition(_MARK_OPEN)[2].partition(_MARK_CLOSE)[0].casefold()
+
+    start = 0
+    if hits:
+        counts: dict[str, int] = {}
+        best, best_score, last, end = hits[0], 0, hits[0], 0
+        for k, first in enumerate(hits):  # the window starting at the k-th match
+            while end < len(hits) and hits[end] < first + SNIPPET_TOKENS:
+                counts[matched(hits[end])] = counts.get(matched(hits[end]), 0) + 1
+                end += 1
+            if len(counts) > best_score:
+                best, best_score, last = first, len(counts), hits[end - 1]
+            gone = matched(first)
+            counts[gone] -= 1
+            if not counts[gone]:
+                del counts[gone]
+        slack = best + SNIPPET_TOKENS - 1 - last  # words after the window's last match
+        start = max(0, best - slack // 2)  # the matches in the middle, where there is room
+    shown = " ".join(words[start : start + SNIPPET_TOKENS]).replace(_MARK_OPEN, "[").replace(_MARK_CLOSE, "]")
+    return ("…" if start else "") + shown + ("…" if start + SNIPPET_TOKENS < len(words) else "")
 
 
 def _statements(script: str) -> list[str]:

@@ -234,7 +234,10 @@ class Store:
         followed (a named pipe would block the reader forever; a loop never resolves).
 
         ``skipped(path, why)`` hears of each ``.md`` left out for a reason a person may
-        want to fix (``doctor`` lists them); dot-folders and droppings are left out quietly."""
+        want to fix (``doctor`` lists them); dot-folders and droppings are left out quietly.
+        Files over ``limits.MAX_FILE_BYTES`` are left out too (reading, hashing and
+        parsing one would stall every command)."""
+        from . import limits  # at call time: the store imports nothing else of the package at load
 
         def skip(rel: str, why: str) -> None:
             if skipped is not None:
@@ -269,7 +272,10 @@ class Store:
                 except OSError:  # gone since the listing, a symlink loop, unreadable
                     skip(rel, "cannot be read (a broken symlink, a symlink loop, or no permission)")
                     continue
-                if stat_kind.S_ISREG(found.st_mode):
+                if stat_kind.S_ISREG(found.st_mode) and found.st_size > limits.MAX_FILE_BYTES:
+                    skip(rel, f"{found.st_size / 2**20:,.1f} MB, over the {limits.MAX_FILE_BYTES / 2**20:g} MB limit "
+                              "for a memory file (split it, or move it out of the vault)")
+                elif stat_kind.S_ISREG(found.st_mode):
                     yield rel, found
                 else:
                     skip(rel, "not a regular file (a folder, pipe or device)")
