@@ -34,11 +34,25 @@ MAX_YAML_ALIAS_EXPANSION = 100_000
 # Most wall-clock seconds one read query of the index may run before it is interrupted
 # (sqlite3's progress handler), so one runaway query cannot hold the index for minutes.
 MAX_QUERY_SECONDS = 10.0
+# Paging offsets: SQLite's OFFSET is a signed 64-bit integer; no vault comes near this.
+MAX_OFFSET = 1_000_000_000
+# A TTL shorter than this would expire before the caller could read the memory back.
+MIN_TTL_DAYS = 1 / 1440  # one minute
+MAX_TTL_DAYS = 36500
+
+
+def check_text(value: str | None, what: str) -> str | None:
+    """Refuse a NUL character in any text a caller passes (an id, a path, a title...):
+    no file name, YAML value or SQLite query can hold one faithfully."""
+    if isinstance(value, str) and "\x00" in value:
+        raise InvalidInput(f"{what} contains a NUL character (\\x00); remove it.")
+    return value
 
 
 def check_content(content: str) -> str:
     if not isinstance(content, str) or not content.strip():
         raise InvalidInput("Content is empty; give the fact to remember as text.")
+    check_text(content, "Content")
     if len(content) > MAX_CONTENT:
         raise InvalidInput(f"Content is {len(content):,} characters; the limit is {MAX_CONTENT:,}. Split it into smaller memories.")
     return content.strip("\r\n")  # "text\r\n" pasted from Windows leaves no stray "\r"
@@ -57,6 +71,7 @@ def check_tags(tags: Iterable[str] | str | None) -> list[str]:
         tag = raw.lstrip("#")
         if not tag:
             continue
+        check_text(tag, f"Tag {tag!r}")
         if any(c.isspace() for c in tag):
             raise InvalidInput(f"Tag {tag!r} contains whitespace; use '-' or '_' instead (e.g. {'-'.join(tag.split())!r}).")
         _check_tag_length(tag)
@@ -101,17 +116,31 @@ def check_namespace(namespace: str | None) -> str:
     if namespace is not None and not isinstance(namespace, str):
         raise InvalidInput(f"Namespace must be one word of text, e.g. 'support'; got {namespace!r}.")
     value = (namespace or "default").strip()
+    check_text(value, f"Namespace {value!r}")
     if any(c.isspace() for c in value) or "/" in value or len(value) > MAX_TAG_LEN:
         raise InvalidInput(f"Namespace {value!r} is not valid: use one word of up to {MAX_TAG_LEN} characters, no '/' or spaces.")
+    if value.startswith("."):  # '.', '..', '.git': folder names, hidden or special everywhere
+        raise InvalidInput(f"Namespace {value!r} is not valid: a namespace may not start with '.'; use a word such as 'project-x'.")
     return value
 
 
 def check_ttl(ttl_days: float | None) -> float | None:
     if ttl_days is None:
         return None
-    if not isinstance(ttl_days, (int, float)) or not 0 <= ttl_days <= 36500:  # NaN fails every comparison
-        raise InvalidInput(f"ttl_days must be between 0 (no expiry) and 36500; got {ttl_days!r}.")
+    if isinstance(ttl_days, bool) or not isinstance(ttl_days, (int, float)) or not 0 <= ttl_days <= MAX_TTL_DAYS:  # NaN fails every comparison
+        raise InvalidInput(f"ttl_days must be between 0 (no expiry) and {MAX_TTL_DAYS}; got {ttl_days!r}.")
+    if 0 < ttl_days < MIN_TTL_DAYS:
+        raise InvalidInput(
+            f"ttl_days {ttl_days!r} is under a minute: the memory would expire before it could be read; "
+            "use 0 (no expiry) or at least one minute (0.0007 days)."
+        )
     return float(ttl_days)
+
+
+def check_offset(offset: int) -> int:
+    if isinstance(offset, bool) or not isinstance(offset, int) or not 0 <= offset <= MAX_OFFSET:
+        raise InvalidInput(f"offset must be between 0 and {MAX_OFFSET:,}; got {offset!r}.")
+    return offset
 
 
 def check_limit(limit: int, most: int = MAX_LIMIT) -> int:

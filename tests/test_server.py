@@ -191,7 +191,7 @@ async def test_link_memories_and_related(client: Client, vault: Vault) -> None:
     assert [(n["id"], n["distance"]) for n in backlinks["nodes"]] == [(b["id"], 0), (a["id"], 1)]
     assert backlinks["edges"] == [{"source": a["id"], "relation": "depends_on", "target": b["id"]}]
     assert backlinks["aborted"] is False
-    assert "pattern" in await fails(client, "link_memories", memory_id=a["id"], target_id=b["id"], relation="two words")
+    assert "relation must be one word" in await fails(client, "link_memories", memory_id=a["id"], target_id=b["id"], relation="two words")
     assert "itself" in await fails(client, "link_memories", memory_id=a["id"], target_id=a["path"])
     assert_index_matches_files(vault)
 

@@ -7,15 +7,21 @@ exception whose text reaches the model, and the library's text says what to do n
 signature, and the ``Annotated`` aliases below must be real objects.)
 """
 
+import difflib
 import functools
 import inspect
-from collections.abc import Callable
+import json
+import logging
+import re
+from collections.abc import Callable, Mapping
 from typing import Annotated, Any, Literal, TypeVar
 
+from mcp.server.context import CallNext, HandlerResult, ServerRequestContext
 from mcp.server.mcpserver import MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
-from mcp_types import ToolAnnotations
-from pydantic import Field
+from mcp.server.mcpserver.utilities.func_metadata import FuncMetadata, func_metadata
+from mcp_types import CallToolResult, TextContent, ToolAnnotations
+from pydantic import Field, ValidationError
 
 from .. import graph
 from ..errors import MemoryError_
@@ -36,7 +42,7 @@ from ..models import (
     UpdateResult,
 )
 from ..query import MAX_QUERY_CHARS
-from ..limits import MAX_BATCH, MAX_CONTENT, MAX_LIMIT, MAX_TAG_LEN
+from ..limits import MAX_BATCH, MAX_CONTENT, MAX_LIMIT, MAX_OFFSET, MAX_TAG_LEN, MAX_TTL_DAYS, check_namespace
 from ..vault import MAX_TOKEN_BUDGET, Vault
 
 # ----------------------------------------------------------------------------- argument types
@@ -78,7 +84,9 @@ ExpectedVersion = Annotated[
     ),
 ]
 Limit = Annotated[int, Field(description=f"Most results to return (1-{MAX_LIMIT}).", ge=1, le=MAX_LIMIT)]
-Offset = Annotated[int, Field(description="How many to skip, for paging (use next_offset).", ge=0)]
+Offset = Annotated[
+    int, Field(description="How many to skip, for paging (use next_offset).", ge=0, le=MAX_OFFSET)
+]
 PathPrefix = Annotated[
     str | None,
     Field(description="Only files under this vault folder, e.g. 'people/' or '2026/07/'.", max_length=1024),
@@ -92,6 +100,12 @@ def _one_paragraph(doc: str | None) -> str:
 
 def _blank_to_none(value: str | None) -> str | None:
     return (value.strip() or None) if isinstance(value, str) else value
+
+
+def _namespace_filter(value: str | None) -> str | None:
+    """A namespace to read from: omitted or blank means all; else the same rules as writing."""
+    value = _blank_to_none(value)
+    return None if value is None else check_namespace(value)
 
 
 # ----------------------------------------------------------------------------- annotations
@@ -108,6 +122,8 @@ READ = hints(read_only=True, destructive=False, idempotent=True)
 
 F = TypeVar("F", bound=Callable[..., Any])
 
+log = logging.getLogger("agent_memory.server")
+
 
 def library_errors(fn: F) -> F:
     """Re-raise the library's own errors as ToolError, keeping their text."""
@@ -122,8 +138,200 @@ def library_errors(fn: F) -> F:
     return wrapper  # type: ignore[return-value]
 
 
+# ----------------------------------------------------------------------------- arguments as sent
+#
+# The SDK validates a call's arguments with a pydantic model that drops unknown keys and
+# reports problems as pydantic's multi-line dump. Before that, a server middleware (the
+# SDK's documented hook to "observe, refuse, or rewrite" a message) checks the arguments
+# exactly as sent: unknown names are refused with the closest real one, NUL characters
+# anywhere are refused, and the schema's own validation (the SDK's func_metadata, the
+# same model it validates with) is turned into one sentence per problem.
+
+# Names models often send for a parameter this server spells differently.
+_ALIASES = {
+    "text": "content", "body": "content", "fact": "content", "note": "content",
+    "id": "memory_id", "memory": "memory_id", "target": "target_id", "to": "target_id",
+    "q": "query", "question": "query", "search": "query", "keywords": "query",
+    "k": "limit", "n": "limit", "top_k": "limit", "topk": "limit", "max_results": "limit", "count": "limit",
+    "tag": "tags", "ttl": "ttl_days", "days": "ttl_days", "version": "expected_version",
+    "ns": "namespace", "file": "path", "filename": "path", "file_path": "path",
+    "prefix": "path_prefix", "folder": "path_prefix", "skip": "offset", "type": "relation",
+    "budget": "token_budget", "max_tokens": "token_budget", "memories": "items",
+}
+
+# Sentences for a schema pattern, by parameter.
+_PATTERN_HINTS = {
+    "relation": "one word of letters, digits, '_' or '-' that starts with a letter (e.g. related_to, depends_on)",
+}
+
+# Words for the members of a union, as pydantic names them in an error's location.
+_TYPE_WORDS = {
+    "str": "text", "list[str]": "a list of text", "int": "a whole number", "float": "a number",
+    "bool": "true or false", "dict[str,any]": "an object", "list[dict[str,any]]": "a list of objects",
+}
+
+
+def _squash(name: str) -> str:
+    return re.sub(r"[^a-z0-9]", "", name.lower())
+
+
+def closest_name(sent: str, names: list[str]) -> str | None:
+    """The parameter a caller most likely meant by ``sent`` (memoryId → memory_id)."""
+    squashed = {_squash(n): n for n in names}
+    key = _squash(sent)
+    if key in squashed:
+        return squashed[key]
+    alias = _ALIASES.get(sent.lower()) or _ALIASES.get(key)
+    if alias in names:
+        return alias
+    near = difflib.get_close_matches(key, list(squashed), n=1, cutoff=0.6)
+    if near:
+        return squashed[near[0]]
+    containing = [n for k, n in squashed.items() if key and (key in k or k in key)]
+    return containing[0] if len(containing) == 1 else None
+
+
+def _shown(value: Any, most: int = 60) -> str:
+    """A value as the caller sent it (JSON), cut short."""
+    try:
+        text = json.dumps(value, ensure_ascii=False)
+    except (TypeError, ValueError):
+        text = repr(value)
+    return text if len(text) <= most else text[: most - 1] + "…"
+
+
+def _where(loc: tuple[Any, ...]) -> str:
+    """``('items', 2, 'content')`` → ``items[2].content``."""
+    out = str(loc[0])
+    for part in loc[1:]:
+        out += f"[{part}]" if isinstance(part, int) else f".{part}"
+    return out
+
+
+def _nul_paths(value: Any, loc: tuple[Any, ...]) -> list[tuple[Any, ...]]:
+    """Where a NUL character hides in an argument: in text, keys, list items, objects."""
+    if isinstance(value, str):
+        return [loc] if "\x00" in value else []
+    found: list[tuple[Any, ...]] = []
+    if isinstance(value, Mapping):
+        for key, item in value.items():
+            if isinstance(key, str) and "\x00" in key:
+                found.append(loc)
+            found += _nul_paths(item, (*loc, str(key)))
+    elif isinstance(value, list):
+        for i, item in enumerate(value):
+            found += _nul_paths(item, (*loc, i))
+    return found
+
+
+def _error_sentence(error: Mapping[str, Any]) -> str:
+    """One pydantic error as one sentence that names the argument and what it needs."""
+    where, kind, ctx = _where(error["loc"]), error["type"], error.get("ctx") or {}
+    got = _shown(error.get("input"))
+    if kind == "missing":
+        return f"{where} is required."
+    if kind == "string_too_short":
+        n = ctx.get("min_length", 1)
+        return f"{where} must not be empty." if n == 1 else f"{where} must be at least {n} characters."
+    if kind == "string_too_long":
+        return f"{where} is {len(error['input']):,} characters; the limit is {ctx['max_length']:,}."
+    if kind == "too_short":
+        return f"{where} needs at least {ctx['min_length']} item(s)."
+    if kind == "too_long":
+        return f"{where} has {ctx.get('actual_length') or 'too many'} items; the limit is {ctx['max_length']:,}."
+    bounds = {"greater_than_equal": ("at least", "ge"), "less_than_equal": ("at most", "le"),
+              "greater_than": ("more than", "gt"), "less_than": ("less than", "lt")}
+    if kind in bounds:
+        words, key = bounds[kind]
+        bound = ctx[key]
+        if isinstance(bound, float) and bound.is_integer():
+            bound = int(bound)
+        return f"{where} must be {words} {bound:,}; got {got}."
+    if kind == "literal_error":
+        return f"{where} must be one of {ctx['expected']}; got {got}."
+    if kind == "string_pattern_mismatch":
+        hint = _PATTERN_HINTS.get(str(error["loc"][-1])) or f"text matching {ctx.get('pattern')}"
+        return f"{where} must be {hint}; got {got}."
+    types = {"string_type": "text", "int_type": "a whole number", "int_parsing": "a whole number",
+             "int_from_float": "a whole number", "float_type": "a number", "float_parsing": "a number",
+             "finite_number": "a finite number", "bool_type": "true or false", "bool_parsing": "true or false",
+             "list_type": "a list", "dict_type": "an object"}
+    if kind in types:
+        return f"{where} must be {types[kind]}; got {got}."
+    message = str(error.get("msg", "is not valid")).rstrip(".")
+    return f"{where}: {message[:1].lower() + message[1:]}; got {got}."
+
+
+def _argument_sentences(errors: list[Any]) -> list[str]:
+    """One sentence per argument: a union's alternatives (tags as a list or text) are one
+    problem, not one per alternative."""
+    by_argument: dict[Any, list[Any]] = {}
+    for error in errors:
+        by_argument.setdefault(error["loc"][0] if error["loc"] else "arguments", []).append(error)
+    sentences: list[str] = []
+    for argument, group in by_argument.items():
+        members = [e["loc"][1] for e in group if len(e["loc"]) > 1 and isinstance(e["loc"][1], str)]
+        if members and len(members) == len(group) and len(set(members)) > 1:
+            words = list(dict.fromkeys(_TYPE_WORDS.get(m.replace(" ", "").lower(), m) for m in members))
+            sent = group[0].get("input")
+            sentences.append(f"{argument} must be {' or '.join(words)}; got {_shown(sent)}.")
+        else:
+            sentences += list(dict.fromkeys(_error_sentence(e) for e in group))
+    return sentences
+
+
+class ToolArguments:
+    """What one tool accepts, and the problems with a call's arguments as sent."""
+
+    def __init__(self, name: str, fn: Callable[..., Any]) -> None:
+        self.name = name
+        self.names = list(inspect.signature(fn).parameters)
+        self.metadata: FuncMetadata = func_metadata(fn)
+
+    def unknown(self, sent: str) -> str:
+        if not self.names:
+            return f"Unknown argument {sent!r}: {self.name} takes no arguments."
+        close = closest_name(sent, self.names)
+        if close is not None:
+            return f"Unknown argument {sent!r}: did you mean {close!r}?"
+        return f"Unknown argument {sent!r}: {self.name} takes {', '.join(self.names)}."
+
+    def problems(self, arguments: Mapping[str, Any]) -> list[str]:
+        problems = [self.unknown(key) for key in arguments if key not in self.names]
+        nul = dict.fromkeys(loc for key, value in arguments.items() if key in self.names
+                            for loc in _nul_paths(value, (key,)))
+        problems += [f"{_where(loc)} contains a NUL character (\\x00); remove it." for loc in nul]
+        try:
+            self.metadata.validate_arguments(dict(arguments))
+        except ValidationError as exc:
+            flagged = {loc[0] for loc in nul}  # said once already
+            problems += _argument_sentences([e for e in exc.errors() if not e["loc"] or e["loc"][0] not in flagged])
+        return problems
+
+
+def refuse_bad_arguments(checks: Mapping[str, ToolArguments]) -> Callable[..., Any]:
+    """A server middleware: a ``tools/call`` whose arguments have problems gets a tool
+    error naming each of them (one sentence per problem), and the tool does not run."""
+
+    async def middleware(ctx: ServerRequestContext[Any, Any], call_next: CallNext) -> HandlerResult:
+        params = ctx.params if ctx.method == "tools/call" and isinstance(ctx.params, Mapping) else {}
+        name, arguments = params.get("name"), params.get("arguments")
+        check = checks.get(name) if isinstance(name, str) else None
+        if check is not None and (arguments is None or isinstance(arguments, Mapping)):
+            problems = check.problems(arguments or {})
+            if problems:
+                # Names only, as the SDK logs a rejection: the values are the caller's data.
+                log.info("Tool %r refused arguments: %r", check.name, sorted(arguments or {}))
+                text = f"Error executing tool {check.name}: " + " ".join(problems)
+                return CallToolResult(content=[TextContent(type="text", text=text)], is_error=True)
+        return await call_next(ctx)
+
+    return middleware
+
+
 def register_tools(server: MCPServer, vault: Vault) -> None:
-    """Add every tool, each closing over ``vault``."""
+    """Add every tool, each closing over ``vault``, and the check of what callers send."""
+    checks: dict[str, ToolArguments] = {}
 
     def tool(name: str, title: str, annotations: ToolAnnotations) -> Callable[[F], F]:
         def add(fn: F) -> F:
@@ -131,9 +339,12 @@ def register_tools(server: MCPServer, vault: Vault) -> None:
                 library_errors(fn), name=name, title=title,
                 description=_one_paragraph(fn.__doc__), annotations=annotations,
             )
+            checks[name] = ToolArguments(name, fn)
             return fn
 
         return add
+
+    server.middleware.append(refuse_bad_arguments(checks))
 
     @tool("remember", "Remember a fact", hints(read_only=False, destructive=False, idempotent=True))
     def remember(
@@ -155,10 +366,10 @@ def register_tools(server: MCPServer, vault: Vault) -> None:
         ttl_days: Annotated[
             float,
             Field(
-                description="Days until the memory expires (0 = never). Use it for short-lived facts "
-                "such as a temporary workaround or this week's on-call.",
+                description="Days until the memory expires (0 = never; else at least one minute, 0.0007). "
+                "Use it for short-lived facts such as a temporary workaround or this week's on-call.",
                 ge=0,
-                le=36500,
+                le=MAX_TTL_DAYS,
             ),
         ] = 0,
     ) -> RememberResult:
@@ -200,7 +411,7 @@ def register_tools(server: MCPServer, vault: Vault) -> None:
         then relevance, then recency. When no memory has all the words, the hits match some
         of them and `note` says so; when nothing matches, `hint` says what to try."""
         return vault.search(
-            query, namespace=_blank_to_none(namespace), tags=tags, limit=limit, match=match,
+            query, namespace=_namespace_filter(namespace), tags=tags, limit=limit, match=match,
             since=_blank_to_none(since), until=_blank_to_none(until), path_prefix=_blank_to_none(path_prefix),
         )
 
@@ -226,7 +437,11 @@ def register_tools(server: MCPServer, vault: Vault) -> None:
         source: Annotated[str | None, Field(description="New source ('' removes it).", max_length=500)] = None,
         ttl_days: Annotated[
             float | None,
-            Field(description="Expire this many days from now; 0 removes the expiry. Omit to keep it.", ge=0, le=36500),
+            Field(
+                description="Expire this many days from now (at least one minute, 0.0007); 0 removes the expiry. "
+                "Omit to keep it.",
+                ge=0, le=MAX_TTL_DAYS,
+            ),
         ] = None,
         expected_version: ExpectedVersion = None,
     ) -> UpdateResult:
@@ -257,7 +472,7 @@ def register_tools(server: MCPServer, vault: Vault) -> None:
         """Browse memories newest first, optionally by namespace, tags or folder. Pages:
         pass next_offset as offset to get the next page."""
         return vault.list(
-            namespace=_blank_to_none(namespace), tags=tags, limit=limit, offset=offset,
+            namespace=_namespace_filter(namespace), tags=tags, limit=limit, offset=offset,
             path_prefix=_blank_to_none(path_prefix),
         )
 
@@ -329,7 +544,7 @@ def register_tools(server: MCPServer, vault: Vault) -> None:
         their content, ready to use as background for a task. estimated_tokens uses
         characters / 4; truncated=true when some matching memories did not fit."""
         return vault.retrieve_context(
-            query, token_budget=token_budget, strategy=strategy, namespace=_blank_to_none(namespace), tags=tags
+            query, token_budget=token_budget, strategy=strategy, namespace=_namespace_filter(namespace), tags=tags
         )
 
     @tool("memory_stats", "Memory statistics", READ)
@@ -346,7 +561,7 @@ def register_tools(server: MCPServer, vault: Vault) -> None:
     ) -> ExportPage:
         """Every live memory as written (path, all front-matter keys, content), a page at a
         time: the format import_memories accepts, for backups and moving memories."""
-        return vault.export_page(namespace=_blank_to_none(namespace), limit=limit, offset=offset)
+        return vault.export_page(namespace=_namespace_filter(namespace), limit=limit, offset=offset)
 
     @tool("import_memories", "Import memories", hints(read_only=False, destructive=True, idempotent=True))
     def import_memories(
