@@ -237,7 +237,7 @@ class Store:
         want to fix (``doctor`` lists them); dot-folders and droppings are left out quietly.
         Files over ``limits.MAX_FILE_BYTES`` are left out too (reading, hashing and
         parsing one would stall every command)."""
-        from . import limits  # at call time: the store imports nothing else of the package at load
+        from . import limits
 
         def skip(rel: str, why: str) -> None:
             if skipped is not None:
