@@ -10,6 +10,7 @@ from __future__ import annotations
 import functools
 import json
 import os
+import re
 import sys
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -67,9 +68,23 @@ def handle_errors(func: Callable[..., Any]) -> Callable[..., Any]:
         try:
             return func(*args, **kwargs)
         except MemoryError_ as exc:
-            raise click.ClickException(str(exc)) from exc
+            raise click.ClickException(printable(str(exc))) from exc
 
     return wrapper
+
+
+# C0 and C1 control characters (and DEL): in a title, snippet or file name they are
+# terminal escape sequences (clear the screen, retitle the window, write the clipboard).
+_CONTROLS = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f]")
+_LINE_BREAKS = re.compile("[\t\n]")
+
+
+def printable(value: Any, *, body: bool = False) -> str:
+    """Text from the vault made safe for a terminal: control characters removed (a
+    ``body`` keeps its newlines and tabs; anything else prints on one line). Every
+    human-output path prints vault text through this; ``--json`` prints it as it is."""
+    text = _CONTROLS.sub("", str(value))
+    return text if body else _LINE_BREAKS.sub(" ", text)
 
 
 def emit(data: Any, human: Callable[[], None]) -> None:
@@ -99,14 +114,15 @@ def _stderr_console() -> Any:
 
 
 def _tag_text(tags: list[str]) -> str:
-    return " ".join("#" + t for t in tags)
+    return " ".join("#" + printable(t) for t in tags)
 
 
 def _print_summary(n: int | None, item: dict[str, Any]) -> None:
     head = f"{n}. " if n is not None else ""
     tags = f"  {_tag_text(item['tags'])}" if item["tags"] else ""
-    click.echo(f"{head}{click.style(item['title'], bold=True)}  [{item['namespace']}]{tags}  ({item['age']})")
-    click.echo(f"   {item['id']}  {item['path']}")
+    click.echo(f"{head}{click.style(printable(item['title']), bold=True)}  [{printable(item['namespace'])}]{tags}  "
+               f"({printable(item['age'])})")
+    click.echo(f"   {printable(item['id'])}  {printable(item['path'])}")
 
 
 @click.group(invoke_without_command=True, context_settings={"help_option_names": ["-h", "--help"]})
@@ -132,7 +148,7 @@ def init(path: str | None) -> None:
     """Create a vault (./.memory by default, or PATH / --dir / $AGENT_MEMORY_DIR) with its .gitignore."""
     target = Path(path or settings().dir or os.environ.get("AGENT_MEMORY_DIR") or VAULT_DIRNAME)
     with Vault.init(target) as vault:
-        emit({"vault": str(vault.root)}, lambda: click.echo(f"Vault ready at {vault.root}"))
+        emit({"vault": str(vault.root)}, lambda: click.echo(f"Vault ready at {printable(vault.root)}"))
 
 
 @cli.command()
@@ -152,7 +168,7 @@ def add(content: str | None, namespace: str, tags: tuple[str, ...], title: str, 
         result = vault.remember(content, namespace=namespace, tags=list(tags), title=title, source=source, ttl_days=ttl_days)
 
         def human() -> None:
-            click.echo(result["memory"]["id"])
+            click.echo(printable(result["memory"]["id"]))
             if result["deduplicated"]:
                 click.echo("(already remembered: the existing memory was kept)", err=True)
 
@@ -182,14 +198,14 @@ def search(query: str, namespace: str | None, tags: tuple[str, ...], limit: int,
     def human() -> None:
         if result.get("corrected"):
             fixes = ", ".join(f"{typed} -> {used}" for typed, used in result["corrected"].items())
-            click.echo(click.style(f"Searched for corrected words: {fixes}", dim=True))
+            click.echo(click.style(f"Searched for corrected words: {printable(fixes)}", dim=True))
         if result.get("note"):
-            click.echo(click.style(result["note"], dim=True))
+            click.echo(click.style(printable(result["note"]), dim=True))
         for n, hit in enumerate(result["hits"], 1):
             _print_summary(n, hit)
-            click.echo(f"   {hit['snippet']}")
+            click.echo(f"   {printable(hit['snippet'])}")
         if result.get("hint"):
-            click.echo(result["hint"])
+            click.echo(printable(result["hint"]))
 
     emit(result, human)
 
@@ -228,16 +244,16 @@ def show(memory_id: str) -> None:
 
     def human() -> None:
         _print_summary(None, memory)
-        click.echo(f"   version {memory['version'][:12]}  created {memory['created']}  updated {memory['updated']}"
-                   + (f"  expires {memory['expires']}" if memory["expires"] else ""))
+        click.echo(printable(f"   version {memory['version'][:12]}  created {memory['created']}  updated {memory['updated']}"
+                         + (f"  expires {memory['expires']}" if memory["expires"] else "")))
         for relation, targets in memory["relations"].items():
-            click.echo(f"   {relation}: " + ", ".join(f"[[{t}]]" for t in targets))
+            click.echo(printable(f"   {relation}: " + ", ".join(f"[[{t}]]" for t in targets)))
         for problem in memory["problems"]:
-            click.echo(click.style(f"   problem: {problem}", fg="yellow"))
+            click.echo(click.style(f"   problem: {printable(problem)}", fg="yellow"))
         if memory["conflict"]:
             click.echo(click.style("   this file holds git conflict markers; resolve them by hand", fg="yellow"))
         click.echo()
-        click.echo(memory["content"].rstrip("\n"))
+        click.echo(printable(memory["content"].rstrip("\n"), body=True))
 
     emit(memory, human)
 
@@ -262,8 +278,8 @@ def edit(memory_id: str, content: str | None, add_tags: tuple[str, ...], remove_
         result = vault.update(memory_id, content=content, add_tags=list(add_tags), remove_tags=list(remove_tags),
                               namespace=namespace, title=title, source=source, ttl_days=ttl_days,
                               expected_version=expected_version)
-    emit(result, lambda: click.echo(
-        f"{'Updated' if result['changed'] else 'Unchanged'} {result['memory']['id']}  {result['memory']['path']}"))
+    emit(result, lambda: click.echo(printable(
+        f"{'Updated' if result['changed'] else 'Unchanged'} {result['memory']['id']}  {result['memory']['path']}")))
 
 
 @cli.command()
@@ -275,7 +291,7 @@ def forget(memory_id: str, expected_version: str | None) -> None:
     """Move a memory to the vault's .trash/ (kept 30 days)."""
     with open_vault() as vault:
         result = vault.forget(memory_id, expected_version=expected_version)
-    emit(result, lambda: click.echo(f"Forgot {result['id']}: moved to {result['trashed_to']}"))
+    emit(result, lambda: click.echo(printable(f"Forgot {result['id']}: moved to {result['trashed_to']}")))
 
 
 @cli.command()
@@ -289,9 +305,9 @@ def link(memory_id: str, target_id: str, relation: str) -> None:
     """Link MEMORY_ID to TARGET_ID: adds "[[target]]" to MEMORY_ID's front matter."""
     with open_vault() as vault:
         result = vault.link(memory_id, target_id, relation=relation)
-    emit(result, lambda: click.echo(
+    emit(result, lambda: click.echo(printable(
         f"{'Linked' if result['changed'] else 'Already linked'} {result['source']['path']} "
-        f"-{result['relation']}-> {result['link']}"))
+        f"-{result['relation']}-> {result['link']}")))
 
 
 @cli.command()
@@ -306,7 +322,7 @@ def reindex() -> None:
     def human() -> None:
         click.echo(f"Indexed {report['added']} files ({report['expired']} expired moved to .trash/).")
         for problem in report["problems"]:
-            click.echo(click.style(f"  {problem['path']}: {problem['problem']}", fg="yellow"))
+            click.echo(click.style(printable(f"  {problem['path']}: {problem['problem']}"), fg="yellow"))
 
     emit(report, human)
 
@@ -320,18 +336,18 @@ def stats() -> None:
         result = vault.stats()
 
     def human() -> None:
-        click.echo(f"Vault      {result['vault']}")
+        click.echo(f"Vault      {printable(result['vault'])}")
         click.echo(f"Memories   {result['total']}  ({result['with_ttl']} with a TTL, {result['trash_files']} in .trash/)")
-        click.echo("Namespaces " + ", ".join(f"{k} {v}" for k, v in result["namespaces"].items()))
-        click.echo("Top tags   " + ", ".join(f"#{k} {v}" for k, v in result["top_tags"].items()))
-        click.echo(f"Index      {result['index_path']}  {result['index_bytes'] / 1e6:.1f} MB, schema v{result['schema_version']}")
+        click.echo(printable("Namespaces " + ", ".join(f"{k} {v}" for k, v in result["namespaces"].items())))
+        click.echo(printable("Top tags   " + ", ".join(f"#{k} {v}" for k, v in result["top_tags"].items())))
+        click.echo(f"Index      {printable(result['index_path'])}  {result['index_bytes'] / 1e6:.1f} MB, schema v{result['schema_version']}")
         click.echo(f"Search     {result['search_mode']}")
         for item in result["parse_problems"]:
-            click.echo(click.style(f"problem    {item['path']}: {item['problem']}", fg="yellow"))
+            click.echo(click.style(printable(f"problem    {item['path']}: {item['problem']}"), fg="yellow"))
         for path in result["conflicts"]:
-            click.echo(click.style(f"conflict   {path}", fg="yellow"))
+            click.echo(click.style(f"conflict   {printable(path)}", fg="yellow"))
         for memory_id, paths in result["duplicate_ids"].items():
-            click.echo(click.style(f"duplicate  {memory_id}: {', '.join(paths)}", fg="yellow"))
+            click.echo(click.style(printable(f"duplicate  {memory_id}: {', '.join(paths)}"), fg="yellow"))
 
     emit(result, human)
 
@@ -394,7 +410,7 @@ def gc(older_than: float) -> None:
 
     def human() -> None:
         for rel in result["removed"]:
-            click.echo(f"removed {rel}")
+            click.echo(f"removed {printable(rel)}")
         click.echo(f"Removed {len(result['removed'])} files from the trash; kept {result['kept']}; "
                    f"moved {result['expired_moved']} expired memories there.")
 
@@ -412,9 +428,9 @@ def doctor() -> None:
     def human() -> None:
         for check in checks:
             mark = click.style("[  ok]", fg="green") if check.ok else click.style("[fail]", fg="red")
-            click.echo(f"{mark} {check.name}: {check.detail}")
+            click.echo(f"{mark} {check.name}: {printable(check.detail)}")
             for item in check.items[:50]:
-                click.echo(f"       {item}")
+                click.echo(f"       {printable(item)}")
             if len(check.items) > 50:
                 click.echo(f"       … and {len(check.items) - 50} more")
 
@@ -465,7 +481,7 @@ def watch(debounce: float, sweep_interval: float) -> None:
         if as_json:
             click.echo(json.dumps({"action": change.action, "path": change.path, "detail": change.detail}))
         else:
-            click.echo(f"{time.strftime('%H:%M:%S')} {change.action:<8} {change.path or change.detail}")
+            click.echo(f"{time.strftime('%H:%M:%S')} {change.action:<8} {printable(change.path or change.detail)}")
 
     stopped = threading.Event()
     signal.signal(signal.SIGTERM, lambda *_: stopped.set())

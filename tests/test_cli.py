@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -278,3 +279,49 @@ def test_a_missing_vault_tells_how_to_create_one(project: Path) -> None:
     result = run(project, "list", vault=project / "nowhere")
     assert result.returncode == 1 and "init" in result.stderr
     assert not (project / "nowhere").exists()
+
+
+# --------------------------------------------------------------------------- terminal escapes
+
+# What a hostile note (from a git pull, a sync tool, an import) could print: retitle the
+# window (OSC 0), clear the screen (CSI 2J), the C1 form of CSI, a bell, a backspace, a
+# carriage return, and OSC 52 (write the clipboard) in the body.
+EVIL_TITLE = "Deploy\x1b]0;pwned\x07 day\x1b[2J\x9b31m\x08\r!"
+EVIL_BODY = "Friday deploys\x1b]52;c;aGk=\x07 are fine\n\tindented line"
+_OWN_STYLES = re.compile(r"\x1b\[[0-9;]*m")  # click.style's bold/dim/colour around our own text
+_CONTROL = re.compile("[\x00-\x1f\x7f-\x9f]")
+
+
+def _terminal(vault: Path, *args: str) -> str:
+    """The CLI's output as a terminal gets it (click strips nothing when it is a tty)."""
+    from click.testing import CliRunner
+
+    from agent_memory.cli import Settings, cli
+
+    result = CliRunner().invoke(cli, ["--dir", str(vault), *args], obj=Settings(), color=True)
+    assert result.exit_code == 0, result.output
+    return result.output
+
+
+def test_terminal_escapes_in_a_note_never_reach_the_terminal(project: Path) -> None:
+    vault = project / ".memory"
+    Vault.init(vault).close()
+    (vault / "notes").mkdir()
+    title = EVIL_TITLE.replace("\x1b", "\\e").replace("\x07", "\\a").replace("\x9b", "\\x9b")
+    title = title.replace("\x08", "\\b").replace("\r", "\\r")
+    (vault / "notes" / "evil.md").write_text(f'---\ntitle: "{title}"\ntags: [ops]\n---\n{EVIL_BODY}\n', newline="")
+    ok(run(project, "reindex"))
+    [item] = json.loads(ok(run(project, "list", "--json")))["memories"]
+    assert item["title"] == EVIL_TITLE  # --json keeps the text as it is
+
+    for args in (["list"], ["search", "friday deploys"], ["show", item["id"]]):
+        out = _OWN_STYLES.sub("", _terminal(vault, *args))
+        allowed = "\n\t" if args[0] == "show" else "\n"
+        assert [c for c in _CONTROL.findall(out) if c not in allowed] == [], (args, out)
+        assert "Deploy]0;pwned day[2J31m!" in out, (args, out)
+    shown = _OWN_STYLES.sub("", _terminal(vault, "show", item["id"]))
+    assert shown.endswith("Friday deploys]52;c;aGk= are fine\n\tindented line\n")  # the body keeps its lines
+
+    hit = json.loads(ok(run(project, "search", "friday deploys", "--json")))["hits"][0]
+    assert "\x1b]52;c;aGk=\x07" in hit["snippet"]
+    assert json.loads(ok(run(project, "show", item["id"], "--json")))["content"].startswith(EVIL_BODY)
