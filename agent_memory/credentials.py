@@ -21,8 +21,10 @@ characters), and ``sk-...``-style ellipses (which do not have the shape at all),
 AWS's documented example key ``AKIAIOSFODNN7EXAMPLE`` is *not* excused: it has the
 shape, the shape decides, and a user who stores AWS's docs approves its fingerprint once.
 For URLs and keyword assignments, templating (``${DB_PASSWORD}``, ``$TOKEN``, ``<token>``,
-``{{ secret }}``, ``%s``), masks (``****``, ``xxxx``, ``…``) and the generic
-``user:password`` pair pass; any other password in a URL, however short
+``{{ secret }}``, ``%s``), references (``op://…``, ``os.environ[…]``) and masks
+(``****``, ``xxxx``, ``…``) pass; so do a URL password that is just the word
+``password``/``secret``, a one-letter ``a:b``, and documentation hosts (``example.com``,
+``*.example``, RFC 2606). Any other password in a URL, however short
 (``postgres://admin:pw@db``), is refused.
 
 Nothing here ever returns or formats the secret itself: a ``Finding`` holds the kind,
@@ -33,9 +35,11 @@ the token itself; for a password in a URL it is ``user:password@host`` (a short 
 alone could be guessed back from its hash); for a private key block it is the key's
 base64 body without whitespace (re-wrapping or CRLF line ends keep the fingerprint).
 
-Speed: every pattern is precompiled, has bounded repetitions and starts with a literal
-or a single character class, so a 100,000-character text is scanned in a few
-milliseconds and no input can make a pattern backtrack catastrophically.
+Speed: every pattern is precompiled, starts with a literal (or a few alternative
+literals) that the regex engine can jump between, and has only bounded, mostly
+possessive repetitions, so a 100,000-character text is scanned in a few milliseconds
+and no input can make a pattern backtrack catastrophically (the tests hold adversarial
+inputs to a budget).
 """
 
 from __future__ import annotations
@@ -127,6 +131,8 @@ def _two_cases(value: str) -> bool:
     return _not_mask(value) and any(c.isupper() for c in value) and any(c.islower() for c in value)
 
 
+_CALL_RE = re.compile(r"[A-Za-z_$][A-Za-z0-9_$.]*\(")  # password = derive_key(…)
+_IDENTIFIER_RE = re.compile(r"[A-Za-z_$][A-Za-z0-9_$]*(?:\.[A-Za-z_$][A-Za-z0-9_$]*)+")  # a.b.c in code
 _VERSION_RE = re.compile(r"v?\d+(?:\.\d+)+(?:[-+][0-9A-Za-z.]+)?")
 _DATE_RE = re.compile(r"\d{4}-\d{2}-\d{2}(?:[T ][0-9:.]+(?:Z|[+-]\d{2}:?\d{2})?)?")
 _PLACEHOLDER_WORDS = (
@@ -151,23 +157,27 @@ def _looks_random(value: str) -> bool:
     """The keyword rule's test: does a value assigned to ``password``/``token``/… look
     like a generated secret rather than a word, a number, a path, a version or a date?
 
-    At least 8 characters, at least 3 bits of entropy per character, not a placeholder
-    or reference, and either three character classes (lower, upper, digit, symbol:
-    ``Str0ngP@ss!``) or, from 16 characters on, letters and digits (hex and base62 keys).
+    At least 8 characters with a digit, at least 3 bits of entropy per character, not a
+    placeholder, reference or code (``token = Keyword.Reserved``, ``self.key2``,
+    ``password = derive(v)``),
+    and either three character classes (lower, upper, digit, symbol: ``Str0ngP@ss!``)
+    or, from 16 characters on, letters and digits (hex and base62 keys). A password of
+    letters and symbols only is missed: without a digit, values next to these words are
+    mostly code and prose. Cheap tests first: most such values are short words or numbers.
     """
-    if len(value) < 8 or _is_placeholder(value) or "://" in value:
-        return False
-    if _VERSION_RE.fullmatch(value) or _DATE_RE.fullmatch(value):
-        return False
-    if _entropy(value) < 3.0:
+    if len(value) < 8:
         return False
     lower = any(c.islower() for c in value)
     upper = any(c.isupper() for c in value)
     digit = any(c.isdigit() for c in value)
     symbol = any(not c.isalnum() for c in value)
-    if lower + upper + digit + symbol >= 3:
-        return True
-    return len(value) >= 16 and digit and (lower or upper)
+    if not digit or (lower + upper + symbol < 2 and not (len(value) >= 16 and (lower or upper))):
+        return False
+    if "://" in value or _VERSION_RE.fullmatch(value) or _DATE_RE.fullmatch(value):
+        return False
+    if _IDENTIFIER_RE.fullmatch(value) or _CALL_RE.match(value):
+        return False
+    return not _is_placeholder(value) and _entropy(value) >= 3.0
 
 
 def _jwt_header(value: str) -> bool:
@@ -180,18 +190,23 @@ def _jwt_header(value: str) -> bool:
     return isinstance(decoded, dict) and ("alg" in decoded or "typ" in decoded)
 
 
-_URL_GENERIC_USERS = {"user", "username", "usr", "login", "name", "me"}
-_URL_GENERIC_PASSWORDS = {"password", "pass", "passwd", "pwd", "secret", "pw"}
+# Passwords of documentation: "https://user:password@host", "admin:secret@…".
+_URL_GENERIC_PASSWORDS = {"password", "pass", "passwd", "pwd", "secret", "mypassword", "yourpassword"}
+# Hosts reserved for documentation (RFC 2606): an example, not a place to log in to.
+_EXAMPLE_HOST = re.compile(r"(?:[A-Za-z0-9-]+\.)*(?:example\.(?:com|net|org)|[A-Za-z0-9-]+\.(?:example|invalid))")
 
 
-def _url_password(userinfo: str) -> bool:
-    """``user:password@host``: any real password counts, however short; templating,
-    masks and the generic ``user:password`` of documentation do not."""
-    user, _, password = userinfo.partition(":")
-    if not password or _is_placeholder(password):
+def _url_password(secret: str) -> bool:
+    """``user:password@host``: any real password counts, however short (``admin:pw``);
+    templating, masks, a password that is just the word "password" or "secret", and
+    the documentation hosts ``example.com``/``*.example`` do not."""
+    userinfo, _, host = secret.rpartition("@")
+    password = userinfo.partition(":")[2]
+    if not password or _is_placeholder(password) or password.lower() in _URL_GENERIC_PASSWORDS:
         return False
-    generic_user = user.lower() in _URL_GENERIC_USERS or not user  # redis://:password@host
-    return not (generic_user and password.lower() in _URL_GENERIC_PASSWORDS)
+    if len(userinfo) <= 3:
+        return False  # "a:b", as URL parsers' documentation writes it
+    return not _EXAMPLE_HOST.fullmatch(host.rstrip("."))
 
 
 # --------------------------------------------------------------------------- rules
@@ -285,13 +300,14 @@ _RULES: tuple[_Rule, ...] = (
         "password in a URL",
         r"://(?P<secret>(?P<userinfo>[^\s:/?#@\"'<>\[\]]{0,128}+:[^\s/?#@\"'<>]{1,256}+)@(?:\[[0-9A-Fa-f:.]{2,45}+\]|[A-Za-z0-9._~%-]{1,253}+))",
         _url_password,
-        random="userinfo",
+        random=None,
         trim=".",
     ),
     _rule(
         "password or secret value",
         r"(?:passwd|password|passphrase|pwd|secret|token|api[_-]?key|apikey|access[_-]?key|auth[_-]?key|private[_-]?key)"
-        r"[\"']?(?:[ \t]{0,20}+(?:=>|:=|[:=])|[ \t]{1,20}+is[ \t])[ \t]{0,20}+[\"'`]?(?P<secret>[^\s\"'`,;()<>\[\]{}]{1,256}+)",
+        r"(?:[_-]?(?:key|token|value|base|string)){0,2}"  # SECRET_KEY, SECRET_KEY_BASE, token_value
+        r"[\"']?(?:[ \t]{0,20}+(?:=>|:=|[:=])|[ \t]{1,20}+is[ \t])[ \t]{0,20}+[\"'`]?(?P<secret>[^\s\"'`,;<>\[\]{}]{1,256}+)",
         _looks_random,
         random=None,
         trim=".:",
@@ -404,8 +420,10 @@ def find_credentials(text: str) -> list[Finding]:
             if rule.kind == "password in a URL" and not _url_scheme_ok(text, match.start()):
                 continue
             start, end = match.span(rule.group)
-            while rule.trim and end - start > 1 and text[end - 1] in rule.trim:
-                end -= 1  # a sentence's full stop after "…@db.internal." is not part of it
+            while rule.trim and end - start > 1 and (
+                text[end - 1] in rule.trim or (text[end - 1] == ")" and "(" not in text[start : end - 1])
+            ):
+                end -= 1  # a sentence's full stop after "…@db.internal." or a closing ")" is not part of it
             value = text[start:end]
             if rule.random == rule.group:
                 random_part = value
@@ -476,7 +494,7 @@ def refusal_message(findings: Sequence[Finding], where: str = "the content") -> 
     ``where`` names the field ("the title", "import item 3"). The fingerprints shown
     are the ones to approve; the secret itself never appears.
     """
-    fps = ", ".join(f'"{fp}"' for fp in dict.fromkeys(f.fingerprint for f in findings))
+    fps = ", ".join(f'"{fp}"' for fp in list(dict.fromkeys(f.fingerprint for f in findings))[:_LISTED])
     return (
         f"Refused: found what looks like {_describe(findings, where)}. Nothing was written. "
         "Remove the secret and remember where it lives instead (e.g. \"the deploy token is in the team "
