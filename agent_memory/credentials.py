@@ -52,7 +52,7 @@ import json
 import math
 import re
 from collections import Counter
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -68,6 +68,12 @@ _FINGERPRINT_RE = re.compile(rf"{FINGERPRINT_PREFIX}[0-9a-f]{{{_FINGERPRINT_HEX}
 
 # A random part with fewer distinct characters than this is a mask (xxxx, 0000, ****).
 _MIN_DISTINCT = 6
+
+# The kinds whose rules do more than match (named once, so the scan loop cannot drift).
+_KEY_BLOCK = "private key block"
+_URL_PASSWORD = "password in a URL"
+_AWS_KEY_ID = "AWS access key id"
+_AWS_SECRET = "AWS secret access key"
 
 
 @dataclass(frozen=True)
@@ -265,10 +271,10 @@ _E = r"(?![A-Za-z0-9_-])"  # not followed by a token character: not part of a lo
 # Quantifiers are bounded and possessive (``{m,n}+``): a failed attempt never backtracks.
 _RULES: tuple[_Rule, ...] = (
     # Specific shapes first: where spans overlap, the earlier rule names the finding.
-    _rule("private key block", r"-----BEGIN (?:[A-Z0-9]{1,20}+ ){0,4}PRIVATE KEY(?: BLOCK)?-----", group=0, random=0),
-    _rule("AWS access key id", rf"(?P<secret>{_start('A', 'A-Za-z0-9+/')}(?:KIA|SIA|BIA|CCA|3T[A-Z0-9])(?P<random>[A-Z2-7]{{16}}+))(?![A-Za-z0-9])"),
+    _rule(_KEY_BLOCK, r"-----BEGIN (?:[A-Z0-9]{1,20}+ ){0,4}PRIVATE KEY(?: BLOCK)?-----", group=0, random=0),
+    _rule(_AWS_KEY_ID, rf"(?P<secret>{_start('A', 'A-Za-z0-9+/')}(?:KIA|SIA|BIA|CCA|3T[A-Z0-9])(?P<random>[A-Z2-7]{{16}}+))(?![A-Za-z0-9])"),
     _rule(
-        "AWS secret access key",
+        _AWS_SECRET,
         r"secret_?access_?key[\"']?[ \t]{0,20}+(?:=>|:=|[:=])[ \t]{0,20}+[\"']?(?P<secret>[a-z0-9/+]{40}+)(?![a-z0-9/+=])",
         _mixed,
         random=None,
@@ -297,7 +303,7 @@ _RULES: tuple[_Rule, ...] = (
     _rule("JWT", rf"(?P<secret>{_start('eyJ')}[A-Za-z0-9_-]{{8,2000}}+\.eyJ[A-Za-z0-9_-]{{8,8000}}+\.[A-Za-z0-9_-]{{16,2000}}+){_E}", _jwt_header, random=None),
     # "://" is the literal; the scheme before it is checked in code (_url_scheme_ok).
     _rule(
-        "password in a URL",
+        _URL_PASSWORD,
         r"://(?P<secret>(?P<userinfo>[^\s:/?#@\"'<>\[\]]{0,128}+:[^\s/?#@\"'<>]{1,256}+)@(?:\[[0-9A-Fa-f:.]{2,45}+\]|[A-Za-z0-9._~%-]{1,253}+))",
         _url_password,
         random=None,
@@ -412,12 +418,12 @@ def find_credentials(text: str) -> list[Finding]:
     aws_secrets: list[tuple[int, int]] | None = None  # computed once, if an access key id is found
     for rule in _RULES:
         for match in rule.pattern.finditer(lowered if rule.lowered else text):
-            if rule.kind == "private key block":
+            if rule.kind == _KEY_BLOCK:
                 block = _private_key(text, match)
                 if block:
                     add(block[0], block[1], rule.kind, block[2])
                 continue
-            if rule.kind == "password in a URL" and not _url_scheme_ok(text, match.start()):
+            if rule.kind == _URL_PASSWORD and not _url_scheme_ok(text, match.start()):
                 continue
             start, end = match.span(rule.group)
             while rule.trim and end - start > 1 and (
@@ -432,13 +438,13 @@ def find_credentials(text: str) -> list[Finding]:
             if not rule.check(random_part):
                 continue
             add(start, end, rule.kind, value)
-            if rule.kind == "AWS access key id":
+            if rule.kind == _AWS_KEY_ID:
                 if aws_secrets is None:
                     aws_secrets = _aws_secrets(text)
                 i = bisect.bisect_left(aws_secrets, (start - _AWS_NEAR - 40, 0))
                 while i < len(aws_secrets) and aws_secrets[i][0] <= end + _AWS_NEAR:
                     near_start, near_end = aws_secrets[i]
-                    add(near_start, near_end, "AWS secret access key", text[near_start:near_end])
+                    add(near_start, near_end, _AWS_SECRET, text[near_start:near_end])
                     i += 1
     spans.sort()
     findings: list[Finding] = []
@@ -477,40 +483,66 @@ def redact(text: str, findings: Sequence[Finding]) -> str:
 
 _LISTED = 5  # findings named in one message; the rest are counted
 
-
-def _describe(findings: Sequence[Finding], where: str) -> str:
-    """``a credential in the content: GitHub token (line 1, fingerprint sha256:…),
-    password in a URL (line 3, …)`` — kinds and positions, never the values."""
-    parts = [f"{f.kind} (line {f.line}, fingerprint {f.fingerprint})" for f in findings[:_LISTED]]
-    if len(findings) > _LISTED:
-        parts.append(f"and {len(findings) - _LISTED} more")
-    noun = "a credential" if len(findings) == 1 else f"{len(findings)} credentials"
-    return f"{noun} in {where}: " + ", ".join(parts)
+Found = Sequence[Finding] | Mapping[str, Sequence[Finding]]  # one text, or where -> findings
 
 
-def refusal_message(findings: Sequence[Finding], where: str = "the content") -> str:
+def _by_where(findings: Found, where: str) -> dict[str, Sequence[Finding]]:
+    if isinstance(findings, Mapping):
+        return {w: f for w, f in findings.items() if f}
+    return {where: findings}
+
+
+def _describe(found: dict[str, Sequence[Finding]]) -> str:
+    """``a credential in the content: GitHub token (line 1, fingerprint sha256:…)`` or
+    ``3 credentials — in the content: …; in the title: …`` — kinds, fields and
+    positions, never the values; at most ``_LISTED`` named, the rest counted."""
+    total = sum(len(f) for f in found.values())
+    groups: list[str] = []
+    listed = 0
+    for where, findings in found.items():
+        shown = findings[: max(0, _LISTED - listed)]
+        listed += len(shown)
+        if shown:
+            groups.append(f"in {where}: " + ", ".join(f"{f.kind} (line {f.line}, fingerprint {f.fingerprint})" for f in shown))
+    more = f", and {total - listed} more" if total > listed else ""
+    if total == 1:
+        return f"a credential {groups[0]}"
+    return f"{total} credentials — " + "; ".join(groups) + more
+
+
+def _fingerprints(found: dict[str, Sequence[Finding]]) -> str:
+    unique = dict.fromkeys(f.fingerprint for findings in found.values() for f in findings)
+    return ", ".join(f'"{fp}"' for fp in list(unique)[:_LISTED])
+
+
+def refusal_message(findings: Found, where: str = "the content") -> str:
     """Why nothing was written and the three ways forward, naming the kinds found.
 
-    ``where`` names the field ("the title", "import item 3"). The fingerprints shown
-    are the ones to approve; the secret itself never appears.
+    ``where`` names the field ("the title", "import item 3"); or pass a mapping of
+    field -> findings to name several in one message. The fingerprints shown are the
+    ones to approve; the secret itself never appears.
     """
-    fps = ", ".join(f'"{fp}"' for fp in list(dict.fromkeys(f.fingerprint for f in findings))[:_LISTED])
+    found = _by_where(findings, where)
     return (
-        f"Refused: found what looks like {_describe(findings, where)}. Nothing was written. "
+        f"Refused: found what looks like {_describe(found)}. Nothing was written. "
         "Remove the secret and remember where it lives instead (e.g. \"the deploy token is in the team "
         f"password manager under 'CI'\"). If it is not a secret, approve it by adding its fingerprint to "
-        f"secrets.allow in {SETTINGS_FILE_NAME} ([secrets] allow = [{fps}]), or set "
+        f"secrets.allow in {SETTINGS_FILE_NAME} ([secrets] allow = [{_fingerprints(found)}]), or set "
         f'secrets.mode = "warn" there to store such text with a warning.'
     )
 
 
-def warning_message(findings: Sequence[Finding], where: str = "the content") -> str:
+def warning_message(findings: Found, where: str = "the content") -> str:
     """What ``secrets.mode = "warn"`` reports after storing the text anyway."""
     return (
-        f"Warning: stored, but found what looks like {_describe(findings, where)}. "
+        f"Warning: stored, but found what looks like {_describe(_by_where(findings, where))}. "
         f"If it is a secret, remove it from the memory (and from git history); if not, add its "
         f"fingerprint to secrets.allow in {SETTINGS_FILE_NAME} to silence this."
     )
+
+
+def _refuses(settings: Settings | None) -> bool:
+    return getattr(settings, "secrets_mode", "refuse") != "warn"
 
 
 def enforce(text: str, settings: Settings | None = None, where: str = "the content") -> list[Finding]:
@@ -518,6 +550,17 @@ def enforce(text: str, settings: Settings | None = None, where: str = "the conte
     credential and ``secrets.mode`` is ``refuse`` (the default, also without settings);
     in ``warn`` mode return the findings so the caller can pass ``warning_message`` on."""
     findings = check_text(text, settings)
-    if findings and getattr(settings, "secrets_mode", "refuse") != "warn":
+    if findings and _refuses(settings):
         raise SecretRefused(refusal_message(findings, where))
     return findings
+
+
+def enforce_fields(fields: Mapping[str, str], settings: Settings | None = None) -> dict[str, list[Finding]]:
+    """``enforce`` over several fields of one write at once (``{"the content": …,
+    "the title": …, "the tags": " ".join(tags)}``), so one refusal names every field
+    that holds a credential. Returns field -> findings (only fields with findings)."""
+    found = {where: check_text(text, settings) for where, text in fields.items() if text}
+    found = {where: findings for where, findings in found.items() if findings}
+    if found and _refuses(settings):
+        raise SecretRefused(refusal_message(found))
+    return found

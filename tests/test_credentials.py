@@ -21,6 +21,7 @@ from agent_memory.credentials import (
     Finding,
     check_text,
     enforce,
+    enforce_fields,
     find_credentials,
     fingerprint,
     redact,
@@ -261,6 +262,7 @@ NEAR_MISSES: list[tuple[str, str]] = [
     ("token counts", "max_tokens: 4096\ntoken_budget=2000\ntokens: 1500\ntoken_count = 123456789"),
     ("keyword with a word", "secret: we ship on Fridays\ntoken: abc\naccess_key: see the wiki page"),
     ("passphrase", "password: correct-horse-battery-staple"),
+    ("repetitive values", "password: Aa1Aa1Aa1Aa1\ntoken = 1111aaaa1111aaaa2222"),
     ("passwordless", "passwordless login is enabled; password_reset = true"),
     ("uuid", "request 123e4567-e89b-12d3-a456-426614174000 failed"),
     ("git short sha", "fixed in b84e5b6 and 696e941"),
@@ -293,7 +295,7 @@ NEAR_MISSES: list[tuple[str, str]] = [
     ("url to a documentation host", "https://samuel:pass@example.com:8000 and ftp://bob:Xy9pQ2zW@files.example"),
     ("url of single letters", "new URL('https://a:b@host/?abc') prints https://a:b@xn--g6w251d/?abc"),
     ("templated url", "postgres://admin:${PGPASSWORD}@db/app and mysql://root:%s@host and https://me:<token>@git.example.com"),
-    ("masked url", "https://deploy:****@git.example.com/repo and https://bob:xxxx@host"),
+    ("masked url", "https://deploy:****@git.acme.io/repo, https://bob:***@host and https://bob:x@host"),
     ("urls without passwords", "git@github.com:org/repo.git ssh://git@host/repo https://user@host/ http://[::1]:8080/"),
     ("port then at", "https://example.com:8080/a@b and mailto:priya@example.com"),
     ("key block mentioned", "files starting with -----BEGIN OPENSSH PRIVATE KEY----- live in ~/.ssh"),
@@ -303,6 +305,7 @@ NEAR_MISSES: list[tuple[str, str]] = [
     ("certificate", pem("CERTIFICATE", seed=63)),
     ("ssh public key", "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAI" + rnd(43, ALNUM + "+/", 64) + " priya@laptop"),
     ("jwt header only", "eyJhbGciOiJIUzI1NiIsInR5cCI6IkpXVCJ9 is a JWT header"),
+    ("jwt-shaped json without alg", b64url(b'{"a":1,"b":2}') + "." + b64url(b'{"c":"three"}') + "." + rnd(30, URLSAFE, 68)),
     ("not json jwt", "eyJ" + rnd(20, URLSAFE, 65) + ".eyJ" + rnd(20, URLSAFE, 66) + "." + rnd(30, URLSAFE, 67)),
     ("emails", "priya@example.com, ops+alerts@acme.io"),
     ("aizawl", "We met in Aizawl and AIzawl."),
@@ -413,6 +416,29 @@ def test_the_warning_says_it_was_stored_and_how_to_silence_it() -> None:
     assert "secrets.allow" in message
 
 
+def test_one_refusal_names_every_field_that_holds_a_credential() -> None:
+    fields = {
+        "the content": f"deploy with {GITHUB}",
+        "the title": "Deploy notes",
+        "the source": f"postgres://admin:pw@db.internal and {JWT}",
+        "the tags": "",
+    }
+    with pytest.raises(SecretRefused) as caught:
+        enforce_fields(fields, Settings())
+    message = str(caught.value)
+    assert message.startswith("Refused: found what looks like 3 credentials — in the content: GitHub token (line 1")
+    assert "; in the source: password in a URL (line 1" in message and ", JWT (line 1" in message
+    assert "the title" not in message and "the tags" not in message
+    for secret in (GITHUB, "admin:pw", JWT):
+        assert secret not in message
+    found = enforce_fields(fields, Settings(secrets_mode="warn"))
+    assert {where: [f.kind for f in fs] for where, fs in found.items()} == {
+        "the content": ["GitHub token"],
+        "the source": ["password in a URL", "JWT"],
+    }
+    assert enforce_fields({"the content": "nothing here", "the title": ""}) == {}
+
+
 def test_a_text_full_of_secrets_gets_a_bounded_message() -> None:
     text = "\n".join("ghp" + "_" + rnd(36, seed=100 + i) for i in range(40))
     findings = find_credentials(text)
@@ -449,7 +475,7 @@ def _seconds(text: str) -> float:
 
 
 def test_a_100k_note_of_prose_is_scanned_in_milliseconds() -> None:
-    words = "customer acme prefers deploys on fridays the token password secret key api is for".split()
+    words = ["customer", "acme", "prefers", "deploys", "on", "fridays", "the", "token", "password", "secret", "key", "is"]
     text = " ".join(random.Random(1).choice(words) for _ in range(25_000))[:100_000]
     assert _seconds(text) < 0.05  # ~3 ms here; the bound leaves room for a busy machine
 
