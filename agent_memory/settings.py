@@ -39,7 +39,7 @@ import tomllib
 from collections.abc import Callable
 from dataclasses import dataclass, field, fields
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 from .credentials import FINGERPRINT_PREFIX, is_fingerprint
 from .errors import SettingsError
@@ -85,6 +85,7 @@ def _bool(value: Any) -> bool:
 
 _CONTROL = re.compile(r"[\x00-\x1f\x7f]")
 _DRIVE = re.compile(r"[A-Za-z]:")
+_UNPORTABLE = re.compile(r'[<>:"|?*]')  # refused in folder names by Windows (and ':' by macOS Finder)
 
 
 def _folder(value: Any) -> str:
@@ -92,8 +93,8 @@ def _folder(value: Any) -> str:
 
     Refused: absolute paths (``/x``, ``C:\\x``, ``~``), ``..`` (out of the vault), dot
     folders (``.obsidian``, ``.trash``, ``.index`` — ignored or owned by others, so new
-    memories there would be invisible or lost), backslashes (not portable) and control
-    characters such as NUL.
+    memories there would be invisible or lost), backslashes and ``<>:"|?*`` (a vault
+    synced to Windows could not hold the folder) and control characters such as NUL.
     """
     if not isinstance(value, str):
         raise _Bad("is not a string")
@@ -103,6 +104,9 @@ def _folder(value: Any) -> str:
         raise _Bad("contains a backslash; separate folders with '/'")
     if value.startswith(("/", "~")) or _DRIVE.match(value):
         raise _Bad("is an absolute path; give a folder inside the vault, e.g. \"Agent\" (\"\" is the vault root)")
+    bad = _UNPORTABLE.search(value)
+    if bad:
+        raise _Bad(f"contains {bad[0]!r}, which Windows refuses in folder names")
     parts = [p for p in value.split("/") if p]
     for part in parts:
         if part == "..":
@@ -158,11 +162,11 @@ class Settings:
     memories_folder: str = _key(
         "memories.folder", "", _folder, 'a folder inside the vault such as "Agent" ("" is the vault root)'
     )
-    secrets_mode: str = _key("secrets.mode", "refuse", _choice("refuse", "warn"), '"refuse" or "warn"')
+    secrets_mode: Literal["refuse", "warn"] = _key("secrets.mode", "refuse", _choice("refuse", "warn"), '"refuse" or "warn"')
     secrets_allow: tuple[str, ...] = _key(
         "secrets.allow", (), _fingerprints, f'a list of fingerprints such as ["{FINGERPRINT_PREFIX}1a5d44a2dca19669"]', secret=True
     )
-    recall_profile: str = _key("recall.profile", "facts", _choice("facts", "conversation"), '"facts" or "conversation"')
+    recall_profile: Literal["facts", "conversation"] = _key("recall.profile", "facts", _choice("facts", "conversation"), '"facts" or "conversation"')
     recall_semantic: bool = _key("recall.semantic", False, _bool, "true or false")
     git_commit: bool = _key("git.commit", False, _bool, "true or false")
     git_author: str = _key("git.author", "", _author, 'a string "Name <email>", or "" for git\'s own')
