@@ -261,7 +261,11 @@ def show(memory_id: str) -> None:
 @cli.command()
 @common
 @click.argument("memory_id")
-@click.option("--content", default=None, help="New content (the body of the file).")
+@click.option("--content", default=None,
+              help="New content: replaces the whole body as it is now (the old one is kept in .trash/).")
+@click.option("--append", default=None, help="Text to add at the end of the content.")
+@click.option("--replace", "replace", nargs=2, default=None, metavar="OLD NEW",
+              help="Replace OLD (which must occur exactly once) with NEW.")
 @click.option("--add-tag", "add_tags", multiple=True, help="Tag to add (repeatable).")
 @click.option("--remove-tag", "remove_tags", multiple=True, help="Tag to remove (repeatable).")
 @click.option("-n", "--namespace", default=None, help="Move to this namespace.")
@@ -270,16 +274,35 @@ def show(memory_id: str) -> None:
 @click.option("--ttl-days", type=float, default=None, help="Expire this many days from now (0: never).")
 @click.option("--expected-version", default=None, help="Refuse if the file changed since this version.")
 @handle_errors
-def edit(memory_id: str, content: str | None, add_tags: tuple[str, ...], remove_tags: tuple[str, ...],
-         namespace: str | None, title: str | None, source: str | None, ttl_days: float | None,
-         expected_version: str | None) -> None:
-    """Change a memory; only the front-matter keys that change are rewritten."""
+def edit(memory_id: str, content: str | None, append: str | None, replace: tuple[str, str] | None,
+         add_tags: tuple[str, ...], remove_tags: tuple[str, ...], namespace: str | None, title: str | None,
+         source: str | None, ttl_days: float | None, expected_version: str | None) -> None:
+    """Change a memory; only the front-matter keys that change are rewritten.
+
+    With no change options it opens the file in $EDITOR (the file is the memory: the
+    index follows when the editor exits)."""
+    flags = (content, append, replace, namespace, title, source, ttl_days)
     with open_vault() as vault:
-        result = vault.update(memory_id, content=content, add_tags=list(add_tags), remove_tags=list(remove_tags),
-                              namespace=namespace, title=title, source=source, ttl_days=ttl_days,
-                              expected_version=expected_version)
+        if all(f is None for f in flags) and not add_tags and not remove_tags:
+            _open_in_editor(vault, memory_id)
+            return
+        if content is not None and not expected_version:
+            # A person typing --content means the body as it is now: that version is theirs.
+            expected_version = vault.get(memory_id)["version"]
+        old, new = replace if replace else (None, None)
+        result = vault.update(memory_id, content=content, append=append, replace_old=old, replace_new=new,
+                              add_tags=list(add_tags), remove_tags=list(remove_tags), namespace=namespace,
+                              title=title, source=source, ttl_days=ttl_days, expected_version=expected_version)
     emit(result, lambda: click.echo(printable(
         f"{'Updated' if result['changed'] else 'Unchanged'} {result['memory']['id']}  {result['memory']['path']}")))
+
+
+def _open_in_editor(vault: Vault, memory_id: str) -> None:
+    """``$VISUAL``/``$EDITOR`` (else click's default) on the memory's file itself."""
+    memory = vault.get(memory_id)
+    click.edit(filename=str(vault.root / memory["path"]))
+    vault.reconcile_path(memory["path"])
+    click.echo(printable(f"Edited {memory['id']}  {memory['path']}"), err=True)
 
 
 @cli.command()
@@ -292,6 +315,29 @@ def forget(memory_id: str, expected_version: str | None) -> None:
     with open_vault() as vault:
         result = vault.forget(memory_id, expected_version=expected_version)
     emit(result, lambda: click.echo(printable(f"Forgot {result['id']}: moved to {result['trashed_to']}")))
+
+
+@cli.command()
+@common
+@click.argument("key", required=False)
+@handle_errors
+def restore(key: str | None) -> None:
+    """Put a forgotten, expired or replaced memory back (by id, old path or trash path);
+    never overwrites. With no argument, list what the trash can give back."""
+    with open_vault() as vault:
+        if key is None:
+            entries = vault.trash_list()
+            emit({"entries": entries}, lambda: _print_trash(entries))
+            return
+        result = vault.restore(key)
+    emit(result, lambda: click.echo(printable(f"Restored {result['id']} to {result['path']} ({result['reason']})")))
+
+
+def _print_trash(entries: list[Any]) -> None:
+    if not entries:
+        click.echo("Nothing in the trash that the tool put there.")
+    for entry in entries:
+        click.echo(printable(f"{entry['at']}  {entry['reason']:<9}  {entry['trash']}  (from {entry['source']})"))
 
 
 @cli.command()

@@ -15,17 +15,61 @@ import sys
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from stat import S_ISREG
+from typing import Any
 
 from . import note as notes
 from .clock import Clock, humanize_age, iso, utcnow
-from .errors import InvalidInput, NotFound, VaultError
+from .errors import InvalidInput, NotFound, VaultError, VaultGone
 from .index import FileFacts, Index
 from .locking import WriteLock
 from .models import Memory, ReconcileReport, Summary
-from .store import Store, encodable, index_folder, is_memory_path
+from .limits import MAX_FILE_BYTES
+from .store import INDEX_DIRNAME, Store, cache_folder, encodable, index_folder, is_memory_path
+from .trash import TRASH_DIRNAME
 
 Progress = Callable[[int, int], None]
+STALE_MARK = "stale"  # in the vault's .index/: an index write failed, rebuild on the next open
+_CONTROL_FOLDERS = (INDEX_DIRNAME, TRASH_DIRNAME, ".prompts")
+
+
+# A file as read before the lock: its note (None: not parsed, its bytes were already
+# indexed) and facts; None: no memory file there.
+Examined = tuple[notes.Note | None, FileFacts] | None
+_UNREAD: Any = object()  # _refresh's "not examined yet"
+
+
+def _still(stat: os.stat_result | None, examined: Examined) -> bool:
+    """Whether a file examined earlier is unchanged since (same presence, size and mtime)."""
+    if examined is None:
+        return stat is None
+    _note, facts = examined
+    return stat is not None and (stat.st_size, stat.st_mtime_ns) == (facts.size, facts.mtime_ns)
+
+
+def _identity(root: Path) -> tuple[int, int] | None:
+    try:
+        found = os.stat(root)
+    except OSError:
+        return None
+    return found.st_dev, found.st_ino
+
+
+def _refuse_symlinked_folders(root: Path) -> None:
+    """``.index``, ``.trash`` and ``.prompts`` that are symlinks (a ``git pull`` can bring
+    them) would put a copy of every memory, or forgotten ones, outside the vault, or
+    serve prompts from elsewhere: refused, with what to do."""
+    for name in _CONTROL_FOLDERS:
+        if (root / name).is_symlink():
+            raise VaultError(
+                f"{root / name} is a symlink; agent-memory keeps {name}/ inside the vault only. "
+                f"Remove the link (rm {root / name}) and retry."
+            )
+
+
+def _writable(root: Path) -> bool:
+    """Whether this process can write the vault (else its index goes to a cache folder)."""
+    own = root / INDEX_DIRNAME
+    return os.access(root, os.W_OK) and (not own.is_dir() or os.access(own, os.W_OK))
 
 
 class VaultCore:
@@ -37,34 +81,30 @@ class VaultCore:
         *,
         index_dir: str | os.PathLike[str] | None = None,
         clock: Clock = utcnow,
-        sync: bool = True,
     ) -> None:
         self.root = Path(root).expanduser().absolute()
         if self.root.exists() and not self.root.is_dir():
             raise VaultError(f"{self.root} is a file, not a vault folder; pass --dir with a folder.")
         if not self.root.is_dir():
             raise VaultError(f"No vault at {self.root}. Create one with `agent-memory --dir {self.root} init`.")
-        self.index_dir = index_folder(self.root, index_dir)
+        self._identity = _identity(self.root)
+        _refuse_symlinked_folders(self.root)
         self.store = Store(self.root)
         self.clock = clock
+        self.index_dir = index_folder(self.root, index_dir)
+        self.read_only = not _writable(self.root)
+        if self.read_only and self.index_dir == self.store.control_dir:
+            self.index_dir = cache_folder(self.root)
+            self.store.control_dir = self.index_dir
+            print(f"agent-memory: {self.root} is read-only: searching it with an index in {self.index_dir}",
+                  file=sys.stderr)
         try:
             self.index = Index(self.index_dir)
-        except (OSError, sqlite3.OperationalError) as exc:
+        except (OSError, sqlite3.Error) as exc:
             raise VaultError(f"Cannot open the index in {self.index_dir}: {exc}. Check the folder is writable.") from exc
-        self._lock = WriteLock(self.index_dir / "write.lock")
-        if sync:
-            self._sync_on_open()
-
-    def _sync_on_open(self) -> None:
-        """Reconcile, but let a read-only vault still be read: reads filter expired
-        memories anyway, so failing to move them to the trash must not stop a search."""
-        try:
-            self.reconcile()
-        except VaultError as exc:
-            if self.index.file_facts():
-                print(f"agent-memory: warning: could not tidy the vault: {exc}", file=sys.stderr)
-            else:
-                raise
+        # The lock lives in the vault's own .index/ wherever the database is, so every
+        # process on this vault takes the same one (AGENT_MEMORY_INDEX_DIR or not).
+        self._lock = WriteLock(self.store.control_dir / "write.lock")
 
     def close(self) -> None:
         self.index.close()
@@ -80,9 +120,31 @@ class VaultCore:
 
     @contextmanager
     def _writing(self) -> Iterator[None]:
+        """Hold the vault's write lock, on a vault that is still where it was opened and
+        an index that is current; look again at files recent writes displaced."""
+        self._check_vault()
         with self._lock.hold():
             self._check_index()
+            self.store.settle_parked()
             yield
+
+    def _check_vault(self) -> None:
+        """The vault folder renamed or deleted under a running server: say so instead
+        of finding nothing, or recreating the old path and reporting success."""
+        if _identity(self.root) != self._identity:
+            raise VaultGone(str(self.root))
+
+    def mark_stale(self, why: BaseException) -> VaultError:
+        """A file changed but its index row could not be written (a full disk): leave a
+        mark so the next open rebuilds the index from the files; return the error to raise."""
+        try:
+            (self.store.control_dir / STALE_MARK).write_text(f"{why}\n", encoding="utf-8")
+        except OSError:
+            pass  # the disk is full: the next open's walk still finds what changed
+        return VaultError(
+            f"The file was written but the index could not be updated ({why}); nothing is lost. "
+            "Free some disk space; the next command rebuilds the index (or run `agent-memory reindex`)."
+        )
 
     def reconcile(self) -> ReconcileReport:
         """Make the index match the files (see ``Reconcile.reconcile``)."""
@@ -91,28 +153,17 @@ class VaultCore:
     def _check_index(self) -> None:
         """Another process deleted or replaced the index file: reopen it and, if it
         came back empty, rebuild it from the files."""
+        self._check_vault()
         if self.index.ensure_current():
             with self._lock.hold():
                 self.reconcile()
 
     # ------------------------------------------------------------------ sync
     def _read(self, rel: str) -> tuple[bytes, os.stat_result] | None:
-        """A regular file's bytes and stat; None for anything else, so one odd file never
-        stops a command. Opened without blocking: reading a named pipe would wait for a
-        writer forever, holding the vault's write lock."""
-        try:
-            fd = os.open(self.store.abspath(rel), os.O_RDONLY | os.O_NONBLOCK)
-        except (FileNotFoundError, NotADirectoryError, IsADirectoryError):
-            return None
-        except OSError as exc:  # unreadable, a symlink loop, a socket
-            print(f"agent-memory: warning: skipped {rel}: {exc.strerror or exc}", file=sys.stderr)
-            return None
-        found = os.fstat(fd)
-        if not S_ISREG(found.st_mode):  # a pipe, a device, a folder behind a symlink
-            os.close(fd)
-            return None
-        with os.fdopen(fd, "rb") as handle:
-            return handle.read(), found
+        """A memory file's bytes and stat, confined to the vault at read time; None for
+        anything else (gone, not a regular file, over ``MAX_FILE_BYTES``), so one odd
+        file never stops a command."""
+        return self.store.read(rel, MAX_FILE_BYTES)
 
     def _note_for(self, rel: str, data: bytes, stat: os.stat_result) -> notes.Note:
         """Parse a file, filling times a hand-written file may lack from its mtime."""
@@ -122,18 +173,41 @@ class VaultCore:
             note = dataclasses.replace(note, created=note.created or mtime, updated=note.updated or note.created or mtime)
         return note
 
-    def _refresh(self, conn: sqlite3.Connection, rel: str, known: FileFacts | None) -> str:
-        """Bring one path's row in line with the file: the one way a file enters the index."""
+    def _examine(self, rel: str, known: FileFacts | None = None) -> Examined:
+        """Read and parse one path, outside any lock or transaction: a slow file (a huge
+        one, a hostile front matter) must not hold up other writers or this process's
+        readers. None: no memory file there (gone, not a regular file, out of bounds).
+        A file whose bytes are those ``known`` already describes is not parsed (None note)."""
         read = self._read(rel) if is_memory_path(rel) and self.store.inside(rel) else None
         if read is None:
-            return "removed" if self.index.delete(conn, rel) else "absent"
+            return None
         data, stat = read
         facts = FileFacts(len(data), stat.st_mtime_ns, notes.file_version(data))
+        if known is not None and known.sha256 == facts.sha256:
+            return None, facts
+        return self._note_for(rel, data, stat), facts
+
+    def _refresh(self, conn: sqlite3.Connection, rel: str, known: FileFacts | None,
+                 examined: Examined = _UNREAD) -> str:
+        """Bring one path's row in line with the file: the one way a file enters the index.
+
+        ``examined``: what ``_examine`` found before the lock was taken; used if the file
+        still has that size and mtime, else the file is read again."""
+        if examined is _UNREAD or not _still(self.store.stat(rel), examined):
+            examined = self._examine(rel, known)
+        if examined is None:
+            return "removed" if self.index.delete(conn, rel) else "absent"
+        note, facts = examined
         if known is not None and known.sha256 == facts.sha256:
             if (known.size, known.mtime_ns) != (facts.size, facts.mtime_ns):
                 self.index.touch(conn, rel, facts)
             return "unchanged"
-        self.index.upsert(conn, self._note_for(rel, data, stat), facts)
+        if note is None:  # examined against facts that changed since: parse it now
+            examined = self._examine(rel)
+            if examined is None:
+                return "removed" if self.index.delete(conn, rel) else "absent"
+            note, facts = examined
+        self.index.upsert(conn, note, facts)  # type: ignore[arg-type]
         return "added" if known is None else "updated"
 
     def reconcile_path(self, rel: str) -> str:
@@ -141,11 +215,23 @@ class VaultCore:
         rel = rel.replace(os.sep, "/")
         if not encodable(rel):
             return "absent"  # a name that is not UTF-8 is never indexed (SQLite holds text)
+        before = self.index.by_path(rel)
+        examined = self._examine(rel, FileFacts(before["size"], before["mtime_ns"], before["sha256"]) if before else None)
         with self._writing():
             row = self.index.by_path(rel)
             known = FileFacts(row["size"], row["mtime_ns"], row["sha256"]) if row else None
+            with self._index_write() as conn:
+                return self._refresh(conn, rel, known, examined)
+
+    @contextmanager
+    def _index_write(self) -> Iterator[sqlite3.Connection]:
+        """An index transaction after a file changed: if it fails (a full disk), the
+        index is marked stale and rebuilt on the next open, and the error says so."""
+        try:
             with self.index.transaction() as conn:
-                return self._refresh(conn, rel, known)
+                yield conn
+        except sqlite3.Error as exc:
+            raise self.mark_stale(exc) from exc
 
 
     # ------------------------------------------------------------------ lookups

@@ -6,6 +6,8 @@ unstuck, so the CLI and the server can show ``str(error)`` as it is.
 
 from __future__ import annotations
 
+import errno
+
 
 class MemoryError_(Exception):
     """Base class: every error here is something the caller can act on."""
@@ -66,3 +68,48 @@ class SettingsError(InvalidInput):
 
 class SecretRefused(InvalidInput):
     """The text holds what looks like a credential; nothing was written (the secret is never echoed)."""
+
+
+class SavedMeanwhile(MemoryError_):
+    """Someone saved the file between the tool's read and its write; their save stands."""
+
+    def __init__(self, path: str) -> None:
+        super().__init__(
+            f"Someone saved {path} while you were changing it; their save was kept and your change was not "
+            "made. Read it again (get_memory) and retry."
+        )
+        self.path = path
+
+
+class StillSaving(MemoryError_):
+    """The file is empty, half-written or unclosed, as an editor leaves it mid-save."""
+
+    def __init__(self, path: str, why: str) -> None:
+        super().__init__(
+            f"{path} {why}, as a file looks while an editor is saving it; it was not changed. "
+            "Retry in a moment; if it stays like this, fix the file by hand."
+        )
+        self.path = path
+
+
+class VaultGone(MemoryError_):
+    """The vault folder was moved or deleted while this process had it open."""
+
+    def __init__(self, root: str) -> None:
+        super().__init__(
+            f"The vault folder {root} was moved or deleted while agent-memory was running; nothing was "
+            "written. Restart the server (or the command) with --dir pointing at the vault's new place."
+        )
+        self.root = root
+
+
+def disk_error(exc: OSError, what: str) -> VaultError:
+    """A disk error as the one line a person can act on; nothing was changed."""
+    reason = {
+        errno.EROFS: "the vault is on a read-only file system",
+        errno.ENOSPC: "the disk is full",
+        errno.EACCES: "permission denied",
+        errno.EPERM: "permission denied",
+        errno.EDQUOT: "the disk quota is exceeded",
+    }.get(exc.errno or 0, exc.strerror or str(exc))
+    return VaultError(f"Could not {what}: {reason}. Nothing was changed; free space or fix permissions and retry.")

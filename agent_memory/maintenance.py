@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import dataclasses
 import datetime as dt
+import os
 import sqlite3
 from typing import Any
 
@@ -10,10 +12,11 @@ from . import note as notes
 from . import transfer
 from .clock import iso
 from .core import Progress, VaultCore
-from .errors import InvalidInput
+from .errors import InvalidInput, NotFound
 from .index import SCHEMA_VERSION, TOKENIZER, Filters
 from .limits import MAX_BATCH, check_content, check_limit
-from .models import ExportedMemory, ExportPage, GcResult, ImportResult, Stats
+from .models import ExportedMemory, ExportPage, GcResult, ImportResult, RestoreResult, Stats, TrashEntry
+from .staging import Staging
 
 TRASH_DAYS = 30
 SEARCH_MODE = (
@@ -38,7 +41,7 @@ class Maintenance(VaultCore):
             parse_problems=self.index.problem_files(),
             conflicts=self.index.conflict_paths(),
             duplicate_ids=self.index.duplicate_ids(),
-            trash_files=sum(1 for _ in self.store.trash_entries()),
+            trash_files=sum(1 for _ in self.store.trash.files()),
             index_path=str(self.index.path),
             index_bytes=self.index.size_bytes(),
             schema_version=SCHEMA_VERSION,
@@ -88,18 +91,20 @@ class Maintenance(VaultCore):
         with self._writing():
             now = self.now()
             plans, duplicates, expired = self._plan_import(items, now)
-            written: list[str] = []
+            staging = self._staging()
+
+            def report(done: int) -> None:
+                if progress is not None and (done % 100 == 0 or done == len(plans)):
+                    progress(done, len(plans))
+
             try:
-                for done, (rel, data) in enumerate(plans, 1):
-                    folder, name = rel.rsplit("/", 1) if "/" in rel else ("", rel)
-                    written.append(self.store.create(folder, name[:-3], data))
-                    if progress is not None and (done % 100 == 0 or done == len(plans)):
-                        progress(done, len(plans))
+                staging.stage(plans)
             except BaseException:
-                for rel in written:  # files this call just created: undo, so nothing half-imported stays
-                    self.store.abspath(rel).unlink(missing_ok=True)
+                staging.clear()  # before the manifest nothing reached the vault
                 raise
-            with self.index.transaction() as conn:
+            written = staging.publish(report)  # past the manifest: finished, here or on the next open
+            staging.clear()
+            with self._index_write() as conn:
                 for rel in written:
                     self._refresh(conn, rel, None)
             ids = [row["id"] for row in (self.index.by_path(rel) for rel in written) if row is not None]
@@ -144,18 +149,58 @@ class Maintenance(VaultCore):
             plans.append((rel, data.encode("utf-8")))
         return plans, duplicates, expired
 
+    def _staging(self) -> Staging:
+        return Staging(self.store.control_dir, self.store.publish, self.store._write_temp, self.root)
+
+    def finish_interrupted_import(self) -> int:
+        """An import a crash interrupted: finished if it was fully staged, else dropped."""
+        with self._writing():
+            published = self._staging().recover()
+            if published:
+                with self._index_write() as conn:
+                    for rel in published:
+                        self._refresh(conn, rel, None)
+        return len(published)
+
     def gc(self, older_than_days: float = TRASH_DAYS) -> GcResult:
-        """Empty the trash of what has been there longer than ``older_than_days``."""
-        if older_than_days < 0:
+        """Empty the trash of what the tool put there longer than ``older_than_days`` ago.
+
+        Only the tool's own entries go (``.trash/`` is also Obsidian's trash: a note a
+        person deleted there is theirs), and only while they hold the bytes the tool put
+        there."""
+        if not isinstance(older_than_days, (int, float)) or older_than_days < 0:
             raise InvalidInput("older_than_days must be 0 or more.")
         with self._writing():
             moved = self.sweep_expired()
-            removed, kept = [], 0
-            for rel, age in sorted(self.store.trash_entries()):
-                if age >= older_than_days * 86400:
-                    self.store.purge_from_trash(rel)
-                    removed.append(rel)
-                else:
-                    kept += 1
+            removed, kept = self.store.trash.purge(dt.timedelta(days=older_than_days), self.now())
         return GcResult(removed=removed, kept=kept, expired_moved=moved)
 
+    def trash_list(self) -> list[TrashEntry]:
+        """What the tool put in the trash and can restore, newest first."""
+        return [TrashEntry(**dataclasses.asdict(e)) for e in self.store.trash.live()]
+
+    def restore(self, key: str) -> RestoreResult:
+        """Put a forgotten, expired or replaced memory back where it was, by its id, its
+        old path or its trash path. Never overwrites: if something is at that path now,
+        it is refused with what to do."""
+        if not isinstance(key, str) or not key.strip():
+            raise InvalidInput("Say what to restore: a memory id, its old path, or its path in .trash/ "
+                               "(agent-memory restore lists them).")
+        with self._writing():
+            entry = self.store.trash.find(key)
+            if entry is None:
+                raise NotFound(key)
+            if os.path.lexists(self.store.abspath(entry.source)):
+                raise InvalidInput(
+                    f"{entry.source} exists, so {entry.trash} was not restored over it. Move or forget the current "
+                    f"file first, or open {entry.trash} and copy what you need from it."
+                )
+            try:
+                self.store.trash.take_out(entry, self.store.abspath(entry.source))
+            except FileExistsError:
+                raise InvalidInput(f"{entry.source} appeared meanwhile; nothing was restored.") from None
+            with self._index_write() as conn:
+                self._refresh(conn, entry.source, None)
+            row = self.index.by_path(entry.source)
+        return RestoreResult(path=entry.source, id=row["id"] if row else entry.id, restored_from=entry.trash,
+                             reason=entry.reason)

@@ -125,6 +125,25 @@ class GcResult(TypedDict):
     expired_moved: int
 
 
+class TrashEntry(TypedDict):
+    """A file the tool put in ``.trash/`` (forgotten, expired, a replaced version, or a
+    conflict copy of a save that landed during a write)."""
+
+    trash: str
+    source: str
+    id: str
+    reason: str
+    at: str
+    sha256: str
+
+
+class RestoreResult(TypedDict):
+    path: str
+    id: str
+    restored_from: str
+    reason: str
+
+
 class LinkResult(TypedDict):
     """What ``link`` did: the wikilink written (or already there) in the source's front matter."""
 

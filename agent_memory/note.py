@@ -161,6 +161,17 @@ class Note:
         return content_hash(self.body)
 
 
+_TOOL_ID = re.compile(r"[0-9abcdefghjkmnpqrstvwxyz]{16}")
+
+
+def is_tool_id(value: str) -> bool:
+    """An id in the tool's own format (``store.new_id``: 16 Crockford base-32 characters).
+
+    Only such memories expire: Obsidian and Zettelkasten templates write ``id:`` too,
+    and a person's note is never hidden or moved because of a property."""
+    return bool(_TOOL_ID.fullmatch(value))
+
+
 def content_hash(body: str) -> str:
     """Hash of the normalised content: what "an exact duplicate" means for dedup."""
     return hashlib.sha256(normalise_content(body).encode("utf-8")).hexdigest()
@@ -322,15 +333,18 @@ def _jsonable(value: Any) -> Any:
 def _note_from(path: str, meta: dict[str, Any], body: str, problems: list[str]) -> Note:
     raw_id = meta.get("id")
     own_id = isinstance(raw_id, (str, int)) and str(raw_id).strip() != ""
+    # SPEC §3: only the tool's own memories expire; a person's `expires:` property (a
+    # passport's date) is just a property, never a reason to hide or move the note.
+    ttl_applies = own_id and is_tool_id(str(raw_id).strip())
     namespace = meta.get("namespace")
     namespace = str(namespace).strip() if isinstance(namespace, (str, int)) and str(namespace).strip() else "default"
     tags = _merge_unique(as_tag_list(meta.get("tags")), inline_tags(body))
     timestamps = {}
-    for key in ("created", "updated", "expires"):
+    for key, value in (("created", meta.get("created")), ("updated", meta.get("updated")), ("expires", meta.get("expires") if ttl_applies else None)):
         timestamps[key] = None
-        if meta.get(key) not in (None, ""):
+        if value not in (None, ""):
             try:
-                timestamps[key] = to_utc(meta[key])
+                timestamps[key] = to_utc(value)
             except (ValueError, OverflowError):
                 problems.append(f"{key}: {meta[key]!r} is not a date or timestamp")
     title = meta.get("title")
@@ -588,6 +602,29 @@ def patch(text: str, changes: dict[str, Any], body: str | None = None) -> str:
         if nl != "\n":
             new_body = new_body.replace("\n", nl)
     return parts.bom + head + "".join(fm_lines) + tail + new_body
+
+
+def edit_body(text: str, *, append: str | None = None, old: str | None = None, new: str = "") -> str:
+    """Append to the body, or replace the one occurrence of ``old`` in it, leaving every
+    other byte of the file as it is (front matter, line endings, the rest of the body).
+
+    Edits that need no version: they cannot clobber a line someone else just wrote.
+    Raises ``ValueError`` (with the reason) when ``old`` is missing or not unique."""
+    parts = _split(text)
+    nl = parts.newline
+    cut = len(parts.bom) + parts.body_start
+    head, body = text[:cut], text[cut:]
+    if append is not None:
+        addition = append.replace("\r\n", "\n").strip("\n").replace("\n", nl)
+        kept = body.rstrip("\r\n")
+        return head + (kept + nl if kept else "") + addition + nl
+    assert old is not None
+    wanted, replacement = old.replace("\r\n", "\n").replace("\n", nl), new.replace("\r\n", "\n").replace("\n", nl)
+    count = body.count(wanted)
+    if count != 1:
+        where = "does not occur" if count == 0 else f"occurs {count} times"
+        raise ValueError(f"the text to replace {where} in the content; it must occur exactly once")
+    return head + body.replace(wanted, replacement, 1)
 
 
 def _continues_value(line: str) -> bool:

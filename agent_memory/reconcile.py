@@ -7,6 +7,7 @@ files alone) and the expiry sweep. One file at a time goes through ``_refresh``.
 from __future__ import annotations
 
 from collections.abc import Iterator
+from pathlib import Path
 
 from . import note as notes
 from .clock import iso
@@ -23,29 +24,40 @@ class Reconcile(VaultCore):
         with nothing changed reads no file. Expired memories go to the trash.
         """
         counts = {"added": 0, "updated": 0, "removed": 0, "unchanged": 0, "absent": 0}
-        # Walk first, outside the vault's lock and the index transaction: holding either
-        # for the whole walk (~0.5 s at 100k files) would stall other writers and this
-        # process's searches. A file changed after its stat is caught below: its stat no
-        # longer matches the index, or it is re-read and hashed.
-        walked = [(rel, stat.st_size, stat.st_mtime_ns) for rel, stat in self.store.walk()]
+        # Walk, compare and read changed files first, outside the vault's lock and the
+        # index transaction: holding either for the whole walk (~0.5 s at 100k files) or
+        # while parsing a slow file would stall other writers and this process's
+        # searches. Under the lock each changed path is checked again (its row re-read,
+        # its stat compared), so a write that landed meanwhile is never undone.
+        temp_files: list[Path] = []
+        walked = [(rel, stat.st_size, stat.st_mtime_ns) for rel, stat in self.store.walk(temp_files=temp_files)]
+        known = self.index.file_facts()
+        if not known:
+            with self._writing():
+                if not self.index.query("SELECT 1 FROM memories LIMIT 1"):
+                    # Still empty under the lock: build from a walk made now, so a file
+                    # another writer indexed since the walk above is not dropped.
+                    return self._rebuild(counts)
+                known = self.index.file_facts()
+        seen: set[str] = set()
+        stale: list[str] = []
+        for rel, size, mtime_ns in walked:
+            seen.add(rel)
+            facts = known.get(rel)
+            if facts is not None and facts.size == size and facts.mtime_ns == mtime_ns:
+                counts["unchanged"] += 1
+            else:
+                stale.append(rel)
+        stale.extend(known.keys() - seen)
+        examined = {rel: self._examine(rel, known.get(rel)) for rel in stale}
         with self._writing():
-            known = self.index.file_facts()
-            if not known:
-                return self._rebuild(counts, paths=[rel for rel, _, _ in walked])
-            seen: set[str] = set()
-            stale: list[str] = []
-            for rel, size, mtime_ns in walked:
-                seen.add(rel)
-                facts = known.get(rel)
-                if facts is not None and facts.size == size and facts.mtime_ns == mtime_ns:
-                    counts["unchanged"] += 1
-                else:
-                    stale.append(rel)
-            stale.extend(known.keys() - seen)
+            self.store.remove_orphans(temp_files)
             if stale:
-                with self.index.transaction() as conn:
+                with self._index_write() as conn:
                     for rel in stale:
-                        counts[self._refresh(conn, rel, known.get(rel))] += 1
+                        row = self.index.by_path(rel)
+                        now_known = FileFacts(row["size"], row["mtime_ns"], row["sha256"]) if row else None
+                        counts[self._refresh(conn, rel, now_known, examined[rel])] += 1
             expired = self.sweep_expired()
         return self._report(counts, expired)
 
@@ -76,7 +88,7 @@ class Reconcile(VaultCore):
                 data, stat = read
                 yield self._note_for(rel, data, stat), FileFacts(len(data), stat.st_mtime_ns, notes.file_version(data))
 
-        with self.index.transaction() as conn:
+        with self._index_write() as conn:
             counts["added"] = self.index.replace_all(conn, parsed())
         return self._report(counts, self.sweep_expired() if sweep else 0)
 
@@ -103,8 +115,9 @@ class Reconcile(VaultCore):
         with self._writing():
             for row in rows:
                 if self.store.stat(row["path"]) is not None:
-                    self.store.trash(row["path"])
-                with self.index.transaction() as conn:
+                    self.store.trash.move_in(self.store.abspath(row["path"]), row["path"], row["id"], "expired",
+                                             iso(self.now()))
+                with self._index_write() as conn:
                     self.index.delete(conn, row["path"])
         return len(rows)
 

@@ -9,9 +9,12 @@ from __future__ import annotations
 import datetime as dt
 import errno
 import hashlib
+import json
 import os
+import re
 import secrets
 import stat as stat_kind
+import sys
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -19,14 +22,21 @@ from pathlib import Path
 
 from slugify import slugify
 
-from .errors import PathRefused, VaultError
+from . import locking
+from .errors import PathRefused, SavedMeanwhile, VaultError, disk_error
+from .trash import TRASH_DIRNAME, Trash
 
 VAULT_DIRNAME = ".memory"
 INDEX_DIRNAME = ".index"
-TRASH_DIRNAME = ".trash"
-GITIGNORE = f"# agent-memory: the index is a cache rebuilt from the files\n{INDEX_DIRNAME}/\n"
+TMP_SUFFIX = ".agent-memory.tmp"
+GITIGNORE = (
+    "# agent-memory: the index is a cache rebuilt from the files; the trash and temp files stay local\n"
+    f"{INDEX_DIRNAME}/\n{TRASH_DIRNAME}/\n*{TMP_SUFFIX}\n"
+)
 SLUG_MAX = 60
-_TMP_SUFFIX = ".agent-memory.tmp"
+_TMP_NAME = re.compile(r"\.[0-9a-f]{12}" + re.escape(TMP_SUFFIX))
+ORPHAN_AGE = 60.0  # seconds: a temp file of ours this old belongs to a process that died
+PARKED_GRACE = 3.0  # seconds a displaced file is watched for writes through an open descriptor
 _CROCKFORD = "0123456789abcdefghjkmnpqrstvwxyz"
 
 
@@ -125,15 +135,21 @@ def index_folder(root: Path, explicit: str | os.PathLike[str] | None = None) -> 
     return Path(parent).expanduser().absolute() / f"{make_slug(root.name)}-{digest}"
 
 
-def _disk_error(exc: OSError, what: str) -> VaultError:
-    reason = {
-        errno.EROFS: "the vault is on a read-only file system",
-        errno.ENOSPC: "the disk is full",
-        errno.EACCES: "permission denied",
-        errno.EPERM: "permission denied",
-        errno.EDQUOT: "the disk quota is exceeded",
-    }.get(exc.errno or 0, exc.strerror or str(exc))
-    return VaultError(f"Could not {what}: {reason}. Nothing was changed; free space or fix permissions and retry.")
+def cache_folder(root: Path) -> Path:
+    """Where the index of a vault this process cannot write goes: the user's cache
+    folder, one subfolder per vault (so a read-only vault can still be searched)."""
+    base = os.environ.get("XDG_CACHE_HOME") or (Path.home() / ".cache")
+    digest = hashlib.sha256(str(root.resolve()).encode("utf-8", "surrogateescape")).hexdigest()[:12]
+    return Path(base).expanduser().absolute() / "agent-memory" / f"{make_slug(root.name)}-{digest}"
+
+
+def _bytes_of(path: Path) -> bytes:
+    with open(path, "rb") as handle:
+        return handle.read()
+
+
+def _utc_stamp() -> str:
+    return dt.datetime.now(dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
 def _remove_empty(folders: list[Path]) -> None:
@@ -169,6 +185,9 @@ class Store:
 
     def __init__(self, root: Path) -> None:
         self.root = root
+        self.control_dir = root / INDEX_DIRNAME  # lock, staging, parked files: always the vault's own
+        self.parked_dir = self.control_dir / "parked"
+        self.trash = Trash(root, self._fsync_dir, lambda folder, data: self._write_temp(folder, data))
 
     # ------------------------------------------------------------------ paths
     def abspath(self, rel: str) -> Path:
@@ -228,7 +247,9 @@ class Store:
         return resolved == self.root.resolve() / rel and self._refusal(resolved) is None
 
     # ------------------------------------------------------------------ reading
-    def walk(self, skipped: Callable[[str, str], None] | None = None) -> Iterator[tuple[str, os.stat_result]]:
+    def walk(
+        self, skipped: Callable[[str, str], None] | None = None, temp_files: list[Path] | None = None
+    ) -> Iterator[tuple[str, os.stat_result]]:
         """Every memory file with its stat, skipping dot-folders, editor droppings, names
         that are not UTF-8, and anything that is not a regular file once symlinks are
         followed (a named pipe would block the reader forever; a loop never resolves).
@@ -236,7 +257,8 @@ class Store:
         ``skipped(path, why)`` hears of each ``.md`` left out for a reason a person may
         want to fix (``doctor`` lists them); dot-folders and droppings are left out quietly.
         Files over ``limits.MAX_FILE_BYTES`` are left out too (reading, hashing and
-        parsing one would stall every command)."""
+        parsing one would stall every command). ``temp_files`` collects the tool's own
+        temp files met on the way (``remove_orphans`` deletes those a crash left)."""
         from . import limits
 
         def skip(rel: str, why: str) -> None:
@@ -262,6 +284,8 @@ class Store:
                             skip(rel + "/", "folder name is not UTF-8 (rename it)")
                         continue
                     if not is_memory_name(entry.name):
+                        if temp_files is not None and entry.name.endswith(TMP_SUFFIX):
+                            temp_files.append(Path(entry.path))
                         if entry.name.endswith(".md") and not entry.name.startswith(".") and not encodable(entry.name):
                             skip(rel, "file name is not UTF-8 (rename it)")
                         continue
@@ -280,8 +304,37 @@ class Store:
                 else:
                     skip(rel, "not a regular file (a folder, pipe or device)")
 
-    def read(self, rel: str) -> bytes:
-        return self.abspath(rel).read_bytes()
+    def read(self, rel: str, max_bytes: int | None = None) -> tuple[bytes, os.stat_result] | None:
+        """A regular file's bytes and stat, read where it was checked to be; None for a file
+        that is gone, is not a regular file, or leads out of the vault.
+
+        Confinement is checked again at read time: the path is resolved and checked, then
+        opened without following a last symlink and without blocking (a named pipe would
+        wait for a writer forever), and the opened file's (device, inode) must be the one
+        that was checked. A symlink or folder swapped in between (``O_NOFOLLOW`` alone
+        guards only the last component) is refused. Files over ``max_bytes`` read as None.
+        """
+        try:
+            resolved = (self.root / rel).resolve()
+        except (OSError, RuntimeError):  # a symlink loop (RuntimeError before Python 3.13)
+            return None
+        if resolved == self.root.resolve() or self._refusal(resolved) is not None:
+            return None
+        try:
+            checked = os.stat(resolved)
+            fd = os.open(resolved, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_NOFOLLOW", 0))
+        except (FileNotFoundError, NotADirectoryError, IsADirectoryError):
+            return None
+        except OSError as exc:  # unreadable, a symlink swapped in, a socket
+            print(f"agent-memory: warning: skipped {rel}: {exc.strerror or exc}", file=sys.stderr)
+            return None
+        found = os.fstat(fd)
+        if (found.st_dev, found.st_ino) != (checked.st_dev, checked.st_ino) or not stat_kind.S_ISREG(found.st_mode) \
+                or (max_bytes is not None and found.st_size > max_bytes):
+            os.close(fd)  # swapped since it was checked; a pipe, a device, a folder; too big
+            return None
+        with os.fdopen(fd, "rb") as handle:
+            return handle.read(), found
 
     def stat(self, rel: str) -> os.stat_result | None:
         try:
@@ -290,11 +343,15 @@ class Store:
             return None
 
     # ------------------------------------------------------------------ writing
-    def _write_temp(self, folder: Path, data: bytes) -> Path:
-        """The one place bytes reach the disk: a hidden temp file, fsynced."""
-        tmp = folder / f".{secrets.token_hex(6)}{_TMP_SUFFIX}"
-        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
+    def _write_temp(self, folder: Path, data: bytes, mode: int = 0o644) -> Path:
+        """The one place bytes reach the disk: a hidden temp file, fsynced.
+
+        ``mode``: an edit keeps the file's permissions (a 0600 note stays private)."""
+        tmp = folder / f".{secrets.token_hex(6)}{TMP_SUFFIX}"
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, mode)
         try:
+            if mode != 0o644 and hasattr(os, "fchmod"):
+                os.fchmod(fd, mode)  # exactly the original's, whatever the umask
             view = memoryview(data)
             while view:
                 view = view[os.write(fd, view) :]
@@ -308,14 +365,25 @@ class Store:
 
     @staticmethod
     def _fsync_dir(folder: Path) -> None:
-        fd = os.open(folder, os.O_RDONLY)
+        try:
+            fd = os.open(folder, os.O_RDONLY)
+        except OSError:  # Windows cannot open a folder; its renames are durable enough
+            return
         try:
             os.fsync(fd)
+        except OSError:
+            pass
         finally:
             os.close(fd)
 
     def create(self, folder: str, slug: str, data: bytes) -> str:
         """Write a new file as ``folder/slug.md`` (``-2``, ``-3``… if taken); never overwrites."""
+        return self.publish(None, folder, slug, data)
+
+    def publish(self, staged: Path | None, folder: str, slug: str, data: bytes = b"") -> str:
+        """Give a new file its name ``folder/slug.md`` (``-2``, ``-3``… if taken), never
+        replacing a file: ``data`` written afresh, or a ``staged`` file (an import's,
+        published by a hard link, so a crash right after leaves it findable by inode)."""
         target_dir = self.abspath(folder)
         new_dirs = [d for d in (target_dir, *target_dir.parents) if self.root in d.parents and not d.exists()]
         existing = next((d for d in (target_dir, *target_dir.parents) if d.exists() or d == self.root), self.root)
@@ -328,10 +396,10 @@ class Store:
             )
         try:
             target_dir.mkdir(parents=True, exist_ok=True)
-            tmp = self._write_temp(target_dir, data)
+            tmp = staged if staged is not None else self._write_temp(target_dir, data)
         except OSError as exc:
             _remove_empty(new_dirs)
-            raise _disk_error(exc, "write the memory file") from exc
+            raise disk_error(exc, "write the memory file") from exc
         try:
             for n in range(1, 10_000):
                 name = f"{slug}.md" if n == 1 else f"{slug}-{n}.md"
@@ -343,25 +411,118 @@ class Store:
                 return f"{folder}/{name}" if folder else name
             raise VaultError(f"Too many files named {slug!r} in {folder!r}.")
         except OSError as exc:
-            tmp.unlink(missing_ok=True)
             _remove_empty(new_dirs)
-            raise _disk_error(exc, "write the memory file") from exc
+            raise disk_error(exc, "write the memory file") from exc
         finally:
-            tmp.unlink(missing_ok=True)
+            if staged is None:
+                tmp.unlink(missing_ok=True)
 
-    def replace(self, rel: str, data: bytes) -> None:
-        """Atomically replace an existing file's bytes (temp + fsync + rename)."""
+    def replace_checked(self, rel: str, data: bytes, checked: bytes) -> Path | None:
+        """Put ``data`` at ``rel`` if the file there still holds exactly ``checked``.
+
+        The new file is swapped in atomically (``locking.swap``) and what it displaced is
+        compared with ``checked``: a save that landed between the caller's check and the
+        swap is put back and ``SavedMeanwhile`` raised, so no human save is ever replaced
+        unseen. The displaced file is parked (``park``) rather than deleted: an editor
+        that saves in place may still write into it through a descriptor it opened before.
+        Returns the parked path. Where the OS cannot swap, the file is compared once more
+        just before a plain rename (a save in that instant cannot be seen: SPEC §3).
+        """
         target = self.abspath(rel)
         try:
-            tmp = self._write_temp(target.parent, data)
+            mode = stat_kind.S_IMODE(os.stat(target).st_mode)
+            tmp = self._write_temp(target.parent, data, mode)
         except OSError as exc:
-            raise _disk_error(exc, f"write {rel}") from exc
+            raise disk_error(exc, f"write {rel}") from exc
         try:
-            os.replace(tmp, target)
+            if locking.swap(tmp, target):
+                displaced = tmp  # the swap left the old file under the temp name
+                if _bytes_of(displaced) != checked:
+                    self._swap_back(rel, tmp, target, data)
+                    raise SavedMeanwhile(rel)
+            else:
+                displaced = target.with_name(f".{secrets.token_hex(6)}{TMP_SUFFIX}")
+                try:
+                    os.link(target, displaced)  # keeps the checked file's inode for park()
+                except OSError:
+                    displaced = None  # type: ignore[assignment]
+                if _bytes_of(target) != checked:
+                    if displaced is not None:
+                        displaced.unlink(missing_ok=True)
+                    tmp.unlink(missing_ok=True)
+                    raise SavedMeanwhile(rel)
+                os.replace(tmp, target)
             self._fsync_dir(target.parent)
         except OSError as exc:
             tmp.unlink(missing_ok=True)
-            raise _disk_error(exc, f"write {rel}") from exc
+            raise disk_error(exc, f"write {rel}") from exc
+        return self.park(displaced, rel, checked) if displaced is not None else None
+
+    def _swap_back(self, rel: str, tmp: Path, target: Path, ours: bytes) -> None:
+        """Undo a swap that displaced someone's save. If yet another save replaced ours
+        meanwhile, that newest one is kept in the trash as a conflict copy: nothing is lost."""
+        if not locking.swap(tmp, target):
+            raise VaultError(f"Could not put {rel} back after a save landed during a write; "
+                             f"its saved bytes are in {tmp}.")
+        if _bytes_of(tmp) == ours:
+            tmp.unlink(missing_ok=True)
+        else:
+            self.trash.move_in(tmp, rel, "", "conflict", _utc_stamp())
+
+    # ------------------------------------------------------------------ displaced files
+    def park(self, displaced: Path, rel: str, checked: bytes) -> Path:
+        """Keep a displaced file for ``PARKED_GRACE`` seconds in ``.index/parked/`` (a
+        rename keeps its inode, so a descriptor opened on it still writes into it)."""
+        folder = self.parked_dir
+        folder.mkdir(parents=True, exist_ok=True)
+        name = f"{time.time_ns()}-{secrets.token_hex(4)}"
+        parked = folder / f"{name}.md"
+        os.rename(displaced, parked)
+        note = {"source": rel, "sha256": hashlib.sha256(checked).hexdigest()}
+        (folder / f"{name}.json").write_text(json.dumps(note), encoding="utf-8")
+        return parked
+
+    def settle_parked(self, grace: float = PARKED_GRACE) -> list[str]:
+        """Look again at displaced files older than ``grace``: unchanged ones are deleted
+        (they hold exactly the bytes the write was computed from); one written to since
+        goes to the trash as a conflict copy. Returns those copies' trash paths."""
+        kept: list[str] = []
+        try:
+            names = sorted(p.name for p in self.parked_dir.iterdir() if p.suffix == ".json")
+        except OSError:
+            return kept
+        now = time.time_ns()
+        for name in names:
+            stem = name[:-5]
+            if now - int(stem.split("-", 1)[0]) < grace * 1e9:
+                break  # names start with their time: the rest are younger
+            record, parked = self.parked_dir / name, self.parked_dir / f"{stem}.md"
+            try:
+                note = json.loads(record.read_text(encoding="utf-8"))
+            except (OSError, ValueError):
+                continue
+            if parked.exists():
+                if hashlib.sha256(_bytes_of(parked)).hexdigest() == note.get("sha256"):
+                    parked.unlink()
+                else:
+                    kept.append(self.trash.move_in(parked, note.get("source", "displaced.md"), "", "conflict", _utc_stamp()))
+                    print(f"agent-memory: warning: {note.get('source')} was written to while the tool replaced it; "
+                          f"those bytes are kept in {kept[-1]}", file=sys.stderr)
+            record.unlink(missing_ok=True)
+        return kept
+
+    def remove_orphans(self, found: list[Path]) -> int:
+        """Delete temp files of ours (exactly ``TMP_SUFFIX``'s pattern, never another
+        program's) older than ``ORPHAN_AGE``: left by a process that died mid-write."""
+        removed = 0
+        for path in found:
+            try:
+                if _TMP_NAME.fullmatch(path.name) and time.time() - path.lstat().st_mtime > ORPHAN_AGE:
+                    path.unlink()
+                    removed += 1
+            except OSError:
+                continue
+        return removed
 
     def write_new_file(self, rel: str, data: bytes) -> None:
         """Create ``rel`` exactly (used by import and init); refuses to overwrite."""
@@ -370,55 +531,13 @@ class Store:
             target.parent.mkdir(parents=True, exist_ok=True)
             tmp = self._write_temp(target.parent, data)
         except OSError as exc:
-            raise _disk_error(exc, f"write {rel}") from exc
+            raise disk_error(exc, f"write {rel}") from exc
         try:
             _publish_new(tmp, target)
             self._fsync_dir(target.parent)
         except FileExistsError as exc:
             raise VaultError(f"{rel} already exists; it was left as it was.") from exc
         except OSError as exc:
-            raise _disk_error(exc, f"write {rel}") from exc
+            raise disk_error(exc, f"write {rel}") from exc
         finally:
             tmp.unlink(missing_ok=True)
-
-    # ------------------------------------------------------------------ trash
-    @property
-    def trash_dir(self) -> Path:
-        return self.root / TRASH_DIRNAME
-
-    def trash(self, rel: str) -> str:
-        """Move a file into ``.trash/`` (same relative path, numbered if taken)."""
-        source = self.abspath(rel)
-        stem, suffix = (rel[:-3], ".md") if rel.endswith(".md") else (rel, "")
-        try:
-            for n in range(1, 10_000):
-                name = f"{stem}{suffix}" if n == 1 else f"{stem}-{n}{suffix}"
-                target = self.trash_dir / name
-                if target.exists():
-                    continue
-                target.parent.mkdir(parents=True, exist_ok=True)
-                os.rename(source, target)
-                os.utime(target)  # the trash keeps things 30 days from now, not from their last edit
-                self._fsync_dir(source.parent)
-                return f"{TRASH_DIRNAME}/{name}"
-        except OSError as exc:
-            raise _disk_error(exc, f"move {rel} to the trash") from exc
-        raise VaultError(f"Too many copies of {rel} in the trash; run `agent-memory gc`.")
-
-    def trash_entries(self) -> Iterator[tuple[str, float]]:
-        """Files in the trash with their age in seconds."""
-        now = time.time()
-        for folder, _dirs, files in os.walk(self.trash_dir):
-            for name in files:
-                path = Path(folder) / name
-                try:
-                    yield self.relpath(path), now - path.stat().st_mtime
-                except FileNotFoundError:
-                    continue
-
-    def purge_from_trash(self, rel: str) -> None:
-        """Delete one file for good; only ever called on paths inside ``.trash/``."""
-        path = self.abspath(rel)
-        if self.trash_dir.resolve() not in path.resolve().parents:
-            raise PathRefused(f"{rel!r} is not in the trash.")
-        path.unlink(missing_ok=True)

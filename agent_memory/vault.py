@@ -9,13 +9,15 @@ from __future__ import annotations
 
 import os
 import sqlite3
+import sys
 from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
 from . import graph
 from . import note as notes
-from .clock import iso
+from .clock import Clock, iso, utcnow
+from .core import STALE_MARK
 from .errors import InvalidInput, NotFound, PathRefused, VaultError
 from .index import Filters, TermMatch
 from .maintenance import Maintenance
@@ -66,6 +68,36 @@ class Vault(Writes, Maintenance, Reconcile):
     ``writes`` (remember, update, forget, link), ``maintenance`` (stats, export,
     import, gc); the reads (list, search, graph, context, files) are here.
     """
+
+    def __init__(
+        self,
+        root: str | os.PathLike[str],
+        *,
+        index_dir: str | os.PathLike[str] | None = None,
+        clock: Clock = utcnow,
+        sync: bool = True,
+    ) -> None:
+        super().__init__(root, index_dir=index_dir, clock=clock)
+        if sync:
+            self._sync_on_open()
+
+    def _sync_on_open(self) -> None:
+        """Finish what a crash interrupted (an import, a failed index write), then
+        reconcile. A read-only vault or a full disk still lets reads work: they filter
+        expired memories anyway, so failing to tidy must not stop a search."""
+        try:
+            if not self.read_only:
+                self.finish_interrupted_import()
+            stale = self.store.control_dir / STALE_MARK
+            if stale.exists():
+                self.reindex()
+                stale.unlink(missing_ok=True)
+            else:
+                self.reconcile()
+        except (VaultError, sqlite3.Error, OSError) as exc:
+            if not self.index.file_facts():
+                raise VaultError(f"Cannot index the vault {self.root}: {exc}") from exc
+            print(f"agent-memory: warning: could not bring the index up to date: {exc}", file=sys.stderr)
 
     @classmethod
     def init(cls, root: str | os.PathLike[str], **kwargs: Any) -> "Vault":

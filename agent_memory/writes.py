@@ -1,7 +1,11 @@
 """Writes: remember, update, forget and link, each a change to one file, then its row.
 
-Every write takes the vault's lock, reads the file's current bytes, computes the change
-from exactly those bytes and puts the new file in place atomically.
+A person's editor and an agent may change one file at the same instant. So every write
+takes the vault's lock, reads the file until its bytes have settled (an editor that
+saves in place truncates first: a half-written file is never patched), computes the
+change from exactly those bytes, and swaps the new file in only if the file still
+holds them (``Store.replace_checked``); a save that landed meanwhile stands and the
+tool's change is refused. Replacing a body keeps the old bytes in the trash.
 """
 
 from __future__ import annotations
@@ -9,6 +13,7 @@ from __future__ import annotations
 import datetime as dt
 import re
 import sqlite3
+import time
 from collections.abc import Iterable
 from typing import Any
 
@@ -16,34 +21,85 @@ from . import graph
 from . import note as notes
 from .clock import iso
 from .core import VaultCore
-from .errors import Duplicate, InvalidInput, VersionConflict
+from .errors import Duplicate, InvalidInput, NotFound, StillSaving, VersionConflict
 from .limits import MAX_TAGS, check_content, check_namespace, check_tags, check_ttl
 from .models import ForgetResult, LinkResult, RememberResult, UpdateResult
 from .store import dated_folder, make_slug, new_id
 
 _RELATION_NAME = re.compile(r"[A-Za-z][A-Za-z0-9_-]{0,63}")
-
-
-# Problems note.parse records when it could not read what a file says: a tool changing
-# such a file would have to guess, so it is left to a human.
-_UNREADABLE = ("broken YAML", "front matter must", "file is not valid")
+SETTLED_AGE = 0.1  # seconds: a file not modified for this long is not being saved
+SETTLE_WAIT = 0.03  # between two reads that must agree
+SETTLE_TRIES = 30  # about a second of retries before a clear error
+SETTLE_GIVE_UP = 2.0  # seconds: an empty or broken file older than this is no save in progress
 
 
 def _editable(note: notes.Note) -> notes.Note:
-    """``note``, unless its front matter could not be read (then InvalidInput)."""
-    if any(p.startswith(_UNREADABLE) for p in note.problems):
+    """``note``, unless a tool must not patch it: its front matter could not be read as
+    written (decided by the parser's flag, never by its messages), or it holds git
+    conflict markers (SPEC §2: refused until resolved)."""
+    if note.unreadable:
         raise InvalidInput(
             f"{note.path} has a problem a tool must not guess around ({'; '.join(note.problems)}); "
             "fix the file by hand, then retry."
         )
+    if note.conflict:
+        raise InvalidInput(
+            f"{note.path} holds git conflict markers; resolve the conflict (keep one side, remove the "
+            "<<<<<<< ======= >>>>>>> lines), then retry."
+        )
     return note
 
 
-# --------------------------------------------------------------------------- locking
-
-
-
 class Writes(VaultCore):
+    # ------------------------------------------------------------------ the safe edit
+    def _settled(self, rel: str) -> bytes:
+        """The file's bytes once they have settled: unmodified for ``SETTLED_AGE``, or
+        the same in two reads ``SETTLE_WAIT`` apart. An empty or unreadable file (what
+        an editor leaves between truncate and write) is read again until it is complete
+        or has stayed the same a while (then ``_editable`` says what is wrong); one that
+        stays empty or keeps changing is refused."""
+        last: bytes | None = None
+        for _ in range(SETTLE_TRIES):
+            read = self._read(rel)
+            if read is None:
+                raise NotFound(rel)
+            data, stat = read
+            age = time.time() - stat.st_mtime
+            if age < SETTLED_AGE:
+                time.sleep(SETTLE_WAIT)
+                again = self._read(rel)
+                if again is None or again[0] != data:
+                    last = None
+                    continue
+            if not data.strip():
+                if age > SETTLE_GIVE_UP:
+                    raise StillSaving(rel, "is empty")
+            elif data == last or age > SETTLE_GIVE_UP or not notes.parse(data, rel).unreadable:
+                return data  # complete, or broken and not changing: _editable says why
+            last = data
+            time.sleep(SETTLE_WAIT * 3)
+        raise StillSaving(rel, "is empty" if last is not None and not last.strip() else "keeps changing")
+
+    def _checked(self, memory_id: str, expected_version: str | None) -> tuple[sqlite3.Row, bytes, notes.Note]:
+        """The memory's row, the settled bytes the change is computed from, and their
+        note; refused if the caller's version is not those bytes' or the file is not
+        one a tool may patch."""
+        row, _ = self._load(memory_id)
+        data = self._settled(row["path"])
+        version = notes.file_version(data)
+        if expected_version and expected_version != version:
+            raise VersionConflict(memory_id, expected_version, version)
+        return row, data, _editable(notes.parse(data, row["path"]))
+
+    def _put(self, rel: str, checked: bytes, text: str) -> None:
+        """Swap the new text in if the file still holds ``checked``, then index it. If a
+        save landed meanwhile, the index takes that save instead and the write is refused."""
+        try:
+            self.store.replace_checked(rel, text.encode("utf-8"), checked)
+        finally:
+            with self._index_write() as conn:
+                self._refresh(conn, rel, None)
+
     # ------------------------------------------------------------------ writes
     def _twin(self, namespace: str, content_hash: str, now: str, exclude_path: str = "") -> sqlite3.Row | None:
         """The memory already holding this content, checked against its file: a human may
@@ -86,7 +142,7 @@ class Writes(VaultCore):
             data = notes.render_new(fields, content).encode("utf-8")
             slug = make_slug(title or notes.derive_title(content, ""))
             rel = self.store.create(dated_folder(now), slug, data)
-            with self.index.transaction() as conn:
+            with self._index_write() as conn:
                 self._refresh(conn, rel, None)
             return RememberResult(memory=self.get(rel), deduplicated=False)
 
@@ -102,6 +158,10 @@ class Writes(VaultCore):
         memory_id: str,
         *,
         content: str | None = None,
+        append: str | None = None,
+        replace_old: str | None = None,
+        replace_new: str | None = None,
+        tags: Iterable[str] | str | None = None,
         add_tags: Iterable[str] | str | None = (),
         remove_tags: Iterable[str] | str | None = (),
         namespace: str | None = None,
@@ -110,27 +170,46 @@ class Writes(VaultCore):
         ttl_days: float | None = None,
         expected_version: str | None = None,
     ) -> UpdateResult:
-        """Change a memory in place, rewriting only the front-matter keys that change."""
+        """Change a memory in place, rewriting only the front-matter keys that change.
+
+        Replacing the whole body (``content``) or the whole tag set (``tags``) needs the
+        version the caller read (``expected_version``): without it a line a person saved
+        a moment ago would be overwritten unseen. ``append``, an exact-once ``replace``,
+        and tag additions and removals merge, and need none. A replaced body's previous
+        bytes are kept in the trash as a version copy."""
         new_body = check_content(content) if content is not None else None
+        if (new_body is not None or tags is not None) and not expected_version:
+            what = "content" if new_body is not None else "the whole tag set"
+            raise InvalidInput(
+                f"Replacing {what} needs the version you read: pass expected_version (from get_memory "
+                "or recall), or use append, replace_old/replace_new, add_tags/remove_tags, which need none."
+            )
+        edits = _body_edit(new_body, append, replace_old, replace_new)
+        whole_set = check_tags(tags) if tags is not None else None
         adding, removing = check_tags(add_tags), check_tags(remove_tags)
         new_namespace = check_namespace(namespace) if namespace is not None else None
         ttl = check_ttl(ttl_days)
         with self._writing():
-            row, data = self._load(memory_id)
-            version = notes.file_version(data)
-            if expected_version and expected_version != version:
-                raise VersionConflict(memory_id, expected_version, version)
-            note = _editable(notes.parse(data, row["path"]))
+            row, data, note = self._checked(memory_id, expected_version)
+            if ttl is not None and not notes.is_tool_id(note.id):
+                raise InvalidInput(
+                    f"{row['path']} is a note of yours, not a memory the tool made (its id is not in the tool's "
+                    "format), so it never expires; ttl_days is refused. Set an expiry on a memory from remember."
+                )
             now = self.now()
             changes: dict[str, Any] = {}
-            tags = _retag(note, adding, removing)
-            if tags is not None:
-                if len(tags) > MAX_TAGS and len(tags) > len(notes.as_tag_list(note.meta.get("tags"))):
+            if whole_set is not None:
+                current = [notes.normalise_tag(t) for t in notes.as_tag_list(note.meta.get("tags"))]
+                adding = [*adding, *(t for t in whole_set if t not in current)]
+                removing = [*removing, *(t for t in current if t not in whole_set)]
+            new_tags = _retag(note, adding, removing)
+            if new_tags is not None:
+                if len(new_tags) > MAX_TAGS and len(new_tags) > len(notes.as_tag_list(note.meta.get("tags"))):
                     raise InvalidInput(
-                        f"{row['path']} would have {len(tags)} tags; the limit is {MAX_TAGS} per memory. "
+                        f"{row['path']} would have {len(new_tags)} tags; the limit is {MAX_TAGS} per memory. "
                         "Remove some with remove_tags."
                     )
-                changes["tags"] = tags
+                changes["tags"] = new_tags
             if new_namespace is not None and new_namespace != note.namespace:
                 changes["namespace"] = new_namespace
             if source is not None and source.strip() != note.source:
@@ -141,12 +220,15 @@ class Writes(VaultCore):
                 expires = iso(now + dt.timedelta(days=ttl)) if ttl else None
                 if expires != note.expires:
                     changes["expires"] = expires
-            body_changed = new_body is not None and new_body.replace("\r\n", "\n") != note.body.replace("\r\n", "\n").strip("\n")
+            text = data.decode("utf-8")
+            edited = edits(text, row["path"]) if edits is not None else text
+            body_after = notes.parse(edited.encode("utf-8"), row["path"]).body
+            body_changed = _plain(body_after) != _plain(note.body)
+            if body_changed:
+                check_content(body_after)
             if body_changed or "namespace" in changes:
                 other = self._twin(
-                    changes.get("namespace", note.namespace),
-                    notes.content_hash(new_body if body_changed else note.body),
-                    iso(now),
+                    changes.get("namespace", note.namespace), notes.content_hash(body_after), iso(now),
                     exclude_path=row["path"],
                 )
                 if other is not None:
@@ -156,21 +238,22 @@ class Writes(VaultCore):
             if "created" not in note.meta:  # its creation time came from the mtime, which this write resets
                 changes["created"] = row["created"]
             changes["updated"] = iso(now)
-            text = notes.patch(data.decode("utf-8"), changes, body=new_body if body_changed else None)
-            self.store.replace(row["path"], text.encode("utf-8"))
-            with self.index.transaction() as conn:
-                self._refresh(conn, row["path"], None)
+            self._put(row["path"], data, notes.patch(edited if body_changed else text, changes))
+            if body_changed and new_body is not None:
+                self.store.trash.copy_in(data, row["path"], row["id"], "replaced", iso(now))
             return UpdateResult(memory=self.get(row["path"]), changed=True)
 
     def forget(self, memory_id: str, expected_version: str | None = None) -> ForgetResult:
         """Move a memory's file to ``.trash/``; nothing is deleted outright."""
         with self._writing():
-            row, data = self._load(memory_id)
+            row, _ = self._load(memory_id)
+            data = self._settled(row["path"])
             version = notes.file_version(data)
             if expected_version and expected_version != version:
                 raise VersionConflict(memory_id, expected_version, version)
-            trashed = self.store.trash(row["path"])
-            with self.index.transaction() as conn:
+            trashed = self.store.trash.move_in(self.store.abspath(row["path"]), row["path"], row["id"], "forgotten",
+                                               iso(self.now()))
+            with self._index_write() as conn:
                 self.index.delete(conn, row["path"])
             return ForgetResult(id=row["id"], path=row["path"], title=row["title"], trashed_to=trashed)
 
@@ -192,11 +275,10 @@ class Writes(VaultCore):
                 f"{', '.join(notes.RESERVED_KEYS)}."
             )
         with self._writing():
-            source, data = self._load(memory_id)
+            source, data, note = self._checked(memory_id, None)
             target = self._resolve(target_id)
             if target["path"] == source["path"]:
                 raise InvalidInput(f"A memory cannot be linked to itself ({source['path']}); give another target_id.")
-            note = _editable(notes.parse(data, source["path"]))
             items = self._relation_items(note.meta.get(relation), source["path"], relation)
             links = graph.Links(self.index, iso(self.now()))
             already = any(
@@ -207,10 +289,7 @@ class Writes(VaultCore):
             )
             wikilink = f"[[{self._link_text(target)}]]"
             if not already:
-                text = notes.patch(data.decode("utf-8"), {relation: [*items, wikilink]})
-                self.store.replace(source["path"], text.encode("utf-8"))
-                with self.index.transaction() as conn:
-                    self._refresh(conn, source["path"], None)
+                self._put(source["path"], data, notes.patch(data.decode("utf-8"), {relation: [*items, wikilink]}))
                 source = self.index.by_path(source["path"]) or source
             return LinkResult(
                 source=self._summary(source), target=self._summary(target), relation=relation,
@@ -273,3 +352,36 @@ def _retag(note: notes.Note, adding: list[str], removing: list[str]) -> list[Any
     return kept + added
 
 
+
+
+def _plain(body: str) -> str:
+    """A body as compared for "did it change": line endings and outer blank lines aside."""
+    return body.replace("\r\n", "\n").strip("\n")
+
+
+def _body_edit(content: str | None, append: str | None, old: str | None, new: str | None) -> Any:
+    """The one body edit asked for, as ``edit(text, path) -> text``; None when none is.
+    More than one at once is refused: their order would be a guess."""
+    asked = [name for name, value in (("content", content), ("append", append), ("replace_old", old)) if value is not None]
+    if new is not None and old is None:
+        raise InvalidInput("replace_new needs replace_old: the exact text to replace (it must occur once).")
+    if len(asked) > 1:
+        raise InvalidInput(f"Give one body edit at a time; got {' and '.join(asked)}.")
+    if content is not None:
+        return lambda text, _path: notes.patch(text, {}, body=content)
+    if append is not None:
+        if not append.strip():
+            raise InvalidInput("append is empty; give the text to add at the end of the content.")
+        return lambda text, _path: notes.edit_body(text, append=append)
+    if old is not None:
+        if not old:
+            raise InvalidInput("replace_old is empty; give the exact text to replace.")
+
+        def replace(text: str, path: str) -> str:
+            try:
+                return notes.edit_body(text, old=old, new=new or "")
+            except ValueError as exc:
+                raise InvalidInput(f"In {path}, {exc}. Read it with get_memory and quote a unique passage.") from exc
+
+        return replace
+    return None

@@ -40,7 +40,7 @@ for i in range(200):
     elif r < 0.8:
         memory_id = rng.choice(alive)
         content = f"process {k} fact number {i}, revised"
-        vault.update(memory_id, content=content, add_tags=["revised"])
+        vault.update(memory_id, expected_version=vault.get(memory_id)["version"], content=content, add_tags=["revised"])
         own[memory_id] = content
     else:
         memory_id = rng.choice(alive)

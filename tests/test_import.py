@@ -22,7 +22,7 @@ def _files(vault: Vault) -> list[str]:
 def test_an_old_export_does_not_take_back_an_edited_memory(vault: Vault) -> None:
     memory = vault.remember("The release train leaves on Thursdays")["memory"]
     exported = vault.export_memories()
-    vault.update(memory["id"], content="The release train leaves on Wednesdays")
+    vault.update(memory["id"], expected_version=vault.get(memory["id"])["version"], content="The release train leaves on Wednesdays")
 
     result = vault.import_memories(json.loads(json.dumps(exported)))
     assert (result["imported"], result["duplicates"]) == (0, 1)

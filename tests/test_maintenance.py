@@ -124,18 +124,30 @@ def test_import_never_overwrites_a_taken_path(filled: Vault) -> None:
     assert (filled.root / "people" / "priya-2.md").read_text() == "---\ntitle: Another Priya\n---\nSomeone else\n"
 
 
-def test_gc_removes_only_old_trash(filled: Vault) -> None:
-    hit = filled.search("staging database")["hits"][0]
-    forgotten = filled.forget(hit["id"])
-    old = filled.root / ".trash" / "old.md"
-    old.write_text("long gone\n")
-    month_ago = time.time() - 31 * 86400
-    os.utime(old, (month_ago, month_ago))
+def test_gc_removes_only_old_trash(filled: Vault, clock) -> None:
+    first = filled.forget(filled.search("staging database")["hits"][0]["id"])
+    clock.advance(days=31)
+    second = filled.forget(filled.list()["memories"][0]["id"])
     result = filled.gc()
-    assert result["removed"] == [".trash/old.md"]
+    assert result["removed"] == [first["trashed_to"]]
     assert result["kept"] == 1
-    assert (filled.root / forgotten["trashed_to"]).exists() and not old.exists()
-    assert filled.gc(older_than_days=0)["removed"] == [forgotten["trashed_to"]]
+    assert (filled.root / second["trashed_to"]).exists() and not (filled.root / first["trashed_to"]).exists()
+    assert filled.gc(older_than_days=0)["removed"] == [second["trashed_to"]]
+
+
+def test_gc_never_deletes_what_a_person_put_in_the_trash(filled: Vault, clock) -> None:
+    """.trash/ is Obsidian's trash too: a note deleted there (old mtime) is not the tool's."""
+    deleted_in_obsidian = filled.root / ".trash" / "Old note.md"
+    deleted_in_obsidian.parent.mkdir(exist_ok=True)
+    deleted_in_obsidian.write_text("A note I deleted in Obsidian\n")
+    year_ago = time.time() - 365 * 86400
+    os.utime(deleted_in_obsidian, (year_ago, year_ago))
+    forgotten = filled.forget(filled.list()["memories"][0]["id"])
+    (filled.root / forgotten["trashed_to"]).write_text("changed by hand in the trash\n")
+    clock.advance(days=400)
+    assert filled.gc(older_than_days=1)["removed"] == []
+    assert deleted_in_obsidian.read_text() == "A note I deleted in Obsidian\n"
+    assert (filled.root / forgotten["trashed_to"]).read_text() == "changed by hand in the trash\n"
 
 
 def test_gc_moves_expired_memories_to_the_trash_first(filled: Vault, clock) -> None:

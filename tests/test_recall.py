@@ -365,7 +365,7 @@ def vocabulary(db: Path) -> list[tuple[str, int]]:
 def test_the_typo_vocabulary_follows_every_write(vault: Vault, clock: Clock, tmp_path: Path) -> None:
     first = vault.remember("Kubernetes pods restart nightly", tags=["infra"])["memory"]
     second = vault.remember("Terraform state lives in S3")["memory"]
-    vault.update(first["id"], content="Kubernetes nodes drain on Sundays", add_tags=["ops"])
+    vault.update(first["id"], expected_version=vault.get(first["id"])["version"], content="Kubernetes nodes drain on Sundays", add_tags=["ops"])
     vault.forget(second["id"])
     (vault.root / "by-hand.md").write_text("# Runbook\nPagerduty escalation after ten minutes\n")
     vault.reconcile()
@@ -381,7 +381,7 @@ def test_the_typo_vocabulary_follows_every_write(vault: Vault, clock: Clock, tmp
 
 def test_a_changed_cjk_memory_is_found_by_its_new_text_only(vault: Vault) -> None:
     made = vault.remember("東京オフィスの住所は渋谷です。")["memory"]
-    vault.update(made["id"], content="大阪オフィスの住所は梅田です。")
+    vault.update(made["id"], expected_version=vault.get(made["id"])["version"], content="大阪オフィスの住所は梅田です。")
     assert vault.search("東京")["count"] == 0
     assert vault.search("東京オフィス")["hits"][0]["matched_terms"] == ["オフィス"]
     assert vault.search("大阪オフィス")["hits"][0]["id"] == made["id"]

@@ -52,6 +52,7 @@ def test_a_read_only_vault_with_expired_memories_can_still_be_searched(
         raise OSError(errno.EROFS, "Read-only file system")
 
     monkeypatch.setattr(store_module.os, "rename", read_only)
+    monkeypatch.setattr(store_module.os, "link", read_only)
     reopened = Vault(vault.root, clock=clock)
     try:
         assert "read-only" in capsys.readouterr().err
@@ -137,7 +138,8 @@ ODD_FILES = [
      lambda r, m: _write(r, "old.md", "---\ncreated: 0001-01-01 00:00:00+05:00\n---\nA note about antiquity\n"),
      "old.md", "created:"),
     ("expires after year 9999 in UTC",
-     lambda r, m: _write(r, "late.md", "---\nexpires: 9999-12-31T23:59:59-05:00\n---\nA note about eternity\n"),
+     lambda r, m: _write(r, "late.md", "---\nid: 01jd8x4k2m9q7r3t\nexpires: 9999-12-31T23:59:59-05:00\n---\n"
+                               "A note about eternity\n"),
      "late.md", "expires:"),
     ("file name that is not UTF-8", lambda r, m: _bad_name(r), os.fsdecode(b"caf\xe9.md"), None),
     ("symlink loop", lambda r, m: (r / "loop.md").symlink_to("loop.md"), "loop.md", None),
@@ -266,7 +268,9 @@ def test_two_vaults_sharing_an_index_dir_get_an_index_each(
         assert work.index_dir != home.index_dir
         assert {work.index_dir.parent, home.index_dir.parent} == {shared}
         assert work.index_dir.name.startswith("memory-")  # named after the vault folder, then a hash of its path
-        assert not (tmp_path / "work/.memory/.index").exists()
+        # The database is elsewhere; only the write lock stays in the vault's own .index/,
+        # so a CLI without the variable and a server with it still exclude each other.
+        assert sorted(p.name for p in (tmp_path / "work/.memory/.index").iterdir()) == ["write.lock"]
         for vault in (work, home):
             assert {c.name: c for c in diagnose(vault.root)}["index"].ok
             assert_index_matches_files(vault)
@@ -303,13 +307,16 @@ def test_read_file_does_not_return_an_expired_memory(vault: Vault, clock) -> Non
 
     short = vault.remember("The door code is 4512 this week", ttl_days=1)["memory"]
     (vault.root / "notes").mkdir()
-    (vault.root / "notes/old.md").write_text("---\nexpires: 2026-07-21T00:00:00Z\n---\nThe wifi password is tulip\n")
+    (vault.root / "notes/old.md").write_text(
+        "---\nid: 01jd8x4k2m9q7r3t\nexpires: 2026-07-21T00:00:00Z\n---\nThe wifi password is tulip\n")
+    (vault.root / "notes/passport.md").write_text("---\nexpires: 2026-07-21\n---\nPassport renewal\n")
     assert "4512" in vault.read_file(short["path"])["content"]
     clock.advance(days=2)  # no sweep has run: the files are still there
     for rel in (short["path"], "notes/old.md"):
         assert (vault.root / rel).exists()
         with pytest.raises(NotFound):
             vault.read_file(rel)
+    assert "Passport renewal" in vault.read_file("notes/passport.md")["content"]  # a person's note never expires
 
 
 DROPPINGS = [  # editors' swap, backup, lock and temp files next to people/priya.md

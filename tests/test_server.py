@@ -3,10 +3,12 @@ resource, every library error as text the model sees, and the tool contract."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import subprocess
 import sys
+import time
 from pathlib import Path
 from typing import Any
 
@@ -15,7 +17,9 @@ from mcp import Client
 from mcp.shared.exceptions import MCPError
 from mcp_types import PromptReference, ResourceTemplateReference
 
-from agent_memory import errors
+from agent_memory import errors, limits, locking
+from agent_memory import index as index_module
+from agent_memory.index import QueryInterrupted
 from agent_memory.note import split_tags as as_tags
 from agent_memory.server import build_server
 from agent_memory.server.instructions import INSTRUCTIONS
@@ -55,7 +59,8 @@ CONTRACT: dict[str, tuple[list[str], set[str], tuple[bool, bool, bool, bool]]] =
     "recall": (["query", "namespace", "tags", "limit", "match", "since", "until", "path_prefix"], {"query"}, (True, False, True, False)),
     "get_memory": (["memory_id"], {"memory_id"}, (True, False, True, False)),
     "update_memory": (
-        ["memory_id", "content", "add_tags", "remove_tags", "namespace", "title", "source", "ttl_days", "expected_version"],
+        ["memory_id", "content", "append", "replace_old", "replace_new", "tags", "add_tags", "remove_tags",
+         "namespace", "title", "source", "ttl_days", "expected_version"],
         {"memory_id"}, (False, True, False, False),
     ),
     "forget": (["memory_id", "expected_version"], {"memory_id"}, (False, True, True, False)),
@@ -260,16 +265,68 @@ async def test_every_library_error_reaches_the_model_as_its_text(client: Client,
         errors.InvalidInput: ("remember", {"content": "x", "tags": ["two words"]}, "use '-' or '_' instead"),
         errors.VersionConflict: ("update_memory", {"memory_id": a["id"], "content": "New", "expected_version": "0" * 64},
                                  "Read it again with get_memory and retry with the new version."),
-        errors.Duplicate: ("update_memory", {"memory_id": a["id"], "content": "second FACT"}, "would duplicate memory"),
+        errors.Duplicate: ("update_memory", {"memory_id": a["id"], "content": "second FACT",
+                                             "expected_version": a["version"]}, "would duplicate memory"),
         errors.PathRefused: ("read_file", {"path": "../../etc/passwd"}, "is outside the vault"),
         errors.VaultError: ("remember", {"content": "Tomorrow's fact"}, "Nothing was changed"),
+        errors.StillSaving: ("update_memory", {"memory_id": "emptied.md", "add_tags": ["x"]},
+                             "emptied.md is empty, as a file looks while an editor is saving it"),
+        errors.SavedMeanwhile: ("update_memory", {"memory_id": a["id"], "add_tags": ["raced"]},
+                                "while you were changing it; their save was kept"),
+        QueryInterrupted: ("recall", {"query": "fact"}, "was stopped; narrow it"),
+        errors.VaultGone: ("recall", {"query": "fact"}, "was moved or deleted while agent-memory was running"),
     }
-    assert set(cases) == set(errors.MemoryError_.__subclasses__()), "add a case for every new error class"
+    assert set(cases) == set(errors.MemoryError_.__subclasses__()) | {QueryInterrupted}, \
+        "add a case for every new error class"
+    (vault.root / "emptied.md").write_text("")  # an editor truncated it and never wrote it back
+    an_hour_ago = time.time() - 3600
+    os.utime(vault.root / "emptied.md", (an_hour_ago, an_hour_ago))
     vault.clock.advance(days=1)  # today's folder 2026/07/21 is a file: writing there fails
+    real_swap = locking.swap
+
+    def a_person_saves_first(tmp: Path, target: Path) -> bool:  # the save lands between check and swap
+        target.write_text(target.read_text() + "A line a person just typed.\n")
+        return real_swap(tmp, target)
+
     for error, (tool, arguments, text) in cases.items():
-        message = await fails(client, tool, **arguments)
+        with contextlib.ExitStack() as stack:
+            patch = stack.enter_context(pytest.MonkeyPatch.context())
+            if error is errors.SavedMeanwhile:
+                patch.setattr(locking, "swap", a_person_saves_first)
+            if error is QueryInterrupted:  # every query past its (zero) deadline at its first check
+                patch.setattr(limits, "MAX_QUERY_SECONDS", 0.0)
+                patch.setattr(index_module, "PROGRESS_STEPS", 1)
+            if error is errors.VaultGone:
+                vault.root.rename(vault.root.with_name("moved"))
+                stack.callback(lambda: vault.root.with_name("moved").rename(vault.root))
+            message = await fails(client, tool, **arguments)
         assert message.startswith(f"Error executing tool {tool}: ") and text in message, (error, message)
-    assert (vault.root / a["path"]).read_text().endswith("First fact\n")
+    assert (vault.root / a["path"]).read_text().endswith("First fact\nA line a person just typed.\n")
+    assert (vault.root / "emptied.md").read_text() == ""
+    assert_index_matches_files(vault)
+
+
+async def test_replacing_a_body_needs_a_version_this_connection_saw(vault: Vault) -> None:
+    made = vault.remember("Staging resets on Sundays")["memory"]
+    (vault.root / made["path"]).write_text((vault.root / made["path"]).read_text() + "A line a person added.\n")
+    async with Client(build_server(vault), mode="legacy") as connection:  # one connection, many calls
+        refused = await fails(connection, "update_memory", memory_id=made["id"], content="Staging resets on Mondays")
+        assert "needs the version you read: call get_memory first" in refused
+        assert "A line a person added." in (vault.root / made["path"]).read_text()
+        seen = await ok(connection, "get_memory", memory_id=made["id"])
+        changed = await ok(connection, "update_memory", memory_id=made["id"], content="Staging resets on Mondays")
+        assert changed["memory"]["content"] == "Staging resets on Mondays\n"
+        # What it saw is the version it can replace: a person's save after that is not overwritten.
+        (vault.root / made["path"]).write_text((vault.root / made["path"]).read_text() + "Another line.\n")
+        assert "changed on disk since you read it" in await fails(
+            connection, "update_memory", memory_id=made["id"], content="Staging resets on Tuesdays")
+        assert seen["content"] in [e["source"] and (vault.root / e["trash"]).read_text().split("---\n")[-1]
+                                   for e in vault.trash_list() if e["reason"] == "replaced"]
+    async with Client(build_server(vault)) as stateless:  # 2026-07-28: every request stands alone
+        assert "needs the version you read" in await fails(
+            stateless, "update_memory", memory_id=made["id"], content="Staging resets on Fridays")
+        appended = await ok(stateless, "update_memory", memory_id=made["id"], append="Ask Priya first.")
+        assert appended["memory"]["content"].endswith("Another line.\nAsk Priya first.\n")
     assert_index_matches_files(vault)
 
 

@@ -6,13 +6,14 @@ from __future__ import annotations
 import datetime as dt
 import errno
 import os
+import stat
 import re
 from pathlib import Path
 
 import pytest
 
 from agent_memory import store as store_mod
-from agent_memory.errors import PathRefused, VaultError
+from agent_memory.errors import PathRefused, SavedMeanwhile, VaultError
 from agent_memory.store import Store, dated_folder, is_memory_path, locate_vault, make_slug, new_id
 from agent_memory.vault import Vault
 
@@ -95,7 +96,7 @@ def test_create_numbers_collisions_and_never_overwrites(tmp_path: Path) -> None:
     third = store.create("2026/07/20", "acme", b"three\n")
     assert (first, second, third) == ("2026/07/20/acme-2.md", "2026/07/20/acme-3.md", "2026/07/20/acme-4.md")
     assert (tmp_path / "2026/07/20/acme.md").read_bytes() == b"a human's note\n"
-    assert [store.read(p) for p in (first, second, third)] == [b"one\n", b"two\n", b"three\n"]
+    assert [store.read(p)[0] for p in (first, second, third)] == [b"one\n", b"two\n", b"three\n"]
     assert _leftovers(tmp_path) == []
 
 
@@ -108,23 +109,58 @@ def test_write_new_file_refuses_to_overwrite(tmp_path: Path) -> None:
     assert _leftovers(tmp_path) == []
 
 
-def test_replace_swaps_the_bytes_in_place(tmp_path: Path) -> None:
+def test_replace_checked_swaps_the_bytes_in_and_parks_the_old_file(tmp_path: Path) -> None:
     store = Store(tmp_path)
     store.write_new_file("n.md", b"old\n")
-    store.replace("n.md", b"new\n")
+    os.chmod(tmp_path / "n.md", 0o600)
+    parked = store.replace_checked("n.md", b"new\n", b"old\n")
     assert (tmp_path / "n.md").read_bytes() == b"new\n"
+    assert stat.S_IMODE(os.stat(tmp_path / "n.md").st_mode) == 0o600  # a private note stays private
+    assert parked is not None and parked.read_bytes() == b"old\n"
     assert _leftovers(tmp_path) == []
+    assert store.settle_parked(grace=0) == []  # unchanged since: deleted, nothing kept
+    assert not parked.exists()
+
+
+def test_replace_checked_refuses_when_the_file_is_not_what_was_checked(tmp_path: Path) -> None:
+    store = Store(tmp_path)
+    store.write_new_file("n.md", b"a person saved this\n")
+    with pytest.raises(SavedMeanwhile, match="Someone saved n.md"):
+        store.replace_checked("n.md", b"the tool's change\n", b"what the tool read\n")
+    assert (tmp_path / "n.md").read_bytes() == b"a person saved this\n"
+    assert _leftovers(tmp_path) == []
+
+
+def test_a_displaced_file_written_to_through_an_open_descriptor_is_kept(tmp_path: Path) -> None:
+    """An editor saving in place writes into the inode it opened, even after the swap."""
+    store = Store(tmp_path)
+    store.write_new_file("n.md", b"v1\n")
+    editor = open(tmp_path / "n.md", "r+b")
+    try:
+        store.replace_checked("n.md", b"tool\n", b"v1\n")
+        editor.seek(0)
+        editor.write(b"v2 typed by a person\n")
+        editor.flush()
+    finally:
+        editor.close()
+    kept = store.settle_parked(grace=0)
+    assert len(kept) == 1 and (tmp_path / kept[0]).read_bytes() == b"v2 typed by a person\n"
+    assert [e.reason for e in store.trash.live()] == ["conflict"]
 
 
 def test_trash_keeps_the_relative_path_and_numbers_repeats(tmp_path: Path) -> None:
     store = Store(tmp_path)
+    now = "2026-07-20T09:00:00Z"
     store.write_new_file("2026/07/20/a.md", b"one\n")
-    assert store.trash("2026/07/20/a.md") == ".trash/2026/07/20/a.md"
+    assert store.trash.move_in(tmp_path / "2026/07/20/a.md", "2026/07/20/a.md", "x", "forgotten", now) == \
+        ".trash/2026/07/20/a.md"
     store.write_new_file("2026/07/20/a.md", b"two\n")
-    assert store.trash("2026/07/20/a.md") == ".trash/2026/07/20/a-2.md"
+    assert store.trash.move_in(tmp_path / "2026/07/20/a.md", "2026/07/20/a.md", "x", "forgotten", now) == \
+        ".trash/2026/07/20/a-2.md"
     assert not (tmp_path / "2026/07/20/a.md").exists()
     assert (tmp_path / ".trash/2026/07/20/a.md").read_bytes() == b"one\n"
     assert (tmp_path / ".trash/2026/07/20/a-2.md").read_bytes() == b"two\n"
+    assert [e.trash for e in store.trash.live()] == [".trash/2026/07/20/a-2.md", ".trash/2026/07/20/a.md"]
 
 
 # --------------------------------------------------------------------------- walk
@@ -198,7 +234,7 @@ def failing_disk(monkeypatch: pytest.MonkeyPatch):
     """Make the store's one write function fail the way a full or read-only disk does."""
 
     def arm(code: int) -> None:
-        def refuse(self: Store, folder: Path, data: bytes) -> Path:
+        def refuse(self: Store, folder: Path, data: bytes, mode: int = 0o644) -> Path:
             raise OSError(code, os.strerror(code))
 
         monkeypatch.setattr(Store, "_write_temp", refuse)
@@ -238,7 +274,7 @@ def test_update_on_a_failing_disk_changes_nothing(vault: Vault, failing_disk, co
     files, index = _files(vault.root), index_snapshot(vault.index.path)
     failing_disk(code)
     with pytest.raises(VaultError, match=message):
-        vault.update(memory["id"], content="ACME deploys on Thursdays now", add_tags=["changed"])
+        vault.update(memory["id"], expected_version=vault.get(memory["id"])["version"], content="ACME deploys on Thursdays now", add_tags=["changed"])
     assert _files(vault.root) == files
     assert _leftovers(vault.root) == []
     assert index_snapshot(vault.index.path) == index
@@ -277,7 +313,7 @@ def test_a_write_failing_half_way_leaves_no_temp_file(tmp_path: Path, monkeypatc
 
     monkeypatch.setattr(store_mod.os, "fsync", fsync_fails)
     with pytest.raises(VaultError, match=message):
-        store.replace("n.md", b"new\n")
+        store.replace_checked("n.md", b"new\n", b"old\n")
     with pytest.raises(VaultError, match=message):
         store.create("2026/07/20", "n", b"new\n")
     monkeypatch.undo()

@@ -178,7 +178,7 @@ def test_update_is_not_refused_as_a_duplicate_of_a_file_that_changed(vault: Vaul
     a = vault.remember(ACME)["memory"]
     b = vault.remember("Something else")["memory"]
     (vault.root / a["path"]).unlink()
-    assert vault.update(b["id"], content=ACME)["changed"] is True
+    assert vault.update(b["id"], expected_version=vault.get(b["id"])["version"], content=ACME)["changed"] is True
     assert_index_matches_files(vault)
 
 
@@ -228,16 +228,15 @@ def _hand(vault: Vault, text: str = HAND_WRITTEN) -> str:
         ({"add_tags": ["lead"], "remove_tags": ["person"]}, HAND_WRITTEN.replace("  - person\n", "  - lead\n")),
         ({"source": "call with Priya"}, HAND_WRITTEN.replace("---\nPriya", "source: call with Priya\n---\nPriya")),
         ({"namespace": "people"}, HAND_WRITTEN.replace("---\nPriya", "namespace: people\n---\nPriya")),
-        ({"ttl_days": 2}, HAND_WRITTEN.replace("---\nPriya", "expires: 2026-07-22T09:00:00Z\n---\nPriya")),
         ({"title": "Priya Rao"}, HAND_WRITTEN.replace("title: Priya   # who she is\n", "title: Priya Rao\n")),
         ({"content": "Priya left ACME in July."},
          HAND_WRITTEN[: HAND_WRITTEN.index("Priya leads")] + "Priya left ACME in July.\n"),
     ],
-    ids=["add tag", "remove tag", "add and remove", "source", "namespace", "ttl", "title", "content"],
+    ids=["add tag", "remove tag", "add and remove", "source", "namespace", "title", "content"],
 )
 def test_update_rewrites_only_the_keys_that_change(vault: Vault, change: dict, expected: str) -> None:
     rel = _hand(vault)
-    result = vault.update(rel, **change)
+    result = vault.update(rel, **change, expected_version=vault.get(rel)["version"])
     assert result["changed"] is True
     expected = expected.replace("updated: 2026-07-01T11:00:00+02:00\n", UPDATED_NOW)
     assert (vault.root / rel).read_text() == expected
@@ -246,10 +245,56 @@ def test_update_rewrites_only_the_keys_that_change(vault: Vault, change: dict, e
     assert_index_matches_files(vault)
 
 
+def test_a_ttl_on_a_persons_note_is_refused_and_the_file_left_alone(vault: Vault) -> None:
+    rel = _hand(vault)
+    with pytest.raises(InvalidInput, match="never expires; ttl_days is refused"):
+        vault.update(rel, ttl_days=2)
+    assert (vault.root / rel).read_text() == HAND_WRITTEN
+
+
+def test_replacing_a_body_needs_the_version_the_caller_read(vault: Vault) -> None:
+    memory = vault.remember(ACME)["memory"]
+    before = (vault.root / memory["path"]).read_bytes()
+    with pytest.raises(InvalidInput, match="needs the version you read"):
+        vault.update(memory["id"], content="ACME deploys on Mondays")
+    with pytest.raises(InvalidInput, match="needs the version you read"):
+        vault.update(memory["id"], tags=["a"])
+    assert vault.get(memory["id"])["content"] == ACME + "\n"
+    changed = vault.update(memory["id"], content="ACME deploys on Mondays", expected_version=memory["version"])
+    copies = [e for e in vault.trash_list() if e["reason"] == "replaced"]
+    assert [c["source"] for c in copies] == [memory["path"]]
+    assert (vault.root / copies[0]["trash"]).read_bytes() == before
+    assert changed["memory"]["content"] == "ACME deploys on Mondays\n"
+    assert_index_matches_files(vault)
+
+
+def test_append_and_exact_once_replace_need_no_version_and_keep_every_other_byte(vault: Vault) -> None:
+    original = "\ufeff" + HAND_WRITTEN.replace("\n", "\r\n")
+    rel = _hand(vault, original)
+    vault.update(rel, append="She is in Lisbon in August.")
+    text = (vault.root / rel).read_bytes().decode("utf-8")
+    assert text.endswith("She prefers written questions.\r\nShe is in Lisbon in August.\r\n")
+    vault.update(rel, replace_old="Lisbon", replace_new="Porto")
+    after = (vault.root / rel).read_bytes().decode("utf-8")
+    def unstamped(t: str) -> str:
+        return re.sub(r"updated: [^\r\n]*", "updated: …", t)
+
+    assert unstamped(after) == unstamped(text).replace("Lisbon", "Porto")
+    with pytest.raises(InvalidInput, match="does not occur"):
+        vault.update(rel, replace_old="Madrid", replace_new="Rome")
+    vault.update(rel, append="Porto again.")
+    with pytest.raises(InvalidInput, match="occurs 2 times"):
+        vault.update(rel, replace_old="Porto", replace_new="Rome")
+    with pytest.raises(InvalidInput, match="one body edit at a time"):
+        vault.update(rel, append="x", replace_old="Porto", replace_new="Rome")
+    assert vault.trash_list() == []  # merges keep no version copy: nothing was replaced
+    assert_index_matches_files(vault)
+
+
 def test_update_effects_are_visible(vault: Vault, clock: Clock) -> None:
     memory = vault.remember(ACME, namespace="support", tags=["customer"], source="chat")["memory"]
     clock.advance(days=1)
-    result = vault.update(memory["id"], content="ACME now deploys on Thursdays.", add_tags=["deploy"],
+    result = vault.update(memory["id"], expected_version=vault.get(memory["id"])["version"], content="ACME now deploys on Thursdays.", add_tags=["deploy"],
                           remove_tags=["customer"], namespace="sales", source="", ttl_days=10)
     changed = result["memory"]
     assert (changed["id"], changed["path"]) == (memory["id"], memory["path"])
@@ -269,7 +314,7 @@ def test_update_effects_are_visible(vault: Vault, clock: Clock) -> None:
 
 def test_update_without_a_real_change_writes_nothing(vault: Vault) -> None:
     rel = _hand(vault)
-    result = vault.update(rel, add_tags=["person"], remove_tags=["absent"], content="Priya leads billing at ACME.\n\n"
+    result = vault.update(rel, expected_version=vault.get(rel)["version"], add_tags=["person"], remove_tags=["absent"], content="Priya leads billing at ACME.\n\n"
                           "She prefers written questions.", title="Priya")
     assert result["changed"] is False
     assert (vault.root / rel).read_text() == HAND_WRITTEN
@@ -279,7 +324,7 @@ def test_update_without_a_real_change_writes_nothing(vault: Vault) -> None:
 def test_update_keeps_crlf_and_bom(vault: Vault) -> None:
     original = "\ufeff" + HAND_WRITTEN.replace("\n", "\r\n")
     rel = _hand(vault, original)
-    vault.update(rel, add_tags=["lead"], content="Line one\nLine two")
+    vault.update(rel, expected_version=vault.get(rel)["version"], add_tags=["lead"], content="Line one\nLine two")
     data = (vault.root / rel).read_bytes().decode("utf-8")
     head = original[: original.index("Priya leads")]
     expected = head.replace("  - person\r\n", "  - person\r\n  - lead\r\n").replace(
@@ -303,13 +348,13 @@ def test_update_refuses_a_duplicate_and_names_the_other(vault: Vault) -> None:
     c = vault.remember(ACME, namespace="sales")["memory"]
     before = files(vault)
     with pytest.raises(Duplicate) as caught:
-        vault.update(b["id"], content="customer acme prefers DEPLOYS on fridays.")
+        vault.update(b["id"], expected_version=vault.get(b["id"])["version"], content="customer acme prefers DEPLOYS on fridays.")
     assert a["id"] in str(caught.value) and caught.value.other_id == a["id"]
     with pytest.raises(Duplicate) as caught:
         vault.update(c["id"], namespace="support")
     assert caught.value.other_id == a["id"]
     assert files(vault) == before
-    assert vault.update(b["id"], content=ACME, namespace="ops")["changed"] is True  # no twin in "ops"
+    assert vault.update(b["id"], expected_version=vault.get(b["id"])["version"], content=ACME, namespace="ops")["changed"] is True  # no twin in "ops"
     assert_index_matches_files(vault)
 
 
@@ -416,15 +461,21 @@ def test_expired_memories_are_never_returned_from_the_instant_they_expire(vault:
 
 def test_reconcile_sweeps_expired_files_to_the_trash(vault: Vault, clock: Clock) -> None:
     short = vault.remember("Zebra crossing closed today", ttl_days=0.5)["memory"]
-    write(vault, "notes/old.md", "---\nexpires: 2026-07-01\n---\nA hand-written note that expired.\n")
+    # An `expires:` property on a person's note (a passport's date) is only a property:
+    # TTL applies to the tool's own memories alone (SPEC §3).
+    write(vault, "notes/passport.md", "---\nexpires: 2024-03-01\n---\nPassport number and renewal notes.\n")
+    write(vault, "notes/zettel.md", "---\nid: 202401011200\nexpires: 2024-03-01\n---\nA Zettelkasten note.\n")
     kept = vault.remember("Zebra enclosure moved north")["memory"]
-    assert found(vault, "hand written note expired") == []
+    vault.reconcile()
+    assert found(vault, "passport renewal") == ["notes/passport.md"]
     clock.advance(days=1)
     report = vault.reconcile()
-    assert report["expired"] == 2
-    assert paths(vault) == [kept["path"]]
-    assert sorted(p for p in files(vault) if p.startswith(".trash/")) == [
-        ".trash/" + short["path"], ".trash/notes/old.md"]
+    assert report["expired"] == 1
+    assert paths(vault) == sorted([kept["path"], "notes/passport.md", "notes/zettel.md"])
+    assert sorted(p for p in files(vault) if p.startswith(".trash/") and p.endswith(".md")) == [".trash/" + short["path"]]
+    assert vault.gc(older_than_days=0)["removed"] == [".trash/" + short["path"]]
+    assert found(vault, "passport renewal") == ["notes/passport.md"]
+    assert vault.get("notes/passport.md")["expires"] is None
     assert_index_matches_files(vault)
 
 
@@ -549,7 +600,7 @@ def test_broken_yaml_is_indexed_from_its_body_reported_and_never_rewritten(vault
     with pytest.raises(InvalidInput, match=r"notes/broken\.md.*fix the file by hand"):
         vault.update("notes/broken.md", add_tags=["x"])
     with pytest.raises(InvalidInput, match="fix the file by hand"):
-        vault.update("notes/broken.md", content="Replaced")
+        vault.update("notes/broken.md", expected_version=vault.get("notes/broken.md")["version"], content="Replaced")
     vault.reindex()
     vault.reconcile()
     assert (vault.root / "notes/broken.md").read_bytes() == broken
@@ -759,7 +810,7 @@ def test_dedup_merge_respects_the_tag_limit(vault: Vault) -> None:
 def test_a_hand_written_file_over_the_tag_limit_can_still_be_edited_but_not_grown(vault: Vault) -> None:
     write(vault, "many.md", "---\ntags: [" + ", ".join(f"t{n}" for n in range(60)) + "]\n---\nMany tags.\n")
     vault.reconcile()
-    assert vault.update("many.md", content="Still many tags.")["changed"] is True
+    assert vault.update("many.md", expected_version=vault.get("many.md")["version"], content="Still many tags.")["changed"] is True
     assert len(vault.update("many.md", remove_tags=["t0"])["memory"]["tags"]) == 59
     with pytest.raises(InvalidInput, match="60 tags"):
         vault.update("many.md", add_tags=["new"])
@@ -818,7 +869,7 @@ def test_a_missing_vault_says_how_to_create_it(tmp_path: Path) -> None:
 
 def test_init_writes_a_gitignore_for_the_index_and_keeps_an_existing_one(tmp_path: Path) -> None:
     with Vault.init(tmp_path / "v") as vault:
-        assert (vault.root / ".gitignore").read_text().splitlines()[-1] == ".index/"
+        assert {".index/", ".trash/", "*.agent-memory.tmp"} <= set((vault.root / ".gitignore").read_text().splitlines())
     (tmp_path / "v/.gitignore").write_text("mine\n")
     Vault.init(tmp_path / "v").close()
     assert (tmp_path / "v/.gitignore").read_text() == "mine\n"

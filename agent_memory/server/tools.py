@@ -13,11 +13,12 @@ import inspect
 import json
 import logging
 import re
+import weakref
 from collections.abc import Callable, Mapping
 from typing import Annotated, Any, Literal, TypeVar
 
 from mcp.server.context import CallNext, HandlerResult, ServerRequestContext
-from mcp.server.mcpserver import MCPServer
+from mcp.server.mcpserver import Context, MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
 from mcp.server.mcpserver.utilities.func_metadata import FuncMetadata, func_metadata
 from mcp_types import CallToolResult, TextContent, ToolAnnotations
@@ -280,12 +281,50 @@ def _argument_sentences(errors: list[Any]) -> list[str]:
     return sentences
 
 
+class SeenVersions:
+    """The last version of each memory a connection received with its full body.
+
+    Replacing a body needs a version the caller saw (SPEC §3): the explicit
+    ``expected_version``, else the one this connection was last handed with the whole
+    content (get_memory, remember, update_memory, retrieve_context, a recall hit that
+    carried ``content``). A connection is known by its handshake (the SDK's public
+    ``client_params``, one object per connection); a stateless request (the 2026-07-28
+    protocol, stateless HTTP) is a connection of its own, so it needs the explicit
+    version, as it should: nothing ties its calls together."""
+
+    def __init__(self) -> None:
+        self._by_connection: dict[int, tuple[weakref.ref[Any], dict[str, str]]] = {}
+
+    def _of(self, ctx: Context) -> dict[str, str] | None:
+        handshake = ctx.session.client_params
+        if handshake is None:
+            return None
+        entry = self._by_connection.get(id(handshake))
+        if entry is None or entry[0]() is not handshake:
+            self._by_connection = {k: e for k, e in self._by_connection.items() if e[0]() is not None}
+            entry = self._by_connection[id(handshake)] = (weakref.ref(handshake), {})
+        return entry[1]
+
+    def note(self, ctx: Context, memory: Mapping[str, Any]) -> None:
+        """Remember what this connection saw: by id and by path, as callers pass either."""
+        seen = self._of(ctx)
+        if seen is None:
+            return
+        for key in (memory.get("id"), memory.get("path")):
+            if key:
+                seen[key] = memory["version"]
+
+    def version(self, ctx: Context, memory_id: str) -> str | None:
+        seen = self._of(ctx)
+        return None if seen is None else seen.get(memory_id.strip().replace("\\", "/").removeprefix("./"))
+
+
 class ToolArguments:
     """What one tool accepts, and the problems with a call's arguments as sent."""
 
     def __init__(self, name: str, fn: Callable[..., Any]) -> None:
         self.name = name
-        self.names = list(inspect.signature(fn).parameters)
+        self.names = [n for n, p in inspect.signature(fn).parameters.items() if p.annotation is not Context]
         self.metadata: FuncMetadata = func_metadata(fn)
 
     def unknown(self, sent: str) -> str:
@@ -332,6 +371,7 @@ def refuse_bad_arguments(checks: Mapping[str, ToolArguments]) -> Callable[..., A
 def register_tools(server: MCPServer, vault: Vault) -> None:
     """Add every tool, each closing over ``vault``, and the check of what callers send."""
     checks: dict[str, ToolArguments] = {}
+    seen = SeenVersions()
 
     def tool(name: str, title: str, annotations: ToolAnnotations) -> Callable[[F], F]:
         def add(fn: F) -> F:
@@ -372,15 +412,18 @@ def register_tools(server: MCPServer, vault: Vault) -> None:
                 le=MAX_TTL_DAYS,
             ),
         ] = 0,
+        ctx: Context = None,  # type: ignore[assignment]
     ) -> RememberResult:
         """Store a durable fact, preference, decision or procedure as a new memory: one markdown
         file in the vault that people can read and edit too. The same content in the same
         namespace is not stored twice: the existing memory comes back with deduplicated=true
         and the new tags merged in. To correct or extend a memory, use update_memory instead."""
-        return vault.remember(
+        result = vault.remember(
             content, namespace=_blank_to_none(namespace) or "default", tags=tags,
             title=title, source=source, ttl_days=ttl_days,
         )
+        seen.note(ctx, result["memory"])
+        return result
 
     @tool("recall", "Recall memories", READ)
     def recall(
@@ -405,28 +448,55 @@ def register_tools(server: MCPServer, vault: Vault) -> None:
             str | None, Field(description="Only memories created before this date.", max_length=40)
         ] = None,
         path_prefix: PathPrefix = None,
+        ctx: Context = None,  # type: ignore[assignment]
     ) -> SearchResult:
         """Search memory with a plain question. Returns the best matches (id, path, title,
         snippet with matches in [brackets], tags, age, version), ranked by matched words,
         then relevance, then recency. When no memory has all the words, the hits match some
         of them and `note` says so; when nothing matches, `hint` says what to try."""
-        return vault.search(
+        result = vault.search(
             query, namespace=_namespace_filter(namespace), tags=tags, limit=limit, match=match,
             since=_blank_to_none(since), until=_blank_to_none(until), path_prefix=_blank_to_none(path_prefix),
         )
+        for hit in result["hits"]:
+            if "content" in hit:  # a hit that carried the whole body (SPEC §5)
+                seen.note(ctx, hit)
+        return result
 
     @tool("get_memory", "Read a memory", READ)
-    def get_memory(memory_id: MemoryId) -> Memory:
+    def get_memory(memory_id: MemoryId, ctx: Context = None) -> Memory:  # type: ignore[assignment]
         """Read one memory whole: its content, tags, relations, front matter and `version`
         (pass that as expected_version to update_memory or forget)."""
-        return vault.get(memory_id)
+        memory = vault.get(memory_id)
+        seen.note(ctx, memory)
+        return memory
 
     @tool("update_memory", "Update a memory", hints(read_only=False, destructive=True, idempotent=False))
     def update_memory(
         memory_id: MemoryId,
         content: Annotated[
             str | None,
-            Field(description="New content (replaces the whole body). Omit to keep it.", min_length=1, max_length=MAX_CONTENT),
+            Field(description="New content: replaces the whole body. Needs the version you read (get_memory "
+                  "gives it, or pass expected_version); the old body is kept in the vault's trash.",
+                  min_length=1, max_length=MAX_CONTENT),
+        ] = None,
+        append: Annotated[
+            str | None,
+            Field(description="Text to add at the end of the content (needs no version: it cannot overwrite "
+                  "what someone else just wrote).", min_length=1, max_length=MAX_CONTENT),
+        ] = None,
+        replace_old: Annotated[
+            str | None,
+            Field(description="Exact text in the content to replace with replace_new; it must occur exactly once.",
+                  min_length=1, max_length=MAX_CONTENT),
+        ] = None,
+        replace_new: Annotated[
+            str | None, Field(description="What replace_old becomes ('' deletes it).", max_length=MAX_CONTENT)
+        ] = None,
+        tags: Annotated[
+            list[str] | str | None,
+            Field(description="The whole new tag set, replacing the current one (needs the version you read). "
+                  "To add or remove a few, use add_tags/remove_tags."),
         ] = None,
         add_tags: Tags = None,
         remove_tags: Tags = None,
@@ -444,16 +514,31 @@ def register_tools(server: MCPServer, vault: Vault) -> None:
             ),
         ] = None,
         expected_version: ExpectedVersion = None,
+        ctx: Context = None,  # type: ignore[assignment]
     ) -> UpdateResult:
         """Correct or extend a memory in place instead of adding a near-duplicate. Only the
         front-matter keys that change are rewritten; everything else in the file stays.
-        Refused if the result would duplicate another memory (its id is named) or, with
-        expected_version, if someone edited the file since you read it."""
-        return vault.update(
-            memory_id, content=content, add_tags=add_tags, remove_tags=remove_tags,
+        append and replace_old/replace_new edit the content without a version; replacing
+        the whole content or tag set needs the version you read (get_memory). Refused if
+        the result would duplicate another memory (its id is named), or if someone edited
+        the file since you read it: then read it again and retry."""
+        version = _blank_to_none(expected_version)
+        if version is None and (content is not None or tags is not None):
+            version = seen.version(ctx, memory_id)
+            if version is None:
+                raise ToolError(
+                    f"Replacing the {'content' if content is not None else 'tag set'} of {memory_id!r} needs the "
+                    "version you read: call get_memory first (or pass expected_version). To add text without "
+                    "reading, use append; to change one passage, replace_old/replace_new; for tags, add_tags/remove_tags."
+                )
+        result = vault.update(
+            memory_id, content=content, append=append, replace_old=replace_old, replace_new=replace_new,
+            tags=tags, add_tags=add_tags, remove_tags=remove_tags,
             namespace=_blank_to_none(namespace), title=title, source=source, ttl_days=ttl_days,
-            expected_version=_blank_to_none(expected_version),
+            expected_version=version,
         )
+        seen.note(ctx, result["memory"])
+        return result
 
     @tool("forget", "Forget a memory", hints(read_only=False, destructive=True, idempotent=True))
     def forget(memory_id: MemoryId, expected_version: ExpectedVersion = None) -> ForgetResult:
@@ -539,13 +624,17 @@ def register_tools(server: MCPServer, vault: Vault) -> None:
         ] = "relevance",
         namespace: Namespace = None,
         tags: Tags = None,
+        ctx: Context = None,  # type: ignore[assignment]
     ) -> ContextResult:
         """Whole memories (never cut) that together fit a token budget, best first, with
         their content, ready to use as background for a task. estimated_tokens uses
         characters / 4; truncated=true when some matching memories did not fit."""
-        return vault.retrieve_context(
+        result = vault.retrieve_context(
             query, token_budget=token_budget, strategy=strategy, namespace=_namespace_filter(namespace), tags=tags
         )
+        for memory in result["memories"]:
+            seen.note(ctx, memory)
+        return result
 
     @tool("memory_stats", "Memory statistics", READ)
     def memory_stats() -> Stats:

@@ -1,0 +1,231 @@
+"""The vault's ``.trash/``: what the tool moved there, and only that, may be purged or restored.
+
+``.trash/`` is also Obsidian's own trash folder, so a file found there is not the
+tool's to delete. Every file the tool puts there is recorded in a small ledger inside
+the folder (``.trash/.agent-memory.jsonl``, one JSON object a line) with the hash of
+the bytes it put there: ``gc`` purges a recorded file only while it still holds those
+bytes, after its retention, and ``restore`` puts one back where it came from. The
+ledger lives beside the files it describes (not in the index, which may be deleted
+or live elsewhere); losing it only means nothing is purged.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import datetime as dt
+import hashlib
+import json
+import os
+import stat as stat_kind
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+from .errors import PathRefused, VaultError, disk_error
+
+TRASH_DIRNAME = ".trash"
+LEDGER_NAME = ".agent-memory.jsonl"
+REASONS = ("forgotten", "expired", "replaced", "conflict")
+
+
+@dataclasses.dataclass(frozen=True)
+class Entry:
+    """One file the tool put in the trash."""
+
+    trash: str  # vault-relative path inside .trash/
+    source: str  # vault-relative path it came from (where restore puts it back)
+    id: str
+    reason: str  # one of REASONS
+    at: str  # canonical UTC time it was put there
+    sha256: str  # of the bytes put there: a file holding others is not the tool's any more
+
+    def to_json(self) -> str:
+        return json.dumps(dataclasses.asdict(self), ensure_ascii=False, sort_keys=True)
+
+
+def _sha256(path: Path) -> str | None:
+    try:
+        with open(path, "rb") as handle:
+            return hashlib.file_digest(handle, "sha256").hexdigest()
+    except OSError:
+        return None
+
+
+class Trash:
+    """The trash folder of one vault (``root/.trash``), refused when it is a symlink."""
+
+    def __init__(self, root: Path, fsync_dir: Callable[[Path], None], write_temp: Callable[[Path, bytes], Path]) -> None:
+        self.root = root
+        self.folder = root / TRASH_DIRNAME
+        self.ledger = self.folder / LEDGER_NAME
+        self._fsync_dir = fsync_dir  # the store's: one place bytes reach the disk
+        self._write_temp = write_temp
+
+    # ------------------------------------------------------------------ safety
+    def check(self) -> None:
+        """A ``.trash`` that is a symlink (a ``git pull`` can bring one) would send
+        forgotten memories out of the vault and let ``gc`` delete files elsewhere."""
+        try:
+            found = os.lstat(self.folder)
+        except FileNotFoundError:
+            return
+        if stat_kind.S_ISLNK(found.st_mode) or not stat_kind.S_ISDIR(found.st_mode):
+            raise VaultError(
+                f"{self.folder} is a symlink or not a folder; the tool only moves files into a real .trash/ folder "
+                "inside the vault. Replace it with a folder (mkdir) and retry."
+            )
+
+    def _inside(self, rel: str) -> Path:
+        """The absolute path of a trash entry, refused unless it resolves inside the real
+        trash folder (no symlinked folder on the way)."""
+        if self.folder.is_symlink():
+            raise PathRefused(f"{self.folder} is a symlink; nothing is removed through it.")
+        path = self.root / rel
+        real, parent = self.folder.resolve(), path.parent.resolve()
+        if not rel.startswith(TRASH_DIRNAME + "/") or (parent != real and real not in parent.parents):
+            raise PathRefused(f"{rel!r} is not in the vault's .trash/ folder.")
+        return path
+
+    # ------------------------------------------------------------------ the ledger
+    def entries(self) -> list[Entry]:
+        """Every recorded entry, oldest first (a damaged line is skipped, not fatal)."""
+        try:
+            lines = self.ledger.read_text(encoding="utf-8").splitlines()
+        except FileNotFoundError:
+            return []
+        except (OSError, UnicodeError) as exc:
+            raise VaultError(f"Cannot read the trash ledger {self.ledger}: {exc}.") from exc
+        out = []
+        for line in lines:
+            try:
+                out.append(Entry(**json.loads(line)))
+            except (ValueError, TypeError):
+                continue
+        return out
+
+    def _append(self, entry: Entry) -> None:
+        fd = os.open(self.ledger, os.O_WRONLY | os.O_APPEND | os.O_CREAT | getattr(os, "O_NOFOLLOW", 0), 0o644)
+        try:
+            os.write(fd, (entry.to_json() + "\n").encode("utf-8"))
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+
+    def _rewrite(self, keep: list[Entry]) -> None:
+        tmp = self.folder / f".{LEDGER_NAME}.{os.getpid()}.tmp"
+        tmp.write_text("".join(e.to_json() + "\n" for e in keep), encoding="utf-8")
+        os.replace(tmp, self.ledger)
+
+    def live(self) -> list[Entry]:
+        """Entries whose file is still there with the bytes the tool put there, newest first."""
+        return [e for e in reversed(self.entries()) if _sha256(self.root / e.trash) == e.sha256]
+
+    # ------------------------------------------------------------------ putting things in
+    def _free_name(self, source: str, reason: str, now: str) -> Path:
+        """``.trash/<source>`` for a forgotten or expired memory (numbered if taken); a
+        version or conflict copy says so and when: ``<stem>.replaced-20260720T090000Z.md``."""
+        stem, suffix = (source[:-3], ".md") if source.endswith(".md") else (source, "")
+        if reason in ("replaced", "conflict"):
+            stem += f".{reason}-{now.replace('-', '').replace(':', '')}"
+        for n in range(1, 10_000):
+            target = self.folder / (f"{stem}{suffix}" if n == 1 else f"{stem}-{n}{suffix}")
+            if not os.path.lexists(target):
+                return target
+        raise VaultError(f"Too many copies of {source} in the trash; run `agent-memory gc`.")
+
+    def move_in(self, path: Path, source: str, memory_id: str, reason: str, now: str) -> str:
+        """Move ``path`` (a file in the vault, or a displaced temp file) to the trash as a
+        copy of ``source``; returns its vault-relative trash path."""
+        try:
+            return self._move_in(path, source, memory_id, reason, now)
+        except OSError as exc:
+            raise disk_error(exc, f"move {source} to the trash") from exc
+
+    def _move_in(self, path: Path, source: str, memory_id: str, reason: str, now: str) -> str:
+        self.check()
+        digest = _sha256(path) or ""
+        target = self._free_name(source, reason, now)
+        target.parent.mkdir(parents=True, exist_ok=True)
+        try:
+            os.link(path, target)  # never replaces a file already in the trash
+        except FileExistsError:
+            return self._move_in(path, source, memory_id, reason, now)
+        except OSError:
+            os.rename(path, target)  # no hard links here: the free name was just checked
+        else:
+            os.unlink(path)
+        os.utime(target)  # kept from now on, not from its last edit
+        rel = target.relative_to(self.root).as_posix()
+        self._append(Entry(trash=rel, source=source, id=memory_id, reason=reason, at=now, sha256=digest))
+        self._fsync_dir(target.parent)
+        return rel
+
+    def copy_in(self, data: bytes, source: str, memory_id: str, reason: str, now: str) -> str:
+        """Keep ``data`` (e.g. a body about to be replaced) as a trash copy of ``source``."""
+        self.check()
+        target = self._free_name(source, reason, now)
+        try:
+            target.parent.mkdir(parents=True, exist_ok=True)
+            tmp = self._write_temp(target.parent, data)
+        except OSError as exc:
+            raise disk_error(exc, f"keep the previous version of {source} in the trash") from exc
+        return self.move_in(tmp, source, memory_id, reason, now)
+
+    # ------------------------------------------------------------------ taking things out
+    def purge(self, older_than: dt.timedelta, now: dt.datetime) -> tuple[list[str], int]:
+        """Delete the tool's own entries older than ``older_than``; returns (removed, kept).
+
+        A file in the trash the tool did not put there (Obsidian's, a person's), or one
+        that no longer holds the recorded bytes, is never deleted."""
+        self.check()
+        removed: list[str] = []
+        keep: list[Entry] = []
+        entries = self.entries()
+        for entry in entries:
+            path = self._inside(entry.trash)
+            try:
+                at = dt.datetime.fromisoformat(entry.at)
+            except ValueError:
+                keep.append(entry)
+                continue
+            if not os.path.lexists(path):
+                continue  # restored or removed by hand: the record goes
+            if now - at >= older_than and _sha256(path) == entry.sha256 and not path.is_symlink():
+                path.unlink()
+                removed.append(entry.trash)
+            else:
+                keep.append(entry)
+        if len(keep) != len(entries):
+            self._rewrite(keep)
+        return removed, len(self.live())
+
+    def find(self, key: str) -> Entry | None:
+        """The newest live entry for a memory id, its original path or its trash path."""
+        key = key.strip().replace("\\", "/").removeprefix("./")
+        for entry in self.live():
+            if key in (entry.id, entry.source, entry.trash):
+                return entry
+        return None
+
+    def take_out(self, entry: Entry, target: Path) -> None:
+        """Put an entry back at ``target``, never replacing a file there."""
+        path = self._inside(entry.trash)
+        target.parent.mkdir(parents=True, exist_ok=True)
+        try:
+            os.link(path, target)
+        except FileExistsError:
+            raise
+        except OSError:
+            if os.path.lexists(target):
+                raise FileExistsError(str(target)) from None
+            os.rename(path, target)
+        else:
+            os.unlink(path)
+        self._fsync_dir(target.parent)
+        self._rewrite([e for e in self.entries() if e != entry])
+
+    def files(self) -> Iterator[Path]:
+        """Every file in the trash (the tool's and others'), for counting."""
+        for folder, _dirs, names in os.walk(self.folder):
+            for name in names:
+                if name != LEDGER_NAME:
+                    yield Path(folder) / name
