@@ -23,7 +23,7 @@ from .errors import InvalidInput, NotFound, VaultError, VaultGone
 from .index import FileFacts, Index
 from .locking import WriteLock
 from .models import Memory, ReconcileReport, Summary
-from .limits import MAX_FILE_BYTES
+from .limits import MAX_FILE_BYTES, check_text
 from .store import INDEX_DIRNAME, Store, cache_folder, encodable, index_folder, is_memory_path
 from .trash import TRASH_DIRNAME
 
@@ -238,7 +238,7 @@ class VaultCore:
     def _resolve(self, memory_id: str) -> sqlite3.Row:
         """An id, or a vault-relative path; expired memories are not found."""
         self._check_index()
-        key = (memory_id or "").strip()
+        key = (check_text(memory_id, "memory_id") or "").strip()
         if not key:
             raise InvalidInput("memory_id is empty; pass an id or a vault-relative path (use recall to find one).")
         if not encodable(key):

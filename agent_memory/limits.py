@@ -137,6 +137,13 @@ def check_ttl(ttl_days: float | None) -> float | None:
     return float(ttl_days)
 
 
+def namespace_filter(namespace: str | None) -> str | None:
+    """A namespace to read from: omitted or blank means all; else the rules of writing."""
+    if namespace is None or (isinstance(namespace, str) and not namespace.strip()):
+        return None
+    return check_namespace(namespace)
+
+
 def check_offset(offset: int) -> int:
     if isinstance(offset, bool) or not isinstance(offset, int) or not 0 <= offset <= MAX_OFFSET:
         raise InvalidInput(f"offset must be between 0 and {MAX_OFFSET:,}; got {offset!r}.")

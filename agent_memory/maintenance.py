@@ -14,7 +14,7 @@ from .clock import iso
 from .core import Progress, VaultCore
 from .errors import InvalidInput, NotFound
 from .index import SCHEMA_VERSION, TOKENIZER, Filters
-from .limits import MAX_BATCH, check_content, check_limit
+from .limits import MAX_BATCH, check_content, check_limit, check_offset, check_text, namespace_filter
 from .models import ExportedMemory, ExportPage, GcResult, ImportResult, RestoreResult, Stats, TrashEntry
 from .staging import Staging
 
@@ -51,13 +51,13 @@ class Maintenance(VaultCore):
     def export_memories(self, namespace: str | None = None) -> list[ExportedMemory]:
         """Every live memory as written: its path, all front-matter keys, the body."""
         self._check_index()
-        return self._exported(self.index.live_rows(iso(self.now()), namespace or None))
+        return self._exported(self.index.live_rows(iso(self.now()), namespace_filter(namespace)))
 
     def export_page(self, namespace: str | None = None, limit: int = 100, offset: int = 0) -> ExportPage:
         """One page of the export, read from disk page by page (an MCP call's worth)."""
         self._check_index()
-        if offset < 0:
-            raise InvalidInput("offset must be 0 or more.")
+        check_offset(offset)
+        namespace = namespace_filter(namespace)
         now = iso(self.now())
         total = self.index.count(Filters(namespace=namespace or None), now)
         check_limit(limit, most=MAX_BATCH)
@@ -120,6 +120,7 @@ class Maintenance(VaultCore):
             if not isinstance(item, dict):
                 raise InvalidInput(f"{where} is not an object; nothing was imported.")
             try:
+                check_text(item.get("path"), "path")
                 content = check_content(item.get("content"))  # type: ignore[arg-type]
                 if "front_matter" in item:  # an export: its front matter is the file's, as written
                     meta, namespace = transfer.exported_front_matter(item["front_matter"])

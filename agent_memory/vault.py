@@ -46,7 +46,7 @@ from .query import (
     typo_bound,
     word_term,
 )
-from .limits import check_limit, check_tags
+from .limits import check_limit, check_offset, check_tags, check_text, namespace_filter
 from .reconcile import Reconcile
 from .store import GITIGNORE, Store, is_memory_path
 from .writes import Writes
@@ -124,10 +124,10 @@ class Vault(Writes, Maintenance, Reconcile):
         path_prefix: str | None = None,
     ) -> ListResult:
         """Memories newest first, filtered in SQL, paged."""
-        filters = Filters(namespace=namespace or None, tags=tuple(check_tags(tags)), path_prefix=path_prefix or None)
+        filters = Filters(namespace=namespace_filter(namespace), tags=tuple(check_tags(tags)),
+                          path_prefix=check_text(path_prefix, "path_prefix") or None)
         check_limit(limit)
-        if offset < 0:
-            raise InvalidInput("offset must be 0 or more.")
+        check_offset(offset)
         self._check_index()
         now = iso(self.now())
         rows = self.index.list(filters, now, limit, offset)
@@ -158,12 +158,13 @@ class Vault(Writes, Maintenance, Reconcile):
             raise InvalidInput(f"match must be one of {', '.join(MATCH_MODES)}; got {match!r}.")
         check_limit(limit)
         filters = Filters(
-            namespace=namespace or None,
+            namespace=namespace_filter(namespace),
             tags=tuple(check_tags(tags)),
             since=_bound(since, "since"),
             until=_bound(until, "until"),
-            path_prefix=path_prefix or None,
+            path_prefix=check_text(path_prefix, "path_prefix") or None,
         )
+        check_text(query, "The query")
         self._check_index()
         terms = plan(query).terms
         if not terms:
@@ -390,7 +391,7 @@ class Vault(Writes, Maintenance, Reconcile):
         """
         if not isinstance(path, str) or not path.strip():
             raise InvalidInput("path is empty; give a vault-relative path such as 2026/07/20/some-memory.md.")
-        resolved = self.store.confine(path.strip())
+        resolved = self.store.confine(check_text(path, "path").strip())  # type: ignore[union-attr]
         rel = resolved.relative_to(self.root.resolve()).as_posix()
         if not resolved.is_file():
             what = "is a folder" if resolved.is_dir() else "does not exist"

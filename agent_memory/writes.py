@@ -22,7 +22,7 @@ from . import note as notes
 from .clock import iso
 from .core import VaultCore
 from .errors import Duplicate, InvalidInput, NotFound, StillSaving, VersionConflict
-from .limits import MAX_TAGS, check_content, check_namespace, check_tags, check_ttl
+from .limits import MAX_TAGS, check_content, check_namespace, check_tags, check_text, check_ttl
 from .models import ForgetResult, LinkResult, RememberResult, UpdateResult
 from .store import dated_folder, make_slug, new_id
 
@@ -123,7 +123,8 @@ class Writes(VaultCore):
         namespace = check_namespace(namespace)
         tag_list = check_tags(tags)
         ttl = check_ttl(ttl_days) or 0
-        title = (title or "").strip()
+        title = (check_text(title, "title") or "").strip()
+        check_text(source, "source")
         with self._writing():
             now = self.now()
             existing = self._twin(namespace, notes.content_hash(content), iso(now))
@@ -178,6 +179,9 @@ class Writes(VaultCore):
         and tag additions and removals merge, and need none. A replaced body's previous
         bytes are kept in the trash as a version copy."""
         new_body = check_content(content) if content is not None else None
+        for text, what in ((append, "append"), (replace_old, "replace_old"), (replace_new, "replace_new"),
+                           (title, "title"), (source, "source"), (expected_version, "expected_version")):
+            check_text(text, what)
         if (new_body is not None or tags is not None) and not expected_version:
             what = "content" if new_body is not None else "the whole tag set"
             raise InvalidInput(

@@ -303,13 +303,6 @@ async def test_the_same_checks_hold_over_the_handshake_protocol(vault: Vault) ->
 
 # ----------------------------------------------------------------------------- library entries
 #
-# These need the check functions of agent_memory.limits called inside the vault (not yet
-# wired: vault.py is being split). strict=True: once they pass, remove the marker.
-
-NEEDS_VAULT = pytest.mark.xfail(strict=True, reason="limits.check_offset / check_text not yet called in the vault")
-
-
-@NEEDS_VAULT
 def test_the_library_refuses_an_offset_sqlite_cannot_hold(vault: Vault) -> None:
     with pytest.raises(errors.InvalidInput, match="offset must be between 0 and"):
         vault.list(offset=2**63)
@@ -317,7 +310,6 @@ def test_the_library_refuses_an_offset_sqlite_cannot_hold(vault: Vault) -> None:
         vault.export_page(offset=2**63)
 
 
-@NEEDS_VAULT
 def test_the_library_refuses_nul_in_ids_paths_titles_and_sources(vault: Vault) -> None:
     memory = vault.remember("A fact")["memory"]
     before = vault_files(vault.root)
@@ -337,7 +329,6 @@ def test_the_library_refuses_nul_in_ids_paths_titles_and_sources(vault: Vault) -
     assert vault_files(vault.root) == before
 
 
-@NEEDS_VAULT
 def test_the_library_refuses_a_dot_namespace_filter(vault: Vault) -> None:
     with pytest.raises(errors.InvalidInput, match="may not start with '.'"):
         vault.search("fact", namespace="..")

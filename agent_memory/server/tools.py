@@ -43,7 +43,7 @@ from ..models import (
     UpdateResult,
 )
 from ..query import MAX_QUERY_CHARS
-from ..limits import MAX_BATCH, MAX_CONTENT, MAX_LIMIT, MAX_OFFSET, MAX_TAG_LEN, MAX_TTL_DAYS, check_namespace
+from ..limits import MAX_BATCH, MAX_CONTENT, MAX_LIMIT, MAX_OFFSET, MAX_TAG_LEN, MAX_TTL_DAYS, namespace_filter
 from ..vault import MAX_TOKEN_BUDGET, Vault
 
 # ----------------------------------------------------------------------------- argument types
@@ -101,12 +101,6 @@ def _one_paragraph(doc: str | None) -> str:
 
 def _blank_to_none(value: str | None) -> str | None:
     return (value.strip() or None) if isinstance(value, str) else value
-
-
-def _namespace_filter(value: str | None) -> str | None:
-    """A namespace to read from: omitted or blank means all; else the same rules as writing."""
-    value = _blank_to_none(value)
-    return None if value is None else check_namespace(value)
 
 
 # ----------------------------------------------------------------------------- annotations
@@ -455,7 +449,7 @@ def register_tools(server: MCPServer, vault: Vault) -> None:
         then relevance, then recency. When no memory has all the words, the hits match some
         of them and `note` says so; when nothing matches, `hint` says what to try."""
         result = vault.search(
-            query, namespace=_namespace_filter(namespace), tags=tags, limit=limit, match=match,
+            query, namespace=namespace_filter(namespace), tags=tags, limit=limit, match=match,
             since=_blank_to_none(since), until=_blank_to_none(until), path_prefix=_blank_to_none(path_prefix),
         )
         for hit in result["hits"]:
@@ -557,7 +551,7 @@ def register_tools(server: MCPServer, vault: Vault) -> None:
         """Browse memories newest first, optionally by namespace, tags or folder. Pages:
         pass next_offset as offset to get the next page."""
         return vault.list(
-            namespace=_namespace_filter(namespace), tags=tags, limit=limit, offset=offset,
+            namespace=namespace_filter(namespace), tags=tags, limit=limit, offset=offset,
             path_prefix=_blank_to_none(path_prefix),
         )
 
@@ -630,7 +624,7 @@ def register_tools(server: MCPServer, vault: Vault) -> None:
         their content, ready to use as background for a task. estimated_tokens uses
         characters / 4; truncated=true when some matching memories did not fit."""
         result = vault.retrieve_context(
-            query, token_budget=token_budget, strategy=strategy, namespace=_namespace_filter(namespace), tags=tags
+            query, token_budget=token_budget, strategy=strategy, namespace=namespace_filter(namespace), tags=tags
         )
         for memory in result["memories"]:
             seen.note(ctx, memory)
@@ -650,7 +644,7 @@ def register_tools(server: MCPServer, vault: Vault) -> None:
     ) -> ExportPage:
         """Every live memory as written (path, all front-matter keys, content), a page at a
         time: the format import_memories accepts, for backups and moving memories."""
-        return vault.export_page(namespace=_namespace_filter(namespace), limit=limit, offset=offset)
+        return vault.export_page(namespace=namespace_filter(namespace), limit=limit, offset=offset)
 
     @tool("import_memories", "Import memories", hints(read_only=False, destructive=True, idempotent=True))
     def import_memories(
