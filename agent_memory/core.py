@@ -17,11 +17,13 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
+from . import credentials
 from . import note as notes
 from .clock import Clock, humanize_age, iso, utcnow
 from .errors import InvalidInput, NotFound, VaultError, VaultGone
 from .index import FileFacts, Index
 from .locking import WriteLock
+from .settings import SETTINGS_FILE, Settings, load_settings
 from .models import Memory, ReconcileReport, Summary
 from .limits import MAX_FILE_BYTES, check_text
 from .store import INDEX_DIRNAME, Store, cache_folder, encodable, index_folder, is_memory_path
@@ -105,6 +107,34 @@ class VaultCore:
         # The lock lives in the vault's own .index/ wherever the database is, so every
         # process on this vault takes the same one (AGENT_MEMORY_INDEX_DIR or not).
         self._lock = WriteLock(self.store.control_dir / "write.lock")
+        self._settings: tuple[object, Settings] | None = None
+        self.settings  # a broken settings file is a clear error at open, not at the first write
+
+    @property
+    def settings(self) -> Settings:
+        """``<vault>/.agent-memory.toml``, read again when it changes (a running server
+        follows a person's edit of it; a broken edit is a clear error on the next use)."""
+        try:
+            found = os.stat(self.root / SETTINGS_FILE)
+            stamp: object = (found.st_mtime_ns, found.st_size, found.st_ino)
+        except OSError:
+            stamp = None
+        if self._settings is None or self._settings[0] != stamp:
+            self._settings = (stamp, load_settings(self.root))
+        return self._settings[1]
+
+    def guard_credentials(self, fields: dict[str, str], already: str = "") -> list[str]:
+        """The credential guard over what a write adds (SPEC §3): refused (SecretRefused,
+        naming each kind found) unless the vault's ``secrets.mode`` is ``warn``, which
+        lets it through with the warning returned. Approved fingerprints pass, and so
+        does a credential the file ``already`` held (a person's note is theirs: editing
+        it must not be blocked by what they wrote)."""
+        settings = self.settings
+        held = {f.fingerprint for f in credentials.find_credentials(already)} if already else set()
+        if held:
+            settings = dataclasses.replace(settings, secrets_allow=(*settings.secrets_allow, *held))
+        found = credentials.enforce_fields(fields, settings)
+        return [credentials.warning_message(found)] if found else []
 
     def close(self) -> None:
         self.index.close()

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import json
 import datetime as dt
 import os
 import sqlite3
@@ -130,8 +131,10 @@ class Maintenance(VaultCore):
                     meta = transfer.new_fields(item, now)
                     namespace = meta["namespace"]
                     data = notes.render_new(meta, content)  # the file remember would write
-            except (InvalidInput, ValueError) as exc:
-                raise InvalidInput(f"{where}: {exc} Nothing was imported.") from exc
+                self.guard_credentials({"the content": content, "the front matter": json.dumps(meta, default=str)})
+            except (InvalidInput, ValueError) as exc:  # the same kind of error, naming the item
+                kind = type(exc) if isinstance(exc, InvalidInput) else InvalidInput
+                raise kind(f"{where}: {exc} Nothing was imported.") from exc
             if meta.get("expires") not in (None, "") and notes.to_utc(meta["expires"]) <= iso(now):
                 expired += 1
                 continue

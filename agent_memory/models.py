@@ -56,11 +56,13 @@ class Memory(Summary):
 class RememberResult(TypedDict):
     memory: Memory
     deduplicated: bool
+    warnings: NotRequired[list[str]]  # e.g. a credential stored because secrets.mode is "warn"
 
 
 class UpdateResult(TypedDict):
     memory: Memory
     changed: bool
+    warnings: NotRequired[list[str]]
 
 
 class ForgetResult(TypedDict):

@@ -17,7 +17,7 @@ import time
 from collections.abc import Iterable
 from typing import Any
 
-from . import graph
+from . import credentials, graph
 from . import note as notes
 from .clock import iso
 from .core import VaultCore
@@ -125,6 +125,9 @@ class Writes(VaultCore):
         ttl = check_ttl(ttl_days) or 0
         title = (check_text(title, "title") or "").strip()
         check_text(source, "source")
+        source = (source or "").strip()
+        warnings = self.guard_credentials({"the content": content, "the title": title, "the source": source,
+                                "the tags": " ".join(tag_list)})
         with self._writing():
             now = self.now()
             existing = self._twin(namespace, notes.content_hash(content), iso(now))
@@ -138,14 +141,19 @@ class Writes(VaultCore):
                 "created": iso(now),
                 "updated": iso(now),
                 "expires": iso(now + dt.timedelta(days=ttl)) if ttl else None,
-                "source": (source or "").strip() or None,
+                "source": source or None,
             }
             data = notes.render_new(fields, content).encode("utf-8")
-            slug = make_slug(title or notes.derive_title(content, ""))
-            rel = self.store.create(dated_folder(now), slug, data)
+            named = title or notes.derive_title(content, "")
+            slug = make_slug(credentials.redact(named, credentials.find_credentials(named)))  # never in a file name
+            folder = "/".join(p for p in (self.settings.memories_folder, dated_folder(now)) if p)
+            rel = self.store.create(folder, slug, data)
             with self._index_write() as conn:
                 self._refresh(conn, rel, None)
-            return RememberResult(memory=self.get(rel), deduplicated=False)
+            result = RememberResult(memory=self.get(rel), deduplicated=False)
+            if warnings:
+                result["warnings"] = warnings
+            return result
 
     def _merge_tags_into(self, row: sqlite3.Row, tags: list[str]) -> RememberResult:
         current = row["tags"].split()
@@ -239,13 +247,21 @@ class Writes(VaultCore):
                     raise Duplicate(memory_id, other["id"])
             if not changes and not body_changed:
                 return UpdateResult(memory=self._memory(row["path"], data, row), changed=False)
+            warnings = self.guard_credentials({
+                "the content": body_after if body_changed else "",
+                "the title": changes.get("title") or "", "the source": changes.get("source") or "",
+                "the tags": " ".join(t for t in adding if t not in note.tags),
+            }, already=note.body)
             if "created" not in note.meta:  # its creation time came from the mtime, which this write resets
                 changes["created"] = row["created"]
             changes["updated"] = iso(now)
             self._put(row["path"], data, notes.patch(edited if body_changed else text, changes))
             if body_changed and new_body is not None:
                 self.store.trash.copy_in(data, row["path"], row["id"], "replaced", iso(now))
-            return UpdateResult(memory=self.get(row["path"]), changed=True)
+            result = UpdateResult(memory=self.get(row["path"]), changed=True)
+            if warnings:
+                result["warnings"] = warnings
+            return result
 
     def forget(self, memory_id: str, expected_version: str | None = None) -> ForgetResult:
         """Move a memory's file to ``.trash/``; nothing is deleted outright."""

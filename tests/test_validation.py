@@ -302,7 +302,8 @@ async def test_the_same_checks_hold_over_the_handshake_protocol(vault: Vault) ->
 
 
 # ----------------------------------------------------------------------------- library entries
-#
+
+
 def test_the_library_refuses_an_offset_sqlite_cannot_hold(vault: Vault) -> None:
     with pytest.raises(errors.InvalidInput, match="offset must be between 0 and"):
         vault.list(offset=2**63)
