@@ -22,7 +22,7 @@ from . import note as notes
 from .clock import Clock, humanize_age, iso, utcnow
 from .errors import InvalidInput, NotFound, VaultError, VaultGone
 from .index import FileFacts, Index
-from .locking import WriteLock
+from .locking import Generations, WriteLock
 from .settings import SETTINGS_FILE, Settings, load_settings
 from .models import Memory, ReconcileReport, Summary
 from .limits import MAX_FILE_BYTES, check_text
@@ -107,6 +107,8 @@ class VaultCore:
         # The lock lives in the vault's own .index/ wherever the database is, so every
         # process on this vault takes the same one (AGENT_MEMORY_INDEX_DIR or not).
         self._lock = WriteLock(self.store.control_dir / "write.lock")
+        self._generations = Generations(self.store.control_dir / "writes.json", str(self.index.path))
+        self._seen_others = self._generations.others()
         self._settings: tuple[object, Settings] | None = None
         self.settings  # a broken settings file is a clear error at open, not at the first write
 
@@ -154,9 +156,27 @@ class VaultCore:
         an index that is current; look again at files recent writes displaced."""
         self._check_vault()
         with self._lock.hold():
+            outermost = self._lock.depth == 1
             self._check_index()
+            if outermost:
+                self._catch_up()
             self.store.settle_parked()
-            yield
+            try:
+                yield
+            finally:
+                if outermost:
+                    self._generations.bump()
+
+    def _catch_up(self) -> None:
+        """Another process may have written through an index of its own (one of them with
+        ``AGENT_MEMORY_INDEX_DIR``, one without): its writes are in the files but not in
+        this database. Each write counts itself per index beside the vault's lock; a
+        count of another index this process has not seen means reconcile first, so
+        dedup never misses a file. Processes sharing one index never pay for this."""
+        others = self._generations.others()
+        if others != self._seen_others:
+            self._seen_others = others
+            self.reconcile()
 
     def _check_vault(self) -> None:
         """The vault folder renamed or deleted under a running server: say so instead

@@ -12,6 +12,7 @@ from __future__ import annotations
 import ctypes
 import ctypes.util
 import errno
+import json
 import os
 import stat as stat_kind
 import sys
@@ -83,6 +84,11 @@ class WriteLock:
         except OSError as exc:
             raise VaultError(f"Cannot open the vault's lock file {self.path}: {exc.strerror or exc}.") from exc
 
+    @property
+    def depth(self) -> int:
+        """How many nested holds this process has (1: the outermost)."""
+        return self._depth
+
     @contextmanager
     def hold(self) -> Iterator[None]:
         with self._thread_lock:
@@ -99,6 +105,40 @@ class WriteLock:
                     _unlock_fd(self._fd)
                     os.close(self._fd)
                     self._fd = None
+
+
+class Generations:
+    """How many writes each index of one vault has taken, beside the vault's lock (read
+    and written only while the lock is held). A process whose index is not the one
+    another process wrote through must reconcile before trusting its own. Losing the
+    file costs one extra reconcile, nothing more."""
+
+    def __init__(self, path: Path, mine: str) -> None:
+        self.path = path
+        self.mine = mine  # this process's index, as a key
+
+    def _read(self) -> dict[str, int]:
+        try:
+            loaded = json.loads(self.path.read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            return {}
+        return {str(k): v for k, v in loaded.items() if isinstance(v, int)} if isinstance(loaded, dict) else {}
+
+    def others(self) -> dict[str, int]:
+        """The write counts of every other index of this vault."""
+        return {k: v for k, v in self._read().items() if k != self.mine}
+
+    def bump(self) -> None:
+        counts = self._read()
+        counts[self.mine] = counts.get(self.mine, 0) + 1
+        try:
+            fd = os.open(self.path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | getattr(os, "O_NOFOLLOW", 0), 0o644)
+        except OSError:
+            return  # a read-only vault or a full disk: the next write tries again
+        try:
+            os.write(fd, json.dumps(counts).encode("utf-8"))
+        finally:
+            os.close(fd)
 
 
 # --------------------------------------------------------------------------- swapping

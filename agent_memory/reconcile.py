@@ -32,6 +32,9 @@ class Reconcile(VaultCore):
         temp_files: list[Path] = []
         walked = [(rel, stat.st_size, stat.st_mtime_ns) for rel, stat in self.store.walk(temp_files=temp_files)]
         known = self.index.file_facts()
+        if temp_files:
+            with self._writing():
+                self.store.remove_orphans(temp_files)
         if not known:
             with self._writing():
                 if not self.index.query("SELECT 1 FROM memories LIMIT 1"):
@@ -51,7 +54,6 @@ class Reconcile(VaultCore):
         stale.extend(known.keys() - seen)
         examined = {rel: self._examine(rel, known.get(rel)) for rel in stale}
         with self._writing():
-            self.store.remove_orphans(temp_files)
             if stale:
                 with self._index_write() as conn:
                     for rel in stale:

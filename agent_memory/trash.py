@@ -85,6 +85,16 @@ class Trash:
             raise PathRefused(f"{rel!r} is not in the vault's .trash/ folder.")
         return path
 
+    def _make_folder(self, folder: Path) -> None:
+        """Create a folder inside the trash, refusing a symlinked folder on the way (one
+        arriving by ``git pull`` would send forgotten memories out of the vault)."""
+        for part in (*reversed(folder.relative_to(self.folder).parents), folder.relative_to(self.folder)):
+            step = self.folder / part
+            if step.is_symlink():
+                raise PathRefused(f"{step.relative_to(self.root).as_posix()} is a symlink: not in the vault's .trash/ "
+                                  "folder. Replace it with a real folder and retry.")
+        folder.mkdir(parents=True, exist_ok=True)
+
     # ------------------------------------------------------------------ the ledger
     def entries(self) -> list[Entry]:
         """Every recorded entry, oldest first (a damaged line is skipped, not fatal)."""
@@ -144,7 +154,7 @@ class Trash:
         self.check()
         digest = _sha256(path) or ""
         target = self._free_name(source, reason, now)
-        target.parent.mkdir(parents=True, exist_ok=True)
+        self._make_folder(target.parent)
         try:
             os.link(path, target)  # never replaces a file already in the trash
         except FileExistsError:
@@ -164,7 +174,7 @@ class Trash:
         self.check()
         target = self._free_name(source, reason, now)
         try:
-            target.parent.mkdir(parents=True, exist_ok=True)
+            self._make_folder(target.parent)
             tmp = self._write_temp(target.parent, data)
         except OSError as exc:
             raise disk_error(exc, f"keep the previous version of {source} in the trash") from exc

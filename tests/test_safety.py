@@ -1,0 +1,331 @@
+"""Nothing a person wrote is lost, moved or leaked: full disks, vanished vaults, two index
+locations, symlinked control folders, files swapped at read time, crash leftovers,
+read-only vaults (issue 9, items 8-12 and the small ones)."""
+
+from __future__ import annotations
+
+import errno
+import os
+import sqlite3
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from agent_memory import store as store_module
+from agent_memory.errors import SavedMeanwhile, VaultError, VaultGone
+from agent_memory.index import Index
+from agent_memory.vault import Vault
+
+from conftest import assert_index_matches_files, run_cli
+
+
+def md_files(root: Path) -> list[str]:
+    return sorted(p.relative_to(root).as_posix() for p in root.rglob("*.md") if ".trash" not in p.parts)
+
+
+# ----------------------------------------------------------------------------- 8. a full disk
+
+
+def test_a_failed_index_write_marks_the_index_stale_and_the_next_open_rebuilds_it(
+    vault: Vault, clock, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    kept = vault.remember("The staging database resets on Sundays")["memory"]
+    gone = vault.remember("The VPN needs the hardware key")["memory"]
+
+    def full(*_args: object, **_kwargs: object) -> None:
+        raise sqlite3.OperationalError("database or disk is full")
+
+    monkeypatch.setattr(Index, "delete", full)
+    with pytest.raises(VaultError, match="index could not be updated .*nothing is lost"):
+        vault.forget(gone["id"])
+    monkeypatch.undo()
+    assert (vault.root / ".index" / "stale").exists()
+    assert not (vault.root / gone["path"]).exists()  # the file did move to the trash
+    vault.close()
+    with Vault(vault.root, clock=clock) as reopened:
+        assert not (vault.root / ".index" / "stale").exists()
+        assert [h["id"] for h in reopened.search("staging database")["hits"]] == [kept["id"]]
+        assert reopened.search("hardware key")["count"] == 0
+        assert_index_matches_files(reopened)
+
+
+def test_opening_on_a_full_disk_warns_in_one_line_and_still_reads(
+    vault: Vault, clock, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    kept = vault.remember("The staging database resets on Sundays")["memory"]
+    vault.close()
+    (vault.root / "by-hand.md").write_text("A note written while the disk was full\n")
+
+    def full(*_args: object, **_kwargs: object) -> None:
+        raise sqlite3.OperationalError("database or disk is full")
+
+    monkeypatch.setattr(Index, "upsert", full)
+    with Vault(vault.root, clock=clock) as reopened:
+        err = capsys.readouterr().err
+        assert "could not bring the index up to date" in err and "Traceback" not in err
+        assert len(err.strip().splitlines()) == 1
+        assert [h["id"] for h in reopened.search("staging database")["hits"]] == [kept["id"]]
+
+
+def test_cli_reads_never_print_a_traceback_on_a_broken_index(tmp_path: Path) -> None:
+    root = tmp_path / ".memory"
+    run_cli("init", vault=root)
+    run_cli("add", "The staging database resets on Sundays", vault=root)
+    (root / ".index" / "index.sqlite3").write_bytes(b"this is not a database" * 100)
+    for wal in (root / ".index").glob("index.sqlite3-*"):
+        wal.unlink()
+    for command in (["search", "staging"], ["list"], ["stats"]):
+        result = run_cli(*command, vault=root)
+        assert "Traceback" not in result.stderr, (command, result.stderr)
+        assert len(result.stderr.strip().splitlines()) <= 2, (command, result.stderr)
+
+
+# ----------------------------------------------------------------------------- 9. the vault vanishes
+
+
+def test_a_vault_renamed_under_a_running_process_is_reported_not_recreated(vault: Vault) -> None:
+    vault.remember("Written before the move")
+    moved = vault.root.with_name("moved")
+    vault.root.rename(moved)
+    try:
+        with pytest.raises(VaultGone, match="moved or deleted"):
+            vault.remember("Written after the move")
+        with pytest.raises(VaultGone):
+            vault.search("written")
+        assert not vault.root.exists()  # the old path was not recreated
+    finally:
+        moved.rename(vault.root)
+
+
+# ----------------------------------------------------------------------------- 10. one lock, two index places
+
+
+def test_processes_with_and_without_an_index_dir_never_store_one_fact_twice(tmp_path: Path) -> None:
+    root = tmp_path / "v"
+    Vault.init(root).close()
+    # Every process opens the vault (and reconciles) before any of them writes: the
+    # worst case for a process whose index is elsewhere than the others'.
+    script = (
+        "import sys, time, pathlib\nfrom agent_memory.vault import Vault\n"
+        "with Vault(sys.argv[1]) as v:\n"
+        "    pathlib.Path(sys.argv[2]).touch()\n"
+        "    while not pathlib.Path(sys.argv[3]).exists(): time.sleep(0.01)\n"
+        "    v.remember('The release train leaves on Thursdays')\n"
+    )
+    go = tmp_path / "go"
+    env_elsewhere = {**os.environ, "AGENT_MEMORY_INDEX_DIR": str(tmp_path / "cache")}
+    env_home = {k: v for k, v in os.environ.items() if k != "AGENT_MEMORY_INDEX_DIR"}
+    procs = [
+        subprocess.Popen([sys.executable, "-c", script, str(root), str(tmp_path / f"ready-{n}"), str(go)],
+                         env=env_elsewhere if n % 2 else env_home, stderr=subprocess.PIPE)
+        for n in range(8)
+    ]
+    deadline = time.monotonic() + 60
+    while len(list(tmp_path.glob("ready-*"))) < len(procs) and time.monotonic() < deadline:
+        time.sleep(0.02)
+    go.touch()
+    for proc in procs:
+        _, err = proc.communicate(timeout=60)
+        assert proc.returncode == 0, err.decode()
+    assert len(md_files(root)) == 1
+
+
+def test_the_package_imports_without_fcntl(tmp_path: Path) -> None:
+    """Windows has no fcntl: the package must still import and work in one process."""
+    code = (
+        "import sys\nsys.modules['fcntl'] = None\n"
+        "from agent_memory.vault import Vault\n"
+        f"v = Vault.init({str(tmp_path / 'v')!r})\n"
+        "print(v.remember('Works without fcntl')['memory']['id'])\n"
+        "print(v.search('fcntl')['count'])\n"
+    )
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.split()[-1] == "1"
+
+
+# ----------------------------------------------------------------------------- 11. symlinked control folders
+
+
+@pytest.mark.parametrize("name", [".trash", ".index", ".prompts"])
+def test_a_symlinked_control_folder_is_refused_and_nothing_outside_is_touched(tmp_path: Path, name: str) -> None:
+    root = tmp_path / "v"
+    Vault.init(root).close()
+    outside = tmp_path / "docs"
+    outside.mkdir()
+    (outside / "thesis.docx").write_bytes(b"four years of work")
+    if name == ".index":
+        import shutil
+
+        shutil.rmtree(root / ".index")
+    (root / name).symlink_to(outside, target_is_directory=True)
+    with pytest.raises(VaultError, match=f"{name} is a symlink"):
+        Vault(root)
+    assert sorted(p.name for p in outside.iterdir()) == ["thesis.docx"]
+
+
+def test_a_symlinked_folder_inside_the_trash_is_never_written_or_purged_through(vault: Vault, clock) -> None:
+    outside = vault.root.parent / "taxes"
+    outside.mkdir()
+    (outside / "taxes.pdf").write_bytes(b"receipts")
+    made = vault.remember("A fact to forget")["memory"]
+    (vault.root / ".trash").mkdir(exist_ok=True)
+    (vault.root / ".trash" / "2026").symlink_to(outside, target_is_directory=True)
+    with pytest.raises(Exception, match="not in the vault's .trash"):
+        vault.forget(made["id"])
+    assert (vault.root / made["path"]).exists()
+    clock.advance(days=400)
+    vault.gc(older_than_days=0)
+    assert sorted(p.name for p in outside.iterdir()) == ["taxes.pdf"]
+
+
+def test_a_lock_file_that_is_a_folder_is_a_clear_error(vault: Vault) -> None:
+    lock = vault.root / ".index" / "write.lock"
+    lock.unlink(missing_ok=True)
+    lock.mkdir()
+    with pytest.raises(VaultError, match="lock file .* is not a regular file; remove it"):
+        vault.remember("Anything")
+
+
+# ----------------------------------------------------------------------------- 12. read-time confinement
+
+
+def test_export_never_follows_a_memory_replaced_by_a_symlink(vault: Vault, tmp_path: Path) -> None:
+    secret = tmp_path / "id_rsa"
+    secret.write_text("PRIVATE KEY MATERIAL\n")
+    made = vault.remember("An ordinary memory")["memory"]
+    (vault.root / made["path"]).unlink()
+    (vault.root / made["path"]).symlink_to(secret)
+    exported = vault.export_memories()
+    assert all("PRIVATE KEY" not in m["content"] for m in exported)
+
+
+def test_a_folder_swapped_for_a_symlink_between_check_and_open_is_refused(
+    vault: Vault, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    made = vault.remember("An ordinary memory")["memory"]
+    folder = (vault.root / made["path"]).parent
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    (elsewhere / Path(made["path"]).name).write_text("---\nid: x\n---\nPRIVATE KEY MATERIAL\n")
+    real_open = os.open
+
+    def swap_then_open(path: object, flags: int, *args: object) -> int:
+        if str(path).endswith(made["path"]) and folder.is_dir() and not folder.is_symlink():
+            folder.rename(folder.with_name("real"))
+            folder.symlink_to(elsewhere, target_is_directory=True)
+        return real_open(path, flags, *args)
+
+    monkeypatch.setattr(store_module.os, "open", swap_then_open)
+    assert vault.store.read(made["path"]) is None
+
+
+# ----------------------------------------------------------------------------- small items
+
+
+def test_our_orphaned_temp_files_are_removed_on_open_and_nobody_elses(vault: Vault, clock) -> None:
+    folder = vault.root / "2026"
+    folder.mkdir()
+    ours_old, ours_young = folder / ".0123456789ab.agent-memory.tmp", folder / ".ba9876543210.agent-memory.tmp"
+    theirs = folder / ".draft.md.tmp"
+    for path in (ours_old, ours_young, theirs):
+        path.write_bytes(b"half a file")
+    an_hour_ago = time.time() - 3600
+    for path in (ours_old, theirs):
+        os.utime(path, (an_hour_ago, an_hour_ago))
+    vault.close()
+    Vault(vault.root, clock=clock).close()
+    assert not ours_old.exists() and ours_young.exists() and theirs.exists()
+
+
+def test_the_write_lock_and_import_staging_stay_in_the_vault(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("AGENT_MEMORY_INDEX_DIR", str(tmp_path / "cache"))
+    with Vault.init(tmp_path / "v") as vault:
+        vault.import_memories([{"content": f"Imported fact {n}"} for n in range(3)])
+        assert (vault.root / ".index" / "write.lock").is_file()
+        assert not (vault.root / ".index" / "import").exists()  # finished and cleaned up
+        assert len(md_files(vault.root)) == 3
+
+
+def test_a_read_only_vault_can_still_be_searched(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                 capsys: pytest.CaptureFixture[str]) -> None:
+    source = tmp_path / "src"
+    Vault.init(source).close()
+    (source / "note.md").write_text("The staging database resets on Sundays\n")
+    import shutil
+
+    shutil.rmtree(source / ".index")
+    mounted = tmp_path / "ro"
+    mounted.mkdir()
+    done = subprocess.run(["mount", "--bind", str(source), str(mounted)], capture_output=True)
+    if done.returncode != 0:
+        pytest.skip(f"a read-only bind mount is not possible here: {done.stderr.decode().strip()}")
+    try:
+        subprocess.run(["mount", "-o", "remount,bind,ro", str(mounted)], check=True, capture_output=True)
+        monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+        with Vault(mounted) as vault:
+            assert "read-only" in capsys.readouterr().err
+            assert [h["path"] for h in vault.search("staging database")["hits"]] == ["note.md"]
+            with pytest.raises(VaultError, match="read-only"):
+                vault.remember("A new fact")
+        assert (tmp_path / "cache" / "agent-memory").is_dir()
+    finally:
+        subprocess.run(["umount", str(mounted)], capture_output=True)
+
+
+def test_a_tool_edit_after_a_person_saved_meanwhile_keeps_their_save(vault: Vault,
+                                                                     monkeypatch: pytest.MonkeyPatch) -> None:
+    from agent_memory import locking
+
+    made = vault.remember("The staging database resets on Sundays")["memory"]
+    path = vault.root / made["path"]
+    real_swap = locking.swap
+
+    def person_saves_first(tmp: Path, target: Path) -> bool:
+        target.write_text(target.read_text() + "Saved by a person at this very moment.\n")
+        return real_swap(tmp, target)
+
+    monkeypatch.setattr(locking, "swap", person_saves_first)
+    with pytest.raises(SavedMeanwhile):
+        vault.update(made["id"], add_tags=["ops"])
+    monkeypatch.undo()
+    assert path.read_text().endswith("Saved by a person at this very moment.\n")
+    assert "ops" not in vault.get(made["id"])["tags"]
+    assert_index_matches_files(vault)
+
+
+def test_without_an_atomic_swap_a_differing_file_is_still_never_overwritten(
+    vault: Vault, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from agent_memory import locking
+
+    made = vault.remember("The staging database resets on Sundays")["memory"]
+    path = vault.root / made["path"]
+    real_read = store_module._bytes_of
+
+    def no_swap(_a: Path, _b: Path) -> bool:
+        path.write_text(path.read_text() + "Saved by a person.\n")  # lands before the last check
+        return False  # as on NFS, FUSE or Windows
+
+    monkeypatch.setattr(locking, "swap", no_swap)
+    with pytest.raises(SavedMeanwhile):
+        vault.update(made["id"], add_tags=["ops"])
+    assert path.read_text().endswith("Saved by a person.\n")
+    monkeypatch.setattr(locking, "swap", lambda _a, _b: False)
+    assert vault.update(made["id"], add_tags=["ops"])["changed"] is True  # the fallback still writes
+    assert "ops" in vault.get(made["id"])["tags"] and path.read_text().endswith("Saved by a person.\n")
+    assert real_read is store_module._bytes_of
+    assert_index_matches_files(vault)
+
+
+def test_disk_errors_name_the_cause(vault: Vault, monkeypatch: pytest.MonkeyPatch) -> None:
+    def full(*_args: object, **_kwargs: object) -> None:
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    monkeypatch.setattr(store_module.Store, "_write_temp", full)
+    with pytest.raises(VaultError, match="the disk is full"):
+        vault.remember("A fact for a full disk")
+    assert md_files(vault.root) == []
