@@ -20,6 +20,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from .errors import VaultError
+from .store import Store
 
 STAGING_DIRNAME = "import"
 MANIFEST = "manifest.json"
@@ -35,6 +36,7 @@ class Staging:
         self._publish = publish  # Store.publish: a staged file to its free name
         self._write_temp = write_temp
         self._root = root
+        self._ours = False  # whether this import made the staging folder (only then may clear() remove it)
 
     def pending(self) -> bool:
         return self.folder.exists()
@@ -43,6 +45,7 @@ class Staging:
         """Write every file of the import, then the manifest (the commit point)."""
         if self.pending():
             raise VaultError(f"An earlier import is still staged in {self.folder}; reopen the vault to finish it.")
+        self._ours = True  # under the vault's lock, with no staging folder: what appears now is this import's
         self.files.mkdir(parents=True)
         items = []
         for n, (rel, data) in enumerate(plans):
@@ -51,8 +54,10 @@ class Staging:
             items.append({"n": n, "path": rel})
             if on_write is not None:
                 on_write(n + 1)
+        Store._fsync_dir(self.files)  # every staged name is durable before the commit point...
         manifest = self._write_temp(self.folder, json.dumps({"items": items}).encode("utf-8"))
         os.rename(manifest, self.folder / MANIFEST)
+        Store._fsync_dir(self.folder)  # ...and the commit point before any file reaches the vault
 
     def publish(self, on_publish: Callable[[int], None] | None = None) -> list[str]:
         """Publish every staged file not yet in the vault; returns all their vault paths."""
@@ -87,7 +92,15 @@ class Staging:
         return None
 
     def clear(self) -> None:
-        """Remove the staging folder: only files the import staged are in it."""
+        """Remove this import's staging folder: only files it staged are in it.
+
+        A folder this import did not make is left alone: it is an earlier import that a
+        crash interrupted (``stage`` refused to start over it), and once its manifest is
+        there removing it would leave that import half published. ``recover`` finishes it."""
+        if self._ours:
+            self._remove()
+
+    def _remove(self) -> None:
         shutil.rmtree(self.folder, ignore_errors=True)
 
     def recover(self) -> list[str]:
@@ -96,8 +109,8 @@ class Staging:
         if not self.pending():
             return []
         if not (self.folder / MANIFEST).exists():
-            self.clear()
+            self._remove()
             return []
         published = self.publish()
-        self.clear()
+        self._remove()
         return published
