@@ -7,6 +7,7 @@ transaction as its row (per-row triggers are 3-5x slower on bulk loads).
 
 from __future__ import annotations
 
+import contextlib
 import datetime as dt
 import heapq
 import itertools
@@ -241,12 +242,22 @@ def _words_text(title: str, tags: str, body: str) -> str:
 class Index:
     """One SQLite file in WAL mode, shared safely by threads of one process and by
     several processes (``BEGIN IMMEDIATE`` + busy timeout; writers also hold the
-    vault's file lock)."""
+    vault's file lock).
+
+    Writes go through one connection, one transaction at a time. Reads get a connection
+    per thread (WAL lets them run beside a writer and each other), so one slow recall
+    never makes another client wait; inside a transaction its own thread reads through
+    the writing connection, to see what it just wrote."""
 
     def __init__(self, folder: Path) -> None:
         self.folder = folder
         self.path = folder / DB_NAME
         self._lock = threading.RLock()
+        self._local = threading.local()
+        self._readers: list[sqlite3.Connection] = []
+        self._readers_lock = threading.Lock()
+        self._epoch = 0  # bumped when the file is reopened: readers of the old one are replaced
+        self._writer: int | None = None  # the thread inside a transaction
         self.rebuilt_schema = False
         self.discarded_corrupt = False
         self._conn: sqlite3.Connection | None = None
@@ -313,14 +324,35 @@ class Index:
         if inode == self._inode:
             return False
         with self._lock:
-            self.close()
+            self._close_writer()
             self._open()
         return True
 
-    def close(self) -> None:
+    def _close_writer(self) -> None:
+        self._epoch += 1
         if self._conn is not None:
             self._conn.close()
             self._conn = None
+
+    def close(self) -> None:
+        with self._readers_lock:
+            readers, self._readers = self._readers, []
+        for reader in readers:
+            reader.close()
+        self._close_writer()
+
+    def _reader(self) -> sqlite3.Connection:
+        """This thread's reading connection to the current file."""
+        held = getattr(self._local, "reader", None)
+        if held is not None and held[0] == self._epoch:
+            return held[1]  # type: ignore[no-any-return]
+        conn = sqlite3.connect(self.path, isolation_level=None, check_same_thread=False, timeout=30)
+        conn.row_factory = sqlite3.Row
+        conn.execute("PRAGMA busy_timeout = 30000")
+        with self._readers_lock:
+            self._readers.append(conn)
+        self._local.reader = (self._epoch, conn)
+        return conn
 
     @property
     def conn(self) -> sqlite3.Connection:
@@ -332,12 +364,16 @@ class Index:
         with self._lock:
             conn = self.conn
             conn.execute("BEGIN IMMEDIATE")
+            self._writer = threading.get_ident()
             try:
                 yield conn
+                conn.execute("COMMIT")
             except BaseException:
-                conn.execute("ROLLBACK")
+                if conn.in_transaction:  # also when COMMIT itself failed (a full disk)
+                    conn.execute("ROLLBACK")
                 raise
-            conn.execute("COMMIT")
+            finally:
+                self._writer = None
 
     def query(self, sql: str, params: Iterable[Any] = ()) -> list[sqlite3.Row]:
         """Run one read. Its work is bounded: past ``limits.MAX_QUERY_SECONDS`` SQLite
@@ -352,8 +388,9 @@ class Index:
                 return True  # nonzero: SQLite stops the statement with SQLITE_INTERRUPT
             return False
 
-        with self._lock:
-            conn = self.conn
+        writing = self._writer == threading.get_ident()
+        with self._lock if writing else contextlib.nullcontext():
+            conn = self.conn if writing else self._reader()
             conn.set_progress_handler(over_time, PROGRESS_STEPS)
             try:
                 return conn.execute(sql, tuple(params)).fetchall()

@@ -329,3 +329,31 @@ def test_disk_errors_name_the_cause(vault: Vault, monkeypatch: pytest.MonkeyPatc
     with pytest.raises(VaultError, match="the disk is full"):
         vault.remember("A fact for a full disk")
     assert md_files(vault.root) == []
+
+
+# ----------------------------------------------------------------------------- 13/14. readers never queue
+
+
+def test_a_slow_read_does_not_make_another_reader_wait(vault: Vault) -> None:
+    """Each thread reads on its own connection (the server runs tools in threads)."""
+    import threading
+
+    vault.remember("The staging database resets on Sundays")
+    slow_done = threading.Event()
+    slow_started = threading.Event()
+
+    def slow() -> None:
+        slow_started.set()
+        vault.index.query("WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM n WHERE i < 10000000) "
+                          "SELECT count(*) FROM n")
+        slow_done.set()
+
+    worker = threading.Thread(target=slow)
+    worker.start()
+    slow_started.wait(10)
+    time.sleep(0.2)  # well inside the slow query (about a second here)
+    try:
+        assert vault.search("staging database")["count"] == 1
+        assert not slow_done.is_set(), "the search waited for the slow query"
+    finally:
+        worker.join(30)
