@@ -6,7 +6,9 @@ place atomically: that rename is the commit point. Publishing links each staged 
 to its free name in the vault and then removes the staged name. On the next open after
 a crash, an import without a manifest is dropped (nothing of it reached the vault) and
 one with a manifest is finished. A file published just before the crash still shares
-its inode with its staged name, so it is found there and never published twice. The
+its inode with its staged name, so it is found there and never published twice (nor
+when a process that had the vault open forgot or edited it since: the inode's other
+link, or its id under its name, tells). The
 staging lives in the vault's own ``.index/`` (never in a database that may be elsewhere
 or deleted), and recovery removes only files the import itself staged.
 """
@@ -19,11 +21,21 @@ import shutil
 from collections.abc import Callable
 from pathlib import Path
 
+from . import note as notes
 from .errors import VaultError
 from .store import Store
 
 STAGING_DIRNAME = "import"
 MANIFEST = "manifest.json"
+
+
+def _own_id(path: Path) -> str:
+    """The id a file's front matter gives itself ("" for none, or unreadable)."""
+    try:
+        note = notes.parse(path.read_bytes(), path.name)
+    except OSError:
+        return ""
+    return note.id if note.own_id else ""
 
 
 class Staging:
@@ -59,8 +71,12 @@ class Staging:
         os.rename(manifest, self.folder / MANIFEST)
         Store._fsync_dir(self.folder)  # ...and the commit point before any file reaches the vault
 
-    def publish(self, on_publish: Callable[[int], None] | None = None) -> list[str]:
-        """Publish every staged file not yet in the vault; returns all their vault paths."""
+    def publish(self, on_publish: Callable[[int], None] | None = None, *, after_crash: bool = False) -> list[str]:
+        """Publish every staged file not yet in the vault; returns their vault paths.
+
+        ``after_crash``: a crash interrupted publishing (``recover``). Items are published
+        in order, each staged name removed once its file is in the vault, so only the first
+        item still staged can have reached the vault before the crash."""
         items = json.loads((self.folder / MANIFEST).read_text(encoding="utf-8"))["items"]
         published: list[str] = []
         for done, item in enumerate(items, 1):
@@ -71,25 +87,43 @@ class Staging:
                 found = os.stat(staged)
             except FileNotFoundError:
                 continue  # published, and its staged name removed, before a crash
-            where = self._already_published(found, folder, name[:-3]) if found.st_nlink > 1 else None
-            published.append(where or self._publish(staged, folder, name[:-3]))
+            where = self._already_published(staged, found, folder, name[:-3]) if after_crash else None
+            after_crash = False
+            if where is None:
+                where = self._publish(staged, folder, name[:-3])
+            if where:  # "": published before a crash, then forgotten or edited: it stays as it is now
+                published.append(where)
             staged.unlink()
             if on_publish is not None:
                 on_publish(done)
         return published
 
-    def _already_published(self, staged: os.stat_result, folder: str, slug: str) -> str | None:
-        """Where a staged file was linked before a crash: the name sharing its inode."""
+    def _already_published(self, path: Path, staged: os.stat_result, folder: str, slug: str) -> str | None:
+        """Whether a staged file reached the vault before a crash: the vault path sharing
+        its inode; "" when it did but has changed since; None when it never did.
+
+        Publishing links the staged file to the first free name of its slug, so that is
+        where it is. Before the next open a process that had the vault open may have
+        forgotten it (the inode moved to ``.trash/``) or edited it (a new file under
+        that name, the old inode parked, then deleted): a file of the slug holding the
+        staged file's own id, or a second link to the staged inode elsewhere, means it
+        was published, and publishing it again would bring back a forgotten memory or
+        give one id two files."""
         base = self._root / folder
+        own_id = None
         for n in range(1, 10_000):
             name = f"{slug}.md" if n == 1 else f"{slug}-{n}.md"
             try:
                 there = os.stat(base / name)
             except FileNotFoundError:
-                return None
+                break
             if (there.st_dev, there.st_ino) == (staged.st_dev, staged.st_ino):
                 return f"{folder}/{name}" if folder else name
-        return None
+            if own_id is None:
+                own_id = _own_id(path)
+            if own_id and _own_id(base / name) == own_id:
+                return ""
+        return "" if staged.st_nlink > 1 else None
 
     def clear(self) -> None:
         """Remove this import's staging folder: only files it staged are in it.
@@ -111,6 +145,6 @@ class Staging:
         if not (self.folder / MANIFEST).exists():
             self._remove()
             return []
-        published = self.publish()
+        published = self.publish(after_crash=True)
         self._remove()
         return published
