@@ -16,6 +16,7 @@ import math
 import os
 import sqlite3
 import threading
+import weakref
 import time
 from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
@@ -239,6 +240,18 @@ def _words_text(title: str, tags: str, body: str) -> str:
     return f"{title}\n{tags}\n{body}"
 
 
+class _Reader:
+    """One thread's reading connection; closed when the thread's local data goes."""
+
+    def __init__(self, epoch: int, conn: sqlite3.Connection) -> None:
+        self.epoch = epoch
+        self.conn = conn
+        self._finalizer = weakref.finalize(self, conn.close)
+
+    def close(self) -> None:
+        self._finalizer()
+
+
 class Index:
     """One SQLite file in WAL mode, shared safely by threads of one process and by
     several processes (``BEGIN IMMEDIATE`` + busy timeout; writers also hold the
@@ -254,7 +267,7 @@ class Index:
         self.path = folder / DB_NAME
         self._lock = threading.RLock()
         self._local = threading.local()
-        self._readers: list[sqlite3.Connection] = []
+        self._readers: weakref.WeakSet[_Reader] = weakref.WeakSet()
         self._readers_lock = threading.Lock()
         self._epoch = 0  # bumped when the file is reopened: readers of the old one are replaced
         self._writer: int | None = None  # the thread inside a transaction
@@ -336,22 +349,27 @@ class Index:
 
     def close(self) -> None:
         with self._readers_lock:
-            readers, self._readers = self._readers, []
+            readers, self._readers = list(self._readers), weakref.WeakSet()
         for reader in readers:
             reader.close()
         self._close_writer()
 
     def _reader(self) -> sqlite3.Connection:
-        """This thread's reading connection to the current file."""
-        held = getattr(self._local, "reader", None)
-        if held is not None and held[0] == self._epoch:
-            return held[1]  # type: ignore[no-any-return]
+        """This thread's reading connection to the current file. It is closed when its
+        thread ends (the server's worker threads come and go), when the file is reopened
+        (a new epoch replaces it) or when the index is closed: none leaks."""
+        held: _Reader | None = getattr(self._local, "reader", None)
+        if held is not None and held.epoch == self._epoch:
+            return held.conn
         conn = sqlite3.connect(self.path, isolation_level=None, check_same_thread=False, timeout=30)
         conn.row_factory = sqlite3.Row
         conn.execute("PRAGMA busy_timeout = 30000")
+        reader = _Reader(self._epoch, conn)
         with self._readers_lock:
-            self._readers.append(conn)
-        self._local.reader = (self._epoch, conn)
+            self._readers.add(reader)
+        if held is not None:
+            held.close()
+        self._local.reader = reader
         return conn
 
     @property

@@ -89,13 +89,27 @@ class WriteLock:
         """How many nested holds this process has (1: the outermost)."""
         return self._depth
 
+    def _acquire(self) -> int:
+        """Lock the file that is at the lock's path *now*: if ``.index/`` was deleted (it
+        is only a cache) while another process waited on the old file, that process
+        would hold a lock nobody else takes; so after locking, check and retry."""
+        while True:
+            fd = self._open()
+            _lock_fd(fd)
+            try:
+                same = os.path.samestat(os.fstat(fd), os.stat(self.path))
+            except OSError:
+                same = False
+            if same:
+                return fd
+            _unlock_fd(fd)
+            os.close(fd)
+
     @contextmanager
     def hold(self) -> Iterator[None]:
         with self._thread_lock:
             if self._depth == 0:
-                fd = self._open()
-                _lock_fd(fd)
-                self._fd = fd
+                self._fd = self._acquire()
             self._depth += 1
             try:
                 yield
@@ -156,6 +170,7 @@ def _libc_function(name: str) -> Callable[..., int] | None:
         return None
 
 
+_RENAME_NOREPLACE = 1  # linux/fs.h
 _renameat2 = _libc_function("renameat2") if sys.platform.startswith("linux") else None
 _renamex_np = _libc_function("renamex_np") if sys.platform == "darwin" else None
 _swap_refused = {errno.EINVAL, errno.ENOSYS, errno.ENOTSUP, errno.EOPNOTSUPP, errno.EXDEV, errno.EPERM}
@@ -180,3 +195,30 @@ def swap(a: Path, b: Path) -> bool:
     if code in _swap_refused:
         return False
     raise OSError(code, os.strerror(code), str(b))
+
+
+def move_no_replace(src: Path, dst: Path) -> None:
+    """Give ``src`` the name ``dst`` in one step, never replacing a file there
+    (``FileExistsError`` if one is). ``renameat2(RENAME_NOREPLACE)`` where Linux has it;
+    else a hard link then removing the old name; where there are no hard links (exFAT,
+    some network drives), an exclusive create of the name, then a rename over that
+    placeholder: never an overwrite of someone's file."""
+    if _renameat2 is not None:
+        if _renameat2(_AT_FDCWD, os.fsencode(src), _AT_FDCWD, os.fsencode(dst), _RENAME_NOREPLACE) == 0:
+            return
+        code = ctypes.get_errno()
+        if code == errno.EEXIST:
+            raise FileExistsError(code, os.strerror(code), str(dst))
+        if code not in _swap_refused:
+            raise OSError(code, os.strerror(code), str(dst))
+    try:
+        os.link(src, dst)
+    except FileExistsError:
+        raise
+    except OSError as exc:
+        if exc.errno not in (errno.EPERM, errno.ENOTSUP, errno.EOPNOTSUPP, errno.EXDEV, errno.EMLINK, errno.ENOSYS):
+            raise
+        os.close(os.open(dst, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644))
+        os.replace(src, dst)
+        return
+    os.unlink(src)

@@ -13,11 +13,12 @@ from . import note as notes
 from . import transfer
 from .clock import iso
 from .core import Progress, VaultCore
-from .errors import InvalidInput, NotFound
+from .errors import InvalidInput, NotFound, PathRefused
 from .index import SCHEMA_VERSION, TOKENIZER, Filters
 from .limits import MAX_BATCH, check_content, check_limit, check_offset, check_text, namespace_filter
 from .models import ExportedMemory, ExportPage, GcResult, ImportResult, RestoreResult, Stats, TrashEntry
 from .staging import Staging
+from .store import is_memory_path
 
 TRASH_DAYS = 30
 SEARCH_MODE = (
@@ -194,10 +195,15 @@ class Maintenance(VaultCore):
             entry = self.store.trash.find(key)
             if entry is None:
                 raise NotFound(key)
+            if not (is_memory_path(entry.source) and self.store.unaliased(entry.source)):
+                # The ledger is a file in the vault: a sync tool or a pull can bring any line.
+                raise PathRefused(f"{entry.trash} is recorded as coming from {entry.source!r}, which is not a place "
+                                  "in the vault a memory can be restored to; move the file by hand.")
             if os.path.lexists(self.store.abspath(entry.source)):
                 raise InvalidInput(
-                    f"{entry.source} exists, so {entry.trash} was not restored over it. Move or forget the current "
-                    f"file first, or open {entry.trash} and copy what you need from it."
+                    f"{entry.source} exists, so {entry.trash} was not restored over it. Move or rename the current "
+                    f"file first, then `agent-memory restore {entry.trash}` (by its trash path, so the right copy "
+                    "comes back), or open it and copy what you need."
                 )
             try:
                 self.store.trash.take_out(entry, self.store.abspath(entry.source))

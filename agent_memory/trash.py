@@ -20,6 +20,7 @@ import stat as stat_kind
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
+from . import locking
 from .errors import PathRefused, VaultError, disk_error
 
 TRASH_DIRNAME = ".trash"
@@ -37,6 +38,8 @@ class Entry:
     reason: str  # one of REASONS
     at: str  # canonical UTC time it was put there
     sha256: str  # of the bytes put there: a file holding others is not the tool's any more
+    inode: int = 0  # and the file itself: a person's rename (say, Obsidian deleting a note
+    ctime_ns: int = 0  # they had moved back) changes its ctime, so it is not the tool's either
 
     def to_json(self) -> str:
         return json.dumps(dataclasses.asdict(self), ensure_ascii=False, sort_keys=True)
@@ -125,9 +128,21 @@ class Trash:
         tmp.write_text("".join(e.to_json() + "\n" for e in keep), encoding="utf-8")
         os.replace(tmp, self.ledger)
 
+    def _still_ours(self, entry: Entry) -> bool:
+        """The entry's file is the one the tool put there, unchanged: same bytes, and (where
+        recorded) the same inode and ctime, so a person's file at that path never counts."""
+        path = self.root / entry.trash
+        try:
+            found = os.lstat(path)
+        except OSError:
+            return False
+        if entry.inode and (found.st_ino, found.st_ctime_ns) != (entry.inode, entry.ctime_ns):
+            return False
+        return stat_kind.S_ISREG(found.st_mode) and _sha256(path) == entry.sha256
+
     def live(self) -> list[Entry]:
-        """Entries whose file is still there with the bytes the tool put there, newest first."""
-        return [e for e in reversed(self.entries()) if _sha256(self.root / e.trash) == e.sha256]
+        """Entries whose file is still there as the tool put it, newest first."""
+        return [e for e in reversed(self.entries()) if self._still_ours(e)]
 
     # ------------------------------------------------------------------ putting things in
     def _free_name(self, source: str, reason: str, now: str) -> Path:
@@ -156,16 +171,13 @@ class Trash:
         target = self._free_name(source, reason, now)
         self._make_folder(target.parent)
         try:
-            os.link(path, target)  # never replaces a file already in the trash
+            locking.move_no_replace(path, target)  # never over a file already in the trash
         except FileExistsError:
             return self._move_in(path, source, memory_id, reason, now)
-        except OSError:
-            os.rename(path, target)  # no hard links here: the free name was just checked
-        else:
-            os.unlink(path)
-        os.utime(target)  # kept from now on, not from its last edit
+        found = os.lstat(target)
         rel = target.relative_to(self.root).as_posix()
-        self._append(Entry(trash=rel, source=source, id=memory_id, reason=reason, at=now, sha256=digest))
+        self._append(Entry(trash=rel, source=source, id=memory_id, reason=reason, at=now, sha256=digest,
+                           inode=found.st_ino, ctime_ns=found.st_ctime_ns))
         self._fsync_dir(target.parent)
         return rel
 
@@ -199,7 +211,7 @@ class Trash:
                 continue
             if not os.path.lexists(path):
                 continue  # restored or removed by hand: the record goes
-            if now - at >= older_than and _sha256(path) == entry.sha256 and not path.is_symlink():
+            if now - at >= older_than and self._still_ours(entry):
                 path.unlink()
                 removed.append(entry.trash)
             else:
@@ -219,19 +231,15 @@ class Trash:
     def take_out(self, entry: Entry, target: Path) -> None:
         """Put an entry back at ``target``, never replacing a file there."""
         path = self._inside(entry.trash)
-        target.parent.mkdir(parents=True, exist_ok=True)
         try:
-            os.link(path, target)
+            target.parent.mkdir(parents=True, exist_ok=True)
+            locking.move_no_replace(path, target)
+            self._fsync_dir(target.parent)
+            self._rewrite([e for e in self.entries() if e != entry])
         except FileExistsError:
             raise
-        except OSError:
-            if os.path.lexists(target):
-                raise FileExistsError(str(target)) from None
-            os.rename(path, target)
-        else:
-            os.unlink(path)
-        self._fsync_dir(target.parent)
-        self._rewrite([e for e in self.entries() if e != entry])
+        except OSError as exc:
+            raise disk_error(exc, f"restore {entry.trash}") from exc
 
     def files(self) -> Iterator[Path]:
         """Every file in the trash (the tool's and others'), for counting."""

@@ -357,3 +357,53 @@ def test_a_slow_read_does_not_make_another_reader_wait(vault: Vault) -> None:
         assert not slow_done.is_set(), "the search waited for the slow query"
     finally:
         worker.join(30)
+
+
+def test_reading_threads_that_come_and_go_leave_no_open_connections(vault: Vault) -> None:
+    """The server's worker threads exit when idle: their connections must go with them."""
+    import gc
+    import threading
+
+    vault.remember("The staging database resets on Sundays")
+
+    def open_files() -> int:
+        return len(os.listdir("/proc/self/fd"))
+
+    if not Path("/proc/self/fd").is_dir():
+        pytest.skip("no /proc/self/fd on this system to count open files")
+    vault.search("staging")
+    before = open_files()
+    for _ in range(100):
+        worker = threading.Thread(target=lambda: vault.search("staging"))
+        worker.start()
+        worker.join()
+    gc.collect()
+    assert open_files() <= before + 2
+
+
+def test_restore_never_writes_where_a_tampered_ledger_points(vault: Vault, tmp_path: Path) -> None:
+    import json
+
+    from agent_memory.errors import PathRefused
+
+    made = vault.remember("A fact to forget")["memory"]
+    trashed = vault.forget(made["id"])["trashed_to"]
+    ledger = vault.root / ".trash" / ".agent-memory.jsonl"
+    for source in ("../outside.md", ".git/hooks/pre-commit"):
+        entry = json.loads(ledger.read_text().splitlines()[-1])
+        entry["source"] = source
+        ledger.write_text(json.dumps(entry) + "\n")
+        with pytest.raises(PathRefused, match="not a place in the vault"):
+            vault.restore(trashed)
+    assert not (vault.root.parent / "outside.md").exists() and not (vault.root / ".git").exists()
+
+
+def test_gc_keeps_a_note_a_person_trashed_again_at_the_same_path(vault: Vault, clock) -> None:
+    made = vault.remember("A fact forgotten, then wanted back")["memory"]
+    trashed = vault.root / vault.forget(made["id"])["trashed_to"]
+    (vault.root / made["path"]).write_bytes(trashed.read_bytes())  # the person copies it back...
+    trashed.unlink()
+    os.rename(vault.root / made["path"], trashed)  # ...and later deletes it in Obsidian, to the same place
+    clock.advance(days=60)
+    assert vault.gc()["removed"] == []
+    assert trashed.exists()
