@@ -1,4 +1,4 @@
-"""The SQLite cache of the vault: schema, writes, and search SQL built apart from running it.
+"""The SQLite cache of the vault: schema, writes and reads (recall's SQL is in ``recall.sql``).
 
 It only ever holds what can be derived from the files again, so a schema change simply
 drops and rebuilds it. FTS5 is an external-content table written explicitly in the same
@@ -8,11 +8,7 @@ transaction as its row (per-row triggers are 3-5x slower on bulk loads).
 from __future__ import annotations
 
 import contextlib
-import datetime as dt
-import heapq
-import itertools
 import json
-import math
 import os
 import sqlite3
 import threading
@@ -27,7 +23,8 @@ from typing import Any
 from . import limits
 from .errors import MemoryError_
 from .note import Note
-from .query import Term, all_expr, any_expr, cjk_index_text, date_tokens, highlight
+from .recall.sql import Filters
+from .recall.terms import cjk_index_text, date_tokens
 
 SCHEMA_VERSION = 3
 DB_NAME = "index.sqlite3"
@@ -94,25 +91,7 @@ COLUMNS = (
 _MONTHS = "January February March April May June July August September October November December".split()
 
 
-# Ranking knobs (measured on LoCoMo conversations 1-5, see benchmarks/README.md).
-COMMON_DF = 2000  # a term in more memories than this is only looked up among candidates
-COMBINATION_QUERIES = 6  # FTS AND queries looking for memories with several common terms
-COMMON_POOL = 200  # candidates when every term is common: the newest memories matching any
-CONTEXT_SOURCES = 30  # the best candidates whose neighbours are lifted
-CONTEXT_WINDOW = dt.timedelta(minutes=30)  # how far apart neighbours may be written
-CONTEXT_SHARES = {1: 0.5, -1: 0.4, 2: 0.3, -2: 0.2}  # position after (+) / before (-) the source
-QUESTION_BOOST = 2.0  # a source asking a question lifts what follows it this much more
-QUESTION_WEIGHT = 0.8  # what a memory asking a question counts for itself
-QUESTION_CHECKED = 100  # the best candidates checked for a question mark
-PREFIX_EXPANSIONS = 30  # most longer words one prefix stands for
-VOCAB_CANDIDATES = 300  # most vocabulary words compared with a typo
-# FTS5's snippet() scores every window against every match: quadratic in the matches of
-# a row (a 256 KB body of common words took 20 s). Bodies longer than this many
-# characters get a window picked in one pass over highlight()'s output instead.
-SNIPPET_SCORED_BODY = 4096
-SNIPPET_TOKENS = 16  # words in a snippet
 PROGRESS_STEPS = 10_000  # SQLite VM steps between two checks of a query's deadline
-_MARK_OPEN, _MARK_CLOSE = "\x02", "\x03"  # highlight()'s markers: char(2), char(3)
 
 
 class QueryInterrupted(MemoryError_):
@@ -136,21 +115,6 @@ def indexed_body(body: str) -> str:
     return head
 
 
-@dataclass(frozen=True)
-class TermMatch:
-    """A term's document frequency in the whole index (estimated when common), and the
-    memories within the filters it matches (None when common: too many to read)."""
-
-    term: Term
-    df: float
-    rids: set[int] | None
-
-
-def _idf(n: float, population: int) -> float:
-    """BM25's IDF of a term in ``n`` of ``population`` memories."""
-    return math.log(1 + (population - n + 0.5) / (n + 0.5))
-
-
 def link_key(target: str) -> str:
     """How a wikilink target or a path is compared: case-insensitive, no ``.md``."""
     key = target.strip().replace("\\", "/").lstrip("/").casefold()
@@ -164,36 +128,6 @@ class FileFacts:
     size: int
     mtime_ns: int
     sha256: str
-
-
-@dataclass(frozen=True)
-class Filters:
-    """Search and list filters; all applied inside SQL, before any LIMIT."""
-
-    namespace: str | None = None
-    tags: tuple[str, ...] = ()
-    since: str | None = None  # created >= since (canonical UTC)
-    until: str | None = None  # created < until
-    path_prefix: str | None = None
-
-    def sql(self, alias: str = "m") -> tuple[str, list[Any]]:
-        clauses, params = [], []
-        if self.namespace:
-            clauses.append(f"{alias}.namespace = ?")
-            params.append(self.namespace)
-        for tag in self.tags:
-            clauses.append(f"EXISTS (SELECT 1 FROM tags t WHERE t.tag = ? AND t.rid = {alias}.rid)")
-            params.append(tag)
-        if self.since:
-            clauses.append(f"{alias}.created >= ?")
-            params.append(self.since)
-        if self.until:
-            clauses.append(f"{alias}.created < ?")
-            params.append(self.until)
-        if self.path_prefix:
-            clauses.append(f"substr({alias}.path, 1, ?) = ?")
-            params.extend([len(self.path_prefix), self.path_prefix])
-        return "".join(" AND " + c for c in clauses), params
 
 
 def _row_values(rid: int, note: Note, facts: FileFacts, body: str, cjk: str, dated: str) -> tuple[Any, ...]:
@@ -554,305 +488,6 @@ class Index:
             f"SELECT count(*) FROM memories m WHERE (m.expires IS NULL OR m.expires > ?){where}", [now, *params]
         )[0][0]
 
-    # ------------------------------------------------------------------ search
-    # How recall ranks (SPEC §5; the numbers are in benchmarks/README.md). Each term is
-    # looked up once (``match_terms``): the memories it matches within the filters, unless
-    # it is common (in more than ``COMMON_DF`` memories), whose matches are only checked
-    # among candidates, so no query reads a whole vault's worth of rows. Then: memories
-    # holding every term, by BM25 (title and tags above the body) then recency; else
-    # memories by IDF-weighted term coverage lifted by their neighbours, then BM25, then
-    # recency. BM25 is computed for terms that are not common only: FTS5 counts every
-    # document of every term it ranks, and a common term weighs almost nothing in it.
-    #
-    # Every query joins ``fts CROSS JOIN memories`` so that FTS drives: left to itself the
-    # planner starts from a namespace index and probes FTS once per memory (20x slower).
-    def match_terms(self, terms: list[Term], filters: Filters, now: str) -> list[TermMatch]:
-        """Per term: the memories within the filters that it matches, and how many
-        memories match it in the whole index (estimated when common)."""
-        where, params = filters.sql()
-        newest = self.query("SELECT max(rid) FROM memories")[0][0] or 0
-        out = []
-        for term in terms:
-            floor = self.query(
-                "SELECT rowid FROM fts WHERE fts MATCH ? ORDER BY rowid DESC LIMIT 1 OFFSET ?",
-                (term.expr, COMMON_DF - 1),
-            )
-            if floor:  # as dense among older memories as among the newest COMMON_DF
-                out.append(TermMatch(term, COMMON_DF * newest / max(newest - floor[0][0] + 1, 1), None))
-                continue
-            df = self.query("SELECT count(*) FROM fts WHERE fts MATCH ?", (term.expr,))[0][0]
-            rows = self.query(
-                "SELECT m.rid FROM fts CROSS JOIN memories m ON m.rid = fts.rowid "
-                f"WHERE fts MATCH ? AND (m.expires IS NULL OR m.expires > ?){where}",
-                [term.expr, now, *params],
-            ) if df else []
-            out.append(TermMatch(term, df, {row[0] for row in rows}))
-        return out
-
-    def all_terms(self, matches: list[TermMatch], filters: Filters, now: str, limit: int) -> list[tuple[int, float]]:
-        """Memories holding every term as (rid, score), best first: BM25 then newest.
-        When every term is common (the query names nothing specific), newest first."""
-        rare = [m for m in matches if m.rids is not None]
-        common = [m.term for m in matches if m.rids is None]
-        if not rare:
-            where, params = filters.sql()
-            # Row numbers follow the dated layout (and creation order since), so the
-            # highest ones are nearly the newest; their updated times settle the order.
-            rows = self.query(
-                "SELECT m.rid, m.updated FROM fts CROSS JOIN memories m ON m.rid = fts.rowid "
-                f"WHERE fts MATCH ? AND (m.expires IS NULL OR m.expires > ?){where} ORDER BY fts.rowid DESC LIMIT ?",
-                [all_expr(common), now, *params, max(5 * limit, 50)],
-            )
-            newest = sorted(rows, key=lambda row: row[1], reverse=True)[:limit]
-            return [(row[0], 0.0) for row in newest]
-        found = set.intersection(*(m.rids for m in rare if m.rids is not None))
-        if common and found:
-            found &= self._members(all_expr(common), "(" + all_expr([m.term for m in rare]) + ")", None)
-        bm25 = self.bm25(list(found), matches, every=True)
-        order = self._newest_first(found)
-        order.sort(key=lambda rid: -bm25.get(rid, 0.0))
-        return [(rid, bm25.get(rid, 0.0)) for rid in order[:limit]]
-
-    def _newest_first(self, rids: Iterable[int]) -> list[int]:
-        """``rids`` most recently updated first (the last tie-breaker)."""
-        rids = list(rids)
-        if not rids:
-            return []
-        updated = dict(
-            self.query("SELECT rid, updated FROM memories WHERE rid IN (SELECT value FROM json_each(?))", (json.dumps(rids),))
-        )
-        return sorted(rids, key=lambda rid: updated.get(rid, ""), reverse=True)
-
-    def coverage(self, matches: list[TermMatch], filters: Filters, now: str) -> tuple[dict[int, float], dict[int, list[str]]]:
-        """IDF-weighted term coverage: each memory's sum of the IDF of the terms it
-        matches (a rare word counts more than a common one), and which terms.
-
-        IDF is over the namespace searched (or the vault). Candidates are the memories
-        matching a term that is not common, whose common terms are then looked up with
-        one FTS AND query per term; and memories holding several common terms together
-        (``_combinations``), so that "melanie beach 2023" still finds a memory with all
-        three when each is in thousands of memories.
-        """
-        total = max(self.query("SELECT max(rid) FROM memories")[0][0] or 0, 1)  # rowids are dense
-        population = total
-        if filters.namespace:  # other filters only narrow the namespace
-            population = max(self.query("SELECT count(*) FROM memories WHERE namespace = ?", (filters.namespace,))[0][0], 1)
-        rare = [m for m in matches if m.rids]
-        common = [m for m in matches if m.rids is None]
-        found: dict[str, set[int]] = {m.term.text: set(m.rids) for m in rare if m.rids}
-        pool: set[int] = set().union(*found.values())
-        within = "(" + any_expr([m.term for m in rare]) + ")"
-        for m in common:
-            found[m.term.text] = self._members(m.term.expr, within, None) & pool if pool else set()
-        if common:
-            weights = {m.term.text: _idf(m.df * population / total, population) for m in common}
-            for rid, terms in self._combinations([m.term for m in common], weights, bool(pool), filters, now).items():
-                for text in terms:
-                    found[text].add(rid)
-        scores: dict[int, float] = {}
-        matched: dict[int, list[str]] = {}
-        for m in matches:
-            rids = found.get(m.term.text, set())
-            weight = _idf(len(rids) if m.rids is not None else m.df * population / total, population)
-            for rid in rids:
-                scores[rid] = scores.get(rid, 0.0) + weight
-                matched.setdefault(rid, []).append(m.term.text)
-        return scores, matched
-
-    def _combinations(self, common: list[Term], weights: dict[str, float], have_pool: bool,
-                      filters: Filters, now: str) -> dict[int, set[str]]:
-        """Memories holding several common terms at once (rid -> those terms): one FTS
-        AND query per combination, the largest and weightiest first, the newest
-        ``COMMON_POOL`` each, at most ``COMBINATION_QUERIES`` queries. When no other
-        term found a candidate, the newest memories holding any common term follow."""
-        def largest_first() -> Iterator[tuple[Term, ...]]:
-            # Lazily, size by size: there are 2**n combinations of n common words, and
-            # only the first COMBINATION_QUERIES are ever run.
-            for size in range(len(common), 1, -1):
-                yield from sorted(itertools.combinations(common, size), key=lambda c: -sum(weights[t.text] for t in c))
-
-        combos = list(itertools.islice(largest_first(), COMBINATION_QUERIES))
-        out: dict[int, set[str]] = {}
-        for combo in combos:
-            for rid in self._newest(all_expr(list(combo)), filters, now):
-                out.setdefault(rid, set()).update(t.text for t in combo)
-            if len(out) >= COMMON_POOL:
-                return out
-        if not have_pool:
-            newest = set(self._newest(any_expr(common), filters, now))
-            floor = min(newest, default=0)
-            for term in common:
-                holding = newest if len(common) == 1 else self._members(term.expr, None, floor) & newest
-                for rid in holding:
-                    out.setdefault(rid, set()).add(term.text)
-        return out
-
-    def _newest(self, expr: str, filters: Filters, now: str) -> list[int]:
-        where, params = filters.sql()
-        rows = self.query(
-            "SELECT m.rid FROM fts CROSS JOIN memories m ON m.rid = fts.rowid "
-            f"WHERE fts MATCH ? AND (m.expires IS NULL OR m.expires > ?){where} ORDER BY fts.rowid DESC LIMIT ?",
-            [expr, now, *params, COMMON_POOL],
-        )
-        return [row[0] for row in rows]
-
-    def _members(self, expr: str, within: str | None, floor: int | None) -> set[int]:
-        """Memories matching ``expr`` and ``within`` (an FTS AND, driven by the rarer
-        side), or matching ``expr`` from rowid ``floor`` on."""
-        if within is not None:
-            rows = self.query("SELECT rowid FROM fts WHERE fts MATCH ?", (f"({expr}) AND {within}",))
-        else:
-            rows = self.query("SELECT rowid FROM fts WHERE fts MATCH ? AND rowid >= ?", (expr, floor or 0))
-        return {row[0] for row in rows}
-
-    def partial(self, matches: list[TermMatch], filters: Filters, now: str, limit: int) -> tuple[list[tuple[int, float]], dict[int, list[str]]]:
-        """Memories matching some terms as (rid, score), best first, and the terms each
-        matches: coverage lifted by context, then BM25 and recency among the best
-        ``2 * limit`` (at least 20)."""
-        scores, matched = self.coverage(matches, filters, now)
-        lifted = self.with_context(scores)
-        shortlist = heapq.nsmallest(max(2 * limit, 20), lifted, key=lambda rid: (-lifted[rid], -rid))
-        bm25 = self.bm25(shortlist, matches)
-        order = self._newest_first(shortlist)
-        order.sort(key=lambda rid: (-lifted[rid], -bm25.get(rid, 0.0)))
-        return [(rid, lifted[rid]) for rid in order[:limit]], matched
-
-    def with_context(self, scores: dict[int, float]) -> dict[int, float]:
-        """Rescore candidates as memories of a conversation: a memory that asks a
-        question holds the words of the question, not its answer, so it counts
-        ``QUESTION_WEIGHT``; and each candidate is lifted by the best-scoring memory
-        written just before or after it in the same namespace (within
-        ``CONTEXT_WINDOW``), since the answer often sits next to the memory that matched.
-
-        Only memories that match a term themselves are lifted, by a share of their
-        neighbour's score (``CONTEXT_SHARES``; a neighbour that asks a question gives
-        the memories after it ``QUESTION_BOOST`` times more). Memories written in one
-        instant (an import) are not neighbours.
-        """
-        asking = self._asking(heapq.nlargest(QUESTION_CHECKED, scores, key=scores.__getitem__))
-        scores = {rid: s * (QUESTION_WEIGHT if rid in asking else 1.0) for rid, s in scores.items()}
-        sources = heapq.nsmallest(CONTEXT_SOURCES, scores, key=lambda rid: (-scores[rid], -rid))
-        lifted = dict(scores)
-        for row in self._neighbours(sources) if sources and CONTEXT_SHARES else []:
-            source = row["rid"]
-            for offset, share in CONTEXT_SHARES.items():
-                neighbour = row[f"n{offset}"]
-                if neighbour in scores:
-                    gain = share * (QUESTION_BOOST if source in asking and offset > 0 else 1.0) * scores[source]
-                    lifted[neighbour] = max(lifted[neighbour], scores[neighbour] + gain)
-        return lifted
-
-    def _asking(self, rids: list[int]) -> set[int]:
-        """Which of ``rids`` contain a question mark."""
-        rows = self.query(
-            "SELECT rid FROM memories WHERE rid IN (SELECT value FROM json_each(?)) "
-            "AND (instr(body, '?') > 0 OR instr(body, '？') > 0)",
-            (json.dumps(rids),),
-        )
-        return {row[0] for row in rows}
-
-    def _neighbours(self, rids: list[int]) -> list[sqlite3.Row]:
-        """Per source, the memories written one and two places before (``n-1``,
-        ``n-2``) and after (``n1``, ``n2``) it in its namespace, within the window."""
-        window = f"{CONTEXT_WINDOW.total_seconds():.0f} seconds"
-        columns = []
-        for offset in CONTEXT_SHARES:
-            before = offset < 0
-            columns.append(
-                "(SELECT n.rid FROM memories n WHERE n.namespace = s.namespace "
-                f"AND n.created {'<' if before else '>'} s.created "
-                f"AND n.created {'>=' if before else '<='} strftime('%Y-%m-%dT%H:%M:%SZ', s.created, '{'-' if before else '+'}{window}') "
-                f"ORDER BY n.created {'DESC' if before else ''}, n.path {'DESC' if before else ''} "
-                f'LIMIT 1 OFFSET {abs(offset) - 1}) AS "n{offset}"'
-            )
-        return self.query(
-            f"SELECT s.rid, {', '.join(columns)} FROM memories s "
-            f"WHERE s.rid IN ({', '.join(str(int(r)) for r in rids)})"
-        )
-
-    def rows_by_rid(self, rids: list[int]) -> dict[int, sqlite3.Row]:
-        if not rids:
-            return {}
-        rows = self.query(f"SELECT * FROM memories WHERE rid IN ({', '.join(str(int(r)) for r in rids)})")
-        return {row["rid"]: row for row in rows}
-
-    def bm25(self, rids: list[int], matches: list[TermMatch], every: bool = False) -> dict[int, float]:
-        """BM25 of ``rids`` (higher is better) for the terms that are not common (any
-        of them, or ``every`` one). One FTS query over the rowid range of ``rids``:
-        probing rowids one by one would recount each term's documents every time."""
-        terms = [m.term for m in matches if m.rids]
-        if not rids or not terms:
-            return {}
-        wanted = set(rids)
-        rows = self.query(
-            "SELECT rowid, -rank FROM fts WHERE fts MATCH ? AND rowid BETWEEN ? AND ?",
-            ((all_expr if every else any_expr)(terms), min(rids), max(rids)),
-        )
-        return {row[0]: row[1] for row in rows if row[0] in wanted}
-
-    def snippets(self, rows: list[sqlite3.Row], terms: list[Term]) -> dict[int, str]:
-        """A snippet of each row's body with the matches in ``[brackets]``, from the
-        indexed part of the body only. CJK matches are marked in Python: FTS5's
-        ``snippet`` would show the bigram column."""
-        if not rows:
-            return {}
-        long_rids = sorted(int(r["rid"]) for r in rows if len(r["body"]) > SNIPPET_SCORED_BODY)
-        rids = sorted(int(r["rid"]) for r in rows if len(r["body"]) <= SNIPPET_SCORED_BODY)
-        listed = ", ".join(map(str, rids))
-        found: list[sqlite3.Row] = []
-        if not rids:
-            pass
-        elif rids[-1] - rids[0] < 20 * len(rids):  # close together: one pass over that range
-            found = self.query(
-                "SELECT rowid, snippet(fts, 2, '[', ']', '…', 16) FROM fts "
-                f"WHERE fts MATCH ? AND rowid BETWEEN ? AND ? AND +rowid IN ({listed})",
-                (any_expr(terms), rids[0], rids[-1]),
-            )
-        else:  # one probe per row
-            found = self.query(
-                f"SELECT rowid, snippet(fts, 2, '[', ']', '…', 16) FROM fts WHERE fts MATCH ? AND rowid IN ({listed})",
-                (any_expr(terms),),
-            )
-        out = {row[0]: row[1] for row in found}
-        if long_rids:
-            marked = self.query(
-                "SELECT rowid, highlight(fts, 2, char(2), char(3)) FROM fts "
-                f"WHERE fts MATCH ? AND rowid IN ({', '.join(map(str, long_rids))})",
-                (any_expr(terms),),
-            )
-            out.update((row[0], _best_window(row[1])) for row in marked)
-        needles = [t.text for t in terms if t.cjk]
-        if needles:
-            for row in rows:
-                if any(n in row["body"] for n in needles):
-                    out[row["rid"]] = highlight(row["body"], needles)
-        return out
-
-    def words_starting(self, prefix: str, limit: int = PREFIX_EXPANSIONS) -> list[str]:
-        """Indexed words (as written) that start with ``prefix`` and are longer, the
-        ones in most memories first."""
-        rows = self.query(
-            "SELECT term FROM words_vocab WHERE term > ? AND term < ? ORDER BY doc DESC, term LIMIT ?",
-            (prefix, prefix + "\U0010ffff", limit),
-        )
-        return [row[0] for row in rows]
-
-    def vocabulary(self, word: str, spread: int) -> list[tuple[str, int]]:
-        """Indexed words (as written, accents folded) within ``spread`` of ``word``'s
-        length that share its first two letters, with how many memories hold each.
-        Where that is more than ``VOCAB_CANDIDATES`` words, a longer shared start is
-        required, so correcting stays cheap in a large vault."""
-        for size in range(2, len(word)):
-            head = word[:size]
-            rows = self.query(
-                "SELECT term, doc FROM words_vocab WHERE term >= ? AND term < ? "
-                "AND length(term) BETWEEN ? AND ? LIMIT ?",
-                (head, head[:-1] + chr(ord(head[-1]) + 1), len(word) - spread, len(word) + spread, VOCAB_CANDIDATES + 1),
-            )
-            if len(rows) <= VOCAB_CANDIDATES:
-                return [(row[0], row[1]) for row in rows]
-        return []
-
     # ------------------------------------------------------------------ vault health
     def namespace_counts(self, now: str) -> dict[str, int]:
         rows = self.query(
@@ -924,36 +559,6 @@ class Index:
             return version, {r[0]: FileFacts(r[1], r[2], r[3]) for r in rows}
         finally:
             conn.close()
-
-
-def _best_window(marked: str) -> str:
-    """``SNIPPET_TOKENS`` words of a body marked by ``highlight()``: the first window
-    holding the most different matched words, in one pass (like FTS5's snippet, which
-    is quadratic in the matches). Matches in ``[brackets]``; '…' where text is cut."""
-    words = marked.split()
-    hits = [i for i, word in enumerate(words) if _MARK_OPEN in word]
-
-    def matched(i: int) -> str:
-        return words[i].partition(_MARK_OPEN)[2].partition(_MARK_CLOSE)[0].casefold()
-
-    start = 0
-    if hits:
-        counts: dict[str, int] = {}
-        best, best_score, last, end = hits[0], 0, hits[0], 0
-        for k, first in enumerate(hits):  # the window starting at the k-th match
-            while end < len(hits) and hits[end] < first + SNIPPET_TOKENS:
-                counts[matched(hits[end])] = counts.get(matched(hits[end]), 0) + 1
-                end += 1
-            if len(counts) > best_score:
-                best, best_score, last = first, len(counts), hits[end - 1]
-            gone = matched(first)
-            counts[gone] -= 1
-            if not counts[gone]:
-                del counts[gone]
-        slack = best + SNIPPET_TOKENS - 1 - last  # words after the window's last match
-        start = max(0, best - slack // 2)  # the matches in the middle, where there is room
-    shown = " ".join(words[start : start + SNIPPET_TOKENS]).replace(_MARK_OPEN, "[").replace(_MARK_CLOSE, "]")
-    return ("…" if start else "") + shown + ("…" if start + SNIPPET_TOKENS < len(words) else "")
 
 
 def _statements(script: str) -> list[str]:

@@ -19,7 +19,11 @@ from . import note as notes
 from .clock import Clock, iso, utcnow
 from .core import STALE_MARK
 from .errors import InvalidInput, NotFound, PathRefused, VaultError
-from .index import Filters, TermMatch
+from .recall.engine import MATCH_MODES, Engine, Outcome
+from .recall.rank import DEFAULT, RecallConfig, Scored
+from .recall.records import MemoryRecord
+from .recall.sql import Filters
+from .recall.terms import MAX_QUERY_CHARS, plan
 from .maintenance import Maintenance
 from .models import (
     ContextMemory,
@@ -34,25 +38,11 @@ from .models import (
     SearchResult,
     Summary,
 )
-from .query import (
-    MAX_QUERY_CHARS,
-    Term,
-    can_correct,
-    can_prefix,
-    expansion_term,
-    cjk_parts,
-    edit_distance,
-    plan,
-    typo_bound,
-    word_term,
-)
 from .limits import check_limit, check_offset, check_tags, check_text, namespace_filter
 from .reconcile import Reconcile
 from .store import GITIGNORE, Store, is_memory_path
 from .writes import Writes
 
-MATCH_MODES = ("auto", "all", "any")
-TYPO_TRIES = 3  # closest vocabulary words tried against the filters when correcting a typo
 CONTEXT_STRATEGIES = ("relevance", "recency", "importance")
 CONTEXT_CANDIDATES = 100
 MAX_TOKEN_BUDGET = 200_000
@@ -147,11 +137,13 @@ class Vault(Writes, Maintenance, Reconcile):
         since: str | None = None,
         until: str | None = None,
         path_prefix: str | None = None,
+        config: RecallConfig | None = None,
     ) -> SearchResult:
         """Plain-question recall: all terms when some memory has them all, else the
         memories matching most terms (IDF-weighted, lifted by the memories written next
-        to them), then BM25, then recency. A term that matches nothing gets a second
-        chance (``_rescue``); corrections are reported in ``corrected``."""
+        to them), then BM25, then recency (``recall.engine``). A term that matches
+        nothing gets a second chance; corrections are reported in ``corrected``.
+        ``config`` replaces the ranking's knobs (tests and benchmarks)."""
         if not isinstance(query, str) or len(query) > MAX_QUERY_CHARS:
             raise InvalidInput(f"The query must be text of at most {MAX_QUERY_CHARS} characters.")
         if match not in MATCH_MODES:
@@ -173,25 +165,12 @@ class Vault(Writes, Maintenance, Reconcile):
                 hint="The query has no words to search for; ask with a few plain words.",
             )
         now = iso(self.now())
-        hits: list[Hit] = []
-        corrected: dict[str, str] = {}
-        mode = "any" if match == "any" else "all"
-        matches = self.index.match_terms(terms, filters, now)
-        if mode == "all":
-            hits = self._all_hits(matches, filters, now, limit)
-        if not hits:
-            matches, corrected = self._rescue(matches, filters, now)
-            rewritten = [m.term for m in matches] != terms
-            terms = [m.term for m in matches]
-            if mode == "all" and rewritten:
-                hits = self._all_hits(matches, filters, now, limit)
-            if not hits and match == "auto" and len(terms) > 1:
-                mode = "any"
-            if mode == "any":
-                hits = self._partial(matches, filters, now, limit)
-        result = SearchResult(terms=[t.text for t in terms], match_mode=mode, count=len(hits), hits=hits)
-        if corrected:
-            result["corrected"] = corrected
+        found = Engine(self.index, config or DEFAULT).search(terms, filters, now, limit, match)
+        hits = self._hits(found)
+        mode = found.mode
+        result = SearchResult(terms=[t.text for t in found.terms], match_mode=mode, count=len(hits), hits=hits)
+        if found.corrected:
+            result["corrected"] = found.corrected
         if match == "auto" and mode == "any" and hits:
             result["note"] = (
                 "No memory contains all of the terms; these match some of them (see matched_terms)."
@@ -203,72 +182,13 @@ class Vault(Writes, Maintenance, Reconcile):
             )
         return result
 
-    def _all_hits(self, matches: list[TermMatch], filters: Filters, now: str, limit: int) -> list[Hit]:
-        """Memories holding every term: BM25 (title and tags above the body), then newest."""
-        ranked = self.index.all_terms(matches, filters, now, limit)
-        words = [m.term.text for m in matches]
-        return self._hits(ranked, {rid: words for rid, _ in ranked}, [m.term for m in matches])
+    def _hits(self, found: Outcome) -> list[Hit]:
+        return [self._hit(found.records[s.rid], s, found.snippets.get(s.rid, "")) for s in found.ranked]
 
-    def _rescue(self, matches: list[TermMatch], filters: Filters, now: str) -> tuple[list[TermMatch], dict[str, str]]:
-        """Give each term that matches nothing a second chance: a CJK question run is
-        split into its words, a word is tried as a prefix (``kube`` -> ``kubernetes``),
-        then, if no memory anywhere holds it, corrected to the closest indexed word
-        (the most frequent on a tie; ``kuberentes`` -> ``kubernetes``)."""
-        out: list[TermMatch] = []
-        corrected: dict[str, str] = {}
-        for m in matches:
-            if m.rids is None or m.rids:
-                out.append(m)
-                continue
-            if m.term.cjk and len(m.term.text) > 1:
-                out.extend(self.index.match_terms(cjk_parts(m.term.text), filters, now))
-                continue
-            longer = self.index.words_starting(m.term.text) if can_prefix(m.term) else []
-            if longer:
-                [prefixed] = self.index.match_terms([expansion_term(m.term.text, longer)], filters, now)
-                if prefixed.rids is None or prefixed.rids:
-                    out.append(prefixed)
-                    continue
-            fix = self._correct(m, filters, now) if m.df == 0 and can_correct(m.term) else None
-            if fix is not None:
-                corrected[m.term.text] = fix.term.text
-            out.append(fix or m)
-        unique = {m.term.text: m for m in out}
-        return list(unique.values()), corrected
-
-    def _correct(self, m: TermMatch, filters: Filters, now: str) -> TermMatch | None:
-        """The closest indexed word (fewest edits, then most memories) that matches
-        within the filters; None when nothing is close enough."""
-        word, bound = m.term.text, typo_bound(m.term.text)
-        near = []
-        for candidate, docs in self.index.vocabulary(word, bound):
-            distance = edit_distance(word, candidate, bound)
-            if 0 < distance <= bound and candidate.isalpha():
-                near.append((distance, -docs, candidate))
-        for _, _, candidate in sorted(near)[:TYPO_TRIES]:
-            [found] = self.index.match_terms([word_term(candidate)], filters, now)
-            if found.rids is None or found.rids:
-                return found
-        return None
-
-    def _partial(self, matches: list[TermMatch], filters: Filters, now: str, limit: int) -> list[Hit]:
-        """Memories matching some terms, most (IDF-weighted) first; see ``Index.partial``."""
-        ranked, matched = self.index.partial(matches, filters, now, limit)
-        return self._hits(ranked, matched, [m.term for m in matches])
-
-    def _hits(self, ranked: list[tuple[int, float]], matched: dict[int, list[str]], terms: list[Term]) -> list[Hit]:
-        rows = self.index.rows_by_rid([rid for rid, _ in ranked])
-        snippets = self.index.snippets([rows[rid] for rid, _ in ranked if rid in rows], terms)
-        return [
-            self._hit(rows[rid], matched.get(rid, []), score, snippets.get(rid, ""))
-            for rid, score in ranked
-            if rid in rows
-        ]
-
-    def _hit(self, row: sqlite3.Row, matched_terms: list[str], score: float, snippet: str) -> Hit:
+    def _hit(self, record: MemoryRecord, scored: Scored, snippet: str) -> Hit:
         """``score``: higher is better, comparable within one result only."""
-        return Hit(**self._summary(row), snippet=snippet, matched_terms=list(matched_terms), score=round(score, 4))
-
+        return Hit(**self._summary(record), snippet=snippet, matched_terms=list(scored.matched),  # type: ignore[arg-type]
+                   score=round(scored.score, 4))
 
     def related(self, memory_id: str, depth: int = 1, direction: str = "both", limit: int = 100) -> RelatedResult:
         """Memories linked to this one, breadth-first up to ``depth`` hops.

@@ -20,8 +20,8 @@ from __future__ import annotations
 
 import argparse
 import ast
+import dataclasses
 import datetime as dt
-import importlib
 import json
 import re
 import shutil
@@ -37,6 +37,7 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
+from agent_memory.recall.rank import DEFAULT, RecallConfig  # noqa: E402
 from agent_memory.vault import Vault  # noqa: E402
 
 DEFAULT_ZIP = REPO.parent / "shared" / "corpora" / "locomo" / "locomo10.zip"
@@ -217,12 +218,13 @@ class Outcome:
     seconds: float
 
 
-def ask(vault: Vault, conv_no: int, conv: Conversation, held: dict[str, list[str]], match: str = "auto") -> list[Outcome]:
+def ask(vault: Vault, conv_no: int, conv: Conversation, held: dict[str, list[str]], match: str = "auto",
+        config: RecallConfig = DEFAULT) -> list[Outcome]:
     session_of = {t.dia_id: t.session for t in conv.turns}
     out = []
     for q in conv.questions:
         started = time.perf_counter()
-        result = vault.search(q.text, namespace=conv.name, limit=LIMIT, match=match)
+        result = vault.search(q.text, namespace=conv.name, limit=LIMIT, match=match, config=config)
         seconds = time.perf_counter() - started
         ranked = [d for hit in result["hits"] for d in held.get(hit["id"], [])]
         gold = set(q.evidence)
@@ -288,15 +290,18 @@ def print_table(table: dict[str, dict[str, dict[str, float]]]) -> None:
             print(f"| {split} | {category} | {row['n']} | {values} |")
 
 
-def apply_settings(settings: list[str]) -> None:
-    """``--set agent_memory.query.PREFIX_MIN=4``: try a variant without editing code."""
+def configure(settings: list[str], base: RecallConfig = DEFAULT) -> RecallConfig:
+    """``--set question_boost=1.0``: try a variant of the ranking without editing code
+    (any field of ``RecallConfig``; a ``context_window`` in minutes)."""
+    names = {f.name for f in dataclasses.fields(RecallConfig)}
+    changes = {}
     for item in settings:
-        target, _, value = item.partition("=")
-        module_name, _, attr = target.rpartition(".")
-        module = importlib.import_module(module_name)
-        if not hasattr(module, attr):
-            raise SystemExit(f"--set {item}: {module_name} has no {attr}")
-        setattr(module, attr, ast.literal_eval(value))
+        name, _, value = item.partition("=")
+        if name not in names:
+            raise SystemExit(f"--set {item}: RecallConfig has no {name}; one of {', '.join(sorted(names))}")
+        parsed = ast.literal_eval(value)
+        changes[name] = dt.timedelta(minutes=parsed) if name == "context_window" else parsed
+    return dataclasses.replace(base, **changes)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -305,7 +310,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--quick", action="store_true", help="only the first conversation (what CI runs)")
     parser.add_argument("--vault", type=Path, help="build the vault here and reuse it on later runs")
     parser.add_argument("--date-in-text", action="store_true", help="also write the session date into each memory's text")
-    parser.add_argument("--set", action="append", default=[], metavar="MODULE.NAME=VALUE", help="override a constant")
+    parser.add_argument("--set", action="append", default=[], metavar="NAME=VALUE", help="override a RecallConfig field")
     parser.add_argument("--match", default="auto", choices=("auto", "all", "any"), help="recall's match mode (default auto, as agents call it)")
     parser.add_argument("--ask", metavar="FIRST-LAST", help="ask only these conversations' questions (e.g. 1-5 while tuning)")
     parser.add_argument("--json", type=Path, help="also write the numbers to this file")
@@ -314,7 +319,7 @@ def main(argv: list[str] | None = None) -> int:
     if not args.zip.exists():
         print(f"LoCoMo data not found at {args.zip}; skipping. Pass the path to locomo10.zip to run the benchmark.")
         return 0
-    apply_settings(args.set)
+    config = configure(args.set)
     conversations = load(args.zip, date_in_text=args.date_in_text)
     if args.quick:
         conversations = conversations[:1]
@@ -327,7 +332,7 @@ def main(argv: list[str] | None = None) -> int:
         clock.now = max(t.when for c in conversations for t in c.turns) + dt.timedelta(days=1)
         first, _, last = (args.ask or f"1-{len(conversations)}").partition("-")
         asked = range(int(first) - 1, int(last or first))
-        outcomes = [o for n, conv in enumerate(conversations) if n in asked for o in ask(vault, n, conv, held, args.match)]
+        outcomes = [o for n, conv in enumerate(conversations) if n in asked for o in ask(vault, n, conv, held, args.match, config)]
     finally:
         vault.close()
         if args.vault is None:

@@ -18,7 +18,8 @@ import pytest
 from agent_memory import limits
 from agent_memory.doctor import check_vault
 from agent_memory.errors import MemoryError_
-from agent_memory.index import SNIPPET_SCORED_BODY, QueryInterrupted
+from agent_memory.index import QueryInterrupted
+from agent_memory.recall.engine import SNIPPET_SCORED_BODY
 from agent_memory.store import Store
 from agent_memory.vault import Vault
 

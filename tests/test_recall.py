@@ -18,6 +18,7 @@ from pathlib import Path
 
 import pytest
 
+from agent_memory.recall.rank import DEFAULT
 from agent_memory.vault import Vault
 from conftest import Clock, assert_index_matches_files, run_cli
 
@@ -275,25 +276,22 @@ def test_inflections_match_by_stem(office: Vault) -> None:
     assert office.search("who owned billing services")["hits"][0]["title"] == "Priya owns the billing service"
 
 
-def test_in_a_large_vault_common_words_still_find_what_holds_them_together(vault: Vault, clock: Clock, monkeypatch) -> None:
+def test_in_a_large_vault_common_words_still_find_what_holds_them_together(vault: Vault, clock: Clock) -> None:
     """A word in thousands of memories is not read in full; memories holding several
     such words together, or a rarer word too, are still found (here "thousands" is 2)."""
-    from agent_memory import index
-
-    monkeypatch.setattr(index, "COMMON_DF", 2)
-    monkeypatch.setattr(index, "COMMON_POOL", 3)
+    config = dataclasses.replace(DEFAULT, common_df=2, common_pool=3)
     vault.remember("Caroline painted a sunset at the beach")  # the oldest: outside any 'newest' pool
     for n in range(4):
         clock.advance(days=1)
         vault.remember(f"Caroline called about the agency, call {n}")
         vault.remember(f"A day at the beach with the kids, number {n}")
-    partial = vault.search("Caroline beach zebra")
+    partial = vault.search("Caroline beach zebra", config=config)
     assert partial["match_mode"] == "any"
     assert partial["hits"][0]["title"] == "Caroline painted a sunset at the beach"
     assert partial["hits"][0]["matched_terms"] == ["caroline", "beach"]
-    every = vault.search("caroline sunset beach")
+    every = vault.search("caroline sunset beach", config=config)
     assert every["match_mode"] == "all" and [h["title"] for h in every["hits"]] == ["Caroline painted a sunset at the beach"]
-    newest = vault.search("caroline agency", match="all")  # every term common: newest first
+    newest = vault.search("caroline agency", match="all", config=config)  # every term common: newest first
     assert [h["title"] for h in newest["hits"]][:2] == ["Caroline called about the agency, call 3", "Caroline called about the agency, call 2"]
 
 
@@ -434,18 +432,16 @@ def test_a_word_that_matches_nothing_stands_for_the_longer_words_it_starts(vault
     assert vault.search("negative")["count"] == 0
 
 
-def test_a_question_of_many_common_words_still_returns(vault: Vault, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_question_of_many_common_words_still_returns(vault: Vault) -> None:
     """Combinations of common words are built lazily: 26 of them once meant 2**26."""
     import threading
 
-    from agent_memory import index as index_module
-
-    monkeypatch.setattr(index_module, "COMMON_DF", 5)
+    config = dataclasses.replace(DEFAULT, common_df=5)
     words = [f"word{chr(97 + i)}" for i in range(26)]
     for i in range(40):
         vault.remember(" ".join(w for j, w in enumerate(words) if (i + j) % 9) + f" number {i}")
     result: dict = {}
-    worker = threading.Thread(target=lambda: result.update(vault.search(" ".join(words))), daemon=True)
+    worker = threading.Thread(target=lambda: result.update(vault.search(" ".join(words), config=config)), daemon=True)
     worker.start()
     worker.join(timeout=60)  # a hang guard, not a speed target
     assert not worker.is_alive(), "the search never returned"
@@ -463,17 +459,14 @@ def test_words_that_look_like_dates_do_not_match_every_memory_of_that_day(vault:
     assert on_the_day["count"] == 3 and all(h["matched_terms"] == ["20 may 2026"] for h in on_the_day["hits"])
 
 
-def test_common_word_questions_come_newest_first_after_a_reindex(vault: Vault, clock: Clock,
-                                                                 monkeypatch: pytest.MonkeyPatch) -> None:
-    from agent_memory import index as index_module
-
-    monkeypatch.setattr(index_module, "COMMON_DF", 3)
+def test_common_word_questions_come_newest_first_after_a_reindex(vault: Vault, clock: Clock) -> None:
+    config = dataclasses.replace(DEFAULT, common_df=3)
     for day in (5, 1, 9, 3, 7, 2, 8):  # written out of order, named so the walk order is not time order
         clock.now = dt.datetime(2026, 3, day, 9, 0, tzinfo=dt.timezone.utc)
         vault.remember(f"apple banana note of day {day}", title=f"{'zyx'[day % 3]} note {day}")
-    before = [h["created"] for h in vault.search("apple banana", limit=5)["hits"]]
+    before = [h["created"] for h in vault.search("apple banana", limit=5, config=config)["hits"]]
     vault.reindex()
-    after = [h["created"] for h in vault.search("apple banana", limit=5)["hits"]]
+    after = [h["created"] for h in vault.search("apple banana", limit=5, config=config)["hits"]]
     assert before == after == sorted(after, reverse=True)
     assert after[0].startswith("2026-03-09")
 

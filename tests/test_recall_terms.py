@@ -1,4 +1,4 @@
-"""The query planner: questions -> terms -> FTS5 expressions, each run on a real FTS5 table
+"""recall.terms, the query planner: questions -> terms -> FTS5 expressions, each run on a real FTS5 table
 with the index's own tokenizer and CJK column, so a wrong expression fails here."""
 
 from __future__ import annotations
@@ -7,7 +7,7 @@ import sqlite3
 
 import pytest
 
-from agent_memory import query
+from agent_memory.recall import terms as query
 from agent_memory.index import TOKENIZER, date_words
 
 

@@ -42,7 +42,7 @@ from ..models import (
     Stats,
     UpdateResult,
 )
-from ..query import MAX_QUERY_CHARS
+from ..recall.terms import MAX_QUERY_CHARS
 from ..limits import MAX_BATCH, MAX_CONTENT, MAX_LIMIT, MAX_OFFSET, MAX_TAG_LEN, MAX_TTL_DAYS, namespace_filter
 from ..vault import MAX_TOKEN_BUDGET, Vault
 

@@ -1,0 +1,318 @@
+"""Recall's one entry: terms in, ranked memories out (``Vault.search`` calls ``Engine.search``).
+
+The engine decides what to fetch and in which order — match modes and their fallback,
+a second chance for terms that match nothing (CJK words, prefixes, typos) — runs the
+builders of ``recall.sql`` through ``Index.query``, and leaves every score to
+``recall.rank``. With ``explain`` it keeps each statement it ran.
+
+How it ranks (SPEC §5): each term is looked up once (``match_terms``): the memories it
+matches within the filters, unless it is common (in more than ``common_df`` memories),
+whose matches are only checked among candidates. Then: memories holding every term, by
+BM25 then recency; else memories by IDF-weighted term coverage (lifted by their
+neighbours under the conversation profile), then BM25, then recency. BM25 is computed
+for terms that are not common only: FTS5 counts every document of every term it ranks,
+and a common term weighs almost nothing in it.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from . import rank, sql
+from .rank import RecallConfig, Scored
+from .records import MemoryRecord, Neighbours, TermMatch
+from .sql import Filters, Query
+from .terms import (
+    Term,
+    all_expr,
+    any_expr,
+    best_window,
+    can_correct,
+    can_prefix,
+    cjk_parts,
+    edit_distance,
+    expansion_term,
+    highlight,
+    typo_bound,
+    word_term,
+)
+
+if TYPE_CHECKING:
+    from ..index import Index
+
+MATCH_MODES = ("auto", "all", "any")
+# FTS5's snippet() scores every window against every match: quadratic in the matches of
+# a row (a 256 KB body of common words took 20 s). Bodies longer than this many
+# characters get a window picked in one pass over highlight()'s output instead.
+SNIPPET_SCORED_BODY = 4096
+SNIPPET_TOKENS = 16  # words in a snippet
+
+
+@dataclass(frozen=True)
+class Outcome:
+    """What a search found: the terms searched (after any rescue), the mode that
+    produced the hits, the hits in order with their records and snippets, typo
+    corrections, and (with ``explain``) every statement run."""
+
+    terms: list[Term]
+    mode: str
+    ranked: list[Scored]
+    records: dict[int, MemoryRecord]
+    snippets: dict[int, str]
+    corrected: dict[str, str]
+    statements: list[Query] = field(default_factory=list)
+
+
+class Engine:
+    def __init__(self, index: Index, config: RecallConfig = rank.DEFAULT, explain: bool = False) -> None:
+        self.index = index
+        self.config = config
+        self.statements: list[Query] | None = [] if explain else None
+
+    def _run(self, query: Query) -> list[Any]:
+        if self.statements is not None:
+            self.statements.append(query)
+        return self.index.query(*query)
+
+    # ------------------------------------------------------------------ the one entry
+    def search(self, terms: list[Term], filters: Filters, now: str, limit: int, match: str) -> Outcome:
+        """``auto``: memories with every term when some have them all, else those with
+        most; ``all``; ``any``. A term that matches nothing gets a second chance
+        (``rescue``) before the partial fallback."""
+        corrected: dict[str, str] = {}
+        mode = "any" if match == "any" else "all"
+        matches = self.match_terms(terms, filters, now)
+        ranked: list[Scored] = []
+        if mode == "all":
+            ranked = self.every_term(matches, filters, now, limit)
+        if not ranked:
+            matches, corrected = self.rescue(matches, filters, now)
+            rewritten = [m.term for m in matches] != terms
+            terms = [m.term for m in matches]
+            if mode == "all" and rewritten:
+                ranked = self.every_term(matches, filters, now, limit)
+            if not ranked and match == "auto" and len(terms) > 1:
+                mode = "any"
+            if mode == "any":
+                ranked = self.some_terms(matches, filters, now, limit)
+        records = self.records([s.rid for s in ranked])
+        ranked = [s for s in ranked if s.rid in records]  # forgotten since it was ranked
+        snippets = self.snippets([records[s.rid] for s in ranked], terms)
+        return Outcome(terms, mode, ranked, records, snippets, corrected, list(self.statements or []))
+
+    # ------------------------------------------------------------------ terms
+    def match_terms(self, terms: list[Term], filters: Filters, now: str) -> list[TermMatch]:
+        """Per term: the memories within the filters that it matches, and how many
+        memories match it in the whole index (estimated when common)."""
+        common = self.config.common_df
+        newest = self._run(sql.max_rid())[0][0] or 0
+        out = []
+        for term in terms:
+            floor = self._run(sql.term_floor(term.expr, common))
+            if floor:
+                out.append(TermMatch(term, rank.estimated_df(common, newest, floor[0][0]), None))
+                continue
+            df = self._run(sql.term_count(term.expr))[0][0]
+            rows = self._run(sql.term_matches(term.expr, filters, now)) if df else []
+            out.append(TermMatch(term, df, {row[0] for row in rows}))
+        return out
+
+    def rescue(self, matches: list[TermMatch], filters: Filters, now: str) -> tuple[list[TermMatch], dict[str, str]]:
+        """Give each term that matches nothing a second chance: a CJK question run is
+        split into its words, a word is tried as a prefix (``kube`` -> ``kubernetes``),
+        then, if no memory anywhere holds it, corrected to the closest indexed word
+        (the most frequent on a tie; ``kuberentes`` -> ``kubernetes``)."""
+        out: list[TermMatch] = []
+        corrected: dict[str, str] = {}
+        for m in matches:
+            if m.rids is None or m.rids:
+                out.append(m)
+                continue
+            if m.term.cjk and len(m.term.text) > 1:
+                out.extend(self.match_terms(cjk_parts(m.term.text), filters, now))
+                continue
+            longer = self.words_starting(m.term.text) if can_prefix(m.term) else []
+            if longer:
+                [prefixed] = self.match_terms([expansion_term(m.term.text, longer)], filters, now)
+                if prefixed.rids is None or prefixed.rids:
+                    out.append(prefixed)
+                    continue
+            fix = self.correct(m, filters, now) if m.df == 0 and can_correct(m.term) else None
+            if fix is not None:
+                corrected[m.term.text] = fix.term.text
+            out.append(fix or m)
+        unique = {m.term.text: m for m in out}
+        return list(unique.values()), corrected
+
+    def correct(self, m: TermMatch, filters: Filters, now: str) -> TermMatch | None:
+        """The closest indexed word (fewest edits, then most memories) that matches
+        within the filters; None when nothing is close enough."""
+        word, bound = m.term.text, typo_bound(m.term.text)
+        for candidate in rank.closest(word, self.vocabulary(word, bound), bound, edit_distance)[: self.config.typo_tries]:
+            [found] = self.match_terms([word_term(candidate)], filters, now)
+            if found.rids is None or found.rids:
+                return found
+        return None
+
+    def words_starting(self, prefix: str) -> list[str]:
+        return [row[0] for row in self._run(sql.words_starting(prefix, self.config.prefix_expansions))]
+
+    def vocabulary(self, word: str, spread: int) -> list[tuple[str, int]]:
+        """Indexed words (as written, accents folded) within ``spread`` of ``word``'s
+        length that share its first two letters, with how many memories hold each.
+        Where that is more than ``vocab_candidates`` words, a longer shared start is
+        required, so correcting stays cheap in a large vault."""
+        most = self.config.vocab_candidates
+        for size in range(2, len(word)):
+            rows = self._run(sql.vocabulary(word[:size], len(word) - spread, len(word) + spread, most + 1))
+            if len(rows) <= most:
+                return [(row[0], row[1]) for row in rows]
+        return []
+
+    # ------------------------------------------------------------------ every term
+    def every_term(self, matches: list[TermMatch], filters: Filters, now: str, limit: int) -> list[Scored]:
+        """Memories holding every term, best first: BM25 then newest. When every term is
+        common (the query names nothing specific), newest first."""
+        words = tuple(m.term.text for m in matches)
+        rare = [m for m in matches if m.rids is not None]
+        common = [m.term for m in matches if m.rids is None]
+        if not rare:
+            # Row numbers follow the dated layout (and creation order since), so the
+            # highest ones are nearly the newest; their updated times settle the order.
+            rows = self._run(sql.newest_matching(all_expr(common), filters, now, max(5 * limit, 50)))
+            return rank.newest_of([(row[0], row[1]) for row in rows], limit, words)
+        found = set.intersection(*(m.rids for m in rare if m.rids is not None))
+        if common and found:
+            found &= self._members(all_expr(common), "(" + all_expr([m.term for m in rare]) + ")")
+        bm25 = self.bm25(list(found), matches, every=True)
+        return rank.every_term(found, bm25, self.updated(found), limit, words)
+
+    # ------------------------------------------------------------------ some terms
+    def some_terms(self, matches: list[TermMatch], filters: Filters, now: str, limit: int) -> list[Scored]:
+        """Memories matching some terms, best first: coverage (lifted by context), then
+        BM25 and recency among the best ``2 * limit`` (at least 20)."""
+        scores, matched = self.coverage(matches, filters, now)
+        lifted = self.with_context(scores)
+        short = rank.shortlist(lifted, limit)
+        bm25 = self.bm25(short, matches)
+        return rank.some_terms(short, lifted, scores, matched, bm25, self.updated(short), limit)
+
+    def coverage(self, matches: list[TermMatch], filters: Filters, now: str) -> tuple[dict[int, float], dict[int, list[str]]]:
+        """IDF-weighted term coverage (``rank.coverage``) over the candidates: the
+        memories matching a term that is not common, whose common terms are then looked
+        up with one FTS AND query per term; and memories holding several common terms
+        together (``_combinations``), so that "melanie beach 2023" still finds a memory
+        with all three when each is in thousands of memories."""
+        total = max(self._run(sql.max_rid())[0][0] or 0, 1)  # rowids are dense
+        population = total
+        if filters.namespace:  # other filters only narrow the namespace
+            population = max(self._run(sql.population(filters.namespace))[0][0], 1)
+        rare = [m for m in matches if m.rids]
+        common = [m for m in matches if m.rids is None]
+        found: dict[str, set[int]] = {m.term.text: set(m.rids) for m in rare if m.rids}
+        pool: set[int] = set().union(*found.values())
+        within = "(" + any_expr([m.term for m in rare]) + ")"
+        for m in common:
+            found[m.term.text] = self._members(m.term.expr, within) & pool if pool else set()
+        if common:
+            weights = {m.term.text: rank.idf(m.df * population / total, population) for m in common}
+            for rid, terms in self._combinations([m.term for m in common], weights, bool(pool), filters, now).items():
+                for text in terms:
+                    found[text].add(rid)
+        return rank.coverage(matches, found, population, total)
+
+    def _combinations(self, common: list[Term], weights: dict[str, float], have_pool: bool,
+                      filters: Filters, now: str) -> dict[int, set[str]]:
+        """Memories holding several common terms at once (rid -> those terms): one FTS
+        AND query per combination (``rank.combinations``), the newest ``common_pool``
+        each. When no other term found a candidate, the newest memories holding any
+        common term follow."""
+        pool = self.config.common_pool
+        out: dict[int, set[str]] = {}
+        for combo in rank.combinations(common, weights, self.config.combination_queries):
+            for rid in self._newest(all_expr(list(combo)), filters, now):
+                out.setdefault(rid, set()).update(t.text for t in combo)
+            if len(out) >= pool:
+                return out
+        if not have_pool:
+            newest = set(self._newest(any_expr(common), filters, now))
+            floor = min(newest, default=0)
+            for term in common:
+                holding = newest if len(common) == 1 else self._members_from(term.expr, floor) & newest
+                for rid in holding:
+                    out.setdefault(rid, set()).add(term.text)
+        return out
+
+    def _newest(self, expr: str, filters: Filters, now: str) -> list[int]:
+        return [row[0] for row in self._run(sql.newest_matching(expr, filters, now, self.config.common_pool))]
+
+    def _members(self, expr: str, within: str) -> set[int]:
+        return {row[0] for row in self._run(sql.members_within(expr, within))}
+
+    def _members_from(self, expr: str, floor: int) -> set[int]:
+        return {row[0] for row in self._run(sql.members_from(expr, floor or 0))}
+
+    def with_context(self, scores: dict[int, float]) -> dict[int, float]:
+        """Rescore candidates as memories of a conversation (``rank.weigh_questions``,
+        ``rank.lift``); unchanged when the profile has no context."""
+        asking = self._asking(rank.question_candidates(scores, self.config))
+        scores = rank.weigh_questions(scores, asking, self.config)
+        sources = rank.context_sources(scores, self.config)
+        around = self._neighbours(sources) if sources and self.config.context_shares else []
+        return rank.lift(scores, asking, around, self.config)
+
+    def _asking(self, rids: list[int]) -> set[int]:
+        return {row[0] for row in self._run(sql.asking(rids))}
+
+    def _neighbours(self, rids: list[int]) -> list[Neighbours]:
+        offsets = list(self.config.context_shares)
+        rows = self._run(sql.neighbours(rids, offsets, self.config.context_window))
+        return [Neighbours(row[0], {offset: row[f"n{offset}"] for offset in offsets}) for row in rows]
+
+    # ------------------------------------------------------------------ scores and records
+    def bm25(self, rids: list[int], matches: list[TermMatch], every: bool = False) -> dict[int, float]:
+        """BM25 of ``rids`` (higher is better) for the terms that are not common (any
+        of them, or ``every`` one), over the row range of ``rids``."""
+        terms = [m.term for m in matches if m.rids]
+        if not rids or not terms:
+            return {}
+        wanted = set(rids)
+        rows = self._run(sql.bm25((all_expr if every else any_expr)(terms), min(rids), max(rids)))
+        return {row[0]: row[1] for row in rows if row[0] in wanted}
+
+    def updated(self, rids: set[int] | list[int]) -> dict[int, str]:
+        rids = list(rids)
+        return dict(self._run(sql.updated(rids))) if rids else {}  # type: ignore[arg-type]
+
+    def records(self, rids: list[int]) -> dict[int, MemoryRecord]:
+        if not rids:
+            return {}
+        return {row["rid"]: MemoryRecord.from_row(row) for row in self._run(sql.records(rids))}
+
+    def snippets(self, records: list[MemoryRecord], terms: list[Term]) -> dict[int, str]:
+        """A snippet of each record's body with the matches in ``[brackets]``, from the
+        indexed part of the body only. CJK matches are marked in Python: FTS5's
+        ``snippet`` would show the bigram column."""
+        if not records:
+            return {}
+        expr = any_expr(terms)
+        long_rids = sorted(r.rid for r in records if len(r.body) > SNIPPET_SCORED_BODY)
+        rids = sorted(r.rid for r in records if len(r.body) <= SNIPPET_SCORED_BODY)
+        found: list[Any] = []
+        if not rids:
+            pass
+        elif rids[-1] - rids[0] < 20 * len(rids):  # close together: one pass over that range
+            found = self._run(sql.snippets_in_range(expr, rids, SNIPPET_TOKENS))
+        else:  # one probe per row
+            found = self._run(sql.snippets_of(expr, rids, SNIPPET_TOKENS))
+        out = {row[0]: row[1] for row in found}
+        if long_rids:
+            marked = self._run(sql.highlighted(expr, long_rids))
+            out.update((row[0], best_window(row[1], SNIPPET_TOKENS)) for row in marked)
+        needles = [t.text for t in terms if t.cjk]
+        if needles:
+            for record in records:
+                if any(n in record.body for n in needles):
+                    out[record.rid] = highlight(record.body, needles)
+        return out

@@ -1,0 +1,194 @@
+"""How recall orders memories: pure scoring over fetched records, one frozen config.
+
+Nothing here touches the database: ``recall.engine`` fetches (term matches, BM25,
+neighbours, update times) and hands the numbers in, so each rule can be tested on a
+list of records. The numbers behind the defaults are in benchmarks/README.md.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import heapq
+import itertools
+import math
+from collections.abc import Callable, Iterable, Iterator, Mapping
+from dataclasses import dataclass, field
+
+from .records import Neighbours, TermMatch
+from .terms import Term
+
+DistanceFn = Callable[[str, str, int], int]
+
+
+@dataclass(frozen=True)
+class RecallConfig:
+    """Every knob of recall. Tests and benchmarks pass their own (``dataclasses.replace``)."""
+
+    name: str = "conversation"
+    # A term in more memories than this is "common": its matches are only looked up
+    # among candidates, so no query reads a whole vault's worth of rows.
+    common_df: int = 2000
+    combination_queries: int = 6  # FTS AND queries looking for memories with several common terms
+    common_pool: int = 200  # candidates when every term is common: the newest memories matching any
+    # Conversation context: a candidate is lifted by the best memories written next to it.
+    context_sources: int = 30  # the best candidates whose neighbours are lifted (0: no context)
+    context_window: dt.timedelta = dt.timedelta(minutes=30)  # how far apart neighbours may be written
+    context_shares: Mapping[int, float] = field(default_factory=lambda: {1: 0.5, -1: 0.4, 2: 0.3, -2: 0.2})
+    question_boost: float = 2.0  # a source asking a question lifts what follows it this much more
+    question_weight: float = 0.8  # what a memory asking a question counts for itself
+    question_checked: int = 100  # the best candidates checked for a question mark
+    prefix_expansions: int = 30  # most longer words one prefix stands for
+    vocab_candidates: int = 300  # most vocabulary words compared with a typo
+    typo_tries: int = 3  # closest vocabulary words tried against the filters when correcting a typo
+
+    @property
+    def uses_context(self) -> bool:
+        return self.context_sources > 0 and bool(self.context_shares)
+
+
+DEFAULT = RecallConfig()
+
+
+@dataclass(frozen=True)
+class Scored:
+    """A ranked memory: its score (higher is better, comparable within one result), the
+    terms it matched, and the parts the score came from (``search --explain``)."""
+
+    rid: int
+    score: float
+    matched: tuple[str, ...]
+    parts: Mapping[str, float] = field(default_factory=dict)
+
+
+# --------------------------------------------------------------------------- document frequency
+
+
+def idf(n: float, population: int) -> float:
+    """BM25's IDF of a term in ``n`` of ``population`` memories."""
+    return math.log(1 + (population - n + 0.5) / (n + 0.5))
+
+
+def estimated_df(common: int, newest: int, floor: int) -> float:
+    """A common term's document frequency from the row number of its ``common``-th
+    newest match: as dense among older memories as among the newest ``common``."""
+    return common * newest / max(newest - floor + 1, 1)
+
+
+# --------------------------------------------------------------------------- memories with every term
+
+
+def newest_first(rids: Iterable[int], updated: Mapping[int, str]) -> list[int]:
+    """``rids`` most recently updated first (the last tie-breaker); stable."""
+    return sorted(rids, key=lambda rid: updated.get(rid, ""), reverse=True)
+
+
+def every_term(found: Iterable[int], bm25: Mapping[int, float], updated: Mapping[int, str], limit: int,
+               words: tuple[str, ...]) -> list[Scored]:
+    """Memories holding every term: BM25 (title and tags above the body), then newest."""
+    order = newest_first(found, updated)
+    order.sort(key=lambda rid: -bm25.get(rid, 0.0))
+    return [Scored(rid, bm25.get(rid, 0.0), words, {"bm25": bm25.get(rid, 0.0)}) for rid in order[:limit]]
+
+
+def newest_of(rows: Iterable[tuple[int, str]], limit: int, words: tuple[str, ...]) -> list[Scored]:
+    """When every term is common (the query names nothing specific): newest first."""
+    newest = sorted(rows, key=lambda row: row[1], reverse=True)[:limit]
+    return [Scored(rid, 0.0, words, {}) for rid, _ in newest]
+
+
+# --------------------------------------------------------------------------- memories with some terms
+
+
+def coverage(matches: list[TermMatch], found: Mapping[str, set[int]], population: int, total: int
+             ) -> tuple[dict[int, float], dict[int, list[str]]]:
+    """IDF-weighted term coverage: each memory's sum of the IDF of the terms it matches
+    (a rare word counts more than a common one), and which terms, in question order.
+    ``found`` holds the memories each term matched; IDF is over ``population``
+    (the namespace searched, or the vault), common terms' counts scaled from ``total``."""
+    scores: dict[int, float] = {}
+    matched: dict[int, list[str]] = {}
+    for m in matches:
+        rids = found.get(m.term.text, set())
+        weight = idf(len(rids) if m.rids is not None else m.df * population / total, population)
+        for rid in rids:
+            scores[rid] = scores.get(rid, 0.0) + weight
+            matched.setdefault(rid, []).append(m.term.text)
+    return scores, matched
+
+
+def combinations(common: list[Term], weights: Mapping[str, float], most: int) -> list[tuple[Term, ...]]:
+    """Combinations of common terms worth an FTS AND query: the largest and weightiest
+    first, at most ``most``. Built lazily, size by size: there are 2**n of n words."""
+
+    def largest_first() -> Iterator[tuple[Term, ...]]:
+        for size in range(len(common), 1, -1):
+            yield from sorted(itertools.combinations(common, size), key=lambda c: -sum(weights[t.text] for t in c))
+
+    return list(itertools.islice(largest_first(), most))
+
+
+def question_candidates(scores: Mapping[int, float], config: RecallConfig) -> list[int]:
+    """The best candidates whose text is checked for a question mark."""
+    return heapq.nlargest(config.question_checked, scores, key=scores.__getitem__)
+
+
+def weigh_questions(scores: Mapping[int, float], asking: set[int], config: RecallConfig) -> dict[int, float]:
+    """A memory that asks a question holds the words of the question, not its answer:
+    it counts ``question_weight``."""
+    return {rid: s * (config.question_weight if rid in asking else 1.0) for rid, s in scores.items()}
+
+
+def context_sources(scores: Mapping[int, float], config: RecallConfig) -> list[int]:
+    """The best candidates whose neighbours are lifted."""
+    return heapq.nsmallest(config.context_sources, scores, key=lambda rid: (-scores[rid], -rid))
+
+
+def lift(scores: Mapping[int, float], asking: set[int], around: list[Neighbours], config: RecallConfig) -> dict[int, float]:
+    """Each candidate lifted by the best-scoring memory written just before or after it
+    in its namespace, since the answer often sits next to the memory that matched: by a
+    share of that neighbour's score (``context_shares``; a neighbour that asks a
+    question gives the memories after it ``question_boost`` times more). Only memories
+    that match a term themselves are lifted."""
+    lifted = dict(scores)
+    for row in around:
+        source = row.rid
+        for offset, share in config.context_shares.items():
+            neighbour = row.around.get(offset)
+            if neighbour in scores:
+                gain = share * (config.question_boost if source in asking and offset > 0 else 1.0) * scores[source]
+                lifted[neighbour] = max(lifted[neighbour], scores[neighbour] + gain)
+    return lifted
+
+
+def shortlist(scores: Mapping[int, float], limit: int) -> list[int]:
+    """The candidates BM25 is computed for: the best ``2 * limit`` (at least 20)."""
+    return heapq.nsmallest(max(2 * limit, 20), scores, key=lambda rid: (-scores[rid], -rid))
+
+
+def some_terms(short: list[int], scores: Mapping[int, float], coverage_of: Mapping[int, float],
+               matched: Mapping[int, list[str]], bm25: Mapping[int, float], updated: Mapping[int, str],
+               limit: int) -> list[Scored]:
+    """The shortlist by (lifted) coverage, then BM25, then recency."""
+    order = newest_first(short, updated)
+    order.sort(key=lambda rid: (-scores[rid], -bm25.get(rid, 0.0)))
+    return [
+        Scored(rid, scores[rid], tuple(matched.get(rid, ())), {
+            "coverage": coverage_of.get(rid, 0.0), "context": scores[rid] - coverage_of.get(rid, 0.0),
+            "bm25": bm25.get(rid, 0.0),
+        })
+        for rid in order[:limit]
+    ]
+
+
+# --------------------------------------------------------------------------- typos
+
+
+def closest(word: str, vocabulary: list[tuple[str, int]], bound: int, distance: DistanceFn) -> list[str]:
+    """Vocabulary words within ``bound`` edits of ``word``: fewest edits, then most memories."""
+    near = []
+    for candidate, docs in vocabulary:
+        d = distance(word, candidate, bound)
+        if 0 < d <= bound and candidate.isalpha():
+            near.append((d, -docs, candidate))
+    return [candidate for _, _, candidate in sorted(near)]
+

@@ -1,0 +1,203 @@
+"""The SQL recall runs, built apart from running it (pure).
+
+Every builder returns ``(sql, params)``; ``recall.engine`` runs them through
+``Index.query`` and ``search --explain`` prints them. FTS expressions are passed as
+parameters, never spliced in: they come from ``recall.terms``, which quotes every word.
+Row ids spliced into ``IN (...)`` lists are forced through ``int()``.
+
+Every query that joins FTS to ``memories`` says ``fts CROSS JOIN memories`` so that FTS
+drives: left to itself the planner starts from a namespace index and probes FTS once
+per memory (20x slower).
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+from collections.abc import Iterable
+from dataclasses import dataclass
+from typing import Any
+
+Query = tuple[str, list[Any]]
+
+LIVE = "(m.expires IS NULL OR m.expires > ?)"  # not expired at ``now``
+_MATCHED = "FROM fts CROSS JOIN memories m ON m.rid = fts.rowid WHERE fts MATCH ?"
+
+
+@dataclass(frozen=True)
+class Filters:
+    """Search and list filters; all applied inside SQL, before any LIMIT."""
+
+    namespace: str | None = None
+    tags: tuple[str, ...] = ()
+    since: str | None = None  # created >= since (canonical UTC)
+    until: str | None = None  # created < until
+    path_prefix: str | None = None
+
+    def sql(self, alias: str = "m") -> tuple[str, list[Any]]:
+        """`` AND ...`` clauses (or nothing) and their parameters."""
+        clauses, params = [], []
+        if self.namespace:
+            clauses.append(f"{alias}.namespace = ?")
+            params.append(self.namespace)
+        for tag in self.tags:
+            clauses.append(f"EXISTS (SELECT 1 FROM tags t WHERE t.tag = ? AND t.rid = {alias}.rid)")
+            params.append(tag)
+        if self.since:
+            clauses.append(f"{alias}.created >= ?")
+            params.append(self.since)
+        if self.until:
+            clauses.append(f"{alias}.created < ?")
+            params.append(self.until)
+        if self.path_prefix:
+            clauses.append(f"substr({alias}.path, 1, ?) = ?")
+            params.extend([len(self.path_prefix), self.path_prefix])
+        return "".join(" AND " + c for c in clauses), params
+
+
+def _ids(rids: Iterable[int]) -> str:
+    return ", ".join(str(int(r)) for r in rids)
+
+
+# --------------------------------------------------------------------------- document frequencies
+
+
+def max_rid() -> Query:
+    return "SELECT max(rid) FROM memories", []
+
+
+def population(namespace: str) -> Query:
+    """How many memories a namespace holds (IDF is over the namespace searched)."""
+    return "SELECT count(*) FROM memories WHERE namespace = ?", [namespace]
+
+
+def term_floor(expr: str, common: int) -> Query:
+    """The ``common``-th newest memory matching ``expr``: a row means the term is common."""
+    return "SELECT rowid FROM fts WHERE fts MATCH ? ORDER BY rowid DESC LIMIT 1 OFFSET ?", [expr, common - 1]
+
+
+def term_count(expr: str) -> Query:
+    """How many memories in the whole index match ``expr`` (its document frequency)."""
+    return "SELECT count(*) FROM fts WHERE fts MATCH ?", [expr]
+
+
+# --------------------------------------------------------------------------- term matches and candidate pools
+
+
+def term_matches(expr: str, filters: Filters, now: str) -> Query:
+    """The live memories within the filters that match ``expr``."""
+    where, params = filters.sql()
+    return f"SELECT m.rid {_MATCHED} AND {LIVE}{where}", [expr, now, *params]
+
+
+def newest_matching(expr: str, filters: Filters, now: str, limit: int) -> Query:
+    """The ``limit`` live memories within the filters matching ``expr`` with the highest
+    row numbers (the dated layout's order), with their ``updated`` time."""
+    where, params = filters.sql()
+    return (
+        f"SELECT m.rid, m.updated {_MATCHED} AND {LIVE}{where} ORDER BY fts.rowid DESC LIMIT ?",
+        [expr, now, *params, limit],
+    )
+
+
+def members_within(expr: str, within: str) -> Query:
+    """Memories matching both expressions: one FTS AND, driven by the rarer side."""
+    return "SELECT rowid FROM fts WHERE fts MATCH ?", [f"({expr}) AND {within}"]
+
+
+def members_from(expr: str, floor: int) -> Query:
+    """Memories matching ``expr`` from row number ``floor`` on."""
+    return "SELECT rowid FROM fts WHERE fts MATCH ? AND rowid >= ?", [expr, floor]
+
+
+def updated(rids: list[int]) -> Query:
+    return "SELECT rid, updated FROM memories WHERE rid IN (SELECT value FROM json_each(?))", [json.dumps(rids)]
+
+
+# --------------------------------------------------------------------------- scores
+
+
+def bm25(expr: str, low: int, high: int) -> Query:
+    """BM25 (higher is better, with the schema's column weights) of the memories
+    matching ``expr`` between two row numbers: one FTS query for a whole shortlist,
+    since probing row by row would recount each term's documents every time."""
+    return "SELECT rowid, -rank FROM fts WHERE fts MATCH ? AND rowid BETWEEN ? AND ?", [expr, low, high]
+
+
+def asking(rids: list[int]) -> Query:
+    """Which of ``rids`` hold a question mark."""
+    return (
+        "SELECT rid FROM memories WHERE rid IN (SELECT value FROM json_each(?)) "
+        "AND (instr(body, '?') > 0 OR instr(body, '？') > 0)",
+        [json.dumps(rids)],
+    )
+
+
+def neighbours(rids: list[int], offsets: Iterable[int], window: dt.timedelta) -> Query:
+    """Per source, the memories written ``offset`` places after (+) or before (-) it in
+    its namespace, within ``window`` (columns ``n1``, ``n-1``...)."""
+    seconds = f"{window.total_seconds():.0f} seconds"
+    columns = []
+    for offset in offsets:
+        before = offset < 0
+        columns.append(
+            "(SELECT n.rid FROM memories n WHERE n.namespace = s.namespace "
+            f"AND n.created {'<' if before else '>'} s.created "
+            f"AND n.created {'>=' if before else '<='} strftime('%Y-%m-%dT%H:%M:%SZ', s.created, '{'-' if before else '+'}{seconds}') "
+            f"ORDER BY n.created {'DESC' if before else ''}, n.path {'DESC' if before else ''} "
+            f'LIMIT 1 OFFSET {abs(int(offset)) - 1}) AS "n{int(offset)}"'
+        )
+    return f"SELECT s.rid, {', '.join(columns)} FROM memories s WHERE s.rid IN ({_ids(rids)})", []
+
+
+# --------------------------------------------------------------------------- records and snippets
+
+
+def records(rids: Iterable[int]) -> Query:
+    return f"SELECT * FROM memories WHERE rid IN ({_ids(rids)})", []
+
+
+def snippets_in_range(expr: str, rids: list[int], tokens: int) -> Query:
+    """FTS5 snippets of rows that lie close together: one pass over their range."""
+    return (
+        f"SELECT rowid, snippet(fts, 2, '[', ']', '…', {int(tokens)}) FROM fts "
+        f"WHERE fts MATCH ? AND rowid BETWEEN ? AND ? AND +rowid IN ({_ids(rids)})",
+        [expr, min(rids), max(rids)],
+    )
+
+
+def snippets_of(expr: str, rids: list[int], tokens: int) -> Query:
+    """FTS5 snippets of rows far apart: one probe per row."""
+    return (
+        f"SELECT rowid, snippet(fts, 2, '[', ']', '…', {int(tokens)}) FROM fts WHERE fts MATCH ? AND rowid IN ({_ids(rids)})",
+        [expr],
+    )
+
+
+def highlighted(expr: str, rids: list[int]) -> Query:
+    """Long bodies with every match marked (``terms.best_window`` picks the window)."""
+    return (
+        f"SELECT rowid, highlight(fts, 2, char(2), char(3)) FROM fts WHERE fts MATCH ? AND rowid IN ({_ids(rids)})",
+        [expr],
+    )
+
+
+# --------------------------------------------------------------------------- vocabulary
+
+
+def words_starting(prefix: str, limit: int) -> Query:
+    """Indexed words (as written) that start with ``prefix`` and are longer, the ones
+    in most memories first."""
+    return (
+        "SELECT term FROM words_vocab WHERE term > ? AND term < ? ORDER BY doc DESC, term LIMIT ?",
+        [prefix, prefix + "\U0010ffff", limit],
+    )
+
+
+def vocabulary(head: str, shortest: int, longest: int, limit: int) -> Query:
+    """Indexed words starting with ``head`` of a length in a range, with how many
+    memories hold each."""
+    return (
+        "SELECT term, doc FROM words_vocab WHERE term >= ? AND term < ? AND length(term) BETWEEN ? AND ? LIMIT ?",
+        [head, head[:-1] + chr(ord(head[-1]) + 1), shortest, longest, limit],
+    )

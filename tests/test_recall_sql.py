@@ -1,0 +1,75 @@
+"""recall.sql: the statements recall runs, pinned, and each run on a real index."""
+
+from __future__ import annotations
+
+import datetime as dt
+
+import pytest
+
+from agent_memory.recall import sql
+from agent_memory.recall.sql import Filters
+from agent_memory.vault import Vault
+
+NOW = "2026-07-20T09:00:00Z"
+
+
+def test_filters_become_and_clauses_with_parameters() -> None:
+    where, params = Filters(namespace="work", tags=("a", "b"), since="2026-01-01T00:00:00Z", path_prefix="people/").sql()
+    assert where == (
+        " AND m.namespace = ? AND EXISTS (SELECT 1 FROM tags t WHERE t.tag = ? AND t.rid = m.rid)"
+        " AND EXISTS (SELECT 1 FROM tags t WHERE t.tag = ? AND t.rid = m.rid) AND m.created >= ?"
+        " AND substr(m.path, 1, ?) = ?"
+    )
+    assert params == ["work", "a", "b", "2026-01-01T00:00:00Z", 7, "people/"]
+    assert Filters().sql() == ("", [])
+
+
+def test_term_matches_is_one_fts_driven_join_with_the_filters_after_the_expression() -> None:
+    assert sql.term_matches('"deploy"', Filters(namespace="work"), NOW) == (
+        "SELECT m.rid FROM fts CROSS JOIN memories m ON m.rid = fts.rowid WHERE fts MATCH ? "
+        "AND (m.expires IS NULL OR m.expires > ?) AND m.namespace = ?",
+        ['"deploy"', NOW, "work"],
+    )
+
+
+def test_expressions_are_parameters_and_row_ids_are_integers() -> None:
+    text, params = sql.bm25('"a" OR "b"', 3, 9)
+    assert text == "SELECT rowid, -rank FROM fts WHERE fts MATCH ? AND rowid BETWEEN ? AND ?"
+    assert params == ['"a" OR "b"', 3, 9]
+    assert sql.records([3, 1]) == ("SELECT * FROM memories WHERE rid IN (3, 1)", [])
+    with pytest.raises(ValueError):
+        sql.records(["1) OR (1=1"])  # type: ignore[list-item]
+    assert sql.term_floor('"x"', 2000) == ("SELECT rowid FROM fts WHERE fts MATCH ? ORDER BY rowid DESC LIMIT 1 OFFSET ?", ['"x"', 1999])
+
+
+def test_neighbours_name_one_column_per_offset() -> None:
+    text, params = sql.neighbours([5], [1, -1], dt.timedelta(minutes=30))
+    assert params == [] and text.startswith("SELECT s.rid, (SELECT n.rid FROM memories n WHERE n.namespace = s.namespace ")
+    assert 'LIMIT 1 OFFSET 0) AS "n1"' in text and 'LIMIT 1 OFFSET 0) AS "n-1"' in text
+    assert "'+1800 seconds'" in text and "'-1800 seconds'" in text and text.endswith("WHERE s.rid IN (5)")
+
+
+def test_every_builder_runs_on_a_real_index(vault: Vault) -> None:
+    """A builder whose SQL does not parse, or names a column the schema lacks, fails here."""
+    a = vault.remember("Customer ACME prefers deploys on Fridays?", namespace="work")["memory"]
+    vault.remember("ACME deploy froze on Friday", namespace="work")
+    run = lambda q: vault.index.query(*q)
+    rid = run(("SELECT rid FROM memories WHERE id = ?", [a["id"]]))[0][0]
+    assert run(sql.max_rid())[0][0] == 2
+    assert run(sql.population("work"))[0][0] == 2
+    assert run(sql.term_count('"acme"'))[0][0] == 2
+    assert run(sql.term_floor('"acme"', 2)) and not run(sql.term_floor('"acme"', 3))
+    assert {r[0] for r in run(sql.term_matches('"deploy"', Filters(namespace="work"), NOW))} == {1, 2}
+    assert run(sql.term_matches('"deploy"', Filters(namespace="other"), NOW)) == []
+    assert [r[0] for r in run(sql.newest_matching('"acme"', Filters(), NOW, 1))] == [2]
+    assert {r[0] for r in run(sql.members_within('"friday"', '("prefers")'))} == {rid}
+    assert {r[0] for r in run(sql.members_from('"acme"', 2))} == {2}
+    assert len(run(sql.updated([1, 2]))) == 2
+    assert {r[0] for r in run(sql.bm25('"prefers"', 1, 2))} == {rid}
+    assert {r[0] for r in run(sql.asking([1, 2]))} == {rid}
+    assert run(sql.neighbours([1], [1, -1], dt.timedelta(minutes=30)))[0]["n1"] is None  # one instant
+    assert "[ACME]" in run(sql.snippets_in_range('"acme"', [1, 2], 16))[0][1]
+    assert "[ACME]" in run(sql.snippets_of('"acme"', [1], 16))[0][1]
+    assert "\x02ACME\x03" in run(sql.highlighted('"acme"', [1]))[0][1]
+    assert [r[0] for r in run(sql.words_starting("fri", 5))] == ["friday", "fridays"]
+    assert ("froze", 1) in [tuple(r) for r in run(sql.vocabulary("fr", 4, 6, 10))]
