@@ -187,13 +187,14 @@ def add(content: str | None, namespace: str, tags: tuple[str, ...], title: str, 
 @click.option("--since", default=None, help="Only memories created on or after this date.")
 @click.option("--until", default=None, help="Only memories created before this date.")
 @click.option("--path", "path_prefix", default=None, help="Only files under this vault folder.")
+@click.option("--explain", is_flag=True, help="Also print the SQL run and where each hit's score came from.")
 @handle_errors
 def search(query: str, namespace: str | None, tags: tuple[str, ...], limit: int, match: str,
-           since: str | None, until: str | None, path_prefix: str | None) -> None:
+           since: str | None, until: str | None, path_prefix: str | None, explain: bool) -> None:
     """Recall memories with a plain question."""
     with open_vault() as vault:
         result = vault.search(query, namespace=namespace, tags=list(tags), limit=limit, match=match,
-                              since=since, until=until, path_prefix=path_prefix)
+                              since=since, until=until, path_prefix=path_prefix, explain=explain)
 
     def human() -> None:
         if result.get("corrected"):
@@ -206,8 +207,21 @@ def search(query: str, namespace: str | None, tags: tuple[str, ...], limit: int,
             click.echo(f"   {printable(hit['snippet'])}")
         if result.get("hint"):
             click.echo(printable(result["hint"]))
+        if "explain" in result:
+            _print_explanation(result["explain"])
 
     emit(result, human)
+
+
+def _print_explanation(explained: dict[str, Any]) -> None:
+    click.echo(f"\nprofile {explained['profile']}; {len(explained['statements'])} statements:")
+    for n, statement in enumerate(explained["statements"], 1):
+        click.echo(f"{n:>3}. {printable(statement['sql'])}")
+        click.echo(click.style(f"     params {printable(json.dumps(statement['params'], ensure_ascii=False))}", dim=True))
+    click.echo("scores:")
+    for n, scored in enumerate(explained["scores"], 1):
+        parts = "  ".join(f"{name} {value:g}" for name, value in scored["parts"].items())
+        click.echo(f"{n:>3}. {printable(scored['id'])}  score {scored['score']:g}  {parts}")
 
 
 @cli.command(name="list")

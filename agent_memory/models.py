@@ -31,6 +31,25 @@ class Hit(Summary):
     score: float
 
 
+class Statement(TypedDict):
+    sql: str
+    params: list[Any]
+
+
+class ScoreParts(TypedDict):
+    """Where one hit's score came from (``search --explain``)."""
+
+    id: str
+    score: float
+    parts: dict[str, float]
+
+
+class Explanation(TypedDict):
+    profile: str
+    statements: list[Statement]  # every statement the search ran, in order
+    scores: list[ScoreParts]  # per hit, in the order of ``hits``
+
+
 class SearchResult(TypedDict):
     terms: list[str]
     match_mode: str
@@ -39,6 +58,7 @@ class SearchResult(TypedDict):
     note: NotRequired[str]
     hint: NotRequired[str]
     corrected: NotRequired[dict[str, str]]
+    explain: NotRequired[Explanation]
 
 
 class Memory(Summary):

@@ -28,6 +28,7 @@ from .maintenance import Maintenance
 from .models import (
     ContextMemory,
     ContextResult,
+    Explanation,
     Edge,
     FileContent,
     Hit,
@@ -35,7 +36,9 @@ from .models import (
     Memory,
     RelatedNode,
     RelatedResult,
+    ScoreParts,
     SearchResult,
+    Statement,
     Summary,
 )
 from .limits import check_limit, check_offset, check_tags, check_text, namespace_filter
@@ -138,12 +141,14 @@ class Vault(Writes, Maintenance, Reconcile):
         until: str | None = None,
         path_prefix: str | None = None,
         config: RecallConfig | None = None,
+        explain: bool = False,
     ) -> SearchResult:
         """Plain-question recall: all terms when some memory has them all, else the
         memories matching most terms (IDF-weighted, lifted by the memories written next
         to them), then BM25, then recency (``recall.engine``). A term that matches
         nothing gets a second chance; corrections are reported in ``corrected``.
-        ``config`` replaces the ranking's knobs (tests and benchmarks)."""
+        ``config`` replaces the ranking's knobs (tests and benchmarks); ``explain`` adds
+        every statement run and each hit's score parts (``explain``)."""
         if not isinstance(query, str) or len(query) > MAX_QUERY_CHARS:
             raise InvalidInput(f"The query must be text of at most {MAX_QUERY_CHARS} characters.")
         if match not in MATCH_MODES:
@@ -165,12 +170,20 @@ class Vault(Writes, Maintenance, Reconcile):
                 hint="The query has no words to search for; ask with a few plain words.",
             )
         now = iso(self.now())
-        found = Engine(self.index, config or DEFAULT).search(terms, filters, now, limit, match)
+        config = config or DEFAULT
+        found = Engine(self.index, config, explain=explain).search(terms, filters, now, limit, match)
         hits = self._hits(found)
         mode = found.mode
         result = SearchResult(terms=[t.text for t in found.terms], match_mode=mode, count=len(hits), hits=hits)
         if found.corrected:
             result["corrected"] = found.corrected
+        if explain:
+            result["explain"] = Explanation(
+                profile=config.name,
+                statements=[Statement(sql=text, params=list(params)) for text, params in found.statements],
+                scores=[ScoreParts(id=hit["id"], score=hit["score"], parts={k: round(v, 4) for k, v in s.parts.items()})
+                        for hit, s in zip(hits, found.ranked)],
+            )
         if match == "auto" and mode == "any" and hits:
             result["note"] = (
                 "No memory contains all of the terms; these match some of them (see matched_terms)."
