@@ -120,8 +120,9 @@ def _tag_text(tags: list[str]) -> str:
 def _print_summary(n: int | None, item: dict[str, Any]) -> None:
     head = f"{n}. " if n is not None else ""
     tags = f"  {_tag_text(item['tags'])}" if item["tags"] else ""
+    conflict = click.style("  git conflict", fg="yellow") if item.get("conflict") else ""
     click.echo(f"{head}{click.style(printable(item['title']), bold=True)}  [{printable(item['namespace'])}]{tags}  "
-               f"({printable(item['age'])})")
+               f"({printable(item['age'])}){conflict}")
     click.echo(f"   {printable(item['id'])}  {printable(item['path'])}")
 
 
@@ -368,6 +369,57 @@ def link(memory_id: str, target_id: str, relation: str) -> None:
     emit(result, lambda: click.echo(printable(
         f"{'Linked' if result['changed'] else 'Already linked'} {result['source']['path']} "
         f"-{result['relation']}-> {result['link']}")))
+
+
+@cli.command()
+@common
+@click.argument("memory_id")
+@click.argument("target_id")
+@click.option("-r", "--relation", default="related_to", show_default=True,
+              help="Front-matter property the link was written in (as given to `link`).")
+@handle_errors
+def unlink(memory_id: str, target_id: str, relation: str) -> None:
+    """Remove the link from MEMORY_ID to TARGET_ID that `link` wrote.
+
+    \b
+    Example:
+      agent-memory unlink people/priya.md acme-billing --relation works_on
+    """
+    with open_vault() as vault:
+        result = vault.unlink(memory_id, target_id, relation=relation)
+    emit(result, lambda: click.echo(printable(
+        f"Unlinked {result['source']['path']} -{result['relation']}-> {', '.join(result['removed'])}"
+        if result["changed"] else f"Not linked: {result['source']['path']} has no {result['relation']} link to {target_id}")))
+
+
+@cli.command(name="mv")
+@common
+@click.argument("memory_id")
+@click.argument("new_path")
+@handle_errors
+def mv(memory_id: str, new_path: str) -> None:
+    """Rename or move a note to NEW_PATH and rewrite the wikilinks to it.
+
+    Every [[link]] to the note across the vault is rewritten in place (|alias,
+    #heading and ! embeds kept), all files or none; an existing file is never
+    overwritten. A note without an id changes its id (its path).
+
+    \b
+    Examples:
+      agent-memory mv "Kessel Run.md" "places/Kessel Run.md"
+      agent-memory mv people/priya.md archive/
+    """
+    with open_vault() as vault:
+        result = vault.move(memory_id, new_path)
+
+    def human() -> None:
+        click.echo(printable(f"Moved {result['old_path']} -> {result['new_path']}"))
+        if result["old_id"] != result["new_id"]:
+            click.echo(printable(f"id {result['old_id']} -> {result['new_id']}"))
+        for item in result["rewritten"]:
+            click.echo(printable(f"  rewrote {item['links']} link{'s' if item['links'] != 1 else ''} in {item['path']}"))
+
+    emit(result, human)
 
 
 @cli.command()

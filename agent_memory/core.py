@@ -316,6 +316,7 @@ class VaultCore:
             updated=row["updated"],
             age=humanize_age(row["created"], self.now()),
             expires=row["expires"],
+            conflict=bool(row["conflict"]),
         )
 
     def _memory(self, rel: str, data: bytes, row: sqlite3.Row) -> Memory:
@@ -325,6 +326,7 @@ class VaultCore:
             relations.setdefault(relation, []).append(target)
         summary = self._summary(row)
         summary["version"] = notes.file_version(data)
+        summary["conflict"] = note.conflict
         return Memory(
             **summary,
             content=note.body,
@@ -333,7 +335,6 @@ class VaultCore:
             relations=relations,
             front_matter=note.meta,
             problems=note.problems,
-            conflict=note.conflict,
         )
 
     def _load(self, memory_id: str) -> tuple[sqlite3.Row, bytes]:

@@ -14,9 +14,12 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+from . import credentials
 from . import note as notes
-from .index import SCHEMA_VERSION, FileFacts, Index
-from .store import Store, index_folder
+from .errors import SettingsError
+from .index import SCHEMA_VERSION, FileFacts, Index, link_key
+from .settings import load_settings
+from .store import Store, index_folder, is_ignored_dir
 
 
 @dataclass
@@ -68,6 +71,13 @@ def check_vault(root: Path, index_dir: Path | None = None) -> list[Check]:
     conflicts: list[str] = []
     owners: dict[str, list[tuple[str, str]]] = {}
     skipped: list[str] = []
+    links: list[tuple[str, str, str]] = []  # (file, relation, target as written)
+    secrets: list[str] = []
+    try:
+        allowed = frozenset(load_settings(root).secrets_allow)
+    except SettingsError as exc:
+        allowed = frozenset()
+        problems.append(f"{exc}")
     for rel, _stat in Store(root).walk(skipped=lambda path, why: skipped.append(f"{path}: {why}")):
         try:
             data = (root / rel).read_bytes()
@@ -84,6 +94,9 @@ def check_vault(root: Path, index_dir: Path | None = None) -> list[Check]:
         if note.conflict:
             conflicts.append(rel)
         owners.setdefault(note.id, []).append((note.created or "", rel))
+        links.extend((rel, relation, target) for relation, target in note.links)
+        found_secrets = [f for f in credentials.find_credentials(data.decode("utf-8", "replace")) if f.fingerprint not in allowed]
+        secrets.extend(f"{rel}: {f.kind} (line {f.line}, fingerprint {f.fingerprint})" for f in found_secrets)
     checks.append(Check("files", not problems, f"{len(facts)} memory files" + (
         f", {len(problems)} with problems (indexed from their body; fix them by hand)" if problems else " parse cleanly"
     ), problems))
@@ -96,8 +109,38 @@ def check_vault(root: Path, index_dir: Path | None = None) -> list[Check]:
     checks.append(Check("duplicate ids", not dupes, "none" if not dupes else f"{len(dupes)} ids claimed by several files", dupes))
     checks.append(Check("conflict markers", not conflicts, "none" if not conflicts else
                         f"{len(conflicts)} files hold git conflict markers: resolve them by hand", conflicts))
+    broken = broken_links(root, links)
+    checks.append(Check("broken links", not broken, "none" if not broken else
+                        f"{len(broken)} links resolve to no file: fix the link, or remove a relation with "
+                        "`agent-memory unlink`", broken))
+    checks.append(Check("credentials", not secrets, "none" if not secrets else
+                        f"{len(secrets)} credentials in files (the value is not shown): move each secret to where "
+                        "secrets live (a password manager, the CI's secret store) and leave a pointer, or approve "
+                        "one with its fingerprint in secrets.allow of .agent-memory.toml", secrets))
     checks.append(_check_index(index_folder(root, index_dir), facts))
     return checks
+
+
+def broken_links(root: Path, links: list[tuple[str, str, str]]) -> list[str]:
+    """``file: relation -> [[target]]`` for each link that resolves to no file of the
+    vault, as Obsidian resolves a wikilink: by vault path, a trailing part of it, or the
+    file name; ``.md`` may be left out, and attachments (``![[diagram.png]]``) count."""
+    by_name: dict[str, list[str]] = {}
+    for folder, dirs, files in os.walk(root):
+        dirs[:] = [d for d in dirs if not is_ignored_dir(d)]
+        base = Path(folder).relative_to(root).as_posix()
+        for name in files:
+            key = link_key(name if base == "." else f"{base}/{name}")
+            by_name.setdefault(key.rsplit("/", 1)[-1], []).append(key)
+            if key.endswith(".md"):  # link_key strips one .md; "x.md.md" is rare enough
+                by_name.setdefault(key.rsplit("/", 1)[-1][:-3], []).append(key[:-3])
+
+    def resolves(target: str) -> bool:
+        key = link_key(target)
+        candidates = by_name.get(key.rsplit("/", 1)[-1], [])
+        return any(c == key or "/" not in key or c.endswith("/" + key) for c in candidates)
+
+    return [f"{rel}: {relation} -> [[{target}]]" for rel, relation, target in links if not resolves(target)]
 
 
 def _check_index(folder: Path, facts: dict[str, FileFacts]) -> Check:

@@ -23,6 +23,7 @@ class Summary(TypedDict):
     updated: str
     age: str
     expires: str | None
+    conflict: bool  # the file holds git conflict markers: found by its first side, refused for edits
 
 
 class Hit(Summary):
@@ -70,7 +71,6 @@ class Memory(Summary):
     relations: dict[str, list[str]]
     front_matter: dict[str, Any]
     problems: list[str]
-    conflict: bool
 
 
 class RememberResult(TypedDict):
@@ -164,6 +164,34 @@ class RestoreResult(TypedDict):
     id: str
     restored_from: str
     reason: str
+
+
+class Rewritten(TypedDict):
+    path: str
+    links: int
+
+
+class MoveResult(TypedDict):
+    """What ``move`` did. A note without an ``id`` is known by its path, so its id
+    changes with it (``old_id`` -> ``new_id``); a memory with an ``id`` keeps it."""
+
+    old_id: str
+    new_id: str
+    old_path: str
+    new_path: str
+    memory: Summary
+    rewritten: list[Rewritten]  # the files whose wikilinks to the note now name its new place
+
+
+class UnlinkResult(TypedDict):
+    """What ``unlink`` did: the relation items removed from the source's front matter
+    (as they were written). ``target`` is None when the link pointed at nothing."""
+
+    source: Summary
+    target: Summary | None
+    relation: str
+    removed: list[str]
+    changed: bool
 
 
 class LinkResult(TypedDict):

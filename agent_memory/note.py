@@ -14,6 +14,7 @@ import json
 import re
 import unicodedata
 from dataclasses import dataclass, field
+from collections.abc import Callable
 from typing import Any
 
 import frontmatter
@@ -223,8 +224,12 @@ def parse(data: bytes, path: str) -> Note:
         unreadable = True  # written back, the replacement characters would lose its bytes
     parts = _split(text)
     rest = text[len(parts.bom) :]
+    conflict = "<<<<<<<" in rest and bool(_CONFLICT_START.search(rest) and _CONFLICT_END.search(rest))
+    fm_text, body_start = parts.fm_text, parts.body_start
+    if conflict:  # the identity is the first side's, wherever the markers are (SPEC §2)
+        fm_text, body_start = _first_side_front_matter(rest) or (fm_text, body_start)
     meta: dict[str, Any] = {}
-    if parts.fm_text is None:
+    if fm_text is None:
         body = rest
         if (rest.startswith("---") and _FENCE_OPEN.match(rest)) or (rest.strip() and "---".startswith(rest.strip())):
             # An opening fence without its close ("-", "--", "---" alone: the first bytes
@@ -234,14 +239,53 @@ def parse(data: bytes, path: str) -> Note:
         elif not rest.strip():
             unreadable = True  # nothing to read: perhaps an editor between truncate and write
     else:
-        body = rest[parts.body_start :]
-        meta, broken = _load_yaml(parts.fm_text, problems)
+        body = rest[body_start:]
+        meta, broken = _load_yaml(fm_text, problems)
         unreadable = unreadable or broken
     note = _note_from(path, meta, body, problems)
-    # A git add/add conflict starts its markers inside the front matter, not the body.
-    note.conflict = "<<<<<<<" in rest and bool(_CONFLICT_START.search(rest) and _CONFLICT_END.search(rest))
+    # A git add/add conflict starts its markers inside or before the front matter, not the body.
+    note.conflict = conflict
     note.unreadable = unreadable
     return note
+
+
+_MARKER = {mark: re.compile(re.escape(mark * 7) + r"(?:[ \t]|\r?\n|$)") for mark in "<|=>"}
+
+
+def _first_side_front_matter(text: str) -> tuple[str, int] | None:
+    """The front matter of a conflicted file as its first side writes it, and the offset
+    in ``text`` where the body starts; None when that side has no front matter.
+
+    The first side of each conflict is kept (the lines after ``<<<<<<<``), the common
+    ancestor (diff3's ``|||||||``) and the other side (after ``=======``) are dropped.
+    That side is "ours" in a merge and the upstream one in a rebase; both normally carry
+    the same id. The body is everything after that front matter as written, markers and
+    both sides included, so what either side says is still found."""
+    lines = text.split("\n")
+    lines = [line + "\n" for line in lines[:-1]] + ([lines[-1]] if lines[-1] else [])
+    kept: list[int] = []  # indices of the lines the first side reads
+    side = ""  # "", "first", "base", "other"
+    for i, line in enumerate(lines):
+        if not side and _MARKER["<"].match(line):
+            side = "first"
+        elif side == "first" and _MARKER["|"].match(line):
+            side = "base"
+        elif side in ("first", "base") and _MARKER["="].match(line):
+            side = "other"
+        elif side == "other" and _MARKER[">"].match(line):
+            side = ""
+        elif side in ("", "first"):
+            kept.append(i)
+    first = "".join(lines[i] for i in kept)
+    parts = _split(first)
+    if parts.fm_text is None:
+        return None
+    offset = consumed = 0
+    while consumed < len(kept) and offset < parts.body_start:
+        offset += len(lines[kept[consumed]])
+        consumed += 1
+    last_fm_line = kept[consumed - 1]
+    return parts.fm_text, sum(len(line) for line in lines[: last_fm_line + 1])
 
 
 _FAST_LINE = re.compile(r"([A-Za-z_][A-Za-z0-9_-]*): (.*?)[ \t]*\r?")
@@ -445,6 +489,34 @@ def wikilinks(text: str) -> list[str]:
     Inside a markdown table Obsidian escapes the alias pipe: ``[[target\\|alias]]``."""
     targets = (m.group(1).rstrip("\\").strip() for m in _WIKILINK.finditer(text))
     return _merge_unique([t for t in targets if t])
+
+
+def retarget_links(text: str, new_target: Callable[[str], str | None]) -> tuple[str, int]:
+    """``text`` with the target of each wikilink that ``new_target`` maps to a new one
+    rewritten in place, and how many were. Span edits: ``!`` embeds, ``#heading``,
+    ``^block``, ``|alias`` (and a table's ``\\|``) and every other byte stay as written;
+    links in the body's code are code, left alone. ``new_target`` gets the target as
+    written (stripped) and returns its new text, or None to leave the link."""
+    parts = _split(text)
+    start = len(parts.bom)
+    regions = [(start + parts.fm_start, start + parts.fm_end, False)] if parts.fm_text is not None else []
+    regions.append((start + parts.body_start, len(text), True))
+    edits: list[tuple[int, int, str]] = []
+    for begin, end, is_body in regions:
+        segment = text[begin:end]
+        code = [m.span() for m in _CODE.finditer(segment)] if is_body and ("`" in segment or "~~~" in segment) else []
+        for m in _WIKILINK.finditer(segment):
+            if any(a <= m.start() < b for a, b in code):
+                continue
+            written = m.group(1).rstrip("\\")
+            target = written.strip()
+            replacement = new_target(target) if target else None
+            if replacement is not None and replacement != target:
+                at = begin + m.start(1) + len(written) - len(written.lstrip())
+                edits.append((at, at + len(target), replacement))
+    for at, stop, replacement in reversed(edits):
+        text = text[:at] + replacement + text[stop:]
+    return text, len(edits)
 
 
 def _links_in(value: Any) -> list[str]:

@@ -45,6 +45,8 @@ from .limits import check_limit, check_offset, check_tags, check_text, namespace
 from .reconcile import Reconcile
 from .store import GITIGNORE, Store, is_memory_path
 from .writes import Writes
+from .links import Links
+from .moves import Moves
 
 CONTEXT_STRATEGIES = ("relevance", "recency", "importance")
 CONTEXT_CANDIDATES = 100
@@ -53,7 +55,7 @@ MAX_READ_BYTES = 1_000_000
 TOKEN_ESTIMATE = "ceil(characters / 4) of each memory's title and content"
 
 
-class Vault(Writes, Maintenance, Reconcile):
+class Vault(Writes, Links, Moves, Maintenance, Reconcile):
     """A vault folder and its index. Open it, use it, ``close()`` it.
 
     The one object every front end talks to. Its jobs live in their own modules:

@@ -44,7 +44,7 @@ def _editable(note: notes.Note) -> notes.Note:
         )
     if note.conflict:
         raise InvalidInput(
-            f"{note.path} holds git conflict markers; resolve the conflict (keep one side, remove the "
+            f"git conflict in {note.path}: resolve it first (keep one side, remove the "
             "<<<<<<< ======= >>>>>>> lines), then retry."
         )
     return note

@@ -79,7 +79,7 @@ def base_arguments(ids: dict[str, str]) -> dict[str, dict[str, Any]]:
         "import_memories": {"items": [{"content": "An imported fact"}]},
         "read_file": {"path": "README.md"},
         "reindex": {},
-        "move_memory": {"memory_id": ids["a"], "path": "people/acme.md"},
+        "move_memory": {"memory_id": ids["a"], "new_path": "people/acme.md"},
         "unlink_memories": {"memory_id": ids["a"], "target_id": ids["b"]},
         "memory_history": {"memory_id": ids["a"]},
     }

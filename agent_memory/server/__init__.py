@@ -4,7 +4,7 @@ Nothing is registered at import time; ``build_server(vault)`` makes a fresh serv
 ``mcp`` is imported only inside this package (and ``watchdog`` only in ``sync``), so the
 CLI's other commands start fast.
 
-- ``tools``: the fourteen tools and how models' arguments are accepted
+- ``tools``: the tools and how models' arguments are accepted
 - ``prompts``: prompts from ``prompts/*.md`` and the vault's ``.prompts/*.md``
 - ``resources``: ``memory://instructions|stats|schema`` and ``memory://{+id}``
 - ``app``: ``build_server`` and its lifespan (background sync, clean stdout)

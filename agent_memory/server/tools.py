@@ -1,4 +1,4 @@
-"""The fourteen tools. Each one accepts what models actually send, makes one Vault call
+"""The tools. Each one accepts what models actually send, makes one Vault call
 and returns the library's typed dict, so clients get an ``outputSchema`` and
 ``structuredContent``. Library errors become ``ToolError``: in mcp 2.3 that is the only
 exception whose text reaches the model, and the library's text says what to do next.
@@ -35,11 +35,13 @@ from ..models import (
     LinkResult,
     ListResult,
     Memory,
+    MoveResult,
     ReconcileReport,
     RelatedResult,
     RememberResult,
     SearchResult,
     Stats,
+    UnlinkResult,
     UpdateResult,
 )
 from ..recall.terms import MAX_QUERY_CHARS
@@ -574,6 +576,50 @@ def register_tools(server: MCPServer, vault: Vault) -> None:
         front-matter property named after the relation (Obsidian shows it as a link).
         Linking twice changes nothing."""
         return vault.link(memory_id, target_id, relation=relation)
+
+    @tool("unlink_memories", "Unlink two memories", hints(read_only=False, destructive=True, idempotent=True))
+    def unlink_memories(
+        memory_id: Annotated[
+            str,
+            Field(description="The memory that holds the link (its id or vault-relative path).", min_length=1, max_length=1024),
+        ],
+        target_id: Annotated[
+            str,
+            Field(description="The memory linked to: its id or vault-relative path, or the link's text if that "
+                  "memory is gone.", min_length=1, max_length=1024),
+        ],
+        relation: Annotated[
+            str,
+            Field(
+                description="The relation the link was made with (link_memories' relation), e.g. related_to.",
+                pattern=r"^[A-Za-z][A-Za-z0-9_-]{0,63}$",
+            ),
+        ] = "related_to",
+    ) -> UnlinkResult:
+        """Remove a link that link_memories made: the "[[target]]" items of the memory's
+        front-matter property named after the relation (the property goes with its last
+        link). Links written in the text are left alone. Unlinking what is not linked
+        changes nothing."""
+        return vault.unlink(memory_id, target_id, relation=relation)
+
+    @tool("move_memory", "Rename or move a note", hints(read_only=False, destructive=True, idempotent=False))
+    def move_memory(
+        memory_id: MemoryId,
+        new_path: Annotated[
+            str,
+            Field(
+                description="Where the note goes, relative to the vault (people/priya.md; .md is added if "
+                "missing; a folder ending in '/' keeps the file name). Never over an existing file.",
+                min_length=1,
+                max_length=1024,
+            ),
+        ],
+    ) -> MoveResult:
+        """Rename or move a note and rewrite every [[wikilink]] to it across the vault, as
+        Obsidian does (aliases, #headings and ! embeds kept): all files or none. A note
+        without an id is known by its path, so its id changes: the result gives old_id
+        and new_id."""
+        return vault.move(memory_id, new_path)
 
     @tool("related", "Related memories", READ)
     def related(

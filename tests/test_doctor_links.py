@@ -1,0 +1,79 @@
+"""``doctor`` names broken links (a wikilink or relation that resolves to no file) and
+files holding a credential (by kind and fingerprint, never the value)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from agent_memory.cli import cli
+from agent_memory.credentials import find_credentials
+from agent_memory.doctor import check_vault
+from agent_memory.vault import Vault
+
+CORPUS = Path("/work/shared/corpora/obsidian-help")
+AWS_KEY = "AKIA" + "QYLPMN5HHHFPZAM2"  # a made-up key of the real shape
+
+
+def _checks(root: Path) -> dict:
+    return {c.name: c for c in check_vault(root)}
+
+
+def test_broken_links_are_listed_and_working_ones_are_not(vault: Vault) -> None:
+    root = vault.root
+    (root / "people").mkdir()
+    (root / "people" / "Priya.md").write_text("Priya.\n")
+    (root / "diagram.png").write_bytes(b"\x89PNG")
+    (root / "hub.md").write_text(
+        '---\nrelated_to: ["[[priya]]", "[[Gone Note]]"]\n---\n'
+        "[[people/Priya]] [[Priya.md|her]] [[Priya#Role]] ![[diagram.png]] [[hub]]\n"
+        "[[Nowhere]] and [[other/Priya]] and `[[in code]]`\n"
+    )
+    checks = _checks(root)
+    assert not checks["broken links"].ok
+    assert checks["broken links"].items == [
+        "hub.md: related_to -> [[Gone Note]]",
+        "hub.md: links_to -> [[Nowhere]]",
+        "hub.md: links_to -> [[other/Priya]]",
+    ]
+
+
+def test_a_link_to_a_forgotten_memory_is_broken_until_unlinked(vault: Vault) -> None:
+    a = vault.remember("ACME prefers Friday deploys")["memory"]
+    b = vault.remember("ACME billing runs on Stripe", title="acme billing")["memory"]
+    vault.link(a["id"], b["id"])
+    assert _checks(vault.root)["broken links"].ok
+    vault.forget(b["id"])
+    assert _checks(vault.root)["broken links"].items == [f"{a['path']}: related_to -> [[acme-billing]]"]
+    vault.unlink(a["id"], "acme-billing")
+    assert _checks(vault.root)["broken links"].ok
+
+
+def test_a_hand_written_credential_is_named_by_kind_and_fingerprint_never_shown(vault: Vault) -> None:
+    (vault.root / "ci.md").write_text(f"The CI uses {AWS_KEY} for uploads.\n")
+    (vault.root / "fine.md").write_text("Version 1.2.3, sha 3f786850e387550fdab836ed7e6dc881de23001b.\n")
+    [finding] = find_credentials(AWS_KEY)
+    check = _checks(vault.root)["credentials"]
+    assert not check.ok
+    assert check.items == [f"ci.md: {finding.kind} (line 1, fingerprint {finding.fingerprint})"]
+    done = CliRunner().invoke(cli, ["--dir", str(vault.root), "doctor"])
+    assert done.exit_code == 1 and "fingerprint" in done.output and AWS_KEY not in done.output
+    as_json = CliRunner().invoke(cli, ["--dir", str(vault.root), "--json", "doctor"])
+    assert AWS_KEY not in as_json.output and json.loads(as_json.output)["ok"] is False
+    # approved in the vault's settings: no longer a problem
+    (vault.root / ".agent-memory.toml").write_text(f'[secrets]\nallow = ["{finding.fingerprint}"]\n')
+    assert _checks(vault.root)["credentials"].ok
+
+
+@pytest.mark.skipif(not CORPUS.is_dir(), reason=f"the obsidian-help corpus is not at {CORPUS} (it is not part of the repository)")
+def test_on_obsidian_help_no_link_to_an_existing_note_is_called_broken() -> None:
+    names = {p.stem.casefold() for p in CORPUS.rglob("*.md")}
+    check = _checks(CORPUS)["broken links"]
+    assert check.items, "the corpus (without its attachments) has broken links to show"
+    for item in check.items:
+        target = item.rsplit("[[", 1)[1][:-2]
+        assert target.rsplit("/", 1)[-1].casefold().removesuffix(".md") not in names or "/" in target, item
+    assert _checks(CORPUS)["credentials"].ok

@@ -1,0 +1,254 @@
+"""``move`` (CLI ``agent-memory mv``, MCP ``move_memory``): a note renamed or moved with
+every wikilink to it rewritten in place, through the safe write, all or nothing even
+when a person saves meanwhile or the process dies half way."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+from mcp import Client
+
+from agent_memory import locking
+from agent_memory.cli import cli
+from agent_memory.errors import InvalidInput, SavedMeanwhile
+from agent_memory.moves import MOVE_DIRNAME
+from agent_memory.server import build_server
+from agent_memory.store import Store
+from agent_memory.vault import Vault
+
+from conftest import assert_index_matches_files
+
+HUB = (
+    "---\nrelated_to: [\"[[Kessel Run]]\"]\nowner: me  # a comment\n---\n"
+    "See [[Kessel Run|the run]], [[kessel run#Route]], ![[Kessel Run]] and [[Kessel Run.md]].\n"
+    "| a | [[Kessel Run\\|run]] |\n"
+    "Code stays: `[[Kessel Run]]`\n"
+    "Other: [[Tatooine]]\n"
+)
+HUB_AFTER = (
+    "---\nrelated_to: [\"[[Smuggling Route]]\"]\nowner: me  # a comment\n---\n"
+    "See [[Smuggling Route|the run]], [[Smuggling Route#Route]], ![[Smuggling Route]] and [[Smuggling Route.md]].\n"
+    "| a | [[Smuggling Route\\|run]] |\n"
+    "Code stays: `[[Kessel Run]]`\n"
+    "Other: [[Tatooine]]\n"
+)
+
+
+def _files(vault: Vault) -> dict[str, bytes]:
+    return {rel: (vault.root / rel).read_bytes() for rel, _ in Store(vault.root).walk()}
+
+
+@pytest.fixture
+def linked(vault: Vault) -> Vault:
+    (vault.root / "places").mkdir()
+    (vault.root / "places" / "Kessel Run.md").write_text("Body of the spaceport note.\n## Route\nless than 12 parsecs\n")
+    (vault.root / "places" / "Tatooine.md").write_text("Sand. Back to [[Kessel Run]].\n")
+    (vault.root / "hub.md").write_text(HUB)
+    vault.reconcile()
+    return vault
+
+
+def test_mv_rewrites_every_link_keeping_aliases_headings_and_embeds(linked: Vault) -> None:
+    vault = linked
+    before = os.stat(vault.root / "places" / "Kessel Run.md")
+    result = vault.move("places/Kessel Run.md", "places/Smuggling Route.md")
+    assert (result["old_path"], result["new_path"]) == ("places/Kessel Run.md", "places/Smuggling Route.md")
+    assert (result["old_id"], result["new_id"]) == ("places/Kessel Run.md", "places/Smuggling Route.md")
+    assert sorted((r["path"], r["links"]) for r in result["rewritten"]) == [("hub.md", 6), ("places/Tatooine.md", 1)]
+    assert not (vault.root / "places" / "Kessel Run.md").exists()
+    moved = vault.root / "places" / "Smuggling Route.md"
+    assert moved.read_text() == "Body of the spaceport note.\n## Route\nless than 12 parsecs\n"
+    assert os.stat(moved).st_mtime_ns == before.st_mtime_ns  # a hand-made note keeps its date
+    assert (vault.root / "hub.md").read_text() == HUB_AFTER
+    assert (vault.root / "places" / "Tatooine.md").read_text() == "Sand. Back to [[Smuggling Route]].\n"
+    backlinks = vault.related("places/Smuggling Route.md", direction="in")
+    assert sorted(n["path"] for n in backlinks["nodes"][1:]) == ["hub.md", "places/Tatooine.md"]
+    assert not (vault.root / ".index" / MOVE_DIRNAME).exists()
+    assert_index_matches_files(vault)
+
+
+def test_a_new_note_with_the_old_name_does_not_pick_up_the_old_links(linked: Vault) -> None:
+    vault = linked
+    vault.move("places/Kessel Run.md", "places/Smuggling Route.md")
+    (vault.root / "Kessel Run.md").write_text("A different note.\n")
+    vault.reconcile()
+    assert vault.related("Kessel Run.md", direction="in")["count"] == 0
+
+
+def test_a_memory_keeps_its_id_and_a_link_made_by_link_memories_follows(vault: Vault) -> None:
+    a = vault.remember("ACME prefers Friday deploys")["memory"]
+    b = vault.remember("ACME billing runs on Stripe", title="acme billing")["memory"]
+    vault.link(a["id"], b["id"])
+    result = vault.move(b["id"], "billing/")
+    assert result["old_id"] == result["new_id"] == b["id"]
+    assert result["new_path"] == "billing/acme-billing.md"
+    assert 'related_to: ["[[acme-billing]]"]' in (vault.root / a["path"]).read_text()  # the name still resolves
+    assert result["rewritten"] == []
+    vault.move(b["id"], "billing/ACME invoices")
+    assert 'related_to: ["[[ACME invoices]]"]' in (vault.root / a["path"]).read_text()
+    assert vault.related(a["id"], direction="out")["nodes"][1]["id"] == b["id"]
+    assert_index_matches_files(vault)
+
+
+def test_where_the_new_name_repeats_links_name_the_path(linked: Vault) -> None:
+    vault = linked
+    (vault.root / "elsewhere").mkdir()
+    (vault.root / "elsewhere" / "Route.md").write_text("Another note named Route.\n")
+    vault.reconcile()
+    vault.move("places/Kessel Run.md", "places/Route.md")
+    assert "Sand. Back to [[places/Route]].\n" == (vault.root / "places" / "Tatooine.md").read_text()
+    assert vault.related("places/Route.md", direction="in")["count"] == 2
+    assert_index_matches_files(vault)
+
+
+@pytest.mark.parametrize(
+    "new_path, message",
+    [
+        ("places/Tatooine.md", "already exists; mv never overwrites"),
+        ("../outside.md", "is not a place for a note"),
+        (".obsidian/x.md", "is not a place for a note"),
+        ("places/What? Now.md", "cannot be a note name"),
+        ("places/a [b].md", "cannot be a note name"),
+        ("places/Kessel Run.md", "is already there"),
+    ],
+)
+def test_mv_refuses_and_changes_nothing(linked: Vault, new_path: str, message: str) -> None:
+    before = _files(linked)
+    with pytest.raises(InvalidInput, match=message):
+        linked.move("places/Kessel Run.md", new_path)
+    assert _files(linked) == before
+
+
+def test_a_linking_file_with_a_git_conflict_refuses_the_whole_move(linked: Vault) -> None:
+    vault = linked
+    (vault.root / "merge.md").write_text("<<<<<<< HEAD\n[[Kessel Run]] ours\n=======\ntheirs\n>>>>>>> x\n")
+    vault.reconcile()
+    before = _files(vault)
+    with pytest.raises(InvalidInput, match="git conflict in merge.md: resolve it first"):
+        vault.move("places/Kessel Run.md", "Smuggling Route.md")
+    assert _files(vault) == before
+
+
+def _a_person_saves(path: Path, real_swap):
+    """locking.swap, except that a person saves ``path`` just before the tool swaps it."""
+
+    def swap(tmp: Path, target: Path) -> bool:
+        if target == path:
+            target.write_text(target.read_text() + "A line a person just typed.\n")
+        return real_swap(tmp, target)
+
+    return swap
+
+
+def test_a_save_in_a_linking_file_undoes_the_whole_move(linked: Vault, monkeypatch: pytest.MonkeyPatch) -> None:
+    vault = linked
+    before = _files(vault)
+    tatooine = vault.root / "places" / "Tatooine.md"  # written after hub.md: hub.md must be put back
+    monkeypatch.setattr(locking, "swap", _a_person_saves(tatooine, locking.swap))
+    with pytest.raises(SavedMeanwhile):
+        vault.move("places/Kessel Run.md", "places/Smuggling Route.md")
+    after = _files(vault)
+    assert after.pop("places/Tatooine.md") == before.pop("places/Tatooine.md") + b"A line a person just typed.\n"
+    assert after == before  # hub.md back byte for byte, the note at its old name, no new one
+    assert not (vault.root / ".index" / MOVE_DIRNAME).exists()
+    assert_index_matches_files(vault)
+
+
+def test_a_save_of_the_moved_note_meanwhile_undoes_the_move(linked: Vault, monkeypatch: pytest.MonkeyPatch) -> None:
+    vault = linked
+    before = _files(vault)
+    note = vault.root / "places" / "Kessel Run.md"
+    real_swap = locking.swap
+
+    def an_editor_saves_the_note(tmp: Path, target: Path) -> bool:  # an atomic save: a new file over the name
+        saved = note.with_name(".Kessel Run.md.swp")
+        saved.write_text("Body of the spaceport note, edited.\n")
+        os.replace(saved, note)
+        return real_swap(tmp, target)
+
+    monkeypatch.setattr(locking, "swap", an_editor_saves_the_note)
+    with pytest.raises(SavedMeanwhile):
+        vault.move("places/Kessel Run.md", "places/Smuggling Route.md")
+    after = _files(vault)
+    assert after.pop("places/Kessel Run.md") == b"Body of the spaceport note, edited.\n"
+    before.pop("places/Kessel Run.md")
+    assert after == before
+    assert_index_matches_files(vault)
+
+
+@pytest.mark.parametrize("crash_at", [1, 2, 3])
+def test_a_crash_half_way_is_undone_on_the_next_open(linked: Vault, crash_at: int) -> None:
+    """The process dies (os._exit: no finally, no cleanup) after ``crash_at`` files were
+    swapped; the next open puts everything back as it was."""
+    vault = linked
+    before = _files(vault)
+    script = textwrap.dedent(f"""
+        import os, sys
+        from agent_memory import store
+        from agent_memory.vault import Vault
+        real = store.Store.replace_checked
+        done = [0]
+        def dies(self, rel, data, checked):
+            if done[0] == {crash_at - 1}:
+                os._exit(3)
+            done[0] += 1
+            return real(self, rel, data, checked)
+        store.Store.replace_checked = dies
+        if {crash_at} == 3:  # after every link file: die as the old name is taken away
+            store.Store.replace_checked = real
+            import agent_memory.moves as moves
+            moves.Moves._retire_old_name = lambda *a: os._exit(3)
+        vault = Vault(sys.argv[1])
+        vault.move("places/Kessel Run.md", "places/Smuggling Route.md")
+    """)
+    done = subprocess.run([sys.executable, "-c", script, str(vault.root)], capture_output=True, text=True, timeout=60)
+    assert done.returncode == 3, done.stderr
+    assert (vault.root / ".index" / MOVE_DIRNAME / "manifest.json").exists()
+    assert _files(vault) != before  # the crash left a half-made move
+    vault.close()
+    reopened = Vault(vault.root, clock=vault.clock)
+    try:
+        assert _files(reopened) == before
+        assert not (vault.root / ".index" / MOVE_DIRNAME).exists()
+        assert not (vault.root / "places" / "Smuggling Route.md").exists()
+        assert_index_matches_files(reopened)
+        reopened.move("places/Kessel Run.md", "places/Smuggling Route.md")  # and the move can be made again
+        assert (vault.root / "hub.md").read_text() == HUB_AFTER
+    finally:
+        reopened.close()
+
+
+def test_cli_mv(linked: Vault) -> None:
+    runner = CliRunner()
+    done = runner.invoke(cli, ["--dir", str(linked.root), "mv", "places/Kessel Run.md", "Smuggling Route"])
+    assert done.exit_code == 0, done.output
+    assert "Moved places/Kessel Run.md -> Smuggling Route.md" in done.output
+    assert "id places/Kessel Run.md -> Smuggling Route.md" in done.output
+    assert "rewrote 6 links in hub.md" in done.output
+    refused = runner.invoke(cli, ["--dir", str(linked.root), "mv", "Smuggling Route.md", "hub.md"])
+    assert refused.exit_code == 1 and "already exists" in refused.output
+
+
+@pytest.fixture
+def anyio_backend() -> str:
+    return "asyncio"
+
+
+@pytest.mark.anyio
+async def test_move_memory_over_mcp(linked: Vault) -> None:
+    async with Client(build_server(linked)) as client:
+        result = await client.call_tool("move_memory", {"memory_id": "places/Kessel Run.md", "new_path": "Smuggling Route.md"})
+        assert result.is_error is False, result.content[0].text
+        assert json.loads(result.content[0].text) == result.structured_content
+        assert result.structured_content["new_id"] == "Smuggling Route.md"
+        refused = await client.call_tool("move_memory", {"memory_id": "Smuggling Route.md", "new_path": "hub.md"})
+        assert refused.is_error is True and "already exists" in refused.content[0].text
+    assert (linked.root / "places" / "Tatooine.md").read_text() == "Sand. Back to [[Smuggling Route]].\n"
+    assert_index_matches_files(linked)
