@@ -188,14 +188,15 @@ def add(content: str | None, namespace: str, tags: tuple[str, ...], title: str, 
 @click.option("--since", default=None, help="Only memories created on or after this date.")
 @click.option("--until", default=None, help="Only memories created before this date.")
 @click.option("--path", "path_prefix", default=None, help="Only files under this vault folder.")
+@click.option("--offset", default=0, type=int, help="Skip this many hits (for paging).")
 @click.option("--explain", is_flag=True, help="Also print the SQL run and where each hit's score came from.")
 @handle_errors
 def search(query: str, namespace: str | None, tags: tuple[str, ...], limit: int, match: str,
-           since: str | None, until: str | None, path_prefix: str | None, explain: bool) -> None:
+           since: str | None, until: str | None, path_prefix: str | None, offset: int, explain: bool) -> None:
     """Recall memories with a plain question."""
     with open_vault() as vault:
         result = vault.search(query, namespace=namespace, tags=list(tags), limit=limit, match=match,
-                              since=since, until=until, path_prefix=path_prefix, explain=explain)
+                              since=since, until=until, path_prefix=path_prefix, offset=offset, explain=explain)
 
     def human() -> None:
         if result.get("corrected"):
@@ -203,9 +204,11 @@ def search(query: str, namespace: str | None, tags: tuple[str, ...], limit: int,
             click.echo(click.style(f"Searched for corrected words: {printable(fixes)}", dim=True))
         if result.get("note"):
             click.echo(click.style(printable(result["note"]), dim=True))
-        for n, hit in enumerate(result["hits"], 1):
+        for n, hit in enumerate(result["hits"], offset + 1):
             _print_summary(n, hit)
             click.echo(f"   {printable(hit['snippet'])}")
+        if "next_offset" in result:
+            click.echo(click.style(f"more: --offset {result['next_offset']}", dim=True))
         if result.get("hint"):
             click.echo(printable(result["hint"]))
         if "explain" in result:

@@ -29,7 +29,9 @@ class Summary(TypedDict):
 class Hit(Summary):
     snippet: str
     matched_terms: list[str]
+    complete: bool  # it holds every term of the search
     score: float
+    content: NotRequired[str]  # the whole body, when it is short (CONTENT_IN_HITS characters at most)
 
 
 class Statement(TypedDict):
@@ -59,6 +61,7 @@ class SearchResult(TypedDict):
     note: NotRequired[str]
     hint: NotRequired[str]
     corrected: NotRequired[dict[str, str]]
+    next_offset: NotRequired[int]  # pass as offset for the next page; absent on the last
     explain: NotRequired[Explanation]
 
 

@@ -48,6 +48,7 @@ from .writes import Writes
 from .links import Links
 from .moves import Moves
 
+CONTENT_IN_HITS = 1500  # a hit carries the whole body up to this many characters (SPEC §5)
 CONTEXT_STRATEGIES = ("relevance", "recency", "importance")
 CONTEXT_CANDIDATES = 100
 MAX_TOKEN_BUDGET = 200_000
@@ -142,6 +143,7 @@ class Vault(Writes, Links, Moves, Maintenance, Reconcile):
         since: str | None = None,
         until: str | None = None,
         path_prefix: str | None = None,
+        offset: int = 0,
         config: RecallConfig | None = None,
         explain: bool = False,
     ) -> SearchResult:
@@ -149,13 +151,15 @@ class Vault(Writes, Links, Moves, Maintenance, Reconcile):
         memories matching most terms (IDF-weighted, lifted by the memories written next
         to them), then BM25, then recency (``recall.engine``). A term that matches
         nothing gets a second chance; corrections are reported in ``corrected``.
-        ``config`` replaces the ranking's knobs (tests and benchmarks); ``explain`` adds
+        ``offset`` pages through one ranking (``next_offset`` says where the next page
+        starts). ``config`` replaces the ranking's knobs (tests and benchmarks); ``explain`` adds
         every statement run and each hit's score parts (``explain``)."""
         if not isinstance(query, str) or len(query) > MAX_QUERY_CHARS:
             raise InvalidInput(f"The query must be text of at most {MAX_QUERY_CHARS} characters.")
         if match not in MATCH_MODES:
             raise InvalidInput(f"match must be one of {', '.join(MATCH_MODES)}; got {match!r}.")
         check_limit(limit)
+        check_offset(offset)
         filters = Filters(
             namespace=namespace_filter(namespace),
             tags=tuple(check_tags(tags)),
@@ -173,12 +177,14 @@ class Vault(Writes, Links, Moves, Maintenance, Reconcile):
             )
         now = iso(self.now())
         config = config or DEFAULT
-        found = Engine(self.index, config, explain=explain).search(terms, filters, now, limit, match)
+        found = Engine(self.index, config, explain=explain).search(terms, filters, now, limit, match, offset)
         hits = self._hits(found)
         mode = found.mode
         result = SearchResult(terms=[t.text for t in found.terms], match_mode=mode, count=len(hits), hits=hits)
         if found.corrected:
             result["corrected"] = found.corrected
+        if found.more:
+            result["next_offset"] = offset + len(hits)
         if explain:
             result["explain"] = Explanation(
                 profile=config.name,
@@ -188,6 +194,8 @@ class Vault(Writes, Links, Moves, Maintenance, Reconcile):
             )
         if match == "auto" and mode == "any" and hits:
             result["note"] = (
+                "Some memories contain all of the terms (complete: true, first); the others match some of them "
+                "(see matched_terms)." if any(h["complete"] for h in hits) or offset else
                 "No memory contains all of the terms; these match some of them (see matched_terms)."
             )
         if not hits:
@@ -201,9 +209,13 @@ class Vault(Writes, Links, Moves, Maintenance, Reconcile):
         return [self._hit(found.records[s.rid], s, found.snippets.get(s.rid, "")) for s in found.ranked]
 
     def _hit(self, record: MemoryRecord, scored: Scored, snippet: str) -> Hit:
-        """``score``: higher is better, comparable within one result only."""
-        return Hit(**self._summary(record), snippet=snippet, matched_terms=list(scored.matched),  # type: ignore[arg-type]
-                   score=round(scored.score, 4))
+        """``score``: higher is better, comparable within one result only. A short
+        memory comes whole (``content``), so no second call is needed to read it."""
+        hit = Hit(**self._summary(record), snippet=snippet, matched_terms=list(scored.matched),  # type: ignore[arg-type]
+                  complete=scored.complete, score=round(scored.score, 4))
+        if len(record.body) <= CONTENT_IN_HITS:
+            hit["content"] = record.body
+        return hit
 
     def related(self, memory_id: str, depth: int = 1, direction: str = "both", limit: int = 100) -> RelatedResult:
         """Memories linked to this one, breadth-first up to ``depth`` hops.

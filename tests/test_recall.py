@@ -188,11 +188,17 @@ def office(vault: Vault, clock: Clock) -> Vault:
     return vault
 
 
-def test_auto_returns_only_memories_with_every_term_when_one_has_them(office: Vault) -> None:
+def test_auto_puts_memories_with_every_term_first_then_fills_the_limit_with_partial_hits(office: Vault) -> None:
+    """SPEC §5 (revised): complete hits first, then partial hits, each saying which."""
     result = office.search("Who owns the billing service?")
-    assert result["match_mode"] == "all" and "note" not in result
-    assert [h["title"] for h in result["hits"]] == ["Priya owns the billing service"]
-    assert result["hits"][0]["matched_terms"] == ["owns", "billing", "service"]
+    first, *rest = result["hits"]
+    assert first["title"] == "Priya owns the billing service" and first["complete"]
+    assert first["matched_terms"] == ["owns", "billing", "service"]
+    assert rest and not any(h["complete"] for h in rest)
+    assert rest[0]["title"] == "The billing service runs on Stripe" and rest[0]["matched_terms"] == ["billing", "service"]
+    assert result["match_mode"] == "any" and "complete: true" in result["note"]
+    only = office.search("Who owns the billing service?", match="all")
+    assert [h["title"] for h in only["hits"]] == ["Priya owns the billing service"] and "note" not in only
     assert_index_matches_files(office)
 
 
@@ -477,7 +483,7 @@ def test_a_date_written_in_the_text_is_found_as_typed(vault: Vault, clock: Clock
     failed = vault.remember("On May 2 the billing deploy failed")["memory"]
     assert [h["id"] for h in vault.search("what happened 2023-05-08")["hits"]] == [froze["id"]]
     result = vault.search("May 2 deploy")
-    assert result["match_mode"] == "all" and [h["id"] for h in result["hits"]] == [failed["id"]]
+    assert [h["id"] for h in result["hits"] if h["complete"]] == [failed["id"]] == [result["hits"][0]["id"]]
 
 
 def test_a_prefix_never_matches_the_creation_date(vault: Vault, clock: Clock) -> None:

@@ -21,7 +21,7 @@ def _cli(vault: Path, *args: str) -> str:
 def test_explain_lists_the_statements_that_reproduce_the_hits(vault: Vault) -> None:
     acme = vault.remember("Customer ACME prefers deploys on Fridays")["memory"]
     vault.remember("Globex prefers deploys on Mondays")
-    result = vault.search("When does ACME prefer to deploy?", explain=True)
+    result = vault.search("When does ACME prefer to deploy?", match="all", explain=True)
     explained = result["explain"]
     assert explained["profile"] == result["explain"]["profile"] and explained["statements"]
     # Each statement runs as printed; the term lookup of "acme" finds exactly the hit.
@@ -31,7 +31,7 @@ def test_explain_lists_the_statements_that_reproduce_the_hits(vault: Vault) -> N
     assert rids == {row[0] for row in vault.index.query("SELECT rid FROM memories WHERE id = ?", [acme["id"]])}
     assert [s["id"] for s in explained["scores"]] == [h["id"] for h in result["hits"]] == [acme["id"]]
     assert explained["scores"][0]["parts"]["bm25"] == result["hits"][0]["score"]
-    assert "explain" not in vault.search("When does ACME prefer to deploy?")
+    assert "explain" not in vault.search("When does ACME prefer to deploy?", match="all")
 
 
 def test_partial_hits_explain_coverage_context_and_bm25(vault: Vault, clock: Clock) -> None:

@@ -21,9 +21,9 @@ def test_a_rare_term_weighs_more_than_a_common_one() -> None:
 
 def test_every_term_orders_by_bm25_then_newest() -> None:
     updated = {1: "2026-01-01", 2: "2026-03-01", 3: "2026-02-01"}
-    ranked = rank.every_term({1, 2, 3}, {1: 5.0, 2: 1.0, 3: 1.0}, updated, 10, ("deploy",))
+    ranked = rank.every_term({1, 2, 3}, {1: 5.0, 2: 1.0, 3: 1.0}, updated, ("deploy",))
     assert [s.rid for s in ranked] == [1, 2, 3]
-    assert [s.rid for s in rank.every_term({1, 2, 3}, {}, updated, 2, ("deploy",))] == [2, 3]
+    assert [s.rid for s in rank.every_term({1, 2, 3}, {}, updated, ("deploy",))] == [2, 3, 1]
 
 
 def test_a_neighbour_lifts_a_memory_that_matches_itself_only() -> None:
@@ -42,8 +42,8 @@ def test_a_config_without_shares_lifts_nothing() -> None:
 
 def test_some_terms_breaks_ties_by_bm25_then_recency_and_explains_each_score() -> None:
     scores = {1: 2.0, 2: 2.0, 3: 3.0}
-    ranked = rank.some_terms([1, 2, 3], scores, {1: 2.0, 2: 2.0, 3: 2.5}, {3: ["a", "b"]}, {2: 1.5},
-                             {1: "2026-02", 2: "2026-01", 3: "2026-01"}, 10)
+    ranked = rank.some_terms([1, 2, 3], [], scores, {1: 2.0, 2: 2.0, 3: 2.5}, {3: ["a", "b"]}, {2: 1.5},
+                             {1: "2026-02", 2: "2026-01", 3: "2026-01"})
     assert [s.rid for s in ranked] == [3, 2, 1]
     assert ranked[0].parts == {"coverage": 2.5, "context": 0.5, "bm25": 0.0} and ranked[0].matched == ("a", "b")
 
@@ -64,3 +64,9 @@ def test_the_closest_word_has_fewest_edits_then_most_memories() -> None:
 
 def test_a_common_terms_frequency_is_estimated_from_its_density() -> None:
     assert rank.estimated_df(2000, 10_000, 8001) == 2000 * 10_000 / 2000
+
+
+def test_past_the_bm25_pool_memories_follow_by_coverage_then_recency() -> None:
+    scores = {1: 3.0, 2: 1.0, 3: 1.0, 4: 2.0}
+    ranked = rank.some_terms([1, 4], [2, 3], scores, scores, {}, {1: 9.0}, {2: "2026-01", 3: "2026-02"})
+    assert [s.rid for s in ranked] == [1, 4, 3, 2]

@@ -369,7 +369,7 @@ def test_tags_mean_the_same_given_to_remember_or_written_in_a_file(vault: Vault,
     (vault.root / "hand.md").write_text(f"---\ntags: {notes.yaml_scalar(value)}\n---\nTagged by hand\n")
     assert given["tags"] == expected
     assert vault.get("hand.md")["tags"] == expected
-    assert [h["id"] for h in vault.search("tagged library", tags=value)["hits"]] == [given["id"]]  # type: ignore[arg-type]
+    assert [h["id"] for h in vault.search("tagged library", tags=value, match="all")["hits"]] == [given["id"]]  # type: ignore[arg-type]
     assert_index_matches_files(vault)
 
 

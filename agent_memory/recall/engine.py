@@ -16,6 +16,7 @@ and a common term weighs almost nothing in it.
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -52,8 +53,8 @@ SNIPPET_TOKENS = 16  # words in a snippet
 @dataclass(frozen=True)
 class Outcome:
     """What a search found: the terms searched (after any rescue), the mode that
-    produced the hits, the hits in order with their records and snippets, typo
-    corrections, and (with ``explain``) every statement run."""
+    produced the hits, one page of hits in order with their records and snippets,
+    whether more follow it, typo corrections, and (with ``explain``) every statement run."""
 
     terms: list[Term]
     mode: str
@@ -61,6 +62,7 @@ class Outcome:
     records: dict[int, MemoryRecord]
     snippets: dict[int, str]
     corrected: dict[str, str]
+    more: bool = False
     statements: list[Query] = field(default_factory=list)
 
 
@@ -76,30 +78,46 @@ class Engine:
         return self.index.query(*query)
 
     # ------------------------------------------------------------------ the one entry
-    def search(self, terms: list[Term], filters: Filters, now: str, limit: int, match: str) -> Outcome:
-        """``auto``: memories with every term when some have them all, else those with
-        most; ``all``; ``any``. A term that matches nothing gets a second chance
-        (``rescue``) before the partial fallback."""
+    def search(self, terms: list[Term], filters: Filters, now: str, limit: int, match: str, offset: int = 0) -> Outcome:
+        """One page (``offset``, ``limit``) of one ranking that depends on neither.
+
+        ``all``: memories with every term. ``any``: memories with most terms.
+        ``auto``: memories with every term first, then those with some of them. A term
+        that matches nothing gets a second chance (``rescue``) before the partial
+        ranking is used."""
         corrected: dict[str, str] = {}
-        mode = "any" if match == "any" else "all"
+        want = offset + limit
         matches = self.match_terms(terms, filters, now)
-        ranked: list[Scored] = []
-        if mode == "all":
-            ranked = self.every_term(matches, filters, now, limit)
-        if not ranked:
+        complete: list[Scored] = []
+        if match != "any":
+            complete = self.every_term(matches, filters, now)
+        if not complete:
             matches, corrected = self.rescue(matches, filters, now)
             rewritten = [m.term for m in matches] != terms
             terms = [m.term for m in matches]
-            if mode == "all" and rewritten:
-                ranked = self.every_term(matches, filters, now, limit)
-            if not ranked and match == "auto" and len(terms) > 1:
-                mode = "any"
-            if mode == "any":
-                ranked = self.some_terms(matches, filters, now, limit)
-        records = self.records([s.rid for s in ranked])
-        ranked = [s for s in ranked if s.rid in records]  # forgotten since it was ranked
-        snippets = self.snippets([records[s.rid] for s in ranked], terms)
-        return Outcome(terms, mode, ranked, records, snippets, corrected, list(self.statements or []))
+            if match != "any" and rewritten:
+                complete = self.every_term(matches, filters, now)
+        ranked = complete
+        # Partial hits: all of them for "any"; for "auto" after the complete ones, when
+        # the page reaches past them (then whether more follow is known too).
+        if match == "any" or (match == "auto" and len(terms) > 1 and len(complete) <= want):
+            held = {s.rid for s in complete}
+            words = {t.text for t in terms}
+            partial = [
+                dataclasses.replace(s, complete=words <= set(s.matched))
+                for s in self.some_terms(matches, filters, now, want)
+                if s.rid not in held
+            ]
+            ranked = partial if match == "any" else complete + partial
+        page = ranked[offset:want]
+        if match == "auto":
+            mode = "all" if (complete and all(s.complete for s in page)) or (not complete and len(terms) <= 1) else "any"
+        else:
+            mode = match
+        records = self.records([s.rid for s in page])
+        page = [s for s in page if s.rid in records]  # forgotten since it was ranked
+        snippets = self.snippets([records[s.rid] for s in page], terms)
+        return Outcome(terms, mode, page, records, snippets, corrected, len(ranked) > want, list(self.statements or []))
 
     # ------------------------------------------------------------------ terms
     def match_terms(self, terms: list[Term], filters: Filters, now: str) -> list[TermMatch]:
@@ -171,32 +189,35 @@ class Engine:
         return []
 
     # ------------------------------------------------------------------ every term
-    def every_term(self, matches: list[TermMatch], filters: Filters, now: str, limit: int) -> list[Scored]:
+    def every_term(self, matches: list[TermMatch], filters: Filters, now: str) -> list[Scored]:
         """Memories holding every term, best first: BM25 then newest. When every term is
-        common (the query names nothing specific), newest first."""
+        common (the query names nothing specific), the newest ``common_pool`` of them."""
         words = tuple(m.term.text for m in matches)
         rare = [m for m in matches if m.rids is not None]
         common = [m.term for m in matches if m.rids is None]
         if not rare:
             # Row numbers follow the dated layout (and creation order since), so the
             # highest ones are nearly the newest; their updated times settle the order.
-            rows = self._run(sql.newest_matching(all_expr(common), filters, now, max(5 * limit, 50)))
-            return rank.newest_of([(row[0], row[1]) for row in rows], limit, words)
+            rows = self._run(sql.newest_matching(all_expr(common), filters, now, self.config.common_pool))
+            return rank.newest_of([(row[0], row[1]) for row in rows], words)
         found = set.intersection(*(m.rids for m in rare if m.rids is not None))
         if common and found:
             found &= self._members(all_expr(common), "(" + all_expr([m.term for m in rare]) + ")")
         bm25 = self.bm25(list(found), matches, every=True)
-        return rank.every_term(found, bm25, self.updated(found), limit, words)
+        return rank.every_term(found, bm25, self.updated(found), words)
 
     # ------------------------------------------------------------------ some terms
-    def some_terms(self, matches: list[TermMatch], filters: Filters, now: str, limit: int) -> list[Scored]:
+    def some_terms(self, matches: list[TermMatch], filters: Filters, now: str, want: int) -> list[Scored]:
         """Memories matching some terms, best first: coverage (lifted by context), then
-        BM25 and recency among the best ``2 * limit`` (at least 20)."""
+        BM25 among the best ``bm25_pool``, then recency. Only as far as ``want`` is the
+        order worked out: past the pool, by coverage then recency."""
         scores, matched = self.coverage(matches, filters, now)
         lifted = self.with_context(scores)
-        short = rank.shortlist(lifted, limit)
+        short = rank.shortlist(lifted, self.config.bm25_pool)
         bm25 = self.bm25(short, matches)
-        return rank.some_terms(short, lifted, scores, matched, bm25, self.updated(short), limit)
+        held = set(short)
+        rest = [rid for rid in lifted if rid not in held] if want > len(short) else []
+        return rank.some_terms(short, rest, lifted, scores, matched, bm25, self.updated(short + rest))
 
     def coverage(self, matches: list[TermMatch], filters: Filters, now: str) -> tuple[dict[int, float], dict[int, list[str]]]:
         """IDF-weighted term coverage (``rank.coverage``) over the candidates: the

@@ -40,6 +40,7 @@ class RecallConfig:
     prefix_expansions: int = 30  # most longer words one prefix stands for
     vocab_candidates: int = 300  # most vocabulary words compared with a typo
     typo_tries: int = 3  # closest vocabulary words tried against the filters when correcting a typo
+    bm25_pool: int = 200  # partial hits whose BM25 breaks ties in coverage (the same for every page)
 
     @property
     def uses_context(self) -> bool:
@@ -58,6 +59,7 @@ class Scored:
     score: float
     matched: tuple[str, ...]
     parts: Mapping[str, float] = field(default_factory=dict)
+    complete: bool = True  # it holds every term
 
 
 # --------------------------------------------------------------------------- document frequency
@@ -82,18 +84,23 @@ def newest_first(rids: Iterable[int], updated: Mapping[int, str]) -> list[int]:
     return sorted(rids, key=lambda rid: updated.get(rid, ""), reverse=True)
 
 
-def every_term(found: Iterable[int], bm25: Mapping[int, float], updated: Mapping[int, str], limit: int,
+def every_term(found: Iterable[int], bm25: Mapping[int, float], updated: Mapping[int, str],
                words: tuple[str, ...]) -> list[Scored]:
-    """Memories holding every term: BM25 (title and tags above the body), then newest."""
-    order = newest_first(found, updated)
-    order.sort(key=lambda rid: -bm25.get(rid, 0.0))
-    return [Scored(rid, bm25.get(rid, 0.0), words, {"bm25": bm25.get(rid, 0.0)}) for rid in order[:limit]]
+    """Memories holding every term: BM25 (title and tags above the body), then newest,
+    then the highest row number (so no order depends on a set's)."""
+    order = sorted(found, key=lambda rid: (-bm25.get(rid, 0.0), _desc(updated.get(rid, "")), -rid))
+    return [Scored(rid, bm25.get(rid, 0.0), words, {"bm25": bm25.get(rid, 0.0)}) for rid in order]
 
 
-def newest_of(rows: Iterable[tuple[int, str]], limit: int, words: tuple[str, ...]) -> list[Scored]:
+def newest_of(rows: Iterable[tuple[int, str]], words: tuple[str, ...]) -> list[Scored]:
     """When every term is common (the query names nothing specific): newest first."""
-    newest = sorted(rows, key=lambda row: row[1], reverse=True)[:limit]
+    newest = sorted(rows, key=lambda row: (_desc(row[1]), -row[0]))
     return [Scored(rid, 0.0, words, {}) for rid, _ in newest]
+
+
+def _desc(text: str) -> tuple[int, ...]:
+    """A sort key putting later ISO stamps first."""
+    return tuple(-ord(c) for c in text)
 
 
 # --------------------------------------------------------------------------- memories with some terms
@@ -160,23 +167,24 @@ def lift(scores: Mapping[int, float], asking: set[int], around: list[Neighbours]
     return lifted
 
 
-def shortlist(scores: Mapping[int, float], limit: int) -> list[int]:
-    """The candidates BM25 is computed for: the best ``2 * limit`` (at least 20)."""
-    return heapq.nsmallest(max(2 * limit, 20), scores, key=lambda rid: (-scores[rid], -rid))
+def shortlist(scores: Mapping[int, float], size: int) -> list[int]:
+    """The candidates BM25 is computed for: the best ``size`` (a fixed number, so no
+    page's order depends on how long the page is)."""
+    return heapq.nsmallest(size, scores, key=lambda rid: (-scores[rid], -rid))
 
 
-def some_terms(short: list[int], scores: Mapping[int, float], coverage_of: Mapping[int, float],
-               matched: Mapping[int, list[str]], bm25: Mapping[int, float], updated: Mapping[int, str],
-               limit: int) -> list[Scored]:
-    """The shortlist by (lifted) coverage, then BM25, then recency."""
-    order = newest_first(short, updated)
-    order.sort(key=lambda rid: (-scores[rid], -bm25.get(rid, 0.0)))
+def some_terms(short: list[int], rest: list[int], scores: Mapping[int, float], coverage_of: Mapping[int, float],
+               matched: Mapping[int, list[str]], bm25: Mapping[int, float], updated: Mapping[int, str]) -> list[Scored]:
+    """The shortlist by (lifted) coverage, then BM25, then recency; then ``rest`` (all
+    scoring at most the shortlist's last) by coverage and recency."""
+    order = sorted(short, key=lambda rid: (-scores[rid], -bm25.get(rid, 0.0), _desc(updated.get(rid, "")), -rid))
+    order += sorted(rest, key=lambda rid: (-scores[rid], _desc(updated.get(rid, "")), -rid))
     return [
         Scored(rid, scores[rid], tuple(matched.get(rid, ())), {
             "coverage": coverage_of.get(rid, 0.0), "context": scores[rid] - coverage_of.get(rid, 0.0),
             "bm25": bm25.get(rid, 0.0),
         })
-        for rid in order[:limit]
+        for rid in order
     ]
 
 

@@ -435,7 +435,7 @@ def register_tools(server: MCPServer, vault: Vault) -> None:
         limit: Limit = 10,
         match: Annotated[
             Literal["auto", "all", "any"],
-            Field(description="auto: memories with all the words, else those with most of them; all; any."),
+            Field(description="auto: memories with all the words first, then those with most of them; all; any."),
         ] = "auto",
         since: Annotated[
             str | None, Field(description="Only memories created on or after this date (2026-07-20).", max_length=40)
@@ -444,15 +444,18 @@ def register_tools(server: MCPServer, vault: Vault) -> None:
             str | None, Field(description="Only memories created before this date.", max_length=40)
         ] = None,
         path_prefix: PathPrefix = None,
+        offset: Offset = 0,
         ctx: Context = None,  # type: ignore[assignment]
     ) -> SearchResult:
         """Search memory with a plain question. Returns the best matches (id, path, title,
-        snippet with matches in [brackets], tags, age, version), ranked by matched words,
-        then relevance, then recency. When no memory has all the words, the hits match some
-        of them and `note` says so; when nothing matches, `hint` says what to try."""
+        snippet with matches in [brackets], tags, age, version; the whole `content` of a
+        short memory), ranked by matched words, then relevance, then recency. Memories with
+        all the words come first (`complete: true`), then ones with some of them, and `note`
+        says so; when nothing matches, `hint` says what to try. `next_offset` pages on."""
         result = vault.search(
             query, namespace=namespace_filter(namespace), tags=tags, limit=limit, match=match,
             since=_blank_to_none(since), until=_blank_to_none(until), path_prefix=_blank_to_none(path_prefix),
+            offset=offset,
         )
         for hit in result["hits"]:
             if "content" in hit:  # a hit that carried the whole body (SPEC §5)
