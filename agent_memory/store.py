@@ -417,75 +417,128 @@ class Store:
             if staged is None:
                 tmp.unlink(missing_ok=True)
 
-    def replace_checked(self, rel: str, data: bytes, checked: bytes) -> Path | None:
+    def replace_checked(self, rel: str, data: bytes, checked: bytes) -> None:
         """Put ``data`` at ``rel`` if the file there still holds exactly ``checked``.
 
-        The new file is swapped in atomically (``locking.swap``) and what it displaced is
-        compared with ``checked``: a save that landed between the caller's check and the
-        swap is put back and ``SavedMeanwhile`` raised, so no human save is ever replaced
-        unseen. The displaced file is parked (``park``) rather than deleted: an editor
-        that saves in place may still write into it through a descriptor it opened before.
-        Returns the parked path. Where the OS cannot swap, the file is compared once more
-        just before a plain rename (a save in that instant cannot be seen: SPEC §3).
+        Every step leaves something ``settle_parked`` understands, so no crash or error
+        can lose a byte: first a record in ``.index/parked/`` (the hashes of what was
+        checked and of the new bytes), then the new file beside it, then one atomic swap
+        (``locking.swap``) of that file with the memory. What the swap displaced lands in
+        ``parked/`` under the record and is compared with ``checked``: a save that landed
+        in between is swapped back and ``SavedMeanwhile`` raised. The displaced file is
+        kept a while rather than deleted: an editor that saves in place may still write
+        into it through a descriptor it opened before. Where the OS cannot swap, the
+        memory is first moved aside (compared, and put back if it is not what was
+        checked), then the new file takes its name without replacing anything.
         """
-        target = self.abspath(rel)
+        target = self._edit_target(rel)
+        parked = self._park(rel, checked, data, stat_kind.S_IMODE(os.stat(target).st_mode))
+        swapped = False
         try:
-            mode = stat_kind.S_IMODE(os.stat(target).st_mode)
-            tmp = self._write_temp(target.parent, data, mode)
-        except OSError as exc:
-            raise disk_error(exc, f"write {rel}") from exc
-        try:
-            if locking.swap(tmp, target):
-                displaced = tmp  # the swap left the old file under the temp name
-                if _bytes_of(displaced) != checked:
-                    self._swap_back(rel, tmp, target, data)
+            if locking.swap(parked, target):
+                swapped = True
+                if _bytes_of(parked) != checked:  # parked now holds what the swap displaced
+                    self._swap_back(rel, parked, target, data)
                     raise SavedMeanwhile(rel)
             else:
-                displaced = target.with_name(f".{secrets.token_hex(6)}{TMP_SUFFIX}")
-                try:
-                    os.link(target, displaced)  # keeps the checked file's inode for park()
-                except OSError:
-                    displaced = None  # type: ignore[assignment]
-                if _bytes_of(target) != checked:
-                    if displaced is not None:
-                        displaced.unlink(missing_ok=True)
-                    tmp.unlink(missing_ok=True)
-                    raise SavedMeanwhile(rel)
-                os.replace(tmp, target)
+                swapped = self._replace_without_swap(rel, parked, target, checked)
             self._fsync_dir(target.parent)
         except OSError as exc:
-            tmp.unlink(missing_ok=True)
-            raise disk_error(exc, f"write {rel}") from exc
-        return self.park(displaced, rel, checked) if displaced is not None else None
+            if not swapped:
+                self._unpark(parked)  # nothing was changed
+                raise disk_error(exc, f"write {rel}") from exc
+            raise VaultError(  # changed, and every byte it displaced is kept in .index/parked/
+                f"{rel} was written, but then: {exc.strerror or exc}. What it replaced is kept until the "
+                "next write looks at it (and moved to .trash/ if it differs). Check the file, then retry."
+            ) from exc
 
-    def _swap_back(self, rel: str, tmp: Path, target: Path, ours: bytes) -> None:
-        """Undo a swap that displaced someone's save. If yet another save replaced ours
-        meanwhile, that newest one is kept in the trash as a conflict copy: nothing is lost."""
-        if not locking.swap(tmp, target):
+    def _edit_target(self, rel: str) -> Path:
+        """The file an edit of ``rel`` changes: a memory that is a symlink inside the
+        vault is edited where it points (replacing the link itself would make two files
+        claim one id)."""
+        path = self.abspath(rel)
+        return self.confine(rel) if path.is_symlink() else path
+
+    def _swap_back(self, rel: str, parked: Path, target: Path, ours: bytes) -> None:
+        """Undo a swap that displaced someone's save; ``parked`` then holds ours again
+        (kept a while: for a moment it was the file, and an editor that opened it then
+        may write into it). If yet another save replaced ours meanwhile, that newest save
+        becomes the file and the older one goes to the trash as a conflict copy."""
+        if not locking.swap(parked, target):
             raise VaultError(f"Could not put {rel} back after a save landed during a write; "
-                             f"its saved bytes are in {tmp}.")
-        if _bytes_of(tmp) == ours:
-            tmp.unlink(missing_ok=True)
-        else:
-            self.trash.move_in(tmp, rel, "", "conflict", _utc_stamp())
+                             f"its saved bytes are in {parked}.")
+        if _bytes_of(parked) != ours:  # the newest save is here, an older one is the file
+            if not locking.swap(parked, target):
+                raise VaultError(f"Two saves landed on {rel} during a write; the newer is in {parked}.")
+            kept = self.trash.move_in(parked, rel, "", "conflict", _utc_stamp())
+            self._unpark(parked)
+            print(f"agent-memory: warning: two saves landed on {rel} while the tool wrote it; "
+                  f"the older is kept in {kept}", file=sys.stderr)
+
+    def _replace_without_swap(self, rel: str, parked: Path, target: Path, checked: bytes) -> bool:
+        """The fallback where the OS cannot swap: take the memory aside, compare it, and
+        give the new file its name without replacing anything. True once the memory was
+        changed."""
+        held = parked.with_suffix(".held")
+        os.rename(target, held)
+        if _bytes_of(held) != checked:  # saved before it was taken aside: put it back
+            try:
+                locking.move_no_replace(held, target)
+            except FileExistsError:  # and saved again meanwhile: keep both
+                self.trash.move_in(held, rel, "", "conflict", _utc_stamp())
+            self._unpark(parked)
+            raise SavedMeanwhile(rel)
+        try:
+            locking.move_no_replace(parked, target)
+        except FileExistsError:  # a save created the name while it was aside: it stands
+            self._unpark(parked)
+            held.unlink()  # exactly the bytes that were checked, superseded by that save
+            raise SavedMeanwhile(rel) from None
+        os.rename(held, parked)  # the displaced file, kept a while like a swapped one
+        return True
 
     # ------------------------------------------------------------------ displaced files
-    def park(self, displaced: Path, rel: str, checked: bytes) -> Path:
-        """Keep a displaced file for ``PARKED_GRACE`` seconds in ``.index/parked/`` (a
-        rename keeps its inode, so a descriptor opened on it still writes into it)."""
+    def _park(self, rel: str, checked: bytes, data: bytes, mode: int) -> Path:
+        """A new file ``parked/<n>.md`` holding ``data``, after its record ``<n>.json``."""
         folder = self.parked_dir
-        folder.mkdir(parents=True, exist_ok=True)
         name = f"{time.time_ns()}-{secrets.token_hex(4)}"
-        parked = folder / f"{name}.md"
-        os.rename(displaced, parked)
-        note = {"source": rel, "sha256": hashlib.sha256(checked).hexdigest()}
+        record = folder / f"{name}.json"
+        try:
+            folder.mkdir(parents=True, exist_ok=True)
+            note = {"source": rel, "checked": hashlib.sha256(checked).hexdigest(),
+                    "ours": hashlib.sha256(data).hexdigest()}
+            record.write_text(json.dumps(note), encoding="utf-8")
+            tmp = self._write_temp(folder, data, mode)
+            os.rename(tmp, folder / f"{name}.md")
+        except OSError as exc:
+            record.unlink(missing_ok=True)
+            raise disk_error(exc, f"write {rel}") from exc
+        return folder / f"{name}.md"
+
+    def park(self, displaced: Path, rel: str, checked: bytes) -> Path:
+        """Keep an existing file (one a move or a write displaced) a while in ``parked/``
+        instead of deleting it: record first, then a rename (its inode stays, so a
+        descriptor opened on it still writes into it, and ``settle_parked`` sees that)."""
+        folder = self.parked_dir
+        name = f"{time.time_ns()}-{secrets.token_hex(4)}"
+        folder.mkdir(parents=True, exist_ok=True)
+        note = {"source": rel, "checked": hashlib.sha256(checked).hexdigest(), "ours": ""}
         (folder / f"{name}.json").write_text(json.dumps(note), encoding="utf-8")
-        return parked
+        os.rename(displaced, folder / f"{name}.md")
+        return folder / f"{name}.md"
+
+    @staticmethod
+    def _unpark(parked: Path) -> None:
+        parked.unlink(missing_ok=True)
+        parked.with_suffix(".json").unlink(missing_ok=True)
 
     def settle_parked(self, grace: float = PARKED_GRACE) -> list[str]:
-        """Look again at displaced files older than ``grace``: unchanged ones are deleted
-        (they hold exactly the bytes the write was computed from); one written to since
-        goes to the trash as a conflict copy. Returns those copies' trash paths."""
+        """Look again at parked files older than ``grace``. One holding the bytes that
+        were checked (what a write displaced, unchanged) or the write's own bytes (never
+        swapped in, or swapped back) is deleted; anything else, a save that reached it
+        through an open descriptor, or one a crash left there, goes to the trash as a
+        conflict copy. Returns those copies' trash paths. Never raises: one odd file
+        must not stop every write."""
         kept: list[str] = []
         try:
             names = sorted(p.name for p in self.parked_dir.iterdir() if p.suffix == ".json")
@@ -494,21 +547,23 @@ class Store:
         now = time.time_ns()
         for name in names:
             stem = name[:-5]
-            if now - int(stem.split("-", 1)[0]) < grace * 1e9:
-                break  # names start with their time: the rest are younger
-            record, parked = self.parked_dir / name, self.parked_dir / f"{stem}.md"
             try:
-                note = json.loads(record.read_text(encoding="utf-8"))
-            except (OSError, ValueError):
-                continue
-            if parked.exists():
-                if hashlib.sha256(_bytes_of(parked)).hexdigest() == note.get("sha256"):
-                    parked.unlink()
-                else:
-                    kept.append(self.trash.move_in(parked, note.get("source", "displaced.md"), "", "conflict", _utc_stamp()))
-                    print(f"agent-memory: warning: {note.get('source')} was written to while the tool replaced it; "
+                if now - int(stem.split("-", 1)[0]) < grace * 1e9:
+                    break  # names start with their time: the rest are younger
+                note = json.loads((self.parked_dir / name).read_text(encoding="utf-8"))
+                for parked in (self.parked_dir / f"{stem}.md", self.parked_dir / f"{stem}.held"):
+                    if not parked.exists():
+                        continue
+                    if hashlib.sha256(_bytes_of(parked)).hexdigest() in (note.get("checked"), note.get("ours")):
+                        parked.unlink()
+                        continue
+                    source = str(note.get("source") or "displaced.md")
+                    kept.append(self.trash.move_in(parked, source, "", "conflict", _utc_stamp()))
+                    print(f"agent-memory: warning: {source} was written to while the tool replaced it; "
                           f"those bytes are kept in {kept[-1]}", file=sys.stderr)
-            record.unlink(missing_ok=True)
+                (self.parked_dir / name).unlink(missing_ok=True)
+            except (OSError, ValueError, VaultError) as exc:
+                print(f"agent-memory: warning: could not look at {self.parked_dir / name}: {exc}", file=sys.stderr)
         return kept
 
     def remove_orphans(self, found: list[Path]) -> int:

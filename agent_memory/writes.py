@@ -21,7 +21,7 @@ from . import credentials, graph
 from . import note as notes
 from .clock import iso
 from .core import VaultCore
-from .errors import Duplicate, InvalidInput, NotFound, StillSaving, VersionConflict
+from .errors import Duplicate, InvalidInput, NotFound, SavedMeanwhile, StillSaving, VersionConflict
 from .limits import MAX_TAGS, check_content, check_namespace, check_tags, check_text, check_ttl
 from .models import ForgetResult, LinkResult, RememberResult, UpdateResult
 from .store import dated_folder, make_slug, new_id
@@ -255,9 +255,9 @@ class Writes(VaultCore):
             if "created" not in note.meta:  # its creation time came from the mtime, which this write resets
                 changes["created"] = row["created"]
             changes["updated"] = iso(now)
+            if body_changed and new_body is not None:  # kept before the write: a crash or a full disk
+                self.store.trash.copy_in(data, row["path"], row["id"], "replaced", iso(now))  # loses nothing
             self._put(row["path"], data, notes.patch(edited if body_changed else text, changes))
-            if body_changed and new_body is not None:
-                self.store.trash.copy_in(data, row["path"], row["id"], "replaced", iso(now))
             result = UpdateResult(memory=self.get(row["path"]), changed=True)
             if warnings:
                 result["warnings"] = warnings
@@ -273,9 +273,23 @@ class Writes(VaultCore):
                 raise VersionConflict(memory_id, expected_version, version)
             trashed = self.store.trash.move_in(self.store.abspath(row["path"]), row["path"], row["id"], "forgotten",
                                                iso(self.now()))
+            if notes.file_version(self.store.abspath(trashed).read_bytes()) != version:
+                self._put_back(trashed, row["path"])  # a save landed after the check: it stands
             with self._index_write() as conn:
                 self.index.delete(conn, row["path"])
             return ForgetResult(id=row["id"], path=row["path"], title=row["title"], trashed_to=trashed)
+
+    def _put_back(self, trashed: str, rel: str) -> None:
+        """Undo a forget that moved a save made after the check; refuse the forget."""
+        entry = self.store.trash.find(trashed)
+        if entry is not None:
+            try:
+                self.store.trash.take_out(entry, self.store.abspath(rel))
+            except FileExistsError:  # saved yet again meanwhile: the older save stays restorable
+                pass
+        with self._index_write() as conn:
+            self._refresh(conn, rel, None)
+        raise SavedMeanwhile(rel)
 
 
     # ------------------------------------------------------------------ links, context, files

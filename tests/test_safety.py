@@ -284,8 +284,11 @@ def test_a_tool_edit_after_a_person_saved_meanwhile_keeps_their_save(vault: Vaul
     path = vault.root / made["path"]
     real_swap = locking.swap
 
+    saves = []
+
     def person_saves_first(tmp: Path, target: Path) -> bool:
-        target.write_text(target.read_text() + "Saved by a person at this very moment.\n")
+        if not saves:  # the save lands once, just before the tool's swap
+            saves.append(target.write_text(target.read_text() + "Saved by a person at this very moment.\n"))
         return real_swap(tmp, target)
 
     monkeypatch.setattr(locking, "swap", person_saves_first)
@@ -407,3 +410,83 @@ def test_gc_keeps_a_note_a_person_trashed_again_at_the_same_path(vault: Vault, c
     clock.advance(days=60)
     assert vault.gc()["removed"] == []
     assert trashed.exists()
+
+
+# ----------------------------------------------------------------------------- review findings
+
+
+def test_an_error_after_the_swap_keeps_the_displaced_save(vault: Vault, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The swap already happened: whatever it displaced must never be deleted."""
+    from agent_memory import locking
+
+    made = vault.remember("The staging database resets on Sundays")["memory"]
+    path = vault.root / made["path"]
+    real_swap, real_bytes = locking.swap, store_module._bytes_of
+
+    def person_saves_then_swap(tmp: Path, target: Path) -> bool:
+        target.write_text(target.read_text() + "A person's save.\n")
+        return real_swap(tmp, target)
+
+    def disk_fails(_path: Path) -> bytes:
+        raise OSError(errno.EIO, "Input/output error")
+
+    monkeypatch.setattr(locking, "swap", person_saves_then_swap)
+    monkeypatch.setattr(store_module, "_bytes_of", disk_fails)
+    with pytest.raises(VaultError, match="was written, but then"):
+        vault.update(made["id"], add_tags=["ops"])
+    monkeypatch.undo()
+    kept = vault.store.settle_parked(grace=0)
+    assert len(kept) == 1 and (vault.root / kept[0]).read_text().endswith("A person's save.\n")
+    assert "ops" in path.read_text()
+    assert real_bytes is store_module._bytes_of
+
+
+def test_two_saves_during_one_write_keep_the_newest_as_the_file(vault: Vault, monkeypatch: pytest.MonkeyPatch) -> None:
+    from agent_memory import locking
+
+    made = vault.remember("The staging database resets on Sundays")["memory"]
+    path = vault.root / made["path"]
+    real_swap = locking.swap
+    calls: list[int] = []
+
+    def two_saves(tmp: Path, target: Path) -> bool:
+        calls.append(1)
+        if len(calls) == 1:
+            target.write_text(target.read_text() + "First save.\n")
+        if len(calls) == 2:  # lands on the tool's file, before the swap back
+            target.write_text(target.read_text().replace("tags: [ops]", "tags: []") + "Second save.\n")
+        return real_swap(tmp, target)
+
+    monkeypatch.setattr(locking, "swap", two_saves)
+    with pytest.raises(SavedMeanwhile):
+        vault.update(made["id"], add_tags=["ops"])
+    monkeypatch.undo()
+    assert path.read_text().endswith("Second save.\n")
+    conflicts = [e for e in vault.trash_list() if e["reason"] == "conflict"]
+    assert len(conflicts) == 1 and (vault.root / conflicts[0]["trash"]).read_text().endswith("First save.\n")
+
+
+def test_editing_a_memory_that_is_a_symlink_changes_the_file_it_points_to(vault: Vault) -> None:
+    made = vault.remember("The staging database resets on Sundays")["memory"]
+    (vault.root / "shortcut.md").symlink_to(vault.root / made["path"])
+    vault.reconcile()
+    vault.update("shortcut.md", append="Ask Priya first.")
+    assert (vault.root / "shortcut.md").is_symlink()
+    assert (vault.root / made["path"]).read_text().endswith("Ask Priya first.\n")
+
+
+def test_forget_never_trashes_a_save_made_after_its_check(vault: Vault, monkeypatch: pytest.MonkeyPatch) -> None:
+    made = vault.remember("The staging database resets on Sundays")["memory"]
+    path = vault.root / made["path"]
+    real_move_in = vault.store.trash.move_in
+
+    def person_saves_first(source: Path, *args: object) -> str:
+        if source == path:
+            path.write_text(path.read_text() + "Saved just now.\n")
+        return real_move_in(source, *args)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(vault.store.trash, "move_in", person_saves_first)
+    with pytest.raises(SavedMeanwhile):
+        vault.forget(made["id"], expected_version=made["version"])
+    assert path.read_text().endswith("Saved just now.\n")
+    assert_index_matches_files(vault)

@@ -286,8 +286,11 @@ async def test_every_library_error_reaches_the_model_as_its_text(client: Client,
     vault.clock.advance(days=1)  # today's folder 2026/07/21 is a file: writing there fails
     real_swap = locking.swap
 
+    saved: list[int] = []
+
     def a_person_saves_first(tmp: Path, target: Path) -> bool:  # the save lands between check and swap
-        target.write_text(target.read_text() + "A line a person just typed.\n")
+        if not saved:
+            saved.append(target.write_text(target.read_text() + "A line a person just typed.\n"))
         return real_swap(tmp, target)
 
     for error, (tool, arguments, text) in cases.items():

@@ -113,10 +113,11 @@ def test_replace_checked_swaps_the_bytes_in_and_parks_the_old_file(tmp_path: Pat
     store = Store(tmp_path)
     store.write_new_file("n.md", b"old\n")
     os.chmod(tmp_path / "n.md", 0o600)
-    parked = store.replace_checked("n.md", b"new\n", b"old\n")
+    store.replace_checked("n.md", b"new\n", b"old\n")
     assert (tmp_path / "n.md").read_bytes() == b"new\n"
     assert stat.S_IMODE(os.stat(tmp_path / "n.md").st_mode) == 0o600  # a private note stays private
-    assert parked is not None and parked.read_bytes() == b"old\n"
+    [parked] = store.parked_dir.glob("*.md")
+    assert parked.read_bytes() == b"old\n"  # kept a while: an editor may still write into it
     assert _leftovers(tmp_path) == []
     assert store.settle_parked(grace=0) == []  # unchanged since: deleted, nothing kept
     assert not parked.exists()
