@@ -13,7 +13,7 @@ from . import note as notes
 from . import transfer
 from .clock import iso
 from .core import Progress, VaultCore
-from .errors import InvalidInput, NotFound, PathRefused
+from .errors import InvalidInput, NotFound, PathRefused, disk_error
 from .index import SCHEMA_VERSION, TOKENIZER, Filters
 from .limits import MAX_BATCH, check_content, check_limit, check_offset, check_text, namespace_filter
 from .models import ExportedMemory, ExportPage, GcResult, ImportResult, RestoreResult, Stats, TrashEntry
@@ -91,6 +91,9 @@ class Maintenance(VaultCore):
         if not isinstance(items, list):
             raise InvalidInput("Import expects a JSON array of memories (as written by export).")
         with self._writing():
+            # Under the lock no other import runs: a staging folder now is one a crash left.
+            # Finish or drop it first (a long-running server would otherwise refuse imports).
+            self.finish_interrupted_import()
             now = self.now()
             plans, duplicates, expired = self._plan_import(items, now)
             staging = self._staging()
@@ -101,8 +104,10 @@ class Maintenance(VaultCore):
 
             try:
                 staging.stage(plans)
-            except BaseException:
+            except BaseException as exc:
                 staging.clear()  # before the manifest nothing reached the vault
+                if isinstance(exc, OSError):
+                    raise disk_error(exc, "stage the import") from exc
                 raise
             written = staging.publish(report)  # past the manifest: finished, here or on the next open
             staging.clear()
@@ -151,8 +156,19 @@ class Maintenance(VaultCore):
             if memory_id is not None:
                 seen_ids.add(memory_id)
             rel = transfer.import_path(self.store, item.get("path"), meta, content, now)
+            folder = rel.rsplit("/", 1)[0] if "/" in rel else ""
+            if folder and not self._plain_folder(folder):
+                raise InvalidInput(f"{where}: {folder}/ in the vault is (or goes through) a symlink; imports are not "
+                                   "written through symlinks. Replace it with a real folder. Nothing was imported.")
             plans.append((rel, data.encode("utf-8")))
         return plans, duplicates, expired
+
+    def _plain_folder(self, folder: str) -> bool:
+        """Whether the deepest existing part of ``folder`` is a real folder in the vault
+        (no symlink on the way): checked before staging, so publishing cannot fail on it."""
+        path = self.store.abspath(folder)
+        existing = next((p for p in (path, *path.parents) if p.exists() or p == self.root), self.root)
+        return existing == self.root or self.store.unaliased(self.store.relpath(existing))
 
     def _staging(self) -> Staging:
         return Staging(self.store.control_dir, self.store.publish, self.store._write_temp, self.root)

@@ -330,11 +330,21 @@ class Store:
             return None
         found = os.fstat(fd)
         if (found.st_dev, found.st_ino) != (checked.st_dev, checked.st_ino) or not stat_kind.S_ISREG(found.st_mode) \
-                or (max_bytes is not None and found.st_size > max_bytes):
+                or (max_bytes is not None and found.st_size > max_bytes) or not self._opened_inside(fd):
             os.close(fd)  # swapped since it was checked; a pipe, a device, a folder; too big
             return None
         with os.fdopen(fd, "rb") as handle:
             return handle.read(), found
+
+    def _opened_inside(self, fd: int) -> bool:
+        """Where the kernel says the opened file is (Linux: ``/proc/self/fd``) is inside
+        the vault: a folder swapped for a symlink between the check and the open would
+        pass the stat comparison, since both would see the swapped path."""
+        try:
+            where = os.readlink(f"/proc/self/fd/{fd}")
+        except OSError:
+            return True  # no /proc here: the (device, inode) comparison is what there is
+        return self._refusal(Path(where)) is None
 
     def stat(self, rel: str) -> os.stat_result | None:
         try:
@@ -432,7 +442,11 @@ class Store:
         checked), then the new file takes its name without replacing anything.
         """
         target = self._edit_target(rel)
-        parked = self._park(rel, checked, data, stat_kind.S_IMODE(os.stat(target).st_mode))
+        try:
+            mode = stat_kind.S_IMODE(os.stat(target).st_mode)
+        except FileNotFoundError:
+            raise SavedMeanwhile(rel) from None  # deleted since it was read: that stands too
+        parked = self._park(rel, checked, data, mode)
         swapped = False
         try:
             if locking.swap(parked, target):

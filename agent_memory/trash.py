@@ -185,9 +185,10 @@ class Trash:
         """Keep ``data`` (e.g. a body about to be replaced) as a trash copy of ``source``."""
         self.check()
         target = self._free_name(source, reason, now)
+        here = (self.root / source).parent  # a folder the orphan sweep walks, should a crash come now
         try:
             self._make_folder(target.parent)
-            tmp = self._write_temp(target.parent, data)
+            tmp = self._write_temp(here if here.is_dir() else target.parent, data)
         except OSError as exc:
             raise disk_error(exc, f"keep the previous version of {source} in the trash") from exc
         return self.move_in(tmp, source, memory_id, reason, now)

@@ -81,9 +81,14 @@ class Vault(Writes, Links, Moves, Maintenance, Reconcile):
         """Finish what a crash interrupted (an import, a failed index write), then
         reconcile. A read-only vault or a full disk still lets reads work: they filter
         expired memories anyway, so failing to tidy must not stop a search."""
-        try:
-            if not self.read_only:
+        if not self.read_only:
+            try:
                 self.finish_interrupted_import()
+            except (VaultError, sqlite3.Error, OSError, ValueError, KeyError) as exc:
+                # One import a crash left that cannot be finished must not lock the vault:
+                # its staged files stay in .index/import/ for a person to look at.
+                print(f"agent-memory: warning: could not finish an interrupted import: {exc}", file=sys.stderr)
+        try:
             stale = self.store.control_dir / STALE_MARK
             if stale.exists():
                 self.reindex()
