@@ -490,3 +490,17 @@ def test_forget_never_trashes_a_save_made_after_its_check(vault: Vault, monkeypa
         vault.forget(made["id"], expected_version=made["version"])
     assert path.read_text().endswith("Saved just now.\n")
     assert_index_matches_files(vault)
+
+
+def test_an_import_into_a_symlinked_folder_is_refused_before_anything_is_staged(vault: Vault, tmp_path: Path) -> None:
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    (vault.root / "2024").symlink_to(elsewhere, target_is_directory=True)
+    items = [{"content": "An old fact", "created": "2024-03-01T09:00:00Z"},
+             {"content": "Another old fact", "created": "2024-03-02T09:00:00Z"}]
+    with pytest.raises(Exception, match="symlink"):
+        vault.import_memories(items)
+    assert list(elsewhere.iterdir()) == [] and md_files(vault.root) == []
+    assert not (vault.root / ".index" / "import").exists()
+    vault.close()
+    Vault(vault.root).close()  # and the vault still opens
