@@ -189,14 +189,18 @@ def add(content: str | None, namespace: str, tags: tuple[str, ...], title: str, 
 @click.option("--until", default=None, help="Only memories created before this date.")
 @click.option("--path", "path_prefix", default=None, help="Only files under this vault folder.")
 @click.option("--offset", default=0, type=int, help="Skip this many hits (for paging).")
+@click.option("--profile", default=None, metavar="[facts|conversation]",
+              help="Ranking profile (default: the vault's recall.profile setting, else facts).")
 @click.option("--explain", is_flag=True, help="Also print the SQL run and where each hit's score came from.")
 @handle_errors
 def search(query: str, namespace: str | None, tags: tuple[str, ...], limit: int, match: str,
-           since: str | None, until: str | None, path_prefix: str | None, offset: int, explain: bool) -> None:
+           since: str | None, until: str | None, path_prefix: str | None, offset: int, profile: str | None,
+           explain: bool) -> None:
     """Recall memories with a plain question."""
     with open_vault() as vault:
         result = vault.search(query, namespace=namespace, tags=list(tags), limit=limit, match=match,
-                              since=since, until=until, path_prefix=path_prefix, offset=offset, explain=explain)
+                              since=since, until=until, path_prefix=path_prefix, offset=offset, profile=profile,
+                              explain=explain)
 
     def human() -> None:
         if result.get("corrected"):

@@ -20,7 +20,7 @@ from .clock import Clock, iso, utcnow
 from .core import STALE_MARK
 from .errors import InvalidInput, NotFound, PathRefused, VaultError
 from .recall.engine import MATCH_MODES, Engine, Outcome
-from .recall.rank import DEFAULT, RecallConfig, Scored
+from .recall.rank import PROFILES, RecallConfig, Scored
 from .recall.records import MemoryRecord
 from .recall.sql import Filters
 from .recall.terms import MAX_QUERY_CHARS, plan
@@ -149,6 +149,7 @@ class Vault(Writes, Links, Moves, Maintenance, Reconcile):
         until: str | None = None,
         path_prefix: str | None = None,
         offset: int = 0,
+        profile: str | None = None,
         config: RecallConfig | None = None,
         explain: bool = False,
     ) -> SearchResult:
@@ -157,7 +158,8 @@ class Vault(Writes, Links, Moves, Maintenance, Reconcile):
         to them), then BM25, then recency (``recall.engine``). A term that matches
         nothing gets a second chance; corrections are reported in ``corrected``.
         ``offset`` pages through one ranking (``next_offset`` says where the next page
-        starts). ``config`` replaces the ranking's knobs (tests and benchmarks); ``explain`` adds
+        starts). ``profile`` (``facts``, ``conversation``; default the vault setting
+        ``recall.profile``) picks the ranking. ``config`` replaces the ranking's knobs (tests and benchmarks); ``explain`` adds
         every statement run and each hit's score parts (``explain``)."""
         if not isinstance(query, str) or len(query) > MAX_QUERY_CHARS:
             raise InvalidInput(f"The query must be text of at most {MAX_QUERY_CHARS} characters.")
@@ -165,6 +167,8 @@ class Vault(Writes, Links, Moves, Maintenance, Reconcile):
             raise InvalidInput(f"match must be one of {', '.join(MATCH_MODES)}; got {match!r}.")
         check_limit(limit)
         check_offset(offset)
+        if profile is not None and profile not in PROFILES:
+            raise InvalidInput(f"profile must be one of {', '.join(PROFILES)}; got {profile!r}.")
         filters = Filters(
             namespace=namespace_filter(namespace),
             tags=tuple(check_tags(tags)),
@@ -181,7 +185,7 @@ class Vault(Writes, Links, Moves, Maintenance, Reconcile):
                 hint="The query has no words to search for; ask with a few plain words.",
             )
         now = iso(self.now())
-        config = config or DEFAULT
+        config = config or PROFILES[profile or self.settings.recall_profile]
         found = Engine(self.index, config, explain=explain).search(terms, filters, now, limit, match, offset)
         hits = self._hits(found)
         mode = found.mode

@@ -37,7 +37,7 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
-from agent_memory.recall.rank import DEFAULT, RecallConfig  # noqa: E402
+from agent_memory.recall.rank import DEFAULT, PROFILES, RecallConfig  # noqa: E402
 from agent_memory.vault import Vault  # noqa: E402
 
 DEFAULT_ZIP = REPO.parent / "shared" / "corpora" / "locomo" / "locomo10.zip"
@@ -312,6 +312,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--date-in-text", action="store_true", help="also write the session date into each memory's text")
     parser.add_argument("--set", action="append", default=[], metavar="NAME=VALUE", help="override a RecallConfig field")
     parser.add_argument("--match", default="auto", choices=("auto", "all", "any"), help="recall's match mode (default auto, as agents call it)")
+    parser.add_argument("--profile", default="conversation", choices=tuple(PROFILES), help="recall profile (default conversation: LoCoMo is dialog)")
     parser.add_argument("--ask", metavar="FIRST-LAST", help="ask only these conversations' questions (e.g. 1-5 while tuning)")
     parser.add_argument("--json", type=Path, help="also write the numbers to this file")
     args = parser.parse_args(argv)
@@ -319,7 +320,7 @@ def main(argv: list[str] | None = None) -> int:
     if not args.zip.exists():
         print(f"LoCoMo data not found at {args.zip}; skipping. Pass the path to locomo10.zip to run the benchmark.")
         return 0
-    config = configure(args.set)
+    config = configure(args.set, PROFILES[args.profile])
     conversations = load(args.zip, date_in_text=args.date_in_text)
     if args.quick:
         conversations = conversations[:1]
@@ -351,8 +352,7 @@ def main(argv: list[str] | None = None) -> int:
     p50, p95 = percentile(latencies, 50), percentile(latencies, 95)
     written = "reused" if write_seconds != write_seconds else f"{write_seconds:.1f} s through remember"
     print(f"query latency: p50 {p50:.2f} ms, p95 {p95:.2f} ms; index: {written}, full reindex {reindex_seconds:.2f} s")
-    if args.set or args.match != "auto":
-        print(f"settings: match={args.match} {' '.join(args.set)}")
+    print(f"settings: profile={args.profile} match={args.match} {' '.join(args.set)}".rstrip())
     if args.json:
         args.json.write_text(json.dumps({"table": table, "p50_ms": p50, "p95_ms": p95, "settings": args.set}, indent=1))
     return 0

@@ -18,6 +18,7 @@ from pathlib import Path
 
 import pytest
 
+from agent_memory.errors import InvalidInput
 from agent_memory.recall.rank import DEFAULT
 from agent_memory.vault import Vault
 from conftest import Clock, assert_index_matches_files, run_cli
@@ -331,10 +332,24 @@ def converse(vault: Vault, clock: Clock, gap: dt.timedelta) -> None:
 
 def test_the_reply_to_a_question_is_recalled_first(vault: Vault, clock: Clock) -> None:
     converse(vault, clock, dt.timedelta(minutes=1))
-    hits = vault.search("What is Caroline excited about in the adoption process?", namespace="chat")["hits"]
+    hits = vault.search("What is Caroline excited about in the adoption process?", namespace="chat",
+                        profile="conversation")["hits"]
     assert hits[0]["title"] == CONVERSATION[1][:80].rstrip("…")[: len(hits[0]["title"])]
     assert hits[0]["matched_terms"] == ["caroline"]
     assert_index_matches_files(vault)
+
+
+def test_the_facts_profile_lifts_no_neighbour_and_the_vault_setting_picks_the_profile(vault: Vault, clock: Clock) -> None:
+    converse(vault, clock, dt.timedelta(minutes=1))
+    question = "What is Caroline excited about in the adoption process?"
+    reply = CONVERSATION[1][:80].rstrip("…")
+    facts = vault.search(question, namespace="chat", profile="facts")["hits"]
+    assert not reply.startswith(facts[0]["title"])  # the memory asking the question, not its neighbour
+    assert vault.search(question, namespace="chat")["hits"] == facts  # recall.profile defaults to facts
+    (vault.root / ".agent-memory.toml").write_text('[recall]\nprofile = "conversation"\n')
+    assert reply.startswith(vault.search(question, namespace="chat")["hits"][0]["title"])
+    with pytest.raises(InvalidInput, match="profile"):
+        vault.search(question, profile="chat")
 
 
 def test_memories_written_in_one_instant_are_not_a_conversation(vault: Vault, clock: Clock) -> None:

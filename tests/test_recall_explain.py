@@ -54,3 +54,11 @@ def test_the_cli_prints_the_sql_and_the_score_parts(vault: Vault) -> None:
     data = json.loads(_cli(vault.root, "--json", "search", "acme deploys", "--explain"))
     assert data["explain"]["statements"][0]["sql"].startswith("SELECT")
     assert "profile" not in _cli(vault.root, "search", "acme deploys")
+
+
+def test_the_cli_picks_a_profile_and_explain_names_it(vault: Vault) -> None:
+    vault.remember("Customer ACME prefers deploys on Fridays")
+    assert "profile conversation;" in _cli(vault.root, "search", "acme", "--explain", "--profile", "conversation")
+    assert "profile facts;" in _cli(vault.root, "search", "acme", "--explain")
+    bad = CliRunner().invoke(cli, ["--dir", str(vault.root), "search", "acme", "--profile", "chat"], obj=Settings())
+    assert bad.exit_code == 1 and "profile must be one of facts, conversation" in bad.output

@@ -277,6 +277,8 @@ class Engine:
     def with_context(self, scores: dict[int, float]) -> dict[int, float]:
         """Rescore candidates as memories of a conversation (``rank.weigh_questions``,
         ``rank.lift``); unchanged when the profile has no context."""
+        if not self.config.uses_context and self.config.question_weight == 1.0:
+            return scores
         asking = self._asking(rank.question_candidates(scores, self.config))
         scores = rank.weigh_questions(scores, asking, self.config)
         sources = rank.context_sources(scores, self.config)

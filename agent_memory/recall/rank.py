@@ -47,7 +47,12 @@ class RecallConfig:
         return self.context_sources > 0 and bool(self.context_shares)
 
 
-DEFAULT = RecallConfig()
+CONVERSATION = RecallConfig()
+# A store of facts: no lifting by neighbours or question marks (they suit a log of
+# dialog turns, and are noise between unrelated facts written one after another).
+FACTS = RecallConfig(name="facts", context_sources=0, context_shares={}, question_weight=1.0, question_checked=0)
+PROFILES = {"facts": FACTS, "conversation": CONVERSATION}
+DEFAULT = CONVERSATION  # what Vault.search(config=None, profile=None) used before profiles; tests start from it
 
 
 @dataclass(frozen=True)

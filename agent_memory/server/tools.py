@@ -445,6 +445,11 @@ def register_tools(server: MCPServer, vault: Vault) -> None:
         ] = None,
         path_prefix: PathPrefix = None,
         offset: Offset = 0,
+        profile: Annotated[
+            Literal["facts", "conversation"] | None,
+            Field(description="Ranking: facts (a store of facts) or conversation (dialog turns: a memory next to "
+                  "a match is lifted); default: the vault's recall.profile setting."),
+        ] = None,
         ctx: Context = None,  # type: ignore[assignment]
     ) -> SearchResult:
         """Search memory with a plain question. Returns the best matches (id, path, title,
@@ -455,7 +460,7 @@ def register_tools(server: MCPServer, vault: Vault) -> None:
         result = vault.search(
             query, namespace=namespace_filter(namespace), tags=tags, limit=limit, match=match,
             since=_blank_to_none(since), until=_blank_to_none(until), path_prefix=_blank_to_none(path_prefix),
-            offset=offset,
+            offset=offset, profile=profile,
         )
         for hit in result["hits"]:
             if "content" in hit:  # a hit that carried the whole body (SPEC §5)
