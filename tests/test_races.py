@@ -1,0 +1,206 @@
+"""A person saving a memory file while the tool edits it: no save of theirs is ever lost.
+
+SPEC §3, issue 9 items 1-3. The races run real processes on real files: a saver
+process plays the person (``benchmarks/races.py`` holds it, the tool's side of each
+scenario and the checks; ``python benchmarks/races.py`` is the long version), saving
+in place (truncate, then write, as Node's ``fs.writeFile`` and many editors do) or
+atomically (temp file + ``os.replace``) while the CLI, the library in another process,
+or the MCP server over stdio edit the same memory. After both stop (the saver is joined
+and writes down every line it saved), each test asserts:
+
+- the file still parses with its id, namespace and body (never a bare front matter),
+  and the person never read a broken one;
+- every ``human save N`` line is in the final file or in a conflict copy the tool put
+  in ``.trash/`` and recorded in its ledger: none silently lost;
+- every tool edit succeeded or was refused with SavedMeanwhile, StillSaving or
+  VersionConflict ("not found" or any other error fails the test);
+- the index equals a rebuild from the files.
+
+Each race is one short round (20 CLI edits, 60 library updates, 100 updates against
+the atomic saver, 30 MCP calls; the script's rounds are 60/60/150/60, as long as asked).
+Nothing asserts how often each outcome happens (that depends on timing); the counts are
+printed. A race catches a broken write path in every run: with the checked swap
+replaced by a plain rename (as before issue 9), each of four runs of this file lost saves.
+
+The first tests are the races' findings as exact sequences: a person's actions run at
+one point of the tool's write (a hook around the real ``locking.swap``, which still
+runs), so they fail the same way every time.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+import sys
+import threading
+from pathlib import Path
+
+import pytest
+from conftest import assert_index_matches_files
+
+from agent_memory import locking
+from agent_memory.errors import SavedMeanwhile
+from agent_memory.vault import Vault
+
+_SPEC = importlib.util.spec_from_file_location("races", Path(__file__).resolve().parents[1] / "benchmarks" / "races.py")
+races = importlib.util.module_from_spec(_SPEC)  # type: ignore[arg-type]
+sys.modules["races"] = races
+_SPEC.loader.exec_module(races)  # type: ignore[union-attr]
+
+
+# --------------------------------------------------------------------------- exact sequences
+
+
+def _conflict_copies(vault: Vault) -> list[str]:
+    entries = vault.store.trash.live()
+    return [(vault.root / e.trash).read_text(encoding="utf-8") for e in entries if e.reason == "conflict"]
+
+
+def test_a_save_into_the_tools_file_while_it_was_briefly_in_place_is_kept(vault: Vault, monkeypatch) -> None:
+    """A save lands between the tool's check and its swap, so the swap is undone; but for
+    that moment the tool's file was in place, and an editor that opened the file then
+    writes into the tool's file afterwards. That file must not be deleted at once: the
+    person's save is kept as a conflict copy once the grace period is over."""
+    stored = vault.remember("The kettle is in room 4.")["memory"]
+    path = vault.root / stored["path"]
+    real_swap = locking.swap
+    editor: list[int] = []
+    seen: list[str] = []
+
+    def person_saves_around_the_swap(a: Path, b: Path) -> bool:
+        if editor:
+            return real_swap(a, b)
+        path.write_text(path.read_text(encoding="utf-8") + "first line a person typed\n", encoding="utf-8")
+        swapped = real_swap(a, b)
+        seen.append(path.read_text(encoding="utf-8"))  # their editor reloads: the tool's file, for now
+        editor.append(os.open(path, os.O_WRONLY))
+        return swapped
+
+    monkeypatch.setattr(locking, "swap", person_saves_around_the_swap)
+    with pytest.raises(SavedMeanwhile):
+        vault.update(stored["id"], add_tags=["x"])
+    monkeypatch.setattr(locking, "swap", real_swap)
+    assert "first line a person typed" in path.read_text(encoding="utf-8")
+    os.ftruncate(editor[0], 0)
+    os.write(editor[0], (seen[0] + "second line a person typed\n").encode("utf-8"))
+    os.close(editor[0])
+    vault.store.settle_parked(grace=0)
+    kept = [path.read_text(encoding="utf-8"), *_conflict_copies(vault)]
+    assert any("second line a person typed" in text for text in kept), "the person's second save was lost"
+
+
+HALF_SAVED = pytest.mark.xfail(strict=True, reason=(
+    "core.py _refresh indexes a file caught halfway through a person's save (empty, between an editor's "
+    "truncate and its write): the row loses the memory's id and edits by id say 'not found'. _load(settle=True) "
+    "closed that for an edit's own read; the refresh after a write (Writes._put), the reconcile at open, the "
+    "watcher and get's drift check still do it. A refresh should keep the row of a file that looks mid-save "
+    "(empty or front matter not closed, modified moments ago) for the next event to fold in"))
+
+
+def _person_mid_save(path: Path) -> tuple[object, str]:
+    """A person saves the memory (so the file is newer than its index row), then starts
+    the next save in place: the file is truncated, the text not written yet."""
+    text = path.read_text(encoding="utf-8") + "a line a person typed\n"
+    path.write_text(text, encoding="utf-8")
+    return open(path, "w", encoding="utf-8"), text + "another line a person typed\n"
+
+
+@HALF_SAVED
+def test_a_write_refused_while_a_person_is_saving_keeps_the_memory_findable(vault: Vault, monkeypatch) -> None:
+    """The tool's change is refused because an editor has just truncated the file; the
+    index refresh after the refusal read the file at that instant (empty) and dropped
+    the memory's id from the index: every later edit by id said "not found"."""
+    stored = vault.remember("The kettle is in room 4.")["memory"]
+    path = vault.root / stored["path"]
+    original = path.read_text(encoding="utf-8")
+    real_swap = locking.swap
+    editor = []
+
+    def person_starts_saving(a: Path, b: Path) -> bool:
+        if not editor:
+            editor.append(open(path, "w", encoding="utf-8"))  # noqa: SIM115 - held open: truncated, text later
+        return real_swap(a, b)
+
+    monkeypatch.setattr(locking, "swap", person_starts_saving)
+    with pytest.raises(SavedMeanwhile):
+        vault.update(stored["id"], add_tags=["x"])
+    monkeypatch.setattr(locking, "swap", real_swap)
+    editor[0].write(original + "a line a person typed\n")
+    editor[0].close()
+    result = vault.update(stored["id"], add_tags=["y"])
+    assert result["changed"] and "y" in result["memory"]["tags"]
+    assert "a line a person typed" in path.read_text(encoding="utf-8")
+    assert_index_matches_files(vault)
+
+
+def test_an_edit_while_a_person_is_saving_waits_for_their_save(vault: Vault) -> None:
+    """``_load`` saw the file newer than its row and re-indexed it at once, while it was
+    empty: the edit said "not found" instead of waiting for the save to settle."""
+    stored = vault.remember("The kettle is in room 4.")["memory"]
+    path = vault.root / stored["path"]
+    editor, rest = _person_mid_save(path)
+    finish = threading.Timer(0.05, lambda: (editor.write(rest), editor.close()))
+    finish.start()
+    try:
+        result = vault.update(stored["id"], add_tags=["y"])
+    finally:
+        finish.join()
+    assert "y" in result["memory"]["tags"] and "another line a person typed" in result["memory"]["content"]
+
+
+@HALF_SAVED
+def test_a_vault_opened_while_a_person_is_saving_still_finds_the_memory(vault: Vault) -> None:
+    """Each CLI command opens the vault, and the open reconciles: a file caught between
+    an editor's truncate and its write was indexed empty, so ``agent-memory edit ID``
+    said "not found"."""
+    stored = vault.remember("The kettle is in room 4.")["memory"]
+    path = vault.root / stored["path"]
+    editor, rest = _person_mid_save(path)
+    try:
+        other = Vault(vault.root)  # what `agent-memory edit` does first
+    finally:
+        editor.write(rest)
+        editor.close()
+    with other:
+        result = other.update(stored["id"], add_tags=["y"])
+    assert "y" in result["memory"]["tags"] and "another line a person typed" in result["memory"]["content"]
+
+
+# --------------------------------------------------------------------------- races
+
+
+def _assert_no_save_lost(result, root: Path) -> None:
+    print(races._row(result.scenario, [result], 0))
+    assert result.saves > 0, "the saver never saved: nothing was tested"
+    assert result.broken_reads == [] and result.missing_reads == 0, \
+        f"the person found the file broken or missing: {result.broken_reads[:2]}"
+    assert result.damage == [], "\n".join(result.damage)
+    assert result.lost == [], f"human saves silently lost: {result.lost} (on disk elsewhere: {result.lost_but_on_disk})"
+    assert result.failures == [], result.failures[0]
+    assert result.count("ok") > 0, "no tool edit got through: nothing raced"
+    assert result.parked_left == 0
+    assert not result.index_differs
+    with Vault(root) as vault:
+        assert_index_matches_files(vault)
+
+
+def test_in_place_saver_against_cli_edits(tmp_path: Path) -> None:
+    _assert_no_save_lost(races.run_round("inplace-cli", tmp_path, 11, edits=20), tmp_path / "vault-inplace-cli-11")
+
+
+def test_in_place_saver_against_library_updates(tmp_path: Path) -> None:
+    _assert_no_save_lost(races.run_round("inplace-lib", tmp_path, 12, edits=60), tmp_path / "vault-inplace-lib-12")
+
+
+def test_atomic_saver_against_versioned_and_unversioned_updates(tmp_path: Path) -> None:
+    _assert_no_save_lost(races.run_round("atomic-lib", tmp_path, 13, edits=100), tmp_path / "vault-atomic-lib-13")
+
+
+@pytest.mark.anyio
+async def test_in_place_saver_against_mcp_update_memory(tmp_path: Path) -> None:
+    setup = races.prepare("inplace-mcp", tmp_path, 14)
+    try:
+        outcomes = await races.run_mcp_calls(setup.root, setup.memory_id, 30)
+    finally:
+        record = setup.saver.stop()
+    _assert_no_save_lost(races.finish(setup, record, outcomes), setup.root)
