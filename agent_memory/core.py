@@ -41,11 +41,12 @@ _UNREAD: Any = object()  # _refresh's "not examined yet"
 
 
 def _still(stat: os.stat_result | None, examined: Examined) -> bool:
-    """Whether a file examined earlier is unchanged since (same presence, size and mtime)."""
+    """Whether a file examined earlier is unchanged since (same presence, size, mtime,
+    ctime and inode)."""
     if examined is None:
         return stat is None
     _note, facts = examined
-    return stat is not None and (stat.st_size, stat.st_mtime_ns) == (facts.size, facts.mtime_ns)
+    return facts.same_stat(stat)
 
 
 def _identity(root: Path) -> tuple[int, int] | None:
@@ -232,7 +233,7 @@ class VaultCore:
         if read is None:
             return None
         data, stat = read
-        facts = FileFacts(len(data), stat.st_mtime_ns, notes.file_version(data))
+        facts = FileFacts.read(data, stat)
         if known is not None and known.sha256 == facts.sha256:
             return None, facts
         return self._note_for(rel, data, stat), facts
@@ -242,14 +243,14 @@ class VaultCore:
         """Bring one path's row in line with the file: the one way a file enters the index.
 
         ``examined``: what ``_examine`` found before the lock was taken; used if the file
-        still has that size and mtime, else the file is read again."""
+        still has that stat (size, mtime, ctime, inode), else the file is read again."""
         if examined is _UNREAD or not _still(self.store.stat(rel), examined):
             examined = self._examine(rel, known)
         if examined is None:
             return "removed" if self.index.delete(conn, rel) else "absent"
         note, facts = examined
         if known is not None and known.sha256 == facts.sha256:
-            if (known.size, known.mtime_ns) != (facts.size, facts.mtime_ns):
+            if known.stamp != facts.stamp:
                 self.index.touch(conn, rel, facts)
             return "unchanged"
         if note is None:  # examined against facts that changed since: parse it now
@@ -266,10 +267,10 @@ class VaultCore:
         if not encodable(rel):
             return "absent"  # a name that is not UTF-8 is never indexed (SQLite holds text)
         before = self.index.by_path(rel)
-        examined = self._examine(rel, FileFacts(before["size"], before["mtime_ns"], before["sha256"]) if before else None)
+        examined = self._examine(rel, FileFacts.of_row(before) if before else None)
         with self._writing():
             row = self.index.by_path(rel)
-            known = FileFacts(row["size"], row["mtime_ns"], row["sha256"]) if row else None
+            known = FileFacts.of_row(row) if row else None
             with self._index_write() as conn:
                 return self._refresh(conn, rel, known, examined)
 

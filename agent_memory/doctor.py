@@ -85,7 +85,7 @@ def check_vault(root: Path, index_dir: Path | None = None) -> list[Check]:
             problems.append(f"{rel}: cannot be read ({exc.strerror})")
             continue
         st = (root / rel).stat()
-        facts[rel] = FileFacts(len(data), st.st_mtime_ns, notes.file_version(data))
+        facts[rel] = FileFacts.read(data, st)
         note = notes.parse(data, rel)
         found = [f"{rel}: {p}" for p in note.problems]
         if found and note.unreadable:

@@ -22,11 +22,11 @@ from typing import Any
 
 from . import limits
 from .errors import MemoryError_
-from .note import Note
+from .note import Note, file_version
 from .recall.sql import Filters
 from .recall.terms import cjk_index_text, date_tokens
 
-SCHEMA_VERSION = 3
+SCHEMA_VERSION = 4
 DB_NAME = "index.sqlite3"
 # BM25 column weights (title, tags, body, cjk, dated): title and tags count above the
 # body; the CJK bigrams and the creation date count like body text.
@@ -54,6 +54,8 @@ CREATE TABLE memories (
   content_hash TEXT NOT NULL,
   size INTEGER NOT NULL,
   mtime_ns INTEGER NOT NULL,
+  ctime_ns INTEGER NOT NULL,     -- with inode: a same-size, same-mtime rewrite (cp -p) still shows
+  inode INTEGER NOT NULL,
   sha256 TEXT NOT NULL,
   problems TEXT,                -- JSON list of parse problems, NULL when clean
   conflict INTEGER NOT NULL,
@@ -86,7 +88,7 @@ CREATE VIRTUAL TABLE words_vocab USING fts5vocab(words, 'row');
 
 COLUMNS = (
     "path, path_key, name_key, id, own_id, namespace, title, tags, body, created, updated, expires, "
-    "source, content_hash, size, mtime_ns, sha256, problems, conflict, meta, cjk, dated"
+    "source, content_hash, size, mtime_ns, ctime_ns, inode, sha256, problems, conflict, meta, cjk, dated"
 )
 _MONTHS = "January February March April May June July August September October November December".split()
 
@@ -123,11 +125,36 @@ def link_key(target: str) -> str:
 
 @dataclass(frozen=True)
 class FileFacts:
-    """What reconcile compares to decide whether a file needs re-reading."""
+    """What reconcile compares to decide whether a file needs re-reading: the stat git's
+    index compares (size, mtime, ctime, inode; a ``cp -p`` or ``rsync -a`` keeps size and
+    mtime but not the other two), then the content hash."""
 
     size: int
     mtime_ns: int
+    ctime_ns: int
+    inode: int
     sha256: str
+
+    @classmethod
+    def read(cls, data: bytes, stat: os.stat_result) -> FileFacts:
+        """The facts of bytes just read and the stat of the file they came from."""
+        return cls(len(data), stat.st_mtime_ns, stat.st_ctime_ns, stat.st_ino, file_version(data))
+
+    @classmethod
+    def of_row(cls, row: Any) -> FileFacts:
+        return cls(row["size"], row["mtime_ns"], row["ctime_ns"], row["inode"], row["sha256"])
+
+    @property
+    def stamp(self) -> tuple[int, int, int, int]:
+        return self.size, self.mtime_ns, self.ctime_ns, self.inode
+
+    def same_stat(self, stat: os.stat_result | None) -> bool:
+        """Whether ``stat`` is the file these facts were taken from, unchanged since."""
+        return stat is not None and stamp_of(stat) == self.stamp
+
+
+def stamp_of(stat: os.stat_result) -> tuple[int, int, int, int]:
+    return stat.st_size, stat.st_mtime_ns, stat.st_ctime_ns, stat.st_ino
 
 
 def _row_values(rid: int, note: Note, facts: FileFacts, body: str, cjk: str, dated: str) -> tuple[Any, ...]:
@@ -149,6 +176,8 @@ def _row_values(rid: int, note: Note, facts: FileFacts, body: str, cjk: str, dat
         note.content_hash,
         facts.size,
         facts.mtime_ns,
+        facts.ctime_ns,
+        facts.inode,
         facts.sha256,
         json.dumps(note.problems, ensure_ascii=False) if note.problems else None,
         int(note.conflict),
@@ -376,7 +405,7 @@ class Index:
                 date_words(note.created),
             ))
         conn.executemany(
-            f"INSERT INTO memories (rid, {COLUMNS}) VALUES ({', '.join('?' * 23)})",
+            f"INSERT INTO memories (rid, {COLUMNS}) VALUES ({', '.join('?' * (COLUMNS.count(',') + 2))})",
             [_row_values(rid, note, facts, *fields[3:]) for (rid, note, facts), fields in zip(rows, searched)],
         )
         conn.executemany("INSERT INTO fts (rowid, title, tags, body, cjk, dated) VALUES (?, ?, ?, ?, ?, ?)", searched)
@@ -416,7 +445,8 @@ class Index:
     def touch(self, conn: sqlite3.Connection, path: str, facts: FileFacts) -> None:
         """Same bytes, new stat (a ``touch`` or a checkout): remember the new stat only."""
         conn.execute(
-            "UPDATE memories SET size = ?, mtime_ns = ? WHERE path = ?", (facts.size, facts.mtime_ns, path)
+            "UPDATE memories SET size = ?, mtime_ns = ?, ctime_ns = ?, inode = ? WHERE path = ?",
+            (*facts.stamp, path),
         )
 
     def replace_all(self, conn: sqlite3.Connection, notes: Iterable[tuple[Note, FileFacts]], batch: int = 2000) -> int:
@@ -438,8 +468,8 @@ class Index:
     # ------------------------------------------------------------------ reads
     def file_facts(self) -> dict[str, FileFacts]:
         return {
-            row["path"]: FileFacts(row["size"], row["mtime_ns"], row["sha256"])
-            for row in self.query("SELECT path, size, mtime_ns, sha256 FROM memories")
+            row["path"]: FileFacts.of_row(row)
+            for row in self.query("SELECT path, size, mtime_ns, ctime_ns, inode, sha256 FROM memories")
         }
 
     def paths_under(self, folder: str) -> list[str]:
@@ -555,8 +585,8 @@ class Index:
             version = conn.execute("PRAGMA user_version").fetchone()[0]
             if version != SCHEMA_VERSION:
                 return version, {}
-            rows = conn.execute("SELECT path, size, mtime_ns, sha256 FROM memories").fetchall()
-            return version, {r[0]: FileFacts(r[1], r[2], r[3]) for r in rows}
+            rows = conn.execute("SELECT path, size, mtime_ns, ctime_ns, inode, sha256 FROM memories").fetchall()
+            return version, {r[0]: FileFacts(*r[1:]) for r in rows}
         finally:
             conn.close()
 

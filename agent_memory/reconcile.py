@@ -20,7 +20,8 @@ class Reconcile(VaultCore):
     def reconcile(self) -> ReconcileReport:
         """Make the index match the files: new, changed, moved and deleted ones.
 
-        Unchanged files are skipped by size+mtime, then by content hash, so a start
+        Unchanged files are skipped by their stat (size, mtime, ctime and inode, as
+        git's index compares them), then by content hash, so a start
         with nothing changed reads no file. Expired memories go to the trash.
         """
         counts = {"added": 0, "updated": 0, "removed": 0, "unchanged": 0, "absent": 0}
@@ -30,7 +31,7 @@ class Reconcile(VaultCore):
         # searches. Under the lock each changed path is checked again (its row re-read,
         # its stat compared), so a write that landed meanwhile is never undone.
         temp_files: list[Path] = []
-        walked = [(rel, stat.st_size, stat.st_mtime_ns) for rel, stat in self.store.walk(temp_files=temp_files)]
+        walked = [(rel, stat) for rel, stat in self.store.walk(temp_files=temp_files)]
         known = self.index.file_facts()
         if temp_files:
             with self._writing():
@@ -44,10 +45,10 @@ class Reconcile(VaultCore):
                 known = self.index.file_facts()
         seen: set[str] = set()
         stale: list[str] = []
-        for rel, size, mtime_ns in walked:
+        for rel, stat in walked:
             seen.add(rel)
             facts = known.get(rel)
-            if facts is not None and facts.size == size and facts.mtime_ns == mtime_ns:
+            if facts is not None and facts.same_stat(stat):
                 counts["unchanged"] += 1
             else:
                 stale.append(rel)
@@ -58,7 +59,7 @@ class Reconcile(VaultCore):
                 with self._index_write() as conn:
                     for rel in stale:
                         row = self.index.by_path(rel)
-                        now_known = FileFacts(row["size"], row["mtime_ns"], row["sha256"]) if row else None
+                        now_known = FileFacts.of_row(row) if row else None
                         counts[self._refresh(conn, rel, now_known, examined[rel])] += 1
             expired = self.sweep_expired()
         return self._report(counts, expired)
@@ -88,7 +89,7 @@ class Reconcile(VaultCore):
                 if read is None:
                     continue
                 data, stat = read
-                yield self._note_for(rel, data, stat), FileFacts(len(data), stat.st_mtime_ns, notes.file_version(data))
+                yield self._note_for(rel, data, stat), FileFacts.read(data, stat)
 
         with self._index_write() as conn:
             counts["added"] = self.index.replace_all(conn, parsed())

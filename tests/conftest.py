@@ -18,7 +18,7 @@ from agent_memory.vault import Vault
 # internal row number and may differ).
 _COMPARED = (
     "path, id, own_id, namespace, title, tags, body, created, updated, expires, source, "
-    "content_hash, size, mtime_ns, sha256, problems, conflict, meta"
+    "content_hash, size, mtime_ns, ctime_ns, inode, sha256, problems, conflict, meta"
 )
 
 

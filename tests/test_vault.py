@@ -8,6 +8,7 @@ import os
 import re
 import shutil
 import sqlite3
+import subprocess
 from pathlib import Path
 
 import pytest
@@ -726,6 +727,66 @@ def test_same_size_new_bytes_is_a_reparse(vault: Vault, parse_calls: list[str]) 
     assert vault.reconcile()["updated"] == 1
     assert parse_calls == [memory["path"]]
     assert found(vault, "mondays") == [memory["path"]]
+    assert_index_matches_files(vault)
+
+
+def _same_size_and_mtime(path: Path, old: bytes, new: bytes) -> None:
+    """Give ``path`` the bytes ``new`` the way ``cp -p`` from a backup does: same size,
+    and the mtime it had, so only ctime (and, for a rename, the inode) tells."""
+    assert len(old) == len(new) and old != new
+    stat = path.stat()
+    backup = path.with_name("backup.bin")
+    backup.write_bytes(new)
+    os.utime(backup, ns=(stat.st_atime_ns, stat.st_mtime_ns))
+    subprocess.run(["cp", "-p", str(backup), str(path)], check=True)
+    backup.unlink()
+    assert (path.stat().st_size, path.stat().st_mtime_ns) == (stat.st_size, stat.st_mtime_ns)
+
+
+def test_cp_p_with_the_same_size_and_mtime_is_caught(vault: Vault, parse_calls: list[str]) -> None:
+    memory = vault.remember(ACME)["memory"]
+    path = vault.root / memory["path"]
+    old = path.read_bytes()
+    _same_size_and_mtime(path, old, old.replace(b"Fridays", b"Mondays"))
+    parse_calls.clear()
+    assert vault.reconcile()["updated"] == 1
+    assert parse_calls == [memory["path"]]
+    assert found(vault, "mondays") == [memory["path"]]
+    assert_index_matches_files(vault)
+
+
+def test_a_renamed_in_copy_with_the_same_size_and_mtime_is_caught(vault: Vault) -> None:
+    # rsync -a: a temp file with the new bytes and the old mtime, renamed over the note.
+    memory = vault.remember(ACME)["memory"]
+    path = vault.root / memory["path"]
+    stat = path.stat()
+    temp = path.with_name(".acme.tmp")
+    temp.write_bytes(path.read_bytes().replace(b"Fridays", b"Sundays"))
+    os.utime(temp, ns=(stat.st_atime_ns, stat.st_mtime_ns))
+    os.replace(temp, path)
+    assert path.stat().st_ino != stat.st_ino
+    assert vault.reconcile()["updated"] == 1
+    assert found(vault, "sundays") == [memory["path"]]
+    assert vault.index.by_path(memory["path"])["inode"] == path.stat().st_ino
+    assert_index_matches_files(vault)
+
+
+def test_a_ctime_only_change_is_hashed_once_then_not_read(vault: Vault, parse_calls: list[str],
+                                                          monkeypatch: pytest.MonkeyPatch) -> None:
+    memory = vault.remember(ACME)["memory"]
+    path = vault.root / memory["path"]
+    path.chmod(0o600)  # changes ctime only
+    reads: list[str] = []
+    real = vault._read
+    monkeypatch.setattr(vault, "_read", lambda rel: reads.append(rel) or real(rel))
+    parse_calls.clear()
+    report = vault.reconcile()
+    assert (report["updated"], report["unchanged"]) == (0, 1)
+    assert reads == [memory["path"]] and parse_calls == []
+    assert vault.index.by_path(memory["path"])["ctime_ns"] == path.stat().st_ctime_ns
+    reads.clear()
+    assert vault.reconcile()["unchanged"] == 1
+    assert reads == [] and parse_calls == []
     assert_index_matches_files(vault)
 
 
