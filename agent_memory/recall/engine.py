@@ -31,10 +31,12 @@ from .terms import (
     best_window,
     can_correct,
     can_prefix,
+    can_stem,
     cjk_parts,
     edit_distance,
     expansion_term,
     highlight,
+    stem_candidates,
     typo_bound,
     word_term,
 )
@@ -140,7 +142,9 @@ class Engine:
         """Give each term that matches nothing a second chance: a CJK question run is
         split into its words, a word is tried as a prefix (``kube`` -> ``kubernetes``),
         then, if no memory anywhere holds it, corrected to the closest indexed word
-        (the most frequent on a tie; ``kuberentes`` -> ``kubernetes``)."""
+        (the most frequent on a tie; ``kuberentes`` -> ``kubernetes``). Between the two
+        a derived word tries its stem family (``linter`` -> "lint"); identifiers
+        (``terms.identifier_like``) are never stemmed or corrected."""
         out: list[TermMatch] = []
         corrected: dict[str, str] = {}
         for m in matches:
@@ -156,12 +160,29 @@ class Engine:
                 if prefixed.rids is None or prefixed.rids:
                     out.append(prefixed)
                     continue
+            stemmed = self.stem(m, filters, now) if can_stem(m.term) else None
+            if stemmed is not None:
+                out.append(stemmed)
+                continue
             fix = self.correct(m, filters, now) if m.df == 0 and can_correct(m.term) else None
             if fix is not None:
                 corrected[m.term.text] = fix.term.text
             out.append(fix or m)
         unique = {m.term.text: m for m in out}
         return list(unique.values()), corrected
+
+    def stem(self, m: TermMatch, filters: Filters, now: str) -> TermMatch | None:
+        """The word's stem family: the longest stem it derives from by a known suffix
+        (``terms.stem_candidates``: ``linter`` -> "lint") that starts an indexed word and
+        matches within the filters through the index's stemmer ("lint" finds "linting").
+        The term keeps its text; its expression is the stem's."""
+        candidates = stem_candidates(m.term.text)
+        indexed = {row[0] for row in self._run(sql.word_families(candidates))} if candidates else set()
+        for stem in (c for c in candidates if c in indexed):
+            [found] = self.match_terms([Term(m.term.text, word_term(stem).expr)], filters, now)
+            if found.rids is None or found.rids:
+                return found
+        return None
 
     def correct(self, m: TermMatch, filters: Filters, now: str) -> TermMatch | None:
         """The closest indexed word (fewest edits, then most memories) that matches

@@ -201,3 +201,13 @@ def vocabulary(head: str, shortest: int, longest: int, limit: int) -> Query:
         "SELECT term, doc FROM words_vocab WHERE term >= ? AND term < ? AND length(term) BETWEEN ? AND ? LIMIT ?",
         [head, head[:-1] + chr(ord(head[-1]) + 1), shortest, longest, limit],
     )
+
+
+def word_families(stems: list[str]) -> Query:
+    """Which of ``stems`` start some indexed word (as written, accents folded): the
+    stems worth an FTS query."""
+    return (
+        "SELECT s.value FROM json_each(?) s WHERE EXISTS "
+        "(SELECT 1 FROM words_vocab v WHERE v.term >= s.value AND v.term < s.value || char(1114111))",
+        [json.dumps(stems)],
+    )

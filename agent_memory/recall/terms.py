@@ -13,6 +13,7 @@ phrase of its bigrams: a substring match.
 
 from __future__ import annotations
 
+import dataclasses
 import itertools
 import re
 import unicodedata
@@ -118,6 +119,7 @@ class Term:
     expr: str
     cjk: bool = False
     date: bool = False
+    ident: bool = False  # written like an identifier (``identifier_like``): never typo-corrected or stemmed
 
 
 def _quote(word: str) -> str:
@@ -200,7 +202,96 @@ def expansion_term(word: str, longer: list[str]) -> Term:
 
 
 def can_correct(term: Term) -> bool:
-    return not term.cjk and len(term.text) >= TYPO_MIN and term.text.isalpha()
+    return not term.cjk and not term.ident and len(term.text) >= TYPO_MIN and term.text.isalpha()
+
+
+# --------------------------------------------------------------------------- stem families
+
+STEM_MIN = 4  # shortest indexed word a longer word may be taken back to
+# Suffixes (accents folded) and the endings that may replace them, longest first: a word
+# that matches nothing is tried as ``word[:-len(suffix)] + ending`` for each. The index's
+# porter stemmer already joins "deploys" and "deployed"; these catch what it leaves apart
+# ("linter" / "linting", "creation" / "create") and Spanish, which it does not stem.
+_SUFFIXES: dict[str, tuple[str, ...]] = {
+    # English
+    "ations": ("e", ""), "ation": ("e", ""), "ments": ("",), "ment": ("",), "ness": ("",),
+    "ings": ("", "e", "-"), "ing": ("", "e", "-"), "ers": ("", "e", "-"), "er": ("", "e", "-"),
+    "ed": ("", "e", "-"), "ions": ("", "e"), "ion": ("", "e"), "ors": ("", "e"), "or": ("", "e"),
+    "ists": ("",), "ist": ("",), "ism": ("",), "ity": ("", "e"), "able": ("", "e"), "ible": ("",),
+    "ally": ("",), "ly": ("",), "es": ("",), "s": ("",), "al": ("",), "ive": ("", "e"),
+    # Spanish (-ción, -mente, -ando, -iendo, -ado, -dor, -miento...)
+    "aciones": ("ar",), "acion": ("ar",), "iciones": ("ir",), "icion": ("ir", "er"), "ciones": ("",), "cion": ("",),
+    "amente": ("o", "a"), "mente": ("",), "ando": ("ar",), "iendo": ("er", "ir"),
+    "ados": ("ar",), "adas": ("ar",), "ado": ("ar",), "ada": ("ar",), "idos": ("er", "ir"), "idas": ("er", "ir"),
+    "ido": ("er", "ir"), "ida": ("er", "ir"), "adores": ("ar",), "adoras": ("ar",), "ador": ("ar",), "adora": ("ar",),
+    "amientos": ("ar",), "amiento": ("ar",), "imientos": ("er", "ir"), "imiento": ("er", "ir"),
+    "istas": ("",), "ista": ("",),
+}
+_BY_LENGTH = sorted(_SUFFIXES, key=len, reverse=True)
+
+
+def stem_candidates(word: str) -> list[str]:
+    """Shorter words ``word`` may derive from by a known suffix (``linter`` -> lint,
+    ``configuracion`` -> configurar), longest first; each at least ``STEM_MIN`` letters.
+    An ending ``-`` undoes a doubled consonant (``stopped`` -> stop). What is left after
+    the stem must be a listed suffix, so ``scarecrow`` never becomes "scare"."""
+    out: dict[str, None] = {}
+    for suffix in _BY_LENGTH:
+        if not word.endswith(suffix) or len(word) - len(suffix) < STEM_MIN - 1:
+            continue
+        base = word[: -len(suffix)]
+        for ending in _SUFFIXES[suffix]:
+            if ending == "-":
+                stem = base[:-1] if len(base) > 2 and base[-1] == base[-2] and base[-1] not in "aeiou" else ""
+            else:
+                stem = base + ending
+            if len(stem) >= STEM_MIN and stem != word:
+                out[stem] = None
+    return sorted(out, key=len, reverse=True)
+
+
+def can_stem(term: Term) -> bool:
+    return not term.cjk and not term.ident and not term.date and len(term.text) > STEM_MIN and term.text.isalpha()
+
+
+# --------------------------------------------------------------------------- identifiers
+
+_VOWELS = frozenset("aeiouy")
+_RARE_DOUBLES = ("qq", "jj", "vv", "xx", "ww", "hh", "yy", "kk", "ii", "uu")
+_CONSONANT_RUN = 6  # "strengths" has five in a row; no English or Spanish word has six
+_IDENT_CHUNK = re.compile(r"[^\W_]+(?:_[^\W_]+)+|\w*\d\w*|\w*[a-z][A-Z]\w*", re.UNICODE)
+
+
+def identifier_like(word: str) -> bool:
+    """A folded token whose letters no English or Spanish word has: a ``q`` not before
+    ``u`` (except a final one: "iraq"), a letter three times in a row, a double of a
+    letter that words never double (``qq``, ``jj``, ``xx``...), six consonants in a row,
+    or no vowel at all in five letters or more. Such a token is a name someone made
+    (``burstmarkeriqq``), so a near miss is a different name, not a typo."""
+    if not word.isalpha() or not word.isascii():
+        return not word.isalpha()
+    if any(c == "q" and i + 1 < len(word) and word[i + 1] != "u" for i, c in enumerate(word)):
+        return True
+    if any(word[i] == word[i + 1] == word[i + 2] for i in range(len(word) - 2)):
+        return True
+    if any(d in word for d in _RARE_DOUBLES):
+        return True
+    run = 0
+    for c in word:
+        run = 0 if c in _VOWELS else run + 1
+        if run >= _CONSONANT_RUN:
+            return True
+    return len(word) >= 5 and not _VOWELS.intersection(word)
+
+
+def _identifier_tokens(question: str) -> set[str]:
+    """Tokens of the question's identifier-like words as written: ones joined by
+    underscores (``deploy_token``), holding digits (``build42``) or mixed case
+    (``burstMarker``; a capital after a small letter), folded as ``tokens`` folds them."""
+    out: set[str] = set()
+    for m in _IDENT_CHUNK.finditer(unicodedata.normalize("NFKC", question)):
+        out.update(tokens(m.group(0)))
+    return out
 
 
 def terms(question: str) -> list[Term]:
@@ -212,7 +303,11 @@ def terms(question: str) -> list[Term]:
     dates, used = date_terms(question)
     words = tokens(question)
     kept = [w for w in words if w not in STOPWORDS and w not in used] or ([] if dates else words)
-    out = [cjk_term(w) if is_cjk(w) else word_term(w) for w in dict.fromkeys(kept)]
+    idents = _identifier_tokens(question)
+    out = [
+        cjk_term(w) if is_cjk(w) else dataclasses.replace(word_term(w), ident=w in idents or identifier_like(w))
+        for w in dict.fromkeys(kept)
+    ]
     return out + [d for d in dates if d.text not in {t.text for t in out}]
 
 
