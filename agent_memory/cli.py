@@ -20,7 +20,7 @@ from typing import Any
 import click
 
 from .errors import MemoryError_
-from .store import VAULT_DIRNAME, locate_vault
+from .store import VAULT_DIRNAME, locate_vault, require_vault
 from .vault import MATCH_MODES, Vault
 
 
@@ -46,7 +46,8 @@ def common(func: Callable[..., Any]) -> Callable[..., Any]:
     """Add ``--dir``/``--json`` to a command as well as to the group."""
     func = click.option(
         "--dir", "dir_", metavar="PATH", expose_value=False, callback=_remember_dir,
-        help="The vault folder itself (default: nearest .memory/, else ~/.memory; or $AGENT_MEMORY_DIR).",
+        help="The vault folder itself (default: the nearest .memory/, Obsidian vault or vault with an .index/ "
+             "here or above, else ~/.memory; or $AGENT_MEMORY_DIR).",
     )(func)
     func = click.option(
         "--json", "json_", is_flag=True, expose_value=False, callback=_remember_json, help="Print JSON."
@@ -58,8 +59,19 @@ def settings() -> Settings:
     return click.get_current_context().ensure_object(Settings)
 
 
+def vault_path() -> Path:
+    """The vault this command works on (``require_vault``: a clear error naming where it
+    looked when there is none)."""
+    return require_vault(settings().dir)
+
+
 def open_vault() -> Vault:
-    return Vault(locate_vault(settings().dir))
+    return Vault(vault_path())
+
+
+def _ids(memory: Any) -> str:
+    """A memory's id and path, the path once when it is the id (a file without ``id:``)."""
+    return printable(memory["path"] if memory["id"] == memory["path"] else f"{memory['id']}  {memory['path']}")
 
 
 def handle_errors(func: Callable[..., Any]) -> Callable[..., Any]:
@@ -123,7 +135,7 @@ def _print_summary(n: int | None, item: dict[str, Any]) -> None:
     conflict = click.style("  git conflict", fg="yellow") if item.get("conflict") else ""
     click.echo(f"{head}{click.style(printable(item['title']), bold=True)}  [{printable(item['namespace'])}]{tags}  "
                f"({printable(item['age'])}){conflict}")
-    click.echo(f"   {printable(item['id'])}  {printable(item['path'])}")
+    click.echo(f"   {_ids(item)}")
 
 
 @click.group(invoke_without_command=True, context_settings={"help_option_names": ["-h", "--help"]})
@@ -169,9 +181,12 @@ def add(content: str | None, namespace: str, tags: tuple[str, ...], title: str, 
         result = vault.remember(content, namespace=namespace, tags=list(tags), title=title, source=source, ttl_days=ttl_days)
 
         def human() -> None:
-            click.echo(printable(result["memory"]["id"]))
+            click.echo(printable(result["memory"]["id"]))  # stdout: the id alone, for $(agent-memory add ...)
+            where = printable(f"{result['memory']['path']} in {vault.root}")
             if result["deduplicated"]:
-                click.echo("(already remembered: the existing memory was kept)", err=True)
+                click.echo(f"(already remembered: the existing memory {where} was kept)", err=True)
+            else:
+                click.echo(f"Wrote {where}", err=True)
 
         emit(result, human)
 
@@ -315,8 +330,7 @@ def edit(memory_id: str, content: str | None, append: str | None, replace: tuple
         result = vault.update(memory_id, content=content, append=append, replace_old=old, replace_new=new,
                               add_tags=list(add_tags), remove_tags=list(remove_tags), namespace=namespace,
                               title=title, source=source, ttl_days=ttl_days, expected_version=expected_version)
-    emit(result, lambda: click.echo(printable(
-        f"{'Updated' if result['changed'] else 'Unchanged'} {result['memory']['id']}  {result['memory']['path']}")))
+    emit(result, lambda: click.echo(f"{'Updated' if result['changed'] else 'Unchanged'} {_ids(result['memory'])}"))
 
 
 def _open_in_editor(vault: Vault, memory_id: str) -> None:
@@ -324,7 +338,7 @@ def _open_in_editor(vault: Vault, memory_id: str) -> None:
     memory = vault.get(memory_id)
     click.edit(filename=str(vault.root / memory["path"]))
     vault.reconcile_path(memory["path"])
-    click.echo(printable(f"Edited {memory['id']}  {memory['path']}"), err=True)
+    click.echo(f"Edited {_ids(memory)}", err=True)
 
 
 @cli.command()
@@ -336,7 +350,7 @@ def forget(memory_id: str, expected_version: str | None) -> None:
     """Move a memory to the vault's .trash/ (kept 30 days)."""
     with open_vault() as vault:
         result = vault.forget(memory_id, expected_version=expected_version)
-    emit(result, lambda: click.echo(printable(f"Forgot {result['id']}: moved to {result['trashed_to']}")))
+    emit(result, lambda: click.echo(f"Forgot {_ids(result)}: moved to {printable(result['trashed_to'])}"))
 
 
 @cli.command()
@@ -434,7 +448,7 @@ def mv(memory_id: str, new_path: str) -> None:
 @handle_errors
 def reindex() -> None:
     """Rebuild the index from the files alone."""
-    vault = Vault(locate_vault(settings().dir), sync=False)
+    vault = Vault(vault_path(), sync=False)
     with vault, progress_bar("Indexing files") as progress:
         report = vault.reindex(progress=progress)
 
@@ -506,8 +520,18 @@ def import_(source: str) -> None:
         raise click.ClickException(f"{source} is not valid JSON ({exc.msg} at line {exc.lineno}); nothing was imported.")
     with open_vault() as vault, progress_bar("Importing memories") as progress:
         result = vault.import_memories(items, progress=progress)
-    emit(result, lambda: click.echo(
-        f"Imported {result['imported']}; skipped {result['duplicates']} duplicates and {result['expired']} already expired."))
+    def human() -> None:
+        click.echo(f"Imported {result['imported']}; skipped {result['duplicates']} duplicates and "
+                   f"{result['expired']} already expired.")
+        for rel in result["paths"][:IMPORT_PATHS_SHOWN]:
+            click.echo(f"  wrote {printable(rel)}")
+        if len(result["paths"]) > IMPORT_PATHS_SHOWN:
+            click.echo(f"  … and {len(result['paths']) - IMPORT_PATHS_SHOWN} more (--json lists them all)")
+
+    emit(result, human)
+
+
+IMPORT_PATHS_SHOWN = 20
 
 
 def _read_text(path: str) -> str:
@@ -575,7 +599,7 @@ def serve(http: bool = False, host: str = "127.0.0.1", port: int = 8765, token: 
     """Run the MCP server (stdio by default)."""
     from .server import run  # imports mcp: only here
 
-    run(locate_vault(settings().dir), http=http, host=host, port=port, token=token, token_file=token_file,
+    run(vault_path(), http=http, host=host, port=port, token=token, token_file=token_file,
         max_sessions=max_sessions, session_idle_timeout=session_idle_timeout)
 
 
@@ -604,7 +628,7 @@ def watch(debounce: float, sweep_interval: float) -> None:
 
     stopped = threading.Event()
     signal.signal(signal.SIGTERM, lambda *_: stopped.set())
-    with Vault(locate_vault(settings().dir), sync=False) as vault, \
+    with Vault(vault_path(), sync=False) as vault, \
             Watcher(vault, debounce=debounce, sweep_interval=sweep_interval, on_change=log):
         click.echo(f"Watching {vault.root} (Ctrl-C to stop)", err=True)
         try:

@@ -7,6 +7,7 @@ unstuck, so the CLI and the server can show ``str(error)`` as it is.
 from __future__ import annotations
 
 import errno
+from pathlib import Path
 
 
 class MemoryError_(Exception):
@@ -56,6 +57,18 @@ class Duplicate(MemoryError_):
 
 class VaultError(MemoryError_):
     """The vault folder is missing, not a folder, or cannot be written."""
+
+
+class NoVault(VaultError):
+    """No vault was named and none was found: says where it looked and how to name one."""
+
+    def __init__(self, looked: list[Path], fallback: Path) -> None:
+        shown = ", ".join(str(p) for p in looked[:8]) + (f" and {len(looked) - 8} more" if len(looked) > 8 else "")
+        super().__init__(
+            f"No vault found: looked for .memory/, .obsidian/ or a vault's .index/ in {shown}, then for {fallback}. "
+            f"Create one with `agent-memory init` (makes ./.memory), or name the vault folder with "
+            f"`agent-memory --dir PATH ...` (or AGENT_MEMORY_DIR=PATH)."
+        )
 
 
 class PathRefused(MemoryError_):

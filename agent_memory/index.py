@@ -22,6 +22,7 @@ from typing import Any
 
 from . import limits
 from .errors import MemoryError_
+from .locking import ignore_folder
 from .note import Note, file_version
 from .recall.sql import Filters
 from .recall.terms import cjk_index_text, date_tokens
@@ -243,6 +244,7 @@ class Index:
     # ------------------------------------------------------------------ connection
     def _open(self) -> None:
         self.folder.mkdir(parents=True, exist_ok=True)
+        ignore_folder(self.folder)
         try:
             self._connect()
         except sqlite3.DatabaseError as exc:

@@ -29,6 +29,23 @@ except ImportError:  # Windows
     fcntl = None  # type: ignore[assignment]
 
 
+def ignore_folder(folder: Path) -> None:
+    """Give a control folder (``.index/``) its own ``.gitignore`` of ``*``, so a vault that
+    is a git repository never shows it as untracked, whether or not ``init`` wrote the
+    vault's ``.gitignore``. Never replaces one; a read-only folder is left as it is."""
+    path = folder / ".gitignore"
+    if path.exists():
+        return
+    try:
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
+    except OSError:
+        return  # made meanwhile, or the folder cannot be written
+    try:
+        os.write(fd, b"*\n")
+    finally:
+        os.close(fd)
+
+
 def _lock_fd(fd: int) -> None:
     if fcntl is not None:
         fcntl.flock(fd, fcntl.LOCK_EX)
@@ -69,6 +86,7 @@ class WriteLock:
 
     def _open(self) -> int:
         self.path.parent.mkdir(parents=True, exist_ok=True)  # someone may have deleted .index/
+        ignore_folder(self.path.parent)
         try:
             found = os.lstat(self.path)
         except FileNotFoundError:

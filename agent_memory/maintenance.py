@@ -114,8 +114,9 @@ class Maintenance(VaultCore):
             with self._index_write() as conn:
                 for rel in written:
                     self._refresh(conn, rel, None)
-            ids = [row["id"] for row in (self.index.by_path(rel) for rel in written) if row is not None]
-        return ImportResult(imported=len(written), duplicates=duplicates, expired=expired, ids=ids)
+            rows = [row for row in (self.index.by_path(rel) for rel in written) if row is not None]
+        return ImportResult(imported=len(written), duplicates=duplicates, expired=expired,
+                            ids=[row["id"] for row in rows], paths=[row["path"] for row in rows])
 
     def _plan_import(self, items: list[Any], now: dt.datetime) -> tuple[list[tuple[str, bytes]], int, int]:
         plans: list[tuple[str, bytes]] = []

@@ -142,6 +142,7 @@ class ImportResult(TypedDict):
     duplicates: int
     expired: int
     ids: list[str]
+    paths: list[str]  # vault-relative, of the files written
 
 
 class GcResult(TypedDict):

@@ -23,7 +23,7 @@ from pathlib import Path
 from slugify import slugify
 
 from . import locking
-from .errors import PathRefused, SavedMeanwhile, VaultError, disk_error
+from .errors import NoVault, PathRefused, SavedMeanwhile, VaultError, disk_error
 from .trash import TRASH_DIRNAME, Trash
 
 VAULT_DIRNAME = ".memory"
@@ -107,18 +107,55 @@ def is_memory_path(rel: str) -> bool:
     )
 
 
+# What a vault's .index/ holds (the database, or the lock every writer takes): a folder
+# named .index without either is someone else's.
+_INDEX_MARKS = ("index.sqlite3", "write.lock")
+
+
+def _vault_at(folder: Path, home: Path) -> Path | None:
+    """The vault ``folder`` is or holds: a ``.memory/`` in it, the folder itself when it
+    is named ``.memory`` or holds a vault's ``.index/``, or an Obsidian vault (a
+    ``.obsidian/`` in it, unless it is the home folder, where Obsidian keeps settings)."""
+    if (folder / VAULT_DIRNAME).is_dir():
+        return folder / VAULT_DIRNAME
+    if folder.name == VAULT_DIRNAME or any((folder / INDEX_DIRNAME / mark).exists() for mark in _INDEX_MARKS):
+        return folder
+    if (folder / ".obsidian").is_dir() and folder != home:
+        return folder
+    return None
+
+
+def find_vault(cwd: Path | None = None) -> tuple[Path | None, list[Path]]:
+    """The nearest vault in ``cwd`` or its parents, the way git finds ``.git`` (None when
+    there is none), and the folders looked in."""
+    here = (cwd or Path.cwd()).absolute()
+    home = Path.home().absolute()
+    looked: list[Path] = []
+    for folder in (here, *here.parents):
+        looked.append(folder)
+        found = _vault_at(folder, home)
+        if found is not None:
+            return found, looked
+    return None, looked
+
+
 def locate_vault(explicit: str | os.PathLike[str] | None = None, cwd: Path | None = None) -> Path:
-    """``--dir``/``AGENT_MEMORY_DIR`` name the vault itself; else the nearest ``.memory/``
-    in the current folder or its parents (as git finds ``.git``), else ``~/.memory``."""
+    """``--dir``/``AGENT_MEMORY_DIR`` name the vault itself; else the nearest vault in the
+    current folder or its parents (``find_vault``), else ``~/.memory``."""
     chosen = explicit or os.environ.get("AGENT_MEMORY_DIR")
     if chosen:
         return Path(chosen).expanduser().absolute()
-    here = (cwd or Path.cwd()).absolute()
-    for folder in (here, *here.parents):
-        candidate = folder / VAULT_DIRNAME
-        if candidate.is_dir():
-            return candidate
-    return Path.home() / VAULT_DIRNAME
+    found, _looked = find_vault(cwd)
+    return found or Path.home() / VAULT_DIRNAME
+
+
+def require_vault(explicit: str | os.PathLike[str] | None = None, cwd: Path | None = None) -> Path:
+    """``locate_vault``, refusing with ``NoVault`` (naming where it looked) when nothing
+    was named and no vault was found, not even ``~/.memory``."""
+    path = locate_vault(explicit, cwd)
+    if explicit or os.environ.get("AGENT_MEMORY_DIR") or path.is_dir():
+        return path
+    raise NoVault(find_vault(cwd)[1], path)
 
 
 def index_folder(root: Path, explicit: str | os.PathLike[str] | None = None) -> Path:

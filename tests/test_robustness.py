@@ -269,9 +269,11 @@ def test_two_vaults_sharing_an_index_dir_get_an_index_each(
         assert work.index_dir != home.index_dir
         assert {work.index_dir.parent, home.index_dir.parent} == {shared}
         assert work.index_dir.name.startswith("memory-")  # named after the vault folder, then a hash of its path
-        # The database is elsewhere; only the write lock stays in the vault's own .index/,
-        # so a CLI without the variable and a server with it still exclude each other.
-        assert sorted(p.name for p in (tmp_path / "work/.memory/.index").iterdir()) == ["write.lock", "writes.json"]
+        # The database is elsewhere; only the write lock (and the folder's .gitignore) stays
+        # in the vault's own .index/, so a CLI without the variable and a server with it
+        # still exclude each other.
+        assert sorted(p.name for p in (tmp_path / "work/.memory/.index").iterdir()) == [
+            ".gitignore", "write.lock", "writes.json"]
         for vault in (work, home):
             assert {c.name: c for c in diagnose(vault.root)}["index"].ok
             assert_index_matches_files(vault)

@@ -13,8 +13,17 @@ from pathlib import Path
 import pytest
 
 from agent_memory import store as store_mod
-from agent_memory.errors import PathRefused, SavedMeanwhile, VaultError
-from agent_memory.store import Store, dated_folder, is_memory_path, locate_vault, make_slug, new_id
+from agent_memory.errors import NoVault, PathRefused, SavedMeanwhile, VaultError
+from agent_memory.store import (
+    Store,
+    dated_folder,
+    find_vault,
+    is_memory_path,
+    locate_vault,
+    make_slug,
+    new_id,
+    require_vault,
+)
 from agent_memory.vault import Vault
 
 from conftest import assert_index_matches_files, index_snapshot
@@ -401,6 +410,61 @@ def test_locate_vault_falls_back_to_home(tmp_path: Path, monkeypatch: pytest.Mon
     monkeypatch.delenv("AGENT_MEMORY_DIR")
     (tmp_path / "nowhere").mkdir()
     assert locate_vault(None, cwd=tmp_path / "nowhere") == isolated_home / ".memory"
+
+
+def test_locate_vault_finds_an_enclosing_obsidian_vault(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("AGENT_MEMORY_DIR")
+    (tmp_path / "notes/.obsidian").mkdir(parents=True)
+    (tmp_path / "notes/Projects/2026").mkdir(parents=True)
+    assert locate_vault(None, cwd=tmp_path / "notes/Projects/2026") == tmp_path / "notes"
+    assert locate_vault(None, cwd=tmp_path / "notes") == tmp_path / "notes"
+
+
+def test_locate_vault_finds_a_folder_holding_a_vaults_index(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("AGENT_MEMORY_DIR")
+    Vault.init(tmp_path / "kb").close()  # a vault made with --dir: its .index/ marks it
+    (tmp_path / "kb/people").mkdir()
+    (tmp_path / "other/.index").mkdir(parents=True)  # someone else's .index/ is no vault
+    (tmp_path / "other/sub").mkdir()
+    assert locate_vault(None, cwd=tmp_path / "kb/people") == tmp_path / "kb"
+    assert find_vault(tmp_path / "other/sub")[0] is None
+
+
+def test_locate_vault_the_nearest_wins(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("AGENT_MEMORY_DIR")
+    (tmp_path / ".memory").mkdir()
+    (tmp_path / "notes/.obsidian").mkdir(parents=True)
+    (tmp_path / "notes/daily").mkdir()
+    assert locate_vault(None, cwd=tmp_path / "notes/daily") == tmp_path / "notes"
+    (tmp_path / "notes/daily/.memory").mkdir()
+    assert locate_vault(None, cwd=tmp_path / "notes/daily") == tmp_path / "notes/daily/.memory"
+
+
+def test_inside_a_memory_folder_it_is_the_vault(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("AGENT_MEMORY_DIR")
+    (tmp_path / "p/.memory/2026/07").mkdir(parents=True)
+    assert locate_vault(None, cwd=tmp_path / "p/.memory/2026/07") == tmp_path / "p/.memory"
+
+
+def test_obsidian_settings_in_home_do_not_make_home_a_vault(monkeypatch: pytest.MonkeyPatch, isolated_home: Path) -> None:
+    monkeypatch.delenv("AGENT_MEMORY_DIR")
+    (isolated_home / ".obsidian").mkdir()
+    (isolated_home / "code/app").mkdir(parents=True)
+    assert locate_vault(None, cwd=isolated_home / "code/app") == isolated_home / ".memory"
+    assert locate_vault(None, cwd=isolated_home) == isolated_home / ".memory"
+
+
+def test_no_vault_says_where_it_looked_and_how_to_pass_dir(monkeypatch: pytest.MonkeyPatch, isolated_home: Path) -> None:
+    monkeypatch.delenv("AGENT_MEMORY_DIR")
+    (isolated_home / "code/app").mkdir(parents=True)
+    with pytest.raises(NoVault) as raised:
+        require_vault(None, cwd=isolated_home / "code/app")
+    message = str(raised.value)
+    assert f"{isolated_home / 'code/app'}, {isolated_home / 'code'}, {isolated_home}" in message
+    assert str(isolated_home / ".memory") in message and "--dir PATH" in message and "agent-memory init" in message
+    (isolated_home / ".memory").mkdir()
+    assert require_vault(None, cwd=isolated_home / "code/app") == isolated_home / ".memory"
+    assert require_vault(isolated_home / "named", cwd=isolated_home) == isolated_home / "named"  # named: Vault says
 
 
 def test_empty_env_is_ignored(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
