@@ -178,7 +178,8 @@ class Vault(Writes, Links, Moves, Maintenance, Reconcile):
         )
         check_text(query, "The query")
         self._check_index()
-        terms = plan(query).terms
+        planned = plan(query)
+        terms = planned.terms
         if not terms:
             return SearchResult(
                 terms=[], match_mode=match, count=0, hits=[],
@@ -186,7 +187,8 @@ class Vault(Writes, Links, Moves, Maintenance, Reconcile):
             )
         now = iso(self.now())
         config = config or PROFILES[profile or self.settings.recall_profile]
-        found = Engine(self.index, config, explain=explain).search(terms, filters, now, limit, match, offset)
+        found = Engine(self.index, config, explain=explain).search(terms, filters, now, limit, match, offset,
+                                                                   newest=planned.newest)
         hits = self._hits(found)
         mode = found.mode
         result = SearchResult(terms=[t.text for t in found.terms], match_mode=mode, count=len(hits), hits=hits)

@@ -73,6 +73,7 @@ class Engine:
         self.index = index
         self.config = config
         self.statements: list[Query] | None = [] if explain else None
+        self.newest = False
 
     def _run(self, query: Query) -> list[Any]:
         if self.statements is not None:
@@ -80,13 +81,16 @@ class Engine:
         return self.index.query(*query)
 
     # ------------------------------------------------------------------ the one entry
-    def search(self, terms: list[Term], filters: Filters, now: str, limit: int, match: str, offset: int = 0) -> Outcome:
+    def search(self, terms: list[Term], filters: Filters, now: str, limit: int, match: str, offset: int = 0,
+               newest: bool = False) -> Outcome:
         """One page (``offset``, ``limit``) of one ranking that depends on neither.
 
         ``all``: memories with every term. ``any``: memories with most terms.
         ``auto``: memories with every term first, then those with some of them. A term
         that matches nothing gets a second chance (``rescue``) before the partial
-        ranking is used."""
+        ranking is used. ``newest`` (the question asks for the current state: "current",
+        "latest", "ahora"...) puts the newest first among memories matching the same terms."""
+        self.newest = newest
         corrected: dict[str, str] = {}
         want = offset + limit
         matches = self.match_terms(terms, filters, now)
@@ -225,7 +229,7 @@ class Engine:
         if common and found:
             found &= self._members(all_expr(common), "(" + all_expr([m.term for m in rare]) + ")")
         bm25 = self.bm25(list(found), matches, every=True)
-        return rank.every_term(found, bm25, self.updated(found), words)
+        return rank.every_term(found, bm25, self.updated(found), words, self.newest)
 
     # ------------------------------------------------------------------ some terms
     def some_terms(self, matches: list[TermMatch], filters: Filters, now: str, want: int) -> list[Scored]:
@@ -238,7 +242,7 @@ class Engine:
         bm25 = self.bm25(short, matches)
         held = set(short)
         rest = [rid for rid in lifted if rid not in held] if want > len(short) else []
-        return rank.some_terms(short, rest, lifted, scores, matched, bm25, self.updated(short + rest))
+        return rank.some_terms(short, rest, lifted, scores, matched, bm25, self.updated(short + rest), self.newest)
 
     def coverage(self, matches: list[TermMatch], filters: Filters, now: str) -> tuple[dict[int, float], dict[int, list[str]]]:
         """IDF-weighted term coverage (``rank.coverage``) over the candidates: the

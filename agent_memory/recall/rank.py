@@ -90,10 +90,14 @@ def newest_first(rids: Iterable[int], updated: Mapping[int, str]) -> list[int]:
 
 
 def every_term(found: Iterable[int], bm25: Mapping[int, float], updated: Mapping[int, str],
-               words: tuple[str, ...]) -> list[Scored]:
+               words: tuple[str, ...], newest: bool = False) -> list[Scored]:
     """Memories holding every term: BM25 (title and tags above the body), then newest,
-    then the highest row number (so no order depends on a set's)."""
-    order = sorted(found, key=lambda rid: (-bm25.get(rid, 0.0), _desc(updated.get(rid, "")), -rid))
+    then the highest row number (so no order depends on a set's). ``newest`` (the
+    question asks for the current state): newest first, then BM25."""
+    if newest:
+        order = sorted(found, key=lambda rid: (_desc(updated.get(rid, "")), -bm25.get(rid, 0.0), -rid))
+    else:
+        order = sorted(found, key=lambda rid: (-bm25.get(rid, 0.0), _desc(updated.get(rid, "")), -rid))
     return [Scored(rid, bm25.get(rid, 0.0), words, {"bm25": bm25.get(rid, 0.0)}) for rid in order]
 
 
@@ -179,11 +183,19 @@ def shortlist(scores: Mapping[int, float], size: int) -> list[int]:
 
 
 def some_terms(short: list[int], rest: list[int], scores: Mapping[int, float], coverage_of: Mapping[int, float],
-               matched: Mapping[int, list[str]], bm25: Mapping[int, float], updated: Mapping[int, str]) -> list[Scored]:
+               matched: Mapping[int, list[str]], bm25: Mapping[int, float], updated: Mapping[int, str],
+               newest: bool = False) -> list[Scored]:
     """The shortlist by (lifted) coverage, then BM25, then recency; then ``rest`` (all
-    scoring at most the shortlist's last) by coverage and recency."""
-    order = sorted(short, key=lambda rid: (-scores[rid], -bm25.get(rid, 0.0), _desc(updated.get(rid, "")), -rid))
-    order += sorted(rest, key=lambda rid: (-scores[rid], _desc(updated.get(rid, "")), -rid))
+    scoring at most the shortlist's last) by coverage and recency. ``newest`` (the
+    question asks for the current state): by coverage, then newest among memories of
+    equal coverage (those matching the same terms), then lifted score and BM25."""
+    if newest:
+        order = sorted(short, key=lambda rid: (-coverage_of.get(rid, 0.0), _desc(updated.get(rid, "")), -scores[rid],
+                                               -bm25.get(rid, 0.0), -rid))
+        order += sorted(rest, key=lambda rid: (-coverage_of.get(rid, 0.0), _desc(updated.get(rid, "")), -scores[rid], -rid))
+    else:
+        order = sorted(short, key=lambda rid: (-scores[rid], -bm25.get(rid, 0.0), _desc(updated.get(rid, "")), -rid))
+        order += sorted(rest, key=lambda rid: (-scores[rid], _desc(updated.get(rid, "")), -rid))
     return [
         Scored(rid, scores[rid], tuple(matched.get(rid, ())), {
             "coverage": coverage_of.get(rid, 0.0), "context": scores[rid] - coverage_of.get(rid, 0.0),

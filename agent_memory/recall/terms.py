@@ -294,15 +294,33 @@ def _identifier_tokens(question: str) -> set[str]:
     return out
 
 
+# Words asking for the newest state of something ("the current X", "who still owns Y",
+# "¿quién lo lleva ahora?"): not searched for, they put the newest of the memories
+# matching the same terms first. "today" only as "today's" (else it is a topic).
+RECENCY_WORDS = frozenset(
+    "current currently latest newest now still nowadays actual actualmente ultimo ultima ultimos ultimas ahora todavia".split()
+)
+_TODAYS = re.compile(r"\btoday['’]s\b", re.IGNORECASE)
+
+
+def recency_intent(question: str) -> bool:
+    """Whether the question asks for the newest state (``RECENCY_WORDS``, "today's")."""
+    return bool(_TODAYS.search(question)) or any(w in RECENCY_WORDS for w in tokens(question))
+
+
 def terms(question: str) -> list[Term]:
     """The distinct meaningful words of a question, in order.
 
-    If every word is a filler word ("who is it"), the words themselves are used
-    rather than searching for nothing.
+    Recency words ("current", "ahora"...) are left out. If every word is a filler or
+    recency word ("who is it", "latest"), the words themselves are used rather than
+    searching for nothing.
     """
     dates, used = date_terms(question)
     words = tokens(question)
-    kept = [w for w in words if w not in STOPWORDS and w not in used] or ([] if dates else words)
+    if _TODAYS.search(question):
+        used = used | {"today"}
+    kept = [w for w in words if w not in STOPWORDS and w not in used and w not in RECENCY_WORDS]
+    kept = kept or [w for w in words if w not in STOPWORDS and w not in used] or ([] if dates else words)
     idents = _identifier_tokens(question)
     out = [
         cjk_term(w) if is_cjk(w) else dataclasses.replace(word_term(w), ident=w in idents or identifier_like(w))
@@ -352,6 +370,7 @@ class Plan:
     """What a search will run: the terms and the expression for each match mode."""
 
     terms: list[Term]
+    newest: bool = False  # the question asks for the newest state (``recency_intent``)
 
     @property
     def words(self) -> list[str]:
@@ -367,7 +386,7 @@ class Plan:
 
 
 def plan(question: str) -> Plan:
-    return Plan(terms=terms(question))
+    return Plan(terms=terms(question), newest=recency_intent(question))
 
 
 # --------------------------------------------------------------------------- index side
