@@ -74,6 +74,7 @@ class Engine:
         self.config = config
         self.statements: list[Query] | None = [] if explain else None
         self.newest = False
+        self.now = ""
 
     def _run(self, query: Query) -> list[Any]:
         if self.statements is not None:
@@ -103,6 +104,8 @@ class Engine:
             terms = [m.term for m in matches]
             if match != "any" and rewritten:
                 complete = self.every_term(matches, filters, now)
+        self.now = now
+        complete = self.supersede(complete)
         ranked = complete
         # Partial hits: all of them for "any"; for "auto" after the complete ones, when
         # the page reaches past them (then whether more follow is known too).
@@ -242,7 +245,8 @@ class Engine:
         bm25 = self.bm25(short, matches)
         held = set(short)
         rest = [rid for rid in lifted if rid not in held] if want > len(short) else []
-        return rank.some_terms(short, rest, lifted, scores, matched, bm25, self.updated(short + rest), self.newest)
+        ordered = rank.some_terms(short, rest, lifted, scores, matched, bm25, self.updated(short + rest), self.newest)
+        return self.supersede(ordered[: len(short)]) + self.supersede(ordered[len(short):])
 
     def coverage(self, matches: list[TermMatch], filters: Filters, now: str) -> tuple[dict[int, float], dict[int, list[str]]]:
         """IDF-weighted term coverage (``rank.coverage``) over the candidates: the
@@ -317,6 +321,23 @@ class Engine:
         offsets = list(self.config.context_shares)
         rows = self._run(sql.neighbours(rids, offsets, self.config.context_window))
         return [Neighbours(row[0], {offset: row[f"n{offset}"] for offset in offsets}) for row in rows]
+
+    def supersede(self, order: list[Scored]) -> list[Scored]:
+        """``order`` with each memory another one in it supersedes (``supersedes:
+        ["[[old]]"]``, resolved as links are) just below the one replacing it
+        (``rank.supersede``). Applied to each part of the ranking on its own (complete
+        hits, the partial shortlist, the rest), so no page depends on another."""
+        if len(order) < 2:
+            return order
+        from ..graph import Links  # graph imports the index, which imports recall
+
+        links = Links(self.index, self.now)
+        replaced_by: dict[int, set[int]] = {}
+        for src, path, target in self._run(sql.supersedes([s.rid for s in order])):
+            old = links.resolve(target, path)
+            if old is not None:
+                replaced_by.setdefault(old["rid"], set()).add(src)
+        return rank.supersede(order, replaced_by) if replaced_by else order
 
     # ------------------------------------------------------------------ scores and records
     def bm25(self, rids: list[int], matches: list[TermMatch], every: bool = False) -> dict[int, float]:

@@ -205,6 +205,39 @@ def some_terms(short: list[int], rest: list[int], scores: Mapping[int, float], c
     ]
 
 
+# --------------------------------------------------------------------------- supersedes
+
+
+def supersede(order: list[Scored], replaced_by: Mapping[int, set[int]]) -> list[Scored]:
+    """``order`` with each memory that another in it supersedes (``replaced_by``: old
+    rid -> the rids whose ``supersedes`` names it) moved to just after the last of
+    those; everything else keeps its place. Memories superseding each other in a
+    circle keep their order."""
+    present = {s.rid for s in order}
+    waiting = {s.rid: {n for n in replaced_by.get(s.rid, ()) if n in present and n != s.rid} for s in order}
+    out: list[Scored] = []
+    emitted: set[int] = set()
+    deferred: list[Scored] = []
+
+    def emit(scored: Scored) -> None:
+        out.append(scored)
+        emitted.add(scored.rid)
+        while True:
+            ready = next((d for d in deferred if waiting[d.rid] <= emitted), None)
+            if ready is None:
+                return
+            deferred.remove(ready)
+            out.append(ready)
+            emitted.add(ready.rid)
+
+    for scored in order:
+        if waiting[scored.rid] - emitted:
+            deferred.append(scored)
+        else:
+            emit(scored)
+    return out + deferred
+
+
 # --------------------------------------------------------------------------- typos
 
 

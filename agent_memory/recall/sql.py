@@ -211,3 +211,13 @@ def word_families(stems: list[str]) -> Query:
         "(SELECT 1 FROM words_vocab v WHERE v.term >= s.value AND v.term < s.value || char(1114111))",
         [json.dumps(stems)],
     )
+
+
+def supersedes(rids: list[int]) -> Query:
+    """The ``supersedes`` links written in ``rids`` (source rid, its path, the target as
+    indexed), for ``recall.rank.supersede``."""
+    return (
+        "SELECT l.src, m.path, l.target FROM links l JOIN memories m ON m.rid = l.src "
+        "WHERE l.relation = 'supersedes' AND l.src IN (SELECT value FROM json_each(?))",
+        [json.dumps(rids)],
+    )
