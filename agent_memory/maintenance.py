@@ -77,7 +77,12 @@ class Maintenance(VaultCore):
             if read is None:
                 continue
             note = notes.parse(read[0], row["path"])
-            out.append(ExportedMemory(id=note.id, path=note.path, front_matter=note.meta, content=note.body))
+            item = ExportedMemory(id=note.id, path=note.path, front_matter=note.meta, content=note.body)
+            try:
+                item["raw"] = read[0].decode("utf-8")  # the file as written: import puts it back byte for byte
+            except UnicodeDecodeError:
+                pass  # not UTF-8: JSON cannot carry it; import writes the fields instead
+            out.append(item)
         return out
 
     def import_memories(self, items: list[dict[str, Any]], progress: Progress | None = None) -> ImportResult:
@@ -129,27 +134,38 @@ class Maintenance(VaultCore):
                 raise InvalidInput(f"{where} is not an object; nothing was imported.")
             try:
                 check_text(item.get("path"), "path")
-                content = check_content(item.get("content"))  # type: ignore[arg-type]
-                if "front_matter" in item:  # an export: its front matter is the file's, as written
-                    meta, namespace = transfer.exported_front_matter(item["front_matter"])
-                    content = item["content"]  # byte for byte: export -> import -> export is stable
-                    data = notes.render_front_matter(meta, content)
-                else:  # a hand-made item {content, namespace, tags, title, source, created, ...}
-                    meta = transfer.new_fields(item, now)
-                    namespace = meta["namespace"]
-                    data = notes.render_new(meta, content)  # the file remember would write
-                self.guard_credentials({"the content": content, "the front matter": json.dumps(meta, default=str)})
+                exported = transfer.exported_file(item)
+                if exported is not None:  # an export's raw text: the file exactly as it was
+                    check_content(exported.body)
+                    meta, namespace, content = exported.meta, exported.namespace, exported.body
+                    data = item["raw"].encode("utf-8")
+                    expires = exported.expires
+                    memory_id = exported.id if exported.own_id else None
+                    self.guard_credentials({"the file text": item["raw"]})
+                else:
+                    content = check_content(item.get("content"))  # type: ignore[arg-type]
+                    if "front_matter" in item:  # an export: its front matter is the file's, as written
+                        meta, namespace = transfer.exported_front_matter(item["front_matter"])
+                        content = item["content"]  # byte for byte: export -> import -> export is stable
+                        data = notes.render_front_matter(meta, content).encode("utf-8")
+                    else:  # a hand-made item {content, namespace, tags, title, source, created, ...}
+                        meta = transfer.new_fields(item, now)
+                        namespace = meta["namespace"]
+                        data = notes.render_new(meta, content).encode("utf-8")  # the file remember would write
+                    written = meta.get("expires")
+                    expires = None if written in (None, "") else notes.to_utc(written)
+                    memory_id = transfer.own_id(meta)
+                    self.guard_credentials({"the content": content, "the front matter": json.dumps(meta, default=str)})
             except (InvalidInput, ValueError) as exc:  # the same kind of error, naming the item
                 kind = type(exc) if isinstance(exc, InvalidInput) else InvalidInput
                 raise kind(f"{where}: {exc} Nothing was imported.") from exc
-            if meta.get("expires") not in (None, "") and notes.to_utc(meta["expires"]) <= iso(now):
+            if expires is not None and expires <= iso(now):
                 expired += 1
                 continue
             key = (namespace, notes.content_hash(content))
             if key in seen or self.index.find_content(namespace, key[1], iso(now)) is not None:
                 duplicates += 1
                 continue
-            memory_id = transfer.own_id(meta)
             if memory_id is not None and (memory_id in seen_ids or self.index.by_id(memory_id, iso(now)) is not None):
                 duplicates += 1  # an older copy of a live memory: a second file would claim its id
                 continue
@@ -161,7 +177,7 @@ class Maintenance(VaultCore):
             if folder and not self._plain_folder(folder):
                 raise InvalidInput(f"{where}: {folder}/ in the vault is (or goes through) a symlink; imports are not "
                                    "written through symlinks. Replace it with a real folder. Nothing was imported.")
-            plans.append((rel, data.encode("utf-8")))
+            plans.append((rel, data))
         return plans, duplicates, expired
 
     def _plain_folder(self, folder: str) -> bool:

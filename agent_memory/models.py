@@ -129,12 +129,14 @@ class Stats(TypedDict):
 
 
 class ExportedMemory(TypedDict):
-    """One memory in an export: every front-matter field as written, and the body."""
+    """One memory in an export: every front-matter field as written, the body, and the
+    file's raw text (absent when it is not UTF-8), which import writes back byte for byte."""
 
     id: str
     path: str
     front_matter: dict[str, Any]
     content: str
+    raw: NotRequired[str]
 
 
 class ImportResult(TypedDict):

@@ -1,7 +1,8 @@
 """Import items -> files: the checks and the front matter each item gets (pure).
 
-An item is either an export's (``{path, front_matter, content}``: written back as it
-was) or made by hand (``{content, namespace, tags, ...}``: written as ``remember``
+An item is either an export's (``{path, front_matter, content, raw}``: its raw text
+written back byte for byte; without one, or with front_matter or content edited since,
+the file is written from those fields) or made by hand (``{content, namespace, tags, ...}``: written as ``remember``
 would write it). ``Vault.import_memories`` adds what needs the vault: duplicates, ids
 already taken, and writing everything or nothing.
 """
@@ -9,12 +10,13 @@ already taken, and writing everything or nothing.
 from __future__ import annotations
 
 import datetime as dt
+import json
 import re
 from typing import Any
 
 from . import note as notes
 from .errors import InvalidInput
-from .limits import check_namespace, check_tags, check_written_tags
+from .limits import check_namespace, check_tags, check_text, check_written_tags
 from .store import TRASH_DIRNAME, Store, dated_folder, is_memory_path, make_slug, new_id
 
 # A front-matter key import may write as it is: a YAML plain scalar that reads back as
@@ -28,6 +30,28 @@ def own_id(meta: dict[str, Any]) -> str | None:
     if not isinstance(raw, (str, int)) or not str(raw).strip():
         return None
     return str(raw).strip()
+
+
+def exported_file(item: dict[str, Any]) -> notes.Note | None:
+    """An export item's ``raw`` text (the file as it was) parsed, to be written back byte
+    for byte: comments, block lists, ``archived: no``, offsets, CRLF and a BOM all kept.
+    None when the item has no raw text, or when its ``front_matter`` or ``content`` no
+    longer say what the raw text says (a person edited the backup: those fields win)."""
+    if "raw" not in item:
+        return None
+    raw = item["raw"]
+    if not isinstance(raw, str):
+        raise InvalidInput("raw must be text (the file as it was exported).")
+    check_text(raw, "raw")
+    path = item.get("path")
+    note = notes.parse(raw.encode("utf-8"), path if isinstance(path, str) and path else "imported.md")
+    if "content" in item and item["content"] != note.body:
+        return None
+    if "front_matter" in item and item["front_matter"] != json.loads(json.dumps(note.meta, default=str)):
+        return None
+    check_namespace(note.namespace)
+    check_written_tags(note.tags)
+    return note
 
 
 def exported_front_matter(front_matter: Any) -> tuple[dict[str, Any], str]:

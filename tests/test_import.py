@@ -218,3 +218,81 @@ async def test_one_mcp_import_call_takes_at_most_max_batch_items(vault: Vault) -
         tools = {t.name: t.input_schema["properties"] for t in (await client.list_tools()).tools}
     assert tools["import_memories"]["items"]["maxItems"] == MAX_BATCH
     assert tools["export_memories"]["limit"]["maximum"] == MAX_BATCH
+
+
+# --------------------------------------------------------------------------- raw text round trip
+
+# What people write that a front-matter re-render would change: comments, block lists,
+# YAML 1.1 booleans, offsets, unknown keys in their order, CRLF line ends, a BOM.
+WRITTEN_BY_PEOPLE = {
+    "people/priya.md": (
+        "---\n"
+        "# who to ask about billing\n"
+        "aliases:\n"
+        "  - Priya R.\n"
+        "  - PR\n"
+        "tags:\n"
+        "  - people\n"
+        "archived: no\n"
+        "created: 2026-07-20T11:00:00+02:00\n"
+        "zzz: last key, kept last\n"
+        "---\n"
+        "Priya prefers written questions.\n"
+    ).encode(),
+    "windows.md": b"\xef\xbb\xbf---\r\ntags: [ops]\r\n---\r\nDeploys from the Windows box\r\n",
+    "no-front-matter.md": b"Just a line, no newline at the end",
+}
+
+
+def test_import_of_an_unchanged_export_writes_byte_identical_files(vault: Vault, tmp_path: Path) -> None:
+    for rel, data in WRITTEN_BY_PEOPLE.items():
+        (vault.root / rel).parent.mkdir(parents=True, exist_ok=True)
+        (vault.root / rel).write_bytes(data)
+    vault.reconcile()
+    made = vault.remember("A memory the tool wrote", tags=["tool"])["memory"]
+    exported = json.loads(json.dumps(vault.export_memories()))  # through JSON, as a backup file holds it
+    assert {item["path"]: item["raw"] for item in exported}["windows.md"] == WRITTEN_BY_PEOPLE["windows.md"].decode()
+    with Vault.init(tmp_path / "restored") as restored:
+        result = restored.import_memories(exported)
+        assert result["imported"] == 4 and result["duplicates"] == 0
+        for rel, data in WRITTEN_BY_PEOPLE.items():
+            assert (restored.root / rel).read_bytes() == data, rel
+        assert (restored.root / made["path"]).read_bytes() == (vault.root / made["path"]).read_bytes()
+        assert json.loads(json.dumps(restored.export_memories())) == exported
+        assert_index_matches_files(restored)
+
+
+def test_an_export_edited_in_its_fields_is_written_from_the_fields(vault: Vault, tmp_path: Path) -> None:
+    (vault.root / "people").mkdir()
+    (vault.root / "people/priya.md").write_bytes(WRITTEN_BY_PEOPLE["people/priya.md"])
+    vault.reconcile()
+    [item] = json.loads(json.dumps(vault.export_memories()))
+    item["content"] = "Priya prefers a call.\n"  # a person edited the backup's content, not its raw text
+    with Vault.init(tmp_path / "restored") as restored:
+        restored.import_memories([item])
+        assert restored.get("people/priya.md")["content"] == "Priya prefers a call.\n"
+
+
+def test_a_raw_text_holding_a_credential_is_refused_and_nothing_is_written(vault: Vault) -> None:
+    token = "ghp_" + "16C7e42F292c6912E7710c838347Ae178B4a"
+    items = [
+        {"path": "fine.md", "raw": "A fine memory\n"},
+        {"path": "ci.md", "raw": f"---\ntags: [ci]\n# the CI token: {token}\n---\nThe CI uses a token.\n"},
+    ]
+    with pytest.raises(InvalidInput) as refused:
+        vault.import_memories(items)
+    assert "Item 1" in str(refused.value) and token not in str(refused.value)
+    assert _files(vault) == []
+    assert not (vault.store.control_dir / "import").exists()
+    assert_index_matches_files(vault)
+
+
+@pytest.mark.parametrize(("raw", "message"), [
+    (42, "raw must be text"),
+    ("---\nnamespace: ..\n---\nA body\n", "amespace"),
+    ("A body with a NUL \x00 in it\n", "NUL"),
+])
+def test_a_bad_raw_text_is_refused_naming_the_item(vault: Vault, raw: object, message: str) -> None:
+    with pytest.raises(InvalidInput, match=message):
+        vault.import_memories([{"path": "a.md", "raw": raw}])
+    assert _files(vault) == []

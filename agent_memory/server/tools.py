@@ -696,8 +696,9 @@ def register_tools(server: MCPServer, vault: Vault) -> None:
         limit: Annotated[int, Field(description=f"How many per page (1-{MAX_BATCH}).", ge=1, le=MAX_BATCH)] = 100,
         offset: Offset = 0,
     ) -> ExportPage:
-        """Every live memory as written (path, all front-matter keys, content), a page at a
-        time: the format import_memories accepts, for backups and moving memories."""
+        """Every live memory as written (path, all front-matter keys, content, and the file's
+        raw text), a page at a time: the format import_memories accepts, for backups and
+        moving memories; importing it unchanged writes byte-identical files."""
         return vault.export_page(namespace=namespace_filter(namespace), limit=limit, offset=offset)
 
     @tool("import_memories", "Import memories", hints(read_only=False, destructive=True, idempotent=True))
@@ -705,7 +706,7 @@ def register_tools(server: MCPServer, vault: Vault) -> None:
         items: Annotated[
             list[dict[str, Any]],
             Field(
-                description="Memories as export_memories returns them ({path, front_matter, content}) or "
+                description="Memories as export_memories returns them ({path, front_matter, content, raw}) or "
                 "as {content, namespace, tags, title, source}. All or nothing: one bad item and "
                 f"nothing is written. At most {MAX_BATCH}.",
                 min_length=1,
