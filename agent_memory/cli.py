@@ -207,15 +207,16 @@ def add(content: str | None, namespace: str, tags: tuple[str, ...], title: str, 
 @click.option("--profile", default=None, metavar="[facts|conversation]",
               help="Ranking profile (default: the vault's recall.profile setting, else facts).")
 @click.option("--explain", is_flag=True, help="Also print the SQL run and where each hit's score came from.")
+@click.option("--depth", default=0, type=int, help="Also show memories linked to the hits, up to this many links away (0-3).")
 @handle_errors
 def search(query: str, namespace: str | None, tags: tuple[str, ...], limit: int, match: str,
            since: str | None, until: str | None, path_prefix: str | None, offset: int, profile: str | None,
-           explain: bool) -> None:
+           explain: bool, depth: int) -> None:
     """Recall memories with a plain question."""
     with open_vault() as vault:
         result = vault.search(query, namespace=namespace, tags=list(tags), limit=limit, match=match,
                               since=since, until=until, path_prefix=path_prefix, offset=offset, profile=profile,
-                              explain=explain)
+                              explain=explain, depth=depth)
 
     def human() -> None:
         if result.get("corrected"):
@@ -230,6 +231,13 @@ def search(query: str, namespace: str | None, tags: tuple[str, ...], limit: int,
             click.echo(click.style(f"more: --offset {result['next_offset']}", dim=True))
         if result.get("hint"):
             click.echo(printable(result["hint"]))
+        if "related" in result:
+            linked = result["related"]
+            click.echo(click.style(f"\nlinked (depth {linked['depth']}): {linked['count']}", dim=True))
+            for node in linked["nodes"]:
+                click.echo(f"  {node['distance']}  {printable(node['id'])}  {printable(node['title'])}  ({printable(node['path'])})")
+            if linked.get("note"):
+                click.echo(click.style(printable(linked["note"]), dim=True))
         if "explain" in result:
             _print_explanation(result["explain"])
 

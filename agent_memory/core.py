@@ -12,6 +12,7 @@ import datetime as dt
 import os
 import sqlite3
 import sys
+import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -20,7 +21,7 @@ from typing import Any
 from . import credentials
 from . import note as notes
 from .clock import Clock, humanize_age, iso, utcnow
-from .errors import InvalidInput, NotFound, VaultError, VaultGone
+from .errors import InvalidInput, NotFound, StillSaving, VaultError, VaultGone
 from .index import FileFacts, Index
 from .locking import Generations, WriteLock
 from .settings import SETTINGS_FILE, Settings, load_settings
@@ -30,6 +31,10 @@ from .store import INDEX_DIRNAME, Store, cache_folder, encodable, index_folder, 
 from .trash import TRASH_DIRNAME
 
 Progress = Callable[[int, int], None]
+SETTLED_AGE = 0.1  # seconds: a file not modified for this long is not being saved
+SETTLE_WAIT = 0.03  # between two reads that must agree
+SETTLE_TRIES = 30  # about a second of retries before a clear error
+SETTLE_GIVE_UP = 2.0  # seconds: an empty or broken file older than this is no save in progress
 STALE_MARK = "stale"  # in the vault's .index/: an index write failed, rebuild on the next open
 _CONTROL_FOLDERS = (INDEX_DIRNAME, TRASH_DIRNAME, ".prompts")
 
@@ -47,6 +52,12 @@ def _still(stat: os.stat_result | None, examined: Examined) -> bool:
         return stat is None
     _note, facts = examined
     return facts.same_stat(stat)
+
+
+def _mid_save(note: notes.Note, facts: FileFacts) -> bool:
+    """A file that looks like one an editor is saving right now: empty, or its front
+    matter not closed yet, and modified moments ago (broken YAML is reported at once)."""
+    return note.half_written and time.time_ns() - facts.mtime_ns < SETTLE_GIVE_UP * 1e9
 
 
 def _identity(root: Path) -> tuple[int, int] | None:
@@ -258,6 +269,11 @@ class VaultCore:
             if examined is None:
                 return "removed" if self.index.delete(conn, rel) else "absent"
             note, facts = examined
+        if _mid_save(note, facts) and (known is not None or self.index.by_path(rel) is not None):  # type: ignore[arg-type]
+            # Caught between an editor's truncate and its write: keep the row (the memory
+            # keeps its id and stays findable); its facts differ from the file's, so the
+            # next event or sweep folds in the finished save.
+            return "unchanged"
         self.index.upsert(conn, note, facts)  # type: ignore[arg-type]
         return "added" if known is None else "updated"
 
@@ -338,14 +354,49 @@ class VaultCore:
             problems=note.problems,
         )
 
-    def _load(self, memory_id: str) -> tuple[sqlite3.Row, bytes]:
-        """The row and the file's current bytes, re-indexing the file if it drifted."""
+    def _settled(self, rel: str) -> bytes:
+        """The file's bytes once they have settled: unmodified for ``SETTLED_AGE``, or
+        the same in two reads ``SETTLE_WAIT`` apart. An empty or unreadable file (what
+        an editor leaves between truncate and write) is read again until it is complete
+        or has stayed the same a while (then ``_editable`` says what is wrong); one that
+        stays empty or keeps changing is refused."""
+        last: bytes | None = None
+        for _ in range(SETTLE_TRIES):
+            read = self._read(rel)
+            if read is None:
+                raise NotFound(rel)
+            data, stat = read
+            age = time.time() - stat.st_mtime
+            if age < SETTLED_AGE:
+                time.sleep(SETTLE_WAIT)
+                again = self._read(rel)
+                if again is None or again[0] != data:
+                    last = None
+                    continue
+            if not data.strip():
+                if age > SETTLE_GIVE_UP:
+                    raise StillSaving(rel, "is empty")
+            elif data == last or age > SETTLE_GIVE_UP or not notes.parse(data, rel).unreadable:
+                return data  # complete, or broken and not changing: _editable says why
+            last = data
+            time.sleep(SETTLE_WAIT * 3)
+        raise StillSaving(rel, "is empty" if last is not None and not last.strip() else "keeps changing")
+
+    def _load(self, memory_id: str, settle: bool = False) -> tuple[sqlite3.Row, bytes]:
+        """The row and the file's current bytes, re-indexing the file if it drifted.
+
+        ``settle``: the bytes once settled (``_settled``), as an edit needs them, and so
+        the index never takes in a file caught halfway through someone's save (its id
+        would vanish from the index, and the edit would say "not found")."""
         row = self._resolve(memory_id)
-        read = self._read(row["path"])
-        if read is None:
-            self.reconcile_path(row["path"])
-            raise NotFound(memory_id)
-        data, _ = read
+        if settle:
+            data = self._settled(row["path"])
+        else:
+            read = self._read(row["path"])
+            if read is None:
+                self.reconcile_path(row["path"])
+                raise NotFound(memory_id)
+            data, _ = read
         if notes.file_version(data) != row["sha256"]:
             self.reconcile_path(row["path"])
             row = self._resolve(memory_id)

@@ -13,6 +13,7 @@ from __future__ import annotations
 import json
 import sqlite3
 from collections.abc import Iterator
+from typing import Any
 from dataclasses import dataclass, field
 
 from .index import Index, link_key
@@ -105,8 +106,15 @@ class Walk:
 def walk(links: Links, start: sqlite3.Row, depth: int, direction: str, max_visits: int) -> Walk:
     """Breadth-first from ``start`` up to ``depth`` hops, visiting at most ``max_visits``
     memories (the start included); ``aborted`` says the cap cut the walk short."""
-    result = Walk(nodes={start["rid"]: (start, 0)})
-    frontier = [start]
+    return walk_from(links, [start], depth, direction, max_visits)
+
+
+def walk_from(links: Links, starts: list[Any], depth: int, direction: str, max_visits: int) -> Walk:
+    """``walk`` from several memories at once (a recall's hits, at distance 0): each
+    memory reached gets its distance from the nearest start; ``max_visits`` counts the
+    starts too."""
+    result = Walk(nodes={start["rid"]: (start, 0) for start in starts})
+    frontier = list(starts)
     for distance in range(1, depth + 1):
         reached: list[sqlite3.Row] = []
         for row in frontier:

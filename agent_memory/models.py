@@ -63,6 +63,7 @@ class SearchResult(TypedDict):
     corrected: NotRequired[dict[str, str]]
     next_offset: NotRequired[int]  # pass as offset for the next page; absent on the last
     explain: NotRequired[Explanation]
+    related: NotRequired[RecallGraph]  # with depth >= 1: the memories linked to the hits
 
 
 class Memory(Summary):
@@ -220,6 +221,19 @@ class Edge(TypedDict):
 
 class RelatedNode(Summary):
     distance: int
+
+
+class RecallGraph(TypedDict):
+    """What ``recall(depth=...)`` adds: the memories linked to or from the hits (not the
+    hits themselves), each at its distance from the nearest hit, and every link seen
+    between any of them and the hits."""
+
+    depth: int
+    count: int
+    nodes: list[RelatedNode]
+    edges: list[Edge]
+    aborted: bool  # the node limit cut the walk short
+    note: NotRequired[str]
 
 
 class RelatedResult(TypedDict):

@@ -156,6 +156,7 @@ class Note:
     # closed, aliases over budget; bytes not UTF-8; an empty file, which may be a save
     # in progress): a tool must not patch it, since it would have to guess.
     unreadable: bool = False
+    half_written: bool = False  # empty, or a front matter opened and not closed: how a file looks mid-save
 
     @property
     def content_hash(self) -> str:
@@ -215,7 +216,7 @@ def parse(data: bytes, path: str) -> Note:
     """Read one file as a memory. Never raises: problems are recorded on the note, and
     ``unreadable`` says whether its front matter was read as written."""
     problems: list[str] = []
-    unreadable = False
+    unreadable = half_written = False
     try:
         text = data.decode("utf-8")
     except UnicodeDecodeError:
@@ -235,9 +236,9 @@ def parse(data: bytes, path: str) -> Note:
             # An opening fence without its close ("-", "--", "---" alone: the first bytes
             # of one): half a save, or a fence the person forgot.
             problems.append("front matter is not closed by a '---' line")
-            unreadable = True
+            unreadable = half_written = True
         elif not rest.strip():
-            unreadable = True  # nothing to read: perhaps an editor between truncate and write
+            unreadable = half_written = True  # nothing to read: perhaps an editor between truncate and write
     else:
         body = rest[body_start:]
         meta, broken = _load_yaml(fm_text, problems)
@@ -246,6 +247,7 @@ def parse(data: bytes, path: str) -> Note:
     # A git add/add conflict starts its markers inside or before the front matter, not the body.
     note.conflict = conflict
     note.unreadable = unreadable
+    note.half_written = half_written
     return note
 
 

@@ -36,6 +36,8 @@ GITIGNORE = (
 SLUG_MAX = 60
 _TMP_NAME = re.compile(r"\.[0-9a-f]{12}" + re.escape(TMP_SUFFIX))
 ORPHAN_AGE = 60.0  # seconds: a temp file of ours this old belongs to a process that died
+READ_TRIES = 5  # checks of a file replaced (an atomic save) between its check and its open
+_REPLACED = object()
 PARKED_GRACE = 3.0  # seconds a displaced file is watched for writes through an open descriptor
 _CROCKFORD = "0123456789abcdefghjkmnpqrstvwxyz"
 
@@ -347,10 +349,20 @@ class Store:
 
         Confinement is checked again at read time: the path is resolved and checked, then
         opened without following a last symlink and without blocking (a named pipe would
-        wait for a writer forever), and the opened file's (device, inode) must be the one
-        that was checked. A symlink or folder swapped in between (``O_NOFOLLOW`` alone
-        guards only the last component) is refused. Files over ``max_bytes`` read as None.
+        wait for a writer forever); the opened file's (device, inode) must be the one that
+        was checked, and where the kernel says it is must be inside the vault. A symlink
+        or folder swapped in between (``O_NOFOLLOW`` alone guards only the last
+        component) is refused. An editor's atomic save between the check and the open
+        also changes the inode: that is checked afresh a few times before giving up.
+        Files over ``max_bytes`` read as None.
         """
+        for _ in range(READ_TRIES):
+            outcome = self._read_once(rel, max_bytes)
+            if outcome is not _REPLACED:
+                return outcome  # type: ignore[return-value]
+        return None
+
+    def _read_once(self, rel: str, max_bytes: int | None) -> tuple[bytes, os.stat_result] | None | object:
         try:
             resolved = (self.root / rel).resolve()
         except (OSError, RuntimeError):  # a symlink loop (RuntimeError before Python 3.13)
@@ -366,9 +378,14 @@ class Store:
             print(f"agent-memory: warning: skipped {rel}: {exc.strerror or exc}", file=sys.stderr)
             return None
         found = os.fstat(fd)
-        if (found.st_dev, found.st_ino) != (checked.st_dev, checked.st_ino) or not stat_kind.S_ISREG(found.st_mode) \
-                or (max_bytes is not None and found.st_size > max_bytes) or not self._opened_inside(fd):
-            os.close(fd)  # swapped since it was checked; a pipe, a device, a folder; too big
+        if not self._opened_inside(fd):
+            os.close(fd)
+            return None
+        if (found.st_dev, found.st_ino) != (checked.st_dev, checked.st_ino):
+            os.close(fd)
+            return _REPLACED  # replaced since it was checked: check the new one
+        if not stat_kind.S_ISREG(found.st_mode) or (max_bytes is not None and found.st_size > max_bytes):
+            os.close(fd)  # a pipe, a device, a folder; too big
             return None
         with os.fdopen(fd, "rb") as handle:
             return handle.read(), found

@@ -34,6 +34,7 @@ from .models import (
     Hit,
     ListResult,
     Memory,
+    RecallGraph,
     RelatedNode,
     RelatedResult,
     ScoreParts,
@@ -49,6 +50,7 @@ from .links import Links
 from .moves import Moves
 
 CONTENT_IN_HITS = 1500  # a hit carries the whole body up to this many characters (SPEC §5)
+SEARCH_RELATED_LIMIT = 50  # most linked memories search(depth=...) adds beside the hits
 CONTEXT_STRATEGIES = ("relevance", "recency", "importance")
 CONTEXT_CANDIDATES = 100
 MAX_TOKEN_BUDGET = 200_000
@@ -152,6 +154,7 @@ class Vault(Writes, Links, Moves, Maintenance, Reconcile):
         profile: str | None = None,
         config: RecallConfig | None = None,
         explain: bool = False,
+        depth: int = 0,
     ) -> SearchResult:
         """Plain-question recall: all terms when some memory has them all, else the
         memories matching most terms (IDF-weighted, lifted by the memories written next
@@ -160,13 +163,17 @@ class Vault(Writes, Links, Moves, Maintenance, Reconcile):
         ``offset`` pages through one ranking (``next_offset`` says where the next page
         starts). ``profile`` (``facts``, ``conversation``; default the vault setting
         ``recall.profile``) picks the ranking. ``config`` replaces the ranking's knobs (tests and benchmarks); ``explain`` adds
-        every statement run and each hit's score parts (``explain``)."""
+        every statement run and each hit's score parts (``explain``). ``depth`` (1-3)
+        adds ``related``: the memories linked to or from the hits up to that many links
+        away, with the edges, at most ``SEARCH_RELATED_LIMIT`` of them (``related_to_hits``)."""
         if not isinstance(query, str) or len(query) > MAX_QUERY_CHARS:
             raise InvalidInput(f"The query must be text of at most {MAX_QUERY_CHARS} characters.")
         if match not in MATCH_MODES:
             raise InvalidInput(f"match must be one of {', '.join(MATCH_MODES)}; got {match!r}.")
         check_limit(limit)
         check_offset(offset)
+        if not isinstance(depth, int) or isinstance(depth, bool) or not 0 <= depth <= graph.MAX_DEPTH:
+            raise InvalidInput(f"depth must be between 0 and {graph.MAX_DEPTH}; got {depth!r}.")
         if profile is not None and profile not in PROFILES:
             raise InvalidInput(f"profile must be one of {', '.join(PROFILES)}; got {profile!r}.")
         filters = Filters(
@@ -196,6 +203,8 @@ class Vault(Writes, Links, Moves, Maintenance, Reconcile):
             result["corrected"] = found.corrected
         if found.more:
             result["next_offset"] = offset + len(hits)
+        if depth:
+            result["related"] = self.related_to_hits([found.records[s.rid] for s in found.ranked], depth, now)
         if explain:
             result["explain"] = Explanation(
                 profile=config.name,
@@ -215,6 +224,24 @@ class Vault(Writes, Links, Moves, Maintenance, Reconcile):
                 "or browse with list_memories."
             )
         return result
+
+    def related_to_hits(self, hits: list[MemoryRecord], depth: int, now: str) -> RecallGraph:
+        """The memories linked to or from ``hits`` (both directions, as ``related``'s
+        default), breadth-first up to ``depth`` links from the nearest hit, at most
+        ``SEARCH_RELATED_LIMIT`` besides the hits; edges among all of them."""
+        walked = graph.walk_from(graph.Links(self.index, now), hits, depth, "both", len(hits) + SEARCH_RELATED_LIMIT)
+        ordered = sorted((pair for pair in walked.nodes.values() if pair[1] > 0), key=lambda pair: (pair[1], pair[0]["path"]))
+        ids = {row["rid"]: row["id"] for row, _distance in walked.nodes.values()}
+        out = RecallGraph(
+            depth=depth, count=len(ordered),
+            nodes=[RelatedNode(**self._summary(row), distance=distance) for row, distance in ordered],
+            edges=[Edge(source=ids[src], relation=relation, target=ids[dst]) for src, relation, dst in walked.edges],
+            aborted=walked.aborted,
+        )
+        if walked.aborted:
+            out["note"] = (f"Stopped at {SEARCH_RELATED_LIMIT} linked memories: more are linked. Use related on one "
+                           "hit, or a lower depth, to see the rest.")
+        return out
 
     def _hits(self, found: Outcome) -> list[Hit]:
         return [self._hit(found.records[s.rid], s, found.snippets.get(s.rid, "")) for s in found.ranked]

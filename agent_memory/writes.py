@@ -13,7 +13,6 @@ from __future__ import annotations
 import datetime as dt
 import re
 import sqlite3
-import time
 from collections.abc import Iterable
 from typing import Any
 
@@ -21,16 +20,12 @@ from . import credentials, graph
 from . import note as notes
 from .clock import iso
 from .core import VaultCore
-from .errors import Duplicate, InvalidInput, NotFound, SavedMeanwhile, StillSaving, VersionConflict
+from .errors import Duplicate, InvalidInput, SavedMeanwhile, VersionConflict
 from .limits import MAX_TAGS, check_content, check_namespace, check_tags, check_text, check_ttl
 from .models import ForgetResult, LinkResult, RememberResult, UpdateResult
 from .store import dated_folder, make_slug, new_id
 
 _RELATION_NAME = re.compile(r"[A-Za-z][A-Za-z0-9_-]{0,63}")
-SETTLED_AGE = 0.1  # seconds: a file not modified for this long is not being saved
-SETTLE_WAIT = 0.03  # between two reads that must agree
-SETTLE_TRIES = 30  # about a second of retries before a clear error
-SETTLE_GIVE_UP = 2.0  # seconds: an empty or broken file older than this is no save in progress
 
 
 def _editable(note: notes.Note) -> notes.Note:
@@ -52,40 +47,11 @@ def _editable(note: notes.Note) -> notes.Note:
 
 class Writes(VaultCore):
     # ------------------------------------------------------------------ the safe edit
-    def _settled(self, rel: str) -> bytes:
-        """The file's bytes once they have settled: unmodified for ``SETTLED_AGE``, or
-        the same in two reads ``SETTLE_WAIT`` apart. An empty or unreadable file (what
-        an editor leaves between truncate and write) is read again until it is complete
-        or has stayed the same a while (then ``_editable`` says what is wrong); one that
-        stays empty or keeps changing is refused."""
-        last: bytes | None = None
-        for _ in range(SETTLE_TRIES):
-            read = self._read(rel)
-            if read is None:
-                raise NotFound(rel)
-            data, stat = read
-            age = time.time() - stat.st_mtime
-            if age < SETTLED_AGE:
-                time.sleep(SETTLE_WAIT)
-                again = self._read(rel)
-                if again is None or again[0] != data:
-                    last = None
-                    continue
-            if not data.strip():
-                if age > SETTLE_GIVE_UP:
-                    raise StillSaving(rel, "is empty")
-            elif data == last or age > SETTLE_GIVE_UP or not notes.parse(data, rel).unreadable:
-                return data  # complete, or broken and not changing: _editable says why
-            last = data
-            time.sleep(SETTLE_WAIT * 3)
-        raise StillSaving(rel, "is empty" if last is not None and not last.strip() else "keeps changing")
-
     def _checked(self, memory_id: str, expected_version: str | None) -> tuple[sqlite3.Row, bytes, notes.Note]:
         """The memory's row, the settled bytes the change is computed from, and their
         note; refused if the caller's version is not those bytes' or the file is not
         one a tool may patch."""
-        row, _ = self._load(memory_id)
-        data = self._settled(row["path"])
+        row, data = self._load(memory_id, settle=True)
         version = notes.file_version(data)
         if expected_version and expected_version != version:
             raise VersionConflict(memory_id, expected_version, version)
@@ -266,8 +232,7 @@ class Writes(VaultCore):
     def forget(self, memory_id: str, expected_version: str | None = None) -> ForgetResult:
         """Move a memory's file to ``.trash/``; nothing is deleted outright."""
         with self._writing():
-            row, _ = self._load(memory_id)
-            data = self._settled(row["path"])
+            row, data = self._load(memory_id, settle=True)
             version = notes.file_version(data)
             if expected_version and expected_version != version:
                 raise VersionConflict(memory_id, expected_version, version)

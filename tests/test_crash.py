@@ -144,6 +144,14 @@ def _link_first_unpublished(root: Path) -> str:
     staging = root / ".index" / "import"
     for item in json.loads((staging / "manifest.json").read_text(encoding="utf-8"))["items"]:
         staged = staging / "files" / f"{item['n']}.md"
+        if staged.exists() and staged.stat().st_nlink > 1:
+            # The kill itself landed there: this item is linked, its staged name left. Only
+            # one item is ever in that state, so it is the one (linking another would make a
+            # state no crash can leave).
+            inode = staged.stat().st_ino
+            folder = (root / item["path"]).parent
+            [linked] = [p for p in folder.glob("*.md") if p.stat().st_ino == inode]
+            return linked.relative_to(root).as_posix()
         if staged.exists() and staged.stat().st_nlink == 1:
             target = root / item["path"]
             target.parent.mkdir(parents=True, exist_ok=True)

@@ -91,8 +91,11 @@ def test_a_save_during_unlink_stands(vault: Vault, monkeypatch: pytest.MonkeyPat
     vault.link(a["id"], b["id"])
     real_swap = locking.swap
 
+    saved: list[int] = []
+
     def a_person_saves_first(tmp: Path, target: Path) -> bool:
-        target.write_text(target.read_text() + "A line a person just typed.\n")
+        if not saved:  # once: the tool's own swap back is no save
+            saved.append(target.write_text(target.read_text() + "A line a person just typed.\n"))
         return real_swap(tmp, target)
 
     monkeypatch.setattr(locking, "swap", a_person_saves_first)

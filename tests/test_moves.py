@@ -139,9 +139,11 @@ def test_a_linking_file_with_a_git_conflict_refuses_the_whole_move(linked: Vault
 def _a_person_saves(path: Path, real_swap):
     """locking.swap, except that a person saves ``path`` just before the tool swaps it."""
 
+    saved: list[int] = []
+
     def swap(tmp: Path, target: Path) -> bool:
-        if target == path:
-            target.write_text(target.read_text() + "A line a person just typed.\n")
+        if target == path and not saved:  # once: the tool's own swap back is no save
+            saved.append(target.write_text(target.read_text() + "A line a person just typed.\n"))
         return real_swap(tmp, target)
 
     return swap
@@ -167,10 +169,14 @@ def test_a_save_of_the_moved_note_meanwhile_undoes_the_move(linked: Vault, monke
     note = vault.root / "places" / "Kessel Run.md"
     real_swap = locking.swap
 
+    calls: list[int] = []
+
     def an_editor_saves_the_note(tmp: Path, target: Path) -> bool:  # an atomic save: a new file over the name
-        saved = note.with_name(".Kessel Run.md.swp")
-        saved.write_text("Body of the spaceport note, edited.\n")
-        os.replace(saved, note)
+        if not calls:  # once: the tool's own swap back is no save
+            calls.append(1)
+            saved = note.with_name(".Kessel Run.md.swp")
+            saved.write_text("Body of the spaceport note, edited.\n")
+            os.replace(saved, note)
         return real_swap(tmp, target)
 
     monkeypatch.setattr(locking, "swap", an_editor_saves_the_note)

@@ -89,14 +89,6 @@ def test_a_save_into_the_tools_file_while_it_was_briefly_in_place_is_kept(vault:
     assert any("second line a person typed" in text for text in kept), "the person's second save was lost"
 
 
-HALF_SAVED = pytest.mark.xfail(strict=True, reason=(
-    "core.py _refresh indexes a file caught halfway through a person's save (empty, between an editor's "
-    "truncate and its write): the row loses the memory's id and edits by id say 'not found'. _load(settle=True) "
-    "closed that for an edit's own read; the refresh after a write (Writes._put), the reconcile at open, the "
-    "watcher and get's drift check still do it. A refresh should keep the row of a file that looks mid-save "
-    "(empty or front matter not closed, modified moments ago) for the next event to fold in"))
-
-
 def _person_mid_save(path: Path) -> tuple[object, str]:
     """A person saves the memory (so the file is newer than its index row), then starts
     the next save in place: the file is truncated, the text not written yet."""
@@ -105,7 +97,6 @@ def _person_mid_save(path: Path) -> tuple[object, str]:
     return open(path, "w", encoding="utf-8"), text + "another line a person typed\n"
 
 
-@HALF_SAVED
 def test_a_write_refused_while_a_person_is_saving_keeps_the_memory_findable(vault: Vault, monkeypatch) -> None:
     """The tool's change is refused because an editor has just truncated the file; the
     index refresh after the refusal read the file at that instant (empty) and dropped
@@ -148,7 +139,6 @@ def test_an_edit_while_a_person_is_saving_waits_for_their_save(vault: Vault) -> 
     assert "y" in result["memory"]["tags"] and "another line a person typed" in result["memory"]["content"]
 
 
-@HALF_SAVED
 def test_a_vault_opened_while_a_person_is_saving_still_finds_the_memory(vault: Vault) -> None:
     """Each CLI command opens the vault, and the open reconciles: a file caught between
     an editor's truncate and its write was indexed empty, so ``agent-memory edit ID``

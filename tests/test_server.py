@@ -56,7 +56,7 @@ async def fails(client: Client, tool: str, **arguments: Any) -> str:
 # name: (parameters in order, required ones, (readOnly, destructive, idempotent, openWorld))
 CONTRACT: dict[str, tuple[list[str], set[str], tuple[bool, bool, bool, bool]]] = {
     "remember": (["content", "namespace", "tags", "title", "source", "ttl_days"], {"content"}, (False, False, True, False)),
-    "recall": (["query", "namespace", "tags", "limit", "match", "since", "until", "path_prefix", "offset", "profile"], {"query"}, (True, False, True, False)),
+    "recall": (["query", "namespace", "tags", "limit", "match", "since", "until", "path_prefix", "offset", "profile", "depth"], {"query"}, (True, False, True, False)),
     "get_memory": (["memory_id"], {"memory_id"}, (True, False, True, False)),
     "update_memory": (
         ["memory_id", "content", "append", "replace_old", "replace_new", "tags", "add_tags", "remove_tags",

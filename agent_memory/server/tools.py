@@ -450,17 +450,25 @@ def register_tools(server: MCPServer, vault: Vault) -> None:
             Field(description="Ranking: facts (a store of facts) or conversation (dialog turns: a memory next to "
                   "a match is lifted); default: the vault's recall.profile setting."),
         ] = None,
+        depth: Annotated[
+            int,
+            Field(description=f"Also return the memories linked to or from the hits, up to this many links away "
+                  f"(0-{graph.MAX_DEPTH}; 0: none), as `related` (nodes with distance, edges).",
+                  ge=0, le=graph.MAX_DEPTH),
+        ] = 0,
         ctx: Context = None,  # type: ignore[assignment]
     ) -> SearchResult:
         """Search memory with a plain question. Returns the best matches (id, path, title,
         snippet with matches in [brackets], tags, age, version; the whole `content` of a
         short memory), ranked by matched words, then relevance, then recency. Memories with
         all the words come first (`complete: true`), then ones with some of them, and `note`
-        says so; when nothing matches, `hint` says what to try. `next_offset` pages on."""
+        says so; when nothing matches, `hint` says what to try. `next_offset` pages on.
+        With depth 1-3, `related` holds the memories linked to the hits (one call, no
+        `related` per hit)."""
         result = vault.search(
             query, namespace=namespace_filter(namespace), tags=tags, limit=limit, match=match,
             since=_blank_to_none(since), until=_blank_to_none(until), path_prefix=_blank_to_none(path_prefix),
-            offset=offset, profile=profile,
+            offset=offset, profile=profile, depth=depth,
         )
         for hit in result["hits"]:
             if "content" in hit:  # a hit that carried the whole body (SPEC §5)
