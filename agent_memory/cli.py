@@ -80,9 +80,36 @@ def handle_errors(func: Callable[..., Any]) -> Callable[..., Any]:
         try:
             return func(*args, **kwargs)
         except MemoryError_ as exc:
-            raise click.ClickException(printable(str(exc))) from exc
+            raise click.ClickException(printable(cli_words(str(exc)))) from exc
 
     return wrapper
+
+
+# The library's messages name MCP tools and arguments (a model reads them too); on a
+# terminal they name the command or option a person types instead.
+CLI_WORDS = {
+    "get_memory": "`agent-memory show`",
+    "list_memories": "`agent-memory list`",
+    "recall": "`agent-memory search`",
+    "update_memory": "`agent-memory edit`",
+    "link_memories": "`agent-memory link`",
+    "unlink_memories": "`agent-memory unlink`",
+    "move_memory": "`agent-memory mv`",
+    "export_memories": "`agent-memory export`",
+    "import_memories": "`agent-memory import`",
+    "expected_version": "--expected-version",
+    "replace_old/replace_new": "--replace OLD NEW",
+    "add_tags/remove_tags": "--add-tag/--remove-tag",
+    "ttl_days": "--ttl-days",
+}
+# A whole word, not part of a dotted name (the recall.profile setting stays as it is).
+_CLI_WORD = re.compile(r"(?<![\w.])(" + "|".join(map(re.escape, sorted(CLI_WORDS, key=len, reverse=True)))
+                       + r")(?!\w|\.\w)")
+
+
+def cli_words(message: str) -> str:
+    """A library message with MCP tool and argument names as CLI commands and options."""
+    return _CLI_WORD.sub(lambda m: CLI_WORDS[m[1]], message)
 
 
 # C0 and C1 control characters (and DEL): in a title, snippet or file name they are
@@ -158,7 +185,15 @@ def cli(ctx: click.Context) -> None:
 @click.argument("path", required=False)
 @handle_errors
 def init(path: str | None) -> None:
-    """Create a vault (./.memory by default, or PATH / --dir / $AGENT_MEMORY_DIR) with its .gitignore."""
+    """Create a vault with its .gitignore.
+
+    The vault is ./.memory by default, or PATH, --dir or $AGENT_MEMORY_DIR.
+
+    \b
+    Examples:
+      agent-memory init
+      agent-memory init ~/notes/Agent
+    """
     target = Path(path or settings().dir or os.environ.get("AGENT_MEMORY_DIR") or VAULT_DIRNAME)
     with Vault.init(target) as vault:
         emit({"vault": str(vault.root)}, lambda: click.echo(f"Vault ready at {printable(vault.root)}"))
@@ -174,7 +209,15 @@ def init(path: str | None) -> None:
 @click.option("--ttl-days", type=float, default=0, help="Expire after this many days (0: never).")
 @handle_errors
 def add(content: str | None, namespace: str, tags: tuple[str, ...], title: str, source: str, ttl_days: float) -> None:
-    """Remember CONTENT (or standard input when CONTENT is - or missing); prints the id."""
+    """Remember CONTENT; prints the new id.
+
+    CONTENT - or none reads standard input. The file written is named on stderr.
+
+    \b
+    Examples:
+      agent-memory add "Customer ACME prefers deploys on Fridays" -n support -t customer
+      git log -1 --format=%B | agent-memory add -t release
+    """
     if content in (None, "-"):
         content = sys.stdin.read()
     with open_vault() as vault:
@@ -212,7 +255,13 @@ def add(content: str | None, namespace: str, tags: tuple[str, ...], title: str, 
 def search(query: str, namespace: str | None, tags: tuple[str, ...], limit: int, match: str,
            since: str | None, until: str | None, path_prefix: str | None, offset: int, profile: str | None,
            explain: bool, depth: int) -> None:
-    """Recall memories with a plain question."""
+    """Recall memories with a plain question.
+
+    \b
+    Examples:
+      agent-memory search "when does ACME prefer to deploy?"
+      agent-memory search deploys -t customer --json
+    """
     with open_vault() as vault:
         result = vault.search(query, namespace=namespace, tags=list(tags), limit=limit, match=match,
                               since=since, until=until, path_prefix=path_prefix, offset=offset, profile=profile,
@@ -264,7 +313,12 @@ def _print_explanation(explained: dict[str, Any]) -> None:
 @click.option("--path", "path_prefix", default=None, help="Only files under this vault folder.")
 @handle_errors
 def list_(namespace: str | None, tags: tuple[str, ...], limit: int, offset: int, path_prefix: str | None) -> None:
-    """List memories, newest first."""
+    """List memories, newest first.
+
+    \b
+    Example:
+      agent-memory list --tag customer --limit 50
+    """
     with open_vault() as vault:
         result = vault.list(namespace=namespace, tags=list(tags), limit=limit, offset=offset, path_prefix=path_prefix)
 
@@ -283,7 +337,12 @@ def list_(namespace: str | None, tags: tuple[str, ...], limit: int, offset: int,
 @click.argument("memory_id")
 @handle_errors
 def show(memory_id: str) -> None:
-    """Show one memory (by id or vault-relative path)."""
+    """Show one memory (by id or vault-relative path).
+
+    \b
+    Example:
+      agent-memory show people/priya.md
+    """
     with open_vault() as vault:
         memory = vault.get(memory_id)
 
@@ -322,10 +381,18 @@ def show(memory_id: str) -> None:
 def edit(memory_id: str, content: str | None, append: str | None, replace: tuple[str, str] | None,
          add_tags: tuple[str, ...], remove_tags: tuple[str, ...], namespace: str | None, title: str | None,
          source: str | None, ttl_days: float | None, expected_version: str | None) -> None:
-    """Change a memory; only the front-matter keys that change are rewritten.
+    """Change a memory, or open it in $EDITOR.
 
-    With no change options it opens the file in $EDITOR (the file is the memory: the
-    index follows when the editor exits)."""
+    Only the front-matter keys that change are rewritten. With no change options it
+    opens the file in $EDITOR (the file is the memory: the index follows when the
+    editor exits).
+
+    \b
+    Examples:
+      agent-memory edit people/priya.md --append "Prefers calls after 3pm."
+      agent-memory edit 01m8r9k34bnrxpbt --add-tag friday
+      agent-memory edit people/priya.md
+    """
     flags = (content, append, replace, namespace, title, source, ttl_days)
     with open_vault() as vault:
         if all(f is None for f in flags) and not add_tags and not remove_tags:
@@ -355,7 +422,12 @@ def _open_in_editor(vault: Vault, memory_id: str) -> None:
 @click.option("--expected-version", default=None, help="Refuse if the file changed since this version.")
 @handle_errors
 def forget(memory_id: str, expected_version: str | None) -> None:
-    """Move a memory to the vault's .trash/ (kept 30 days)."""
+    """Move a memory to the vault's .trash/ (kept 30 days).
+
+    \b
+    Example:
+      agent-memory forget 01m8r9k34bnrxpbt
+    """
     with open_vault() as vault:
         result = vault.forget(memory_id, expected_version=expected_version)
     emit(result, lambda: click.echo(f"Forgot {_ids(result)}: moved to {printable(result['trashed_to'])}"))
@@ -366,8 +438,16 @@ def forget(memory_id: str, expected_version: str | None) -> None:
 @click.argument("key", required=False)
 @handle_errors
 def restore(key: str | None) -> None:
-    """Put a forgotten, expired or replaced memory back (by id, old path or trash path);
-    never overwrites. With no argument, list what the trash can give back."""
+    """Put a forgotten, expired or replaced memory back.
+
+    By id, old path or trash path; never overwrites. With no argument, list what the
+    trash can give back.
+
+    \b
+    Examples:
+      agent-memory restore
+      agent-memory restore 01m8r9k34bnrxpbt
+    """
     with open_vault() as vault:
         if key is None:
             entries = vault.trash_list()
@@ -392,7 +472,14 @@ def _print_trash(entries: list[Any]) -> None:
               help="Front-matter property that holds the link (one word).")
 @handle_errors
 def link(memory_id: str, target_id: str, relation: str) -> None:
-    """Link MEMORY_ID to TARGET_ID: adds "[[target]]" to MEMORY_ID's front matter."""
+    """Link MEMORY_ID to TARGET_ID in its front matter.
+
+    Adds "[[target]]" to MEMORY_ID's RELATION property (related_to by default).
+
+    \b
+    Example:
+      agent-memory link people/priya.md acme-billing --relation works_on
+    """
     with open_vault() as vault:
         result = vault.link(memory_id, target_id, relation=relation)
     emit(result, lambda: click.echo(printable(
@@ -427,7 +514,7 @@ def unlink(memory_id: str, target_id: str, relation: str) -> None:
 @click.argument("new_path")
 @handle_errors
 def mv(memory_id: str, new_path: str) -> None:
-    """Rename or move a note to NEW_PATH and rewrite the wikilinks to it.
+    """Rename or move a note, rewriting the wikilinks to it.
 
     Every [[link]] to the note across the vault is rewritten in place (|alias,
     #heading and ! embeds kept), all files or none; an existing file is never
@@ -455,7 +542,12 @@ def mv(memory_id: str, new_path: str) -> None:
 @common
 @handle_errors
 def reindex() -> None:
-    """Rebuild the index from the files alone."""
+    """Rebuild the index from the files alone.
+
+    \b
+    Example:
+      agent-memory reindex
+    """
     vault = Vault(vault_path(), sync=False)
     with vault, progress_bar("Indexing files") as progress:
         report = vault.reindex(progress=progress)
@@ -472,7 +564,14 @@ def reindex() -> None:
 @common
 @handle_errors
 def stats() -> None:
-    """Totals, namespaces, top tags, TTLs, problems, index size and search mode."""
+    """Totals, tags, problems and the index of the vault.
+
+    Totals, namespaces, top tags, TTLs, problems, index size and search mode.
+
+    \b
+    Example:
+      agent-memory stats --json
+    """
     with open_vault() as vault:
         result = vault.stats()
 
@@ -500,7 +599,15 @@ def stats() -> None:
 @click.option("-n", "--namespace", default=None, help="Only this namespace.")
 @handle_errors
 def export(output: str, namespace: str | None) -> None:
-    """Write every memory (front matter as written, and body) as a JSON array."""
+    """Write every memory as a JSON array (a backup).
+
+    Each item has the front matter as written, the body, and the file's raw text,
+    which import writes back byte for byte.
+
+    \b
+    Example:
+      agent-memory export -o backup.json
+    """
     with open_vault() as vault:
         items = vault.export_memories(namespace=namespace)
     text = json.dumps(items, ensure_ascii=False, indent=2) + "\n"
@@ -516,10 +623,14 @@ def export(output: str, namespace: str | None) -> None:
 @click.argument("source", type=click.Path(dir_okay=False, allow_dash=True))
 @handle_errors
 def import_(source: str) -> None:
-    """Import a JSON array written by export: all or nothing, duplicates skipped.
+    """Import a JSON array written by export, all or nothing.
 
-    The file may hold any number of memories (the MCP tool takes 500 per call); they
-    are checked, then written, in one all-or-nothing pass.
+    Duplicates are skipped. The file may hold any number of memories (the MCP tool
+    takes 500 per call); they are checked, then written, in one all-or-nothing pass.
+
+    \b
+    Example:
+      agent-memory import backup.json --dir ~/new-vault
     """
     raw = sys.stdin.read() if source == "-" else _read_text(source)
     try:
@@ -555,7 +666,14 @@ def _read_text(path: str) -> str:
               help="Remove what has been in .trash/ longer than this many days.")
 @handle_errors
 def gc(older_than: float) -> None:
-    """Empty .trash/ of files older than 30 days (and move expired memories there)."""
+    """Empty .trash/ of what the tool put there 30+ days ago.
+
+    Also moves expired memories there.
+
+    \b
+    Example:
+      agent-memory gc --older-than 7
+    """
     with open_vault() as vault:
         result = vault.gc(older_than_days=older_than)
 
@@ -571,7 +689,12 @@ def gc(older_than: float) -> None:
 @cli.command()
 @common
 def doctor() -> None:
-    """Read-only health check; exits 1 when something needs attention."""
+    """Read-only health check; exits 1 when something needs attention.
+
+    \b
+    Example:
+      agent-memory doctor
+    """
     from .doctor import diagnose
 
     checks = diagnose(locate_vault(settings().dir))
@@ -604,7 +727,13 @@ def doctor() -> None:
 @handle_errors
 def serve(http: bool = False, host: str = "127.0.0.1", port: int = 8765, token: str | None = None,
           token_file: str | None = None, max_sessions: int = 100, session_idle_timeout: float = 300.0) -> None:
-    """Run the MCP server (stdio by default)."""
+    """Run the MCP server (stdio by default).
+
+    \b
+    Examples:
+      agent-memory serve --dir ~/.memory
+      agent-memory serve --http --token-file ~/.memory-token
+    """
     from .server import run  # imports mcp: only here
 
     run(vault_path(), http=http, host=host, port=port, token=token, token_file=token_file,
@@ -619,7 +748,15 @@ def serve(http: bool = False, host: str = "127.0.0.1", port: int = 8765, token: 
               help="Seconds between full reconciles that catch anything the events missed.")
 @handle_errors
 def watch(debounce: float, sweep_interval: float) -> None:
-    """Keep the index in step with the files until Ctrl-C; one line per change."""
+    """Keep the index in step with the files until Ctrl-C.
+
+    Prints one line per change; a file that cannot be read as written (broken YAML)
+    is reported as a problem.
+
+    \b
+    Example:
+      agent-memory watch
+    """
     import signal
     import threading
     import time
@@ -632,7 +769,8 @@ def watch(debounce: float, sweep_interval: float) -> None:
         if as_json:
             click.echo(json.dumps({"action": change.action, "path": change.path, "detail": change.detail}))
         else:
-            click.echo(f"{time.strftime('%H:%M:%S')} {change.action:<8} {printable(change.path or change.detail)}")
+            what = f"{change.path}: {change.detail}" if change.path and change.detail else change.path or change.detail
+            click.echo(f"{time.strftime('%H:%M:%S')} {change.action:<8} {printable(what)}")
 
     stopped = threading.Event()
     signal.signal(signal.SIGTERM, lambda *_: stopped.set())

@@ -48,6 +48,8 @@ from watchdog.events import (
 from watchdog.observers import Observer
 from watchdog.observers.api import BaseObserver
 
+from . import note as notes
+from .limits import MAX_FILE_BYTES
 from .models import ReconcileReport
 from .store import is_ignored_dir, is_memory_path
 from .vault import Vault
@@ -88,8 +90,10 @@ _STOP_NOISE = _StopNoise()
 @dataclass(frozen=True)
 class Change:
     """What the watcher did to the index: ``added``/``updated``/``removed`` for one
-    ``path``, or ``sweep`` (path empty) when a full reconcile found something that
-    events had missed, with its counts in ``detail``."""
+    ``path``; ``problem`` for a file that changed but cannot be read as written (broken
+    YAML, front matter not closed, not UTF-8), with what is wrong in ``detail``; or
+    ``sweep`` (path empty) when a full reconcile found something that events had missed,
+    with its counts in ``detail``."""
 
     action: str
     path: str
@@ -309,8 +313,23 @@ class Watcher:
             _warn(f"could not index {rel}: {exc}")
             return
         self.counts[outcome] += 1
-        if outcome in ("added", "updated", "removed"):
+        if outcome in ("added", "updated"):
+            problem = self._unreadable(rel)
+            self._notify(Change("problem", rel, problem) if problem else Change(outcome, rel))
+        elif outcome == "removed":
             self._notify(Change(outcome, rel))
+
+    def _unreadable(self, rel: str) -> str:
+        """What is wrong with a file just indexed that cannot be read as written ("" when
+        it can): only a file whose row records problems is read again to tell."""
+        row = self.vault.index.by_path(rel)
+        if row is None or not row["problems"]:
+            return ""
+        read = self.vault.store.read(rel, MAX_FILE_BYTES)
+        if read is None:
+            return ""
+        note = notes.parse(read[0], rel)
+        return "; ".join(note.problems) if note.unreadable else ""
 
     def _sweep(self) -> None:
         try:

@@ -233,7 +233,7 @@ BAD = [
     (["add", "x" * 100_001], "limit is 100,000"),
     (["add", "fine", "-t", "two words"], "whitespace"),
     (["add", "fine", "-t", "t" * 65], "limit is 64"),
-    (["add", "fine", "--ttl-days", "nan"], "ttl_days"),
+    (["add", "fine", "--ttl-days", "nan"], "--ttl-days"),
     (["add", "fine", "-n", "two words"], "Namespace"),
     (["search", "acme", "--match", "most"], "auto, all, any"),
     (["search", "acme", "--limit", "0"], "limit"),

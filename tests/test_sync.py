@@ -547,3 +547,17 @@ def test_without_a_watch_it_falls_back_to_sweeps_with_a_warning(vault: Vault) ->
     assert "warning: cannot watch" in done.stderr and "max_user_watches" in done.stderr
     assert hits(vault, "written after the watch failed") == ["later.md"]
     assert_index_matches_files(vault)
+
+
+def test_a_file_with_broken_yaml_is_reported_as_a_problem_not_added(vault: Vault, watch: Callable[..., Watcher],
+                                                                    changes: list[Change]) -> None:
+    watcher = watch(on_change=changes.append)
+    wait_until(lambda: watcher.counts["sweeps"], "the start-up sweep is done")  # then files come as events
+    (vault.root / "good.md").write_text(hand_note("A note that reads fine."))
+    (vault.root / "broken.md").write_text("---\ntags: [a, b\n---\nThe list above is never closed.\n")
+    wait_until(lambda: {c.path for c in changes} >= {"good.md", "broken.md"}, "both files are reported")
+    [broken] = [c for c in changes if c.path == "broken.md"]
+    assert broken.action == "problem" and "broken YAML front matter" in broken.detail
+    assert {c.action for c in changes if c.path == "good.md"} == {"added"}
+    assert row(vault, "broken.md")  # still indexed as far as it can be
+    assert_index_matches_files(vault)

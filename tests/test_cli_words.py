@@ -1,0 +1,70 @@
+"""What a person at the terminal reads: errors that name CLI commands, help with an
+example for every command and summaries that are not cut off, path ids printed once."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import click
+import pytest
+from click.testing import CliRunner
+
+from agent_memory.cli import Settings, cli, cli_words
+from agent_memory.vault import Vault
+
+COMMANDS = sorted(cli.commands)
+
+
+def invoke(*args: str) -> click.testing.Result:
+    return CliRunner().invoke(cli, list(args), obj=Settings(), terminal_width=80)
+
+
+@pytest.mark.parametrize(("message", "shown"), [
+    ("use recall or list_memories to find valid ids.", "use `agent-memory search` or `agent-memory list` to find valid ids."),
+    ("Read it again with get_memory and retry.", "Read it again with `agent-memory show` and retry."),
+    ("pass expected_version (from get_memory or recall), or use append, replace_old/replace_new, "
+     "add_tags/remove_tags, which need none.",
+     "pass --expected-version (from `agent-memory show` or `agent-memory search`), or use append, --replace OLD NEW, "
+     "--add-tag/--remove-tag, which need none."),
+    ("recall.profile must be facts or conversation.", "recall.profile must be facts or conversation."),
+    ("ttl_days must be between 0 and 36500.", "--ttl-days must be between 0 and 36500."),
+    ("the memory was recalled", "the memory was recalled"),
+])
+def test_library_words_become_cli_words(message: str, shown: str) -> None:
+    assert cli_words(message) == shown
+
+
+def test_a_missing_memory_names_the_cli_commands(vault: Vault) -> None:
+    done = invoke("--dir", str(vault.root), "show", "no-such-memory")
+    assert done.exit_code == 1
+    assert "`agent-memory search` or `agent-memory list`" in done.stderr
+    assert "list_memories" not in done.stderr and "recall " not in done.stderr
+
+
+def test_a_version_conflict_names_the_cli_command(vault: Vault) -> None:
+    memory = vault.remember("Customer ACME prefers deploys on Fridays")["memory"]
+    done = invoke("--dir", str(vault.root), "edit", memory["id"], "--content", "Mondays", "--expected-version", "0" * 64)
+    assert done.exit_code == 1 and "`agent-memory show`" in done.stderr and "get_memory" not in done.stderr
+
+
+@pytest.mark.parametrize("name", COMMANDS)
+def test_every_command_help_has_an_example(name: str) -> None:
+    done = invoke(name, "--help")
+    assert done.exit_code == 0
+    assert "Example" in done.output and f"agent-memory {name}" in done.output.split("Example", 1)[1]
+
+
+def test_no_command_summary_is_cut_off() -> None:
+    done = invoke("--help")
+    listed = done.output.split("Commands:", 1)[1].splitlines()
+    assert {line.split()[0] for line in listed if line.strip()} == set(COMMANDS)
+    assert [line for line in listed if line.rstrip().endswith("...")] == []
+
+
+def test_a_path_id_is_printed_once(vault: Vault) -> None:
+    (vault.root / "people").mkdir()
+    (vault.root / "people/priya.md").write_text("Priya prefers written questions.\n")
+    vault.reconcile()
+    for args in (["list"], ["show", "people/priya.md"], ["search", "priya"]):
+        done = invoke("--dir", str(vault.root), *args)
+        assert done.exit_code == 0 and done.output.count("people/priya.md") == 1, (args, done.output)
