@@ -70,3 +70,4 @@ def test_what_counts_as_an_identifier() -> None:
                      "build42x": True, "kuberentes": False}
     assert identifier_like("xzkrtwq") and identifier_like("aaab") and not identifier_like("strengths")
     assert not identifier_like("rapidamente") and not identifier_like("queue")
+    assert not any(map(identifier_like, ("bookkeeping", "skiing", "vacuum", "withhold", "iraq")))

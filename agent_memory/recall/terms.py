@@ -257,7 +257,7 @@ def can_stem(term: Term) -> bool:
 # --------------------------------------------------------------------------- identifiers
 
 _VOWELS = frozenset("aeiouy")
-_RARE_DOUBLES = ("qq", "jj", "vv", "xx", "ww", "hh", "yy", "kk", "ii", "uu")
+_RARE_DOUBLES = ("qq", "jj", "vv", "xx", "ww", "yy")  # not kk, ii, uu, hh: bookkeeping, skiing, vacuum, withhold
 _CONSONANT_RUN = 6  # "strengths" has five in a row; no English or Spanish word has six
 _IDENT_CHUNK = re.compile(r"[^\W_]+(?:_[^\W_]+)+|\w*\d\w*|\w*[a-z][A-Z]\w*", re.UNICODE)
 
@@ -265,7 +265,7 @@ _IDENT_CHUNK = re.compile(r"[^\W_]+(?:_[^\W_]+)+|\w*\d\w*|\w*[a-z][A-Z]\w*", re.
 def identifier_like(word: str) -> bool:
     """A folded token whose letters no English or Spanish word has: a ``q`` not before
     ``u`` (except a final one: "iraq"), a letter three times in a row, a double of a
-    letter that words never double (``qq``, ``jj``, ``xx``...), six consonants in a row,
+    letter that words never double (``qq``, ``jj``, ``vv``, ``ww``, ``xx``, ``yy``), six consonants in a row,
     or no vowel at all in five letters or more. Such a token is a name someone made
     (``burstmarkeriqq``), so a near miss is a different name, not a typo."""
     if not word.isalpha() or not word.isascii():
