@@ -22,7 +22,7 @@ from . import credentials
 from . import note as notes
 from .clock import Clock, humanize_age, iso, utcnow
 from .errors import InvalidInput, NotFound, StillSaving, VaultError, VaultGone
-from .index import FileFacts, Index
+from .index import FileFacts, Index, link_key
 from .locking import Generations, WriteLock
 from .settings import SETTINGS_FILE, Settings, load_settings
 from .models import Memory, ReconcileReport, Summary
@@ -303,7 +303,10 @@ class VaultCore:
 
     # ------------------------------------------------------------------ lookups
     def _resolve(self, memory_id: str) -> sqlite3.Row:
-        """An id, or a vault-relative path; expired memories are not found."""
+        """An id, a vault-relative path, or a note's name as Obsidian resolves
+        ``[[Note name]]`` (a path without ``.md``, else the file name; case-insensitive and
+        Unicode-normalised: macOS writes NFD names). A name several notes share is an
+        error listing them. Expired memories are not found."""
         self._check_index()
         key = (check_text(memory_id, "memory_id") or "").strip()
         if not key:
@@ -316,10 +319,26 @@ class VaultCore:
             self.reconcile_path(path)  # a file made by hand that the index has not seen yet
             row = self.index.by_path(path)
         if row is None:
+            row = self._by_name(key)
+        if row is None:
             raise NotFound(key)
         if row["expires"] is not None and row["expires"] <= iso(self.now()):
             raise NotFound(key)
         return row
+
+    def _by_name(self, name: str) -> sqlite3.Row | None:
+        """The one live note a name resolves to (by path without ``.md``, then by file name)."""
+        now = iso(self.now())
+        wanted = link_key(name)
+        for column in ("path_key", "name_key"):
+            rows = [r for r in self.index.query(f"SELECT * FROM memories WHERE {column} = ? ORDER BY path", (wanted,))
+                    if r["expires"] is None or r["expires"] > now]
+            if len(rows) == 1:
+                return rows[0]
+            if rows:
+                listed = ", ".join(r["path"] for r in rows[:10]) + (" …" if len(rows) > 10 else "")
+                raise InvalidInput(f"{len(rows)} notes are named {name!r}: {listed}. Pass one of these paths instead.")
+        return None
 
     def _summary(self, row: sqlite3.Row) -> Summary:
         return Summary(

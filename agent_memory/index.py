@@ -12,6 +12,7 @@ import json
 import os
 import sqlite3
 import threading
+import unicodedata
 import weakref
 import time
 from collections.abc import Iterable, Iterator
@@ -23,13 +24,13 @@ from typing import Any
 from . import limits
 from .errors import MemoryError_
 from .locking import ignore_folder
-from .note import Note, file_version
+from .note import Note, file_version, hand_named, note_name
 from .recall.sql import Filters
 from .recall.terms import cjk_index_text, date_tokens
 
-SCHEMA_VERSION = 4
+SCHEMA_VERSION = 5
 DB_NAME = "index.sqlite3"
-# BM25 column weights (title, tags, body, cjk, dated): title and tags count above the
+# BM25 column weights (names: title, note name and aliases; tags, body, cjk, dated): title and tags count above the
 # body; the CJK bigrams and the creation date count like body text.
 WEIGHTS = (10.0, 5.0, 1.0, 1.0, 1.0)
 TOKENIZER = "porter unicode61 remove_diacritics 2"
@@ -46,6 +47,7 @@ CREATE TABLE memories (
   own_id INTEGER NOT NULL,
   namespace TEXT NOT NULL,
   title TEXT NOT NULL,
+  names TEXT NOT NULL,          -- title, note name (file name) and aliases: what the FTS title column holds
   tags TEXT NOT NULL,           -- space-separated, as the FTS column reads it
   body TEXT NOT NULL,
   created TEXT NOT NULL,
@@ -78,7 +80,7 @@ CREATE TABLE links (src INTEGER NOT NULL, relation TEXT NOT NULL, target TEXT NO
 CREATE INDEX links_src ON links(src);
 CREATE INDEX links_target ON links(target);
 CREATE VIRTUAL TABLE fts USING fts5(
-  title, tags, body, cjk, dated, content='memories', content_rowid='rid', tokenize='{TOKENIZER}'
+  names, tags, body, cjk, dated, content='memories', content_rowid='rid', tokenize='{TOKENIZER}'
 );
 INSERT INTO fts(fts, rank) VALUES ('rank', 'bm25({", ".join(str(w) for w in WEIGHTS)})');
 CREATE VIRTUAL TABLE words USING fts5(
@@ -88,7 +90,7 @@ CREATE VIRTUAL TABLE words_vocab USING fts5vocab(words, 'row');
 """
 
 COLUMNS = (
-    "path, path_key, name_key, id, own_id, namespace, title, tags, body, created, updated, expires, "
+    "path, path_key, name_key, id, own_id, namespace, title, names, tags, body, created, updated, expires, "
     "source, content_hash, size, mtime_ns, ctime_ns, inode, sha256, problems, conflict, meta, cjk, dated"
 )
 _MONTHS = "January February March April May June July August September October November December".split()
@@ -120,7 +122,7 @@ def indexed_body(body: str) -> str:
 
 def link_key(target: str) -> str:
     """How a wikilink target or a path is compared: case-insensitive, no ``.md``."""
-    key = target.strip().replace("\\", "/").lstrip("/").casefold()
+    key = unicodedata.normalize("NFC", target.strip().replace("\\", "/").lstrip("/")).casefold()
     return key[:-3] if key.endswith(".md") else key
 
 
@@ -158,7 +160,15 @@ def stamp_of(stat: os.stat_result) -> tuple[int, int, int, int]:
     return stat.st_size, stat.st_mtime_ns, stat.st_ctime_ns, stat.st_ino
 
 
-def _row_values(rid: int, note: Note, facts: FileFacts, body: str, cjk: str, dated: str) -> tuple[Any, ...]:
+def search_names(note: Note) -> str:
+    """What a memory is called, searched with title weight: its title, its note name
+    (the file name, which Obsidian shows and ``[[links]]`` use) and its aliases."""
+    names = [note.title, note_name(note.path) if hand_named(note.path) else "", *note.aliases]
+    return "\n".join(dict.fromkeys(n.strip() for n in names if n and n.strip()))
+
+
+def _row_values(rid: int, note: Note, facts: FileFacts, names: str, body: str, cjk: str,
+                dated: str) -> tuple[Any, ...]:
     return (
         rid,
         note.path,
@@ -168,6 +178,7 @@ def _row_values(rid: int, note: Note, facts: FileFacts, body: str, cjk: str, dat
         int(note.own_id),
         note.namespace,
         note.title,
+        names,
         " ".join(note.tags),
         body,  # the indexed prefix (indexed_body): FTS5 reads its text from this column
         note.created,
@@ -389,7 +400,7 @@ class Index:
 
     # ------------------------------------------------------------------ writes
     def upsert(self, conn: sqlite3.Connection, note: Note, facts: FileFacts) -> None:
-        old = conn.execute("SELECT rid, title, tags, body, cjk, dated FROM memories WHERE path = ?", (note.path,)).fetchone()
+        old = conn.execute("SELECT rid, names, tags, body, cjk, dated FROM memories WHERE path = ?", (note.path,)).fetchone()
         if old is not None:
             self._delete_row(conn, old)
             rid = old["rid"]
@@ -401,16 +412,17 @@ class Index:
         searched = []
         for rid, note, _ in rows:
             body = indexed_body(note.body)
+            names = search_names(note)
             searched.append((
-                rid, note.title, " ".join(note.tags), body,
-                cjk_index_text("" if note.title in body else note.title, *note.tags, body),
+                rid, names, " ".join(note.tags), body,
+                cjk_index_text("" if names in body else names, *note.tags, body),
                 date_words(note.created),
             ))
         conn.executemany(
             f"INSERT INTO memories (rid, {COLUMNS}) VALUES ({', '.join('?' * (COLUMNS.count(',') + 2))})",
-            [_row_values(rid, note, facts, *fields[3:]) for (rid, note, facts), fields in zip(rows, searched)],
+            [_row_values(rid, note, facts, fields[1], *fields[3:]) for (rid, note, facts), fields in zip(rows, searched)],
         )
-        conn.executemany("INSERT INTO fts (rowid, title, tags, body, cjk, dated) VALUES (?, ?, ?, ?, ?, ?)", searched)
+        conn.executemany("INSERT INTO fts (rowid, names, tags, body, cjk, dated) VALUES (?, ?, ?, ?, ?, ?)", searched)
         conn.executemany(
             "INSERT INTO words (rowid, text) VALUES (?, ?)", [(f[0], _words_text(*f[1:4])) for f in searched]
         )
@@ -426,19 +438,19 @@ class Index:
     @staticmethod
     def _delete_row(conn: sqlite3.Connection, old: sqlite3.Row) -> None:
         conn.execute(
-            "INSERT INTO fts (fts, rowid, title, tags, body, cjk, dated) VALUES ('delete', ?, ?, ?, ?, ?, ?)",
-            (old["rid"], old["title"], old["tags"], old["body"], old["cjk"], old["dated"]),
+            "INSERT INTO fts (fts, rowid, names, tags, body, cjk, dated) VALUES ('delete', ?, ?, ?, ?, ?, ?)",
+            (old["rid"], old["names"], old["tags"], old["body"], old["cjk"], old["dated"]),
         )
         conn.execute(
             "INSERT INTO words (words, rowid, text) VALUES ('delete', ?, ?)",
-            (old["rid"], _words_text(old["title"], old["tags"], old["body"])),
+            (old["rid"], _words_text(old["names"], old["tags"], old["body"])),
         )
         conn.execute("DELETE FROM memories WHERE rid = ?", (old["rid"],))
         conn.execute("DELETE FROM tags WHERE rid = ?", (old["rid"],))
         conn.execute("DELETE FROM links WHERE src = ?", (old["rid"],))
 
     def delete(self, conn: sqlite3.Connection, path: str) -> bool:
-        old = conn.execute("SELECT rid, title, tags, body, cjk, dated FROM memories WHERE path = ?", (path,)).fetchone()
+        old = conn.execute("SELECT rid, names, tags, body, cjk, dated FROM memories WHERE path = ?", (path,)).fetchone()
         if old is None:
             return False
         self._delete_row(conn, old)

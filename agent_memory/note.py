@@ -540,8 +540,26 @@ def _as_shown(line: str) -> str:
 _MARKUP = str.maketrans("", "", "*_`>[]")
 
 
+_DATED_PATH = re.compile(r"(?:^|/)\d{4}/\d{2}/\d{2}/[^/]+$")
+
+
+def hand_named(path: str) -> bool:
+    """A file a person named (outside the tool's dated ``YYYY/MM/DD/`` layout, whose
+    file names are slugs of the first words, not names)."""
+    return bool(path) and not _DATED_PATH.search(path)
+
+
+def note_name(path: str) -> str:
+    """A note's name as Obsidian shows it: its file name without ``.md``."""
+    stem = path.rsplit("/", 1)[-1]
+    return stem[:-3] if stem.endswith(".md") else stem
+
+
 def derive_title(body: str, path: str) -> str:
-    """A first-line heading, else the first words, else the file name."""
+    """A first-line heading; else, for a hand-named file (outside the tool's dated
+    ``YYYY/MM/DD/`` layout), its file name, which is what Obsidian calls the note; else
+    the first words; else the file name."""
+    named = hand_named(path)
     rest = body
     while rest:  # line by line from the top: a long body is never split whole
         line, _, rest = rest.partition("\n")
@@ -553,11 +571,12 @@ def derive_title(body: str, path: str) -> str:
         heading = _HEADING.fullmatch(line)
         if heading:
             return heading.group(1).strip()
+        if named:
+            return note_name(path)
         words = " ".join(line.translate(_MARKUP).split())
         if words:  # a line of markup only (***, > ) is not a title
             return _shorten(words, 80)
-    stem = path.rsplit("/", 1)[-1]
-    return stem[:-3] if stem.endswith(".md") else stem
+    return note_name(path)
 
 
 def _shorten(text: str, limit: int) -> str:

@@ -8,8 +8,10 @@ the bytes actually on disk, through the same per-file function reconcile uses.
 from __future__ import annotations
 
 import os
+import re
 import sqlite3
 import sys
+import unicodedata
 from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
@@ -140,6 +142,21 @@ class Vault(Writes, Links, Moves, Maintenance, Reconcile):
             result["next_offset"] = offset + len(rows)
         return result
 
+    def _named(self, query: str) -> frozenset[int]:
+        """The memories called exactly what was asked (a note's name, title or alias, as
+        Obsidian's quick switcher finds it): those rank first among the hits."""
+        wanted = unicodedata.normalize("NFC", query.strip().rstrip("?!.").strip()).casefold()
+        if not wanted or len(wanted) > 200:
+            return frozenset()
+        words = re.findall(r"\w+", wanted)
+        if not words:
+            return frozenset()
+        phrase = '{names} : "' + " ".join(words) + '"'  # words only: no FTS syntax can get in
+        rows = self.index.query("SELECT m.rid, m.names FROM fts JOIN memories m ON m.rid = fts.rowid "
+                                "WHERE fts MATCH ? ORDER BY length(m.names) LIMIT 50", (phrase,))
+        return frozenset(r["rid"] for r in rows
+                         if any(unicodedata.normalize("NFC", n).casefold() == wanted for n in r["names"].split("\n")))
+
     def search(
         self,
         query: str,
@@ -195,7 +212,7 @@ class Vault(Writes, Links, Moves, Maintenance, Reconcile):
         now = iso(self.now())
         config = config or PROFILES[profile or self.settings.recall_profile]
         found = Engine(self.index, config, explain=explain).search(terms, filters, now, limit, match, offset,
-                                                                   newest=planned.newest)
+                                                                   newest=planned.newest, named=self._named(query))
         hits = self._hits(found)
         mode = found.mode
         result = SearchResult(terms=[t.text for t in found.terms], match_mode=mode, count=len(hits), hits=hits)

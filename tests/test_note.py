@@ -283,7 +283,24 @@ TITLE_CASES = [
 
 @pytest.mark.parametrize("text, title", [c[1:] for c in TITLE_CASES], ids=[c[0] for c in TITLE_CASES])
 def test_title(text: str, title: str) -> None:
-    assert parse(text).title == title
+    """A memory in the tool's dated layout is titled by its text."""
+    assert parse(text, "2026/07/20/x.md").title == title
+
+
+HAND_NAMED_TITLES = [
+    ("no heading: the note's name", "Body of the spaceport note.\n", "places/Kessel Run.md", "Kessel Run"),
+    ("a first-line heading wins", "# The Kessel Run\nBody.\n", "places/Kessel Run.md", "The Kessel Run"),
+    ("a title key wins", "---\ntitle: Smuggling\n---\nBody.\n", "places/Kessel Run.md", "Smuggling"),
+    ("a heading further down is not the title", "Intro line.\n# Later\n", "Home.md", "Home"),
+    ("in the dated layout under a folder: first words", "Customer ACME deploys.\n", "Agent/2026/07/20/x.md",
+     "Customer ACME deploys."),
+]
+
+
+@pytest.mark.parametrize("text, path, title", [c[1:] for c in HAND_NAMED_TITLES], ids=[c[0] for c in HAND_NAMED_TITLES])
+def test_a_hand_named_file_is_titled_by_its_name(text: str, path: str, title: str) -> None:
+    """Obsidian's note name is its file name; most notes have no H1."""
+    assert parse(text, path).title == title
 
 
 # --------------------------------------------------------------------------- timestamps
@@ -591,7 +608,7 @@ def test_patch_then_parse_gives_back_what_was_written() -> None:
 
 @pytest.mark.parametrize("body", ["***\n\nReal text here\n", "> \n> Real text here\n", "___\n\nReal text here"])
 def test_a_line_of_markup_only_is_not_the_title(body: str) -> None:
-    assert notes.derive_title(body, "notes/x.md") == "Real text here"
+    assert notes.derive_title(body, "2026/07/20/x.md") == "Real text here"
 
 
 def test_patch_changes_the_copy_of_a_duplicated_key_that_yaml_reads() -> None:

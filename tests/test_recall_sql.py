@@ -15,12 +15,12 @@ NOW = "2026-07-20T09:00:00Z"
 
 def test_filters_become_and_clauses_with_parameters() -> None:
     where, params = Filters(namespace="work", tags=("a", "b"), since="2026-01-01T00:00:00Z", path_prefix="people/").sql()
+    tag = "EXISTS (SELECT 1 FROM tags t WHERE (t.tag = ? OR (t.tag > ? AND t.tag < ?)) AND t.rid = m.rid)"
     assert where == (
-        " AND m.namespace = ? AND EXISTS (SELECT 1 FROM tags t WHERE t.tag = ? AND t.rid = m.rid)"
-        " AND EXISTS (SELECT 1 FROM tags t WHERE t.tag = ? AND t.rid = m.rid) AND m.created >= ?"
-        " AND substr(m.path, 1, ?) = ?"
+        f" AND m.namespace = ? AND {tag} AND {tag} AND m.created >= ? AND substr(m.path, 1, ?) = ?"
     )
-    assert params == ["work", "a", "b", "2026-01-01T00:00:00Z", 7, "people/"]
+    # a tag also matches its nested tags (a/x), as Obsidian reads them: "/" < ... < "0"
+    assert params == ["work", "a", "a/", "a0", "b", "b/", "b0", "2026-01-01T00:00:00Z", 7, "people/"]
     assert Filters().sql() == ("", [])
 
 

@@ -83,7 +83,7 @@ class Engine:
 
     # ------------------------------------------------------------------ the one entry
     def search(self, terms: list[Term], filters: Filters, now: str, limit: int, match: str, offset: int = 0,
-               newest: bool = False) -> Outcome:
+               newest: bool = False, named: frozenset[int] = frozenset()) -> Outcome:
         """One page (``offset``, ``limit``) of one ranking that depends on neither.
 
         ``all``: memories with every term. ``any``: memories with most terms.
@@ -105,7 +105,7 @@ class Engine:
             if match != "any" and rewritten:
                 complete = self.every_term(matches, filters, now)
         self.now = now
-        complete = self.supersede(complete)
+        complete = rank.named_first(self.supersede(complete), named)
         ranked = complete
         # Partial hits: all of them for "any"; for "auto" after the complete ones, when
         # the page reaches past them (then whether more follow is known too).

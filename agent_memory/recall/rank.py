@@ -101,6 +101,14 @@ def every_term(found: Iterable[int], bm25: Mapping[int, float], updated: Mapping
     return [Scored(rid, bm25.get(rid, 0.0), words, {"bm25": bm25.get(rid, 0.0)}) for rid in order]
 
 
+def named_first(order: list[Scored], named: frozenset[int]) -> list[Scored]:
+    """Memories called exactly what was asked (name, title or alias) first, each part in
+    its own order: asking for a note by its name finds that note."""
+    if not named:
+        return order
+    return [s for s in order if s.rid in named] + [s for s in order if s.rid not in named]
+
+
 def newest_of(rows: Iterable[tuple[int, str]], words: tuple[str, ...]) -> list[Scored]:
     """When every term is common (the query names nothing specific): newest first."""
     newest = sorted(rows, key=lambda row: (_desc(row[1]), -row[0]))

@@ -40,9 +40,10 @@ class Filters:
         if self.namespace:
             clauses.append(f"{alias}.namespace = ?")
             params.append(self.namespace)
-        for tag in self.tags:
-            clauses.append(f"EXISTS (SELECT 1 FROM tags t WHERE t.tag = ? AND t.rid = {alias}.rid)")
-            params.append(tag)
+        for tag in self.tags:  # nested as Obsidian reads them: "team" also matches "team/backend"
+            clauses.append(f"EXISTS (SELECT 1 FROM tags t WHERE (t.tag = ? OR (t.tag > ? AND t.tag < ?)) "
+                           f"AND t.rid = {alias}.rid)")
+            params.extend([tag, tag + "/", tag + "0"])  # "0" is the character after "/"
         if self.since:
             clauses.append(f"{alias}.created >= ?")
             params.append(self.since)
