@@ -609,9 +609,11 @@ class Store:
         must not stop every write."""
         kept: list[str] = []
         try:
-            names = sorted(p.name for p in self.parked_dir.iterdir() if p.suffix == ".json")
+            listed = list(self.parked_dir.iterdir())
         except OSError:
             return kept
+        self.remove_orphans([p for p in listed if p.name.endswith(TMP_SUFFIX)])  # a kill before its rename
+        names = sorted(p.name for p in listed if p.suffix == ".json")
         now = time.time_ns()
         for name in names:
             stem = name[:-5]

@@ -504,3 +504,15 @@ def test_an_import_into_a_symlinked_folder_is_refused_before_anything_is_staged(
     assert not (vault.root / ".index" / "import").exists()
     vault.close()
     Vault(vault.root).close()  # and the vault still opens
+
+
+def test_a_temp_file_a_kill_left_in_parked_is_removed_by_a_later_write(vault: Vault) -> None:
+    vault.remember("A fact")
+    parked = vault.root / ".index" / "parked"
+    parked.mkdir(parents=True, exist_ok=True)
+    left = parked / ".0123456789ab.agent-memory.tmp"
+    left.write_bytes(b"half of a new file")
+    an_hour_ago = time.time() - 3600
+    os.utime(left, (an_hour_ago, an_hour_ago))
+    vault.remember("Another fact")
+    assert not left.exists()
