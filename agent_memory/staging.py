@@ -2,13 +2,15 @@
 
 The files of an import are first written into the vault's own ``.index/import/``
 (``files/<n>.md``, each fsynced), then a manifest naming where each goes is put in
-place atomically: that rename is the commit point. Publishing links each staged file
-to its free name in the vault and then removes the staged name. On the next open after
-a crash, an import without a manifest is dropped (nothing of it reached the vault) and
-one with a manifest is finished. A file published just before the crash still shares
-its inode with its staged name, so it is found there and never published twice (nor
-when a process that had the vault open forgot or edited it since: the inode's other
-link, or its id under its name, tells). The
+place atomically: that rename is the commit point. Publishing moves each staged file
+to its free name in the vault in one step (``locking.move_no_replace``: on Linux a
+rename that never replaces; elsewhere a hard link, then removing the staged name). On
+the next open after a crash, an import without a manifest is dropped (nothing of it
+reached the vault) and one with a manifest is finished. Where publishing is a link
+then an unlink, a file published just before the crash still shares its inode with its
+staged name, so it is found there and never published twice (nor when a process that
+had the vault open forgot or edited it since: the inode's other link, or its id under
+its name, tells). The
 staging lives in the vault's own ``.index/`` (never in a database that may be elsewhere
 or deleted), and recovery removes only files the import itself staged.
 """
@@ -93,7 +95,7 @@ class Staging:
                 where = self._publish(staged, folder, name[:-3])
             if where:  # "": published before a crash, then forgotten or edited: it stays as it is now
                 published.append(where)
-            staged.unlink()
+            staged.unlink(missing_ok=True)  # renamed into the vault (or linked, by an older version)
             if on_publish is not None:
                 on_publish(done)
         return published
@@ -102,8 +104,8 @@ class Staging:
         """Whether a staged file reached the vault before a crash: the vault path sharing
         its inode; "" when it did but has changed since; None when it never did.
 
-        Publishing links the staged file to the first free name of its slug, so that is
-        where it is. Before the next open a process that had the vault open may have
+        Publishing (where it is a link, then an unlink) links the staged file to the first
+        free name of its slug, so that is where it is. Before the next open a process that had the vault open may have
         forgotten it (the inode moved to ``.trash/``) or edited it (a new file under
         that name, the old inode parked, then deleted): a file of the slug holding the
         staged file's own id, or a second link to the staged inode elsewhere, means it

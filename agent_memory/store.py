@@ -7,7 +7,6 @@ leaves either the old file or the new one, and tests can inject disk errors in o
 from __future__ import annotations
 
 import datetime as dt
-import errno
 import hashlib
 import json
 import os
@@ -198,25 +197,6 @@ def _remove_empty(folders: list[Path]) -> None:
             folder.rmdir()
         except OSError:
             return
-
-
-def _publish_new(tmp: Path, target: Path) -> None:
-    """Give the finished temp file its final name, refusing to replace an existing file.
-
-    A hard link is atomic and fails if the name is taken. File systems without hard
-    links (exFAT, some network drives) get an exclusive create of the name, then an
-    atomic rename over that placeholder: still never an overwrite of someone's file.
-    """
-    try:
-        os.link(tmp, target)
-        return
-    except FileExistsError:
-        raise
-    except OSError as exc:
-        if exc.errno not in (errno.EPERM, errno.ENOTSUP, errno.EOPNOTSUPP, errno.EXDEV, errno.EMLINK, errno.ENOSYS):
-            raise
-    os.close(os.open(target, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644))
-    os.replace(tmp, target)
 
 
 class Store:
@@ -446,8 +426,8 @@ class Store:
 
     def publish(self, staged: Path | None, folder: str, slug: str, data: bytes = b"") -> str:
         """Give a new file its name ``folder/slug.md`` (``-2``, ``-3``… if taken), never
-        replacing a file: ``data`` written afresh, or a ``staged`` file (an import's,
-        published by a hard link, so a crash right after leaves it findable by inode)."""
+        replacing a file: ``data`` written afresh, or a ``staged`` file (an import's),
+        moved there in one step (``locking.move_no_replace``)."""
         target_dir = self.abspath(folder)
         new_dirs = [d for d in (target_dir, *target_dir.parents) if self.root in d.parents and not d.exists()]
         existing = next((d for d in (target_dir, *target_dir.parents) if d.exists() or d == self.root), self.root)
@@ -468,7 +448,7 @@ class Store:
             for n in range(1, 10_000):
                 name = f"{slug}.md" if n == 1 else f"{slug}-{n}.md"
                 try:
-                    _publish_new(tmp, target_dir / name)  # fails if the name exists: no overwrite
+                    locking.move_no_replace(tmp, target_dir / name)  # fails if the name exists: no overwrite
                 except FileExistsError:
                     continue
                 self._fsync_dir(target_dir)
@@ -658,7 +638,7 @@ class Store:
         except OSError as exc:
             raise disk_error(exc, f"write {rel}") from exc
         try:
-            _publish_new(tmp, target)
+            locking.move_no_replace(tmp, target)
             self._fsync_dir(target.parent)
         except FileExistsError as exc:
             raise VaultError(f"{rel} already exists; it was left as it was.") from exc
