@@ -183,19 +183,26 @@ def cli(ctx: click.Context) -> None:
 @cli.command()
 @common
 @click.argument("path", required=False)
+@click.option("--memories-folder", default=None, metavar="FOLDER",
+              help="Put new memories' YYYY/MM/DD/ folders under FOLDER (writes .agent-memory.toml).")
 @handle_errors
-def init(path: str | None) -> None:
+def init(path: str | None, memories_folder: str | None) -> None:
     """Create a vault with its .gitignore.
 
-    The vault is ./.memory by default, or PATH, --dir or $AGENT_MEMORY_DIR.
+    The vault is ./.memory by default, or PATH, --dir or $AGENT_MEMORY_DIR. In an
+    Obsidian vault, --memories-folder keeps agents' dated folders in one place.
 
     \b
     Examples:
       agent-memory init
-      agent-memory init ~/notes/Agent
+      agent-memory init ~/notes --memories-folder Agent
     """
     target = Path(path or settings().dir or os.environ.get("AGENT_MEMORY_DIR") or VAULT_DIRNAME)
-    with Vault.init(target) as vault:
+    with Vault.init(target, memories_folder=memories_folder) as vault:
+        if vault.is_obsidian_vault and not vault.settings.memories_folder:
+            click.echo(  # a proposal, not a change: the vault is the person's
+                f"This is an Obsidian vault: to keep new memories in one folder instead of YYYY/ folders at its "
+                f"top, run `agent-memory --dir {printable(vault.root)} init --memories-folder Agent`.", err=True)
         emit({"vault": str(vault.root)}, lambda: click.echo(f"Vault ready at {printable(vault.root)}"))
 
 

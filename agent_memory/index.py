@@ -28,11 +28,11 @@ from .note import Note, file_version, hand_named, note_name
 from .recall.sql import Filters
 from .recall.terms import cjk_index_text, date_tokens
 
-SCHEMA_VERSION = 5
+SCHEMA_VERSION = 6
 DB_NAME = "index.sqlite3"
 # BM25 column weights (names: title, note name and aliases; tags, body, cjk, dated): title and tags count above the
 # body; the CJK bigrams and the creation date count like body text.
-WEIGHTS = (10.0, 5.0, 1.0, 1.0, 1.0)
+WEIGHTS = (10.0, 5.0, 1.0, 1.0, 1.0, 1.0)
 TOKENIZER = "porter unicode61 remove_diacritics 2"
 # The vocabulary typos are corrected against: words as written, not porter stems.
 VOCAB_TOKENIZER = "unicode61 remove_diacritics 2"
@@ -64,7 +64,8 @@ CREATE TABLE memories (
   conflict INTEGER NOT NULL,
   meta TEXT NOT NULL,           -- the front matter as JSON
   cjk TEXT NOT NULL,            -- CJK runs of title, tags and body as bigrams (query.cjk_index_text)
-  dated TEXT NOT NULL           -- the creation day as date tokens ("8may2023 may2023 8may"), for date terms
+  dated TEXT NOT NULL,          -- the creation day as date tokens ("8may2023 may2023 8may"), for date terms
+  described TEXT NOT NULL       -- a description: property (Obsidian's), searched like the body
 );
 CREATE INDEX memories_id ON memories(id, created, path);
 CREATE INDEX memories_ns_updated ON memories(namespace, updated);
@@ -80,7 +81,7 @@ CREATE TABLE links (src INTEGER NOT NULL, relation TEXT NOT NULL, target TEXT NO
 CREATE INDEX links_src ON links(src);
 CREATE INDEX links_target ON links(target);
 CREATE VIRTUAL TABLE fts USING fts5(
-  names, tags, body, cjk, dated, content='memories', content_rowid='rid', tokenize='{TOKENIZER}'
+  names, tags, body, cjk, dated, described, content='memories', content_rowid='rid', tokenize='{TOKENIZER}'
 );
 INSERT INTO fts(fts, rank) VALUES ('rank', 'bm25({", ".join(str(w) for w in WEIGHTS)})');
 CREATE VIRTUAL TABLE words USING fts5(
@@ -91,7 +92,7 @@ CREATE VIRTUAL TABLE words_vocab USING fts5vocab(words, 'row');
 
 COLUMNS = (
     "path, path_key, name_key, id, own_id, namespace, title, names, tags, body, created, updated, expires, "
-    "source, content_hash, size, mtime_ns, ctime_ns, inode, sha256, problems, conflict, meta, cjk, dated"
+    "source, content_hash, size, mtime_ns, ctime_ns, inode, sha256, problems, conflict, meta, cjk, dated, described"
 )
 _MONTHS = "January February March April May June July August September October November December".split()
 
@@ -167,8 +168,15 @@ def search_names(note: Note) -> str:
     return "\n".join(dict.fromkeys(n.strip() for n in names if n and n.strip()))
 
 
+def description(note: Note) -> str:
+    """A ``description:`` property as text (a string, or a list of strings)."""
+    value = note.meta.get("description")
+    items = value if isinstance(value, list) else [value]
+    return "\n".join(str(v).strip() for v in items if isinstance(v, (str, int, float)) and str(v).strip())
+
+
 def _row_values(rid: int, note: Note, facts: FileFacts, names: str, body: str, cjk: str,
-                dated: str) -> tuple[Any, ...]:
+                dated: str, described: str) -> tuple[Any, ...]:
     return (
         rid,
         note.path,
@@ -196,6 +204,7 @@ def _row_values(rid: int, note: Note, facts: FileFacts, names: str, body: str, c
         json.dumps(note.meta, ensure_ascii=False, default=str),
         cjk,
         dated,
+        described,
     )
 
 
@@ -400,7 +409,7 @@ class Index:
 
     # ------------------------------------------------------------------ writes
     def upsert(self, conn: sqlite3.Connection, note: Note, facts: FileFacts) -> None:
-        old = conn.execute("SELECT rid, names, tags, body, cjk, dated FROM memories WHERE path = ?", (note.path,)).fetchone()
+        old = conn.execute("SELECT rid, names, tags, body, cjk, dated, described FROM memories WHERE path = ?", (note.path,)).fetchone()
         if old is not None:
             self._delete_row(conn, old)
             rid = old["rid"]
@@ -417,12 +426,13 @@ class Index:
                 rid, names, " ".join(note.tags), body,
                 cjk_index_text("" if names in body else names, *note.tags, body),
                 date_words(note.created),
+                description(note),
             ))
         conn.executemany(
             f"INSERT INTO memories (rid, {COLUMNS}) VALUES ({', '.join('?' * (COLUMNS.count(',') + 2))})",
             [_row_values(rid, note, facts, fields[1], *fields[3:]) for (rid, note, facts), fields in zip(rows, searched)],
         )
-        conn.executemany("INSERT INTO fts (rowid, names, tags, body, cjk, dated) VALUES (?, ?, ?, ?, ?, ?)", searched)
+        conn.executemany("INSERT INTO fts (rowid, names, tags, body, cjk, dated, described) VALUES (?, ?, ?, ?, ?, ?, ?)", searched)
         conn.executemany(
             "INSERT INTO words (rowid, text) VALUES (?, ?)", [(f[0], _words_text(*f[1:4])) for f in searched]
         )
@@ -438,8 +448,8 @@ class Index:
     @staticmethod
     def _delete_row(conn: sqlite3.Connection, old: sqlite3.Row) -> None:
         conn.execute(
-            "INSERT INTO fts (fts, rowid, names, tags, body, cjk, dated) VALUES ('delete', ?, ?, ?, ?, ?, ?)",
-            (old["rid"], old["names"], old["tags"], old["body"], old["cjk"], old["dated"]),
+            "INSERT INTO fts (fts, rowid, names, tags, body, cjk, dated, described) VALUES ('delete', ?, ?, ?, ?, ?, ?, ?)",
+            (old["rid"], old["names"], old["tags"], old["body"], old["cjk"], old["dated"], old["described"]),
         )
         conn.execute(
             "INSERT INTO words (words, rowid, text) VALUES ('delete', ?, ?)",
@@ -450,7 +460,7 @@ class Index:
         conn.execute("DELETE FROM links WHERE src = ?", (old["rid"],))
 
     def delete(self, conn: sqlite3.Connection, path: str) -> bool:
-        old = conn.execute("SELECT rid, names, tags, body, cjk, dated FROM memories WHERE path = ?", (path,)).fetchone()
+        old = conn.execute("SELECT rid, names, tags, body, cjk, dated, described FROM memories WHERE path = ?", (path,)).fetchone()
         if old is None:
             return False
         self._delete_row(conn, old)

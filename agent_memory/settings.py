@@ -305,6 +305,16 @@ def _parse(text: str, shown: Path) -> dict[str, Any]:
         ) from None
 
 
+def checked_value(name: str, value: Any) -> Any:
+    """One setting's value as the settings file would be read (``SettingsError`` if it is
+    refused): for commands that write a setting, such as ``init --memories-folder``."""
+    key = KEYS[name][1]
+    try:
+        return key.check(value)
+    except _Bad as exc:
+        raise SettingsError(f"{name} = {_show(value)}: {exc} (allowed: {key.allowed}).") from None
+
+
 def load_settings(root: Path) -> Settings:
     """The settings of the vault at ``root``; defaults where the file is missing.
 

@@ -46,6 +46,7 @@ from .models import (
 )
 from .limits import check_limit, check_offset, check_tags, check_text, namespace_filter
 from .reconcile import Reconcile
+from .settings import SETTINGS_FILE, checked_value
 from .store import GITIGNORE, Store, is_memory_path
 from .writes import Writes
 from .links import Links
@@ -105,19 +106,34 @@ class Vault(Writes, Links, Moves, Maintenance, Reconcile):
             print(f"agent-memory: warning: could not bring the index up to date: {exc}", file=sys.stderr)
 
     @classmethod
-    def init(cls, root: str | os.PathLike[str], **kwargs: Any) -> "Vault":
-        """Create the vault folder (and its .gitignore) if needed, then open it."""
+    def init(cls, root: str | os.PathLike[str], *, memories_folder: str | None = None, **kwargs: Any) -> "Vault":
+        """Create the vault folder (and its .gitignore) if needed, then open it.
+
+        ``memories_folder`` writes the ``memories.folder`` setting (where new memories'
+        dated layout goes) into a new ``.agent-memory.toml``; an existing one is not
+        rewritten (that is the person's file: the error says which line to add)."""
         path = Path(root).expanduser().absolute()
         if path.exists() and not path.is_dir():
             raise VaultError(f"{path} is a file, not a folder; choose another path for the vault.")
+        if memories_folder is not None:
+            folder = checked_value("memories.folder", memories_folder)
+            if (path / SETTINGS_FILE).exists():
+                raise InvalidInput(f"{path / SETTINGS_FILE} exists; add [memories] folder = {folder!r} to it by hand.")
         try:
             path.mkdir(parents=True, exist_ok=True)
             gitignore = path / ".gitignore"
             if not gitignore.exists():
                 Store(path).write_new_file(".gitignore", GITIGNORE.encode())
+            if memories_folder is not None:
+                Store(path).write_new_file(SETTINGS_FILE, f'[memories]\nfolder = "{folder}"\n'.encode())
         except OSError as exc:
             raise VaultError(f"Cannot create a vault at {path}: {exc.strerror or exc}.") from exc
         return cls(path, **kwargs)
+
+    @property
+    def is_obsidian_vault(self) -> bool:
+        """Whether Obsidian opens this folder as a vault (it holds ``.obsidian/``)."""
+        return (self.root / ".obsidian").is_dir()
 
     # ------------------------------------------------------------------ reads
     def list(

@@ -89,3 +89,29 @@ def test_every_unique_english_obsidian_help_note_is_found_by_its_name(tmp_path: 
         assert missed == [], f"{len(missed)} of {len(unique)} notes not in the top 3 for their name: {missed[:10]}"
     finally:
         vault.close()
+
+
+def test_a_description_property_is_searched_like_the_body(vault: Vault) -> None:
+    write(vault, "tools/Canvas.md", "---\ndescription: An infinite whiteboard for laying out ideas\n---\nSee the docs.\n")
+    vault.reconcile()
+    assert [h["path"] for h in vault.search("infinite whiteboard")["hits"]] == ["tools/Canvas.md"]
+    assert "whiteboard" not in vault.get("tools/Canvas.md")["content"]  # the content is the body alone
+    assert_index_matches_files(vault)
+
+
+def test_init_in_an_obsidian_vault_proposes_a_memories_folder_and_writes_it_when_asked(tmp_path: Path) -> None:
+    from conftest import run_cli
+
+    notes = tmp_path / "notes"
+    (notes / ".obsidian").mkdir(parents=True)
+    proposed = run_cli("init", vault=notes)
+    assert proposed.returncode == 0 and "--memories-folder Agent" in proposed.stderr
+    assert not (notes / ".agent-memory.toml").exists()
+    done = run_cli("init", "--memories-folder", "Agent", vault=notes)
+    assert done.returncode == 0, done.stderr
+    assert "memories-folder" not in done.stderr
+    added = run_cli("add", "A fact an agent learned", vault=notes)
+    assert added.returncode == 0, added.stderr
+    assert [p.relative_to(notes).parts[0] for p in notes.rglob("*.md")] == ["Agent"]
+    refused = run_cli("init", "--memories-folder", "../outside", vault=tmp_path / "other")
+    assert refused.returncode == 1 and "memories.folder" in refused.stderr
