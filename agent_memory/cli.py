@@ -625,20 +625,34 @@ def export(output: str, namespace: str | None) -> None:
         click.echo(f"Exported {len(items)} memories to {output}", err=True)
 
 
+IMPORT_FORMATS = ("mcp-knowledge-graph", "mcp-memory-vault")  # importers.FORMATS, not imported on every start
+
+
 @cli.command(name="import")
 @common
+@click.option("--from", "source_format", type=click.Choice(IMPORT_FORMATS), default=None,
+              help="The file is another memory server's: mcp-knowledge-graph (memory.jsonl) or "
+                   "mcp-memory-vault (its export JSON).")
 @click.argument("source", type=click.Path(dir_okay=False, allow_dash=True))
 @handle_errors
-def import_(source: str) -> None:
+def import_(source: str, source_format: str | None) -> None:
     """Import a JSON array written by export, all or nothing.
 
     Duplicates are skipped. The file may hold any number of memories (the MCP tool
     takes 500 per call); they are checked, then written, in one all-or-nothing pass.
+    With --from, the file is another memory server's and keeps its dates, types and links.
 
     \b
     Example:
       agent-memory import backup.json --dir ~/new-vault
+      agent-memory import --from mcp-knowledge-graph memory.jsonl
     """
+    if source_format is not None:
+        with open_vault() as vault, progress_bar("Importing memories") as progress:
+            result = vault.import_memories(Path("/dev/stdin" if source == "-" else source), progress=progress,
+                                           format=source_format)
+        _import_summary(result)
+        return
     raw = sys.stdin.read() if source == "-" else _read_text(source)
     try:
         items = json.loads(raw)
@@ -646,6 +660,10 @@ def import_(source: str) -> None:
         raise click.ClickException(f"{source} is not valid JSON ({exc.msg} at line {exc.lineno}); nothing was imported.")
     with open_vault() as vault, progress_bar("Importing memories") as progress:
         result = vault.import_memories(items, progress=progress)
+    _import_summary(result)
+
+
+def _import_summary(result: Any) -> None:
     def human() -> None:
         click.echo(f"Imported {result['imported']}; skipped {result['duplicates']} duplicates and "
                    f"{result['expired']} already expired.")

@@ -10,7 +10,7 @@ import sqlite3
 from typing import Any
 
 from . import note as notes
-from . import transfer
+from . import importers, transfer
 from .clock import iso
 from .core import Progress, VaultCore
 from .errors import InvalidInput, NotFound, PathRefused, disk_error
@@ -85,14 +85,19 @@ class Maintenance(VaultCore):
             out.append(item)
         return out
 
-    def import_memories(self, items: list[dict[str, Any]], progress: Progress | None = None) -> ImportResult:
+    def import_memories(self, items: Any, progress: Progress | None = None, format: str | None = None) -> ImportResult:
         """All or nothing: the whole batch is checked first, then written in one go.
+
+        ``format`` names another memory server's data (``importers.FORMATS``): ``items``
+        is then its file (a path) or that data parsed, turned into import items first.
 
         Same content in the same namespace, or an id that a live memory already has
         (already in the vault, or earlier in the batch: an older copy of a memory edited
         since), is skipped and counted; already-expired items are counted, not written.
         A path that is taken gets the next free ``-2``-style name; nothing is overwritten.
         """
+        if format is not None:
+            items = importers.importer(format)(items)
         if not isinstance(items, list):
             raise InvalidInput("Import expects a JSON array of memories (as written by export).")
         with self._writing():
@@ -163,7 +168,8 @@ class Maintenance(VaultCore):
                 expired += 1
                 continue
             key = (namespace, notes.content_hash(content))
-            if key in seen or self.index.find_content(namespace, key[1], iso(now)) is not None:
+            by_id = item.get("unique_by") == "id" and memory_id is not None  # an importer's: entities are told apart by name
+            if not by_id and (key in seen or self.index.find_content(namespace, key[1], iso(now)) is not None):
                 duplicates += 1
                 continue
             if memory_id is not None and (memory_id in seen_ids or self.index.by_id(memory_id, iso(now)) is not None):

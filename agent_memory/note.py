@@ -26,6 +26,8 @@ RESERVED_KEYS = ("id", "namespace", "tags", "aliases", "title", "created", "upda
 # Key order of files the tool creates: fixed so that git diffs show only real changes.
 NEW_FILE_ORDER = ("id", "namespace", "title", "tags", "created", "updated", "expires", "source")
 BODY_LINK_RELATION = "links_to"
+# A relation property's name (SPEC §5): one word, as link_memories takes it.
+RELATION_NAME = re.compile(r"[A-Za-z][A-Za-z0-9_-]{0,63}")
 
 _BOM = "\ufeff"
 _FENCE_OPEN = re.compile(r"---[ \t]*\r?\n")

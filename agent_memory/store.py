@@ -65,6 +65,15 @@ def new_id(now_ms: int | None = None) -> str:
     return head + tail
 
 
+def derived_id(now_ms: int, key: str) -> str:
+    """An id in ``new_id``'s format whose random part comes from ``key`` (an imported
+    memory's key in its source system): importing the same source again gives the same id."""
+    rand = int.from_bytes(hashlib.sha256(key.encode("utf-8")).digest()[:4], "big") & ((1 << 30) - 1)
+    head = "".join(_CROCKFORD[(now_ms >> shift) & 31] for shift in range(45, -1, -5))
+    tail = "".join(_CROCKFORD[(rand >> shift) & 31] for shift in range(25, -1, -5))
+    return head + tail
+
+
 def make_slug(text: str) -> str:
     slug = slugify(text, max_length=SLUG_MAX, word_boundary=True, save_order=True)
     return slug or "memory"

@@ -24,6 +24,9 @@ from .store import TRASH_DIRNAME, Store, dated_folder, is_memory_path, make_slug
 _PLAIN_KEY = re.compile(r"[^\W][\w .\-/+@]*(?<! )")
 
 
+_NOT_IN_LINK = re.compile(r"[\[\]|#^\n]")  # would end or split a [[wikilink]]
+
+
 def own_id(meta: dict[str, Any]) -> str | None:
     """The id a front matter claims, read as the reader reads it (None: the path is the id)."""
     raw = meta.get("id")
@@ -87,7 +90,45 @@ def new_fields(item: dict[str, Any], now: dt.datetime) -> dict[str, Any]:
         "updated": _item_time(item, "updated") or created,
         "expires": _item_time(item, "expires"),
         "source": _item_text(item, "source"),
+        **_item_extras(item),
     }
+
+
+def _item_extras(item: dict[str, Any]) -> dict[str, Any]:
+    """What an importer adds to a hand-made item (agent_memory/importers.py): ``aliases``,
+    ``type``, ``importance`` (0-10) and ``links`` ({relation: [target note names]}, written as
+    one wikilink property per relation, as ``link_memories`` writes them)."""
+    extras: dict[str, Any] = {}
+    aliases = item.get("aliases")
+    if aliases not in (None, [], ""):
+        if not isinstance(aliases, list) or not all(isinstance(a, str) and a.strip() for a in aliases):
+            raise InvalidInput(f"aliases must be a list of names; got {aliases!r}.")
+        extras["aliases"] = [check_text(a, "alias") for a in aliases]
+    kind = _item_text(item, "type")
+    if kind is not None:
+        extras["type"] = kind
+    importance = item.get("importance")
+    if importance is not None:
+        if isinstance(importance, bool) or not isinstance(importance, (int, float)) or not 0 <= importance <= 10:
+            raise InvalidInput(f"importance must be a number from 0 to 10; got {importance!r}.")
+        extras["importance"] = importance
+    links = item.get("links") or {}
+    if not isinstance(links, dict):
+        raise InvalidInput("links must be an object of {relation: [note names]}.")
+    for relation, targets in links.items():
+        if not isinstance(relation, str) or not notes.RELATION_NAME.fullmatch(relation) or relation in notes.RESERVED_KEYS:
+            raise InvalidInput(f"Relation {relation!r} is not a relation name (letters, digits, '_' or '-', "
+                               "up to 64 characters, not a reserved key).")
+        if not isinstance(targets, list) or not all(isinstance(t, str) and t.strip() and not _NOT_IN_LINK.search(t)
+                                                    for t in targets):
+            raise InvalidInput(f"links[{relation!r}] must be a list of note names.")
+        extras[relation] = [f"[[{check_text(t, 'link target')}]]" for t in targets]
+    originals = item.get("relation_types")  # a source's relation names where they differ from the property's
+    if originals:
+        if not isinstance(originals, dict) or not all(isinstance(v, str) and k in links for k, v in originals.items()):
+            raise InvalidInput("relation_types must map a relation in links to its name in the source.")
+        extras["relation_types"] = originals
+    return extras
 
 
 def _item_time(item: dict[str, Any], key: str) -> str | None:

@@ -25,7 +25,7 @@ from .limits import MAX_TAGS, check_content, check_namespace, check_tags, check_
 from .models import ForgetResult, LinkResult, RememberResult, UpdateResult
 from .store import dated_folder, make_slug, new_id
 
-_RELATION_NAME = re.compile(r"[A-Za-z][A-Za-z0-9_-]{0,63}")
+_RELATION_NAME = notes.RELATION_NAME
 
 
 def _editable(note: notes.Note) -> notes.Note:

@@ -72,7 +72,7 @@ CONTRACT: dict[str, tuple[list[str], set[str], tuple[bool, bool, bool, bool]]] =
     "retrieve_context": (["query", "token_budget", "strategy", "namespace", "tags"], {"query"}, (True, False, True, False)),
     "memory_stats": ([], set(), (True, False, True, False)),
     "export_memories": (["namespace", "limit", "offset"], set(), (True, False, True, False)),
-    "import_memories": (["items"], {"items"}, (False, True, True, False)),
+    "import_memories": (["items", "format"], {"items"}, (False, True, True, False)),
     "read_file": (["path"], {"path"}, (True, False, True, False)),
     "reindex": ([], set(), (False, False, True, False)),
 }

@@ -721,12 +721,20 @@ def register_tools(server: MCPServer, vault: Vault) -> None:
                 max_length=MAX_BATCH,
             ),
         ],
+        format: Annotated[
+            Literal["mcp-knowledge-graph", "mcp-memory-vault"] | None,
+            Field(
+                description="Leave out for this tool's own export. mcp-knowledge-graph: items are the records of "
+                "a memory.jsonl ({type: entity|relation, ...}), one note per entity, relations as links. "
+                "mcp-memory-vault: items are its export's memories (created_at, updated_at, expires_at kept).",
+            ),
+        ] = None,
     ) -> ImportResult:
         """Add many memories at once, all or nothing. Content already in the vault (same
         namespace), or an id a live memory already has, is skipped and counted as a
         duplicate; already-expired items are counted and skipped; a taken path gets a new
         name, so nothing is overwritten."""
-        return vault.import_memories(items)
+        return vault.import_memories(items, format=format)
 
     @tool("read_file", "Read a vault file", READ)
     def read_file(

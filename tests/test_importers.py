@@ -1,0 +1,194 @@
+"""Moving in from another memory server: its own files, imported with their dates, types
+and links (agent_memory/importers.py), through the vault, the CLI and the MCP tool."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from agent_memory import cli, importers
+from agent_memory import note as notes
+from agent_memory.errors import InvalidInput
+from agent_memory.vault import Vault
+
+from conftest import assert_index_matches_files, run_cli
+
+# A memory.jsonl as the MCP reference memory server writes it: one record a line,
+# entities and relations mixed, names with characters no file name can hold.
+KNOWLEDGE_GRAPH = [
+    {"type": "entity", "name": "Priya Shah", "entityType": "person",
+     "observations": ["Leads the billing team", "Prefers async standups"]},
+    {"type": "entity", "name": "priya shah", "entityType": "person", "observations": []},
+    {"type": "entity", "name": "ACME/Corp #1", "entityType": "organization",
+     "observations": ["Customer since 2021", "Deploys only on Fridays"]},
+    {"type": "entity", "name": "[[Project|Atlas]]", "entityType": "project", "observations": []},
+    {"type": "relation", "from": "Priya Shah", "to": "ACME/Corp #1", "relationType": "works at"},
+    {"type": "relation", "from": "Priya Shah", "to": "[[Project|Atlas]]", "relationType": "leads"},
+    {"type": "relation", "from": "ACME/Corp #1", "to": "[[Project|Atlas]]", "relationType": "funds"},
+]
+
+
+def _jsonl(tmp_path: Path, records: list[dict]) -> Path:
+    path = tmp_path / "memory.jsonl"
+    path.write_text("".join(json.dumps(r) + "\n" for r in records), encoding="utf-8")
+    return path
+
+
+def test_the_cli_knows_every_format() -> None:
+    assert cli.IMPORT_FORMATS == tuple(importers.FORMATS)
+
+
+def test_an_unknown_format_is_refused_naming_the_ones_there_are(vault: Vault) -> None:
+    with pytest.raises(InvalidInput, match="mcp-knowledge-graph, mcp-memory-vault"):
+        vault.import_memories([], format="mem0")
+
+
+def test_a_knowledge_graph_becomes_one_named_note_per_entity_with_links(vault: Vault, tmp_path: Path) -> None:
+    result = vault.import_memories(_jsonl(tmp_path, KNOWLEDGE_GRAPH), format="mcp-knowledge-graph")
+    assert result["imported"] == 4
+    assert sorted(result["paths"]) == ["ACME-Corp -1.md", "Priya Shah.md", "Project-Atlas.md", "priya shah 2.md"]
+
+    priya = notes.parse((vault.root / "Priya Shah.md").read_bytes(), "Priya Shah.md")
+    assert priya.meta["aliases"] == ["Priya Shah"] and priya.meta["type"] == "person"
+    assert priya.body == "# Priya Shah\n\n- Leads the billing team\n- Prefers async standups\n"
+    assert priya.meta["works_at"] == ["[[ACME-Corp -1]]"] and priya.meta["leads"] == ["[[Project-Atlas]]"]
+    assert priya.meta["relation_types"] == {"works_at": "works at"}  # the source's name, to give back
+    acme = vault.get("ACME-Corp -1.md")
+    assert acme["title"] == "ACME/Corp #1" and "aliases" in acme["front_matter"]
+    # the entity differing only in case, with no observations, is its own note
+    assert notes.parse((vault.root / "priya shah 2.md").read_bytes(), "x.md").meta["aliases"] == ["priya shah"]
+
+    graph = vault.related(priya.id)
+    edges = {(e["relation"], next(n["path"] for n in graph["nodes"] if n["id"] == e["target"])) for e in graph["edges"]}
+    assert edges == {("works_at", "ACME-Corp -1.md"), ("leads", "Project-Atlas.md")}
+    assert vault.search("who leads the billing team")["hits"][0]["path"] == "Priya Shah.md"
+    assert_index_matches_files(vault)
+
+
+def test_a_knowledge_graph_imported_again_adds_nothing_twice(vault: Vault, tmp_path: Path) -> None:
+    source = _jsonl(tmp_path, KNOWLEDGE_GRAPH)
+    first = vault.import_memories(source, format="mcp-knowledge-graph")
+    again = vault.import_memories(source, format="mcp-knowledge-graph")
+    assert (again["imported"], again["duplicates"]) == (0, 4)
+    assert sorted(rel for rel, _ in vault.store.walk()) == sorted(first["paths"])
+    assert_index_matches_files(vault)
+
+
+def test_two_entities_with_the_same_observations_stay_two(vault: Vault) -> None:
+    records = [{"type": "entity", "name": n, "entityType": "team", "observations": ["on call"]} for n in ("Ops", "SRE")]
+    result = vault.import_memories(records, format="mcp-knowledge-graph")
+    assert result["imported"] == 2
+    assert_index_matches_files(vault)
+
+
+@pytest.mark.parametrize(
+    ("kind", "prop"),
+    [("works_at", "works_at"), ("works at", "works_at"), ("depends-on", "depends-on"), ("2nd cousin", "rel_2nd_cousin"),
+     ("tags", "tags_"), ("is part of!", "is_part_of"), ("", "related_to")],
+)
+def test_a_relation_type_becomes_a_link_property(kind: str, prop: str) -> None:
+    assert importers.relation_property(kind) == prop
+    assert notes.RELATION_NAME.fullmatch(prop) and prop not in notes.RESERVED_KEYS
+
+
+def test_a_bad_knowledge_graph_line_writes_nothing(vault: Vault, tmp_path: Path) -> None:
+    path = _jsonl(tmp_path, KNOWLEDGE_GRAPH)
+    path.write_text(path.read_text() + "{not json\n")
+    with pytest.raises(InvalidInput, match="line 8 is not JSON"):
+        vault.import_memories(path, format="mcp-knowledge-graph")
+    with pytest.raises(InvalidInput, match="Record 1 is not an entity or a relation"):
+        vault.import_memories([{"name": "x"}], format="mcp-knowledge-graph")
+    assert list(vault.store.walk()) == []
+
+
+def test_the_credential_guard_runs_on_a_knowledge_graph(vault: Vault) -> None:
+    records = [{"type": "entity", "name": "CI", "observations": ["token ghp_" + "a1B2c3D4e5F6g7H8i9J0k1L2m3N4o5P6q7R8"]}]
+    with pytest.raises(InvalidInput, match="(?i)token"):
+        vault.import_memories(records, format="mcp-knowledge-graph")
+    assert list(vault.store.walk()) == []
+
+
+def test_cli_import_from_knowledge_graph(vault: Vault, tmp_path: Path) -> None:
+    source = _jsonl(tmp_path, KNOWLEDGE_GRAPH)
+    done = run_cli("import", "--from", "mcp-knowledge-graph", str(source), "--json", vault=vault.root)
+    assert done.returncode == 0, done.stderr
+    assert json.loads(done.stdout)["imported"] == 4
+    refused = run_cli("import", "--from", "mem0", str(source), vault=vault.root)
+    assert refused.returncode != 0 and "mcp-knowledge-graph" in refused.stderr
+    vault.reindex()
+    assert_index_matches_files(vault)
+
+
+# mcp-memory-vault's export, as its seed describes it: integer ids, namespaces, tags,
+# and canonical UTC (or offset) times, one already expired.
+MEMORY_VAULT_EXPORT = {
+    "count": 4,
+    "memories": [
+        {"id": 1, "namespace": "support", "content": "Customer ACME prefers deploys on Fridays",
+         "tags": ["customer", "deploy"], "source": "user note 2026-07-20",
+         "created_at": "2026-07-20T09:00:00Z", "updated_at": "2026-07-21T10:00:00Z", "expires_at": None},
+        {"id": 2, "namespace": "support", "content": "ACME's billing contact is Jane Doe",
+         "tags": ["customer", "billing"], "source": "", "created_at": "2026-07-01T08:00:00-08:00",
+         "updated_at": "2026-07-01T08:00:00-08:00", "expires_at": None},
+        {"id": 3, "namespace": "ops", "content": "Globex staging database resets nightly at 02:00 UTC",
+         "tags": ["infra"], "source": "", "created_at": "2026-07-10T00:00:00Z",
+         "updated_at": "2026-07-10T00:00:00Z", "expires_at": "2026-08-20T00:00:00Z"},
+        {"id": 4, "namespace": "ops", "content": "The old VPN endpoint is vpn1.example.com",
+         "tags": ["infra"], "source": "", "created_at": "2025-01-01T00:00:00Z",
+         "updated_at": "2025-01-01T00:00:00Z", "expires_at": "2025-06-01T00:00:00Z"},
+    ],
+}
+
+
+def test_a_memory_vault_export_keeps_its_dates_and_expiry(vault: Vault, tmp_path: Path, clock) -> None:
+    path = tmp_path / "backup.json"
+    path.write_text(json.dumps(MEMORY_VAULT_EXPORT))
+    result = vault.import_memories(path, format="mcp-memory-vault")
+    assert (result["imported"], result["expired"]) == (3, 1)  # the one that expired in 2025 is not back
+    by_content = {vault.get(i)["content"].strip(): vault.get(i) for i in result["ids"]}
+    acme = by_content["Customer ACME prefers deploys on Fridays"]
+    assert (acme["created"], acme["updated"], acme["namespace"]) == ("2026-07-20T09:00:00Z", "2026-07-21T10:00:00Z", "support")
+    assert acme["tags"] == ["customer", "deploy"] and acme["front_matter"]["source"] == "user note 2026-07-20"
+    assert by_content["ACME's billing contact is Jane Doe"]["created"] == "2026-07-01T16:00:00Z"
+    globex = by_content["Globex staging database resets nightly at 02:00 UTC"]
+    assert globex["expires"] == "2026-08-20T00:00:00Z" and notes.is_tool_id(globex["id"])  # so the TTL applies
+    assert result["paths"][0].startswith("2026/07/20/")
+    clock.advance(days=40)  # past 2026-08-20: gone from every read
+    assert all(h["id"] != globex["id"] for h in vault.search("Globex staging database")["hits"])
+    assert_index_matches_files(vault)
+
+
+def test_a_memory_vault_export_imported_again_adds_nothing_twice(vault: Vault) -> None:
+    first = vault.import_memories(MEMORY_VAULT_EXPORT, format="mcp-memory-vault")
+    again = vault.import_memories(MEMORY_VAULT_EXPORT["memories"], format="mcp-memory-vault")  # the bare array too
+    assert (again["imported"], again["duplicates"], again["expired"]) == (0, 3, 1)
+    assert len(list(vault.store.walk())) == first["imported"] == 3
+    assert_index_matches_files(vault)
+
+
+def test_a_memory_vault_item_with_a_bad_time_writes_nothing(vault: Vault) -> None:
+    bad = {"memories": [MEMORY_VAULT_EXPORT["memories"][0], {"content": "x", "created_at": "yesterday"}]}
+    with pytest.raises(InvalidInput, match="Memory 2: created_at 'yesterday' is not a time"):
+        vault.import_memories(bad, format="mcp-memory-vault")
+    assert list(vault.store.walk()) == []
+
+
+
+@pytest.mark.anyio
+async def test_import_memories_takes_a_format_over_the_real_client(vault: Vault) -> None:
+    from mcp import Client
+
+    from agent_memory.server import build_server
+
+    async with Client(build_server(vault)) as client:
+        done = await client.call_tool("import_memories", {"items": KNOWLEDGE_GRAPH, "format": "mcp-knowledge-graph"})
+        assert done.is_error is False, done.content[0].text
+        assert done.structured_content["imported"] == 4
+        vaulted = await client.call_tool("import_memories", {"items": MEMORY_VAULT_EXPORT["memories"],
+                                                             "format": "mcp-memory-vault"})
+        assert (vaulted.structured_content["imported"], vaulted.structured_content["expired"]) == (3, 1)
+        refused = await client.call_tool("import_memories", {"items": [{"name": "x"}], "format": "mcp-knowledge-graph"})
+        assert refused.is_error and "not an entity or a relation" in refused.content[0].text
+    assert_index_matches_files(vault)
