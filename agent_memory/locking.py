@@ -181,11 +181,15 @@ _AT_FDCWD = -100
 
 
 def _libc_function(name: str) -> Callable[..., int] | None:
-    try:
-        libc = ctypes.CDLL(ctypes.util.find_library("c") or None, use_errno=True)
-        return getattr(libc, name)  # type: ignore[no-any-return]
-    except (OSError, AttributeError):
-        return None
+    """A C library function, looked up in the running process first (which has libc
+    loaded: no ``ldconfig`` subprocess, as ``ctypes.util.find_library`` runs, at import)."""
+    for library in (None, "c"):
+        try:
+            found = ctypes.CDLL(library if library is None else ctypes.util.find_library(library), use_errno=True)
+            return getattr(found, name)  # type: ignore[no-any-return]
+        except (OSError, AttributeError, TypeError):
+            continue
+    return None
 
 
 _RENAME_NOREPLACE = 1  # linux/fs.h

@@ -7,6 +7,7 @@ leaves either the old file or the new one, and tests can inject disk errors in o
 from __future__ import annotations
 
 import datetime as dt
+import errno
 import hashlib
 import json
 import os
@@ -37,6 +38,7 @@ _TMP_NAME = re.compile(r"\.[0-9a-f]{12}" + re.escape(TMP_SUFFIX))
 ORPHAN_AGE = 60.0  # seconds: a temp file of ours this old belongs to a process that died
 READ_TRIES = 5  # checks of a file replaced (an atomic save) between its check and its open
 _REPLACED = object()
+_SLOW_PATH = object()
 PARKED_GRACE = 3.0  # seconds a displaced file is watched for writes through an open descriptor
 _CROCKFORD = "0123456789abcdefghjkmnpqrstvwxyz"
 
@@ -213,6 +215,7 @@ class Store:
 
     def __init__(self, root: Path) -> None:
         self.root = root
+        self._real_root: Path | None = None
         self.control_dir = root / INDEX_DIRNAME  # lock, staging, parked files: always the vault's own
         self.parked_dir = self.control_dir / "parked"
         self.trash = Trash(root, self._fsync_dir, lambda folder, data: self._write_temp(folder, data))
@@ -242,10 +245,19 @@ class Store:
             raise PathRefused(f"{path!r} {refusal}")
         return resolved
 
+    @property
+    def real_root(self) -> Path:
+        """The vault folder with symlinks resolved (computed once: resolving costs a
+        system call per path part, and every read checks against it; a vault that moves
+        is caught by the vault's own identity check)."""
+        if self._real_root is None:
+            self._real_root = self.root.resolve()
+        return self._real_root
+
     def _refusal(self, resolved: Path) -> str | None:
         """Why a resolved path is off limits, or None: outside the vault, or in a
         dot-folder other than ``.prompts/`` (``.git/config`` can hold tokens)."""
-        root = self.root.resolve()
+        root = self.real_root
         if resolved != root and root not in resolved.parents:
             return f"is outside the vault {str(root)!r}; give a path inside it."
         rel_parts = resolved.relative_to(root).parts
@@ -262,7 +274,7 @@ class Store:
             resolved = (self.root / rel).resolve()
         except (OSError, RuntimeError):  # a symlink loop (RuntimeError before Python 3.13)
             return False
-        return resolved != self.root.resolve() and self._refusal(resolved) is None
+        return resolved != self.real_root and self._refusal(resolved) is None
 
     def unaliased(self, rel: str) -> bool:
         """Whether ``rel`` is where it says: no symlink on its way (a symlinked folder
@@ -272,7 +284,7 @@ class Store:
             resolved = (self.root / rel).resolve()
         except (OSError, RuntimeError):  # a symlink loop (RuntimeError before Python 3.13)
             return False
-        return resolved == self.root.resolve() / rel and self._refusal(resolved) is None
+        return resolved == self.real_root / rel and self._refusal(resolved) is None
 
     # ------------------------------------------------------------------ reading
     def walk(
@@ -352,11 +364,14 @@ class Store:
         return None
 
     def _read_once(self, rel: str, max_bytes: int | None) -> tuple[bytes, os.stat_result] | None | object:
+        fast = self._read_by_fd(rel, max_bytes)
+        if fast is not _SLOW_PATH:
+            return fast
         try:
             resolved = (self.root / rel).resolve()
         except (OSError, RuntimeError):  # a symlink loop (RuntimeError before Python 3.13)
             return None
-        if resolved == self.root.resolve() or self._refusal(resolved) is not None:
+        if resolved == self.real_root or self._refusal(resolved) is not None:
             return None
         try:
             checked = os.stat(resolved)
@@ -375,6 +390,34 @@ class Store:
             return _REPLACED  # replaced since it was checked: check the new one
         if not stat_kind.S_ISREG(found.st_mode) or (max_bytes is not None and found.st_size > max_bytes):
             os.close(fd)  # a pipe, a device, a folder; too big
+            return None
+        with os.fdopen(fd, "rb") as handle:
+            return handle.read(), found
+
+    def _read_by_fd(self, rel: str, max_bytes: int | None) -> tuple[bytes, os.stat_result] | None | object:
+        """The common case in three system calls: open the path itself without following
+        a last symlink, then ask the kernel where the opened file is (Linux:
+        ``/proc/self/fd``) and check that place. ``_SLOW_PATH`` when this cannot decide:
+        the memory is a symlink (allowed inside the vault), or there is no ``/proc``."""
+        path = self.root / rel
+        try:
+            fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_NOFOLLOW", 0))
+        except (FileNotFoundError, NotADirectoryError, IsADirectoryError):
+            return None
+        except OSError as exc:
+            if exc.errno == errno.ELOOP:
+                return _SLOW_PATH  # a symlink: resolved and checked the long way
+            print(f"agent-memory: warning: skipped {rel}: {exc.strerror or exc}", file=sys.stderr)
+            return None
+        try:
+            where = os.readlink(f"/proc/self/fd/{fd}")
+        except OSError:
+            os.close(fd)
+            return _SLOW_PATH
+        found = os.fstat(fd)
+        if self._refusal(Path(where)) is not None or Path(where) == self.real_root \
+                or not stat_kind.S_ISREG(found.st_mode) or (max_bytes is not None and found.st_size > max_bytes):
+            os.close(fd)  # outside the vault or in a dot-folder; a pipe, a device, a folder; too big
             return None
         with os.fdopen(fd, "rb") as handle:
             return handle.read(), found

@@ -11,7 +11,6 @@ tool's change is refused. Replacing a body keeps the old bytes in the trash.
 from __future__ import annotations
 
 import datetime as dt
-import re
 import sqlite3
 from collections.abc import Iterable
 from typing import Any
