@@ -138,3 +138,22 @@ def run_cli(
     env = {k: v for k, v in os.environ.items() if not k.startswith("AGENT_MEMORY")}
     return subprocess.run([*command, *args], cwd=cwd, env=env, input=stdin, capture_output=True, text=True,
                           timeout=timeout)
+
+
+def wait_listening(process: subprocess.Popen[str], address: str, port: int, seconds: float = 20) -> int:
+    """Wait until a server subprocess accepts connections on ``address:port``; fail with
+    its stderr if it exits first, or kill it if it never listens. Returns the port."""
+    import socket
+    import time
+
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        if process.poll() is not None:
+            raise AssertionError(f"server exited: {process.stderr.read() if process.stderr else ''}")
+        try:
+            socket.create_connection((address, port), timeout=0.2).close()
+            return port
+        except OSError:
+            time.sleep(0.05)
+    process.kill()
+    raise AssertionError("server did not start listening")

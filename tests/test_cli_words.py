@@ -3,7 +3,6 @@ example for every command and summaries that are not cut off, path ids printed o
 
 from __future__ import annotations
 
-from pathlib import Path
 
 import click
 import pytest

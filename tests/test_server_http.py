@@ -8,7 +8,6 @@ import os
 import socket
 import subprocess
 import sys
-import time
 from collections.abc import AsyncIterator, Iterator
 from contextlib import asynccontextmanager
 from pathlib import Path
@@ -21,6 +20,8 @@ from mcp.client.streamable_http import streamable_http_client
 
 from agent_memory.errors import InvalidInput
 from agent_memory.server.transport import is_loopback, read_token
+
+from conftest import wait_listening
 
 SCRIPT = Path(sys.executable).with_name("agent-memory")
 TOKEN = "test-token-0123456789abcdef"
@@ -40,17 +41,7 @@ def start(vault_dir: Path, *args: str, env: dict[str, str] | None = None) -> tup
         [str(SCRIPT), "serve", "--http", "--port", str(port), "--dir", str(vault_dir), *args],
         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env={**os.environ, **(env or {})},
     )
-    deadline = time.monotonic() + 20
-    while time.monotonic() < deadline:
-        if process.poll() is not None:
-            raise AssertionError(f"server exited: {process.stderr.read() if process.stderr else ''}")
-        try:
-            socket.create_connection(("127.0.0.1", port), timeout=0.2).close()
-            return process, port
-        except OSError:
-            time.sleep(0.05)
-    process.kill()
-    raise AssertionError("server did not start listening")
+    return process, wait_listening(process, "127.0.0.1", port)
 
 
 def stop(process: subprocess.Popen[str]) -> str:

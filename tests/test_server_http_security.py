@@ -29,6 +29,8 @@ from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
 from mcp_types.version import HANDSHAKE_PROTOCOL_VERSIONS, MODERN_PROTOCOL_VERSIONS
 
+from conftest import wait_listening
+
 SCRIPT = Path(sys.executable).with_name("agent-memory")
 MARK = "Planted by evil.example"
 
@@ -62,17 +64,7 @@ def start(vault_dir: Path, host: str, address: str, *args: str) -> tuple[subproc
         [str(SCRIPT), "serve", "--http", "--host", host, "--port", str(port), "--dir", str(vault_dir), *args],
         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env,
     )
-    deadline = time.monotonic() + 20
-    while time.monotonic() < deadline:
-        if process.poll() is not None:
-            raise AssertionError(f"server exited: {process.stderr.read() if process.stderr else ''}")
-        try:
-            socket.create_connection((address, port), timeout=0.2).close()
-            return process, port
-        except OSError:
-            time.sleep(0.05)
-    process.kill()
-    raise AssertionError("server did not start listening")
+    return process, wait_listening(process, address, port)
 
 
 def stop(process: subprocess.Popen[str]) -> str:
