@@ -214,8 +214,11 @@ def init(path: str | None, memories_folder: str | None) -> None:
 @click.option("--title", default="", help="Title (default: the first words).")
 @click.option("--source", default="", help="Where the fact came from.")
 @click.option("--ttl-days", type=float, default=0, help="Expire after this many days (0: never).")
+@click.option("--type", "kind", default=None, help="Kind of memory (fact, decision, lesson, procedure...).")
+@click.option("--importance", type=float, default=None, help="How much it matters (0-10).")
 @handle_errors
-def add(content: str | None, namespace: str, tags: tuple[str, ...], title: str, source: str, ttl_days: float) -> None:
+def add(content: str | None, namespace: str, tags: tuple[str, ...], title: str, source: str, ttl_days: float,
+        kind: str | None, importance: float | None) -> None:
     """Remember CONTENT; prints the new id.
 
     CONTENT - or none reads standard input. The file written is named on stderr.
@@ -228,7 +231,8 @@ def add(content: str | None, namespace: str, tags: tuple[str, ...], title: str, 
     if content in (None, "-"):
         content = sys.stdin.read()
     with open_vault() as vault:
-        result = vault.remember(content, namespace=namespace, tags=list(tags), title=title, source=source, ttl_days=ttl_days)
+        result = vault.remember(content, namespace=namespace, tags=list(tags), title=title, source=source, ttl_days=ttl_days,
+                                type=kind, importance=importance)
 
         def human() -> None:
             click.echo(printable(result["memory"]["id"]))  # stdout: the id alone, for $(agent-memory add ...)
@@ -258,10 +262,12 @@ def add(content: str | None, namespace: str, tags: tuple[str, ...], title: str, 
               help="Ranking profile (default: the vault's recall.profile setting, else facts).")
 @click.option("--explain", is_flag=True, help="Also print the SQL run and where each hit's score came from.")
 @click.option("--depth", default=0, type=int, help="Also show memories linked to the hits, up to this many links away (0-3).")
+@click.option("--type", "kind", default=None, help="Only memories of this type.")
+@click.option("--min-importance", type=float, default=None, help="Only memories with at least this importance (0-10).")
 @handle_errors
 def search(query: str, namespace: str | None, tags: tuple[str, ...], limit: int, match: str,
            since: str | None, until: str | None, path_prefix: str | None, offset: int, profile: str | None,
-           explain: bool, depth: int) -> None:
+           explain: bool, depth: int, kind: str | None, min_importance: float | None) -> None:
     """Recall memories with a plain question.
 
     \b
@@ -272,7 +278,7 @@ def search(query: str, namespace: str | None, tags: tuple[str, ...], limit: int,
     with open_vault() as vault:
         result = vault.search(query, namespace=namespace, tags=list(tags), limit=limit, match=match,
                               since=since, until=until, path_prefix=path_prefix, offset=offset, profile=profile,
-                              explain=explain, depth=depth)
+                              explain=explain, depth=depth, type=kind, min_importance=min_importance)
 
     def human() -> None:
         if result.get("corrected"):
@@ -318,8 +324,11 @@ def _print_explanation(explained: dict[str, Any]) -> None:
 @click.option("--limit", default=20, show_default=True, type=int, help="How many (1-100).")
 @click.option("--offset", default=0, type=int, help="Skip this many (for paging).")
 @click.option("--path", "path_prefix", default=None, help="Only files under this vault folder.")
+@click.option("--type", "kind", default=None, help="Only memories of this type.")
+@click.option("--min-importance", type=float, default=None, help="Only memories with at least this importance (0-10).")
 @handle_errors
-def list_(namespace: str | None, tags: tuple[str, ...], limit: int, offset: int, path_prefix: str | None) -> None:
+def list_(namespace: str | None, tags: tuple[str, ...], limit: int, offset: int, path_prefix: str | None,
+          kind: str | None, min_importance: float | None) -> None:
     """List memories, newest first.
 
     \b
@@ -327,7 +336,8 @@ def list_(namespace: str | None, tags: tuple[str, ...], limit: int, offset: int,
       agent-memory list --tag customer --limit 50
     """
     with open_vault() as vault:
-        result = vault.list(namespace=namespace, tags=list(tags), limit=limit, offset=offset, path_prefix=path_prefix)
+        result = vault.list(namespace=namespace, tags=list(tags), limit=limit, offset=offset, path_prefix=path_prefix,
+                            type=kind, min_importance=min_importance)
 
     def human() -> None:
         for n, item in enumerate(result["memories"], offset + 1):
@@ -383,11 +393,14 @@ def show(memory_id: str) -> None:
 @click.option("--title", default=None, help="New title.")
 @click.option("--source", default=None, help="New source.")
 @click.option("--ttl-days", type=float, default=None, help="Expire this many days from now (0: never).")
+@click.option("--type", "kind", default=None, help="New type ('' removes it).")
+@click.option("--importance", type=float, default=None, help="New importance (0-10).")
 @click.option("--expected-version", default=None, help="Refuse if the file changed since this version.")
 @handle_errors
 def edit(memory_id: str, content: str | None, append: str | None, replace: tuple[str, str] | None,
          add_tags: tuple[str, ...], remove_tags: tuple[str, ...], namespace: str | None, title: str | None,
-         source: str | None, ttl_days: float | None, expected_version: str | None) -> None:
+         source: str | None, ttl_days: float | None, kind: str | None, importance: float | None,
+         expected_version: str | None) -> None:
     """Change a memory, or open it in $EDITOR.
 
     Only the front-matter keys that change are rewritten. With no change options it
@@ -400,7 +413,7 @@ def edit(memory_id: str, content: str | None, append: str | None, replace: tuple
       agent-memory edit 01m8r9k34bnrxpbt --add-tag friday
       agent-memory edit people/priya.md
     """
-    flags = (content, append, replace, namespace, title, source, ttl_days)
+    flags = (content, append, replace, namespace, title, source, ttl_days, kind, importance)
     with open_vault() as vault:
         if all(f is None for f in flags) and not add_tags and not remove_tags:
             _open_in_editor(vault, memory_id)
@@ -411,7 +424,8 @@ def edit(memory_id: str, content: str | None, append: str | None, replace: tuple
         old, new = replace if replace else (None, None)
         result = vault.update(memory_id, content=content, append=append, replace_old=old, replace_new=new,
                               add_tags=list(add_tags), remove_tags=list(remove_tags), namespace=namespace,
-                              title=title, source=source, ttl_days=ttl_days, expected_version=expected_version)
+                              title=title, source=source, ttl_days=ttl_days, type=kind, importance=importance,
+                              expected_version=expected_version)
     emit(result, lambda: click.echo(f"{'Updated' if result['changed'] else 'Unchanged'} {_ids(result['memory'])}"))
 
 

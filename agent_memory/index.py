@@ -559,6 +559,24 @@ class Index:
         )
         return {row[0]: row[1] for row in rows}
 
+    def type_counts(self, now: str) -> dict[str, int]:
+        """Live memories per front-matter ``type`` (text), as written; most first."""
+        rows = self.query(
+            "SELECT json_extract(meta, '$.type'), count(*) FROM memories WHERE json_type(meta, '$.type') = 'text' "
+            "AND (expires IS NULL OR expires > ?) GROUP BY 1 ORDER BY 2 DESC, 1",
+            (now,),
+        )
+        return {row[0]: row[1] for row in rows}
+
+    def average_importance(self, now: str) -> float | None:
+        """The mean numeric ``importance`` of the live memories that have one."""
+        value = self.query(
+            "SELECT avg(json_extract(meta, '$.importance')) FROM memories "
+            "WHERE json_type(meta, '$.importance') IN ('integer', 'real') AND (expires IS NULL OR expires > ?)",
+            (now,),
+        )[0][0]
+        return None if value is None else round(value, 2)
+
     def ttl_count(self, now: str) -> int:
         return self.query("SELECT count(*) FROM memories WHERE expires > ?", (now,))[0][0]
 

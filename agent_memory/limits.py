@@ -137,6 +137,34 @@ def check_ttl(ttl_days: float | None) -> float | None:
     return float(ttl_days)
 
 
+MAX_TYPE_LEN = 64
+MAX_IMPORTANCE = 10
+# Suggested memory types (SPEC §2); ``type`` is free text, these are what tools offer.
+MEMORY_TYPES = ("general", "fact", "plan", "decision", "reflection", "lesson", "error", "preference", "procedure")
+
+
+def check_type(value: str | None, what: str = "type") -> str | None:
+    """A memory's ``type``: free text of one line, stripped ('' stays '': "remove it")."""
+    if value is None:
+        return None
+    if not isinstance(value, str):
+        raise InvalidInput(f"{what} must be text such as {', '.join(MEMORY_TYPES[:4])}…; got {value!r}.")
+    check_text(value, what)
+    value = value.strip()
+    if len(value) > MAX_TYPE_LEN or any(c in value for c in "\r\n"):
+        raise InvalidInput(f"{what} must be one line of at most {MAX_TYPE_LEN} characters, e.g. 'decision'; got {value[:20]!r}.")
+    return value
+
+
+def check_importance(value: float | None, what: str = "importance") -> int | float | None:
+    """A memory's ``importance``: a number from 0 to 10 (a whole one is kept whole)."""
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 <= value <= MAX_IMPORTANCE:  # NaN fails
+        raise InvalidInput(f"{what} must be a number from 0 to {MAX_IMPORTANCE}; got {value!r}.")
+    return int(value) if float(value).is_integer() else float(value)
+
+
 def namespace_filter(namespace: str | None) -> str | None:
     """A namespace to read from: omitted or blank means all; else the rules of writing."""
     if namespace is None or (isinstance(namespace, str) and not namespace.strip()):

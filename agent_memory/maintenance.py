@@ -39,6 +39,8 @@ class Maintenance(VaultCore):
             total=sum(namespaces.values()),
             namespaces=namespaces,
             top_tags=self.index.top_tags(now),
+            types=self.index.type_counts(now),
+            average_importance=self.index.average_importance(now),
             with_ttl=self.index.ttl_count(now),
             parse_problems=self.index.problem_files(),
             conflicts=self.index.conflict_paths(),

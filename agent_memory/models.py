@@ -118,6 +118,8 @@ class Stats(TypedDict):
     total: int
     namespaces: dict[str, int]
     top_tags: dict[str, int]
+    types: dict[str, int]  # live memories per front-matter ``type`` (those without one are not counted)
+    average_importance: float | None  # over the memories with a numeric ``importance``
     with_ttl: int
     parse_problems: list[dict[str, str]]
     conflicts: list[str]

@@ -44,7 +44,7 @@ from .models import (
     Statement,
     Summary,
 )
-from .limits import check_limit, check_offset, check_tags, check_text, namespace_filter
+from .limits import check_importance, check_limit, check_offset, check_tags, check_text, check_type, namespace_filter
 from .reconcile import Reconcile
 from .settings import SETTINGS_FILE, checked_value
 from .store import GITIGNORE, Store, is_memory_path
@@ -143,10 +143,14 @@ class Vault(Writes, Links, Moves, Maintenance, Reconcile):
         limit: int = 20,
         offset: int = 0,
         path_prefix: str | None = None,
+        type: str | None = None,
+        min_importance: float | None = None,
+        max_importance: float | None = None,
     ) -> ListResult:
         """Memories newest first, filtered in SQL, paged."""
         filters = Filters(namespace=namespace_filter(namespace), tags=tuple(check_tags(tags)),
-                          path_prefix=check_text(path_prefix, "path_prefix") or None)
+                          path_prefix=check_text(path_prefix, "path_prefix") or None,
+                          **_kind_filters(type, min_importance, max_importance))
         check_limit(limit)
         check_offset(offset)
         self._check_index()
@@ -188,6 +192,9 @@ class Vault(Writes, Links, Moves, Maintenance, Reconcile):
         config: RecallConfig | None = None,
         explain: bool = False,
         depth: int = 0,
+        type: str | None = None,
+        min_importance: float | None = None,
+        max_importance: float | None = None,
     ) -> SearchResult:
         """Plain-question recall: all terms when some memory has them all, else the
         memories matching most terms (IDF-weighted, lifted by the memories written next
@@ -215,6 +222,7 @@ class Vault(Writes, Links, Moves, Maintenance, Reconcile):
             since=_bound(since, "since"),
             until=_bound(until, "until"),
             path_prefix=check_text(path_prefix, "path_prefix") or None,
+            **_kind_filters(type, min_importance, max_importance),
         )
         check_text(query, "The query")
         self._check_index()
@@ -330,6 +338,9 @@ class Vault(Writes, Links, Moves, Maintenance, Reconcile):
         strategy: str = "relevance",
         namespace: str | None = None,
         tags: Iterable[str] | str | None = (),
+        type: str | None = None,
+        min_importance: float | None = None,
+        max_importance: float | None = None,
     ) -> ContextResult:
         """Whole memories that together fit ``token_budget``, best first.
 
@@ -344,12 +355,14 @@ class Vault(Writes, Links, Moves, Maintenance, Reconcile):
         if not isinstance(token_budget, int) or isinstance(token_budget, bool) or not 1 <= token_budget <= MAX_TOKEN_BUDGET:
             raise InvalidInput(f"token_budget must be between 1 and {MAX_TOKEN_BUDGET:,} tokens; got {token_budget!r}.")
         hint = None
+        kinds = {"type": type, "min_importance": min_importance, "max_importance": max_importance}
         if (query or "").strip():
-            found = self.search(query, namespace=namespace, tags=tags, limit=CONTEXT_CANDIDATES)
+            found = self.search(query, namespace=namespace, tags=tags, limit=CONTEXT_CANDIDATES, **kinds)
             paths = [hit["path"] for hit in found["hits"]]
             hint = found.get("hint")
         else:
-            paths = [m["path"] for m in self.list(namespace=namespace, tags=tags, limit=CONTEXT_CANDIDATES)["memories"]]
+            paths = [m["path"] for m in self.list(namespace=namespace, tags=tags, limit=CONTEXT_CANDIDATES,
+                                                  **kinds)["memories"]]
         loaded = []
         for path in paths:
             try:
@@ -459,6 +472,14 @@ class Vault(Writes, Links, Moves, Maintenance, Reconcile):
         return values[:limit]
 
 
+
+
+def _kind_filters(kind: str | None, least: float | None, most: float | None) -> dict[str, Any]:
+    """The ``type`` and importance filters, checked as the values a write takes."""
+    filters = {"type": check_type(kind) or None,
+               "min_importance": check_importance(least, "min_importance"),
+               "max_importance": check_importance(most, "max_importance")}
+    return filters
 
 
 def _bound(value: str | None, name: str) -> str | None:

@@ -20,7 +20,8 @@ from . import note as notes
 from .clock import iso
 from .core import VaultCore
 from .errors import Duplicate, InvalidInput, SavedMeanwhile, VersionConflict
-from .limits import MAX_TAGS, check_content, check_namespace, check_tags, check_text, check_ttl
+from .limits import (MAX_TAGS, check_content, check_importance, check_namespace, check_tags, check_text, check_ttl,
+                     check_type)
 from .models import ForgetResult, LinkResult, RememberResult, UpdateResult
 from .store import dated_folder, make_slug, new_id
 
@@ -62,8 +63,9 @@ class Writes(VaultCore):
         try:
             self.store.replace_checked(rel, text.encode("utf-8"), checked)
         finally:
+            examined = self._examine(rel)  # parsed before the index transaction, not inside it
             with self._index_write() as conn:
-                self._refresh(conn, rel, None)
+                self._refresh(conn, rel, None, examined)
 
     # ------------------------------------------------------------------ writes
     def _twin(self, namespace: str, content_hash: str, now: str, exclude_path: str = "") -> sqlite3.Row | None:
@@ -82,9 +84,15 @@ class Writes(VaultCore):
         title: str = "",
         source: str = "",
         ttl_days: float = 0,
+        type: str | None = None,
+        importance: float | None = None,
     ) -> RememberResult:
-        """Store a fact as a new file, unless the same content is already in the namespace."""
+        """Store a fact as a new file, unless the same content is already in the namespace.
+        ``type`` (free text: fact, decision, lesson...) and ``importance`` (0-10) become
+        front-matter keys of the new file."""
         content = check_content(content)
+        kind = check_type(type) or None
+        weight = check_importance(importance)
         namespace = check_namespace(namespace)
         tag_list = check_tags(tags)
         ttl = check_ttl(ttl_days) or 0
@@ -107,6 +115,8 @@ class Writes(VaultCore):
                 "updated": iso(now),
                 "expires": iso(now + dt.timedelta(days=ttl)) if ttl else None,
                 "source": source or None,
+                "type": kind,
+                "importance": weight,
             }
             data = notes.render_new(fields, content).encode("utf-8")
             named = title or notes.derive_title(content, "")
@@ -142,6 +152,8 @@ class Writes(VaultCore):
         source: str | None = None,
         title: str | None = None,
         ttl_days: float | None = None,
+        type: str | None = None,
+        importance: float | None = None,
         expected_version: str | None = None,
     ) -> UpdateResult:
         """Change a memory in place, rewriting only the front-matter keys that change.
@@ -166,6 +178,8 @@ class Writes(VaultCore):
         adding, removing = check_tags(add_tags), check_tags(remove_tags)
         new_namespace = check_namespace(namespace) if namespace is not None else None
         ttl = check_ttl(ttl_days)
+        kind = check_type(type)  # '' removes it
+        weight = check_importance(importance)
         with self._writing():
             row, data, note = self._checked(memory_id, expected_version)
             if ttl is not None and not notes.is_tool_id(note.id):
@@ -193,6 +207,11 @@ class Writes(VaultCore):
                 changes["source"] = source.strip() or None
             if title is not None and title.strip() != str(note.meta.get("title") or ""):
                 changes["title"] = title.strip() or None
+            if kind is not None and kind != note.meta.get("type", ""):
+                changes["type"] = kind or None
+            if weight is not None and (weight != note.meta.get("importance")
+                                       or isinstance(note.meta.get("importance"), bool)):
+                changes["importance"] = weight
             if ttl is not None:
                 expires = iso(now + dt.timedelta(days=ttl)) if ttl else None
                 if expires != note.expires:

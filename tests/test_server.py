@@ -55,21 +55,23 @@ async def fails(client: Client, tool: str, **arguments: Any) -> str:
 
 # name: (parameters in order, required ones, (readOnly, destructive, idempotent, openWorld))
 CONTRACT: dict[str, tuple[list[str], set[str], tuple[bool, bool, bool, bool]]] = {
-    "remember": (["content", "namespace", "tags", "title", "source", "ttl_days"], {"content"}, (False, False, True, False)),
-    "recall": (["query", "namespace", "tags", "limit", "match", "since", "until", "path_prefix", "offset", "profile", "depth"], {"query"}, (True, False, True, False)),
+    "remember": (["content", "namespace", "tags", "title", "source", "ttl_days", "type", "importance"], {"content"}, (False, False, True, False)),
+    "recall": (["query", "namespace", "tags", "limit", "match", "since", "until", "path_prefix", "offset", "profile", "depth",
+                "type", "min_importance", "max_importance"], {"query"}, (True, False, True, False)),
     "get_memory": (["memory_id"], {"memory_id"}, (True, False, True, False)),
     "update_memory": (
         ["memory_id", "content", "append", "replace_old", "replace_new", "tags", "add_tags", "remove_tags",
-         "namespace", "title", "source", "ttl_days", "expected_version"],
+         "namespace", "title", "source", "ttl_days", "type", "importance", "expected_version"],
         {"memory_id"}, (False, True, False, False),
     ),
     "forget": (["memory_id", "expected_version"], {"memory_id"}, (False, True, True, False)),
-    "list_memories": (["namespace", "tags", "limit", "offset", "path_prefix"], set(), (True, False, True, False)),
+    "list_memories": (["namespace", "tags", "limit", "offset", "path_prefix", "type", "min_importance", "max_importance"], set(), (True, False, True, False)),
     "link_memories": (["memory_id", "target_id", "relation"], {"memory_id", "target_id"}, (False, False, True, False)),
     "unlink_memories": (["memory_id", "target_id", "relation"], {"memory_id", "target_id"}, (False, True, True, False)),
     "move_memory": (["memory_id", "new_path"], {"memory_id", "new_path"}, (False, True, False, False)),
     "related": (["memory_id", "depth", "direction", "limit"], {"memory_id"}, (True, False, True, False)),
-    "retrieve_context": (["query", "token_budget", "strategy", "namespace", "tags"], {"query"}, (True, False, True, False)),
+    "retrieve_context": (["query", "token_budget", "strategy", "namespace", "tags", "type", "min_importance",
+                          "max_importance"], {"query"}, (True, False, True, False)),
     "memory_stats": ([], set(), (True, False, True, False)),
     "export_memories": (["namespace", "limit", "offset"], set(), (True, False, True, False)),
     "import_memories": (["items", "format"], {"items"}, (False, True, True, False)),

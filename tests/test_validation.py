@@ -285,7 +285,7 @@ async def test_several_problems_are_one_sentence_each(client: Client, vault: Vau
     text = await refused(client, vault, "remember",
                          {"content": "", "tags": 5, "ttl_days": -1, "colour": "red", "title": f"t{NUL}"})
     assert text == (
-        "Unknown argument 'colour': remember takes content, namespace, tags, title, source, ttl_days. "
+        "Unknown argument 'colour': remember takes content, namespace, tags, title, source, ttl_days, type, importance. "
         "title contains a NUL character (\\x00); remove it. "
         "content must not be empty. "
         "tags must be a list of text or text; got 5. "

@@ -33,6 +33,9 @@ class Filters:
     since: str | None = None  # created >= since (canonical UTC)
     until: str | None = None  # created < until
     path_prefix: str | None = None
+    type: str | None = None  # the front matter's ``type``, compared case-insensitively
+    min_importance: float | None = None  # a numeric ``importance`` at least this
+    max_importance: float | None = None  # ... at most this
 
     def sql(self, alias: str = "m") -> tuple[str, list[Any]]:
         """`` AND ...`` clauses (or nothing) and their parameters."""
@@ -53,6 +56,14 @@ class Filters:
         if self.path_prefix:
             clauses.append(f"substr({alias}.path, 1, ?) = ?")
             params.extend([len(self.path_prefix), self.path_prefix])
+        if self.type:  # the index keeps the front matter as JSON in memories.meta
+            clauses.append(f"json_type({alias}.meta, '$.type') = 'text' AND lower(json_extract({alias}.meta, '$.type')) = lower(?)")
+            params.append(self.type)
+        for bound, op in ((self.min_importance, ">="), (self.max_importance, "<=")):
+            if bound is not None:
+                clauses.append(f"json_type({alias}.meta, '$.importance') IN ('integer', 'real') "
+                               f"AND json_extract({alias}.meta, '$.importance') {op} ?")
+                params.append(bound)
         return "".join(" AND " + c for c in clauses), params
 
 

@@ -45,7 +45,8 @@ from ..models import (
     UpdateResult,
 )
 from ..recall.terms import MAX_QUERY_CHARS
-from ..limits import MAX_BATCH, MAX_CONTENT, MAX_LIMIT, MAX_OFFSET, MAX_TAG_LEN, MAX_TTL_DAYS, namespace_filter
+from ..limits import (MAX_BATCH, MAX_CONTENT, MAX_IMPORTANCE, MAX_LIMIT, MAX_OFFSET, MAX_TAG_LEN, MAX_TTL_DAYS,
+                      MAX_TYPE_LEN, MEMORY_TYPES, namespace_filter)
 from ..vault import MAX_TOKEN_BUDGET, Vault
 
 # ----------------------------------------------------------------------------- argument types
@@ -89,6 +90,26 @@ ExpectedVersion = Annotated[
 Limit = Annotated[int, Field(description=f"Most results to return (1-{MAX_LIMIT}).", ge=1, le=MAX_LIMIT)]
 Offset = Annotated[
     int, Field(description="How many to skip, for paging (use next_offset).", ge=0, le=MAX_OFFSET)
+]
+MemoryType = Annotated[
+    str | None,
+    Field(description="The kind of memory, free text; suggested: " + ", ".join(MEMORY_TYPES) + ".",
+          max_length=MAX_TYPE_LEN),
+]
+Importance = Annotated[
+    float | None, Field(description=f"How much it matters, 0-{MAX_IMPORTANCE} (a number).", ge=0, le=MAX_IMPORTANCE)
+]
+TypeFilter = Annotated[
+    str | None,
+    Field(description="Only memories of this type (case-insensitive), e.g. decision or lesson.", max_length=MAX_TYPE_LEN),
+]
+MinImportance = Annotated[
+    float | None, Field(description=f"Only memories with an importance of at least this (0-{MAX_IMPORTANCE}).",
+                        ge=0, le=MAX_IMPORTANCE),
+]
+MaxImportance = Annotated[
+    float | None, Field(description=f"Only memories with an importance of at most this (0-{MAX_IMPORTANCE}).",
+                        ge=0, le=MAX_IMPORTANCE),
 ]
 PathPrefix = Annotated[
     str | None,
@@ -154,6 +175,7 @@ _ALIASES = {
     "ns": "namespace", "file": "path", "filename": "path", "file_path": "path",
     "prefix": "path_prefix", "folder": "path_prefix", "skip": "offset", "type": "relation",
     "budget": "token_budget", "max_tokens": "token_budget", "memories": "items",
+    "memory_type": "type", "kind": "type", "min_importance": "importance",
 }
 
 # Sentences for a schema pattern, by parameter.
@@ -408,6 +430,8 @@ def register_tools(server: MCPServer, vault: Vault) -> None:
                 le=MAX_TTL_DAYS,
             ),
         ] = 0,
+        type: MemoryType = None,
+        importance: Importance = None,
         ctx: Context = None,  # type: ignore[assignment]
     ) -> RememberResult:
         """Store a durable fact, preference, decision or procedure as a new memory: one markdown
@@ -416,7 +440,7 @@ def register_tools(server: MCPServer, vault: Vault) -> None:
         and the new tags merged in. To correct or extend a memory, use update_memory instead."""
         result = vault.remember(
             content, namespace=_blank_to_none(namespace) or "default", tags=tags,
-            title=title, source=source, ttl_days=ttl_days,
+            title=title, source=source, ttl_days=ttl_days, type=type, importance=importance,
         )
         seen.note(ctx, result["memory"])
         return result
@@ -456,6 +480,9 @@ def register_tools(server: MCPServer, vault: Vault) -> None:
                   f"(0-{graph.MAX_DEPTH}; 0: none), as `related` (nodes with distance, edges).",
                   ge=0, le=graph.MAX_DEPTH),
         ] = 0,
+        type: TypeFilter = None,
+        min_importance: MinImportance = None,
+        max_importance: MaxImportance = None,
         ctx: Context = None,  # type: ignore[assignment]
     ) -> SearchResult:
         """Search memory with a plain question. Returns the best matches (id, path, title,
@@ -469,6 +496,7 @@ def register_tools(server: MCPServer, vault: Vault) -> None:
             query, namespace=namespace_filter(namespace), tags=tags, limit=limit, match=match,
             since=_blank_to_none(since), until=_blank_to_none(until), path_prefix=_blank_to_none(path_prefix),
             offset=offset, profile=profile, depth=depth,
+            type=_blank_to_none(type), min_importance=min_importance, max_importance=max_importance,
         )
         for hit in result["hits"]:
             if "content" in hit:  # a hit that carried the whole body (SPEC §5)
@@ -525,6 +553,12 @@ def register_tools(server: MCPServer, vault: Vault) -> None:
                 ge=0, le=MAX_TTL_DAYS,
             ),
         ] = None,
+        type: Annotated[
+            str | None,
+            Field(description="New type, free text; suggested: " + ", ".join(MEMORY_TYPES) + " ('' removes it).",
+                  max_length=MAX_TYPE_LEN),
+        ] = None,
+        importance: Importance = None,
         expected_version: ExpectedVersion = None,
         ctx: Context = None,  # type: ignore[assignment]
     ) -> UpdateResult:
@@ -547,7 +581,7 @@ def register_tools(server: MCPServer, vault: Vault) -> None:
             memory_id, content=content, append=append, replace_old=replace_old, replace_new=replace_new,
             tags=tags, add_tags=add_tags, remove_tags=remove_tags,
             namespace=_blank_to_none(namespace), title=title, source=source, ttl_days=ttl_days,
-            expected_version=version,
+            type=type, importance=importance, expected_version=version,
         )
         seen.note(ctx, result["memory"])
         return result
@@ -565,12 +599,16 @@ def register_tools(server: MCPServer, vault: Vault) -> None:
         limit: Annotated[int, Field(description=f"How many to return (1-{MAX_LIMIT}).", ge=1, le=MAX_LIMIT)] = 20,
         offset: Offset = 0,
         path_prefix: PathPrefix = None,
+        type: TypeFilter = None,
+        min_importance: MinImportance = None,
+        max_importance: MaxImportance = None,
     ) -> ListResult:
         """Browse memories newest first, optionally by namespace, tags or folder. Pages:
         pass next_offset as offset to get the next page."""
         return vault.list(
             namespace=namespace_filter(namespace), tags=tags, limit=limit, offset=offset,
             path_prefix=_blank_to_none(path_prefix),
+            type=_blank_to_none(type), min_importance=min_importance, max_importance=max_importance,
         )
 
     @tool("link_memories", "Link two memories", hints(read_only=False, destructive=False, idempotent=True))
@@ -680,13 +718,17 @@ def register_tools(server: MCPServer, vault: Vault) -> None:
         ] = "relevance",
         namespace: Namespace = None,
         tags: Tags = None,
+        type: TypeFilter = None,
+        min_importance: MinImportance = None,
+        max_importance: MaxImportance = None,
         ctx: Context = None,  # type: ignore[assignment]
     ) -> ContextResult:
         """Whole memories (never cut) that together fit a token budget, best first, with
         their content, ready to use as background for a task. estimated_tokens uses
         characters / 4; truncated=true when some matching memories did not fit."""
         result = vault.retrieve_context(
-            query, token_budget=token_budget, strategy=strategy, namespace=namespace_filter(namespace), tags=tags
+            query, token_budget=token_budget, strategy=strategy, namespace=namespace_filter(namespace), tags=tags,
+            type=_blank_to_none(type), min_importance=min_importance, max_importance=max_importance,
         )
         for memory in result["memories"]:
             seen.note(ctx, memory)
@@ -694,7 +736,8 @@ def register_tools(server: MCPServer, vault: Vault) -> None:
 
     @tool("memory_stats", "Memory statistics", READ)
     def memory_stats() -> Stats:
-        """How many memories there are, per namespace and tag, and the vault's health: files
+        """How many memories there are, per namespace, tag and type (and their average
+        importance), and the vault's health: files
         that failed to parse, git conflict markers, duplicate ids, trash, index size."""
         return vault.stats()
 

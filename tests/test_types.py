@@ -1,0 +1,152 @@
+"""A memory's `type` and `importance` (SPEC §2, issue 12): set by remember and update,
+written as front-matter keys, filtered in SQL by recall, list and retrieve_context,
+counted by memory_stats; over the library, the real MCP client in memory and the CLI."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+from click.testing import CliRunner
+from mcp import Client
+
+from agent_memory.cli import Settings, cli
+from agent_memory.errors import InvalidInput
+from agent_memory.server import build_server
+from agent_memory.vault import Vault
+
+from conftest import assert_index_matches_files
+
+
+def test_remember_writes_type_and_importance_as_front_matter_keys(vault: Vault) -> None:
+    stored = vault.remember("We chose Postgres over MySQL for billing", type="decision", importance=8)
+    text = (vault.root / stored["memory"]["path"]).read_text()
+    assert "\ntype: decision\n" in text and "\nimportance: 8\n" in text
+    assert stored["memory"]["front_matter"]["type"] == "decision"
+    assert stored["memory"]["front_matter"]["importance"] == 8
+    plain = vault.remember("No type here")
+    plain_text = (vault.root / plain["memory"]["path"]).read_text()
+    assert "type:" not in plain_text and "importance:" not in plain_text
+    assert_index_matches_files(vault)
+
+
+def test_update_patches_only_the_type_and_importance_lines(vault: Vault) -> None:
+    path = vault.root / "people" / "priya.md"
+    path.parent.mkdir()
+    original = "---\n# kept comment\nowner: me\ntags: [team]\n---\nPriya prefers calls after 3pm.\n"
+    path.write_text(original)
+    vault.reconcile()
+    vault.update("people/priya.md", type="preference", importance=6.5)
+    text = path.read_text()
+    assert text.startswith("---\n# kept comment\nowner: me\ntags: [team]\n")
+    assert "type: preference\n" in text and "importance: 6.5\n" in text
+    assert text.endswith("---\nPriya prefers calls after 3pm.\n")
+    again = vault.update("people/priya.md", type="preference", importance=6.5)
+    assert again["changed"] is False
+    vault.update("people/priya.md", type="", importance=2)
+    text = path.read_text()
+    assert "type:" not in text and "importance: 2\n" in text
+    assert_index_matches_files(vault)
+
+
+@pytest.mark.parametrize("arguments", [{"importance": 11}, {"importance": -1}, {"importance": True},
+                                       {"importance": "high"}, {"type": "two\nlines"}, {"type": "x" * 65}])
+def test_bad_type_or_importance_is_refused_and_nothing_is_written(vault: Vault, arguments: dict[str, Any]) -> None:
+    with pytest.raises(InvalidInput):
+        vault.remember("Something to keep", **arguments)
+    assert vault.list()["total"] == 0
+
+
+def _three(vault: Vault) -> dict[str, str]:
+    ids = {}
+    for content, kind, weight in (("Deploy lesson: always drain the queue first", "lesson", 9),
+                                  ("Deploy decision: Fridays only", "Decision", 4),
+                                  ("Deploy note without a type", None, None)):
+        ids[content.split(":")[0] if kind else "plain"] = vault.remember(
+            content, type=kind, importance=weight)["memory"]["id"]
+    # a hand-written file whose importance is not a number never passes a numeric filter
+    (vault.root / "odd.md").write_text("---\ntype: lesson\nimportance: high\n---\nDeploy oddity\n")
+    vault.reconcile()
+    return ids
+
+
+def test_list_search_and_context_filter_by_type_and_importance(vault: Vault) -> None:
+    ids = _three(vault)
+    listed = vault.list(type="lesson")
+    assert sorted(m["path"] for m in listed["memories"]) == sorted(
+        [vault.get(ids["Deploy lesson"])["path"], "odd.md"])
+    assert [m["id"] for m in vault.list(type="decision")["memories"]] == [ids["Deploy decision"]]  # any case
+    assert [m["id"] for m in vault.list(min_importance=5)["memories"]] == [ids["Deploy lesson"]]
+    assert [m["id"] for m in vault.list(max_importance=5)["memories"]] == [ids["Deploy decision"]]
+    assert vault.list(min_importance=5)["total"] == 1
+    found = vault.search("deploy", type="lesson", min_importance=1)
+    assert [h["id"] for h in found["hits"]] == [ids["Deploy lesson"]]
+    assert vault.search("deploy", min_importance=10)["count"] == 0
+    context = vault.retrieve_context("deploy", type="decision")
+    assert [m["id"] for m in context["memories"]] == [ids["Deploy decision"]]
+    newest = vault.retrieve_context("", min_importance=4, strategy="importance")
+    assert [m["id"] for m in newest["memories"]] == [ids["Deploy lesson"], ids["Deploy decision"]]
+
+
+def test_stats_count_types_and_average_importance(vault: Vault) -> None:
+    _three(vault)
+    stats = vault.stats()
+    assert stats["types"] == {"lesson": 2, "Decision": 1}
+    assert stats["average_importance"] == 6.5
+
+
+# ----------------------------------------------------------------------------- over MCP
+
+
+@pytest.mark.anyio
+async def test_type_and_importance_over_the_real_client(vault: Vault) -> None:
+    async with Client(build_server(vault)) as client:
+        async def ok(tool: str, **arguments: Any) -> dict[str, Any]:
+            result = await client.call_tool(tool, arguments)
+            assert result.is_error is False, result.content[0].text
+            return result.structured_content
+
+        stored = await ok("remember", content="Lesson: pin the mcp version", type="lesson", importance=7)
+        memory_id = stored["memory"]["id"]
+        assert "importance: 7\n" in (vault.root / stored["memory"]["path"]).read_text()
+        await ok("remember", content="A plain fact about pins")
+        assert [m["id"] for m in (await ok("list_memories", type="lesson"))["memories"]] == [memory_id]
+        assert [h["id"] for h in (await ok("recall", query="pin", min_importance=5))["hits"]] == [memory_id]
+        assert (await ok("recall", query="pin", max_importance=6))["count"] == 0  # none has one that low
+        assert (await ok("recall", query="pin", max_importance=7))["count"] == 1
+        context = await ok("retrieve_context", query="pin", type="lesson")
+        assert [m["id"] for m in context["memories"]] == [memory_id]
+        updated = await ok("update_memory", memory_id=memory_id, type="procedure", importance=3)
+        assert updated["memory"]["front_matter"]["type"] == "procedure"
+        assert (await ok("memory_stats"))["types"] == {"procedure": 1}
+        bad = await client.call_tool("remember", {"content": "x", "importance": 12})
+        assert bad.is_error and "importance" in bad.content[0].text
+        alias = await client.call_tool("list_memories", {"memory_type": "lesson"})
+        assert alias.is_error and "'type'" in alias.content[0].text
+
+
+# ----------------------------------------------------------------------------- CLI
+
+
+def _cli(vault: Path, *args: str) -> str:
+    result = CliRunner().invoke(cli, ["--dir", str(vault), *args], obj=Settings())
+    assert result.exit_code == 0, result.output
+    return result.output
+
+
+def test_cli_flags(vault: Vault) -> None:
+    root = vault.root
+    out = json.loads(_cli(root, "--json", "add", "Procedure: restart the worker", "--type", "procedure",
+                          "--importance", "5"))
+    memory_id = out["memory"]["id"]
+    _cli(root, "add", "Another restart note")
+    listed = json.loads(_cli(root, "--json", "list", "--type", "procedure"))
+    assert [m["id"] for m in listed["memories"]] == [memory_id]
+    found = json.loads(_cli(root, "--json", "search", "restart", "--min-importance", "5"))
+    assert [h["id"] for h in found["hits"]] == [memory_id]
+    _cli(root, "edit", memory_id, "--importance", "1", "--type", "lesson")
+    text = (root / out["memory"]["path"]).read_text()
+    assert "type: lesson\n" in text and "importance: 1\n" in text
+    assert json.loads(_cli(root, "--json", "search", "restart", "--min-importance", "5"))["hits"] == []
