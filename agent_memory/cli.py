@@ -439,19 +439,31 @@ def _open_in_editor(vault: Vault, memory_id: str) -> None:
 
 @cli.command()
 @common
-@click.argument("memory_id")
-@click.option("--expected-version", default=None, help="Refuse if the file changed since this version.")
+@click.argument("memory_ids", nargs=-1, required=True)
+@click.option("--expected-version", default=None, help="Refuse if the file changed since this version (one ID only).")
+@click.option("--dry-run", is_flag=True, help="Only say what would be forgotten; change nothing.")
 @handle_errors
-def forget(memory_id: str, expected_version: str | None) -> None:
-    """Move a memory to the vault's .trash/ (kept 30 days).
+def forget(memory_ids: tuple[str, ...], expected_version: str | None, dry_run: bool) -> None:
+    """Move memories to .trash/ (kept 30 days), all or nothing.
 
     \b
-    Example:
+    Examples:
       agent-memory forget 01m8r9k34bnrxpbt
+      agent-memory forget 01m8r9k34bnrxpbt people/priya.md --dry-run
     """
     with open_vault() as vault:
-        result = vault.forget(memory_id, expected_version=expected_version)
-    emit(result, lambda: click.echo(f"Forgot {_ids(result)}: moved to {printable(result['trashed_to'])}"))
+        result = vault.forget_many(list(memory_ids), expected_version=expected_version, dry_run=dry_run)
+
+    def human() -> None:
+        for item in result["memories"]:
+            if dry_run:
+                click.echo(f"Would forget {_ids(item)}")
+            else:
+                click.echo(f"Forgot {_ids(item)}: moved to {printable(item['trashed_to'])}")
+        if dry_run:
+            click.echo(click.style(f"{result['count']} would be forgotten; nothing was changed", dim=True))
+
+    emit(result, human)
 
 
 @cli.command()

@@ -96,6 +96,26 @@ class ForgetResult(TypedDict):
     trashed_to: str
 
 
+class ForgottenMemory(TypedDict):
+    id: str
+    path: str
+    title: str
+    trashed_to: NotRequired[str]  # absent in a dry run: nothing moved
+
+
+class ForgetBatchResult(TypedDict):
+    """What a forget of one or several memories moved to the trash (or, in a dry run,
+    would move). With one memory its fields are also at the top, as a single forget's."""
+
+    dry_run: bool
+    count: int
+    memories: list[ForgottenMemory]
+    id: NotRequired[str]
+    path: NotRequired[str]
+    title: NotRequired[str]
+    trashed_to: NotRequired[str]
+
+
 class ListResult(TypedDict):
     total: int
     count: int

@@ -22,7 +22,7 @@ from .core import VaultCore
 from .errors import Duplicate, InvalidInput, SavedMeanwhile, VersionConflict
 from .limits import (MAX_TAGS, check_content, check_importance, check_namespace, check_tags, check_text, check_ttl,
                      check_type)
-from .models import ForgetResult, LinkResult, RememberResult, UpdateResult
+from .models import ForgetBatchResult, ForgetResult, ForgottenMemory, LinkResult, RememberResult, UpdateResult
 from .store import dated_folder, make_slug, new_id
 
 _RELATION_NAME = notes.RELATION_NAME
@@ -261,6 +261,66 @@ class Writes(VaultCore):
             with self._index_write() as conn:
                 self.index.delete(conn, row["path"])
             return ForgetResult(id=row["id"], path=row["path"], title=row["title"], trashed_to=trashed)
+
+    def forget_many(self, memory_ids: Iterable[str] | str, expected_version: str | None = None,
+                    dry_run: bool = False) -> ForgetBatchResult:
+        """Forget several memories, all or nothing: every id is resolved (and the version
+        checked, which only a single id may carry) before any file moves, and if one move
+        fails the ones already moved are put back. ``dry_run`` says what would be
+        forgotten and changes nothing. A batch needs no versions: the trash keeps it all."""
+        ids = [memory_ids] if isinstance(memory_ids, str) else list(memory_ids or [])
+        if not ids or not all(isinstance(i, str) and i.strip() for i in ids):
+            raise InvalidInput("Give the ids (or vault paths) of the memories to forget, e.g. ['01m8r9k34bnrxpbt'].")
+        for memory_id in ids:
+            check_text(memory_id, "memory id")
+        check_text(expected_version, "expected_version")
+        if expected_version and len(ids) > 1:
+            raise InvalidInput("expected_version applies to a single memory; forget several without it "
+                               "(forgotten memories stay restorable in .trash/).")
+        with self._writing():
+            picked: dict[str, tuple[sqlite3.Row, str]] = {}
+            for memory_id in ids:
+                row, data = self._load(memory_id, settle=True)
+                version = notes.file_version(data)
+                if expected_version and expected_version != version:
+                    raise VersionConflict(memory_id, expected_version, version)
+                picked.setdefault(row["path"], (row, version))  # one memory named twice goes once
+            done: list[ForgottenMemory] = []
+            if dry_run:
+                done = [ForgottenMemory(id=row["id"], path=row["path"], title=row["title"]) for row, _ in picked.values()]
+            else:
+                moved: list[tuple[str, str]] = []
+                try:
+                    for row, version in picked.values():
+                        trashed = self._trash_checked(row, version)
+                        moved.append((trashed, row["path"]))
+                        done.append(ForgottenMemory(id=row["id"], path=row["path"], title=row["title"], trashed_to=trashed))
+                except BaseException:
+                    for trashed, rel in reversed(moved):  # all or nothing: the ones moved go back
+                        entry = self.store.trash.find(trashed)
+                        if entry is not None:
+                            try:
+                                self.store.trash.take_out(entry, self.store.abspath(rel))
+                            except FileExistsError:
+                                pass  # a file was saved there meanwhile: it stands, the copy stays in .trash/
+                        with self._index_write() as conn:
+                            self._refresh(conn, rel, None)
+                    raise
+            result = ForgetBatchResult(dry_run=bool(dry_run), count=len(done), memories=done)
+            if len(done) == 1:
+                result.update(done[0])  # type: ignore[typeddict-item]
+            return result
+
+    def _trash_checked(self, row: sqlite3.Row, version: str) -> str:
+        """Move a checked memory's file to the trash and drop its row; a save that landed
+        after the check is put back and the forget refused."""
+        trashed = self.store.trash.move_in(self.store.abspath(row["path"]), row["path"], row["id"], "forgotten",
+                                           iso(self.now()))
+        if notes.file_version(self.store.abspath(trashed).read_bytes()) != version:
+            self._put_back(trashed, row["path"])
+        with self._index_write() as conn:
+            self.index.delete(conn, row["path"])
+        return trashed
 
     def _put_back(self, trashed: str, rel: str) -> None:
         """Undo a forget that moved a save made after the check; refuse the forget."""

@@ -64,7 +64,7 @@ CONTRACT: dict[str, tuple[list[str], set[str], tuple[bool, bool, bool, bool]]] =
          "namespace", "title", "source", "ttl_days", "type", "importance", "expected_version"],
         {"memory_id"}, (False, True, False, False),
     ),
-    "forget": (["memory_id", "expected_version"], {"memory_id"}, (False, True, True, False)),
+    "forget": (["memory_id", "memory_ids", "expected_version", "dry_run"], set(), (False, True, True, False)),
     "list_memories": (["namespace", "tags", "limit", "offset", "path_prefix", "type", "min_importance", "max_importance"], set(), (True, False, True, False)),
     "link_memories": (["memory_id", "target_id", "relation"], {"memory_id", "target_id"}, (False, False, True, False)),
     "unlink_memories": (["memory_id", "target_id", "relation"], {"memory_id", "target_id"}, (False, True, True, False)),

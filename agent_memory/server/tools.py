@@ -30,7 +30,7 @@ from ..models import (
     ContextResult,
     ExportPage,
     FileContent,
-    ForgetResult,
+    ForgetBatchResult,
     ImportResult,
     LinkResult,
     ListResult,
@@ -586,11 +586,33 @@ def register_tools(server: MCPServer, vault: Vault) -> None:
         seen.note(ctx, result["memory"])
         return result
 
-    @tool("forget", "Forget a memory", hints(read_only=False, destructive=True, idempotent=True))
-    def forget(memory_id: MemoryId, expected_version: ExpectedVersion = None) -> ForgetResult:
-        """Forget a memory that is wrong or no longer true: its file moves to the vault's
-        .trash/ folder (kept 30 days), so a person can still restore it."""
-        return vault.forget(memory_id, expected_version=_blank_to_none(expected_version))
+    @tool("forget", "Forget memories", hints(read_only=False, destructive=True, idempotent=True))
+    def forget(
+        memory_id: Annotated[
+            str | None,
+            Field(description="The memory to forget: its id or vault-relative path. For several, use memory_ids.",
+                  min_length=1, max_length=1024),
+        ] = None,
+        memory_ids: Annotated[
+            list[Annotated[str, Field(min_length=1, max_length=1024)]] | None,
+            Field(description=f"Several memories to forget at once (ids or paths), all or nothing; at most {MAX_BATCH}.",
+                  min_length=1, max_length=MAX_BATCH),
+        ] = None,
+        expected_version: ExpectedVersion = None,
+        dry_run: Annotated[
+            bool, Field(description="Only say what would be forgotten (count, memories); change nothing.")
+        ] = False,
+    ) -> ForgetBatchResult:
+        """Forget memories that are wrong or no longer true: their files move to the vault's
+        .trash/ folder (kept 30 days), so a person can still restore them. One memory_id, or
+        memory_ids for several (all or nothing; expected_version only with one id).
+        dry_run=true previews what would go."""
+        if (memory_id is None) == (memory_ids is None):
+            raise ToolError("Give memory_id (one memory) or memory_ids (several), not both and not neither.")
+        return vault.forget_many(
+            [memory_id] if memory_id is not None else memory_ids,  # type: ignore[list-item]
+            expected_version=_blank_to_none(expected_version), dry_run=dry_run,
+        )
 
     @tool("list_memories", "List memories", READ)
     def list_memories(

@@ -1,0 +1,116 @@
+"""`forget` of several memories at once, all or nothing, and its dry run (SPEC §3/§7,
+issue 12): over the library, the real MCP client in memory and the CLI."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+from click.testing import CliRunner
+from mcp import Client
+
+from agent_memory.cli import Settings, cli
+from agent_memory.errors import InvalidInput, NotFound
+from agent_memory.server import build_server
+from agent_memory.vault import Vault
+
+from conftest import assert_index_matches_files
+
+
+def _made(vault: Vault, *contents: str) -> list[dict[str, Any]]:
+    return [vault.remember(c)["memory"] for c in contents]
+
+
+def test_forget_several_moves_each_to_the_trash(vault: Vault) -> None:
+    a, b, c = _made(vault, "Alpha fact", "Beta fact", "Gamma fact")
+    result = vault.forget_many([a["id"], b["path"], a["id"]])  # an id and a path; one named twice goes once
+    assert result["dry_run"] is False and result["count"] == 2
+    assert [m["id"] for m in result["memories"]] == [a["id"], b["id"]]
+    for memory in (a, b):
+        assert not (vault.root / memory["path"]).exists()
+        assert (vault.root / ".trash" / memory["path"]).exists()
+    assert [m["id"] for m in vault.list()["memories"]] == [c["id"]]
+    assert_index_matches_files(vault)
+
+
+def test_one_unknown_id_forgets_nothing(vault: Vault) -> None:
+    a, b = _made(vault, "Alpha fact", "Beta fact")
+    with pytest.raises(NotFound):
+        vault.forget_many([a["id"], "01nosuchid000000", b["id"]])
+    assert (vault.root / a["path"]).exists() and (vault.root / b["path"]).exists()
+    assert vault.list()["total"] == 2 and not (vault.root / ".trash").exists()
+
+
+def test_a_failed_move_puts_back_the_ones_already_moved(vault: Vault, monkeypatch: pytest.MonkeyPatch) -> None:
+    a, b = _made(vault, "Alpha fact", "Beta fact")
+    real = vault.store.trash.move_in
+    calls = []
+
+    def failing(*args: Any, **kwargs: Any) -> str:
+        calls.append(args)
+        if len(calls) == 2:
+            raise OSError(28, "No space left on device")
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(vault.store.trash, "move_in", failing)
+    with pytest.raises(OSError):
+        vault.forget_many([a["id"], b["id"]])
+    assert (vault.root / a["path"]).exists() and (vault.root / b["path"]).exists()
+    assert vault.list()["total"] == 2
+    assert_index_matches_files(vault)
+
+
+def test_dry_run_says_what_would_go_and_changes_nothing(vault: Vault) -> None:
+    a, b = _made(vault, "Alpha fact", "Beta fact")
+    before = {p: p.read_bytes() for p in vault.root.rglob("*.md")}
+    preview = vault.forget_many([a["id"], b["id"]], dry_run=True)
+    assert preview["dry_run"] is True and preview["count"] == 2
+    assert [(m["id"], m["path"]) for m in preview["memories"]] == [(a["id"], a["path"]), (b["id"], b["path"])]
+    assert all("trashed_to" not in m for m in preview["memories"])
+    assert {p: p.read_bytes() for p in vault.root.rglob("*.md")} == before
+    assert not (vault.root / ".trash").exists() and vault.list()["total"] == 2
+
+
+def test_expected_version_only_with_one_id(vault: Vault) -> None:
+    a, b = _made(vault, "Alpha fact", "Beta fact")
+    with pytest.raises(InvalidInput, match="single memory"):
+        vault.forget_many([a["id"], b["id"]], expected_version=a["version"])
+    one = vault.forget_many([a["id"]], expected_version=a["version"])
+    assert one["id"] == a["id"] and one["trashed_to"] == ".trash/" + a["path"]
+    assert vault.list()["total"] == 1
+
+
+@pytest.mark.anyio
+async def test_forget_several_over_the_real_client(vault: Vault) -> None:
+    a, b, c = _made(vault, "Alpha fact", "Beta fact", "Gamma fact")
+    async with Client(build_server(vault)) as client:
+        preview = await client.call_tool("forget", {"memory_ids": [a["id"], b["id"]], "dry_run": True})
+        assert preview.is_error is False, preview.content[0].text
+        assert preview.structured_content["count"] == 2 and vault.list()["total"] == 3
+        done = await client.call_tool("forget", {"memory_ids": [a["id"], b["id"]]})
+        assert done.is_error is False and done.structured_content["count"] == 2
+        assert [m["id"] for m in vault.list()["memories"]] == [c["id"]]
+        single = await client.call_tool("forget", {"memory_id": c["id"]})
+        assert single.structured_content["id"] == c["id"] and single.structured_content["trashed_to"]
+        both = await client.call_tool("forget", {"memory_id": "x", "memory_ids": ["y"]})
+        assert both.is_error and "memory_ids" in both.content[0].text
+        neither = await client.call_tool("forget", {})
+        assert neither.is_error and "memory_id" in neither.content[0].text
+
+
+def _cli(vault: Path, *args: str) -> str:
+    result = CliRunner().invoke(cli, ["--dir", str(vault), *args], obj=Settings())
+    assert result.exit_code == 0, result.output
+    return result.output
+
+
+def test_cli_forget_several_ids_and_dry_run(vault: Vault) -> None:
+    a, b = _made(vault, "Alpha fact", "Beta fact")
+    out = _cli(vault.root, "forget", a["id"], b["path"], "--dry-run")
+    assert "Would forget" in out and a["id"] in out and b["path"] in out and "nothing was changed" in out
+    assert vault.list()["total"] == 2
+    done = json.loads(_cli(vault.root, "--json", "forget", a["id"], b["path"]))
+    assert done["count"] == 2 and vault.list()["total"] == 0
+    assert (vault.root / ".trash" / a["path"]).exists()
