@@ -577,6 +577,20 @@ class Index:
         )[0][0]
         return None if value is None else round(value, 2)
 
+    def relation_counts(self, now: str) -> dict[str, int]:
+        """Links held by live memories, per relation name; most first."""
+        rows = self.query(
+            "SELECT l.relation, count(*) FROM links l JOIN memories m ON m.rid = l.src "
+            "WHERE m.expires IS NULL OR m.expires > ? GROUP BY 1 ORDER BY 2 DESC, 1",
+            (now,),
+        )
+        return {row[0]: row[1] for row in rows}
+
+    def created_range(self, now: str) -> tuple[str | None, str | None]:
+        """The earliest and latest ``created`` among the live memories."""
+        row = self.query("SELECT min(created), max(created) FROM memories WHERE expires IS NULL OR expires > ?", (now,))[0]
+        return row[0], row[1]
+
     def ttl_count(self, now: str) -> int:
         return self.query("SELECT count(*) FROM memories WHERE expires > ?", (now,))[0][0]
 

@@ -34,6 +34,7 @@ class Maintenance(VaultCore):
         self._check_index()
         now = iso(self.now())
         namespaces = self.index.namespace_counts(now)
+        oldest, newest = self.index.created_range(now)
         return Stats(
             vault=str(self.root),
             total=sum(namespaces.values()),
@@ -41,6 +42,9 @@ class Maintenance(VaultCore):
             top_tags=self.index.top_tags(now),
             types=self.index.type_counts(now),
             average_importance=self.index.average_importance(now),
+            relations=self.index.relation_counts(now),
+            oldest=oldest,
+            newest=newest,
             with_ttl=self.index.ttl_count(now),
             parse_problems=self.index.problem_files(),
             conflicts=self.index.conflict_paths(),

@@ -140,6 +140,9 @@ class Stats(TypedDict):
     top_tags: dict[str, int]
     types: dict[str, int]  # live memories per front-matter ``type`` (those without one are not counted)
     average_importance: float | None  # over the memories with a numeric ``importance``
+    relations: dict[str, int]  # links the live memories hold, per relation (body [[wikilinks]] included)
+    oldest: str | None  # the earliest ``created`` of a live memory
+    newest: str | None  # the latest
     with_ttl: int
     parse_problems: list[dict[str, str]]
     conflicts: list[str]

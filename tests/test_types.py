@@ -150,3 +150,15 @@ def test_cli_flags(vault: Vault) -> None:
     text = (root / out["memory"]["path"]).read_text()
     assert "type: lesson\n" in text and "importance: 1\n" in text
     assert json.loads(_cli(root, "--json", "search", "restart", "--min-importance", "5"))["hits"] == []
+
+
+def test_stats_count_relations_and_give_the_oldest_and_newest(vault: Vault, clock: Any) -> None:
+    empty = vault.stats()
+    assert (empty["relations"], empty["oldest"], empty["newest"]) == ({}, None, None)
+    a = vault.remember("Billing runs on Postgres")["memory"]
+    clock.advance(days=2)
+    b = vault.remember("Invoices are sent on the first, see [[elsewhere]]")["memory"]
+    vault.link(a["id"], b["id"], relation="depends_on")
+    stats = vault.stats()
+    assert stats["relations"] == {"depends_on": 1, "links_to": 1}
+    assert stats["oldest"] == a["created"] and stats["newest"] == b["created"]

@@ -758,8 +758,8 @@ def register_tools(server: MCPServer, vault: Vault) -> None:
 
     @tool("memory_stats", "Memory statistics", READ)
     def memory_stats() -> Stats:
-        """How many memories there are, per namespace, tag and type (and their average
-        importance), and the vault's health: files
+        """How many memories there are, per namespace, tag, type and relation (with the average
+        importance, the oldest and newest), and the vault's health: files
         that failed to parse, git conflict markers, duplicate ids, trash, index size."""
         return vault.stats()
 
