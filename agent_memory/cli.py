@@ -95,6 +95,7 @@ CLI_WORDS = {
     "link_memories": "`agent-memory link`",
     "unlink_memories": "`agent-memory unlink`",
     "move_memory": "`agent-memory mv`",
+    "memory_history": "`agent-memory history`",
     "export_memories": "`agent-memory export`",
     "import_memories": "`agent-memory import`",
     "expected_version": "--expected-version",
@@ -567,6 +568,43 @@ def mv(memory_id: str, new_path: str) -> None:
             click.echo(printable(f"id {result['old_id']} -> {result['new_id']}"))
         for item in result["rewritten"]:
             click.echo(printable(f"  rewrote {item['links']} link{'s' if item['links'] != 1 else ''} in {item['path']}"))
+
+    emit(result, human)
+
+
+@cli.command()
+@common
+@click.argument("memory_id")
+@click.option("--limit", type=int, default=20, show_default=True, help="Most commits to show (1-100).")
+@handle_errors
+def history(memory_id: str, limit: int) -> None:
+    """The git commits that changed a memory, newest first.
+
+    Renames are followed. Each commit with its date, author, message and what
+    it changed: the front-matter keys and the body lines added and removed.
+    Read-only.
+
+    \b
+    Example:
+      agent-memory history people/priya.md --limit 5
+    """
+    with open_vault() as vault:
+        result = vault.history(memory_id, limit=limit)
+
+    def human() -> None:
+        for entry in result["commits"]:
+            click.echo(printable(f"{entry['commit'][:10]}  {entry['date']}  {entry['author']} <{entry['email']}>"))
+            click.echo(printable(f"   {entry['message'].splitlines()[0] if entry['message'] else '(no message)'}"))
+            moved = f" from {entry['old_path']}" if "old_path" in entry else ""
+            keys = f"; keys: {', '.join(entry['keys_changed'])}" if entry["keys_changed"] else ""
+            click.echo(printable(f"   {entry['status']} {entry['path']}{moved}{keys}; "
+                                 f"+{entry['lines_added']} -{entry['lines_removed']} lines"))
+            for line in entry["removed"]:
+                click.echo(click.style(printable(f"   - {line}"), fg="red"))
+            for line in entry["added"]:
+                click.echo(click.style(printable(f"   + {line}"), fg="green"))
+        if "note" in result:
+            click.echo(printable(result["note"]))
 
     emit(result, human)
 

@@ -290,6 +290,36 @@ class ContextResult(TypedDict):
     hint: NotRequired[str]
 
 
+class HistoryEntry(TypedDict):
+    """One commit that changed a memory's file (``history``), and what it changed there."""
+
+    commit: str
+    date: str  # the author date, ISO 8601 with its offset
+    author: str
+    email: str
+    message: str
+    status: str  # added, modified, renamed, copied or deleted
+    path: str  # the file's path in that commit: vault-relative while inside the vault
+    old_path: NotRequired[str]  # renamed or copied from
+    keys_changed: list[str]  # front-matter keys added, removed or changed
+    lines_added: int  # body lines
+    lines_removed: int
+    added: list[str]  # the first body lines added and removed (all are counted)
+    removed: list[str]
+
+
+class HistoryResult(TypedDict):
+    """A memory's history: the commits that changed its file, newest first, renames followed."""
+
+    memory_id: str
+    path: str
+    repository: str  # the repository's top folder
+    count: int
+    truncated: bool  # more commits changed it than ``limit``
+    commits: list[HistoryEntry]
+    note: NotRequired[str]
+
+
 class FileContent(TypedDict):
     path: str
     size: int

@@ -26,6 +26,7 @@ from .recall.rank import PROFILES, RecallConfig, Scored
 from .recall.records import MemoryRecord
 from .recall.sql import Filters
 from .recall.terms import MAX_QUERY_CHARS, plan
+from .history import log as history_log
 from .maintenance import Maintenance
 from .models import (
     ContextMemory,
@@ -33,6 +34,7 @@ from .models import (
     Explanation,
     Edge,
     FileContent,
+    HistoryResult,
     Hit,
     ListResult,
     Memory,
@@ -329,6 +331,27 @@ class Vault(Writes, Links, Moves, Maintenance, Reconcile):
             )
         elif len(ordered) == 1:
             result["note"] = "No linked memories. Add a link with link_memories, or try direction='both' or a larger depth."
+        return result
+
+    def history(self, memory_id: str, limit: int = 20) -> HistoryResult:
+        """The commits that changed this memory's file, newest first, following renames
+        (``git log --follow``, at most ``limit``): date, author, message and what changed
+        (front-matter keys, body lines). Read-only; the vault may be a subfolder of the
+        repository. A vault not in git is a clear error."""
+        check_limit(limit)
+        row = self._resolve(memory_id)
+        entries, more, top = history_log(self.root, row["path"], limit)
+        result = HistoryResult(
+            memory_id=row["id"], path=row["path"], repository=str(top), count=len(entries),
+            truncated=more, commits=entries,
+        )
+        if not entries:
+            result["note"] = (
+                f"{row['path']} has no commits yet: it is not committed to git (new, ignored, or only staged). "
+                "Its history starts with the first commit that includes it."
+            )
+        elif more:
+            result["note"] = f"Showing the newest {limit} commits; more changed this memory. Raise limit to see older ones."
         return result
 
     def retrieve_context(

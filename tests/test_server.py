@@ -70,6 +70,7 @@ CONTRACT: dict[str, tuple[list[str], set[str], tuple[bool, bool, bool, bool]]] =
     "unlink_memories": (["memory_id", "target_id", "relation"], {"memory_id", "target_id"}, (False, True, True, False)),
     "move_memory": (["memory_id", "new_path"], {"memory_id", "new_path"}, (False, True, False, False)),
     "related": (["memory_id", "depth", "direction", "limit"], {"memory_id"}, (True, False, True, False)),
+    "memory_history": (["memory_id", "limit"], {"memory_id"}, (True, False, True, False)),
     "retrieve_context": (["query", "token_budget", "strategy", "namespace", "tags", "type", "min_importance",
                           "max_importance"], {"query"}, (True, False, True, False)),
     "memory_stats": ([], set(), (True, False, True, False)),

@@ -82,7 +82,7 @@ async def ok(client: Client, tool: str, **arguments: Any) -> dict[str, Any]:
 
 async def test_every_tool_works_with_the_token(server: dict[str, Any]) -> None:
     async with connect(server["url"]) as client:
-        assert len((await client.list_tools()).tools) == 16
+        assert len((await client.list_tools()).tools) == 17
         a = (await ok(client, "remember", content="HTTP fact: ACME deploys on Fridays", tags="acme"))["memory"]
         b = (await ok(client, "remember", content="HTTP fact: ACME billing on Stripe", namespace="billing"))["memory"]
         assert (await ok(client, "recall", query="ACME deploys"))["hits"][0]["id"] == a["id"]

@@ -17,7 +17,9 @@ plain question ("When does ACME prefer to deploy?") — no special syntax. Narro
 partial, or `hint` says nothing matched, try other words or browse with
 `list_memories`. `get_memory` reads one memory whole; `retrieve_context` gathers whole
 memories that fit a token budget; `related` follows links between memories, which you
-add with `link_memories`.
+add with `link_memories`. To answer "when did this change and who changed it", call
+`memory_history`: the git commits that changed the memory, newest first, with what
+each changed.
 
 Keep memories accurate: search before you remember, and when a memory exists, correct
 or extend it with `update_memory` (pass the `version` you read as `expected_version`)

@@ -31,6 +31,7 @@ from ..models import (
     ExportPage,
     FileContent,
     ForgetBatchResult,
+    HistoryResult,
     ImportResult,
     LinkResult,
     ListResult,
@@ -717,6 +718,20 @@ def register_tools(server: MCPServer, vault: Vault) -> None:
         distance 0) and the edges (source id, relation, target id); aborted=true when the
         visit limit cut the walk short."""
         return vault.related(memory_id, depth=depth, direction=direction, limit=limit)
+
+    @tool("memory_history", "A memory's history", READ)
+    def memory_history(
+        memory_id: MemoryId,
+        limit: Annotated[
+            int,
+            Field(description=f"Most commits to return, newest first (1-{MAX_LIMIT}).", ge=1, le=MAX_LIMIT),
+        ] = 20,
+    ) -> HistoryResult:
+        """When a memory changed and who changed it: the git commits that changed its file,
+        newest first, following renames — date, author, message, and what changed (the
+        front-matter keys and the body lines added and removed). Works when the vault is a
+        folder inside a repository; a vault not in git is an error that says so."""
+        return vault.history(memory_id, limit=limit)
 
     @tool("retrieve_context", "Retrieve context for a task", READ)
     def retrieve_context(

@@ -1,0 +1,201 @@
+"""A memory's history from git: the commits that changed its file, following renames,
+newest first, and what each changed (front-matter keys, body lines).
+
+Read-only by construction: only ``rev-parse``, ``log`` and ``cat-file`` run, through
+``git -C <vault>`` without a shell, with a timeout and ``GIT_OPTIONAL_LOCKS=0`` (so not
+even git's optional index refresh writes). The vault may be the repository's root or
+any folder inside one; paths in the result are vault-relative when the file was inside
+the vault at that commit, else repository-relative.
+"""
+
+from __future__ import annotations
+
+import difflib
+import os
+import re
+import subprocess
+from pathlib import Path
+from typing import Any
+
+from . import note as notes
+from .errors import VaultError
+from .models import HistoryEntry
+
+GIT_TIMEOUT = 30.0  # seconds for one git command
+MAX_LINES_SHOWN = 20  # body lines added/removed listed per commit (all are counted)
+MAX_LINE_CHARS = 200
+MAX_MESSAGE_CHARS = 2000
+
+# Settings that would make a read run programs or change output, whatever the repository says.
+_SAFE_CONFIG = (
+    "-c", "core.quotePath=false", "-c", "core.fsmonitor=false", "-c", "log.showSignature=false",
+    "-c", "color.ui=false", "-c", "diff.external=", "-c", "log.follow=false",
+)
+_STATUS = {"A": "added", "M": "modified", "R": "renamed", "C": "copied", "D": "deleted", "T": "modified"}
+_HASH = re.compile(r"[0-9a-f]{40,64}")
+
+
+def _env() -> dict[str, str]:
+    env = dict(os.environ)
+    env.update(GIT_OPTIONAL_LOCKS="0", GIT_TERMINAL_PROMPT="0", LC_ALL="C", GIT_PAGER="cat", PAGER="cat")
+    env.pop("GIT_INDEX_FILE", None)  # a caller's temporary index is no business of a read
+    return env
+
+
+def _git(root: Path, *args: str, stdin: bytes | None = None) -> subprocess.CompletedProcess[bytes]:
+    try:
+        return subprocess.run(
+            ["git", "-C", str(root), *_SAFE_CONFIG, *args], input=stdin, capture_output=True,
+            timeout=GIT_TIMEOUT, env=_env(), check=False,
+        )
+    except FileNotFoundError:
+        raise VaultError("git is not installed (or not on PATH), so the vault's history cannot be read.") from None
+    except subprocess.TimeoutExpired:
+        raise VaultError(
+            f"git took more than {GIT_TIMEOUT:.0f} s to read the history; nothing was changed. "
+            "Retry with a smaller limit."
+        ) from None
+
+
+def _first_line(data: bytes) -> str:
+    lines = data.decode("utf-8", "replace").strip().splitlines()
+    return lines[0].removeprefix("fatal: ") if lines else "git failed"
+
+
+def repository(root: Path) -> tuple[Path, str]:
+    """The top folder of the repository holding ``root`` and ``root``'s prefix in it
+    (``''`` at the root, ``'notes/.memory/'`` in a subfolder). A vault not in git is a
+    clear error."""
+    done = _git(root, "rev-parse", "--show-toplevel", "--show-prefix")
+    if done.returncode != 0:
+        message = done.stderr.decode("utf-8", "replace")
+        if "not a git repository" in message:
+            raise VaultError(
+                f"The vault {root} is not in a git repository, so its memories have no history. "
+                "Keep the vault in git (`git init` in it, or in a folder above it) and commit it to get one."
+            )
+        raise VaultError(f"git cannot read the vault's repository: {_first_line(done.stderr)}.")
+    lines = done.stdout.decode("utf-8", "surrogateescape").split("\n")
+    return Path(lines[0]), (lines[1] if len(lines) > 1 else "")
+
+
+def log(root: Path, rel: str, limit: int) -> tuple[list[HistoryEntry], bool, Path]:
+    """Up to ``limit`` commits that changed ``rel`` (vault-relative), newest first, and
+    whether there are more. Each says what changed between its parent's version of the
+    file and its own."""
+    top, prefix = repository(root)
+    done = _git(
+        root, "log", "--follow", "-M", "-z", "--name-status", "--no-color", "--no-ext-diff", "--no-textconv",
+        f"-n{limit + 1}", "--format=%x1e%H%x1f%P%x1f%aI%x1f%an%x1f%ae%x1f%B%x1f", "--", rel,
+    )
+    if done.returncode != 0:
+        message = done.stderr.decode("utf-8", "replace")
+        if "does not have any commits" in message or "bad default revision" in message:
+            return [], False, top  # a repository without a first commit: no history yet
+        raise VaultError(f"git could not read the history of {rel}: {_first_line(done.stderr)}.")
+    commits = [_parse(record) for record in done.stdout.decode("utf-8", "surrogateescape").split("\x1e")[1:]]
+    commits = [c for c in commits if c is not None]
+    more = len(commits) > limit
+    commits = commits[:limit]
+    blobs = _read_blobs(root, commits)
+    entries = [_entry(c, prefix, blobs) for c in commits]
+    return entries, more, top
+
+
+def _parse(record: str) -> dict[str, Any] | None:
+    fields = record.split("\x1f")
+    if len(fields) < 7 or not _HASH.fullmatch(fields[0]):
+        return None
+    commit, parents, date, author, email = fields[:5]
+    message = "\x1f".join(fields[5:-1]).strip()
+    tokens = [t for t in fields[-1].lstrip("\0\n").split("\0") if t]
+    status, old, new = "modified", None, None
+    if tokens:
+        letter = tokens[0][:1]
+        status = _STATUS.get(letter, "modified")
+        if letter in "RC" and len(tokens) >= 3:
+            old, new = tokens[1], tokens[2]
+        elif len(tokens) >= 2:
+            new = old = tokens[1]
+        if letter == "A":
+            old = None
+    return {"commit": commit, "parent": parents.split()[0] if parents.split() else None, "date": date,
+            "author": author, "email": email, "message": message, "status": status, "old": old, "new": new}
+
+
+def _read_blobs(root: Path, commits: list[dict[str, Any]]) -> dict[str, bytes | None]:
+    """Both versions of the file for every commit, through one ``git cat-file --batch``."""
+    wanted: list[str] = []
+    for c in commits:
+        if c["new"] is not None and c["status"] != "deleted":
+            wanted.append(f"{c['commit']}:{c['new']}")
+        if c["old"] is not None and c["parent"] is not None:
+            wanted.append(f"{c['parent']}:{c['old']}")
+    wanted = [w for w in dict.fromkeys(wanted) if "\n" not in w]
+    if not wanted:
+        return {}
+    done = _git(root, "cat-file", "--batch", stdin="".join(w + "\n" for w in wanted).encode("utf-8", "surrogateescape"))
+    if done.returncode != 0:
+        raise VaultError(f"git could not read old versions of the file: {_first_line(done.stderr)}.")
+    out, at, blobs = done.stdout, 0, {}
+    for name in wanted:
+        end = out.index(b"\n", at)
+        header = out[at:end].split()
+        at = end + 1
+        if len(header) == 3 and header[1] == b"blob":
+            size = int(header[2])
+            blobs[name] = out[at : at + size]
+            at += size + 1
+        elif len(header) == 3:  # a tree or a submodule where the file was: skip its bytes
+            at += int(header[2]) + 1
+            blobs[name] = None
+        else:  # "<name> missing"
+            blobs[name] = None
+    return blobs
+
+
+def _entry(c: dict[str, Any], prefix: str, blobs: dict[str, bytes | None]) -> HistoryEntry:
+    new_data = blobs.get(f"{c['commit']}:{c['new']}") if c["new"] is not None and c["status"] != "deleted" else None
+    old_data = blobs.get(f"{c['parent']}:{c['old']}") if c["old"] is not None and c["parent"] else None
+    keys, added, removed = _changes(old_data, new_data, c["new"] or c["old"] or "")
+    message = c["message"]
+    entry = HistoryEntry(
+        commit=c["commit"], date=c["date"], author=c["author"], email=c["email"],
+        message=message if len(message) <= MAX_MESSAGE_CHARS else message[: MAX_MESSAGE_CHARS - 1] + "…",
+        status=c["status"], path=_shown_path(c["new"] or c["old"] or "", prefix),
+        keys_changed=keys, lines_added=len(added), lines_removed=len(removed),
+        added=[_cut(line) for line in added[:MAX_LINES_SHOWN]],
+        removed=[_cut(line) for line in removed[:MAX_LINES_SHOWN]],
+    )
+    if c["status"] in ("renamed", "copied") and c["old"] is not None:
+        entry["old_path"] = _shown_path(c["old"], prefix)
+    return entry
+
+
+def _changes(old: bytes | None, new: bytes | None, path: str) -> tuple[list[str], list[str], list[str]]:
+    """The front-matter keys that differ and the body lines added and removed."""
+    before = notes.parse(old, path) if old is not None else None
+    after = notes.parse(new, path) if new is not None else None
+    old_meta = before.meta if before else {}
+    new_meta = after.meta if after else {}
+    keys = sorted(k for k in set(old_meta) | set(new_meta) if old_meta.get(k, _MISSING) != new_meta.get(k, _MISSING))
+    old_lines = before.body.splitlines() if before else []
+    new_lines = after.body.splitlines() if after else []
+    added: list[str] = []
+    removed: list[str] = []
+    for tag, i1, i2, j1, j2 in difflib.SequenceMatcher(None, old_lines, new_lines, autojunk=False).get_opcodes():
+        if tag != "equal":
+            removed.extend(old_lines[i1:i2])
+            added.extend(new_lines[j1:j2])
+    return keys, added, removed
+
+
+_MISSING = object()
+
+
+def _shown_path(repo_path: str, prefix: str) -> str:
+    return repo_path[len(prefix):] if prefix and repo_path.startswith(prefix) else repo_path
+
+
+def _cut(line: str) -> str:
+    return line if len(line) <= MAX_LINE_CHARS else line[: MAX_LINE_CHARS - 1] + "…"
