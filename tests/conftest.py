@@ -157,3 +157,20 @@ def wait_listening(process: subprocess.Popen[str], address: str, port: int, seco
             time.sleep(0.05)
     process.kill()
     raise AssertionError("server did not start listening")
+
+
+def person_saves_before_the_swap(line: str = "A line a person just typed.\n", path: Path | None = None):
+    """``locking.swap`` as it is now, except that a person saves the target (``path``, or
+    any) once, just before the tool's swap: a save landing between the tool's check and
+    its write. Once only: the tool's own swap back is no save."""
+    from agent_memory import locking
+
+    real_swap = locking.swap
+    saved: list[int] = []
+
+    def swap(tmp: Path, target: Path) -> bool:
+        if not saved and (path is None or target == path):
+            saved.append(target.write_text(target.read_text() + line))
+        return real_swap(tmp, target)
+
+    return swap

@@ -4,7 +4,6 @@ that ``link`` wrote, through the safe write, touching only that property's lines
 from __future__ import annotations
 
 import json
-from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
@@ -16,7 +15,7 @@ from agent_memory.errors import InvalidInput, NotFound, SavedMeanwhile
 from agent_memory.server import build_server
 from agent_memory.vault import Vault
 
-from conftest import assert_index_matches_files
+from conftest import assert_index_matches_files, person_saves_before_the_swap
 
 
 def _pair(vault: Vault) -> tuple[dict, dict]:
@@ -89,16 +88,7 @@ def test_an_item_with_more_than_the_link_is_left_to_a_person(vault: Vault) -> No
 def test_a_save_during_unlink_stands(vault: Vault, monkeypatch: pytest.MonkeyPatch) -> None:
     a, b = _pair(vault)
     vault.link(a["id"], b["id"])
-    real_swap = locking.swap
-
-    saved: list[int] = []
-
-    def a_person_saves_first(tmp: Path, target: Path) -> bool:
-        if not saved:  # once: the tool's own swap back is no save
-            saved.append(target.write_text(target.read_text() + "A line a person just typed.\n"))
-        return real_swap(tmp, target)
-
-    monkeypatch.setattr(locking, "swap", a_person_saves_first)
+    monkeypatch.setattr(locking, "swap", person_saves_before_the_swap())
     with pytest.raises(SavedMeanwhile):
         vault.unlink(a["id"], b["id"])
     text = (vault.root / a["path"]).read_text()

@@ -23,7 +23,7 @@ from agent_memory.server import build_server
 from agent_memory.store import Store
 from agent_memory.vault import Vault
 
-from conftest import assert_index_matches_files
+from conftest import assert_index_matches_files, person_saves_before_the_swap
 
 HUB = (
     "---\nrelated_to: [\"[[Kessel Run]]\"]\nowner: me  # a comment\n---\n"
@@ -136,24 +136,11 @@ def test_a_linking_file_with_a_git_conflict_refuses_the_whole_move(linked: Vault
     assert _files(vault) == before
 
 
-def _a_person_saves(path: Path, real_swap):
-    """locking.swap, except that a person saves ``path`` just before the tool swaps it."""
-
-    saved: list[int] = []
-
-    def swap(tmp: Path, target: Path) -> bool:
-        if target == path and not saved:  # once: the tool's own swap back is no save
-            saved.append(target.write_text(target.read_text() + "A line a person just typed.\n"))
-        return real_swap(tmp, target)
-
-    return swap
-
-
 def test_a_save_in_a_linking_file_undoes_the_whole_move(linked: Vault, monkeypatch: pytest.MonkeyPatch) -> None:
     vault = linked
     before = _files(vault)
     tatooine = vault.root / "places" / "Tatooine.md"  # written after hub.md: hub.md must be put back
-    monkeypatch.setattr(locking, "swap", _a_person_saves(tatooine, locking.swap))
+    monkeypatch.setattr(locking, "swap", person_saves_before_the_swap(path=tatooine))
     with pytest.raises(SavedMeanwhile):
         vault.move("places/Kessel Run.md", "places/Smuggling Route.md")
     after = _files(vault)

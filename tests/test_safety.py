@@ -19,7 +19,7 @@ from agent_memory.errors import SavedMeanwhile, VaultError, VaultGone
 from agent_memory.index import Index
 from agent_memory.vault import Vault
 
-from conftest import assert_index_matches_files, run_cli
+from conftest import assert_index_matches_files, run_cli, person_saves_before_the_swap
 
 
 def md_files(root: Path) -> list[str]:
@@ -282,16 +282,7 @@ def test_a_tool_edit_after_a_person_saved_meanwhile_keeps_their_save(vault: Vaul
 
     made = vault.remember("The staging database resets on Sundays")["memory"]
     path = vault.root / made["path"]
-    real_swap = locking.swap
-
-    saves = []
-
-    def person_saves_first(tmp: Path, target: Path) -> bool:
-        if not saves:  # the save lands once, just before the tool's swap
-            saves.append(target.write_text(target.read_text() + "Saved by a person at this very moment.\n"))
-        return real_swap(tmp, target)
-
-    monkeypatch.setattr(locking, "swap", person_saves_first)
+    monkeypatch.setattr(locking, "swap", person_saves_before_the_swap("Saved by a person at this very moment.\n"))
     with pytest.raises(SavedMeanwhile):
         vault.update(made["id"], add_tags=["ops"])
     monkeypatch.undo()

@@ -25,7 +25,7 @@ from agent_memory.server import build_server
 from agent_memory.server.instructions import INSTRUCTIONS
 from agent_memory.vault import Vault
 
-from conftest import assert_index_matches_files
+from conftest import assert_index_matches_files, person_saves_before_the_swap
 
 pytestmark = pytest.mark.anyio
 
@@ -287,20 +287,12 @@ async def test_every_library_error_reaches_the_model_as_its_text(client: Client,
     an_hour_ago = time.time() - 3600
     os.utime(vault.root / "emptied.md", (an_hour_ago, an_hour_ago))
     vault.clock.advance(days=1)  # today's folder 2026/07/21 is a file: writing there fails
-    real_swap = locking.swap
-
-    saved: list[int] = []
-
-    def a_person_saves_first(tmp: Path, target: Path) -> bool:  # the save lands between check and swap
-        if not saved:
-            saved.append(target.write_text(target.read_text() + "A line a person just typed.\n"))
-        return real_swap(tmp, target)
 
     for error, (tool, arguments, text) in cases.items():
         with contextlib.ExitStack() as stack:
             patch = stack.enter_context(pytest.MonkeyPatch.context())
             if error is errors.SavedMeanwhile:
-                patch.setattr(locking, "swap", a_person_saves_first)
+                patch.setattr(locking, "swap", person_saves_before_the_swap())
             if error is QueryInterrupted:  # every query past its (zero) deadline at its first check
                 patch.setattr(limits, "MAX_QUERY_SECONDS", 0.0)
                 patch.setattr(index_module, "PROGRESS_STEPS", 1)
