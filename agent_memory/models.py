@@ -321,7 +321,12 @@ class HistoryResult(TypedDict):
 
 
 class FileContent(TypedDict):
+    """A vault file as ``read_file`` returns it; ``exists`` is false (and the rest empty)
+    for a path inside the vault with no file there, so a caller can ask "is it there?"
+    without handling an error."""
+
     path: str
+    exists: bool
     size: int
     version: str
     memory_id: str | None

@@ -441,15 +441,20 @@ class Vault(Writes, Links, Moves, Maintenance, Reconcile):
         Symlinks are resolved first and ``..`` escapes, absolute paths elsewhere and
         dot-folders other than ``.prompts/`` are refused (``.git/config`` can hold
         tokens); binary files and files over ``max_bytes`` are refused by name and size,
-        and a memory that has expired is not found.
+        and a memory that has expired is not found. A path inside the vault with nothing
+        there is an answer (``exists: false``), not an error: agents ask "is it there?".
         """
         if not isinstance(path, str) or not path.strip():
             raise InvalidInput("path is empty; give a vault-relative path such as 2026/07/20/some-memory.md.")
         resolved = self.store.confine(check_text(path, "path").strip())  # type: ignore[union-attr]
         rel = resolved.relative_to(self.root.resolve()).as_posix()
+        if resolved.is_dir():
+            raise InvalidInput(f"{rel or '.'} is a folder in the vault; give the path of a file "
+                               "(list_memories shows them).")
+        if not os.path.lexists(resolved):  # nothing there: an answer, not an error
+            return FileContent(path=rel, exists=False, size=0, version="", memory_id=None, content="")
         if not resolved.is_file():
-            what = "is a folder" if resolved.is_dir() else "does not exist"
-            raise InvalidInput(f"{rel or '.'} {what} in the vault; give the path of a file (list_memories shows them).")
+            raise InvalidInput(f"{rel} is not a regular file; read_file reads text files only.")
         try:
             fd = os.open(resolved, os.O_RDONLY | os.O_NOFOLLOW)
         except OSError as exc:  # swapped for a symlink since it was checked, or unreadable
@@ -474,7 +479,7 @@ class Vault(Writes, Links, Moves, Maintenance, Reconcile):
                 raise NotFound(rel)  # SPEC §3: an expired memory is never returned by any read
         row = self.index.by_path(rel)
         return FileContent(
-            path=rel, size=len(data), version=notes.file_version(data),
+            path=rel, exists=True, size=len(data), version=notes.file_version(data),
             memory_id=row["id"] if row is not None else None, content=text,
         )
 

@@ -278,10 +278,21 @@ def test_read_file_refuses_binary_oversize_folders_and_missing_files(vault: Vaul
         vault.read_file("big.md")
     with pytest.raises(InvalidInput, match="is a folder"):
         vault.read_file("folder")
-    with pytest.raises(InvalidInput, match="does not exist"):
-        vault.read_file("nope.md")
     with pytest.raises(InvalidInput, match="empty"):
         vault.read_file("  ")
+
+
+def test_read_file_answers_exists_false_for_a_missing_file_inside_the_vault(vault: Vault) -> None:
+    for path in ("nope.md", "2026/01/01/never-written.md", str(vault.root / "people" / "nobody.md")):
+        answer = vault.read_file(path)
+        assert answer["exists"] is False and answer["content"] == "" and answer["memory_id"] is None
+    assert vault.read_file("people/nobody.md")["path"] == "people/nobody.md"
+    memory = remember(vault, "Priya owns billing")
+    assert vault.read_file(memory["path"])["exists"] is True
+    with pytest.raises(PathRefused):  # missing or not, outside the vault stays refused
+        vault.read_file("../nope.md")
+    with pytest.raises(PathRefused):
+        vault.read_file(".git/nope")
 
 
 def test_complete_ids_offers_ids_and_paths_by_prefix(web: Vault) -> None:

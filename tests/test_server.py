@@ -255,6 +255,10 @@ async def test_read_file_tool(client: Client, vault: Vault, tmp_path: Path) -> N
     (vault.root / "escape.md").symlink_to(outside)
     assert "outside the vault" in await fails(client, "read_file", path="escape.md")
     assert "hidden folder" in await fails(client, "read_file", path=".index/index.sqlite3")
+    missing = await ok(client, "read_file", path="people/nobody.md")
+    assert missing == {"path": "people/nobody.md", "exists": False, "size": 0, "version": "", "memory_id": None,
+                       "content": ""}
+    assert whole["exists"] is True
 
 
 # ----------------------------------------------------------------------------- errors the model sees

@@ -829,7 +829,7 @@ def register_tools(server: MCPServer, vault: Vault) -> None:
         ],
     ) -> FileContent:
         """Read a text file of the vault exactly as it is on disk (front matter included),
-        up to 1 MB. Paths outside the vault, through symlinks out of it, or into hidden
+        up to 1 MB; a path with no file there answers exists: false. Paths outside the vault, through symlinks out of it, or into hidden
         folders (.git, .index) are refused, and so are binary files."""
         return vault.read_file(path)
 
