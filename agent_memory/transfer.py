@@ -77,9 +77,19 @@ def exported_front_matter(front_matter: Any) -> tuple[dict[str, Any], str]:
     return meta, namespace
 
 
+# The time keys of mcp-memory-vault's export: a hand-made item would drop them silently
+# (everything dated today, an expired item back for good), so they are refused instead.
+_FOREIGN_TIMES = ("created_at", "updated_at", "expires_at")
+
+
 def new_fields(item: dict[str, Any], now: dt.datetime) -> dict[str, Any]:
     """A hand-made item's front matter: the fields remember writes, checked as it checks
     them; times from the item, else the vault's clock (which also dates the id)."""
+    foreign = [key for key in _FOREIGN_TIMES if key in item]
+    if foreign:
+        raise InvalidInput(f"This item has {', '.join(foreign)}, as an mcp-memory-vault export does: import it "
+                           "with format mcp-memory-vault (CLI: import --from mcp-memory-vault FILE) so its times "
+                           "are kept; nothing was imported.")
     created = _item_time(item, "created") or notes.to_utc(now)
     return {
         "id": own_id(item) or new_id(int(now.timestamp() * 1000)),

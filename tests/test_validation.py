@@ -214,7 +214,7 @@ async def test_a_ttl_under_a_minute_is_refused_before_anything_is_written(
     ("get_memory", "memoryId", "memory_id"),
     ("get_memory", "id", "memory_id"),
     ("remember", "text", "content"),
-    ("remember", "tag", "tags"),
+    ("remember", "tgas", "tags"),
     ("remember", "ttl", "ttl_days"),
     ("update_memory", "expectedVersion", "expected_version"),
     ("update_memory", "addTags", "add_tags"),
@@ -267,7 +267,8 @@ def test_closest_name_prefers_the_same_word_then_known_aliases_then_spelling() -
     ("remember", {"content": "x", "ttl_days": -1}, "ttl_days must be at least 0; got -1."),
     ("related", {"memory_id": "x", "depth": 4}, "depth must be at most 3; got 4."),
     ("related", {"memory_id": "x", "direction": "up"}, "direction must be one of 'out', 'in' or 'both'; got \"up\"."),
-    ("get_memory", {"memory_id": 7}, "memory_id must be text; got 7."),
+    ("get_memory", {"memory_id": 7.5}, "memory_id must be text; got 7.5."),
+    ("get_memory", {"memory_id": True}, "memory_id must be text; got true."),
     ("link_memories", {"memory_id": "a", "target_id": "b", "relation": "two words"},
      ("relation must be one word of letters, digits, '_' or '-' that starts with a letter "
       "(e.g. related_to, depends_on); got \"two words\".")),
@@ -335,3 +336,78 @@ def test_the_library_refuses_a_dot_namespace_filter(vault: Vault) -> None:
         vault.search("fact", namespace="..")
     with pytest.raises(errors.InvalidInput, match="may not start with '.'"):
         vault.list(namespace=".git")
+
+
+# ----------------------------------------------------------------------------- other servers' names
+
+async def call(client: Client, tool: str, arguments: dict[str, Any]) -> tuple[dict[str, Any], list[str]]:
+    """A call that must succeed: its structured result and the text blocks after its JSON."""
+    result = await client.call_tool(tool, arguments)
+    assert result.is_error is False, result.content[0].text
+    return result.structured_content, [block.text for block in result.content[1:]]
+
+
+async def test_the_seeds_argument_names_are_read_as_ours_and_the_reply_says_so(client: Client, vault: Vault) -> None:
+    # AgentMemory's insert_memory: summary and keywords; memory-mcp's memory_type.
+    made, said = await call(client, "remember", {"content": "Priya owns the billing service", "summary": "Billing owner",
+                                                 "keywords": ["billing", "people"], "memory_type": "fact"})
+    memory = made["memory"]
+    assert memory["title"] == "Billing owner" and memory["tags"] == ["billing", "people"]
+    assert vault.get(memory["id"])["front_matter"]["type"] == "fact"
+    assert said == ["Note: read 'summary' as 'title', 'keywords' as 'tags', 'memory_type' as 'type', "
+                    "this server's names; use them next time."]
+    await ok(client, "remember", content="Deploys happen on Fridays", tags=["deploy"])
+    # mcp-memory-vault's list_memories(tag=...): a filter, not ignored
+    listed, said = await call(client, "list_memories", {"tag": "billing"})
+    assert [m["id"] for m in listed["memories"]] == [memory["id"]]
+    assert said == ["Note: read 'tag' as 'tags', this server's name; use it next time."]
+    # memory-mcp's search filter
+    found, _ = await call(client, "recall", {"query": "owns", "memory_type": "decision"})
+    assert found["count"] == 0
+    found, _ = await call(client, "recall", {"query": "owns", "memory_type": "fact"})
+    assert [h["id"] for h in found["hits"]] == [memory["id"]]
+    # AgentMemory's read_file(filePath=...)
+    read, said = await call(client, "read_file", {"filePath": memory["path"]})
+    assert read["memory_id"] == memory["id"] and said[0].startswith("Note: read 'filePath' as 'path'")
+    # mcp-memory-vault's import_memories(memories=[...])
+    imported, said = await call(client, "import_memories", {"memories": [{"content": "An imported fact"}]})
+    assert imported["imported"] == 1 and said[0].startswith("Note: read 'memories' as 'items'")
+
+
+async def test_a_seed_name_is_only_read_where_it_means_the_same(client: Client, vault: Vault) -> None:
+    # AgentMemory's search keywords boost terms; they are not our tag filter
+    assert await refused(client, vault, "recall", {"query": "x", "keywords": ["a"]}) == (
+        "Unknown argument 'keywords': did you mean 'query'?")
+    assert await refused(client, vault, "list_memories", {"tag": "a", "tags": ["b"]}) == (
+        "Both 'tag' and 'tags' were sent; send only 'tags'.")
+    assert await refused(client, vault, "recall", {"query": "x", "cursor": "abc"}) == (
+        "Unknown argument 'cursor': did you mean 'offset'?")
+
+
+async def test_unambiguous_values_are_read_as_meant(client: Client, vault: Vault, ids: dict[str, str]) -> None:
+    # an id sent as a number (AgentMemory's ids are row numbers): looked up, not a type error
+    text = await refused(client, vault, "get_memory", {"memory_id": 7})
+    assert text.startswith("Memory '7' not found") and "list_memories" in text
+    before = vault.get(ids["a"])
+    # update_memory: content "" and ttl_days -1 mean "keep", as the seeds' update tools read them
+    updated, _ = await call(client, "update_memory", {"memory_id": ids["a"], "content": "", "ttl_days": -1,
+                                                      "add_tags": ["kept"]})
+    after = vault.get(ids["a"])
+    assert after["content"] == before["content"] and after["tags"] == ["acme", "kept"]
+    assert after["front_matter"].get("expires") is None
+    # ... but not where they would mean something else
+    assert await refused(client, vault, "remember", {"content": "x", "ttl_days": -1}) == (
+        "ttl_days must be at least 0; got -1.")
+    assert await refused(client, vault, "update_memory", {"memory_id": ids["a"], "ttl_days": -2}) == (
+        "ttl_days must be at least 0; got -2.")
+
+
+async def test_an_mcp_memory_vault_export_without_its_format_is_refused_not_dated_today(
+    client: Client, vault: Vault
+) -> None:
+    export = [{"id": 4, "content": "Old fact", "namespace": "", "tags": [], "created_at": "2025-01-02T03:04:05Z",
+               "expires_at": "2025-02-01T00:00:00Z"}]
+    text = await refused(client, vault, "import_memories", {"memories": export})
+    assert "created_at, expires_at" in text and "format mcp-memory-vault" in text
+    imported, _ = await call(client, "import_memories", {"memories": export, "format": "mcp-memory-vault"})
+    assert imported["imported"] == 0 and imported["expired"] == 1

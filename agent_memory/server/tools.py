@@ -7,6 +7,7 @@ exception whose text reaches the model, and the library's text says what to do n
 signature, and the ``Annotated`` aliases below must be real objects.)
 """
 
+import dataclasses
 import difflib
 import functools
 import inspect
@@ -174,10 +175,27 @@ _ALIASES = {
     "k": "limit", "n": "limit", "top_k": "limit", "topk": "limit", "max_results": "limit", "count": "limit",
     "tag": "tags", "ttl": "ttl_days", "days": "ttl_days", "version": "expected_version",
     "ns": "namespace", "file": "path", "filename": "path", "file_path": "path",
-    "prefix": "path_prefix", "folder": "path_prefix", "skip": "offset", "type": "relation",
+    "prefix": "path_prefix", "folder": "path_prefix", "skip": "offset", "cursor": "offset", "type": "relation",
     "budget": "token_budget", "max_tokens": "token_budget", "memories": "items",
     "memory_type": "type", "kind": "type", "min_importance": "importance",
 }
+
+# Other memory servers' argument names that mean exactly one of ours (the seeds:
+# mcp-memory-vault's `tag` and `memories`, memory-mcp's `memory_type`, AgentMemory's
+# `filePath`, `keywords` and `summary`): accepted, and the reply names ours. `keywords` are
+# tags only where a memory is written: AgentMemory's search keywords boost terms, they
+# don't filter, so recall refuses them with a suggestion like any unknown name.
+SEED_NAMES = {"tag": "tags", "memory_type": "type", "memories": "items", "filePath": "path",
+              "keywords": "tags", "summary": "title"}
+_SEED_NAME_ONLY_IN = {"keywords": frozenset({"remember", "update_memory"})}
+
+# Parameters holding an id: a number sent for one means its digits (AgentMemory's ids
+# are row numbers; a path or our id is text).
+_ID_PARAMETERS = frozenset({"memory_id", "target_id"})
+
+# Values that can only mean "leave it as it is", by tool: update_memory(content="") and
+# update_memory(ttl_days=-1), as the seeds' update tools read them.
+_KEEP_VALUES: dict[str, dict[str, Any]] = {"update_memory": {"content": "", "ttl_days": -1}}
 
 # Sentences for a schema pattern, by parameter.
 _PATTERN_HINTS = {
@@ -354,6 +372,30 @@ class ToolArguments:
             return f"Unknown argument {sent!r}: did you mean {close!r}?"
         return f"Unknown argument {sent!r}: {self.name} takes {', '.join(self.names)}."
 
+    def accepted(self, sent: Mapping[str, Any]) -> tuple[dict[str, Any], list[str], list[str]]:
+        """The arguments as this tool names and reads them, a note per name it renamed,
+        and the clashes (a seed's name sent next to ours: which one wins is a guess)."""
+        arguments: dict[str, Any] = {}
+        renamed: list[str] = []
+        clashes: list[str] = []
+        for key, value in sent.items():
+            ours = SEED_NAMES.get(key) if key not in self.names else None
+            if ours is not None and ours in self.names and self.name in _SEED_NAME_ONLY_IN.get(key, {self.name}):
+                if ours in sent:
+                    clashes.append(f"Both {key!r} and {ours!r} were sent; send only {ours!r}.")
+                    continue
+                renamed.append(f"{key!r} as {ours!r}")
+                key = ours
+            arguments[key] = value
+        for key in _ID_PARAMETERS.intersection(arguments):
+            if isinstance(arguments[key], int) and not isinstance(arguments[key], bool):
+                arguments[key] = str(arguments[key])
+        for key, keep in _KEEP_VALUES.get(self.name, {}).items():
+            value = arguments.get(key, None)
+            if key in arguments and type(value) is type(keep) and value == keep:
+                del arguments[key]
+        return arguments, renamed, clashes
+
     def problems(self, arguments: Mapping[str, Any]) -> list[str]:
         problems = [self.unknown(key) for key in arguments if key not in self.names]
         nul = dict.fromkeys(loc for key, value in arguments.items() if key in self.names
@@ -375,16 +417,35 @@ def refuse_bad_arguments(checks: Mapping[str, ToolArguments]) -> Callable[..., A
         params = ctx.params if ctx.method == "tools/call" and isinstance(ctx.params, Mapping) else {}
         name, arguments = params.get("name"), params.get("arguments")
         check = checks.get(name) if isinstance(name, str) else None
-        if check is not None and (arguments is None or isinstance(arguments, Mapping)):
-            problems = check.problems(arguments or {})
-            if problems:
-                # Names only, as the SDK logs a rejection: the values are the caller's data.
-                log.info("Tool %r refused arguments: %r", check.name, sorted(arguments or {}))
-                text = f"Error executing tool {check.name}: " + " ".join(problems)
-                return CallToolResult(content=[TextContent(type="text", text=text)], is_error=True)
-        return await call_next(ctx)
+        if check is None or not (arguments is None or isinstance(arguments, Mapping)):
+            return await call_next(ctx)
+        accepted, renamed, clashes = check.accepted(arguments or {})
+        problems = clashes + check.problems(accepted)
+        if problems:
+            # Names only, as the SDK logs a rejection: the values are the caller's data.
+            log.info("Tool %r refused arguments: %r", check.name, sorted(arguments or {}))
+            text = f"Error executing tool {check.name}: " + " ".join(problems)
+            return CallToolResult(content=[TextContent(type="text", text=text)], is_error=True)
+        if accepted == (arguments or {}):
+            return await call_next(ctx)
+        result = await call_next(dataclasses.replace(ctx, params={**params, "arguments": accepted}))
+        if renamed:
+            note = f"Note: read {', '.join(renamed)}, this server's name{'s' if len(renamed) > 1 else ''}; use {'them' if len(renamed) > 1 else 'it'} next time."
+            result = _with_note(result, note)
+        return result
 
     return middleware
+
+
+def _with_note(result: HandlerResult, note: str) -> HandlerResult:
+    """A tool's result with one more text block after its own, for the model to read
+    (the structured result and the first block, its JSON, stay as they were)."""
+    block = {"type": "text", "text": note}
+    if isinstance(result, Mapping) and isinstance(result.get("content"), list):
+        return {**result, "content": [*result["content"], block]}
+    if isinstance(result, CallToolResult):
+        return result.model_copy(update={"content": [*result.content, TextContent(**block)]})
+    return result
 
 
 def register_tools(server: MCPServer, vault: Vault) -> None:
