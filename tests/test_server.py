@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import re
 import os
 import subprocess
 import sys
@@ -350,7 +351,7 @@ async def test_errors_over_json_rpc_too(vault: Vault) -> None:
 
 
 REQUIRED_PROMPTS = {"capture_fact", "capture_procedure", "capture_troubleshooting_case", "documentation_session",
-                    "generate_analogy_memory", "recall_before_task", "consolidate"}
+                    "generate_analogy_memory", "recall_before_task", "consolidate", "get_help"}
 
 
 async def test_bundled_prompts_are_listed_with_their_arguments(client: Client) -> None:
@@ -400,6 +401,59 @@ async def test_vault_prompts_add_and_override_and_broken_ones_are_skipped(vault:
         text = (await client.get_prompt("standup", {"notes": "ship it"})).messages[0].content.text
         assert text == "Store these: ship it ({{unknown}})\n"
         assert (await client.get_prompt("capture_fact", {})).messages[0].content.text == "Our own capture prompt.\n"
+
+
+async def test_get_help_explains_every_tool_the_server_has(client: Client) -> None:
+    help_prompt = next(p for p in (await client.list_prompts()).prompts if p.name == "get_help")
+    assert not help_prompt.arguments  # memory-mcp's get-help takes none either
+    text = (await client.get_prompt("get_help", {})).messages[0].content.text
+    tools = {tool.name for tool in (await client.list_tools()).tools}
+    named = set(re.findall(r"`([a-z_]+)(?:\(|`)", text))
+    assert tools <= named, f"get_help does not explain {sorted(tools - named)}"
+    prompts = {p.name for p in (await client.list_prompts()).prompts} - {"get_help"}
+    assert prompts <= named, f"get_help does not name the prompts {sorted(prompts - named)}"
+    assert "expected_version" in text and "recall" in text
+
+
+# AgentMemory's prompts and their placeholders (its seed), sent to ours of the same name.
+AGENTMEMORY_PROMPTS = {
+    "documentation_session": {"goal": "ship the billing service", "context_notes": "notes from Tuesday",
+                              "tool_calls_json": '[{"tool": "deploy"}]'},
+    "capture_fact": {"source_type": "meeting", "source_ref": "standup 2026-07-20", "text": "Priya owns billing"},
+    "capture_procedure": {"narrative": "First run make build, then make deploy"},
+    "capture_troubleshooting_case": {"case_log": "ERR_42 on deploy; fixed by clearing the cache"},
+    "generate_analogy_memory": {"current_case": "eventual consistency", "related_memories_json": '[{"id": "x"}]'},
+}
+
+
+@pytest.mark.parametrize("name", sorted(AGENTMEMORY_PROMPTS))
+async def test_agentmemory_prompt_arguments_are_accepted_by_the_prompts_of_the_same_name(client: Client, name: str) -> None:
+    sent = AGENTMEMORY_PROMPTS[name]
+    text = (await client.get_prompt(name, sent)).messages[0].content.text
+    assert "{{" not in text
+    for key, value in sent.items():
+        assert value in text, (name, key)
+    if len(sent) > 1 and name != "generate_analogy_memory":  # several aliases of one argument: each labelled
+        assert any(f"{key}: {value}" in text for key, value in sent.items())
+
+
+async def test_a_prompt_alias_never_hides_the_argument_itself(client: Client) -> None:
+    text = (await client.get_prompt("capture_fact", {"fact": "Priya owns billing", "context": "from the wiki"}))
+    assert "Fact: Priya owns billing" in text.messages[0].content.text
+    assert "Context (may be empty): from the wiki" in text.messages[0].content.text
+    both = (await client.get_prompt("capture_fact", {"fact": "Priya owns billing", "text": "Bo owns ops"}))
+    body = both.messages[0].content.text
+    assert "fact: Priya owns billing" in body and "text: Bo owns ops" in body
+
+
+def test_a_prompt_whose_alias_repeats_a_name_is_refused() -> None:
+    from agent_memory.server.prompts import parse_prompt
+
+    clash = ("---\nname: p\narguments:\n  - name: a\n    aliases: [b]\n  - name: b\n---\n{{a}} {{b}}\n")
+    with pytest.raises(ValueError, match="given twice"):
+        parse_prompt(clash, "clash.md")
+    with pytest.raises(ValueError, match="aliases"):
+        parse_prompt("---\nname: p\narguments:\n  - name: a\n    aliases: b\n---\n{{a}}\n", "bad.md")
 
 
 async def test_missing_required_prompt_argument_is_an_error(client: Client) -> None:

@@ -2,19 +2,25 @@
 ``.prompts/*.md``, which add to them or replace one by name.
 
 A prompt file is front matter (``name``, ``title``, ``description``, ``arguments``:
-``[{name, description, required}]``) and a body whose ``{{argument}}`` placeholders are
-filled in with what the client sends (an optional argument left out becomes "").
-Files are read once, when the server is built.
+``[{name, description, required, aliases}]``) and a body whose ``{{argument}}``
+placeholders are filled in with what the client sends (an optional argument left out
+becomes ""). ``aliases`` are other names a client may send for an argument: the bundled
+prompts that share AgentMemory's prompt names accept its placeholders (``goal``,
+``text``, ``narrative``, ...), several of them given at once are joined, each on a line
+with its name. Files are read once, when the server is built.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import re
-from dataclasses import dataclass
+from collections.abc import Mapping
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from mcp.server.context import CallNext, HandlerResult, ServerRequestContext
 from mcp.server.mcpserver import MCPServer
 from mcp.server.mcpserver.prompts.base import Prompt, PromptArgument, UserMessage
 
@@ -47,6 +53,20 @@ class PromptFile:
     arguments: list[PromptArgument]
     body: str
     origin: str
+    aliases: dict[str, tuple[str, ...]] = field(default_factory=dict)  # argument -> other names for it
+
+    def canonical(self, sent: Mapping[str, Any]) -> dict[str, Any]:
+        """The arguments under this prompt's own names: a value sent under an alias moves
+        to its argument; several values for one argument are joined, one line each."""
+        taken = {alias for names in self.aliases.values() for alias in names}
+        out = {key: value for key, value in sent.items() if key not in taken}
+        for name, names in self.aliases.items():
+            given = [(key, sent[key]) for key in (name, *names) if sent.get(key) not in (None, "")]
+            if len(given) == 1:
+                out[name] = given[0][1]
+            elif given:
+                out[name] = "\n".join(f"{key}: {value}" for key, value in given)
+        return out
 
     def render(self, values: dict[str, str]) -> str:
         declared = {a.name for a in self.arguments}
@@ -77,9 +97,15 @@ def parse_prompt(text: str, origin: str) -> PromptFile:
     if not isinstance(raw_args, list):
         raise ValueError("`arguments` must be a list of {name, description, required}")
     arguments = []
+    aliases: dict[str, tuple[str, ...]] = {}
     for raw in raw_args:
         if not isinstance(raw, dict) or not isinstance(raw.get("name"), str) or not raw["name"].strip():
             raise ValueError("every argument needs a `name`")
+        other_names = raw.get("aliases") or []
+        if not isinstance(other_names, list) or not all(isinstance(a, str) and _NAME.fullmatch(a) for a in other_names):
+            raise ValueError(f"`aliases` of {raw['name']!r} must be a list of names")
+        if other_names:
+            aliases[raw["name"].strip()] = tuple(other_names)
         arguments.append(
             PromptArgument(
                 name=raw["name"].strip(),
@@ -89,6 +115,9 @@ def parse_prompt(text: str, origin: str) -> PromptFile:
         )
     if not note.body.strip():
         raise ValueError("the prompt has no text after its front matter")
+    names = [a.name for a in arguments] + [alias for other in aliases.values() for alias in other]
+    if len(names) != len(set(names)):
+        raise ValueError("an argument name or alias is given twice")
     return PromptFile(
         name=name.strip(),
         title=str(meta["title"]) if meta.get("title") else None,
@@ -96,6 +125,7 @@ def parse_prompt(text: str, origin: str) -> PromptFile:
         arguments=arguments,
         body=note.body,
         origin=origin,
+        aliases=aliases,
     )
 
 
@@ -136,5 +166,18 @@ def load_prompts(vault: Vault) -> dict[str, PromptFile]:
 
 
 def register_prompts(server: MCPServer, vault: Vault) -> None:
-    for prompt in load_prompts(vault).values():
+    """Every prompt, and the middleware that reads an alias as its argument before the
+    SDK checks the required ones (it would refuse ``goal`` for a missing ``topic``)."""
+    prompts = load_prompts(vault)
+    for prompt in prompts.values():
         server.add_prompt(prompt.as_prompt())
+
+    async def accept_aliases(ctx: ServerRequestContext[Any, Any], call_next: CallNext) -> HandlerResult:
+        params = ctx.params if ctx.method == "prompts/get" and isinstance(ctx.params, Mapping) else {}
+        name, sent = params.get("name"), params.get("arguments")
+        prompt = prompts.get(name) if isinstance(name, str) else None
+        if prompt is not None and prompt.aliases and isinstance(sent, Mapping):
+            ctx = dataclasses.replace(ctx, params={**params, "arguments": prompt.canonical(sent)})
+        return await call_next(ctx)
+
+    server.middleware.append(accept_aliases)
