@@ -54,8 +54,18 @@ def check_mcp() -> Check:
         version = importlib.metadata.version("mcp")
     except importlib.metadata.PackageNotFoundError:
         return Check("mcp", False, "the mcp package is not installed: reinstall agent-memory")
-    ok = version.startswith("2.3.")
-    return Check("mcp", ok, f"mcp {version}" + ("" if ok else " (2.3.x expected)"))
+    ok = _supported_mcp(version)
+    return Check("mcp", ok, f"mcp {version}" + ("" if ok else " (2.3 or a later 2.x expected)"))
+
+
+def _supported_mcp(version: str) -> bool:
+    """The range pyproject.toml pins (>=2.3,<3): the SDK keeps its API within a major."""
+    parts = version.split(".")
+    try:
+        major, minor = int(parts[0]), int(parts[1]) if len(parts) > 1 else 0
+    except ValueError:
+        return False
+    return major == 2 and minor >= 3
 
 
 def check_vault(root: Path, index_dir: Path | None = None) -> list[Check]:

@@ -14,7 +14,7 @@ from agent_memory.credentials import find_credentials
 from agent_memory.doctor import check_vault
 from agent_memory.vault import Vault
 
-CORPUS = Path("/work/shared/corpora/obsidian-help")
+CORPUS = Path(__file__).resolve().parents[2] / "shared" / "corpora" / "obsidian-help"
 AWS_KEY = "AKIA" + "QYLPMN5HHHFPZAM2"  # a made-up key of the real shape
 
 
@@ -77,3 +77,13 @@ def test_on_obsidian_help_no_link_to_an_existing_note_is_called_broken() -> None
         target = item.rsplit("[[", 1)[1][:-2]
         assert target.rsplit("/", 1)[-1].casefold().removesuffix(".md") not in names or "/" in target, item
     assert _checks(CORPUS)["credentials"].ok
+
+
+@pytest.mark.parametrize(("version", "supported"), [
+    ("2.3.0", True), ("2.3.1", True), ("2.4.0", True), ("2.10.2", True), ("2.2.0", False), ("1.30.0", False),
+    ("3.0.0", False), ("2.3.0rc1", True), ("garbage", False),
+])
+def test_doctor_accepts_the_mcp_range_the_package_pins(version: str, supported: bool) -> None:
+    from agent_memory.doctor import _supported_mcp
+
+    assert _supported_mcp(version) is supported
