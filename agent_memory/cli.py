@@ -32,6 +32,23 @@ class Settings:
         self.json: bool = False
 
 
+class _ImportanceOrEmpty(click.ParamType):
+    """A number, or '' (edit --importance '' removes the key, as --type '' does)."""
+
+    name = "NUMBER|''"
+
+    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> float | str:
+        if value == "" or isinstance(value, float):
+            return value
+        try:
+            return float(value)
+        except (TypeError, ValueError):
+            self.fail(f"{value!r} is not a number (or '' to remove the importance).", param, ctx)
+
+
+IMPORTANCE_OR_EMPTY = _ImportanceOrEmpty()
+
+
 def _remember_dir(ctx: click.Context, _param: click.Parameter, value: str | None) -> None:
     if value:
         ctx.ensure_object(Settings).dir = value
@@ -395,12 +412,12 @@ def show(memory_id: str) -> None:
 @click.option("--source", default=None, help="New source.")
 @click.option("--ttl-days", type=float, default=None, help="Expire this many days from now (0: never).")
 @click.option("--type", "kind", default=None, help="New type ('' removes it).")
-@click.option("--importance", type=float, default=None, help="New importance (0-10).")
+@click.option("--importance", type=IMPORTANCE_OR_EMPTY, default=None, help="New importance (0-10; '' removes it).")
 @click.option("--expected-version", default=None, help="Refuse if the file changed since this version.")
 @handle_errors
 def edit(memory_id: str, content: str | None, append: str | None, replace: tuple[str, str] | None,
          add_tags: tuple[str, ...], remove_tags: tuple[str, ...], namespace: str | None, title: str | None,
-         source: str | None, ttl_days: float | None, kind: str | None, importance: float | None,
+         source: str | None, ttl_days: float | None, kind: str | None, importance: float | str | None,
          expected_version: str | None) -> None:
     """Change a memory, or open it in $EDITOR.
 

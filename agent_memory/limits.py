@@ -156,10 +156,11 @@ def check_type(value: str | None, what: str = "type") -> str | None:
     return value
 
 
-def check_importance(value: float | None, what: str = "importance") -> int | float | None:
-    """A memory's ``importance``: a number from 0 to 10 (a whole one is kept whole)."""
-    if value is None:
-        return None
+def check_importance(value: float | str | None, what: str = "importance") -> int | float | str | None:
+    """A memory's ``importance``: a number from 0 to 10 (a whole one is kept whole);
+    ``""`` stays ``""``, which ``update`` reads as "remove it" (as ``type=""`` is)."""
+    if value is None or value == "":
+        return value
     if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 <= value <= MAX_IMPORTANCE:  # NaN fails
         raise InvalidInput(f"{what} must be a number from 0 to {MAX_IMPORTANCE}; got {value!r}.")
     return int(value) if float(value).is_integer() else float(value)

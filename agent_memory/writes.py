@@ -85,14 +85,14 @@ class Writes(VaultCore):
         source: str = "",
         ttl_days: float = 0,
         type: str | None = None,
-        importance: float | None = None,
+        importance: float | str | None = None,
     ) -> RememberResult:
         """Store a fact as a new file, unless the same content is already in the namespace.
         ``type`` (free text: fact, decision, lesson...) and ``importance`` (0-10) become
         front-matter keys of the new file."""
         content = check_content(content)
         kind = check_type(type) or None
-        weight = check_importance(importance)
+        weight = None if importance == "" else check_importance(importance)  # "" on a new memory: none
         namespace = check_namespace(namespace)
         tag_list = check_tags(tags)
         ttl = check_ttl(ttl_days) or 0
@@ -153,7 +153,7 @@ class Writes(VaultCore):
         title: str | None = None,
         ttl_days: float | None = None,
         type: str | None = None,
-        importance: float | None = None,
+        importance: float | str | None = None,
         expected_version: str | None = None,
     ) -> UpdateResult:
         """Change a memory in place, rewriting only the front-matter keys that change.
@@ -209,8 +209,11 @@ class Writes(VaultCore):
                 changes["title"] = title.strip() or None
             if kind is not None and kind != note.meta.get("type", ""):
                 changes["type"] = kind or None
-            if weight is not None and (weight != note.meta.get("importance")
-                                       or isinstance(note.meta.get("importance"), bool)):
+            if weight == "":  # '' removes it
+                if "importance" in note.meta:
+                    changes["importance"] = None
+            elif weight is not None and (weight != note.meta.get("importance")
+                                         or isinstance(note.meta.get("importance"), bool)):
                 changes["importance"] = weight
             if ttl is not None:
                 expires = iso(now + dt.timedelta(days=ttl)) if ttl else None

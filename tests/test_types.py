@@ -48,6 +48,11 @@ def test_update_patches_only_the_type_and_importance_lines(vault: Vault) -> None
     vault.update("people/priya.md", type="", importance=2)
     text = path.read_text()
     assert "type:" not in text and "importance: 2\n" in text
+    vault.update("people/priya.md", importance="")  # '' removes it, as type='' does
+    text = path.read_text()
+    assert "importance:" not in text and text.startswith("---\n# kept comment\nowner: me\ntags: [team]\n")
+    assert text.endswith("---\nPriya prefers calls after 3pm.\n")
+    assert vault.update("people/priya.md", importance="")["changed"] is False
     assert_index_matches_files(vault)
 
 
@@ -123,8 +128,14 @@ async def test_type_and_importance_over_the_real_client(vault: Vault) -> None:
         assert (await ok("memory_stats"))["types"] == {"procedure": 1}
         bad = await client.call_tool("remember", {"content": "x", "importance": 12})
         assert bad.is_error and "importance" in bad.content[0].text
-        alias = await client.call_tool("list_memories", {"memory_type": "lesson"})
-        assert alias.is_error and "'type'" in alias.content[0].text
+        alias = await client.call_tool("list_memories", {"memory_type": "procedure"})  # memory-mcp's name
+        assert not alias.is_error and [m["id"] for m in alias.structured_content["memories"]] == [memory_id]
+        assert "'memory_type' as 'type'" in alias.content[1].text
+        removed = await ok("update_memory", memory_id=memory_id, importance="")
+        assert "importance" not in removed["memory"]["front_matter"]
+        assert "importance:" not in (vault.root / stored["memory"]["path"]).read_text()
+        bad = await client.call_tool("update_memory", {"memory_id": memory_id, "importance": "high"})
+        assert bad.is_error and "importance" in bad.content[0].text
 
 
 # ----------------------------------------------------------------------------- CLI
@@ -150,6 +161,10 @@ def test_cli_flags(vault: Vault) -> None:
     text = (root / out["memory"]["path"]).read_text()
     assert "type: lesson\n" in text and "importance: 1\n" in text
     assert json.loads(_cli(root, "--json", "search", "restart", "--min-importance", "5"))["hits"] == []
+    _cli(root, "edit", memory_id, "--importance", "")
+    assert "importance:" not in (root / out["memory"]["path"]).read_text()
+    refused = CliRunner().invoke(cli, ["--dir", str(root), "edit", memory_id, "--importance", "high"], obj=Settings())
+    assert refused.exit_code == 2 and "not a number" in refused.output
 
 
 def test_stats_count_relations_and_give_the_oldest_and_newest(vault: Vault, clock: Any) -> None:

@@ -620,7 +620,10 @@ def register_tools(server: MCPServer, vault: Vault) -> None:
             Field(description="New type, free text; suggested: " + ", ".join(MEMORY_TYPES) + " ('' removes it).",
                   max_length=MAX_TYPE_LEN),
         ] = None,
-        importance: Importance = None,
+        importance: Annotated[
+            Annotated[float, Field(ge=0, le=MAX_IMPORTANCE)] | Literal[""] | None,
+            Field(description=f"New importance, 0-{MAX_IMPORTANCE} (a number); '' removes it."),
+        ] = None,
         expected_version: ExpectedVersion = None,
         ctx: Context = None,  # type: ignore[assignment]
     ) -> UpdateResult:
