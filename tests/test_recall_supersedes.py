@@ -49,6 +49,26 @@ def test_a_superseded_memory_without_its_replacement_in_the_result_stays(vault: 
     assert titles(vault.search("vpn gateway")) == ["old"]
 
 
+def test_a_replacement_lacking_a_term_still_ranks_above_the_memory_it_supersedes(vault: Vault) -> None:
+    # Only the replaced procedure says "get": it alone holds every term.
+    write(vault, "vpn-wireguard.md", "To get VPN access, install the WireGuard client and ask Dmitri for a config.")
+    write(vault, "vpn-tailscale.md", "VPN access now goes through Tailscale: sign in with your work account.",
+          'supersedes: ["[[vpn-wireguard]]"]\n')
+    write(vault, "wifi.md", "To get guest wifi access, ask reception.")
+    vault.reconcile()
+    for page in (vault.search("how do I get VPN access"), vault.search("how do I get VPN access", limit=1)):
+        assert titles(page)[0] == "vpn-tailscale"
+        assert page["hits"][0]["complete"] is False  # it is there because it replaces a complete hit
+    assert titles(vault.search("how do I get VPN access"))[:2] == ["vpn-tailscale", "vpn-wireguard"]
+    # a replacement outside the filters stays out
+    assert titles(vault.search("get VPN access", path_prefix="vpn-w")) == ["vpn-wireguard"]
+    # paging: one page at a time gives the same order as one large query
+    whole = titles(vault.search("how do I get VPN access", limit=10))
+    paged = [t for offset in range(len(whole)) for t in titles(vault.search("how do I get VPN access", limit=1,
+                                                                              offset=offset))]
+    assert paged == whole
+
+
 def test_supersede_orders_within_a_list() -> None:
     order = [Scored(rid, 1.0, ()) for rid in (1, 2, 3, 4)]
     # 4 replaces 1, 3 replaces 2; 5 (absent) replaces 3; 6 and 7 replace each other.

@@ -105,7 +105,7 @@ class Engine:
             if match != "any" and rewritten:
                 complete = self.every_term(matches, filters, now)
         self.now = now
-        complete = rank.named_first(self.supersede(complete), named)
+        complete = rank.named_first(self.supersede(self.with_replacements(complete, matches, filters, now)), named)
         ranked = complete
         # Partial hits: all of them for "any"; for "auto" after the complete ones, when
         # the page reaches past them (then whether more follow is known too).
@@ -321,6 +321,40 @@ class Engine:
         offsets = list(self.config.context_shares)
         rows = self._run(sql.neighbours(rids, offsets, self.config.context_window))
         return [Neighbours(row[0], {offset: row[f"n{offset}"] for offset in offsets}) for row in rows]
+
+    def with_replacements(self, complete: list[Scored], matches: list[TermMatch], filters: Filters,
+                          now: str) -> list[Scored]:
+        """The complete hits, with each memory that supersedes one of them (and matches
+        some of the terms, within the filters) brought in just above it, though it lacks
+        a term: "How do I get VPN access now?" must not answer with the replaced
+        procedure because only that one says "get". Looked up for the first
+        ``bm25_pool`` complete hits, a fixed number, so no page depends on another."""
+        head = complete[: self.config.bm25_pool]
+        if not head:
+            return complete
+        from ..graph import Links, key_suffixes  # graph imports the index, which imports recall
+
+        heads = {s.rid for s in head}
+        keys = {key for _, path_key in self._run(sql.path_keys(sorted(heads))) for key in key_suffixes(path_key)}
+        held = {s.rid for s in complete}
+        expr = any_expr([m.term for m in matches])
+        links = Links(self.index, now)
+        above: dict[int, list[int]] = {}
+        for src, path, target in self._run(sql.superseding(sorted(keys), expr, filters, now)):
+            old = links.resolve(target, path)
+            if src not in held and old is not None and old["rid"] in heads:
+                above.setdefault(old["rid"], []).append(src)
+                held.add(src)
+        if not above:
+            return complete
+        found = [m.term.text for m in matches]
+        out: list[Scored] = []
+        for scored in complete:
+            for src in above.get(scored.rid, ()):
+                matched = tuple(m.term.text for m in matches if m.rids is not None and src in m.rids)
+                out.append(Scored(src, 0.0, matched or tuple(found), {"supersedes": 1.0}, complete=False))
+            out.append(scored)
+        return out
 
     def supersede(self, order: list[Scored]) -> list[Scored]:
         """``order`` with each memory another one in it supersedes (``supersedes:

@@ -225,6 +225,23 @@ def word_families(stems: list[str]) -> Query:
     )
 
 
+def path_keys(rids: list[int]) -> Query:
+    """The ``path_key`` of ``rids`` (what a link to each of them is indexed under)."""
+    return f"SELECT rid, path_key FROM memories WHERE rid IN ({_ids(rids)})", []
+
+
+def superseding(targets: list[str], expr: str, filters: Filters, now: str) -> Query:
+    """Live memories within the filters that match ``expr`` and whose ``supersedes``
+    names one of ``targets`` (link keys): (rid, path, the target as indexed)."""
+    where, params = filters.sql()
+    return (
+        "SELECT m.rid, m.path, l.target FROM links l JOIN memories m ON m.rid = l.src "
+        f"WHERE l.relation = 'supersedes' AND l.target IN (SELECT value FROM json_each(?)) AND {LIVE}{where} "
+        "AND m.rid IN (SELECT rowid FROM fts WHERE fts MATCH ?) ORDER BY m.rid",
+        [json.dumps(targets), now, *params, expr],
+    )
+
+
 def supersedes(rids: list[int]) -> Query:
     """The ``supersedes`` links written in ``rids`` (source rid, its path, the target as
     indexed), for ``recall.rank.supersede``."""
