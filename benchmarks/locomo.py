@@ -106,7 +106,7 @@ def clean_evidence(raw: list[str], known: set[str]) -> tuple[list[str], list[str
     return list(dict.fromkeys(kept)), dropped
 
 
-def _conversation(name: str, data: dict, date_in_text: bool) -> Conversation:
+def _conversation(name: str, data: dict, date_in_text: bool, same_instant: bool = False) -> Conversation:
     conv = data.get("conversation", data)
     turns: list[Turn] = []
     for key in sorted((k for k in conv if re.fullmatch(r"session_\d+", k)), key=lambda k: int(k.split("_")[1])):
@@ -114,7 +114,9 @@ def _conversation(name: str, data: dict, date_in_text: bool) -> Conversation:
         raw_date = conv.get(f"{key}_date_time", "")
         when = _session_time(raw_date)
         for n, turn in enumerate(conv[key]):
-            stamp = when + dt.timedelta(seconds=n)  # keeps turn order within a session
+            # A second apart keeps turn order within a session; ``same_instant`` stamps every
+            # turn with the session's time, as an import or a log often does.
+            stamp = when if same_instant else when + dt.timedelta(seconds=n)
             turns.append(Turn(turn["dia_id"], number, stamp, turn_text(turn, raw_date if date_in_text else "")))
     known = {t.dia_id for t in turns}
     out = Conversation(name, turns, [])
@@ -130,7 +132,7 @@ def _conversation(name: str, data: dict, date_in_text: bool) -> Conversation:
     return out
 
 
-def load(path: Path, date_in_text: bool = False) -> list[Conversation]:
+def load(path: Path, date_in_text: bool = False, same_instant: bool = False) -> list[Conversation]:
     """The conversations in the zip, in LoCoMo's own order (conv-26 ... conv-50)."""
     samples: list[tuple[str, dict]] = []
     with zipfile.ZipFile(path) as archive:
@@ -146,7 +148,7 @@ def load(path: Path, date_in_text: bool = False) -> list[Conversation]:
                 name = str(item.get("sample_id") or (stem if len(items) == 1 else f"{stem}-{n}"))
                 samples.append((name if name.startswith("conv-") else f"conv-{name}", item))
     samples.sort(key=lambda s: [int(x) if x.isdigit() else x for x in re.split(r"(\d+)", s[0])])
-    return [_conversation(name, item, date_in_text) for name, item in samples]
+    return [_conversation(name, item, date_in_text, same_instant) for name, item in samples]
 
 
 # --------------------------------------------------------------------------- the vault
@@ -199,7 +201,7 @@ def _fingerprint(conversations: list[Conversation]) -> str:
     digest = hashlib.sha256()
     for conv in conversations:
         for turn in conv.turns:
-            digest.update(f"{conv.name}\0{turn.dia_id}\0{turn.text}\0".encode())
+            digest.update(f"{conv.name}\0{turn.dia_id}\0{turn.text}\0{turn.when.isoformat()}\0".encode())
     return digest.hexdigest()[:16]
 
 
@@ -310,6 +312,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--quick", action="store_true", help="only the first conversation (what CI runs)")
     parser.add_argument("--vault", type=Path, help="build the vault here and reuse it on later runs")
     parser.add_argument("--date-in-text", action="store_true", help="also write the session date into each memory's text")
+    parser.add_argument("--same-instant", action="store_true",
+                        help="stamp every turn of a session with the session's time (as an import or a log often "
+                             "does) instead of a second apart")
     parser.add_argument("--set", action="append", default=[], metavar="NAME=VALUE", help="override a RecallConfig field")
     parser.add_argument("--match", default="auto", choices=("auto", "all", "any"), help="recall's match mode (default auto, as agents call it)")
     parser.add_argument("--profile", default="conversation", choices=tuple(PROFILES), help="recall profile (default conversation: LoCoMo is dialog)")
@@ -321,7 +326,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"LoCoMo data not found at {args.zip}; skipping. Pass the path to locomo10.zip to run the benchmark.")
         return 0
     config = configure(args.set, PROFILES[args.profile])
-    conversations = load(args.zip, date_in_text=args.date_in_text)
+    conversations = load(args.zip, date_in_text=args.date_in_text, same_instant=args.same_instant)
     if args.quick:
         conversations = conversations[:1]
 
@@ -352,7 +357,8 @@ def main(argv: list[str] | None = None) -> int:
     p50, p95 = percentile(latencies, 50), percentile(latencies, 95)
     written = "reused" if write_seconds != write_seconds else f"{write_seconds:.1f} s through remember"
     print(f"query latency: p50 {p50:.2f} ms, p95 {p95:.2f} ms; index: {written}, full reindex {reindex_seconds:.2f} s")
-    print(f"settings: profile={args.profile} match={args.match} {' '.join(args.set)}".rstrip())
+    instant = " same-instant" if args.same_instant else ""
+    print(f"settings: profile={args.profile} match={args.match}{instant} {' '.join(args.set)}".rstrip())
     if args.json:
         args.json.write_text(json.dumps({"table": table, "p50_ms": p50, "p95_ms": p95, "settings": args.set}, indent=1))
     return 0
