@@ -132,7 +132,7 @@ def setup(root: Path, python: str | None = None) -> dict[str, Any]:
     in the repository's config. Safe to run again: it only changes what differs."""
     task = "set up the merge driver"
     top, prefix = repository(root, task=task, consequence="there is no merge driver to set up",
-                             advice="then run `agent-memory git setup` again")
+                             advice="and run `agent-memory git setup` again")
     attributes = root / ".gitattributes"
     changed = _add_attributes_line(attributes)
     command = driver_command(python)
