@@ -17,8 +17,9 @@ file (no ancestor) with different ids: the same content in the same namespace is
 memory written twice, kept once (the SPEC's id owner, tags merged); anything else is
 two memories, kept both, the whole files between markers.
 
-Everything but ``merge_text`` (which runs git) and ``run_driver`` (which reads and
-writes the driver's files) is pure.
+All of it works on bytes in memory; only ``merge_text`` runs a program (``git
+merge-file``, on temp files outside the repository) and only ``run_driver`` touches
+the driver's files.
 """
 
 from __future__ import annotations

@@ -239,3 +239,15 @@ def test_when_nothing_can_be_merged_ours_is_left_untouched(tmp_path: Path) -> No
     o, a, b = write_sides(tmp_path, b"a\0b\n", b"a\0c\n", b"a\0d\n")
     assert run_driver(o, a, b, 7, "x.md") == 2
     assert a.read_bytes() == b"a\0c\n"  # git reports a conflict and keeps every side in its index
+
+
+def test_a_failed_write_leaves_ours_whole(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    def refuse(*_args: object) -> None:
+        raise OSError(28, "No space left on device")
+
+    ours = edit(BASE, ("tags: [acme, deploy]", "tags: [acme, deploy, a]"))
+    o, a, b = write_sides(tmp_path, BASE.encode(), ours, edit(BASE, ("status: open", "status: shut")))
+    monkeypatch.setattr(merging.gitrepo.os, "replace", refuse)
+    assert run_driver(o, a, b, 7, "x.md") == 2
+    assert a.read_bytes() == ours  # git then reports a conflict, with every side in its index
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["A", "B", "O"]
