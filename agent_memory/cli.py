@@ -612,14 +612,19 @@ def history(memory_id: str, limit: int) -> None:
 @cli.group(name="git")
 @common
 def git_group() -> None:
-    """Working with the git repository the vault lives in."""
+    """Work with the git repository the vault lives in.
+
+    \b
+    Example:
+      agent-memory git setup
+    """
 
 
 @git_group.command(name="setup")
 @common
 @handle_errors
 def git_setup() -> None:
-    """Make git merge memory files key by key (the agent-memory merge driver).
+    """Make git merge memory files key by key.
 
     Adds `*.md merge=agent-memory` to the vault's .gitattributes (scoped to the
     vault's folder; commit it) and registers the driver, with this Python's
@@ -652,12 +657,16 @@ def git_setup() -> None:
 @click.argument("path", default="", required=False)
 @click.pass_context
 def merge_file(ctx: click.Context, base: Path, ours: Path, theirs: Path, marker_size: int, path: str) -> None:
-    """git's merge driver for memory files: BASE OURS THEIRS [MARKER_SIZE] [PATH].
+    """git's merge driver for memory files (run by git).
 
     git runs it as `merge-file %O %A %B %L %P` once `agent-memory git setup`
     registered it. The merge goes into OURS; exit 0 when clean, 1 when conflict
     markers remain. Tags, aliases and relations merge as sets, `updated` takes
     the later time, `created` the earlier, the body merges line by line.
+
+    \b
+    Example (what git runs; by hand, OURS is overwritten):
+      agent-memory merge-file base.md ours.md theirs.md 7 2026/07/20/acme.md
     """
     from .merge import run_driver
 
