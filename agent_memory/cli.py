@@ -626,6 +626,70 @@ def history(memory_id: str, limit: int) -> None:
     emit(result, human)
 
 
+@cli.group(name="git")
+@common
+def git_group() -> None:
+    """Work with the git repository the vault lives in.
+
+    \b
+    Example:
+      agent-memory git setup
+    """
+
+
+@git_group.command(name="setup")
+@common
+@handle_errors
+def git_setup() -> None:
+    """Make git merge memory files key by key.
+
+    Adds `*.md merge=agent-memory` to the vault's .gitattributes (scoped to the
+    vault's folder; commit it) and registers the driver, with this Python's
+    absolute path, in the repository's config (run it once in every clone).
+    Safe to run again.
+
+    \b
+    Example:
+      agent-memory git setup
+    """
+    from .gitrepo import setup  # only here: nothing else needs it
+
+    result = setup(vault_path())
+
+    def human() -> None:
+        where = printable(result["gitattributes"])
+        click.echo(f"Added {result['attributes_line']} to {where}" if result["gitattributes_changed"]
+                   else f"{where} already has {result['attributes_line']}")
+        click.echo(f"Registered the merge driver in {printable(result['repository'])}'s git config")
+        click.echo(printable(result["note"]))
+
+    emit(result, human)
+
+
+@cli.command(name="merge-file")
+@click.argument("base", type=click.Path(dir_okay=False, path_type=Path))
+@click.argument("ours", type=click.Path(dir_okay=False, path_type=Path))
+@click.argument("theirs", type=click.Path(dir_okay=False, path_type=Path))
+@click.argument("marker_size", type=int, default=7, required=False)
+@click.argument("path", default="", required=False)
+@click.pass_context
+def merge_file(ctx: click.Context, base: Path, ours: Path, theirs: Path, marker_size: int, path: str) -> None:
+    """git's merge driver for memory files (run by git).
+
+    git runs it as `merge-file %O %A %B %L %P` once `agent-memory git setup`
+    registered it. The merge goes into OURS; exit 0 when clean, 1 when conflict
+    markers remain. Tags, aliases and relations merge as sets, `updated` takes
+    the later time, `created` the earlier, the body merges line by line.
+
+    \b
+    Example (what git runs; by hand, OURS is overwritten):
+      agent-memory merge-file base.md ours.md theirs.md 7 2026/07/20/acme.md
+    """
+    from .merge import run_driver
+
+    ctx.exit(run_driver(base, ours, theirs, marker_size, path))
+
+
 @cli.command()
 @common
 @handle_errors

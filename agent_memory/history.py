@@ -11,72 +11,30 @@ the vault at that commit, else repository-relative.
 from __future__ import annotations
 
 import difflib
-import os
 import re
 import subprocess
 from pathlib import Path
 from typing import Any
 
+from . import gitrepo
 from . import note as notes
 from .errors import VaultError
 from .models import HistoryEntry
 
-GIT_TIMEOUT = 30.0  # seconds for one git command
 MAX_LINES_SHOWN = 20  # body lines added/removed listed per commit (all are counted)
 MAX_LINE_CHARS = 200
 MAX_MESSAGE_CHARS = 2000
 
-# Settings that would make a read run programs or change output, whatever the repository says.
-_SAFE_CONFIG = (
-    "-c", "core.quotePath=false", "-c", "core.fsmonitor=false", "-c", "log.showSignature=false",
-    "-c", "color.ui=false", "-c", "diff.external=", "-c", "log.follow=false",
-)
 _STATUS = {"A": "added", "M": "modified", "R": "renamed", "C": "copied", "D": "deleted", "T": "modified"}
 _HASH = re.compile(r"[0-9a-f]{40,64}")
 
 
-def _env() -> dict[str, str]:
-    env = dict(os.environ)
-    env.update(GIT_OPTIONAL_LOCKS="0", GIT_TERMINAL_PROMPT="0", LC_ALL="C", GIT_PAGER="cat", PAGER="cat")
-    env.pop("GIT_INDEX_FILE", None)  # a caller's temporary index is no business of a read
-    return env
-
-
 def _git(root: Path, *args: str, stdin: bytes | None = None) -> subprocess.CompletedProcess[bytes]:
-    try:
-        return subprocess.run(
-            ["git", "-C", str(root), *_SAFE_CONFIG, *args], input=stdin, capture_output=True,
-            timeout=GIT_TIMEOUT, env=_env(), check=False,
-        )
-    except FileNotFoundError:
-        raise VaultError("git is not installed (or not on PATH), so the vault's history cannot be read.") from None
-    except subprocess.TimeoutExpired:
-        raise VaultError(
-            f"git took more than {GIT_TIMEOUT:.0f} s to read the history; nothing was changed. "
-            "Retry with a smaller limit."
-        ) from None
+    return gitrepo.run(root, *args, stdin=stdin, task="read the history", retry="Retry with a smaller limit.")
 
 
-def _first_line(data: bytes) -> str:
-    lines = data.decode("utf-8", "replace").strip().splitlines()
-    return lines[0].removeprefix("fatal: ") if lines else "git failed"
-
-
-def repository(root: Path) -> tuple[Path, str]:
-    """The top folder of the repository holding ``root`` and ``root``'s prefix in it
-    (``''`` at the root, ``'notes/.memory/'`` in a subfolder). A vault not in git is a
-    clear error."""
-    done = _git(root, "rev-parse", "--show-toplevel", "--show-prefix")
-    if done.returncode != 0:
-        message = done.stderr.decode("utf-8", "replace")
-        if "not a git repository" in message:
-            raise VaultError(
-                f"The vault {root} is not in a git repository, so its memories have no history. "
-                "Keep the vault in git (`git init` in it, or in a folder above it) and commit it to get one."
-            )
-        raise VaultError(f"git cannot read the vault's repository: {_first_line(done.stderr)}.")
-    lines = done.stdout.decode("utf-8", "surrogateescape").split("\n")
-    return Path(lines[0]), (lines[1] if len(lines) > 1 else "")
+_first_line = gitrepo.first_line
+repository = gitrepo.repository
 
 
 def log(root: Path, rel: str, limit: int) -> tuple[list[HistoryEntry], bool, Path]:

@@ -765,26 +765,49 @@ def _patch_block_list(body: list[str], value: list[Any], nl: str) -> list[str]:
     return patched
 
 
-def _patch_key(lines: list[str], key: str, value: Any, nl: str) -> list[str]:
+def key_span(lines: list[str], key: str) -> tuple[int, int, int] | None:
+    """Where ``key`` is written in the front matter's ``lines``: the index of its line,
+    the end of its value (block items and continuation lines included) and how many
+    times the key is written. A key written twice: YAML reads the last one, so that is
+    the one given. None when the key is not there."""
     pattern = _key_line(key)
     found = [i for i, line in enumerate(lines) if pattern.match(line)]
-    # A key written twice: YAML reads the last one, so that is the one changed; removing
-    # a key removes every copy, or the earlier one would come back.
-    start = found[-1] if found else None
-    if start is None:
-        if value is None:
-            return lines
-        if lines and not lines[-1].endswith("\n"):
-            lines = lines[:-1] + [lines[-1] + nl]
-        return lines + [f"{key}: {yaml_scalar(value)}{nl}"]
+    if not found:
+        return None
+    start = found[-1]
     end = start + 1
     while end < len(lines) and (_continues_value(lines[end]) or _is_gap(lines[end])):
         end += 1  # a block list may hold blank and comment lines between its items
     while end > start + 1 and _is_gap(lines[end - 1]):
         end -= 1  # ...but those after its last item belong to what follows
+    return start, end, len(found)
+
+
+def front_matter_span(text: str) -> tuple[int, int, int] | None:
+    """Offsets in ``text`` (a BOM included) of the front matter's first line, the end of
+    its last line (the closing fence starts there) and the body's start; None when the
+    file has no closed front matter."""
+    parts = _split(text)
+    if parts.fm_text is None:
+        return None
+    at = len(parts.bom)
+    return at + parts.fm_start, at + parts.fm_end, at + parts.body_start
+
+
+def _patch_key(lines: list[str], key: str, value: Any, nl: str) -> list[str]:
+    span = key_span(lines, key)
+    # A key written twice: the last copy is the one changed; removing a key removes
+    # every copy, or the earlier one would come back.
+    if span is None:
+        if value is None:
+            return lines
+        if lines and not lines[-1].endswith("\n"):
+            lines = lines[:-1] + [lines[-1] + nl]
+        return lines + [f"{key}: {yaml_scalar(value)}{nl}"]
+    start, end, copies = span
     if value is None:
         rest = lines[:start] + lines[end:]
-        return _patch_key(rest, key, None, nl) if len(found) > 1 else rest
+        return _patch_key(rest, key, None, nl) if copies > 1 else rest
     block_items = [ln for ln in lines[start + 1 : end] if ln.lstrip().startswith("- ")]
     written_key = lines[start].split(":", 1)[0]
     if isinstance(value, list) and value and block_items and lines[start].split(":", 1)[1].strip() == "":

@@ -1,0 +1,126 @@
+"""`agent-memory git setup`: the .gitattributes line (scoped to the vault, other lines
+kept, never twice), the driver in the repository's config with the absolute
+interpreter (quoted when its path has spaces), and a clear error outside git."""
+
+from __future__ import annotations
+
+import json
+import shlex
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+from conftest import run_cli
+
+from agent_memory import gitrepo
+from agent_memory.cli import cli
+from agent_memory.vault import Vault
+
+
+@pytest.fixture(autouse=True)
+def git_isolated(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    monkeypatch.setenv("GIT_CEILING_DIRECTORIES", str(tmp_path))
+    monkeypatch.setenv("GIT_CONFIG_NOSYSTEM", "1")
+    for name in ("GIT_DIR", "GIT_WORK_TREE", "GIT_INDEX_FILE"):
+        monkeypatch.delenv(name, raising=False)
+
+
+def git(repo: Path, *args: str) -> str:
+    return subprocess.run(["git", "-C", str(repo), "-c", "user.name=Ada", "-c", "user.email=ada@example.com", *args],
+                          capture_output=True, text=True, check=True).stdout
+
+
+def setup(vault: Path, *extra: str) -> tuple[int, str]:
+    done = CliRunner().invoke(cli, ["--dir", str(vault), "git", "setup", *extra])
+    return done.exit_code, done.output
+
+
+def test_setup_at_the_repository_root_writes_the_attribute_and_the_driver(tmp_path: Path) -> None:
+    repo = tmp_path / "team"
+    repo.mkdir()
+    git(repo, "init", "-q")
+    Vault.init(repo).close()
+    (repo / ".gitattributes").write_text("*.png binary\n*.md text eol=lf")  # no final newline
+    code, output = setup(repo, "--json")
+    assert code == 0, output
+    result = json.loads(output)
+    assert result["gitattributes_changed"] is True and result["vault_prefix"] == ""
+    assert Path(result["repository"]).resolve() == repo.resolve()
+    assert (repo / ".gitattributes").read_text() == "*.png binary\n*.md text eol=lf\n*.md merge=agent-memory\n"
+    driver = git(repo, "config", "merge.agent-memory.driver").strip()
+    assert driver.startswith(f"{shlex.quote(sys.executable)} -m agent_memory merge-file %O %A %B %L %P")
+    assert Path(sys.executable).is_absolute()
+    assert git(repo, "config", "merge.agent-memory.name").strip() == gitrepo.DRIVER_NAME
+    assert git(repo, "check-attr", "merge", "--", "2026/07/20/a.md").strip().endswith("merge: agent-memory")
+    code, output = setup(repo)  # again: nothing doubled
+    assert code == 0 and "already has *.md merge=agent-memory" in output
+    assert (repo / ".gitattributes").read_text().count("merge=agent-memory") == 1
+    assert git(repo, "config", "--get-all", "merge.agent-memory.driver").count("\n") == 1
+
+
+def test_a_later_line_that_overrides_the_driver_gets_it_appended_again(tmp_path: Path) -> None:
+    repo = tmp_path / "team"
+    repo.mkdir()
+    git(repo, "init", "-q")
+    Vault.init(repo).close()
+    (repo / ".gitattributes").write_text("*.md merge=agent-memory\n*.md merge=union\n")
+    assert setup(repo)[0] == 0
+    assert (repo / ".gitattributes").read_text() == "*.md merge=agent-memory\n*.md merge=union\n*.md merge=agent-memory\n"
+    assert git(repo, "check-attr", "merge", "--", "a.md").strip().endswith("merge: agent-memory")
+
+
+def test_a_vault_in_a_subfolder_gets_the_attribute_for_its_folder_only(tmp_path: Path) -> None:
+    repo = tmp_path / "code"
+    repo.mkdir()
+    git(repo, "init", "-q")
+    (repo / "README.md").write_text("# code\n")
+    vault = repo / "docs" / ".memory"
+    Vault.init(vault).close()
+    code, output = setup(vault, "--json")
+    assert code == 0, output
+    result = json.loads(output)
+    assert result["vault_prefix"] == "docs/.memory/" and result["gitattributes"] == str(vault / ".gitattributes")
+    assert not (repo / ".gitattributes").exists()
+    assert git(repo, "check-attr", "merge", "--", "docs/.memory/2026/07/20/a.md").strip().endswith("agent-memory")
+    assert git(repo, "check-attr", "merge", "--", "README.md").strip().endswith("unspecified")
+    assert git(repo, "check-attr", "merge", "--", "docs/guide.md").strip().endswith("unspecified")
+
+
+def test_a_vault_not_in_git_is_a_one_line_error(tmp_path: Path) -> None:
+    vault = tmp_path / ".memory"
+    Vault.init(vault).close()
+    done = run_cli("git", "setup", vault=vault)
+    assert done.returncode == 1 and "Traceback" not in done.stderr
+    assert done.stderr.strip().count("\n") == 0 and "is not in a git repository" in done.stderr
+    assert "agent-memory git setup" in done.stderr
+    assert not (vault / ".gitattributes").exists()
+
+
+def test_an_interpreter_path_with_spaces_is_quoted_and_runs(tmp_path: Path) -> None:
+    """A driver registered with an interpreter in a folder with a space still runs: a
+    clean merge of two tag additions, done by git through sh."""
+    folder = tmp_path / "Program Files" / "py"
+    folder.mkdir(parents=True)
+    python = folder / "python"
+    python.write_text(f"#!/bin/sh\nexec {shlex.quote(sys.executable)} \"$@\"\n")
+    python.chmod(0o755)
+    repo = tmp_path / "team"
+    repo.mkdir()
+    git(repo, "init", "-q", "-b", "main")
+    Vault.init(repo).close()
+    gitrepo.setup(repo, python=str(python))
+    assert git(repo, "config", "merge.agent-memory.driver").startswith(f"'{python}' -m agent_memory")
+    note = "---\nid: 0000000000000aaa\ntags: [a]\n---\nBody.\n"
+    (repo / "n.md").write_text(note)
+    git(repo, "add", "-A")
+    git(repo, "commit", "-q", "-m", "one")
+    git(repo, "checkout", "-q", "-b", "side")
+    (repo / "n.md").write_text(note.replace("[a]", "[a, b]"))
+    git(repo, "commit", "-q", "-am", "b")
+    git(repo, "checkout", "-q", "main")
+    (repo / "n.md").write_text(note.replace("[a]", "[a, c]"))
+    git(repo, "commit", "-q", "-am", "c")
+    git(repo, "merge", "-q", "side")
+    assert (repo / "n.md").read_text() == note.replace("[a]", "[a, c, b]")
