@@ -293,3 +293,18 @@ async def test_import_memories_takes_a_format_over_the_real_client(vault: Vault)
         refused = await client.call_tool("import_memories", {"items": [{"name": "x"}], "format": "mcp-knowledge-graph"})
         assert refused.is_error and "not an entity or a relation" in refused.content[0].text
     assert_index_matches_files(vault)
+
+
+def test_cli_import_shows_progress_on_a_terminal_but_not_under_json(tmp_path: Path) -> None:
+    from test_maintenance import _run_with_terminal_stderr
+
+    source = _jsonl(tmp_path, KNOWLEDGE_GRAPH)
+    run_cli("init", str(tmp_path / ".memory"))
+    done, terminal = _run_with_terminal_stderr("import", "--from", "mcp-knowledge-graph", str(source), cwd=tmp_path)
+    assert done.returncode == 0, terminal
+    assert b"Importing memories" in terminal and b"100%" in terminal
+    assert done.stdout.decode().startswith("Imported 4, updated 0, unchanged 0, expired 0, links 3;")
+    done, terminal = _run_with_terminal_stderr("import", "--from", "mcp-knowledge-graph", str(source), "--json",
+                                               cwd=tmp_path)
+    assert done.returncode == 0 and terminal == b""
+    assert json.loads(done.stdout)["unchanged"] == 4
