@@ -157,7 +157,7 @@ def test_cli_import_from_memory_mcp(vault: Vault, tmp_path: Path) -> None:
     assert {k: v for k, v in json.loads(again.stdout).items() if k not in ("ids", "paths")} == {
         "imported": 0, "updated": 0, "unchanged": 4, "duplicates": 0, "expired": 0, "links": 0}
     vault.reindex()
-    first = notes.parse((vault.root / sorted(_files(vault))[0]).read_bytes(), "x.md")
+    first = notes.parse((vault.root / min(_files(vault))).read_bytes(), "x.md")
     assert first.id.startswith("mm-")
     assert_index_matches_files(vault)
 
