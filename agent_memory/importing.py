@@ -97,7 +97,10 @@ class Importing(VaultCore):
                 entry.rel = self._free_path(entry.rel, taken)
             entries[memory_id] = entry
         texts: dict[str, str | None] = {}
-        new_paths = [e.rel for e in entries.values() if e.existing is None]
+        new_paths: dict[str, set[str]] = {}  # the new files by name (as a wikilink compares it)
+        for entry in entries.values():
+            if entry.existing is None:
+                new_paths.setdefault(link_key(entry.rel.rsplit("/", 1)[-1]), set()).add(entry.rel)
 
         def link_text(target: Any) -> str | None:
             if isinstance(target, str):
@@ -221,7 +224,8 @@ class Importing(VaultCore):
                 return full
         raise InvalidInput(f"Too many files named {slug!r} in {folder!r}.")
 
-    def _link_to(self, memory_id: Any, entries: dict[str, _Entry], new_paths: list[str], now: dt.datetime) -> str | None:
+    def _link_to(self, memory_id: Any, entries: dict[str, _Entry], new_paths: dict[str, set[str]],
+                 now: dt.datetime) -> str | None:
         """How a wikilink names the memory with ``memory_id``: its file name, or its path
         where another note has that name; None when no such memory is here."""
         if not isinstance(memory_id, str):
@@ -236,7 +240,7 @@ class Importing(VaultCore):
         stem = rel.rsplit("/", 1)[-1][:-3]
         key = link_key(stem)
         others = {r["path"] for r in self.index.query("SELECT path FROM memories WHERE name_key = ?", (key,))}
-        others |= {p for p in new_paths if link_key(p.rsplit("/", 1)[-1]) == key}
+        others |= new_paths.get(key, set())
         return stem if not others - {rel} else rel[:-3]
 
     def _replace_imported(self, rel: str, new: bytes, old: bytes) -> str:

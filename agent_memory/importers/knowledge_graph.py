@@ -61,13 +61,14 @@ def knowledge_graph(source: Any) -> list[dict[str, Any]]:
             relations.append((ends[0], kind.strip(), ends[1]))
             entities.setdefault(ends[0], {"type": None, "observations": []})  # a link needs a note to live in
     files = note_names(list(entities))
+    outgoing: dict[str, list[tuple[str, str]]] = {}
+    for source_name, kind, target in relations:
+        outgoing.setdefault(source_name, []).append((kind, target))
     items = []
     for name, entity in entities.items():
         links: dict[str, list[dict[str, str]]] = {}
         originals: dict[str, str] = {}
-        for source_name, kind, target in relations:
-            if source_name != name:
-                continue
+        for kind, target in outgoing.get(name, []):
             prop = relation_property(kind)
             if prop != kind:
                 originals[prop] = kind
