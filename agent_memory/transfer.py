@@ -95,7 +95,7 @@ def new_fields(item: dict[str, Any], now: dt.datetime) -> dict[str, Any]:
 
 
 def _item_extras(item: dict[str, Any]) -> dict[str, Any]:
-    """What an importer adds to a hand-made item (agent_memory/importers.py): ``aliases``,
+    """What an importer adds to a hand-made item (agent_memory/importers/): ``aliases``,
     ``type``, ``importance`` (0-10) and ``links`` ({relation: [target note names]}, written as
     one wikilink property per relation, as ``link_memories`` writes them)."""
     extras: dict[str, Any] = {}

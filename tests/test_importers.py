@@ -1,5 +1,5 @@
 """Moving in from another memory server: its own files, imported with their dates, types
-and links (agent_memory/importers.py), through the vault, the CLI and the MCP tool."""
+and links (agent_memory/importers/), through the vault, the CLI and the MCP tool."""
 
 from __future__ import annotations
 
@@ -308,3 +308,20 @@ def test_cli_import_shows_progress_on_a_terminal_but_not_under_json(tmp_path: Pa
                                                cwd=tmp_path)
     assert done.returncode == 0 and terminal == b""
     assert json.loads(done.stdout)["unchanged"] == 4
+
+
+def test_a_vault_of_its_own_exports_as_a_knowledge_graph(vault: Vault) -> None:
+    deploy = vault.remember("Customer ACME prefers deploys on Fridays", title="ACME deploy day", type="preference")
+    billing = vault.remember("ACME's billing contact is Jane Doe\n\nShe answers within a day.", namespace="support")
+    vault.link(deploy["memory"]["id"], billing["memory"]["id"], "depends_on")
+    records = vault.export_memories(format="mcp-knowledge-graph")
+    assert {(r["name"], r["entityType"], tuple(r["observations"])) for r in records if r["type"] == "entity"} == {
+        ("ACME deploy day", "preference", ("Customer ACME prefers deploys on Fridays",)),
+        ("ACME's billing contact is Jane Doe", "memory", ("ACME's billing contact is Jane Doe", "She answers within a day.")),
+    }
+    assert [r for r in records if r["type"] == "relation"] == [
+        {"type": "relation", "from": "ACME deploy day", "to": "ACME's billing contact is Jane Doe", "relationType": "depends_on"}]
+    assert [r["name"] for r in vault.export_memories(namespace="support", format="mcp-knowledge-graph")] == [
+        "ACME's billing contact is Jane Doe"]
+    with pytest.raises(InvalidInput, match="Unknown export format 'mem0'"):
+        vault.export_memories(format="mem0")
