@@ -181,7 +181,7 @@ def resync(note: notes.Note, fields: dict[str, Any], item: dict[str, Any], conte
         if not same:
             changes[key] = value
     for key in ("tags", "aliases"):
-        added = _gained(meta.get(key), fields.get(key) or [], notes.normalise_tag if key == "tags" else str.casefold)
+        added = _gained(note, key, fields.get(key) or [], notes.normalise_tag if key == "tags" else str.casefold)
         if added is not None:
             changes[key] = added
     for key, value in fields.items():
@@ -192,7 +192,7 @@ def resync(note: notes.Note, fields: dict[str, Any], item: dict[str, Any], conte
             if any(current.get(k) != v for k, v in value.items()):
                 changes[key] = {**current, **value}
             continue
-        added = _gained(meta.get(key), value, link_target_key)  # a relation: its wikilinks
+        added = _gained(note, key, value, link_target_key)  # a relation: its wikilinks
         if added is not None:
             changes[key] = added
     body = content if content is not None and plain(content) != plain(note.body) else None
@@ -202,10 +202,12 @@ def resync(note: notes.Note, fields: dict[str, Any], item: dict[str, Any], conte
     return dict(sorted(changes.items(), key=lambda kv: order.get(kv[0], len(order)))), body
 
 
-def _gained(current: Any, new: list[Any], key: Any) -> list[Any] | None:
-    """``current`` (a list or one value, as written) with what ``new`` adds; None: nothing added."""
+def _gained(note: notes.Note, name: str, new: list[Any], key: Any) -> list[Any] | None:
+    """The file's ``name`` list (or one value, as written) with what ``new`` adds; None: nothing added."""
+    current = note.meta.get(name)
     if current is not None and not isinstance(current, (list, str, int, float)):
-        raise InvalidInput(f"its {current!r} is not a list; edit that key by hand, then import again.")
+        raise InvalidInput(f"{note.path} already has a {name!r} key that is not a list, so the import cannot add "
+                           "to it; rename or fix that key by hand, then import again.")
     written = as_list(current)
     have = {key(str(v)) for v in written if v is not None}
     added = [v for v in new if key(str(v)) not in have]

@@ -175,3 +175,20 @@ async def test_import_memories_takes_memory_mcp_over_the_real_client(vault: Vaul
         again = await client.call_tool("import_memories", {"items": [PNPM, CACHE, RELATIONSHIPS[0]], "format": "memory-mcp"})
         assert again.structured_content["unchanged"] == 2
     assert_index_matches_files(vault)
+
+
+def test_a_bad_memory_in_a_second_import_leaves_every_file_as_it_was(vault: Vault, tmp_path: Path) -> None:
+    vault.import_memories([PNPM, CACHE, *RELATIONSHIPS[:1]], format="memory-mcp")
+    before = _files(vault)
+    cache = vault.get("mm-" + CACHE["hash"][:16])
+    path = vault.root / cache["path"]
+    with pytest.raises(InvalidInput, match="Item 2: importance must be a number from 0 to 10"):
+        vault.import_memories([dict(PNPM, importance=3), CACHE, dict(LESSON, importance=-1)], format="memory-mcp")
+    assert _files(vault) == before  # the update of the first one did not happen either
+    text = path.read_text()
+    path.write_text(text.replace(text[text.index("caused_by:"):text.index("\n---")], "caused_by: {odd: mapping}"))
+    with pytest.raises(InvalidInput, match="already has a 'caused_by' key that is not a list"):
+        vault.import_memories([*MEMORIES, *RELATIONSHIPS], format="memory-mcp")
+    assert len(_files(vault)) == 2
+    vault.reconcile()  # the hand edit, as a watcher would fold it in
+    assert_index_matches_files(vault)
