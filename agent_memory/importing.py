@@ -107,7 +107,10 @@ class Importing(VaultCore):
                 return target
             if not isinstance(target, dict):
                 raise InvalidInput(f"a link target must be a note name or {{id, name}}; got {target!r}.")
-            wanted = twins.get(target.get("id"), target.get("id"))
+            wanted = target.get("id")
+            if not isinstance(wanted, str):
+                return target.get("name") or None
+            wanted = twins.get(wanted, wanted)
             if wanted not in texts:
                 texts[wanted] = self._link_to(wanted, entries, new_paths, now)
             return texts[wanted] or target.get("name") or None
@@ -129,7 +132,7 @@ class Importing(VaultCore):
         if item.get("placeholder"):  # only there to carry links to a memory another batch brought
             if existing is not None:
                 rel, data, note = existing
-                links_only = {k: item[k] for k in ("links", "relation_types") if k in item}
+                links_only: dict[str, Any] = {k: item[k] for k in ("links", "relation_types") if k in item}
                 return _Entry(where, links_only, {"id": note.id}, None, rel, (data, note))
             if item.get("content") in (None, ""):
                 return None

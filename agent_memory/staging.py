@@ -62,19 +62,19 @@ class Staging:
     def pending(self) -> bool:
         return self.folder.exists()
 
-    def stage(self, plans: list[tuple[str, bytes]] | list[tuple[str, bytes, bytes | None]],
-              on_write: Callable[[int], None] | None = None) -> None:
-        """Write every file of the import, then the manifest (the commit point). A plan
-        ``(path, bytes, old bytes)`` updates the file at ``path`` if it still holds them."""
+    def stage(self, plans: list[tuple[str, bytes, bytes | None]], on_write: Callable[[int], None] | None = None) -> None:
+        """Write every file of the import, then the manifest (the commit point). Each plan
+        is ``(path, bytes, None)`` for a new file, or ``(path, bytes, old bytes)`` to update
+        the file at ``path`` if it still holds the old bytes."""
         if self.pending():
             raise VaultError(f"An earlier import is still staged in {self.folder}; reopen the vault to finish it.")
         self._ours = True  # under the vault's lock, with no staging folder: what appears now is this import's
         self.files.mkdir(parents=True)
         items = []
-        for n, (rel, data, *replaced) in enumerate(plans):
+        for n, (rel, data, replaced) in enumerate(plans):
             entry: dict[str, object] = {"n": n, "path": rel}
-            if replaced and replaced[0] is not None:
-                old = self._write_temp(self.files, replaced[0])
+            if replaced is not None:
+                old = self._write_temp(self.files, replaced)
                 os.rename(old, self.files / f"{n}.old")
                 entry["replaces"] = True
             tmp = self._write_temp(self.files, data)
@@ -111,10 +111,9 @@ class Staging:
                 if on_publish is not None:
                     on_publish(done)
                 continue
-            where = self._already_published(staged, found, folder, name[:-3]) if after_crash else None
+            before = self._already_published(staged, found, folder, name[:-3]) if after_crash else None
             after_crash = False
-            if where is None:
-                where = self._publish(staged, folder, name[:-3])
+            where = self._publish(staged, folder, name[:-3]) if before is None else before
             if where:  # "": published before a crash, then forgotten or edited: it stays as it is now
                 published.append(where)
             staged.unlink(missing_ok=True)  # renamed into the vault (or linked, by an older version)

@@ -188,9 +188,10 @@ def resync(note: notes.Note, fields: dict[str, Any], item: dict[str, Any], conte
         if key in notes.RESERVED_KEYS or key in _SOURCE_SCALARS:
             continue
         if key == "relation_types":
-            current = meta.get(key) if isinstance(meta.get(key), dict) else {}
-            if any(current.get(k) != v for k, v in value.items()):
-                changes[key] = {**current, **value}
+            written = meta.get(key)
+            had: dict[str, Any] = written if isinstance(written, dict) else {}
+            if any(had.get(k) != v for k, v in value.items()):
+                changes[key] = {**had, **value}
             continue
         added = _gained(note, key, value, link_target_key)  # a relation: its wikilinks
         if added is not None:

@@ -68,17 +68,18 @@ def memory_mcp(source: Any) -> list[dict[str, Any]]:
             "links": {},
         }
     for n, edge in enumerate(edges):
-        ends = [edge.get(k) for k in ("from_hash", "to_hash")] if isinstance(edge, dict) else []
-        kind = edge.get("relation_type") if isinstance(edge, dict) else None
-        if len(ends) != 2 or not all(isinstance(e, str) and e for e in ends) or not isinstance(kind, str) or not kind.strip():
+        fields = edge if isinstance(edge, dict) else {}
+        start, end, kind = fields.get("from_hash"), fields.get("to_hash"), fields.get("relation_type")
+        if not (isinstance(start, str) and start and isinstance(end, str) and end and isinstance(kind, str)
+                and kind.strip()):
             raise InvalidInput(f"Relationship {n + 1} needs from_hash, to_hash and relation_type; nothing was imported.")
-        source_item = items.get(ends[0])
+        source_item = items.get(start)
         if source_item is None:  # its memory came in an earlier batch: the link is added there
-            source_item = items[ends[0]] = {"id": memory_id(ends[0]), "links": {}, "placeholder": True}
+            source_item = items[start] = {"id": memory_id(start), "links": {}, "placeholder": True}
         prop = relation_property(kind.strip())
         if prop != kind.strip():
             source_item.setdefault("relation_types", {})[prop] = kind.strip()
-        target = {"id": memory_id(ends[1])}
+        target = {"id": memory_id(end)}
         if target not in source_item["links"].setdefault(prop, []):
             source_item["links"][prop].append(target)
     return list(items.values())
