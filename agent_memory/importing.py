@@ -68,7 +68,7 @@ class Importing(VaultCore):
             if not isinstance(item, dict):
                 raise InvalidInput(f"{where} is not an object; nothing was imported.")
             try:
-                entry = self._sync_entry(where, item, now, taken)
+                entry = self._sync_entry(where, item, now)
             except (InvalidInput, ValueError) as exc:
                 kind = type(exc) if isinstance(exc, InvalidInput) else InvalidInput
                 raise kind(f"{where}: {exc} Nothing was imported.") from exc
@@ -122,7 +122,8 @@ class Importing(VaultCore):
                 raise InvalidInput(f"{entry.where}: {exc} Nothing was imported.") from exc
         return plan
 
-    def _sync_entry(self, where: str, item: dict[str, Any], now: dt.datetime, taken: set[str]) -> _Entry | None:
+    def _sync_entry(self, where: str, item: dict[str, Any], now: dt.datetime) -> _Entry | None:
+        """The item checked: the file it updates (adopted, or by id), or where a new one goes."""
         existing = self._adopted(item)
         memory_id = transfer.own_id(item)
         if existing is None and memory_id is not None:

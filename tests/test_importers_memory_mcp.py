@@ -156,6 +156,10 @@ def test_cli_import_from_memory_mcp(vault: Vault, tmp_path: Path) -> None:
     assert again.returncode == 0 and again.stderr == ""
     assert {k: v for k, v in json.loads(again.stdout).items() if k not in ("ids", "paths")} == {
         "imported": 0, "updated": 0, "unchanged": 4, "duplicates": 0, "expired": 0, "links": 0}
+    piped = run_cli("import", "--from", "memory-mcp", "-", "--json", vault=vault.root,
+                    stdin=json.dumps([dict(LESSON, importance=7)]))  # its tools' JSON on standard input
+    assert piped.returncode == 0, piped.stderr
+    assert (json.loads(piped.stdout)["updated"], json.loads(piped.stdout)["unchanged"]) == (1, 0)
     vault.reindex()
     first = notes.parse((vault.root / min(_files(vault))).read_bytes(), "x.md")
     assert first.id.startswith("mm-")

@@ -102,6 +102,10 @@ def _split(data: Any) -> tuple[list[Any], list[Any]]:
 
 
 def _is_sqlite(path: os.PathLike[str]) -> bool:
+    """Whether a regular file starts as SQLite's do (a pipe, like standard input, is JSON:
+    reading its first bytes here would take them from the JSON reader)."""
+    if not os.path.isfile(path):
+        return False
     try:
         with open(path, "rb") as handle:
             return handle.read(len(_SQLITE_HEADER)) == _SQLITE_HEADER
