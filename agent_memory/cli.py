@@ -744,53 +744,73 @@ def stats() -> None:
     emit(result, human)
 
 
+EXPORT_FORMATS = ("json", "mcp-knowledge-graph")  # json: this tool's own; importers.EXPORT_FORMATS
+
+
 @cli.command()
 @common
 @click.option("-o", "--output", type=click.Path(dir_okay=False, allow_dash=True), default="-",
               help="File to write (default: standard output).")
 @click.option("-n", "--namespace", default=None, help="Only this namespace.")
+@click.option("--format", "export_format", type=click.Choice(EXPORT_FORMATS), default="json", show_default=True,
+              help="json: this tool's backup. mcp-knowledge-graph: the MCP reference memory server's memory.jsonl.")
 @handle_errors
-def export(output: str, namespace: str | None) -> None:
-    """Write every memory as a JSON array (a backup).
+def export(output: str, namespace: str | None, export_format: str) -> None:
+    """Write every memory as a JSON array (a backup), or a memory.jsonl.
 
     Each item has the front matter as written, the body, and the file's raw text,
-    which import writes back byte for byte.
+    which import writes back byte for byte. --format mcp-knowledge-graph writes one
+    entity a line (name, entityType, observations), then the relations.
 
     \b
-    Example:
+    Examples:
       agent-memory export -o backup.json
+      agent-memory export --format mcp-knowledge-graph -o memory.jsonl
     """
     with open_vault() as vault:
-        items = vault.export_memories(namespace=namespace)
-    text = json.dumps(items, ensure_ascii=False, indent=2) + "\n"
+        if export_format == "json":
+            items: list[Any] = list(vault.export_memories(namespace=namespace))
+        else:
+            items = vault.export_memories(namespace=namespace, format=export_format)
+    if export_format == "json":
+        text = json.dumps(items, ensure_ascii=False, indent=2) + "\n"
+        what = f"{len(items)} memories"
+    else:
+        text = "".join(json.dumps(record, ensure_ascii=False) + "\n" for record in items)
+        entities = sum(1 for record in items if record["type"] == "entity")
+        what = f"{entities} entities and {len(items) - entities} relations"
     if output == "-":
         click.echo(text, nl=False)
     else:
         Path(output).write_text(text, encoding="utf-8")
-        click.echo(f"Exported {len(items)} memories to {output}", err=True)
+        click.echo(f"Exported {what} to {output}", err=True)
 
 
-IMPORT_FORMATS = ("mcp-knowledge-graph", "mcp-memory-vault")  # importers.FORMATS, not imported on every start
+# importers.FORMATS, not imported on every start (tests/test_importers.py checks they agree)
+IMPORT_FORMATS = ("mcp-knowledge-graph", "mcp-memory-vault", "memory-mcp", "agentmemory")
 
 
 @cli.command(name="import")
 @common
 @click.option("--from", "source_format", type=click.Choice(IMPORT_FORMATS), default=None,
-              help="The file is another memory server's: mcp-knowledge-graph (memory.jsonl) or "
-                   "mcp-memory-vault (its export JSON).")
-@click.argument("source", type=click.Path(dir_okay=False, allow_dash=True))
+              help="The file is another memory server's: mcp-knowledge-graph (memory.jsonl), "
+                   "mcp-memory-vault (its export JSON), memory-mcp (its memory.db, or JSON as its tools return "
+                   "it) or agentmemory (its .memory/ folder, with memories.db beside it).")
+@click.argument("source", type=click.Path(allow_dash=True))
 @handle_errors
 def import_(source: str, source_format: str | None) -> None:
     """Import a JSON array written by export, all or nothing.
 
     Duplicates are skipped. The file may hold any number of memories (the MCP tool
     takes 500 per call); they are checked, then written, in one all-or-nothing pass.
-    With --from, the file is another memory server's and keeps its dates, types and links.
+    With --from, the file is another memory server's and keeps its dates, types and
+    links; importing it again updates what changed there and adds nothing twice.
 
     \b
-    Example:
+    Examples:
       agent-memory import backup.json --dir ~/new-vault
       agent-memory import --from mcp-knowledge-graph memory.jsonl
+      agent-memory import --from agentmemory .memory
     """
     if source_format is not None:
         with open_vault() as vault, progress_bar("Importing memories") as progress:
@@ -810,8 +830,8 @@ def import_(source: str, source_format: str | None) -> None:
 
 def _import_summary(result: Any) -> None:
     def human() -> None:
-        click.echo(f"Imported {result['imported']}; skipped {result['duplicates']} duplicates and "
-                   f"{result['expired']} already expired.")
+        click.echo(f"Imported {result['imported']}, updated {result['updated']}, unchanged {result['unchanged']}, "
+                   f"expired {result['expired']}, links {result['links']}; skipped {result['duplicates']} duplicates.")
         for rel in result["paths"][:IMPORT_PATHS_SHOWN]:
             click.echo(f"  wrote {printable(rel)}")
         if len(result["paths"]) > IMPORT_PATHS_SHOWN:

@@ -10,10 +10,12 @@ import sqlite3
 from typing import Any
 
 from . import note as notes
-from . import importers, transfer
+from . import graph, importers, transfer
+from .importers.knowledge_graph import entity_name, observations, records, relation_type
 from .clock import iso
-from .core import Progress, VaultCore
+from .core import Progress
 from .errors import InvalidInput, NotFound, PathRefused, disk_error
+from .importing import Importing, SyncPlan
 from .index import SCHEMA_VERSION, TOKENIZER, Filters
 from .limits import MAX_BATCH, check_content, check_limit, check_offset, check_text, namespace_filter
 from .models import ExportedMemory, ExportPage, GcResult, ImportResult, RestoreResult, Stats, TrashEntry
@@ -27,7 +29,7 @@ SEARCH_MODE = (
 )
 
 
-class Maintenance(VaultCore):
+class Maintenance(Importing):
     # ------------------------------------------------------------------ owning the vault
     def stats(self) -> Stats:
         """Totals and health at a glance (also the MCP ``memory_stats`` tool)."""
@@ -56,10 +58,48 @@ class Maintenance(VaultCore):
             search_mode=SEARCH_MODE,
         )
 
-    def export_memories(self, namespace: str | None = None) -> list[ExportedMemory]:
-        """Every live memory as written: its path, all front-matter keys, the body."""
+    def export_memories(self, namespace: str | None = None, format: str | None = None) -> list[Any]:
+        """Every live memory as written: its path, all front-matter keys, the body.
+
+        ``format="mcp-knowledge-graph"``: the MCP reference memory server's memory.jsonl
+        records instead (``importers.knowledge_graph.records``): one entity per memory,
+        named by its first alias (where importing one keeps the entity's name) or its
+        title, ``type`` as ``entityType``, the body's items as observations, and every
+        link property to another memory as a relation, its type given back from
+        ``relation_types`` where the property name had to differ."""
         self._check_index()
-        return self._exported(self.index.live_rows(iso(self.now()), namespace_filter(namespace)))
+        rows = self.index.live_rows(iso(self.now()), namespace_filter(namespace))
+        if format is None or format == "json":
+            return self._exported(rows)
+        if format not in importers.EXPORT_FORMATS:
+            raise InvalidInput(f"Unknown export format {format!r}; use json or {', '.join(importers.EXPORT_FORMATS)}.")
+        return self._knowledge_graph(rows)
+
+    def _knowledge_graph(self, rows: list[sqlite3.Row]) -> list[dict[str, Any]]:
+        links = graph.Links(self.index, iso(self.now()))
+        read: list[tuple[sqlite3.Row, notes.Note]] = []
+        names: dict[int, str] = {}
+        for row in rows:
+            found = self._read(row["path"])
+            if found is None:
+                continue
+            note = notes.parse(found[0], row["path"])
+            read.append((row, note))
+            names[row["rid"]] = entity_name(note.aliases, note.title)
+        entities = []
+        for row, note in read:
+            name = names[row["rid"]]
+            relations = []
+            for prop, target in note.links:
+                if prop == notes.BODY_LINK_RELATION:
+                    continue  # a [[link]] in the text is part of an observation
+                to = links.resolve(target, row["path"])
+                relations.append((relation_type(prop, note.meta.get("relation_types")),
+                                  names.get(to["rid"], to["title"]) if to is not None else target))
+            kind = note.meta.get("type")
+            entities.append({"name": name, "type": str(kind).strip() if kind not in (None, "") else "memory",
+                             "observations": observations(note.body, name), "relations": relations})
+        return records(entities)
 
     def export_page(self, namespace: str | None = None, limit: int = 100, offset: int = 0) -> ExportPage:
         """One page of the export, read from disk page by page (an MCP call's worth)."""
@@ -95,12 +135,16 @@ class Maintenance(VaultCore):
         """All or nothing: the whole batch is checked first, then written in one go.
 
         ``format`` names another memory server's data (``importers.FORMATS``): ``items``
-        is then its file (a path) or that data parsed, turned into import items first.
+        is then its file (a path) or that data parsed, turned into import items first,
+        whose ids are the source's keys: a memory the source gave before is updated in
+        place where the source changed it (``importing.py``), and counted as unchanged
+        where it did not.
 
-        Same content in the same namespace, or an id that a live memory already has
-        (already in the vault, or earlier in the batch: an older copy of a memory edited
-        since), is skipped and counted; already-expired items are counted, not written.
-        A path that is taken gets the next free ``-2``-style name; nothing is overwritten.
+        Otherwise (this tool's export, or items made by hand), same content in the same
+        namespace, or an id that a live memory already has (already in the vault, or
+        earlier in the batch: an older copy of a memory edited since), is skipped and
+        counted. Already-expired items are counted, not written. A path that is taken
+        gets the next free ``-2``-style name; nothing is overwritten.
         """
         if format is not None:
             items = importers.importer(format)(items)
@@ -111,15 +155,20 @@ class Maintenance(VaultCore):
             # Finish or drop it first (a long-running server would otherwise refuse imports).
             self.finish_interrupted_import()
             now = self.now()
-            plans, duplicates, expired = self._plan_import(items, now)
+            if format is not None:
+                plan = self._plan_sync(items, now)
+            else:
+                plans, duplicates, expired = self._plan_import(items, now)
+                plan = SyncPlan(files=[(rel, data, None) for rel, data in plans], duplicates=duplicates, expired=expired)
             staging = self._staging()
+            total = len(plan.files)
 
             def report(done: int) -> None:
-                if progress is not None and (done % 100 == 0 or done == len(plans)):
-                    progress(done, len(plans))
+                if progress is not None and (done % 100 == 0 or done == total):
+                    progress(done, total)
 
             try:
-                staging.stage(plans)
+                staging.stage(plan.files)
             except BaseException as exc:
                 staging.clear()  # before the manifest nothing reached the vault
                 if isinstance(exc, OSError):
@@ -131,7 +180,10 @@ class Maintenance(VaultCore):
                 for rel in written:
                     self._refresh(conn, rel, None)
             rows = [row for row in (self.index.by_path(rel) for rel in written) if row is not None]
-        return ImportResult(imported=len(written), duplicates=duplicates, expired=expired,
+        replaced = {rel for rel, _, old in plan.files if old is not None}
+        updated = sum(1 for rel in written if rel in replaced)
+        return ImportResult(imported=len(written) - updated, updated=updated, unchanged=plan.unchanged,
+                            duplicates=plan.duplicates, expired=plan.expired, links=plan.links,
                             ids=[row["id"] for row in rows], paths=[row["path"] for row in rows])
 
     def _plan_import(self, items: list[Any], now: dt.datetime) -> tuple[list[tuple[str, bytes]], int, int]:
@@ -192,15 +244,9 @@ class Maintenance(VaultCore):
             plans.append((rel, data))
         return plans, duplicates, expired
 
-    def _plain_folder(self, folder: str) -> bool:
-        """Whether the deepest existing part of ``folder`` is a real folder in the vault
-        (no symlink on the way): checked before staging, so publishing cannot fail on it."""
-        path = self.store.abspath(folder)
-        existing = next((p for p in (path, *path.parents) if p.exists() or p == self.root), self.root)
-        return existing == self.root or self.store.unaliased(self.store.relpath(existing))
-
     def _staging(self) -> Staging:
-        return Staging(self.store.control_dir, self.store.publish, self.store._write_temp, self.root)
+        return Staging(self.store.control_dir, self.store.publish, self.store._write_temp, self.root,
+                       self._replace_imported)
 
     def finish_interrupted_import(self) -> int:
         """An import a crash interrupted: finished if it was fully staged, else dropped."""

@@ -166,9 +166,16 @@ class ExportedMemory(TypedDict):
 
 
 class ImportResult(TypedDict):
+    """What an import did. ``updated`` and ``unchanged`` count memories a source gave
+    before (importing it again: its ids are the source's keys); ``links`` the relations
+    written; ``ids`` and ``paths`` are of the files written (new and updated)."""
+
     imported: int
+    updated: int
+    unchanged: int
     duplicates: int
     expired: int
+    links: int
     ids: list[str]
     paths: list[str]  # vault-relative, of the files written
 

@@ -13,6 +13,11 @@ had the vault open forgot or edited it since: the inode's other link, or its id 
 its name, tells). The
 staging lives in the vault's own ``.index/`` (never in a database that may be elsewhere
 or deleted), and recovery removes only files the import itself staged.
+
+An import may also update files already in the vault (a source imported again): such an
+item is staged with the bytes it replaces (``<n>.old``) and put in place by ``replace``
+(the checked swap of every tool edit), which an interrupted import repeats safely: a
+file that already holds the new bytes is done, one a person saved since stays theirs.
 """
 
 from __future__ import annotations
@@ -44,28 +49,37 @@ class Staging:
     """The staging folder of one vault's imports."""
 
     def __init__(self, control_dir: Path, publish: Callable[[Path, str, str], str],
-                 write_temp: Callable[[Path, bytes], Path], root: Path) -> None:
+                 write_temp: Callable[[Path, bytes], Path], root: Path,
+                 replace: Callable[[str, bytes, bytes], str] | None = None) -> None:
         self.folder = control_dir / STAGING_DIRNAME
         self.files = self.folder / "files"
         self._publish = publish  # Store.publish: a staged file to its free name
         self._write_temp = write_temp
         self._root = root
+        self._replace = replace  # (path, new bytes, bytes checked) -> path, or "" when it was left alone
         self._ours = False  # whether this import made the staging folder (only then may clear() remove it)
 
     def pending(self) -> bool:
         return self.folder.exists()
 
-    def stage(self, plans: list[tuple[str, bytes]], on_write: Callable[[int], None] | None = None) -> None:
-        """Write every file of the import, then the manifest (the commit point)."""
+    def stage(self, plans: list[tuple[str, bytes, bytes | None]], on_write: Callable[[int], None] | None = None) -> None:
+        """Write every file of the import, then the manifest (the commit point). Each plan
+        is ``(path, bytes, None)`` for a new file, or ``(path, bytes, old bytes)`` to update
+        the file at ``path`` if it still holds the old bytes."""
         if self.pending():
             raise VaultError(f"An earlier import is still staged in {self.folder}; reopen the vault to finish it.")
         self._ours = True  # under the vault's lock, with no staging folder: what appears now is this import's
         self.files.mkdir(parents=True)
         items = []
-        for n, (rel, data) in enumerate(plans):
+        for n, (rel, data, replaced) in enumerate(plans):
+            entry: dict[str, object] = {"n": n, "path": rel}
+            if replaced is not None:
+                old = self._write_temp(self.files, replaced)
+                os.rename(old, self.files / f"{n}.old")
+                entry["replaces"] = True
             tmp = self._write_temp(self.files, data)
             os.rename(tmp, self.files / f"{n}.md")
-            items.append({"n": n, "path": rel})
+            items.append(entry)
             if on_write is not None:
                 on_write(n + 1)
         Store._fsync_dir(self.files)  # every staged name is durable before the commit point...
@@ -89,16 +103,33 @@ class Staging:
                 found = os.stat(staged)
             except FileNotFoundError:
                 continue  # published, and its staged name removed, before a crash
-            where = self._already_published(staged, found, folder, name[:-3]) if after_crash else None
+            if item.get("replaces"):
+                where = self._put_replacement(staged, rel)
+                after_crash = False
+                if where:
+                    published.append(where)
+                if on_publish is not None:
+                    on_publish(done)
+                continue
+            before = self._already_published(staged, found, folder, name[:-3]) if after_crash else None
             after_crash = False
-            if where is None:
-                where = self._publish(staged, folder, name[:-3])
+            where = self._publish(staged, folder, name[:-3]) if before is None else before
             if where:  # "": published before a crash, then forgotten or edited: it stays as it is now
                 published.append(where)
             staged.unlink(missing_ok=True)  # renamed into the vault (or linked, by an older version)
             if on_publish is not None:
                 on_publish(done)
         return published
+
+    def _put_replacement(self, staged: Path, rel: str) -> str:
+        """An update: the new bytes in place of the checked ones (see ``replace``)."""
+        old = staged.with_suffix(".old")
+        if self._replace is None:
+            raise VaultError("This import updates files; it needs a vault to put them in place.")
+        where = self._replace(rel, staged.read_bytes(), old.read_bytes())
+        staged.unlink(missing_ok=True)  # done: a crash from here on does not repeat it
+        old.unlink(missing_ok=True)
+        return where
 
     def _already_published(self, path: Path, staged: os.stat_result, folder: str, slug: str) -> str | None:
         """Whether a staged file reached the vault before a crash: the vault path sharing

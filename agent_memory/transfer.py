@@ -105,7 +105,7 @@ def new_fields(item: dict[str, Any], now: dt.datetime) -> dict[str, Any]:
 
 
 def _item_extras(item: dict[str, Any]) -> dict[str, Any]:
-    """What an importer adds to a hand-made item (agent_memory/importers.py): ``aliases``,
+    """What an importer adds to a hand-made item (agent_memory/importers/): ``aliases``,
     ``type``, ``importance`` (0-10) and ``links`` ({relation: [target note names]}, written as
     one wikilink property per relation, as ``link_memories`` writes them)."""
     extras: dict[str, Any] = {}
@@ -122,9 +122,17 @@ def _item_extras(item: dict[str, Any]) -> dict[str, Any]:
         if isinstance(importance, bool) or not isinstance(importance, (int, float)) or not 0 <= importance <= 10:
             raise InvalidInput(f"importance must be a number from 0 to 10; got {importance!r}.")
         extras["importance"] = importance
-    links = item.get("links") or {}
+    extras.update(link_fields(item.get("links") or {}, item.get("relation_types")))
+    return extras
+
+
+def link_fields(links: Any, originals: Any) -> dict[str, Any]:
+    """``{relation: [note names]}`` as front-matter properties of wikilinks (one per
+    relation, as ``link_memories`` writes them), and ``relation_types``: the source's
+    names of relations where they differ from the property's, to give them back."""
     if not isinstance(links, dict):
         raise InvalidInput("links must be an object of {relation: [note names]}.")
+    extras: dict[str, Any] = {}
     for relation, targets in links.items():
         if not isinstance(relation, str) or not notes.RELATION_NAME.fullmatch(relation) or relation in notes.RESERVED_KEYS:
             raise InvalidInput(f"Relation {relation!r} is not a relation name (letters, digits, '_' or '-', "
@@ -132,13 +140,105 @@ def _item_extras(item: dict[str, Any]) -> dict[str, Any]:
         if not isinstance(targets, list) or not all(isinstance(t, str) and t.strip() and not _NOT_IN_LINK.search(t)
                                                     for t in targets):
             raise InvalidInput(f"links[{relation!r}] must be a list of note names.")
-        extras[relation] = [f"[[{check_text(t, 'link target')}]]" for t in targets]
-    originals = item.get("relation_types")  # a source's relation names where they differ from the property's
+        if targets:
+            extras[relation] = [f"[[{check_text(t, 'link target')}]]" for t in targets]
     if originals:
         if not isinstance(originals, dict) or not all(isinstance(v, str) and k in links for k, v in originals.items()):
             raise InvalidInput("relation_types must map a relation in links to its name in the source.")
-        extras["relation_types"] = originals
+        kept = {k: v for k, v in originals.items() if k in extras}
+        if kept:
+            extras["relation_types"] = kept
     return extras
+
+
+# What a source says about a memory it gave before, and how it is folded into the file:
+# these are set from the source where it gives them (a scalar); lists only gain.
+_SOURCE_SCALARS = ("namespace", "title", "created", "updated", "expires", "source", "type", "importance")
+_TIMES = ("created", "updated", "expires")
+
+
+def resync(note: notes.Note, fields: dict[str, Any], item: dict[str, Any], content: str | None,
+           now: dt.datetime) -> tuple[dict[str, Any], str | None]:
+    """What an import of a memory already in the vault changes in its file: (front-matter
+    changes for ``notes.patch``, the new body or None). Empty and None: unchanged.
+
+    The source wins for what it gives: the body and the scalars it has (a time it does
+    not have, like a knowledge graph's, leaves the file's); tags, aliases, links and
+    relation names are added, never removed (a person's additions stay). A file that has
+    no id of its own (a file adopted in place) gets the item's. ``updated`` moves to now
+    when something changed and the source gives no update time of its own."""
+    meta = note.meta
+    changes: dict[str, Any] = {}
+    if not note.own_id:
+        changes["id"] = fields["id"]
+    for key in _SOURCE_SCALARS:
+        given = ("expires" in item) if key == "expires" else item.get(key) not in (None, "")
+        if not given:  # the source has no such thing (a knowledge graph has no times): the file's stands
+            continue
+        value = fields.get(key)
+        if value is None and key != "expires":
+            continue
+        current = note.namespace if key == "namespace" else meta.get(key)
+        if key in _TIMES and current not in (None, ""):
+            try:
+                current = notes.to_utc(current)
+            except ValueError:
+                pass
+        if key == "importance" and not isinstance(current, bool) and isinstance(current, (int, float)):
+            same = current == value
+        else:
+            same = current == value or (current in (None, "") and value is None)
+        if not same:
+            changes[key] = value
+    for key in ("tags", "aliases"):
+        added = _gained(note, key, fields.get(key) or [], notes.normalise_tag if key == "tags" else str.casefold)
+        if added is not None:
+            changes[key] = added
+    for key, value in fields.items():
+        if key in notes.RESERVED_KEYS or key in _SOURCE_SCALARS:
+            continue
+        if key == "relation_types":
+            written = meta.get(key)
+            had: dict[str, Any] = written if isinstance(written, dict) else {}
+            if any(had.get(k) != v for k, v in value.items()):
+                changes[key] = {**had, **value}
+            continue
+        added = _gained(note, key, value, link_target_key)  # a relation: its wikilinks
+        if added is not None:
+            changes[key] = added
+    body = content if content is not None and plain(content) != plain(note.body) else None
+    if (body is not None or len(changes) > (0 if note.own_id else 1)) and item.get("updated") in (None, ""):
+        changes.setdefault("updated", notes.to_utc(now))
+    order = {key: n for n, key in enumerate(notes.NEW_FILE_ORDER)}  # keys a file lacks are added in this order
+    return dict(sorted(changes.items(), key=lambda kv: order.get(kv[0], len(order)))), body
+
+
+def _gained(note: notes.Note, name: str, new: list[Any], key: Any) -> list[Any] | None:
+    """The file's ``name`` list (or one value, as written) with what ``new`` adds; None: nothing added."""
+    current = note.meta.get(name)
+    if current is not None and not isinstance(current, (list, str, int, float)):
+        raise InvalidInput(f"{note.path} already has a {name!r} key that is not a list, so the import cannot add "
+                           "to it; rename or fix that key by hand, then import again.")
+    written = as_list(current)
+    have = {key(str(v)) for v in written if v is not None}
+    added = [v for v in new if key(str(v)) not in have]
+    return [*written, *added] if added else None
+
+
+def link_target_key(link: str) -> str:
+    """A wikilink as compared for "already linked": its target, case-insensitively."""
+    found = notes.wikilinks(link)
+    return (found[0] if found else link).strip().casefold()
+
+
+def plain(body: str) -> str:
+    """A body as compared for "did it change": line endings and outer blank lines aside."""
+    return body.replace("\r\n", "\n").strip("\n")
+
+
+def as_list(value: Any) -> list[Any]:
+    """A front-matter value as the list it is read as (one value: a list of one)."""
+    return [] if value is None else value if isinstance(value, list) else [value]
 
 
 def _item_time(item: dict[str, Any], key: str) -> str | None:

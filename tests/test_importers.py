@@ -1,5 +1,5 @@
 """Moving in from another memory server: its own files, imported with their dates, types
-and links (agent_memory/importers.py), through the vault, the CLI and the MCP tool."""
+and links (agent_memory/importers/), through the vault, the CLI and the MCP tool."""
 
 from __future__ import annotations
 
@@ -67,13 +67,94 @@ def test_a_knowledge_graph_becomes_one_named_note_per_entity_with_links(vault: V
     assert_index_matches_files(vault)
 
 
-def test_a_knowledge_graph_imported_again_adds_nothing_twice(vault: Vault, tmp_path: Path) -> None:
+def _files(vault: Vault) -> dict[str, bytes]:
+    return {rel: (vault.root / rel).read_bytes() for rel, _ in vault.store.walk()}
+
+
+def test_a_knowledge_graph_imported_again_changes_nothing(vault: Vault, tmp_path: Path) -> None:
     source = _jsonl(tmp_path, KNOWLEDGE_GRAPH)
     first = vault.import_memories(source, format="mcp-knowledge-graph")
+    assert first["links"] == 3
+    before = _files(vault)
     again = vault.import_memories(source, format="mcp-knowledge-graph")
-    assert (again["imported"], again["duplicates"]) == (0, 4)
-    assert sorted(rel for rel, _ in vault.store.walk()) == sorted(first["paths"])
+    assert (again["imported"], again["updated"], again["unchanged"], again["links"]) == (0, 0, 4, 0)
+    assert _files(vault) == before  # byte for byte, nothing added
     assert_index_matches_files(vault)
+
+
+def test_an_entity_that_gained_an_observation_is_updated_in_place(vault: Vault, tmp_path: Path, clock) -> None:
+    vault.import_memories(_jsonl(tmp_path, KNOWLEDGE_GRAPH), format="mcp-knowledge-graph")
+    priya = vault.root / "Priya Shah.md"
+    # a person's own key and comment stay through the update
+    priya.write_text(priya.read_text().replace("type: person\n", "type: person\nmood: calm  # mine\n"))
+    untouched = (vault.root / "Project-Atlas.md").read_bytes()
+    grown = json.loads(json.dumps(KNOWLEDGE_GRAPH))
+    grown[0]["observations"].append("Moved to the Lisbon office")
+    grown.append({"type": "relation", "from": "Priya Shah", "to": "priya shah", "relationType": "same as"})
+    clock.advance(days=1)
+    result = vault.import_memories(_jsonl(tmp_path, grown), format="mcp-knowledge-graph")
+    assert (result["imported"], result["updated"], result["unchanged"], result["links"]) == (0, 1, 3, 1)
+    note = notes.parse(priya.read_bytes(), "Priya Shah.md")
+    assert note.body.endswith("- Prefers async standups\n- Moved to the Lisbon office\n")
+    assert "mood: calm  # mine\n" in priya.read_text() and note.meta["same_as"] == ["[[priya shah 2]]"]
+    assert note.meta["relation_types"] == {"works_at": "works at", "same_as": "same as"}
+    assert note.updated == "2026-07-21T09:00:00Z" and note.id == result["ids"][0]
+    assert (vault.root / "Project-Atlas.md").read_bytes() == untouched
+    assert any(e["reason"] == "replaced" for e in vault.trash_list())  # the old body stays restorable
+    assert_index_matches_files(vault)
+
+
+def test_a_relation_in_a_later_batch_links_the_notes_of_an_earlier_one(vault: Vault) -> None:
+    entities = [r for r in KNOWLEDGE_GRAPH if r["type"] == "entity"]
+    relations = [r for r in KNOWLEDGE_GRAPH if r["type"] == "relation"]
+    vault.import_memories(entities, format="mcp-knowledge-graph")
+    before = (vault.root / "Priya Shah.md").read_bytes()
+    later = vault.import_memories(relations, format="mcp-knowledge-graph")
+    assert (later["imported"], later["updated"], later["links"]) == (0, 2, 3)  # Priya and ACME gain links
+    after = notes.parse((vault.root / "Priya Shah.md").read_bytes(), "Priya Shah.md")
+    assert after.body == notes.parse(before, "Priya Shah.md").body  # only links added, observations kept
+    assert after.meta["works_at"] == ["[[ACME-Corp -1]]"]
+    # and the other way round: the relation first, its target entity in the next batch
+    vault.import_memories([{"type": "relation", "from": "Globex", "to": "Dana Ruiz", "relationType": "employs"}],
+                          format="mcp-knowledge-graph")
+    vault.import_memories([{"type": "entity", "name": "Dana Ruiz", "entityType": "person", "observations": ["CFO"]}],
+                          format="mcp-knowledge-graph")
+    graph = vault.related("Globex.md")
+    assert [n["path"] for n in graph["nodes"] if n["path"] != "Globex.md"] == ["Dana Ruiz.md"]
+    assert_index_matches_files(vault)
+
+
+def test_a_knowledge_graph_round_trips_through_export(vault: Vault, tmp_path: Path) -> None:
+    vault.import_memories(_jsonl(tmp_path, KNOWLEDGE_GRAPH), format="mcp-knowledge-graph")
+    exported = vault.export_memories(format="mcp-knowledge-graph")
+
+    def graph(records: list[dict]) -> tuple[set, set]:
+        entities = {(r["name"], r["entityType"], tuple(r["observations"])) for r in records if r["type"] == "entity"}
+        relations = {(r["from"], r["to"], r["relationType"]) for r in records if r["type"] == "relation"}
+        return entities, relations
+
+    assert graph(exported) == graph(KNOWLEDGE_GRAPH)
+    assert [r["type"] for r in exported] == ["entity"] * 4 + ["relation"] * 3  # entities first, as the server writes
+    multi = [{"type": "entity", "name": "Runbook", "entityType": "procedure", "observations": ["step one\nthen two", ""]}]
+    vault.import_memories(multi, format="mcp-knowledge-graph")
+    assert graph(multi)[0] <= graph(vault.export_memories(format="mcp-knowledge-graph"))[0]
+
+
+def test_cli_export_writes_a_memory_jsonl_that_imports_back(vault: Vault, tmp_path: Path) -> None:
+    vault.import_memories(_jsonl(tmp_path, KNOWLEDGE_GRAPH), format="mcp-knowledge-graph")
+    out = tmp_path / "out.jsonl"
+    done = run_cli("export", "--format", "mcp-knowledge-graph", "-o", str(out), vault=vault.root)
+    assert done.returncode == 0, done.stderr
+    assert "Exported 4 entities and 3 relations" in done.stderr
+    lines = [json.loads(line) for line in out.read_text(encoding="utf-8").splitlines()]
+    assert sorted(json.dumps(r, sort_keys=True) for r in lines) == sorted(json.dumps(r, sort_keys=True)
+                                                                           for r in vault.export_memories(format="mcp-knowledge-graph"))
+    other = Vault.init(tmp_path / "other")
+    try:
+        assert other.import_memories(out, format="mcp-knowledge-graph")["imported"] == 4
+        assert other.export_memories(format="mcp-knowledge-graph") == vault.export_memories(format="mcp-knowledge-graph")
+    finally:
+        other.close()
 
 
 def test_two_entities_with_the_same_observations_stay_two(vault: Vault) -> None:
@@ -160,11 +241,31 @@ def test_a_memory_vault_export_keeps_its_dates_and_expiry(vault: Vault, tmp_path
     assert_index_matches_files(vault)
 
 
-def test_a_memory_vault_export_imported_again_adds_nothing_twice(vault: Vault) -> None:
+def test_a_memory_vault_export_imported_again_changes_nothing(vault: Vault) -> None:
     first = vault.import_memories(MEMORY_VAULT_EXPORT, format="mcp-memory-vault")
+    before = _files(vault)
     again = vault.import_memories(MEMORY_VAULT_EXPORT["memories"], format="mcp-memory-vault")  # the bare array too
-    assert (again["imported"], again["duplicates"], again["expired"]) == (0, 3, 1)
-    assert len(list(vault.store.walk())) == first["imported"] == 3
+    assert (again["imported"], again["updated"], again["unchanged"], again["expired"]) == (0, 0, 3, 1)
+    assert len(before) == first["imported"] == 3 and _files(vault) == before
+    assert_index_matches_files(vault)
+
+
+def test_a_memory_vault_export_imported_again_updates_what_changed_there(vault: Vault) -> None:
+    vault.import_memories(MEMORY_VAULT_EXPORT, format="mcp-memory-vault")
+    before = _files(vault)
+    changed = json.loads(json.dumps(MEMORY_VAULT_EXPORT))
+    acme = changed["memories"][0]
+    acme.update(content="Customer ACME prefers deploys on Fridays before noon", namespace="accounts",
+                tags=["customer", "deploy", "schedule"], updated_at="2026-07-25T12:00:00Z")
+    result = vault.import_memories(changed, format="mcp-memory-vault")
+    assert (result["imported"], result["updated"], result["unchanged"]) == (0, 1, 2)
+    memory = vault.get(result["ids"][0])
+    assert memory["content"].strip() == "Customer ACME prefers deploys on Fridays before noon"
+    assert (memory["namespace"], memory["updated"], memory["created"]) == ("accounts", "2026-07-25T12:00:00Z",
+                                                                           "2026-07-20T09:00:00Z")
+    assert memory["tags"] == ["customer", "deploy", "schedule"] and memory["path"] in before
+    assert {rel: data for rel, data in _files(vault).items() if rel != memory["path"]} == {
+        rel: data for rel, data in before.items() if rel != memory["path"]}
     assert_index_matches_files(vault)
 
 
@@ -192,3 +293,35 @@ async def test_import_memories_takes_a_format_over_the_real_client(vault: Vault)
         refused = await client.call_tool("import_memories", {"items": [{"name": "x"}], "format": "mcp-knowledge-graph"})
         assert refused.is_error and "not an entity or a relation" in refused.content[0].text
     assert_index_matches_files(vault)
+
+
+def test_cli_import_shows_progress_on_a_terminal_but_not_under_json(tmp_path: Path) -> None:
+    from test_maintenance import _run_with_terminal_stderr
+
+    source = _jsonl(tmp_path, KNOWLEDGE_GRAPH)
+    run_cli("init", str(tmp_path / ".memory"))
+    done, terminal = _run_with_terminal_stderr("import", "--from", "mcp-knowledge-graph", str(source), cwd=tmp_path)
+    assert done.returncode == 0, terminal
+    assert b"Importing memories" in terminal and b"100%" in terminal
+    assert done.stdout.decode().startswith("Imported 4, updated 0, unchanged 0, expired 0, links 3;")
+    done, terminal = _run_with_terminal_stderr("import", "--from", "mcp-knowledge-graph", str(source), "--json",
+                                               cwd=tmp_path)
+    assert done.returncode == 0 and terminal == b""
+    assert json.loads(done.stdout)["unchanged"] == 4
+
+
+def test_a_vault_of_its_own_exports_as_a_knowledge_graph(vault: Vault) -> None:
+    deploy = vault.remember("Customer ACME prefers deploys on Fridays", title="ACME deploy day", type="preference")
+    billing = vault.remember("ACME's billing contact is Jane Doe\n\nShe answers within a day.", namespace="support")
+    vault.link(deploy["memory"]["id"], billing["memory"]["id"], "depends_on")
+    records = vault.export_memories(format="mcp-knowledge-graph")
+    assert {(r["name"], r["entityType"], tuple(r["observations"])) for r in records if r["type"] == "entity"} == {
+        ("ACME deploy day", "preference", ("Customer ACME prefers deploys on Fridays",)),
+        ("ACME's billing contact is Jane Doe", "memory", ("ACME's billing contact is Jane Doe", "She answers within a day.")),
+    }
+    assert [r for r in records if r["type"] == "relation"] == [
+        {"type": "relation", "from": "ACME deploy day", "to": "ACME's billing contact is Jane Doe", "relationType": "depends_on"}]
+    assert [r["name"] for r in vault.export_memories(namespace="support", format="mcp-knowledge-graph")] == [
+        "ACME's billing contact is Jane Doe"]
+    with pytest.raises(InvalidInput, match="Unknown export format 'mem0'"):
+        vault.export_memories(format="mem0")

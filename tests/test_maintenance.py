@@ -176,9 +176,10 @@ def test_cli_stats_export_import_gc(tmp_path: Path) -> None:
     assert run("--dir", str(tmp_path / "other"), "init", cwd=tmp_path).returncode == 0
     imported = run("--dir", str(tmp_path / "other"), "import", str(backup), cwd=tmp_path)
     assert imported.returncode == 0, imported.stderr
-    assert "Imported 2; skipped 0 duplicates and 0 already expired." in imported.stdout
+    assert "Imported 2, updated 0, unchanged 0, expired 0, links 0; skipped 0 duplicates." in imported.stdout
     again = json.loads(run("import", str(backup), "--json", "--dir", str(tmp_path / "other"), cwd=tmp_path).stdout)
-    assert again == {"imported": 0, "duplicates": 2, "expired": 0, "ids": [], "paths": []}
+    assert again == {"imported": 0, "updated": 0, "unchanged": 0, "duplicates": 2, "expired": 0, "links": 0,
+                     "ids": [], "paths": []}
     reexported = run("--dir", str(tmp_path / "other"), "export", cwd=tmp_path).stdout
     assert reexported == backup.read_text()
 

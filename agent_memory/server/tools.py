@@ -866,18 +866,23 @@ def register_tools(server: MCPServer, vault: Vault) -> None:
             ),
         ],
         format: Annotated[
-            Literal["mcp-knowledge-graph", "mcp-memory-vault"] | None,
+            Literal["mcp-knowledge-graph", "mcp-memory-vault", "memory-mcp"] | None,
             Field(
                 description="Leave out for this tool's own export. mcp-knowledge-graph: items are the records of "
                 "a memory.jsonl ({type: entity|relation, ...}), one note per entity, relations as links. "
-                "mcp-memory-vault: items are its export's memories (created_at, updated_at, expires_at kept).",
+                "mcp-memory-vault: items are its export's memories (created_at, updated_at, expires_at kept). "
+                "memory-mcp: items are its memories (hash, content, tags, memory_type, importance, created_at) "
+                "and relationships (from_hash, to_hash, relation_type). With a format, importing the same "
+                "source again updates what changed and adds nothing twice; links resolve across calls. "
+                "(AgentMemory's folder is imported with `agent-memory import --from agentmemory`.)",
             ),
         ] = None,
     ) -> ImportResult:
         """Add many memories at once, all or nothing. Content already in the vault (same
         namespace), or an id a live memory already has, is skipped and counted as a
         duplicate; already-expired items are counted and skipped; a taken path gets a new
-        name, so nothing is overwritten."""
+        name, so nothing is overwritten. With a format, a memory the source gave before is
+        updated where the source changed it (counted as updated, else unchanged)."""
         return vault.import_memories(items, format=format)
 
     @tool("read_file", "Read a vault file", READ)

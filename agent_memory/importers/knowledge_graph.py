@@ -1,42 +1,20 @@
-"""Other memory servers' files -> import items (pure).
+"""The MCP reference memory server's ``memory.jsonl``: entities and relations, in and out (pure).
 
-``FORMATS`` maps a format name to a function taking a path (the file as that server
-writes it) or the data already parsed (what an MCP caller sends), and returning import
-items in the shape ``Vault.import_memories`` takes (``{content, namespace, tags, title,
-source, created, updated, expires, id, path, aliases, type, importance, links}``; see
-``transfer.new_fields``). ``agent-memory import --from FORMAT PATH`` and
-``import_memories(format=...)`` share them; our own export needs none.
+In: one note per entity (``knowledge_graph``). Out: the same records from notes
+(``records``), so that import then export gives the same entities and relations.
 """
 
 from __future__ import annotations
 
-import datetime as dt
 import hashlib
 import json
 import os
 import re
-from collections.abc import Callable
 from typing import Any
 
-from . import note as notes
-from .errors import InvalidInput
-from .store import derived_id
-
-Importer = Callable[[Any], list[dict[str, Any]]]
-
-
-def _read(source: Any, what: str) -> str | None:
-    """The text of ``source`` when it is a path, else None (it is parsed data)."""
-    if not isinstance(source, os.PathLike):
-        return None
-    try:
-        with open(source, encoding="utf-8-sig") as handle:
-            return handle.read()
-    except (OSError, UnicodeDecodeError) as exc:
-        raise InvalidInput(f"Cannot read {os.fspath(source)} as {what}: {exc}; nothing was imported.") from exc
-
-
-# --- mcp-knowledge-graph: the MCP reference memory server's memory.jsonl -------------
+from .. import note as notes
+from ..errors import InvalidInput
+from ._source import read_text
 
 # Characters Obsidian refuses in a note name, or that would end or split a [[wikilink]].
 _NOT_IN_NAME = re.compile(r'[\\/#|\[\]^:*?"<>\x00-\x1f\x7f]+')
@@ -50,7 +28,7 @@ def knowledge_graph(source: Any) -> list[dict[str, Any]]:
     relation as a wikilink property of its ``from`` entity (``works_at: ["[[Acme]]"]``).
     A relation type that is not already a property name is made one, and the original
     is kept in ``relation_types`` so that it can be given back."""
-    text = _read(source, "JSON lines")
+    text = read_text(source, "JSON lines")
     records = _jsonl(text, os.fspath(source)) if text is not None else source
     if not isinstance(records, list):
         raise InvalidInput("An mcp-knowledge-graph import is the list of memory.jsonl records "
@@ -68,6 +46,7 @@ def knowledge_graph(source: Any) -> list[dict[str, Any]]:
             if not isinstance(observations, list) or not all(isinstance(o, str) for o in observations):
                 raise InvalidInput(f"{where}: observations must be a list of text; nothing was imported.")
             entity = entities.setdefault(name, {"type": None, "observations": []})
+            entity["recorded"] = True
             kind = record.get("entityType")
             if kind not in (None, ""):
                 if not isinstance(kind, str):
@@ -82,21 +61,23 @@ def knowledge_graph(source: Any) -> list[dict[str, Any]]:
             relations.append((ends[0], kind.strip(), ends[1]))
             entities.setdefault(ends[0], {"type": None, "observations": []})  # a link needs a note to live in
     files = note_names(list(entities))
+    outgoing: dict[str, list[tuple[str, str]]] = {}
+    for source_name, kind, target in relations:
+        outgoing.setdefault(source_name, []).append((kind, target))
     items = []
     for name, entity in entities.items():
-        links: dict[str, list[str]] = {}
+        links: dict[str, list[dict[str, str]]] = {}
         originals: dict[str, str] = {}
-        for source_name, kind, target in relations:
-            if source_name != name:
-                continue
+        for kind, target in outgoing.get(name, []):
             prop = relation_property(kind)
             if prop != kind:
                 originals[prop] = kind
-            to = files.get(target) or _clean(target)
+            # by id: the target's note wherever it is (this batch, or one imported before)
+            to = {"id": entity_id(target), "name": files.get(target) or _clean(target)}
             if to not in links.setdefault(prop, []):
                 links[prop].append(to)
         item: dict[str, Any] = {
-            "id": "kg-" + hashlib.sha256(name.encode("utf-8")).hexdigest()[:16],
+            "id": entity_id(name),
             "path": files[name] + ".md",
             "content": _entity_body(name, entity["observations"]),
             "aliases": [name],
@@ -104,10 +85,17 @@ def knowledge_graph(source: Any) -> list[dict[str, Any]]:
             "links": links,
             "unique_by": "id",  # two entities may hold the same observations
         }
+        if not entity.get("recorded"):  # named by a relation only: where its note exists, it only gains links
+            item["placeholder"] = True
         if originals:
             item["relation_types"] = originals
         items.append(item)
     return items
+
+
+def entity_id(name: str) -> str:
+    """An entity's id: its name is its key in the graph."""
+    return "kg-" + hashlib.sha256(name.encode("utf-8")).hexdigest()[:16]
 
 
 def _jsonl(text: str, where: str) -> list[Any]:
@@ -167,55 +155,64 @@ def _entity_body(name: str, observations: list[str]) -> str:
     return "\n".join(lines).rstrip("\n") + "\n"
 
 
-# --- mcp-memory-vault: its export JSON --------------------------------------------------
+# --- out: notes -> memory.jsonl records -------------------------------------------------
+
+_ITEM = re.compile(r"[-*+] (.*)|[-*+]$")
 
 
-def memory_vault(source: Any) -> list[dict[str, Any]]:
-    """mcp-memory-vault's ``export`` (an object holding ``memories``, or the bare array):
-    content, namespace, tags and source as they were; ``created_at``, ``updated_at`` and
-    ``expires_at`` as ``created``, ``updated`` and ``expires`` (an item already expired is
-    counted, not imported). Ids are ours, derived from the creation time and the source's
-    own id, so importing the export again adds nothing twice and a TTL still applies."""
-    text = _read(source, "JSON")
-    if text is not None:
-        try:
-            source = json.loads(text)
-        except json.JSONDecodeError as exc:
-            raise InvalidInput(f"{os.fspath(source)} is not JSON ({exc.msg} at line {exc.lineno}); nothing was imported.") from exc
-    memories = source.get("memories") if isinstance(source, dict) else source
-    if not isinstance(memories, list):
-        raise InvalidInput("An mcp-memory-vault import is its export: an object with a memories list, or that "
-                           "list; nothing was imported.")
-    items = []
-    for n, memory in enumerate(memories):
-        if not isinstance(memory, dict):
-            raise InvalidInput(f"Memory {n + 1} is not an object; nothing was imported.")
-        item = {key: memory.get(key) for key in ("content", "namespace", "tags", "source")}
-        item["namespace"] = item["namespace"] or None
-        for ours, theirs in (("created", "created_at"), ("updated", "updated_at"), ("expires", "expires_at")):
-            item[ours] = memory.get(theirs)
-        if item["created"] not in (None, ""):
-            try:
-                created = dt.datetime.fromisoformat(notes.to_utc(item["created"]))
-            except (TypeError, ValueError) as exc:
-                raise InvalidInput(f"Memory {n + 1}: created_at {item['created']!r} is not a time; "
-                                   "nothing was imported.") from exc
-            key = memory.get("id", memory.get("content"))
-            item["id"] = derived_id(int(created.timestamp() * 1000), f"mcp-memory-vault:{item['namespace']}:{key}")
-        items.append(item)
-    return items
+def entity_name(aliases: list[str], title: str) -> str:
+    """The name an entity had (its first alias, where import keeps it), else the title."""
+    return next((a.strip() for a in aliases if a.strip()), "") or title
 
 
-FORMATS: dict[str, Importer] = {
-    "mcp-knowledge-graph": knowledge_graph,
-    "mcp-memory-vault": memory_vault,
-}
+def observations(body: str, name: str) -> list[str]:
+    """A body as observations, the way import writes them: a first-line heading that is
+    the name is dropped, each list item (continued by indented lines) is one, and any
+    other paragraph is one."""
+    lines = body.replace("\r\n", "\n").split("\n")
+    while lines and not lines[0].strip():
+        lines.pop(0)
+    if lines and lines[0].strip() == f"# {' '.join(name.split())}":
+        lines.pop(0)
+    out: list[str] = []
+    current: list[str] | None = None  # the observation being read
+    in_item = False
+    for line in lines:
+        item = _ITEM.fullmatch(line.rstrip())
+        if item is not None:
+            current = [item[1] or ""]
+            out.append("")
+            in_item = True
+        elif not line.strip():
+            current, in_item = None, False
+            continue
+        elif in_item and line.startswith("  ") and current is not None:
+            current.append(line[2:].rstrip())
+        elif current is not None and not in_item:
+            current.append(line.rstrip())
+        else:
+            current, in_item = [line.rstrip()], False
+            out.append("")
+        out[-1] = "\n".join(current)
+    return out
 
 
-def importer(name: str) -> Importer:
-    """The importer of format ``name``, or an error listing the formats there are."""
-    try:
-        return FORMATS[name]
-    except KeyError:
-        raise InvalidInput(f"Unknown import format {name!r}; use one of {', '.join(FORMATS)} "
-                           "(or no format for this tool's own export).") from None
+def relation_type(prop: str, originals: Any) -> str:
+    """A link property's relation type in the source (``relation_types`` keeps those
+    that are not property names already)."""
+    if isinstance(originals, dict) and isinstance(originals.get(prop), str) and originals[prop].strip():
+        return originals[prop]
+    return prop
+
+
+def records(entities: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """memory.jsonl records: every entity first, then every relation, as the reference
+    server writes them. ``entities``: ``{name, type, observations, relations: [(type, to)]}``."""
+    out: list[dict[str, Any]] = []
+    for entity in entities:
+        out.append({"type": "entity", "name": entity["name"], "entityType": entity["type"],
+                    "observations": entity["observations"]})
+    for entity in entities:
+        for kind, to in entity["relations"]:
+            out.append({"type": "relation", "from": entity["name"], "to": to, "relationType": kind})
+    return out
