@@ -756,7 +756,7 @@ EXPORT_FORMATS = ("json", "mcp-knowledge-graph")  # json: this tool's own; impor
               help="json: this tool's backup. mcp-knowledge-graph: the MCP reference memory server's memory.jsonl.")
 @handle_errors
 def export(output: str, namespace: str | None, export_format: str) -> None:
-    """Write every memory as a JSON array (a backup), or a memory.jsonl.
+    """Write every memory out: a JSON backup, or a memory.jsonl.
 
     Each item has the front matter as written, the body, and the file's raw text,
     which import writes back byte for byte. --format mcp-knowledge-graph writes one
