@@ -27,7 +27,7 @@ MAX_LINE_CHARS = 200
 MAX_MESSAGE_CHARS = 2000
 
 # Settings that would make a read run programs or change output, whatever the repository says.
-_SAFE_CONFIG = (
+SAFE_CONFIG = (
     "-c", "core.quotePath=false", "-c", "core.fsmonitor=false", "-c", "log.showSignature=false",
     "-c", "color.ui=false", "-c", "diff.external=", "-c", "log.follow=false",
 )
@@ -35,7 +35,7 @@ _STATUS = {"A": "added", "M": "modified", "R": "renamed", "C": "copied", "D": "d
 _HASH = re.compile(r"[0-9a-f]{40,64}")
 
 
-def _env() -> dict[str, str]:
+def git_env() -> dict[str, str]:
     env = dict(os.environ)
     env.update(GIT_OPTIONAL_LOCKS="0", GIT_TERMINAL_PROMPT="0", LC_ALL="C", GIT_PAGER="cat", PAGER="cat")
     env.pop("GIT_INDEX_FILE", None)  # a caller's temporary index is no business of a read
@@ -45,8 +45,8 @@ def _env() -> dict[str, str]:
 def _git(root: Path, *args: str, stdin: bytes | None = None) -> subprocess.CompletedProcess[bytes]:
     try:
         return subprocess.run(
-            ["git", "-C", str(root), *_SAFE_CONFIG, *args], input=stdin, capture_output=True,
-            timeout=GIT_TIMEOUT, env=_env(), check=False,
+            ["git", "-C", str(root), *SAFE_CONFIG, *args], input=stdin, capture_output=True,
+            timeout=GIT_TIMEOUT, env=git_env(), check=False,
         )
     except FileNotFoundError:
         raise VaultError("git is not installed (or not on PATH), so the vault's history cannot be read.") from None
