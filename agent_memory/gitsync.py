@@ -633,7 +633,8 @@ class GitSync(VaultCore):
             if done.returncode != 0 and repo.busy_marker():
                 repo.run("rebase", "--abort", optional_locks=True)  # one merge is easier to resolve than N replays
                 result["method"] = "merge"
-                done = repo.run("merge", "--no-edit", "--autostash", up, optional_locks=True)
+                named = tracking.removeprefix("refs/remotes/")  # "Merge remote-tracking branch 'origin/main'"
+                done = repo.run("merge", "--no-edit", "--autostash", named, optional_locks=True)
         conflicts = _unmerged(repo)
         if done.returncode != 0 and not conflicts:
             if repo.busy_marker() == "a rebase":
