@@ -336,6 +336,7 @@ class Outcome:
     commit: str = ""
     message: str = ""
     paths: list[str] = field(default_factory=list)
+    problem: str = ""  # for "busy"/"refused": which state ("busy", "detached", "unmerged")
 
 
 def _changed_paths(repo: Repo, paths: list[str]) -> tuple[list[str], list[str]]:
@@ -383,7 +384,7 @@ def commit_pending(vault: VaultCore, state: GitState, repo: Repo) -> Outcome:
     problem = _state_problem(repo)
     if problem is not None:
         kind, sentence = problem
-        return Outcome("busy" if kind == "busy" else "refused", len(entries), message=sentence, paths=[kind])
+        return Outcome("busy" if kind == "busy" else "refused", len(entries), message=sentence, problem=kind)
     paths = list(dict.fromkeys(p for e in entries for p in e["paths"]))
     changed, untracked = _changed_paths(repo, paths) if paths else ([], [])
     if not changed:  # undone since, or committed by a person already
@@ -407,7 +408,8 @@ def commit_pending(vault: VaultCore, state: GitState, repo: Repo) -> Outcome:
 
 def _failed(repo: Repo, done: subprocess.CompletedProcess[bytes], writes: int, paths: list[str]) -> Outcome:
     if (repo.git_dir / "index.lock").exists():
-        return Outcome("busy", writes, message=f"git is busy in {repo.top} (another git command holds index.lock)")
+        return Outcome("busy", writes, message=f"git is busy in {repo.top} (another git command holds index.lock)",
+                       problem="index.lock")
     text = (done.stderr or done.stdout).decode("utf-8", "replace").strip()
     lines = [line for line in text.splitlines() if line.strip()][-5:]
     hint = ""
@@ -526,7 +528,7 @@ class Committer:
             log.info("%s: committed %s (%d write%s)", self.vault.root, outcome.message, outcome.writes,
                      "" if outcome.writes == 1 else "s")
         elif outcome.status in ("refused", "busy"):
-            state.say_once(outcome.status + ":".join(outcome.paths[:1]), outcome.message + "; the writes stay "
+            state.say_once(outcome.problem or outcome.message, outcome.message + "; the writes stay "
                            "pending (the next commit or `agent-memory sync` takes them)")
         elif outcome.status == "failed":
             state.say_once(outcome.message, outcome.message + "; the writes stand and stay pending")
@@ -558,7 +560,7 @@ class GitSync(VaultCore):
             paths, message = describe(self, changes)
             if paths:
                 state.pending.add({"paths": paths, "message": message, "at": time.time()})
-        except (VaultError, OSError) as exc:  # the write stands whatever its record does
+        except Exception as exc:  # noqa: BLE001 - the write succeeded: it stands whatever its record does
             state.say_once("record", f"could not note a write for a git commit: {exc}")
             return
         if state.wake is not None:
@@ -582,29 +584,20 @@ class GitSync(VaultCore):
         if scope:
             raise GitError(scope[0].upper() + scope[1:] + ".")
         with state.lock.hold():
-            with self._writing():
-                branch, remote, merge_ref = _upstream(repo)
-                committed = _commit_for_sync(self, state, repo)
-                _fetch(repo, remote)
-                result = self._integrate(repo, branch, remote, merge_ref)
-                result["committed"] = committed
-            pushed = 0
-            for attempt in range(PUSH_TRIES):
-                refused, pushed = _push(repo, remote, merge_ref)
+            result: SyncResult | None = None
+            for _attempt in range(PUSH_TRIES):
+                with self._writing():  # tool writes wait; each round commits what they left first
+                    branch, remote, merge_ref = _upstream(repo)
+                    committed = _commit_for_sync(self, state, repo)
+                    _fetch(repo, remote)
+                    step = self._integrate(repo, branch, remote, merge_ref)
+                step["committed"] = committed
+                result = step if result is None else _added(result, step)
+                refused, result["pushed"] = _push(repo, remote, merge_ref)
                 if not refused:
-                    break
-                if attempt == PUSH_TRIES - 1:
-                    raise GitError(f"{remote} kept refusing the push (others pushed meanwhile, {PUSH_TRIES} tries); "
-                                   "run `agent-memory sync` again.")
-                _fetch(repo, remote)
-                with self._writing():
-                    again = self._integrate(repo, branch, remote, merge_ref)
-                    for key in ("pulled", "indexed"):
-                        result[key] += again[key]  # type: ignore[literal-required]
-                    result["merged"] += again["merged"]
-                    result["method"] = again["method"] if again["method"] != "none" else result["method"]
-            result["pushed"] = pushed
-        return result
+                    return result
+        raise GitError(f"The remote kept refusing the push (others pushed meanwhile, {PUSH_TRIES} tries); "
+                       "run agent-memory sync again.")
 
     def _integrate(self, repo: Repo, branch: str, remote: str, merge_ref: str) -> SyncResult:
         """Join the upstream branch into HEAD and update the index; under both locks."""
@@ -635,7 +628,8 @@ class GitSync(VaultCore):
                 result["method"] = "merge"
                 named = tracking.removeprefix("refs/remotes/")  # "Merge remote-tracking branch 'origin/main'"
                 done = repo.run("merge", "--no-edit", "--autostash", named, optional_locks=True)
-        conflicts = _unmerged(repo)
+        in_vault, elsewhere = _unmerged(repo)
+        conflicts = in_vault + elsewhere
         if done.returncode != 0 and not conflicts:
             if repo.busy_marker() == "a rebase":
                 repo.run("rebase", "--abort", optional_locks=True)
@@ -646,14 +640,23 @@ class GitSync(VaultCore):
             ours = set(_names(repo, base, old))
             result["merged"] = sorted(p for p in _names(repo, base, up) if p in ours and p not in conflicts)
         new = _rev(repo, "HEAD") or old
-        changed = set(_names(repo, old, new)) | ours | set(conflicts) | dirty
+        changed = set(_names(repo, old, new)) | ours | set(in_vault) | dirty
         result["indexed"] = self._follow(sorted(changed))
         result["conflicts"] = conflicts
-        if _stash_count(repo) > stashes:
+        stashed = _stash_count(repo) > stashes  # the autostash could not be put back cleanly: git kept it
+        shown = ", ".join(conflicts[:5]) + (f" and {len(conflicts) - 5} more" if len(conflicts) > 5 else "")
+        if stashed:
             result["note"] = ("Your uncommitted edits conflicted with what was pulled: they are kept in the stash "
-                              "(git stash list); put them back with git stash pop.")
+                              "(git stash list).")
+        if conflicts and stashed and not repo.busy_marker():
+            raise SyncConflict(
+                f"sync pulled {result['upstream']}, but your uncommitted edits to {shown} conflict with it: each "
+                "file now holds both versions (between <<<<<<< Updated upstream and >>>>>>> Stashed changes) and "
+                "your edits are also kept in the stash (git stash list). Edit each file to keep what is right, then "
+                "git restore --staged FILE (it stays your uncommitted edit) and git stash drop; then sync again.",
+                dict(result),
+            )
         if conflicts:
-            shown = ", ".join(conflicts[:5]) + (f" and {len(conflicts) - 5} more" if len(conflicts) > 5 else "")
             raise SyncConflict(
                 f"sync pulled {result['upstream']} but {len(conflicts)} file{'s' if len(conflicts) != 1 else ''} "
                 f"conflict: {shown}. Resolve each (keep what is right, remove the <<<<<<< ======= >>>>>>> lines), "
@@ -671,6 +674,16 @@ class GitSync(VaultCore):
             for rel in paths:
                 self.reconcile_path(rel)
         return len(paths)
+
+
+def _added(before: SyncResult, after: SyncResult) -> SyncResult:
+    """Two rounds of one sync (the push was refused once) as one summary."""
+    for key in ("committed", "pulled", "indexed"):
+        after[key] += before[key]  # type: ignore[literal-required]
+    after["merged"] = sorted({*before["merged"], *after["merged"]})
+    if after["method"] == "none":
+        after["method"] = before["method"]
+    return after
 
 
 def _commit_for_sync(vault: VaultCore, state: GitState, repo: Repo) -> int:
@@ -737,9 +750,12 @@ def _names(repo: Repo, a: str, b: str) -> list[str]:
     return [p for p in out.split("\0") if p]
 
 
-def _unmerged(repo: Repo) -> list[str]:
-    out = repo.ok("diff", "--name-only", "-z", "--diff-filter=U", "--relative")
-    return sorted({p for p in out.split("\0") if p})
+def _unmerged(repo: Repo) -> tuple[list[str], list[str]]:
+    """Files with conflicts anywhere in the repository: those in the vault (vault-relative)
+    and those outside it (repository-relative; only with ``git.subfolder``)."""
+    out = [p for p in repo.ok("diff", "--name-only", "-z", "--diff-filter=U").split("\0") if p]
+    inside = sorted({p[len(repo.prefix):] for p in out if p.startswith(repo.prefix)})
+    return inside, sorted({p for p in out if not p.startswith(repo.prefix)})
 
 
 def _dirty(repo: Repo) -> set[str]:

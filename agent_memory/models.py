@@ -327,7 +327,7 @@ class SyncResult(TypedDict):
     repository: str  # the repository's top folder
     branch: str
     upstream: str  # e.g. origin/main
-    committed: int  # pending tool writes committed (in this many commits)
+    committed: int  # pending tool writes committed (together, in one commit)
     pulled: int  # commits brought in
     pushed: int  # commits sent
     method: str  # "none" (nothing to pull), "fast-forward", "rebase" or "merge"

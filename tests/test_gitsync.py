@@ -372,6 +372,28 @@ def test_sync_conflict_is_left_for_a_person_with_both_texts(team: tuple[Path, Pa
     assert result.exit_code == 1
 
 
+def test_sync_says_how_to_finish_when_a_persons_edit_conflicts_with_the_pull(team: tuple[Path, Path, Path]) -> None:
+    _remote, a, b = team
+    with Vault(a) as va:
+        memory = va.remember("The spare keys hang by the red door.", title="Spare keys")["memory"]
+        va.sync()
+    with Vault(b) as vb:
+        vb.sync()
+        with Vault(a) as va:
+            va.update(memory["id"], replace_old="red door", replace_new="blue door")
+            va.sync()
+        edited = b / memory["path"]
+        edited.write_text(edited.read_text().replace("red door", "green door"))  # a person's edit, uncommitted
+        with pytest.raises(SyncConflict) as caught:
+            vb.sync()
+        assert "your uncommitted edits to " + memory["path"] in str(caught.value)
+        assert "git stash drop" in str(caught.value) and "merge --abort" not in str(caught.value)
+        text = edited.read_text()
+        assert "blue door" in text and "green door" in text  # neither side lost
+        assert "autostash" in git(b, "stash", "list")  # and the edit is kept in the stash too
+        assert git(b, "rev-parse", "HEAD") == git(a, "rev-parse", "HEAD")  # the pull itself went through
+
+
 def test_sync_json_through_the_cli(team: tuple[Path, Path, Path]) -> None:
     _remote, a, b = team
     with Vault(a) as va:
