@@ -38,7 +38,7 @@ from typing import Any, Self
 
 from . import note as notes
 from .core import VaultCore
-from .errors import GitError, SyncConflict, VaultError
+from .errors import GitError, SyncConflict
 from .history import SAFE_CONFIG, git_env
 from .locking import WriteLock
 from .models import SyncResult
@@ -521,7 +521,7 @@ class Committer:
                 return Outcome("refused", message=scope)
             with state.lock.hold():
                 outcome = commit_pending(self.vault, state, repo)
-        except (VaultError, OSError) as exc:
+        except Exception as exc:  # noqa: BLE001 - the committer outlives any one failure, and says it
             outcome = Outcome("failed", message=str(exc))
         if outcome.status == "committed":
             state.all_well()

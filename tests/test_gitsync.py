@@ -142,6 +142,18 @@ def test_writes_close_together_share_one_commit_with_the_author_setting(tmp_path
     assert git(repo, "log", "-1", "--format=%an <%ae>").strip() == "Agent Smith <agent@example.com>"
 
 
+def test_the_author_setting_is_enough_where_git_has_no_identity(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    repo = new_vault_repo(tmp_path / "team", SETTINGS + 'author = "Agent Smith <agent@example.com>"\n')
+    for name in AUTHOR:
+        monkeypatch.delenv(name)  # no user.name/user.email anywhere: GIT_CONFIG_GLOBAL is /dev/null
+    monkeypatch.delenv("EMAIL", raising=False)
+    with Vault(repo) as vault, Committer(vault) as committer:
+        vault.remember("Committed on a machine without a git identity.", title="No identity")
+        outcome = committer.flush()
+    assert outcome is not None and outcome.status == "committed", outcome
+    assert git(repo, "log", "-1", "--format=%an <%ae>").strip() == "Agent Smith <agent@example.com>"
+
+
 def test_a_write_made_without_a_committer_is_committed_by_the_next_one(tmp_path: Path) -> None:
     repo = new_vault_repo(tmp_path / "team")
     with Vault(repo) as vault:
