@@ -406,6 +406,30 @@ def test_sync_says_how_to_finish_when_a_persons_edit_conflicts_with_the_pull(tea
         assert git(b, "rev-parse", "HEAD") == git(a, "rev-parse", "HEAD")  # the pull itself went through
 
 
+def test_sync_of_an_opted_in_subfolder_vault_indexes_vault_paths(tmp_path: Path) -> None:
+    remote = tmp_path / "code.git"
+    git(tmp_path, "init", "-q", "--bare", "-b", "main", str(remote))
+    first = tmp_path / "code"
+    first.mkdir()
+    git(first, "init", "-q", "-b", "main")
+    (first / "app.py").write_text("print('hi')\n")
+    Vault.init(first / "docs" / ".memory").close()
+    (first / "docs" / ".memory" / ".agent-memory.toml").write_text(SETTINGS + "subfolder = true\n")
+    git(first, "add", "-A")
+    git(first, "commit", "-q", "-m", "code and a vault")
+    git(first, "remote", "add", "origin", str(remote))
+    git(first, "push", "-q", "-u", "origin", "main")
+    git(tmp_path, "clone", "-q", str(remote), str(tmp_path / "other"))
+    with Vault(first / "docs" / ".memory") as va:
+        memory = va.remember("The release train leaves on Tuesdays.", title="Release train")["memory"]
+        va.sync()
+    with Vault(tmp_path / "other" / "docs" / ".memory") as vb:
+        result = vb.sync()
+        assert result["pulled"] == 1 and result["indexed"] == 1
+        assert vb.get(memory["id"])["path"] == memory["path"]  # vault-relative, not docs/.memory/...
+        assert_index_matches_files(vb)
+
+
 def test_sync_json_through_the_cli(team: tuple[Path, Path, Path]) -> None:
     _remote, a, b = team
     with Vault(a) as va:
