@@ -131,9 +131,13 @@ def _git(cwd: Path, *args: str, timeout: float = LOCAL_TIMEOUT, env: dict[str, s
 def first_line(done: subprocess.CompletedProcess[bytes]) -> str:
     """git's message, one line: its first ``error:``/``fatal:`` line, else its first line."""
     lines = [line.strip() for line in (done.stderr or done.stdout).decode("utf-8", "replace").splitlines() if line.strip()]
-    for line in lines:
+    for n, line in enumerate(lines):
         if line.startswith(("fatal:", "error:")):
-            return line.split(":", 1)[1].strip()
+            text = line.split(":", 1)[1].strip()
+            if text.endswith(":"):  # "...would be overwritten by merge:" and the files on the next lines
+                names = [x for x in lines[n + 1 : n + 4] if not x.startswith(("Please", "Aborting", "hint:"))]
+                text = f"{text} {', '.join(names)}".rstrip(": ")
+            return text
     return lines[0] if lines else f"exit status {done.returncode}"
 
 

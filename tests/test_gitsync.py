@@ -351,6 +351,19 @@ def test_sync_with_an_unreachable_remote_says_so_and_keeps_the_commits(team: tup
     assert commits(a)[0] == "remember: Offline"  # committed locally, pushed next time
 
 
+def test_sync_never_overwrites_a_persons_untracked_file(team: tuple[Path, Path, Path]) -> None:
+    _remote, a, b = team
+    with Vault(a) as va:
+        memory = va.remember("Lunch is at noon.", title="Lunch")["memory"]
+        va.sync()
+    (b / memory["path"]).parent.mkdir(parents=True, exist_ok=True)
+    (b / memory["path"]).write_text("A person's own note that happens to have that name.\n")
+    with Vault(b) as vb, pytest.raises(GitError, match="would be overwritten") as caught:
+        vb.sync()
+    assert memory["path"] in str(caught.value) and "\n" not in str(caught.value)
+    assert (b / memory["path"]).read_text() == "A person's own note that happens to have that name.\n"
+
+
 def test_sync_refuses_a_detached_head(team: tuple[Path, Path, Path]) -> None:
     _remote, a, _b = team
     git(a, "checkout", "-q", "--detach")
