@@ -160,9 +160,8 @@ class Run:
         else:
             self.syncs["failed"] += 1
             self.errors.append(f"{clone.name}: {done.stderr.decode().strip()[:200]}")
-            if os.environ.get("TEAM_DEBUG"):
-                self.errors.append(git(clone, "status", "--short", check=False)[:600] + "stash: "
-                                   + git(clone, "stash", "list", check=False))
+            state = " ".join(git(clone, "status", "--short", check=False).split()[:20])
+            self.errors.append(f"{clone.name}: git status then: {state or 'clean'}")
 
     async def sync_loop(self, n: int, clone: Path) -> None:
         await anyio.sleep(self.args.sync_every * n / len(self.clones))  # staggered
