@@ -238,7 +238,7 @@ class Run:
                     self.latency.append(arrived - waiting.pop(token))
 
     async def main(self) -> None:
-        logs = [open(clone.parent / f"{clone.name}-server.log", "w") for clone in self.clones]  # noqa: SIM115
+        logs = [open(clone.parent / f"{clone.name}-server.log", "w") for clone in self.clones]  # noqa: SIM115, ASYNC230
         async with contextlib.AsyncExitStack() as stack:
             clients = []
             for clone, log in zip(self.clones, logs):
@@ -371,8 +371,8 @@ def main() -> int:
         rows.append(("recallable on another clone: median / p95 / max",
                      f"{statistics.median(ordered):.1f} s / {p95:.1f} s / {ordered[-1]:.1f} s ({len(ordered)} probes)"))
     rows.append(("probes never seen on another clone", run.probes_lost))
-    rows.append(("one sync (a CLI process): median / max", f"{statistics.median(run.sync_seconds):.2f} s / "
-                 f"{max(run.sync_seconds):.2f} s"))
+    took = f"{statistics.median(run.sync_seconds):.2f} s / {max(run.sync_seconds):.2f} s"
+    rows.append(("one sync (a CLI process): median / max", took))
     rows.append(("wall time (writing / total)", f"{writing:.0f} s / {time.monotonic() - started:.0f} s"))
     width = max(len(r[0]) for r in rows)
     for label, value in rows:
