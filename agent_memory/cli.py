@@ -914,20 +914,61 @@ def doctor() -> None:
               help="Open --http sessions at most; while that many are open a new client gets 503.")
 @click.option("--session-idle-timeout", default=300.0, show_default=True, type=click.FloatRange(min=0, min_open=True),
               help="Seconds an --http session may have no request in flight (a connected client holds one) before it ends.")
+@click.option("--git-commit", is_flag=True,
+              help="Commit each tool write to the vault's git repository (as the git.commit setting does).")
 @handle_errors
 def serve(http: bool = False, host: str = "127.0.0.1", port: int = 8765, token: str | None = None,
-          token_file: str | None = None, max_sessions: int = 100, session_idle_timeout: float = 300.0) -> None:
+          token_file: str | None = None, max_sessions: int = 100, session_idle_timeout: float = 300.0,
+          git_commit: bool = False) -> None:
     """Run the MCP server (stdio by default).
 
     \b
     Examples:
       agent-memory serve --dir ~/.memory
       agent-memory serve --http --token-file ~/.memory-token
+      agent-memory serve --git-commit
     """
     from .server import run  # imports mcp: only here
 
     run(vault_path(), http=http, host=host, port=port, token=token, token_file=token_file,
-        max_sessions=max_sessions, session_idle_timeout=session_idle_timeout)
+        max_sessions=max_sessions, session_idle_timeout=session_idle_timeout, git_commit=git_commit)
+
+
+@cli.command()
+@common
+@handle_errors
+def sync() -> None:
+    """Commit pending tool writes, pull, update the index, push.
+
+    Pulls by rebase (a merge when the rebase conflicts), keeping your uncommitted
+    edits (--autostash). Only a vault that is its repository's top folder, or one
+    whose settings say [git] subfolder = true. A conflict is left for you to resolve.
+
+    \b
+    Example:
+      agent-memory sync --json
+    """
+    from .errors import SyncConflict
+
+    with open_vault() as vault:
+        try:
+            result = vault.sync()
+        except SyncConflict as exc:
+            if settings().json:
+                click.echo(json.dumps({**exc.result, "error": str(exc)}, ensure_ascii=False, indent=2))
+            raise
+
+    def human() -> None:
+        click.echo(f"Synced {result['branch']} with {result['upstream']}: committed {result['committed']} tool "
+                   f"write{'s' if result['committed'] != 1 else ''}, pulled {result['pulled']} commit"
+                   f"{'s' if result['pulled'] != 1 else ''} ({result['method']}), pushed {result['pushed']}; "
+                   f"{result['indexed']} file{'s' if result['indexed'] != 1 else ''} reindexed.")
+        if result["merged"]:
+            click.echo(printable(f"  merged: {', '.join(result['merged'])}"))
+        if "note" in result:
+            click.echo(printable(result["note"]))
+
+    emit(result, human)
 
 
 @cli.command()

@@ -122,6 +122,9 @@ class VaultCore:
         self._generations = Generations(self.store.control_dir / "writes.json", str(self.index.path))
         self._seen_others = self._generations.others()
         self._settings: tuple[object, Settings] | None = None
+        # Commit tool writes: True (``serve --git-commit``), or None to follow ``git.commit``.
+        self.git_commit: bool | None = None
+        self.git_state: Any = None  # gitsync's per-vault state (repository, pending writes, committer)
         self.settings  # a broken settings file is a clear error at open, not at the first write
 
     @property
@@ -169,15 +172,26 @@ class VaultCore:
         self._check_vault()
         with self._lock.hold():
             outermost = self._lock.depth == 1
+            if outermost:
+                self.store.changes.clear()  # what a crash recovery outside a write restored is no write's
             self._check_index()
             if outermost:
                 self._catch_up()
             self.store.settle_parked()
+            done = False
             try:
                 yield
+                done = True
             finally:
                 if outermost:
                     self._generations.bump()
+                    changes, self.store.changes = self.store.changes, []
+                    if done and changes:
+                        self._written(changes)
+
+    def _written(self, changes: list[tuple[str, str, str]]) -> None:
+        """A write succeeded and changed these files (still under the lock): the hook
+        ``gitsync.GitSync`` fills in to commit tool writes."""
 
     def _catch_up(self) -> None:
         """Another process may have written through an index of its own (one of them with

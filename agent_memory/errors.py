@@ -116,6 +116,18 @@ class VaultGone(MemoryError_):
         self.root = root
 
 
+class GitError(VaultError):
+    """A git step of ``sync`` (or a commit of tool writes) cannot run or failed; says what to do."""
+
+
+class SyncConflict(GitError):
+    """``sync`` pulled changes that conflict with local ones: the merge is left for a person to finish."""
+
+    def __init__(self, message: str, result: dict[str, object]) -> None:
+        super().__init__(message)
+        self.result = result
+
+
 def disk_error(exc: OSError, what: str) -> VaultError:
     """A disk error as the one line a person can act on; nothing was changed."""
     reason = {

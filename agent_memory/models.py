@@ -327,6 +327,23 @@ class HistoryResult(TypedDict):
     note: NotRequired[str]
 
 
+class SyncResult(TypedDict):
+    """What ``agent-memory sync`` did: commits made from pending tool writes, pulled and
+    pushed, how the two sides were joined, and the files that merged or need a person."""
+
+    repository: str  # the repository's top folder
+    branch: str
+    upstream: str  # e.g. origin/main
+    committed: int  # pending tool writes committed (together, in one commit)
+    pulled: int  # commits brought in
+    pushed: int  # commits sent
+    method: str  # "none" (nothing to pull), "fast-forward", "rebase" or "merge"
+    merged: list[str]  # vault paths changed on both sides, joined without a conflict
+    conflicts: list[str]  # vault paths a person must resolve (the merge is left in progress)
+    indexed: int  # files the index was brought up to date with
+    note: NotRequired[str]
+
+
 class FileContent(TypedDict):
     """A vault file as ``read_file`` returns it; ``exists`` is false (and the rest empty)
     for a path inside the vault with no file there, so a caller can ask "is it there?"

@@ -185,6 +185,7 @@ class Moves(VaultCore):
             self._undo(journal)
             raise
         shutil.rmtree(journal, ignore_errors=True)
+        self.store.changed(new, "moved", old)
 
     def _journal(self, old: str, new: str, moved: _File, linking: list[_File]) -> Path:
         """The originals and a manifest in ``.index/move/``: what undoing needs after a crash."""

@@ -218,7 +218,15 @@ class Store:
         self._real_root: Path | None = None
         self.control_dir = root / INDEX_DIRNAME  # lock, staging, parked files: always the vault's own
         self.parked_dir = self.control_dir / "parked"
-        self.trash = Trash(root, self._fsync_dir, lambda folder, data: self._write_temp(folder, data))
+        self.trash = Trash(root, self._fsync_dir, lambda folder, data: self._write_temp(folder, data), self.changed)
+        # What the write in progress did to the vault's files, in order: (path, how, detail).
+        # ``VaultCore._writing`` takes them when the write ends (``gitsync`` commits them).
+        self.changes: list[tuple[str, str, str]] = []
+
+    def changed(self, rel: str, how: str, detail: str = "") -> None:
+        """Note that the tool changed ``rel``: ``created``, ``changed``, ``moved`` (detail:
+        the old path), ``forgotten``/``expired`` (detail: its trash path), ``restored``."""
+        self.changes.append((rel, how, detail))
 
     # ------------------------------------------------------------------ paths
     def abspath(self, rel: str) -> Path:
@@ -504,7 +512,9 @@ class Store:
                 except FileExistsError:
                     continue
                 self._fsync_dir(target_dir)
-                return f"{folder}/{name}" if folder else name
+                rel = f"{folder}/{name}" if folder else name
+                self.changed(rel, "created")
+                return rel
             raise VaultError(f"Too many files named {slug!r} in {folder!r}.")
         except OSError as exc:
             _remove_empty(new_dirs)
@@ -543,6 +553,7 @@ class Store:
             else:
                 swapped = self._replace_without_swap(rel, parked, target, checked)
             self._fsync_dir(target.parent)
+            self.changed(rel, "changed")
         except OSError as exc:
             if not swapped:
                 self._unpark(parked)  # nothing was changed
@@ -692,6 +703,7 @@ class Store:
         try:
             locking.move_no_replace(tmp, target)
             self._fsync_dir(target.parent)
+            self.changed(rel, "created")
         except FileExistsError as exc:
             raise VaultError(f"{rel} already exists; it was left as it was.") from exc
         except OSError as exc:

@@ -56,8 +56,10 @@ def _sha256(path: Path) -> str | None:
 class Trash:
     """The trash folder of one vault (``root/.trash``), refused when it is a symlink."""
 
-    def __init__(self, root: Path, fsync_dir: Callable[[Path], None], write_temp: Callable[[Path, bytes], Path]) -> None:
+    def __init__(self, root: Path, fsync_dir: Callable[[Path], None], write_temp: Callable[[Path, bytes], Path],
+                 changed: Callable[[str, str, str], None] | None = None) -> None:
         self.root = root
+        self._changed = changed  # the store's record of what a write did to the vault
         self.folder = root / TRASH_DIRNAME
         self.ledger = self.folder / LEDGER_NAME
         self._fsync_dir = fsync_dir  # the store's: one place bytes reach the disk
@@ -176,6 +178,8 @@ class Trash:
             return self._move_in(path, source, memory_id, reason, now)
         found = os.lstat(target)
         rel = target.relative_to(self.root).as_posix()
+        if self._changed is not None and path == self.root / source:  # a memory left the vault (not a parked copy)
+            self._changed(source, reason, rel)
         self._append(Entry(trash=rel, source=source, id=memory_id, reason=reason, at=now, sha256=digest,
                            inode=found.st_ino, ctime_ns=found.st_ctime_ns))
         self._fsync_dir(target.parent)
@@ -236,6 +240,8 @@ class Trash:
             target.parent.mkdir(parents=True, exist_ok=True)
             locking.move_no_replace(path, target)
             self._fsync_dir(target.parent)
+            if self._changed is not None:
+                self._changed(target.relative_to(self.root).as_posix(), "restored", entry.trash)
             self._rewrite([e for e in self.entries() if e != entry])
         except FileExistsError:
             raise

@@ -53,6 +53,7 @@ from .store import GITIGNORE, Store, is_memory_path
 from .writes import Writes
 from .links import Links
 from .moves import Moves
+from .gitsync import GitSync
 
 CONTENT_IN_HITS = 1500  # a hit carries the whole body up to this many characters (SPEC §5)
 SEARCH_RELATED_LIMIT = 50  # most linked memories search(depth=...) adds beside the hits
@@ -63,7 +64,7 @@ MAX_READ_BYTES = 1_000_000
 TOKEN_ESTIMATE = "ceil(characters / 4) of each memory's title and content"
 
 
-class Vault(Writes, Links, Moves, Maintenance, Reconcile):
+class Vault(Writes, Links, Moves, Maintenance, Reconcile, GitSync):
     """A vault folder and its index. Open it, use it, ``close()`` it.
 
     The one object every front end talks to. Its jobs live in their own modules:

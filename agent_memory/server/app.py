@@ -13,6 +13,7 @@ import anyio.to_thread
 from mcp.server.mcpserver import MCPServer
 
 from .. import __version__
+from ..gitsync import Committer
 from ..vault import Vault
 from .instructions import INSTRUCTIONS
 from .prompts import register_prompts
@@ -31,6 +32,8 @@ def build_server(vault: Vault, *, keep_in_sync: bool = False, guard_stdout: bool
     ``keep_in_sync`` (what ``serve`` uses): on start, in the background, run the
     watcher, which first reconciles the index with the files and then folds in every
     change a person makes — the MCP handshake does not wait for either.
+    It also runs the committer of tool writes (``gitsync.Committer``), stopped (its last
+    commit made) when the server ends.
     ``guard_stdout`` (stdio only): while serving, anything printed goes to stderr, so
     stdout carries nothing but the protocol.
     """
@@ -59,6 +62,8 @@ def _lifespan(
             sys.stdout.flush()
             sys.stdout = sys.stderr
         watcher = None
+        # Commits tool writes when git.commit (or serve --git-commit) is on; idle otherwise.
+        committer = Committer(vault).start() if keep_in_sync else None
         try:
             async with anyio.create_task_group() as tasks:
                 if keep_in_sync:
@@ -68,9 +73,11 @@ def _lifespan(
                     tasks.start_soon(_start_watcher, watcher)
                 yield None
         finally:
-            if watcher is not None:
-                with anyio.CancelScope(shield=True):
+            with anyio.CancelScope(shield=True):
+                if watcher is not None:
                     await anyio.to_thread.run_sync(watcher.stop)
+                if committer is not None:  # the last writes' commit, before the vault closes
+                    await anyio.to_thread.run_sync(committer.stop)
             sys.stdout = real_stdout
 
     return lifespan

@@ -191,8 +191,11 @@ def run(
     token_file: str | os.PathLike[str] | None = None,
     max_sessions: int = DEFAULT_MAX_SESSIONS,
     session_idle_timeout: float = DEFAULT_SESSION_IDLE_TIMEOUT,
+    git_commit: bool = False,
 ) -> None:
     """Serve the vault until stdin closes (stdio) or until interrupted (HTTP).
+
+    ``git_commit``: commit every tool write (as the ``git.commit`` setting does).
 
     Every refusal happens here, before the vault is opened or any socket is bound.
     """
@@ -208,6 +211,8 @@ def run(
         check_session_limits(max_sessions, session_idle_timeout)
     _log_to_stderr()
     vault = _open(Path(vault_path))
+    if git_commit:
+        vault.git_commit = True
     try:
         if http:
             _serve_http(vault, host, port, secret, max_sessions, session_idle_timeout)

@@ -1,0 +1,774 @@
+"""Tool writes as git commits (``git.commit``, ``serve --git-commit``) and ``agent-memory sync``.
+
+A write never waits for git. When it succeeds, the files it changed (``Store.changes``,
+noted where the store creates, replaces, trashes and restores files, and where a move
+renames one) and a message (``remember: <title>``...) are appended to a small journal in
+the vault's own ``.index/`` (``git-pending.jsonl``). A ``Committer`` thread (started by
+the server) commits the journal after a short quiet spell, so writes that come close
+together make one commit; ``sync`` commits whatever is still pending, from any process.
+
+A commit touches only the journal's paths (``git commit --only``: a person's staged or
+unstaged work elsewhere is never included), runs the repository's hooks (a failing hook
+is logged and the writes stay pending: the files are the truth, the commit a record),
+and is not attempted in a state this module does not understand — a detached HEAD, a
+rebase, merge or cherry-pick in progress, unmerged paths — which is said once in the
+log. A busy repository (someone else's ``index.lock``) is retried a few seconds later.
+
+Commits and ``sync`` act only when the vault is the repository's top folder, or when
+``git.subfolder = true`` opts a vault inside a larger repository in: they must never
+commit to, rebase or push a code branch by surprise.
+
+Locks, always taken in this order: the git lock (``.index/git.lock``: one committer or
+sync at a time per vault), the vault's write lock (writes, and ``sync`` while it joins
+the histories and updates the index), the journal's own lock (held for an append or a
+rewrite only). The committer never takes the vault's lock, so a commit never blocks a write.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import subprocess
+import threading
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Self
+
+from . import note as notes
+from .core import VaultCore
+from .errors import GitError, SyncConflict
+from .gitrepo import SAFE_CONFIG
+from .gitrepo import env as git_env
+from .locking import WriteLock
+from .models import SyncResult
+from .store import is_memory_path
+
+log = logging.getLogger("agent_memory.git")
+
+PENDING_FILE = "git-pending.jsonl"
+BATCH_WINDOW = 0.5  # seconds of quiet after a write before its commit: close writes share one
+RETRY_AFTER = 5.0  # seconds before a busy repository (index.lock, a rebase) is tried again
+LOCAL_TIMEOUT = 120.0  # a commit runs the repository's hooks, which may be slow
+NETWORK_TIMEOUT = 120.0
+PUSH_TRIES = 3  # a push refused because another clone pushed first: pull again, push again
+FULL_RECONCILE_OVER = 2000  # changed files past which one reconcile is cheaper than per-file
+MAX_TITLE = 72
+
+
+# --------------------------------------------------------------------------- running git
+
+
+@dataclass(frozen=True)
+class Repo:
+    """The repository a vault is in: its top folder, the vault's prefix in it (``''`` at
+    the top, ``'notes/.memory/'`` in a subfolder) and its git folder."""
+
+    vault: Path
+    top: Path
+    prefix: str
+    git_dir: Path
+
+    def run(self, *args: str, timeout: float = LOCAL_TIMEOUT, env: dict[str, str] | None = None,
+            optional_locks: bool = False) -> subprocess.CompletedProcess[bytes]:
+        """``git -C <vault> <args>``: no shell, literal pathspecs, a timeout, no prompts."""
+        return _git(self.vault, *args, timeout=timeout, env=env, optional_locks=optional_locks)
+
+    def ok(self, *args: str, **kwargs: Any) -> str:
+        """Run git; its stdout, or ``GitError`` with git's first line."""
+        done = self.run(*args, **kwargs)
+        if done.returncode != 0:
+            raise GitError(f"git {args[0]} failed in {self.top}: {first_line(done)}.")
+        return done.stdout.decode("utf-8", "surrogateescape")
+
+    def busy_marker(self) -> str | None:
+        """What a person (or another program) is in the middle of, or None."""
+        found = self.operation()
+        return found[0] if found else None
+
+    def operation(self) -> tuple[str, str] | None:
+        for name, what, how in _OPERATIONS:
+            if (self.git_dir / name).exists():
+                return what, how
+        return None
+
+    def in_scope(self, subfolder_allowed: bool) -> str | None:
+        """Why commits and sync must leave this vault alone, or None."""
+        if not self.prefix or subfolder_allowed:
+            return None
+        return (f"the vault is the folder {self.prefix.rstrip('/')} inside the git repository {self.top}, not its top "
+                "folder, so agent-memory neither commits nor syncs it (that would commit to, rebase or push the "
+                "repository's branch). Set [git] subfolder = true in the vault's .agent-memory.toml to allow it")
+
+
+# An operation in progress: the file git keeps for it, what it is, and how a person ends it.
+_OPERATIONS = (
+    ("rebase-merge", "a rebase", "git rebase --continue, or git rebase --abort"),
+    ("rebase-apply", "a rebase or git am", "git rebase --continue (git am --continue), or --abort"),
+    ("MERGE_HEAD", "a merge", "resolve the conflicts, git add the files and git commit, or git merge --abort"),
+    ("CHERRY_PICK_HEAD", "a cherry-pick", "git cherry-pick --continue, or git cherry-pick --abort"),
+    ("REVERT_HEAD", "a revert", "git revert --continue, or git revert --abort"),
+)
+
+
+def _git(cwd: Path, *args: str, timeout: float = LOCAL_TIMEOUT, env: dict[str, str] | None = None,
+         optional_locks: bool = False) -> subprocess.CompletedProcess[bytes]:
+    environment = git_env()
+    environment.update(GIT_LITERAL_PATHSPECS="1", GIT_EDITOR="true", GIT_MERGE_AUTOEDIT="no")
+    if optional_locks:
+        environment.pop("GIT_OPTIONAL_LOCKS", None)
+    environment.update(env or {})
+    try:
+        return subprocess.run(["git", "-C", str(cwd), *SAFE_CONFIG, *args], capture_output=True,
+                              stdin=subprocess.DEVNULL, timeout=timeout, env=environment, check=False)
+    except FileNotFoundError:
+        raise GitError("git is not installed (or not on PATH); agent-memory cannot commit or sync the vault.") from None
+    except subprocess.TimeoutExpired:
+        raise GitError(f"git {args[0]} took more than {timeout:.0f} s and was stopped; nothing else was done. "
+                       "Retry, or run the step by hand to see what it waits for.") from None
+
+
+def first_line(done: subprocess.CompletedProcess[bytes]) -> str:
+    """git's message, one line: its first ``error:``/``fatal:`` line, else its first line."""
+    lines = [line.strip() for line in (done.stderr or done.stdout).decode("utf-8", "replace").splitlines() if line.strip()]
+    for n, line in enumerate(lines):
+        if line.startswith(("fatal:", "error:")):
+            text = line.split(":", 1)[1].strip()
+            if text.endswith(":"):  # "...would be overwritten by merge:" and the files on the next lines
+                names = [x for x in lines[n + 1 : n + 4] if not x.startswith(("Please", "Aborting", "hint:"))]
+                text = f"{text} {', '.join(names)}".rstrip(": ")
+            return text
+    return lines[0] if lines else f"exit status {done.returncode}"
+
+
+def find_repo(vault: Path) -> Repo | None:
+    """The repository holding ``vault``, or None when it is not in one."""
+    done = _git(vault, "rev-parse", "--show-toplevel", "--show-prefix", "--absolute-git-dir")
+    if done.returncode != 0:
+        if b"not a git repository" in done.stderr:
+            return None
+        raise GitError(f"git cannot read the vault's repository: {first_line(done)}.")
+    top, prefix, git_dir = (done.stdout.decode("utf-8", "surrogateescape").split("\n") + ["", "", ""])[:3]
+    return Repo(vault=vault, top=Path(top), prefix=prefix, git_dir=Path(git_dir))
+
+
+def _state_problem(repo: Repo) -> tuple[str, str] | None:
+    """(kind, sentence) when the repository is in a state no commit should be made in:
+    ``busy`` (an operation in progress: try again later), ``detached``, ``unmerged``."""
+    busy = repo.operation()
+    if busy:
+        return "busy", (f"{busy[0]} is in progress in {repo.top}; agent-memory commits nothing until it is finished "
+                        f"or aborted ({busy[1]})")
+    if repo.run("symbolic-ref", "-q", "HEAD").returncode != 0:
+        return "detached", (f"HEAD is detached in {repo.top} (not on a branch); agent-memory commits nothing there. "
+                            "Switch to a branch (git switch <branch>)")
+    unmerged = repo.run("ls-files", "-u", "-z")
+    if unmerged.returncode == 0 and unmerged.stdout:
+        return "unmerged", (f"{repo.top} has unresolved merge conflicts; agent-memory commits nothing until they are "
+                            "resolved (edit the files, git add them, git commit)")
+    return None
+
+
+# --------------------------------------------------------------------------- the journal
+
+
+class Pending:
+    """Tool writes not committed yet: one JSON line each (``paths``, ``message``), appended
+    under the vault's write lock, dropped by the committer or ``sync`` once committed."""
+
+    def __init__(self, folder: Path) -> None:
+        self.path = folder / PENDING_FILE
+        self._lock = WriteLock(folder / "git-pending.lock")
+
+    def add(self, entry: dict[str, Any]) -> None:
+        line = (json.dumps(entry, ensure_ascii=False) + "\n").encode("utf-8")
+        with self._lock.hold():
+            fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | getattr(os, "O_NOFOLLOW", 0), 0o644)
+            try:
+                os.write(fd, line)
+            finally:
+                os.close(fd)
+
+    def read(self) -> tuple[list[dict[str, Any]], int]:
+        """The pending entries (a damaged line is skipped) and how many lines were read."""
+        with self._lock.hold():
+            try:
+                lines = self.path.read_bytes().split(b"\n")[:-1]  # a line being written has no newline yet
+            except FileNotFoundError:
+                return [], 0
+        entries = []
+        for line in lines:
+            try:
+                entry = json.loads(line)
+            except ValueError:
+                continue
+            paths = entry.get("paths") if isinstance(entry, dict) else None
+            if isinstance(paths, list) and isinstance(entry.get("message"), str):
+                entries.append({"paths": [p for p in paths if _safe_path(p)], "message": entry["message"]})
+        return entries, len(lines)
+
+    def drop(self, count: int) -> None:
+        """Forget the first ``count`` lines (committed); later ones stay."""
+        if count <= 0:
+            return
+        with self._lock.hold():
+            try:
+                lines = self.path.read_bytes().split(b"\n")[:-1]
+            except FileNotFoundError:
+                return
+            rest = lines[count:]
+            if not rest:
+                self.path.unlink(missing_ok=True)
+                return
+            tmp = self.path.with_name(f".{PENDING_FILE}.{os.getpid()}.tmp")
+            tmp.write_bytes(b"".join(line + b"\n" for line in rest))
+            os.replace(tmp, self.path)
+
+
+def _safe_path(path: Any) -> bool:
+    """A vault-relative memory path (the journal's paths become git pathspecs)."""
+    return isinstance(path, str) and is_memory_path(path) and ".." not in path.split("/")
+
+
+# --------------------------------------------------------------------------- per-vault state
+
+
+class GitState:
+    """What one open vault knows about its repository: where it is, the journal, the git
+    lock, the committer to wake, and which problems were already said in the log."""
+
+    RECHECK = 10.0  # seconds: a vault not in git is looked at again after this long (git init)
+
+    def __init__(self, vault: VaultCore) -> None:
+        self.vault = vault
+        self.pending = Pending(vault.store.control_dir)
+        self.lock = WriteLock(vault.store.control_dir / "git.lock")
+        self.wake: Any = None  # the running committer's wake(), if any
+        self._repo: Repo | None = None
+        self._looked = 0.0
+        self._said: set[str] = set()
+
+    def repository(self) -> Repo | None:
+        if self._repo is None and time.monotonic() - self._looked > self.RECHECK:
+            self._looked = time.monotonic()
+            self._repo = find_repo(self.vault.root)
+        return self._repo
+
+    def say_once(self, key: str, sentence: str) -> None:
+        """Log a problem once (until things work again)."""
+        if key not in self._said:
+            self._said.add(key)
+            log.warning("%s: %s.", self.vault.root, sentence)
+
+    def all_well(self) -> None:
+        self._said.clear()
+
+
+_state_lock = threading.Lock()
+
+
+def state_of(vault: VaultCore) -> GitState:
+    with _state_lock:
+        if vault.git_state is None:
+            vault.git_state = GitState(vault)
+        return vault.git_state  # type: ignore[no-any-return]
+
+
+# --------------------------------------------------------------------------- what a write did
+
+
+def _clean(title: str) -> str:
+    title = " ".join(title.split())
+    return title if len(title) <= MAX_TITLE else title[: MAX_TITLE - 1] + "…"
+
+
+def describe(vault: VaultCore, changes: list[tuple[str, str, str]]) -> tuple[list[str], str]:
+    """The paths one write changed and its commit message (``remember: <title>``...)."""
+    paths: list[str] = []
+    kinds: dict[str, list[tuple[str, str]]] = {}
+    seen: set[str] = set()
+    for rel, how, detail in changes:
+        for path in (rel, detail) if how == "moved" else (rel,):
+            if path not in paths:
+                paths.append(path)
+        if rel in seen and how == "changed":
+            continue  # created (or moved) then edited in the same write: still that
+        seen.add(rel)
+        kinds.setdefault(how, []).append((rel, detail))
+
+    def title(rel: str, detail: str = "", trashed: bool = False) -> str:
+        if trashed:  # gone from the vault: its title from the copy in the trash
+            try:
+                return _clean(notes.parse((vault.root / detail).read_bytes(), rel).title)
+            except OSError:
+                return rel
+        row = vault.index.by_path(rel)
+        return _clean(row["title"]) if row is not None else rel
+
+    def one_or_many(verb: str, items: list[tuple[str, str]], many: str, trashed: bool = False) -> str:
+        if len(items) == 1:
+            return f"{verb}: {title(items[0][0], items[0][1], trashed)}"
+        return f"{many}: {len(items)} memories"
+
+    if "moved" in kinds:
+        new, old = kinds["moved"][0]
+        edited = [rel for rel, _ in kinds.get("changed", []) if rel not in (new, old)]
+        links = f", links updated in {len(edited)} notes" if edited else ""
+        message = f"move: {title(new)} ({old} -> {new}){links}"
+    elif "restored" in kinds:
+        message = one_or_many("restore", kinds["restored"], "restore")
+    elif "forgotten" in kinds:
+        message = one_or_many("forget", kinds["forgotten"], "forget", trashed=True)
+    elif "expired" in kinds:
+        message = one_or_many("expire", kinds["expired"], "expire", trashed=True)
+    elif "created" in kinds:
+        message = one_or_many("remember", kinds["created"], "import")
+    else:
+        message = one_or_many("update", kinds.get("changed", []), "update")
+    return [p for p in paths if _safe_path(p)], message
+
+
+# --------------------------------------------------------------------------- committing
+
+
+@dataclass
+class Outcome:
+    """What one attempt to commit the pending writes did."""
+
+    status: str  # "committed", "nothing", "busy" (retry later), "refused" (a state not understood), "failed"
+    writes: int = 0  # pending writes it covered
+    commit: str = ""
+    message: str = ""
+    paths: list[str] = field(default_factory=list)
+    problem: str = ""  # for "busy"/"refused": which state ("busy", "detached", "unmerged")
+
+
+def _changed_paths(repo: Repo, paths: list[str]) -> tuple[list[str], list[str]]:
+    """Of ``paths`` (vault-relative), those that differ from HEAD, and those of them git
+    does not track yet."""
+    done = repo.run("status", "--porcelain", "-z", "--untracked-files=all", "--no-renames", "--", *paths)
+    if done.returncode != 0:
+        raise GitError(f"git status failed in {repo.top}: {first_line(done)}.")
+    changed, untracked = [], []
+    for item in done.stdout.decode("utf-8", "surrogateescape").split("\0"):
+        if len(item) < 4 or not item[3:].startswith(repo.prefix):
+            continue
+        rel = item[3:][len(repo.prefix):]
+        changed.append(rel)
+        if item[:2] == "??":
+            untracked.append(rel)
+    return changed, untracked
+
+
+def _identity(repo: Repo, author: str) -> tuple[list[str], dict[str, str]]:
+    """``--author`` and the committer's environment for the ``git.author`` setting (the
+    committer too, when git has no identity of its own); nothing when it is unset."""
+    if not author:
+        return [], {}
+    env: dict[str, str] = {}
+    if repo.run("var", "GIT_COMMITTER_IDENT").returncode != 0:
+        name, _, email = author.rpartition(" <")
+        env = {"GIT_COMMITTER_NAME": name, "GIT_COMMITTER_EMAIL": email.rstrip(">")}
+    return [f"--author={author}"], env
+
+
+def _message(entries: list[dict[str, Any]]) -> str:
+    messages = [e["message"] for e in entries]
+    if len(messages) == 1:
+        return messages[0]
+    return f"{messages[0]} (+{len(messages) - 1} more)\n\n" + "\n".join(f"- {m}" for m in messages) + "\n"
+
+
+def commit_pending(vault: VaultCore, state: GitState, repo: Repo) -> Outcome:
+    """Commit every pending write, in one commit, touching only their paths. The caller
+    holds the git lock."""
+    entries, taken = state.pending.read()
+    if not taken:
+        return Outcome("nothing")
+    problem = _state_problem(repo)
+    if problem is not None:
+        kind, sentence = problem
+        return Outcome("busy" if kind == "busy" else "refused", len(entries), message=sentence, problem=kind)
+    paths = list(dict.fromkeys(p for e in entries for p in e["paths"]))
+    changed, untracked = _changed_paths(repo, paths) if paths else ([], [])
+    if not changed:  # undone since, or committed by a person already
+        state.pending.drop(taken)
+        return Outcome("nothing", len(entries))
+    if untracked:
+        added = repo.run("add", "-A", "--", *untracked, optional_locks=True)
+        if added.returncode != 0:
+            return _failed(repo, added, len(entries), changed)
+    flags, env = _identity(repo, vault.settings.git_author)
+    done = repo.run("commit", "--only", "--quiet", "--no-edit", "-m", _message(entries), *flags, "--", *changed,
+                    env=env, optional_locks=True)
+    if done.returncode != 0:
+        if untracked:  # give the person's staging area back as it was
+            repo.run("reset", "-q", "--", *untracked, optional_locks=True)
+        return _failed(repo, done, len(entries), changed)
+    state.pending.drop(taken)
+    head = repo.run("rev-parse", "HEAD").stdout.decode().strip()
+    return Outcome("committed", len(entries), head, _message(entries).split("\n")[0], changed)
+
+
+def _failed(repo: Repo, done: subprocess.CompletedProcess[bytes], writes: int, paths: list[str]) -> Outcome:
+    if (repo.git_dir / "index.lock").exists():
+        return Outcome("busy", writes, message=f"git is busy in {repo.top} (another git command holds index.lock)",
+                       problem="index.lock")
+    text = (done.stderr or done.stdout).decode("utf-8", "replace").strip()
+    lines = [line for line in text.splitlines() if line.strip()][-5:]
+    hint = ""
+    if "identity unknown" in text or "tell me who you are" in text:
+        hint = ' (set [git] author = "Name <email>" in the vault\'s .agent-memory.toml, or git config user.email)'
+    return Outcome("failed", writes, message=f"git commit failed{hint}: {' | '.join(lines) or 'no output'}",
+                   paths=paths)
+
+
+# --------------------------------------------------------------------------- the committer
+
+
+class Committer:
+    """Commits a vault's tool writes in the background, after ``window`` seconds of quiet.
+
+    ``flush()`` commits what is pending now and waits for it (tests, and the server's
+    exit through ``stop()``). It never raises into a write: every problem is logged."""
+
+    def __init__(self, vault: VaultCore, *, window: float = BATCH_WINDOW, retry: float = RETRY_AFTER) -> None:
+        self.vault = vault
+        self.state = state_of(vault)
+        self.window = window
+        self.retry = retry
+        self.last: Outcome | None = None
+        self._cond = threading.Condition()
+        self._wanted = 1  # a first run commits what a crash or the CLI left pending
+        self._done = 0
+        self._hurry = False
+        self._stopping = False
+        self._retry_at: float | None = None
+        self._thread: threading.Thread | None = None
+
+    def start(self) -> Self:
+        self.state.wake = self.wake
+        self._thread = threading.Thread(target=self._loop, name="agent-memory-git-commit", daemon=True)
+        self._thread.start()
+        return self
+
+    def wake(self) -> None:
+        with self._cond:
+            self._wanted += 1
+            self._cond.notify_all()
+
+    def flush(self, timeout: float = 60.0) -> Outcome | None:
+        """Commit now what is pending and wait (at most ``timeout`` s); the outcome."""
+        with self._cond:
+            self._wanted += 1
+            target = self._wanted
+            self._hurry = True
+            self._cond.notify_all()
+            self._cond.wait_for(lambda: self._done >= target or self._thread is None or not self._thread.is_alive(),
+                                timeout)
+            return self.last
+
+    def stop(self) -> None:
+        """Commit what is pending, then end the thread."""
+        if self._thread is None:
+            return
+        self.flush()
+        with self._cond:
+            self._stopping = True
+            self._cond.notify_all()
+        self._thread.join(timeout=60)
+        if self.state.wake == self.wake:
+            self.state.wake = None
+        self._thread = None
+
+    def __enter__(self) -> Self:
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+    def _loop(self) -> None:
+        while True:
+            with self._cond:
+                while not self._stopping and self._wanted == self._done:
+                    due = None if self._retry_at is None else max(0.0, self._retry_at - time.monotonic())
+                    if due == 0.0:
+                        self._retry_at = None
+                        self._wanted += 1
+                        break
+                    self._cond.wait(due)
+                if self._stopping and self._wanted == self._done:
+                    return
+                if not self._hurry:  # let close writes gather into one commit
+                    self._cond.wait_for(lambda: self._hurry or self._stopping, self.window)
+                self._hurry = False
+                target = self._wanted
+            outcome = self.run_once()
+            with self._cond:
+                self.last = outcome
+                self._done = target
+                self._retry_at = time.monotonic() + self.retry if outcome.status == "busy" else None
+                self._cond.notify_all()
+
+    def run_once(self) -> Outcome:
+        """One attempt, under the git lock; never raises."""
+        state = self.state
+        if not state.pending.path.exists():
+            return Outcome("nothing")  # no git command at all while nothing is pending
+        try:
+            repo = state.repository()
+            if repo is None:
+                return Outcome("refused", message="not in a git repository")
+            scope = repo.in_scope(self.vault.settings.git_subfolder)
+            if scope:
+                state.say_once("scope", scope)
+                return Outcome("refused", message=scope)
+            with state.lock.hold():
+                outcome = commit_pending(self.vault, state, repo)
+        except Exception as exc:  # noqa: BLE001 - the committer outlives any one failure, and says it
+            outcome = Outcome("failed", message=str(exc))
+        if outcome.status == "committed":
+            state.all_well()
+            log.info("%s: committed %s (%d write%s)", self.vault.root, outcome.message, outcome.writes,
+                     "" if outcome.writes == 1 else "s")
+        elif outcome.status in ("refused", "busy"):
+            state.say_once(outcome.problem or outcome.message, outcome.message + "; the writes stay "
+                           "pending (the next commit or `agent-memory sync` takes them)")
+        elif outcome.status == "failed":
+            state.say_once(outcome.message, outcome.message + "; the writes stand and stay pending")
+        return outcome
+
+
+# --------------------------------------------------------------------------- the vault's part
+
+
+class GitSync(VaultCore):
+    def _written(self, changes: list[tuple[str, str, str]]) -> None:
+        """Note a successful write's files in the journal when commits are on and the
+        vault may be committed (checked once per process; said once otherwise), then wake
+        the committer. Under the vault's lock: no git command runs here but the first look
+        for the repository."""
+        if not (self.git_commit or (self.git_commit is None and self.settings.git_commit)):
+            return
+        state = state_of(self)
+        try:
+            repo = state.repository()
+            if repo is None:
+                state.say_once("no-git", "git.commit is on but the vault is not in a git repository; nothing is "
+                               "committed (git init in it to start)")
+                return
+            scope = repo.in_scope(self.settings.git_subfolder)
+            if scope:
+                state.say_once("scope", scope)
+                return
+            paths, message = describe(self, changes)
+            if paths:
+                state.pending.add({"paths": paths, "message": message, "at": time.time()})
+        except Exception as exc:  # noqa: BLE001 - the write succeeded: it stands whatever its record does
+            state.say_once("record", f"could not note a write for a git commit: {exc}")
+            return
+        if state.wake is not None:
+            state.wake()
+
+    def sync(self) -> SyncResult:
+        """Commit pending tool writes, pull (rebase; a merge when the rebase conflicts),
+        bring the index up to date with the files that changed, push.
+
+        A person's uncommitted edits are stashed around the pull and put back
+        (``--autostash``). Refused, with what to do, when the vault is not in git, not
+        the repository's top folder (unless ``git.subfolder``), on a detached HEAD or in
+        the middle of a rebase or merge, and without a remote or an upstream branch. A
+        conflict leaves the merge in progress for a person (``SyncConflict``)."""
+        state = state_of(self)
+        repo = state.repository()
+        if repo is None:
+            raise GitError(f"The vault {self.root} is not in a git repository, so there is nothing to sync. Put it "
+                           "in one (git init, git remote add origin URL) first.")
+        scope = repo.in_scope(self.settings.git_subfolder)
+        if scope:
+            raise GitError(scope[0].upper() + scope[1:] + ".")
+        with state.lock.hold():
+            result: SyncResult | None = None
+            for _attempt in range(PUSH_TRIES):
+                with self._writing():  # tool writes wait; each round commits what they left first
+                    branch, remote, merge_ref = _upstream(repo)
+                    committed = _commit_for_sync(self, state, repo)
+                    _fetch(repo, remote)
+                    step = self._integrate(repo, branch, remote, merge_ref)
+                step["committed"] = committed
+                result = step if result is None else _added(result, step)
+                refused, result["pushed"] = _push(repo, remote, merge_ref)
+                if not refused:
+                    return result
+        raise GitError(f"The remote kept refusing the push (others pushed meanwhile, {PUSH_TRIES} tries); "
+                       "run agent-memory sync again.")
+
+    def _integrate(self, repo: Repo, branch: str, remote: str, merge_ref: str) -> SyncResult:
+        """Join the upstream branch into HEAD and update the index; under both locks."""
+        tracking = f"refs/remotes/{remote}/{merge_ref.removeprefix('refs/heads/')}"
+        old = _rev(repo, "HEAD")
+        up = _rev(repo, tracking)
+        result = SyncResult(repository=str(repo.top), branch=branch, upstream=f"{remote}/{merge_ref.removeprefix('refs/heads/')}",
+                            committed=0, pulled=0, pushed=0, method="none", merged=[], conflicts=[], indexed=0)
+        if up is None or old is None or up == old:
+            return result
+        base = repo.run("merge-base", old, up).stdout.decode().strip()
+        if not base:
+            raise GitError(f"{branch} and {result['upstream']} have no common history; join them by hand "
+                           f"(git pull --allow-unrelated-histories) once, then sync.")
+        if base == up:
+            return result  # only local commits: nothing to pull
+        result["pulled"] = int(repo.ok("rev-list", "--count", f"{base}..{up}").strip() or 0)
+        dirty = _dirty(repo)
+        stashes = _stash_count(repo)
+        if base == old:
+            result["method"] = "fast-forward"
+            done = repo.run("merge", "--ff-only", "--autostash", up, optional_locks=True)
+        else:
+            result["method"] = "rebase"
+            done = repo.run("rebase", "--autostash", up, optional_locks=True)
+            if done.returncode != 0 and repo.busy_marker():
+                repo.run("rebase", "--abort", optional_locks=True)  # one merge is easier to resolve than N replays
+                result["method"] = "merge"
+                named = tracking.removeprefix("refs/remotes/")  # "Merge remote-tracking branch 'origin/main'"
+                done = repo.run("merge", "--no-edit", "--autostash", named, optional_locks=True)
+        in_vault, elsewhere = _unmerged(repo)
+        conflicts = in_vault + elsewhere
+        if done.returncode != 0 and not conflicts:
+            if repo.busy_marker() == "a rebase":
+                repo.run("rebase", "--abort", optional_locks=True)
+            raise GitError(f"git could not pull {result['upstream']} into {branch}: {first_line(done)}. "
+                           "Nothing was changed; fix that, then sync again.")
+        ours: set[str] = set()
+        if base != old:  # a rebase rewrites the files of the commits it replays: their stat changes too
+            ours = set(_names(repo, base, old))
+            result["merged"] = sorted(p for p in _names(repo, base, up) if p in ours and p not in conflicts)
+        new = _rev(repo, "HEAD") or old
+        changed = set(_names(repo, old, new)) | ours | set(in_vault) | dirty
+        result["indexed"] = self._follow(sorted(changed))
+        result["conflicts"] = conflicts
+        stashed = _stash_count(repo) > stashes  # the autostash could not be put back cleanly: git kept it
+        shown = ", ".join(conflicts[:5]) + (f" and {len(conflicts) - 5} more" if len(conflicts) > 5 else "")
+        if stashed:
+            result["note"] = ("Your uncommitted edits conflicted with what was pulled: they are kept in the stash "
+                              "(git stash list).")
+        if conflicts and stashed and not repo.busy_marker():
+            raise SyncConflict(
+                f"sync pulled {result['upstream']}, but your uncommitted edits to {shown} conflict with it: each "
+                "file now holds both versions (between <<<<<<< Updated upstream and >>>>>>> Stashed changes) and "
+                "your edits are also kept in the stash (git stash list). Edit each file to keep what is right, then "
+                "git restore --staged FILE (it stays your uncommitted edit) and git stash drop; then sync again.",
+                dict(result),
+            )
+        if conflicts:
+            raise SyncConflict(
+                f"sync pulled {result['upstream']} but {len(conflicts)} file{'s' if len(conflicts) != 1 else ''} "
+                f"conflict: {shown}. Resolve each (keep what is right, remove the <<<<<<< ======= >>>>>>> lines), "
+                "then git add them, git commit, and run agent-memory sync again (or git merge --abort to go back).",
+                dict(result),
+            )
+        return result
+
+    def _follow(self, paths: list[str]) -> int:
+        """Fold the files that changed into the index: per file, or one reconcile for many."""
+        paths = [p for p in paths if is_memory_path(p)]
+        if len(paths) > FULL_RECONCILE_OVER:
+            self.reconcile()
+        else:
+            for rel in paths:
+                self.reconcile_path(rel)
+        return len(paths)
+
+
+def _added(before: SyncResult, after: SyncResult) -> SyncResult:
+    """Two rounds of one sync (the push was refused once) as one summary."""
+    for key in ("committed", "pulled", "indexed"):
+        after[key] += before[key]  # type: ignore[literal-required]
+    after["merged"] = sorted({*before["merged"], *after["merged"]})
+    if after["method"] == "none":
+        after["method"] = before["method"]
+    return after
+
+
+def _commit_for_sync(vault: VaultCore, state: GitState, repo: Repo) -> int:
+    problem = _state_problem(repo)
+    if problem is not None:
+        raise GitError(f"Cannot sync: {problem[1]}.")
+    outcome = commit_pending(vault, state, repo)
+    if outcome.status == "failed":
+        raise GitError(f"Cannot sync: the pending tool writes could not be committed: {outcome.message}.")
+    if outcome.status in ("busy", "refused"):
+        raise GitError(f"Cannot sync: {outcome.message}.")
+    return outcome.writes if outcome.status == "committed" else 0
+
+
+def _upstream(repo: Repo) -> tuple[str, str, str]:
+    """The branch, its remote and the remote branch it follows; refused with what to do."""
+    problem = _state_problem(repo)
+    if problem is not None:
+        raise GitError(f"Cannot sync: {problem[1]}.")
+    branch = repo.ok("symbolic-ref", "--short", "HEAD").strip()
+    remote = repo.run("config", "--get", f"branch.{branch}.remote").stdout.decode().strip()
+    merge_ref = repo.run("config", "--get", f"branch.{branch}.merge").stdout.decode().strip()
+    if not remote or not merge_ref or remote == ".":
+        remotes = repo.ok("remote").split()
+        if not remotes:
+            raise GitError(f"The repository {repo.top} has no remote, so there is nothing to sync with. Add one: "
+                           f"git remote add origin URL, then git push -u origin {branch}.")
+        raise GitError(f"The branch {branch} has no upstream branch to sync with. Set one once: "
+                       f"git push -u {remotes[0]} {branch}.")
+    return branch, remote, merge_ref
+
+
+def _fetch(repo: Repo, remote: str) -> None:
+    done = repo.run("fetch", "--quiet", "--no-write-fetch-head", remote, timeout=NETWORK_TIMEOUT, optional_locks=True)
+    if done.returncode != 0:
+        url = repo.run("remote", "get-url", remote).stdout.decode("utf-8", "replace").strip()
+        raise GitError(f"Cannot reach the remote {remote} ({url}): {first_line(done)}. Nothing was pulled or pushed; "
+                       "the tool writes are committed locally. Run agent-memory sync again when it is reachable.")
+
+
+def _push(repo: Repo, remote: str, merge_ref: str) -> tuple[bool, int]:
+    """Push HEAD to the upstream branch: (refused because the remote moved on, commits sent)."""
+    tracking = f"refs/remotes/{remote}/{merge_ref.removeprefix('refs/heads/')}"
+    ahead = int(repo.ok("rev-list", "--count", f"{tracking}..HEAD").strip() or 0) if _rev(repo, tracking) else 1
+    if not ahead:
+        return False, 0
+    done = repo.run("push", "--porcelain", remote, f"HEAD:{merge_ref}", timeout=NETWORK_TIMEOUT, optional_locks=True)
+    if done.returncode == 0:
+        return False, ahead
+    if any(line.startswith("!") for line in done.stdout.decode("utf-8", "replace").splitlines()):
+        return True, 0
+    raise GitError(f"Cannot push to {remote}: {first_line(done)}. The commits are kept locally; run agent-memory "
+                   "sync again when that is fixed.")
+
+
+def _rev(repo: Repo, name: str) -> str | None:
+    done = repo.run("rev-parse", "-q", "--verify", f"{name}^{{commit}}")
+    return done.stdout.decode().strip() or None if done.returncode == 0 else None
+
+
+def _names(repo: Repo, a: str, b: str) -> list[str]:
+    """Vault-relative files that differ between two commits (inside the vault only)."""
+    out = repo.ok("diff", "--name-only", "-z", "--no-renames", "--relative", a, b)
+    return [p for p in out.split("\0") if p]
+
+
+def _unmerged(repo: Repo) -> tuple[list[str], list[str]]:
+    """Files with conflicts anywhere in the repository: those in the vault (vault-relative)
+    and those outside it (repository-relative; only with ``git.subfolder``)."""
+    out = [p for p in repo.ok("diff", "--name-only", "-z", "--diff-filter=U").split("\0") if p]
+    inside = sorted({p[len(repo.prefix):] for p in out if p.startswith(repo.prefix)})
+    return inside, sorted({p for p in out if not p.startswith(repo.prefix)})
+
+
+def _dirty(repo: Repo) -> set[str]:
+    """Files with a person's uncommitted changes (the autostash takes and puts them back)."""
+    out = repo.ok("diff", "--name-only", "-z", "--relative", "HEAD")
+    return {p for p in out.split("\0") if p}
+
+
+def _stash_count(repo: Repo) -> int:
+    done = repo.run("rev-list", "--walk-reflogs", "--count", "refs/stash")
+    return int(done.stdout.decode().strip() or 0) if done.returncode == 0 else 0
