@@ -39,11 +39,11 @@ from typing import Any, Self
 from . import note as notes
 from .core import VaultCore
 from .errors import GitError, SyncConflict
-from .gitrepo import SAFE_CONFIG
+from .gitrepo import SAFE_CONFIG, replace_file
 from .gitrepo import env as git_env
-from .locking import WriteLock
+from .locking import WriteLock, move_no_replace
 from .models import SyncResult
-from .store import is_memory_path
+from .store import TMP_SUFFIX, is_memory_path
 
 log = logging.getLogger("agent_memory.git")
 
@@ -634,6 +634,15 @@ class GitSync(VaultCore):
                 named = tracking.removeprefix("refs/remotes/")  # "Merge remote-tracking branch 'origin/main'"
                 done = repo.run("merge", "--no-edit", "--autostash", named, optional_locks=True)
         in_vault, elsewhere = _unmerged(repo)
+        split = _keep_both_added(repo, in_vault) if in_vault else {}
+        if split:
+            result["split"] = sorted(split.values())
+            in_vault, elsewhere = _unmerged(repo)
+            if not in_vault and not elsewhere:
+                done = repo.run("commit", "--no-edit", optional_locks=True)  # the merge, concluded
+                if done.returncode != 0:
+                    raise GitError(f"sync kept both memories added at {', '.join(sorted(split))} but could not "
+                                   f"commit the merge: {first_line(done)}. Commit it (git commit), then sync again.")
         conflicts = in_vault + elsewhere
         if done.returncode != 0 and not conflicts:
             if repo.busy_marker() == "a rebase":
@@ -645,7 +654,7 @@ class GitSync(VaultCore):
             ours = set(_names(repo, base, old))
             result["merged"] = sorted(p for p in _names(repo, base, up) if p in ours and p not in conflicts)
         new = _rev(repo, "HEAD") or old
-        changed = set(_names(repo, old, new)) | ours | set(in_vault) | dirty
+        changed = set(_names(repo, old, new)) | ours | set(in_vault) | dirty | set(split) | set(split.values())
         result["indexed"] = self._follow(sorted(changed))
         result["conflicts"] = conflicts
         stashed = _stash_count(repo) > stashes  # the autostash could not be put back cleanly: git kept it
@@ -761,6 +770,51 @@ def _unmerged(repo: Repo) -> tuple[list[str], list[str]]:
     out = [p for p in repo.ok("diff", "--name-only", "-z", "--diff-filter=U").split("\0") if p]
     inside = sorted({p[len(repo.prefix):] for p in out if p.startswith(repo.prefix)})
     return inside, sorted({p for p in out if not p.startswith(repo.prefix)})
+
+
+def _keep_both_added(repo: Repo, conflicted: list[str]) -> dict[str, str]:
+    """Two clones that each wrote a memory with the same title on the same day made the
+    same path (an add/add conflict): when both sides are memories with different ids,
+    ours stays at the path and theirs takes the next free ``-2``, ``-3``... name, both
+    staged, so the merge can conclude and nothing is lost. Returns path -> the new name.
+    Anything else (one memory edited two ways, a file that is not a memory) is left as
+    a conflict for a person."""
+    split: dict[str, str] = {}
+    for rel in conflicted:
+        if not is_memory_path(rel):
+            continue
+        stages = {}
+        for line in repo.ok("ls-files", "-u", "-z", "--", rel).split("\0"):  # run in the vault: paths are its own
+            if line:
+                info, _, _path = line.partition("\t")
+                _mode, sha, stage = info.split()
+                stages[stage] = sha
+        if set(stages) != {"2", "3"}:  # a base exists (an edit two ways), or a side deleted it
+            continue
+        ours, theirs = (repo.run("cat-file", "blob", stages[n]).stdout for n in ("2", "3"))
+        a, b = notes.parse(ours, rel), notes.parse(theirs, rel)
+        if a.unreadable or b.unreadable or not a.own_id or not b.own_id or a.id == b.id:
+            continue
+        place = repo.vault / rel
+        stem, folder = place.name[:-3], place.parent
+        parent = rel.rsplit("/", 1)[0] + "/" if "/" in rel else ""
+        tracked = set(repo.ok("ls-files", "-z", "--", parent or ".").split("\0"))
+        n = 2
+        while (folder / f"{stem}-{n}.md").exists() or f"{parent}{stem}-{n}.md" in tracked:
+            n += 1
+        other = folder / f"{stem}-{n}.md"
+        tmp = folder / f".{stem}-{n}.md.{os.getpid()}{TMP_SUFFIX}"
+        tmp.write_bytes(theirs)
+        try:
+            move_no_replace(tmp, other)
+        finally:
+            tmp.unlink(missing_ok=True)
+        replace_file(place, ours)
+        new_rel = other.relative_to(repo.vault).as_posix()
+        repo.ok("add", "--", rel, new_rel)
+        split[rel] = new_rel
+        log.info("sync: two memories were added at %s; kept ours there and theirs as %s", rel, new_rel)
+    return split
 
 
 def _dirty(repo: Repo) -> set[str]:

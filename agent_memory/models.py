@@ -342,6 +342,7 @@ class SyncResult(TypedDict):
     conflicts: list[str]  # vault paths a person must resolve (the merge is left in progress)
     indexed: int  # files the index was brought up to date with
     note: NotRequired[str]
+    split: NotRequired[list[str]]  # new names given to their side of two memories added at one path
 
 
 class FileContent(TypedDict):

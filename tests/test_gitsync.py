@@ -397,6 +397,53 @@ def test_sync_conflict_is_left_for_a_person_with_both_texts(team: tuple[Path, Pa
     assert result.exit_code == 1
 
 
+@pytest.mark.parametrize("driver", [False, True])
+def test_sync_keeps_both_memories_two_clones_added_at_one_path(team: tuple[Path, Path, Path], driver: bool) -> None:
+    # The same title on the same day in two clones: the same path, two memories (SPEC §2).
+    _remote, a, b = team
+    if driver:  # as the README sets a team up: .gitattributes committed once, the driver registered per clone
+        assert CliRunner().invoke(cli, ["--dir", str(a), "git", "setup"]).exit_code == 0
+        git(a, "add", ".gitattributes")
+        git(a, "commit", "-q", "-m", "merge driver")
+        git(a, "push", "-q")
+        git(b, "pull", "-q")
+        assert CliRunner().invoke(cli, ["--dir", str(b), "git", "setup"]).exit_code == 0
+    with Vault(a) as va:
+        first = va.remember("Deploys are frozen in August.", title="Deploy freeze")["memory"]
+        va.sync()
+    with Vault(b) as vb:
+        second = vb.remember("The freeze ends on September 2.", title="Deploy freeze")["memory"]
+        assert first["path"] == second["path"]
+        done = vb.sync()
+        other = first["path"].removesuffix(".md") + "-2.md"
+        assert done["conflicts"] == [] and done["split"] == [other] and done["method"] == "merge"
+        assert vb.get(first["path"])["id"] == second["id"]  # ours stays where it was written
+        assert vb.get(other)["id"] == first["id"]  # theirs, whole, beside it
+        assert "<<<<<<<" not in (b / first["path"]).read_text() + (b / other).read_text()
+        assert_index_matches_files(vb)
+    assert git(b, "status", "--porcelain") == ""  # the merge was concluded and pushed
+    with Vault(a) as va:
+        va.sync()
+        assert {va.get(first["path"])["id"], va.get(other)["id"]} == {first["id"], second["id"]}
+    assert git(a, "rev-parse", "HEAD") == git(b, "rev-parse", "HEAD")
+
+
+def test_sync_leaves_one_memory_edited_two_ways_at_one_new_path_as_a_conflict(team: tuple[Path, Path, Path]) -> None:
+    # Two clones add a file with the same id at one path (a copy edited apart): not two memories.
+    _remote, a, b = team
+    for clone, text in ((a, "Owner: Priya."), (b, "Owner: Bo.")):
+        (clone / "people").mkdir()
+        (clone / "people" / "owner.md").write_text(f"---\nid: owner-note\n---\n{text}\n")
+        git(clone, "add", "-A")
+        git(clone, "commit", "-q", "-m", "owner")
+    with Vault(a) as va:
+        va.sync()
+    with Vault(b) as vb, pytest.raises(SyncConflict):
+        vb.sync()
+    assert not (b / "people" / "owner-2.md").exists()
+    assert "<<<<<<<" in (b / "people" / "owner.md").read_text()
+
+
 def test_sync_says_how_to_finish_when_a_persons_edit_conflicts_with_the_pull(team: tuple[Path, Path, Path]) -> None:
     _remote, a, b = team
     with Vault(a) as va:
