@@ -965,6 +965,8 @@ def sync() -> None:
                    f"{result['indexed']} file{'s' if result['indexed'] != 1 else ''} reindexed.")
         if result["merged"]:
             click.echo(printable(f"  merged: {', '.join(result['merged'])}"))
+        if result.get("split"):
+            click.echo(printable(f"  two memories had one path; theirs kept as: {', '.join(result['split'])}"))
         if "note" in result:
             click.echo(printable(result["note"]))
 
