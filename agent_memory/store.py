@@ -6,6 +6,7 @@ leaves either the old file or the new one, and tests can inject disk errors in o
 
 from __future__ import annotations
 
+import ctypes
 import datetime as dt
 import errno
 import hashlib
@@ -18,6 +19,7 @@ import sys
 import threading
 import time
 from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 from slugify import slugify
@@ -201,6 +203,36 @@ def _utc_stamp() -> str:
     return dt.datetime.now(dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
+def fsync_folder(folder: Path) -> None:
+    """fsync a folder, so the names in it (a new file, a rename) survive a crash."""
+    try:
+        fd = os.open(folder, os.O_RDONLY)
+    except OSError:  # Windows cannot open a folder; its renames are durable enough
+        return
+    try:
+        os.fsync(fd)
+    except OSError:
+        pass
+    finally:
+        os.close(fd)
+
+
+# syncfs(2): flush one file system, every file and folder written, in one call (Linux).
+_syncfs = locking.libc_function("syncfs") if sys.platform.startswith("linux") else None
+
+
+def _unchanged_since(path: Path, written: os.stat_result) -> os.stat_result | None:
+    """The stat of ``path`` if it is still the file ``written`` describes (same inode,
+    size and mtime: nobody wrote into it since), else None."""
+    try:
+        now = os.stat(path)
+    except OSError:
+        return None
+    same = (now.st_ino, now.st_dev, now.st_size, now.st_mtime_ns) == (
+        written.st_ino, written.st_dev, written.st_size, written.st_mtime_ns)
+    return now if same else None
+
+
 def _remove_empty(folders: list[Path]) -> None:
     """Remove folders a failed write created (deepest first), unless something is in them."""
     for folder in folders:
@@ -219,6 +251,7 @@ class Store:
         self.control_dir = root / INDEX_DIRNAME  # lock, staging, parked files: always the vault's own
         self.parked_dir = self.control_dir / "parked"
         self.trash = Trash(root, self._fsync_dir, lambda folder, data: self._write_temp(folder, data))
+        self._batch: set[Path] | None = None  # inside ``durable_together``: folders to fsync at its end
 
     # ------------------------------------------------------------------ paths
     def abspath(self, rel: str) -> Path:
@@ -258,7 +291,8 @@ class Store:
         """Why a resolved path is off limits, or None: outside the vault, or in a
         dot-folder other than ``.prompts/`` (``.git/config`` can hold tokens)."""
         root = self.real_root
-        if resolved != root and root not in resolved.parents:
+        text, base = str(resolved), str(root)
+        if text != base and not text.startswith(base.rstrip(os.sep) + os.sep):
             return f"is outside the vault {str(root)!r}; give a path inside it."
         rel_parts = resolved.relative_to(root).parts
         hidden = [p for p in rel_parts[:-1] if p.startswith(".") and p != ".prompts"]
@@ -451,7 +485,8 @@ class Store:
             view = memoryview(data)
             while view:
                 view = view[os.write(fd, view) :]
-            os.fsync(fd)
+            if self._batch is None or _syncfs is None:
+                os.fsync(fd)  # in a batch on Linux, one syncfs at its end makes it durable with the rest
         except BaseException:
             os.close(fd)
             tmp.unlink(missing_ok=True)
@@ -459,31 +494,71 @@ class Store:
         os.close(fd)
         return tmp
 
-    @staticmethod
-    def _fsync_dir(folder: Path) -> None:
-        try:
-            fd = os.open(folder, os.O_RDONLY)
-        except OSError:  # Windows cannot open a folder; its renames are durable enough
+    def _fsync_dir(self, folder: Path) -> None:
+        """Make a folder's entries durable (a new name, a rename); in a batch, once at its end."""
+        if self._batch is not None:
+            self._batch.add(folder)
             return
+        fsync_folder(folder)
+
+    @contextmanager
+    def durable_together(self) -> Iterator[None]:
+        """Write many files, then make them durable together at the end: one ``syncfs``
+        of the vault's file system on Linux, else each file fsynced as it is written and
+        each folder once. A caller that needs a point durable inside (an import's commit
+        point) calls ``sync_batch``. Nested batches join the outer one."""
+        if self._batch is not None:
+            yield
+            return
+        self._batch = set()
         try:
-            os.fsync(fd)
-        except OSError:
-            pass
+            yield
+            self.sync_batch()
         finally:
-            os.close(fd)
+            self._batch = None
+
+    def sync_batch(self) -> None:
+        """Make everything the batch wrote so far durable (raises ``OSError`` if it cannot)."""
+        folders, self._batch = self._batch or set(), set()
+        if _syncfs is not None:
+            fd = os.open(self.root, os.O_RDONLY)
+            try:
+                if _syncfs(fd) != 0:
+                    code = ctypes.get_errno()
+                    raise OSError(code, os.strerror(code), str(self.root))
+            finally:
+                os.close(fd)
+            return
+        for folder in sorted(folders, key=lambda f: len(f.parts), reverse=True):
+            fsync_folder(folder)
 
     def create(self, folder: str, slug: str, data: bytes) -> str:
         """Write a new file as ``folder/slug.md`` (``-2``, ``-3``… if taken); never overwrites."""
-        return self.publish(None, folder, slug, data)
+        return self.place(None, folder, slug, data)[0]
 
     def publish(self, staged: Path | None, folder: str, slug: str, data: bytes = b"") -> str:
+        """``place``, returning only the new file's vault path."""
+        return self.place(staged, folder, slug, data)[0]
+
+    def place(self, staged: Path | None, folder: str, slug: str, data: bytes = b"") -> tuple[str, os.stat_result | None]:
         """Give a new file its name ``folder/slug.md`` (``-2``, ``-3``… if taken), never
         replacing a file: ``data`` written afresh, or a ``staged`` file (an import's),
-        moved there in one step (``locking.move_no_replace``)."""
+        moved there in one step (``locking.move_no_replace``).
+
+        Returns its vault path and the stat of the file published, taken after the
+        move, when it is still the very file that was written (same inode, size and
+        mtime): the index row can be built from the bytes just written and that stat,
+        without reading the file back. None when something touched it in between."""
         target_dir = self.abspath(folder)
-        new_dirs = [d for d in (target_dir, *target_dir.parents) if self.root in d.parents and not d.exists()]
-        existing = next((d for d in (target_dir, *target_dir.parents) if d.exists() or d == self.root), self.root)
-        if existing != self.root and not self.unaliased(self.relpath(existing)):
+        plain = self._plain_existing_folder(target_dir, folder)
+        new_dirs: list[Path] = []
+        if plain is None:  # not there yet (or no /proc to ask): check the way there
+            new_dirs = [d for d in (target_dir, *target_dir.parents) if self._below_root(d) and not d.exists()]
+            existing = next((d for d in (target_dir, *target_dir.parents) if d.exists() or d == self.root), self.root)
+            plain = existing == self.root or self.unaliased(self.relpath(existing))
+        else:
+            existing = target_dir
+        if not plain:
             # A symlinked folder on the way: the file would land outside the vault (or in
             # a folder the walk skips) and never be indexed.
             raise VaultError(
@@ -491,8 +566,10 @@ class Store:
                 "written through symlinks. Replace it with a real folder and retry."
             )
         try:
-            target_dir.mkdir(parents=True, exist_ok=True)
+            if new_dirs:
+                target_dir.mkdir(parents=True, exist_ok=True)
             tmp = staged if staged is not None else self._write_temp(target_dir, data)
+            written = os.stat(tmp)
         except OSError as exc:
             _remove_empty(new_dirs)
             raise disk_error(exc, "write the memory file") from exc
@@ -504,7 +581,7 @@ class Store:
                 except FileExistsError:
                     continue
                 self._fsync_dir(target_dir)
-                return f"{folder}/{name}" if folder else name
+                return (f"{folder}/{name}" if folder else name), _unchanged_since(target_dir / name, written)
             raise VaultError(f"Too many files named {slug!r} in {folder!r}.")
         except OSError as exc:
             _remove_empty(new_dirs)
@@ -512,6 +589,27 @@ class Store:
         finally:
             if staged is None:
                 tmp.unlink(missing_ok=True)
+
+    def _below_root(self, path: Path) -> bool:
+        text, base = str(path), str(self.root)
+        return text != base and text.startswith(base.rstrip(os.sep) + os.sep)
+
+    def _plain_existing_folder(self, target_dir: Path, folder: str) -> bool | None:
+        """Whether an existing folder is where its path says (no symlink on the way) and
+        a place ``confine`` allows, asked of the kernel in three system calls (open it,
+        read ``/proc/self/fd``) instead of resolving each part of the path. None when
+        this cannot tell: the folder is not there yet, or there is no ``/proc``."""
+        try:
+            fd = os.open(target_dir, os.O_RDONLY | getattr(os, "O_DIRECTORY", 0) | getattr(os, "O_NOFOLLOW", 0))
+        except OSError as exc:
+            return False if exc.errno == errno.ELOOP else None  # ELOOP: the folder itself is a symlink
+        try:
+            where = os.readlink(f"/proc/self/fd/{fd}")
+        except OSError:
+            return None
+        finally:
+            os.close(fd)
+        return where == str(self.real_root / folder if folder else self.real_root) and self._refusal(Path(where)) is None
 
     def replace_checked(self, rel: str, data: bytes, checked: bytes) -> None:
         """Put ``data`` at ``rel`` if the file there still holds exactly ``checked``.

@@ -122,10 +122,10 @@ class Writes(VaultCore):
             named = title or notes.derive_title(content, "")
             slug = make_slug(credentials.redact(named, credentials.find_credentials(named)))  # never in a file name
             folder = "/".join(p for p in (self.settings.memories_folder, dated_folder(now)) if p)
-            rel = self.store.create(folder, slug, data)
-            with self._index_write() as conn:
-                self._refresh(conn, rel, None)
-            result = RememberResult(memory=self.get(rel), deduplicated=False)
+            rel, published = self.store.place(None, folder, slug, data)
+            row = self._index_new(rel, data, published)
+            result = RememberResult(memory=self._memory(rel, data, row) if row is not None else self.get(rel),
+                                    deduplicated=False)
             if warnings:
                 result["warnings"] = warnings
             return result
