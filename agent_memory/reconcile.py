@@ -31,8 +31,11 @@ class Reconcile(VaultCore):
         # searches. Under the lock each changed path is checked again (its row re-read,
         # its stat compared), so a write that landed meanwhile is never undone.
         temp_files: list[Path] = []
-        walked = [(rel, stat) for rel, stat in self.store.walk(temp_files=temp_files)]
-        known = self.index.file_facts()
+        walked = list(self.store.walk(temp_files=temp_files))
+        # The index's side as a compact snapshot (path -> size, mtime, ctime, inode) read
+        # from a covering index: no rows built, no bodies read. Only paths whose stat
+        # differs get their row (and its hash) fetched.
+        known = self.index.stamps()
         if temp_files:
             with self._writing():
                 self.store.remove_orphans(temp_files)
@@ -42,18 +45,17 @@ class Reconcile(VaultCore):
                     # Still empty under the lock: build from a walk made now, so a file
                     # another writer indexed since the walk above is not dropped.
                     return self._rebuild(counts)
-                known = self.index.file_facts()
-        seen: set[str] = set()
+                known = self.index.stamps()
         stale: list[str] = []
         for rel, stat in walked:
-            seen.add(rel)
-            facts = known.get(rel)
-            if facts is not None and facts.same_stat(stat):
-                counts["unchanged"] += 1
-            else:
+            if known.pop(rel, None) != (stat.st_size, stat.st_mtime_ns, stat.st_ctime_ns, stat.st_ino):
                 stale.append(rel)
-        stale.extend(known.keys() - seen)
-        examined = {rel: self._examine(rel, known.get(rel)) for rel in stale}
+        counts["unchanged"] = len(walked) - len(stale)
+        stale.extend(known)  # indexed, but no longer walked: gone, moved, or now out of bounds
+        if not stale and not self._expiring():
+            return self._report(counts, 0)
+        rows = {rel: self.index.by_path(rel) for rel in stale}
+        examined = {rel: self._examine(rel, FileFacts.of_row(row) if row else None) for rel, row in rows.items()}
         with self._writing():
             if stale:
                 with self._index_write() as conn:
@@ -63,6 +65,11 @@ class Reconcile(VaultCore):
                         counts[self._refresh(conn, rel, now_known, examined[rel])] += 1
             expired = self.sweep_expired()
         return self._report(counts, expired)
+
+    def _expiring(self) -> bool:
+        """Whether a memory's expiry has passed (one look at the partial index on expires)."""
+        return bool(self.index.query("SELECT 1 FROM memories WHERE expires IS NOT NULL AND expires <= ? LIMIT 1",
+                                     (iso(self.now()),)))
 
     def reindex(self, *, sweep: bool = True, progress: Progress | None = None) -> ReconcileReport:
         """Rebuild the index from the files alone, in one transaction.

@@ -97,6 +97,8 @@ def is_memory_name(name: str) -> bool:
 def encodable(name: str) -> bool:
     """Whether a name (or path) is text: bytes that are not UTF-8 (``caf\\xe9.md`` from a Latin-1
     system) reach Python as surrogates, which SQLite cannot store."""
+    if name.isascii():
+        return True
     try:
         name.encode("utf-8")
     except UnicodeEncodeError:
@@ -339,7 +341,8 @@ class Store:
             if skipped is not None:
                 skipped(rel.encode("utf-8", "surrogateescape").decode("utf-8", "replace"), why)
 
-        stack = [(self.root, "")]
+        max_bytes = limits.MAX_FILE_BYTES
+        stack: list[tuple[str, str]] = [(str(self.root), "")]
         while stack:
             folder, prefix = stack.pop()
             try:
@@ -347,17 +350,18 @@ class Store:
             except OSError:  # gone since it was listed, or unreadable
                 continue
             for entry in entries:
-                rel = prefix + entry.name
+                name = entry.name
+                rel = prefix + name
                 try:
                     if entry.is_dir(follow_symlinks=False):
-                        if is_ignored_dir(entry.name):
+                        if is_ignored_dir(name):
                             continue
-                        if encodable(entry.name):
-                            stack.append((Path(entry.path), rel + "/"))
+                        if encodable(name):
+                            stack.append((entry.path, rel + "/"))
                         else:
                             skip(rel + "/", "folder name is not UTF-8 (rename it)")
                         continue
-                    if not is_memory_name(entry.name):
+                    if not (name.endswith(".md") and name[0] != "." and encodable(name)):  # is_memory_name
                         if temp_files is not None and entry.name.endswith(TMP_SUFFIX):
                             temp_files.append(Path(entry.path))
                         if entry.name.endswith(".md") and not entry.name.startswith(".") and not encodable(entry.name):
@@ -370,11 +374,11 @@ class Store:
                 except OSError:  # gone since the listing, a symlink loop, unreadable
                     skip(rel, "cannot be read (a broken symlink, a symlink loop, or no permission)")
                     continue
-                if stat_kind.S_ISREG(found.st_mode) and found.st_size > limits.MAX_FILE_BYTES:
-                    skip(rel, f"{found.st_size / 2**20:,.1f} MB, over the {limits.MAX_FILE_BYTES / 2**20:g} MB limit "
-                              "for a memory file (split it, or move it out of the vault)")
-                elif stat_kind.S_ISREG(found.st_mode):
+                if stat_kind.S_ISREG(found.st_mode) and found.st_size <= max_bytes:
                     yield rel, found
+                elif stat_kind.S_ISREG(found.st_mode):
+                    skip(rel, f"{found.st_size / 2**20:,.1f} MB, over the {max_bytes / 2**20:g} MB limit "
+                              "for a memory file (split it, or move it out of the vault)")
                 else:
                     skip(rel, "not a regular file (a folder, pipe or device)")
 
