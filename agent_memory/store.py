@@ -615,8 +615,10 @@ class Store:
             os.close(fd)
         return where == str(self.real_root / folder if folder else self.real_root) and self._refusal(Path(where)) is None
 
-    def replace_checked(self, rel: str, data: bytes, checked: bytes) -> None:
-        """Put ``data`` at ``rel`` if the file there still holds exactly ``checked``.
+    def replace_checked(self, rel: str, data: bytes, checked: bytes) -> os.stat_result | None:
+        """Put ``data`` at ``rel`` if the file there still holds exactly ``checked``;
+        returns the stat of the file now there if it is still the one written (as
+        ``place`` does; None when something touched it since: read it back).
 
         Every step leaves something ``settle_parked`` understands, so no crash or error
         can lose a byte: first a record in ``.index/parked/`` (the hashes of what was
@@ -637,6 +639,7 @@ class Store:
         parked = self._park(rel, checked, data, mode)
         swapped = False
         try:
+            written = os.stat(parked)
             if locking.swap(parked, target):
                 swapped = True
                 if _bytes_of(parked) != checked:  # parked now holds what the swap displaced
@@ -645,6 +648,7 @@ class Store:
             else:
                 swapped = self._replace_without_swap(rel, parked, target, checked)
             self._fsync_dir(target.parent)
+            return _unchanged_since(target, written)
         except OSError as exc:
             if not swapped:
                 self._unpark(parked)  # nothing was changed

@@ -235,7 +235,10 @@ class Watcher:
         # the walk of its parent and by its own event): harmless, but it fills stderr.
         warnings.filterwarnings("ignore", message="Callback with id .* already exists", category=RuntimeWarning)
         logging.getLogger("watchdog.observers.inotify").addFilter(_STOP_NOISE)
-        logging.getLogger("watchdog").addHandler(_LOST_EVENTS)
+        watchdog_log = logging.getLogger("watchdog")
+        watchdog_log.addHandler(_LOST_EVENTS)
+        if not watchdog_log.isEnabledFor(logging.WARNING):
+            watchdog_log.setLevel(logging.WARNING)  # an overflow must reach _LOST_EVENTS
         _LOST_EVENTS.watchers.add(self)
         voucher = None
         if not self.vault.read_only:
