@@ -302,6 +302,19 @@ class Store:
             return "is inside a hidden folder or is a hidden file; only memories and .prompts/ can be read."
         return None
 
+    def _allowed_where(self, where: str) -> bool:
+        """``_refusal`` for a path the kernel reported (``/proc/self/fd``): a file inside
+        the vault, not the vault itself, in no dot-folder. Plain string checks for the
+        common case (no part of the path inside the vault starts with a dot); the full
+        check otherwise (``.prompts/`` is allowed)."""
+        base = str(self.real_root)
+        prefix = base.rstrip(os.sep) + os.sep
+        if not where.startswith(prefix) or where == base:
+            return False
+        if os.sep + "." not in where[len(prefix) - 1:]:
+            return True
+        return self._refusal(Path(where)) is None
+
     def inside(self, rel: str) -> bool:
         """Whether ``rel``, once symlinks are resolved, is a file ``confine`` allows: a
         link to a file elsewhere or into ``.git/`` is no memory (get_memory and search
@@ -342,6 +355,7 @@ class Store:
                 skipped(rel.encode("utf-8", "surrogateescape").decode("utf-8", "replace"), why)
 
         max_bytes = limits.MAX_FILE_BYTES
+        regular = stat_kind.S_ISREG
         stack: list[tuple[str, str]] = [(str(self.root), "")]
         while stack:
             folder, prefix = stack.pop()
@@ -361,7 +375,7 @@ class Store:
                         else:
                             skip(rel + "/", "folder name is not UTF-8 (rename it)")
                         continue
-                    if not (name.endswith(".md") and name[0] != "." and encodable(name)):  # is_memory_name
+                    if not (name.endswith(".md") and name[0] != "." and (name.isascii() or encodable(name))):
                         if temp_files is not None and entry.name.endswith(TMP_SUFFIX):
                             temp_files.append(Path(entry.path))
                         if entry.name.endswith(".md") and not entry.name.startswith(".") and not encodable(entry.name):
@@ -374,9 +388,9 @@ class Store:
                 except OSError:  # gone since the listing, a symlink loop, unreadable
                     skip(rel, "cannot be read (a broken symlink, a symlink loop, or no permission)")
                     continue
-                if stat_kind.S_ISREG(found.st_mode) and found.st_size <= max_bytes:
+                if regular(found.st_mode) and found.st_size <= max_bytes:
                     yield rel, found
-                elif stat_kind.S_ISREG(found.st_mode):
+                elif regular(found.st_mode):
                     skip(rel, f"{found.st_size / 2**20:,.1f} MB, over the {max_bytes / 2**20:g} MB limit "
                               "for a memory file (split it, or move it out of the vault)")
                 else:
@@ -453,8 +467,8 @@ class Store:
             os.close(fd)
             return _SLOW_PATH
         found = os.fstat(fd)
-        if self._refusal(Path(where)) is not None or Path(where) == self.real_root \
-                or not stat_kind.S_ISREG(found.st_mode) or (max_bytes is not None and found.st_size > max_bytes):
+        if not self._allowed_where(where) or not stat_kind.S_ISREG(found.st_mode) \
+                or (max_bytes is not None and found.st_size > max_bytes):
             os.close(fd)  # outside the vault or in a dot-folder; a pipe, a device, a folder; too big
             return None
         with os.fdopen(fd, "rb") as handle:
