@@ -70,6 +70,10 @@ DEFAULT_SWEEP_INTERVAL = 60.0
 MAX_DELAY = 1.0
 # Without a watch, the sweep is all there is: run it more often than the default.
 FALLBACK_SWEEP_INTERVAL = 5.0
+# How often a vouching watcher looks at its own health (a watch that went away), and
+# rewrites its health file at least this often (the heartbeat) while nothing changes.
+HEALTH_CHECK = 1.0
+HEARTBEAT = 10.0
 
 # Only what can change a memory: no opens, no reads (the tool's own reads of a file
 # would otherwise wake the handler), no folder "modified" noise. Folders created or
@@ -304,8 +308,10 @@ class Watcher:
         interval = self.sweep_interval if self.watching else self._fallback_interval()
         self._sweep()
         next_sweep = time.monotonic() + interval
+        next_check = time.monotonic() + HEALTH_CHECK
         while True:
-            wake = min(self._timers[0][0], next_sweep) if self._timers else next_sweep
+            wake = min(next_sweep, next_check) if self._voucher is not None else next_sweep
+            wake = min(self._timers[0][0], wake) if self._timers else wake
             items = self._take(wake - time.monotonic())
             self._schedule(key for key in items if isinstance(key, tuple))
             if None in items:  # stop(): fold in what is pending, then end
@@ -324,6 +330,9 @@ class Watcher:
             if time.monotonic() >= next_sweep:
                 self._sweep()
                 next_sweep = time.monotonic() + interval
+            if self._voucher is not None and time.monotonic() >= next_check:
+                self._voucher.beat(self.healthy, HEARTBEAT)
+                next_check = time.monotonic() + HEALTH_CHECK
 
     def _answer(self, cookies: list[_Cookie]) -> None:
         """Fold in every path queued so far (all that happened before the cookies were

@@ -80,6 +80,7 @@ class Voucher:
         self._fd: int | None = None
         self._started = time.time()
         self._generation = 0
+        self._reported: tuple[bool, float] | None = None  # (healthy, when) last written
 
     def acquire(self) -> bool:
         """Take the lock; False if another watcher holds it (it vouches, this one just
@@ -113,6 +114,12 @@ class Voucher:
             _write_atomically(self.control_dir / HEALTH_NAME, json.dumps(health).encode("utf-8"))
         except OSError:
             pass  # a full disk: commands find no fresh health and walk themselves
+        self._reported = (healthy, time.monotonic())
+
+    def beat(self, healthy: bool, every: float) -> None:
+        """Rewrite the health file if the health changed, or ``every`` seconds anyway."""
+        if self._reported is None or self._reported[0] != healthy or time.monotonic() - self._reported[1] >= every:
+            self.report(healthy=healthy)
 
     def answer(self, name: str, ok: bool) -> None:
         """Acknowledge one cookie: everything queued before it is in the index (``ok``),

@@ -181,6 +181,8 @@ def test_a_watcher_whose_watch_is_gone_does_not_vouch(vault: Vault, watch: Calla
     wait_until(lambda: vouches(vault), "the watcher vouches for the index")
     assert watcher._observer is not None
     watcher._observer.unschedule_all()  # the watch is gone (as when its folder is unmounted)
+    health = vault.root / ".index" / "watcher.json"
+    wait_until(lambda: '"healthy": false' in health.read_text(), "the watcher notices and says so")
     assert not vouches(vault)
     edit_unseen(vault, "car.md", tmp_path / "outside", hand_note("The car is parked on level 5."))
     assert paths_found(vault.root, "car level 5") == ["car.md"]
