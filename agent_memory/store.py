@@ -337,7 +337,8 @@ class Store:
 
     # ------------------------------------------------------------------ reading
     def walk(
-        self, skipped: Callable[[str, str], None] | None = None, temp_files: list[Path] | None = None
+        self, skipped: Callable[[str, str], None] | None = None, temp_files: list[Path] | None = None,
+        known: dict[str, tuple[int, int, int, int]] | None = None, unchanged: list[int] | None = None,
     ) -> Iterator[tuple[str, os.stat_result]]:
         """Every memory file with its stat, skipping dot-folders, editor droppings, names
         that are not UTF-8, and anything that is not a regular file once symlinks are
@@ -347,7 +348,12 @@ class Store:
         want to fix (``doctor`` lists them); dot-folders and droppings are left out quietly.
         Files over ``limits.MAX_FILE_BYTES`` are left out too (reading, hashing and
         parsing one would stall every command). ``temp_files`` collects the tool's own
-        temp files met on the way (``remove_orphans`` deletes those a crash left)."""
+        temp files met on the way (``remove_orphans`` deletes those a crash left).
+
+        ``known`` (reconcile's snapshot of the index: path -> size, mtime, ctime, inode):
+        each file walked is taken out of it, and one whose stat is the same is not
+        yielded, only counted in ``unchanged[0]``; what is left in ``known`` afterwards
+        was not found. Comparing here, in the walk's own loop, spares a second pass."""
         from . import limits
 
         def skip(rel: str, why: str) -> None:
@@ -389,6 +395,11 @@ class Store:
                     skip(rel, "cannot be read (a broken symlink, a symlink loop, or no permission)")
                     continue
                 if regular(found.st_mode) and found.st_size <= max_bytes:
+                    if known is not None and known.pop(rel, None) == (
+                            found.st_size, found.st_mtime_ns, found.st_ctime_ns, found.st_ino):
+                        if unchanged is not None:
+                            unchanged[0] += 1
+                        continue
                     yield rel, found
                 elif regular(found.st_mode):
                     skip(rel, f"{found.st_size / 2**20:,.1f} MB, over the {max_bytes / 2**20:g} MB limit "
