@@ -10,7 +10,6 @@ anywhere; ``swap`` answers False where the OS cannot swap, and callers fall back
 from __future__ import annotations
 
 import ctypes
-import ctypes.util
 import errno
 import json
 import os
@@ -192,7 +191,12 @@ def libc_function(name: str) -> Callable[..., int] | None:
     loaded: no ``ldconfig`` subprocess, as ``ctypes.util.find_library`` runs, at import)."""
     for library in (None, "c"):
         try:
-            found = ctypes.CDLL(library if library is None else ctypes.util.find_library(library), use_errno=True)
+            if library is None:
+                found = ctypes.CDLL(None, use_errno=True)
+            else:
+                from ctypes import util  # only where the running process does not export it (5 ms to import)
+
+                found = ctypes.CDLL(util.find_library(library), use_errno=True)
             return getattr(found, name)  # type: ignore[no-any-return]
         except (OSError, AttributeError, TypeError):
             continue
