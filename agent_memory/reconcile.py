@@ -52,19 +52,19 @@ class Reconcile(VaultCore):
         # file's stat against it as it goes and yields only the ones that differ; only
         # those get their row (and its hash) fetched.
         known = self.index.stamps()
+        if not known:
+            with self._writing():
+                if not self.index.query("SELECT 1 FROM memories LIMIT 1"):
+                    # Empty under the lock: build from one walk made now (the index is
+                    # built from nothing; a comparing walk first would only list it all).
+                    return self._rebuild(counts)
+            known = self.index.stamps()  # another writer filled it meanwhile: compare against that
         matched = [0]
         with _collector_paused():
             stale = [rel for rel, _stat in self.store.walk(temp_files=temp_files, known=known, unchanged=matched)]
         if temp_files:
             with self._writing():
                 self.store.remove_orphans(temp_files)
-        if not known and not matched[0] and not self.index.query("SELECT 1 FROM memories LIMIT 1"):
-            with self._writing():
-                if not self.index.query("SELECT 1 FROM memories LIMIT 1"):
-                    # Still empty under the lock: build from a walk made now, so a file
-                    # another writer indexed since the walk above is not dropped.
-                    return self._rebuild(counts)
-                return self.reconcile()  # another writer filled it meanwhile: compare against that
         counts["unchanged"] = matched[0]
         stale.extend(known)  # indexed, but no longer walked: gone, moved, or now out of bounds
         if not stale and not self._expiring():
@@ -101,7 +101,9 @@ class Reconcile(VaultCore):
                  paths: list[str] | None = None) -> ReconcileReport:
         # Sorted, so row numbers follow the dated layout: the index's "newest" shortcuts
         # (for questions of only common words) read rows from the highest number down.
-        paths = sorted(paths if paths is not None else (rel for rel, _stat in self.store.walk()))
+        temp_files: list[Path] = []
+        paths = sorted(paths if paths is not None else (rel for rel, _stat in self.store.walk(temp_files=temp_files)))
+        self.store.remove_orphans(temp_files)  # temp files a crash left (callers hold the lock)
 
         def parsed() -> Iterator[tuple[notes.Note, FileFacts]]:
             for done, rel in enumerate(paths, 1):

@@ -462,7 +462,7 @@ class Store:
         a last symlink, then ask the kernel where the opened file is (Linux:
         ``/proc/self/fd``) and check that place. ``_SLOW_PATH`` when this cannot decide:
         the memory is a symlink (allowed inside the vault), or there is no ``/proc``."""
-        path = self.root / rel
+        path = os.path.join(self.root, rel)  # a string: no Path object per read
         try:
             fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_NOFOLLOW", 0))
         except (FileNotFoundError, NotADirectoryError, IsADirectoryError):
