@@ -385,7 +385,7 @@ class Watcher:
                 del self._pending[key]
         return ready
 
-    def _take(self, timeout: float) -> list[tuple[str, bool] | None]:
+    def _take(self, timeout: float) -> list[Any]:
         """Wait up to ``timeout`` for one queued path, then take all already queued
         with it (a checkout queues thousands at once)."""
         try:

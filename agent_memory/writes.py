@@ -18,7 +18,7 @@ from typing import Any
 from . import credentials, graph
 from . import note as notes
 from .clock import iso
-from .core import VaultCore
+from .core import Examined, VaultCore
 from .index import FileFacts
 from .errors import Duplicate, InvalidInput, SavedMeanwhile, VersionConflict
 from .limits import (MAX_TAGS, check_content, check_importance, check_namespace, check_tags, check_text, check_ttl,
@@ -69,6 +69,7 @@ class Writes(VaultCore):
         try:
             published = self.store.replace_checked(rel, data, checked)
         finally:
+            examined: Examined
             if published is not None:
                 examined = (self._note_for(rel, data, published), FileFacts.read(data, published))
             else:
