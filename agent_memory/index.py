@@ -494,14 +494,16 @@ class Index:
         return count
 
     # ------------------------------------------------------------------ reads
-    def stamps(self) -> dict[str, tuple[int, int, int, int]]:
-        """Every indexed path's stat as reconcile compares it (``stamp_of``), from the
-        covering index alone, as plain tuples: the compact snapshot a start-up compares
-        the walk against (no row objects, no bodies read)."""
+    def stamps(self) -> dict[str, tuple[str, int, int, int, int]]:
+        """Every indexed path with the stat reconcile compares (``path, size, mtime_ns,
+        ctime_ns, inode``, as SQLite returns the row: no slicing, no row objects), read
+        from the covering index alone: the compact snapshot a start-up compares the walk
+        against, without reading the table's rows or their bodies."""
         cursor = self._reader().cursor()
         cursor.row_factory = None
-        cursor.execute("SELECT path, size, mtime_ns, ctime_ns, inode FROM memories INDEXED BY memories_stamps")
-        return {row[0]: row[1:] for row in cursor}
+        rows = cursor.execute("SELECT path, size, mtime_ns, ctime_ns, inode FROM memories "
+                              "INDEXED BY memories_stamps").fetchall()
+        return {row[0]: row for row in rows}
 
     def file_facts(self) -> dict[str, FileFacts]:
         return {

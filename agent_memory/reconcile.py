@@ -47,11 +47,12 @@ class Reconcile(VaultCore):
         # searches. Under the lock each changed path is checked again (its row re-read,
         # its stat compared), so a write that landed meanwhile is never undone.
         temp_files: list[Path] = []
-        # The index's side as a compact snapshot (path -> size, mtime, ctime, inode) read
+        # The index's side as a compact snapshot (path, size, mtime, ctime, inode) read
         # from a covering index: no rows built, no bodies read. The walk compares each
         # file's stat against it as it goes and yields only the ones that differ; only
         # those get their row (and its hash) fetched.
-        known = self.index.stamps()
+        with _collector_paused():
+            known = self.index.stamps()
         if not known:
             with self._writing():
                 if not self.index.query("SELECT 1 FROM memories LIMIT 1"):

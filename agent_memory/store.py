@@ -338,7 +338,7 @@ class Store:
     # ------------------------------------------------------------------ reading
     def walk(
         self, skipped: Callable[[str, str], None] | None = None, temp_files: list[Path] | None = None,
-        known: dict[str, tuple[int, int, int, int]] | None = None, unchanged: list[int] | None = None,
+        known: dict[str, tuple[str, int, int, int, int]] | None = None, unchanged: list[int] | None = None,
     ) -> Iterator[tuple[str, os.stat_result]]:
         """Every memory file with its stat, skipping dot-folders, editor droppings, names
         that are not UTF-8, and anything that is not a regular file once symlinks are
@@ -350,7 +350,7 @@ class Store:
         parsing one would stall every command). ``temp_files`` collects the tool's own
         temp files met on the way (``remove_orphans`` deletes those a crash left).
 
-        ``known`` (reconcile's snapshot of the index: path -> size, mtime, ctime, inode):
+        ``known`` (reconcile's snapshot of the index: path -> (path, size, mtime, ctime, inode)):
         each file walked is taken out of it, and one whose stat is the same is not
         yielded, only counted in ``unchanged[0]``; what is left in ``known`` afterwards
         was not found. Comparing here, in the walk's own loop, spares a second pass."""
@@ -396,7 +396,7 @@ class Store:
                     continue
                 if regular(found.st_mode) and found.st_size <= max_bytes:
                     if known is not None and known.pop(rel, None) == (
-                            found.st_size, found.st_mtime_ns, found.st_ctime_ns, found.st_ino):
+                            rel, found.st_size, found.st_mtime_ns, found.st_ctime_ns, found.st_ino):
                         if unchanged is not None:
                             unchanged[0] += 1
                         continue
