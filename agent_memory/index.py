@@ -501,8 +501,9 @@ class Index:
         against, without reading the table's rows or their bodies."""
         cursor = self._reader().cursor()
         cursor.row_factory = None
-        rows = cursor.execute("SELECT path, size, mtime_ns, ctime_ns, inode FROM memories "
-                              "INDEXED BY memories_stamps").fetchall()
+        # The planner scans the covering index memories_stamps for this (no INDEXED BY:
+        # an index another version of the tool rebuilt without it must still be readable).
+        rows = cursor.execute("SELECT path, size, mtime_ns, ctime_ns, inode FROM memories").fetchall()
         return {row[0]: row for row in rows}
 
     def file_facts(self) -> dict[str, FileFacts]:
