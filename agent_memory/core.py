@@ -304,6 +304,18 @@ class VaultCore:
             with self._index_write() as conn:
                 return self._refresh(conn, rel, known, examined)
 
+    def _index_new(self, rel: str, data: bytes, published: os.stat_result | None) -> sqlite3.Row | None:
+        """Index a file this process just published from the bytes it wrote and the stat
+        of the file as published (``Store.place``), without reading it back; when that
+        stat is missing (something touched the file in between) it is read like any
+        other. Returns the new row."""
+        with self._index_write() as conn:
+            if published is None:
+                self._refresh(conn, rel, None)
+            else:
+                self._refresh(conn, rel, None, (self._note_for(rel, data, published), FileFacts.read(data, published)))
+        return self.index.by_path(rel)
+
     @contextmanager
     def _index_write(self) -> Iterator[sqlite3.Connection]:
         """An index transaction after a file changed: if it fails (a full disk), the

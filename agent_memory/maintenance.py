@@ -13,10 +13,10 @@ from . import note as notes
 from . import graph, importers, transfer
 from .importers.knowledge_graph import entity_name, observations, records, relation_type
 from .clock import iso
-from .core import Progress
+from .core import _UNREAD, Progress
 from .errors import InvalidInput, NotFound, PathRefused, disk_error
 from .importing import Importing, SyncPlan
-from .index import SCHEMA_VERSION, TOKENIZER, Filters
+from .index import SCHEMA_VERSION, TOKENIZER, FileFacts, Filters
 from .limits import MAX_BATCH, check_content, check_limit, check_offset, check_text, namespace_filter
 from .models import ExportedMemory, ExportPage, GcResult, ImportResult, RestoreResult, Stats, TrashEntry
 from .staging import Staging
@@ -174,22 +174,30 @@ class Maintenance(Importing):
                 if isinstance(exc, OSError):
                     raise disk_error(exc, "stage the import") from exc
                 raise
-            written = staging.publish(report)  # past the manifest: finished, here or on the next open
+            published = staging.publish(report)  # past the manifest: finished, here or on the next open
             staging.clear()
+            # Indexed in one transaction from the bytes just written and each published
+            # file's stat, not read back (one that changed since is: ``_refresh`` checks).
+            examined = {rel: (self._note_for(rel, plan.files[n][1], stat), FileFacts.read(plan.files[n][1], stat))
+                        for n, rel, stat in published if stat is not None}
             with self._index_write() as conn:
-                for rel in written:
-                    self._refresh(conn, rel, None)
-            rows = [row for row in (self.index.by_path(rel) for rel in written) if row is not None]
-        replaced = {rel for rel, _, old in plan.files if old is not None}
-        updated = sum(1 for rel in written if rel in replaced)
-        return ImportResult(imported=len(written) - updated, updated=updated, unchanged=plan.unchanged,
+                for _n, rel, _stat in published:
+                    self._refresh(conn, rel, None, examined.get(rel, _UNREAD))
+            rows = self.index.query(
+                "SELECT path, id FROM memories WHERE path IN (SELECT value FROM json_each(?))",
+                (json.dumps([rel for _n, rel, _stat in published]),))
+            ids = {row["path"]: row["id"] for row in rows}
+        written = [rel for _n, rel, _stat in published if rel in ids]
+        updated = sum(1 for n, _rel, _stat in published if plan.files[n][2] is not None)
+        return ImportResult(imported=len(published) - updated, updated=updated, unchanged=plan.unchanged,
                             duplicates=plan.duplicates, expired=plan.expired, links=plan.links,
-                            ids=[row["id"] for row in rows], paths=[row["path"] for row in rows])
+                            ids=[ids[rel] for rel in written], paths=written)
 
     def _plan_import(self, items: list[Any], now: dt.datetime) -> tuple[list[tuple[str, bytes]], int, int]:
         plans: list[tuple[str, bytes]] = []
         seen: set[tuple[str, str]] = set()
         seen_ids: set[str] = set()
+        plain: dict[str, bool] = {}  # folders checked once per import here; publishing checks each again
         duplicates = expired = 0
         for n, item in enumerate(items):
             where = f"Item {n}"
@@ -238,15 +246,16 @@ class Maintenance(Importing):
                 seen_ids.add(memory_id)
             rel = transfer.import_path(self.store, item.get("path"), meta, content, now)
             folder = rel.rsplit("/", 1)[0] if "/" in rel else ""
-            if folder and not self._plain_folder(folder):
+            if folder and folder not in plain:
+                plain[folder] = self._plain_folder(folder)
+            if folder and not plain[folder]:
                 raise InvalidInput(f"{where}: {folder}/ in the vault is (or goes through) a symlink; imports are not "
                                    "written through symlinks. Replace it with a real folder. Nothing was imported.")
             plans.append((rel, data))
         return plans, duplicates, expired
 
     def _staging(self) -> Staging:
-        return Staging(self.store.control_dir, self.store.publish, self.store._write_temp, self.root,
-                       self._replace_imported)
+        return Staging(self.store, self._replace_imported)
 
     def finish_interrupted_import(self) -> int:
         """An import a crash interrupted: finished if it was fully staged, else dropped."""

@@ -1,16 +1,17 @@
 """An import that is all or nothing, even across a crash.
 
 The files of an import are first written into the vault's own ``.index/import/``
-(``files/<n>.md``, each fsynced), then a manifest naming where each goes is put in
-place atomically: that rename is the commit point. Publishing moves each staged file
-to its free name in the vault in one step (``locking.move_no_replace``: on Linux a
-rename that never replaces; elsewhere a hard link, then removing the staged name). On
-the next open after a crash, an import without a manifest is dropped (nothing of it
-reached the vault) and one with a manifest is finished. Where publishing is a link
-then an unlink, a file published just before the crash still shares its inode with its
-staged name, so it is found there and never published twice (nor when a process that
-had the vault open forgot or edited it since: the inode's other link, or its id under
-its name, tells). The
+(``files/<n>.md``), made durable together (``Store.durable_together``: one ``syncfs``
+on Linux, else an fsync of each file and of the folder), then a manifest naming where
+each goes is put in place atomically: that rename is the commit point. Publishing moves
+each staged file to its free name in the vault in one step (``locking.move_no_replace``:
+on Linux a rename that never replaces; elsewhere a hard link, the staged names removed
+once every published file is durable), then makes them durable together. On the next
+open after a crash, an import without a manifest is dropped (nothing of it reached the
+vault) and one with a manifest is finished. Where publishing is a link, a file published
+before the crash still shares its inode with its staged name, so it is found there and
+never published twice (nor when a process that had the vault open forgot or edited it
+since: the inode's other link, or its id under its name, tells). The
 staging lives in the vault's own ``.index/`` (never in a database that may be elsewhere
 or deleted), and recovery removes only files the import itself staged.
 
@@ -48,14 +49,11 @@ def _own_id(path: Path) -> str:
 class Staging:
     """The staging folder of one vault's imports."""
 
-    def __init__(self, control_dir: Path, publish: Callable[[Path, str, str], str],
-                 write_temp: Callable[[Path, bytes], Path], root: Path,
-                 replace: Callable[[str, bytes, bytes], str] | None = None) -> None:
-        self.folder = control_dir / STAGING_DIRNAME
+    def __init__(self, store: Store, replace: Callable[[str, bytes, bytes], str] | None = None) -> None:
+        self.folder = store.control_dir / STAGING_DIRNAME
         self.files = self.folder / "files"
-        self._publish = publish  # Store.publish: a staged file to its free name
-        self._write_temp = write_temp
-        self._root = root
+        self._store = store  # writes, publishes (a staged file to its free name) and makes durable
+        self._root = store.root
         self._replace = replace  # (path, new bytes, bytes checked) -> path, or "" when it was left alone
         self._ours = False  # whether this import made the staging folder (only then may clear() remove it)
 
@@ -63,62 +61,72 @@ class Staging:
         return self.folder.exists()
 
     def stage(self, plans: list[tuple[str, bytes, bytes | None]], on_write: Callable[[int], None] | None = None) -> None:
-        """Write every file of the import, then the manifest (the commit point). Each plan
-        is ``(path, bytes, None)`` for a new file, or ``(path, bytes, old bytes)`` to update
-        the file at ``path`` if it still holds the old bytes."""
+        """Write every file of the import, make them durable together, then the
+        manifest (the commit point). Each plan is ``(path, bytes, None)`` for a new file,
+        or ``(path, bytes, old bytes)`` to update the file at ``path`` if it still holds
+        the old bytes."""
         if self.pending():
             raise VaultError(f"An earlier import is still staged in {self.folder}; reopen the vault to finish it.")
         self._ours = True  # under the vault's lock, with no staging folder: what appears now is this import's
         self.files.mkdir(parents=True)
         items = []
-        for n, (rel, data, replaced) in enumerate(plans):
-            entry: dict[str, object] = {"n": n, "path": rel}
-            if replaced is not None:
-                old = self._write_temp(self.files, replaced)
-                os.rename(old, self.files / f"{n}.old")
-                entry["replaces"] = True
-            tmp = self._write_temp(self.files, data)
-            os.rename(tmp, self.files / f"{n}.md")
-            items.append(entry)
-            if on_write is not None:
-                on_write(n + 1)
-        Store._fsync_dir(self.files)  # every staged name is durable before the commit point...
-        manifest = self._write_temp(self.folder, json.dumps({"items": items}).encode("utf-8"))
+        with self._store.durable_together():  # every staged file and name is durable before the commit point...
+            for n, (rel, data, replaced) in enumerate(plans):
+                entry: dict[str, object] = {"n": n, "path": rel}
+                if replaced is not None:
+                    old = self._store._write_temp(self.files, replaced)
+                    os.rename(old, self.files / f"{n}.old")
+                    entry["replaces"] = True
+                tmp = self._store._write_temp(self.files, data)
+                os.rename(tmp, self.files / f"{n}.md")
+                items.append(entry)
+                if on_write is not None:
+                    on_write(n + 1)
+            self._store._fsync_dir(self.files)
+        manifest = self._store._write_temp(self.folder, json.dumps({"items": items}).encode("utf-8"))
         os.rename(manifest, self.folder / MANIFEST)
-        Store._fsync_dir(self.folder)  # ...and the commit point before any file reaches the vault
+        self._store._fsync_dir(self.folder)  # ...and the commit point before any file reaches the vault
 
-    def publish(self, on_publish: Callable[[int], None] | None = None, *, after_crash: bool = False) -> list[str]:
-        """Publish every staged file not yet in the vault; returns their vault paths.
+    def publish(self, on_publish: Callable[[int], None] | None = None, *,
+                after_crash: bool = False) -> list[tuple[int, str, os.stat_result | None]]:
+        """Publish every staged file not yet in the vault, then make them durable
+        together; returns each one's item number, vault path and the stat of the file
+        published (``Store.place``; None: read it back before indexing it).
 
-        ``after_crash``: a crash interrupted publishing (``recover``). Items are published
-        in order, each staged name removed once its file is in the vault, so only the first
-        item still staged can have reached the vault before the crash."""
+        Staged names are removed only once every published file is durable (where
+        publishing is a rename they are gone at once). ``after_crash``: a crash
+        interrupted publishing (``recover``): any item still staged may have reached
+        the vault already, so each is looked for there first."""
         items = json.loads((self.folder / MANIFEST).read_text(encoding="utf-8"))["items"]
-        published: list[str] = []
-        for done, item in enumerate(items, 1):
-            staged = self.files / f"{item['n']}.md"
-            rel = item["path"]
-            folder, name = rel.rsplit("/", 1) if "/" in rel else ("", rel)
-            try:
-                found = os.stat(staged)
-            except FileNotFoundError:
-                continue  # published, and its staged name removed, before a crash
-            if item.get("replaces"):
-                where = self._put_replacement(staged, rel)
-                after_crash = False
-                if where:
-                    published.append(where)
+        published: list[tuple[int, str, os.stat_result | None]] = []
+        done_with: list[Path] = []
+        with self._store.durable_together():
+            for done, item in enumerate(items, 1):
+                staged = self.files / f"{item['n']}.md"
+                rel = item["path"]
+                folder, name = rel.rsplit("/", 1) if "/" in rel else ("", rel)
+                try:
+                    found = os.stat(staged)
+                except FileNotFoundError:
+                    continue  # published, and its staged name removed, before a crash
+                if item.get("replaces"):  # an update: the checked swap, safe to repeat after a crash
+                    replaced = self._put_replacement(staged, rel)
+                    if replaced:
+                        published.append((item["n"], replaced, None))
+                    if on_publish is not None:
+                        on_publish(done)
+                    continue
+                where = self._already_published(staged, found, folder, name[:-3]) if after_crash else None
+                stat = None
+                if where is None:
+                    where, stat = self._store.place(staged, folder, name[:-3])
+                if where:  # "": published before a crash, then forgotten or edited: it stays as it is now
+                    published.append((item["n"], where, stat))
+                done_with.append(staged)
                 if on_publish is not None:
                     on_publish(done)
-                continue
-            before = self._already_published(staged, found, folder, name[:-3]) if after_crash else None
-            after_crash = False
-            where = self._publish(staged, folder, name[:-3]) if before is None else before
-            if where:  # "": published before a crash, then forgotten or edited: it stays as it is now
-                published.append(where)
-            staged.unlink(missing_ok=True)  # renamed into the vault (or linked, by an older version)
-            if on_publish is not None:
-                on_publish(done)
+        for staged in done_with:
+            staged.unlink(missing_ok=True)  # renamed into the vault (or linked, where there is no rename)
         return published
 
     def _put_replacement(self, staged: Path, rel: str) -> str:
@@ -127,7 +135,7 @@ class Staging:
         if self._replace is None:
             raise VaultError("This import updates files; it needs a vault to put them in place.")
         where = self._replace(rel, staged.read_bytes(), old.read_bytes())
-        staged.unlink(missing_ok=True)  # done: a crash from here on does not repeat it
+        staged.unlink(missing_ok=True)  # done (the swap is durable): a crash from here on does not repeat it
         old.unlink(missing_ok=True)
         return where
 
@@ -180,4 +188,4 @@ class Staging:
             return []
         published = self.publish(after_crash=True)
         self._remove()
-        return published
+        return [rel for _n, rel, _stat in published]

@@ -6,6 +6,7 @@ leaves either the old file or the new one, and tests can inject disk errors in o
 
 from __future__ import annotations
 
+import ctypes
 import datetime as dt
 import errno
 import hashlib
@@ -18,6 +19,7 @@ import sys
 import threading
 import time
 from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 from slugify import slugify
@@ -95,6 +97,8 @@ def is_memory_name(name: str) -> bool:
 def encodable(name: str) -> bool:
     """Whether a name (or path) is text: bytes that are not UTF-8 (``caf\\xe9.md`` from a Latin-1
     system) reach Python as surrogates, which SQLite cannot store."""
+    if name.isascii():
+        return True
     try:
         name.encode("utf-8")
     except UnicodeEncodeError:
@@ -201,6 +205,36 @@ def _utc_stamp() -> str:
     return dt.datetime.now(dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
+def fsync_folder(folder: Path) -> None:
+    """fsync a folder, so the names in it (a new file, a rename) survive a crash."""
+    try:
+        fd = os.open(folder, os.O_RDONLY)
+    except OSError:  # Windows cannot open a folder; its renames are durable enough
+        return
+    try:
+        os.fsync(fd)
+    except OSError:
+        pass
+    finally:
+        os.close(fd)
+
+
+# syncfs(2): flush one file system, every file and folder written, in one call (Linux).
+_syncfs = locking.libc_function("syncfs") if sys.platform.startswith("linux") else None
+
+
+def _unchanged_since(path: Path, written: os.stat_result) -> os.stat_result | None:
+    """The stat of ``path`` if it is still the file ``written`` describes (same inode,
+    size and mtime: nobody wrote into it since), else None."""
+    try:
+        now = os.stat(path)
+    except OSError:
+        return None
+    same = (now.st_ino, now.st_dev, now.st_size, now.st_mtime_ns) == (
+        written.st_ino, written.st_dev, written.st_size, written.st_mtime_ns)
+    return now if same else None
+
+
 def _remove_empty(folders: list[Path]) -> None:
     """Remove folders a failed write created (deepest first), unless something is in them."""
     for folder in folders:
@@ -222,6 +256,7 @@ class Store:
         # What the write in progress did to the vault's files, in order: (path, how, detail).
         # ``VaultCore._writing`` takes them when the write ends (``gitsync`` commits them).
         self.changes: list[tuple[str, str, str]] = []
+        self._batch: set[Path] | None = None  # inside ``durable_together``: folders to fsync at its end
 
     def changed(self, rel: str, how: str, detail: str = "") -> None:
         """Note that the tool changed ``rel``: ``created``, ``changed``, ``moved`` (detail:
@@ -266,13 +301,27 @@ class Store:
         """Why a resolved path is off limits, or None: outside the vault, or in a
         dot-folder other than ``.prompts/`` (``.git/config`` can hold tokens)."""
         root = self.real_root
-        if resolved != root and root not in resolved.parents:
+        text, base = str(resolved), str(root)
+        if text != base and not text.startswith(base.rstrip(os.sep) + os.sep):
             return f"is outside the vault {str(root)!r}; give a path inside it."
         rel_parts = resolved.relative_to(root).parts
         hidden = [p for p in rel_parts[:-1] if p.startswith(".") and p != ".prompts"]
         if hidden or (rel_parts and rel_parts[-1].startswith(".") and rel_parts[-1] != ".prompts"):
             return "is inside a hidden folder or is a hidden file; only memories and .prompts/ can be read."
         return None
+
+    def _allowed_where(self, where: str) -> bool:
+        """``_refusal`` for a path the kernel reported (``/proc/self/fd``): a file inside
+        the vault, not the vault itself, in no dot-folder. Plain string checks for the
+        common case (no part of the path inside the vault starts with a dot); the full
+        check otherwise (``.prompts/`` is allowed)."""
+        base = str(self.real_root)
+        prefix = base.rstrip(os.sep) + os.sep
+        if not where.startswith(prefix) or where == base:
+            return False
+        if os.sep + "." not in where[len(prefix) - 1:]:
+            return True
+        return self._refusal(Path(where)) is None
 
     def inside(self, rel: str) -> bool:
         """Whether ``rel``, once symlinks are resolved, is a file ``confine`` allows: a
@@ -296,7 +345,8 @@ class Store:
 
     # ------------------------------------------------------------------ reading
     def walk(
-        self, skipped: Callable[[str, str], None] | None = None, temp_files: list[Path] | None = None
+        self, skipped: Callable[[str, str], None] | None = None, temp_files: list[Path] | None = None,
+        known: dict[str, tuple[str, int, int, int, int]] | None = None, unchanged: list[int] | None = None,
     ) -> Iterator[tuple[str, os.stat_result]]:
         """Every memory file with its stat, skipping dot-folders, editor droppings, names
         that are not UTF-8, and anything that is not a regular file once symlinks are
@@ -306,14 +356,21 @@ class Store:
         want to fix (``doctor`` lists them); dot-folders and droppings are left out quietly.
         Files over ``limits.MAX_FILE_BYTES`` are left out too (reading, hashing and
         parsing one would stall every command). ``temp_files`` collects the tool's own
-        temp files met on the way (``remove_orphans`` deletes those a crash left)."""
+        temp files met on the way (``remove_orphans`` deletes those a crash left).
+
+        ``known`` (reconcile's snapshot of the index: path -> (path, size, mtime, ctime, inode)):
+        each file walked is taken out of it, and one whose stat is the same is not
+        yielded, only counted in ``unchanged[0]``; what is left in ``known`` afterwards
+        was not found. Comparing here, in the walk's own loop, spares a second pass."""
         from . import limits
 
         def skip(rel: str, why: str) -> None:
             if skipped is not None:
                 skipped(rel.encode("utf-8", "surrogateescape").decode("utf-8", "replace"), why)
 
-        stack = [(self.root, "")]
+        max_bytes = limits.MAX_FILE_BYTES
+        regular = stat_kind.S_ISREG
+        stack: list[tuple[str, str]] = [(str(self.root), "")]
         while stack:
             folder, prefix = stack.pop()
             try:
@@ -321,17 +378,18 @@ class Store:
             except OSError:  # gone since it was listed, or unreadable
                 continue
             for entry in entries:
-                rel = prefix + entry.name
+                name = entry.name
+                rel = prefix + name
                 try:
                     if entry.is_dir(follow_symlinks=False):
-                        if is_ignored_dir(entry.name):
+                        if is_ignored_dir(name):
                             continue
-                        if encodable(entry.name):
-                            stack.append((Path(entry.path), rel + "/"))
+                        if encodable(name):
+                            stack.append((entry.path, rel + "/"))
                         else:
                             skip(rel + "/", "folder name is not UTF-8 (rename it)")
                         continue
-                    if not is_memory_name(entry.name):
+                    if not (name.endswith(".md") and name[0] != "." and (name.isascii() or encodable(name))):
                         if temp_files is not None and entry.name.endswith(TMP_SUFFIX):
                             temp_files.append(Path(entry.path))
                         if entry.name.endswith(".md") and not entry.name.startswith(".") and not encodable(entry.name):
@@ -344,11 +402,16 @@ class Store:
                 except OSError:  # gone since the listing, a symlink loop, unreadable
                     skip(rel, "cannot be read (a broken symlink, a symlink loop, or no permission)")
                     continue
-                if stat_kind.S_ISREG(found.st_mode) and found.st_size > limits.MAX_FILE_BYTES:
-                    skip(rel, f"{found.st_size / 2**20:,.1f} MB, over the {limits.MAX_FILE_BYTES / 2**20:g} MB limit "
-                              "for a memory file (split it, or move it out of the vault)")
-                elif stat_kind.S_ISREG(found.st_mode):
+                if regular(found.st_mode) and found.st_size <= max_bytes:
+                    if known is not None and known.pop(rel, None) == (
+                            rel, found.st_size, found.st_mtime_ns, found.st_ctime_ns, found.st_ino):
+                        if unchanged is not None:
+                            unchanged[0] += 1
+                        continue
                     yield rel, found
+                elif regular(found.st_mode):
+                    skip(rel, f"{found.st_size / 2**20:,.1f} MB, over the {max_bytes / 2**20:g} MB limit "
+                              "for a memory file (split it, or move it out of the vault)")
                 else:
                     skip(rel, "not a regular file (a folder, pipe or device)")
 
@@ -407,7 +470,7 @@ class Store:
         a last symlink, then ask the kernel where the opened file is (Linux:
         ``/proc/self/fd``) and check that place. ``_SLOW_PATH`` when this cannot decide:
         the memory is a symlink (allowed inside the vault), or there is no ``/proc``."""
-        path = self.root / rel
+        path = os.path.join(self.root, rel)  # a string: no Path object per read
         try:
             fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_NOFOLLOW", 0))
         except (FileNotFoundError, NotADirectoryError, IsADirectoryError):
@@ -423,8 +486,8 @@ class Store:
             os.close(fd)
             return _SLOW_PATH
         found = os.fstat(fd)
-        if self._refusal(Path(where)) is not None or Path(where) == self.real_root \
-                or not stat_kind.S_ISREG(found.st_mode) or (max_bytes is not None and found.st_size > max_bytes):
+        if not self._allowed_where(where) or not stat_kind.S_ISREG(found.st_mode) \
+                or (max_bytes is not None and found.st_size > max_bytes):
             os.close(fd)  # outside the vault or in a dot-folder; a pipe, a device, a folder; too big
             return None
         with os.fdopen(fd, "rb") as handle:
@@ -459,7 +522,8 @@ class Store:
             view = memoryview(data)
             while view:
                 view = view[os.write(fd, view) :]
-            os.fsync(fd)
+            if self._batch is None or _syncfs is None:
+                os.fsync(fd)  # in a batch on Linux, one syncfs at its end makes it durable with the rest
         except BaseException:
             os.close(fd)
             tmp.unlink(missing_ok=True)
@@ -467,31 +531,71 @@ class Store:
         os.close(fd)
         return tmp
 
-    @staticmethod
-    def _fsync_dir(folder: Path) -> None:
-        try:
-            fd = os.open(folder, os.O_RDONLY)
-        except OSError:  # Windows cannot open a folder; its renames are durable enough
+    def _fsync_dir(self, folder: Path) -> None:
+        """Make a folder's entries durable (a new name, a rename); in a batch, once at its end."""
+        if self._batch is not None:
+            self._batch.add(folder)
             return
+        fsync_folder(folder)
+
+    @contextmanager
+    def durable_together(self) -> Iterator[None]:
+        """Write many files, then make them durable together at the end: one ``syncfs``
+        of the vault's file system on Linux, else each file fsynced as it is written and
+        each folder once. A caller that needs a point durable inside (an import's commit
+        point) calls ``sync_batch``. Nested batches join the outer one."""
+        if self._batch is not None:
+            yield
+            return
+        self._batch = set()
         try:
-            os.fsync(fd)
-        except OSError:
-            pass
+            yield
+            self.sync_batch()
         finally:
-            os.close(fd)
+            self._batch = None
+
+    def sync_batch(self) -> None:
+        """Make everything the batch wrote so far durable (raises ``OSError`` if it cannot)."""
+        folders, self._batch = self._batch or set(), set()
+        if _syncfs is not None:
+            fd = os.open(self.root, os.O_RDONLY)
+            try:
+                if _syncfs(fd) != 0:
+                    code = ctypes.get_errno()
+                    raise OSError(code, os.strerror(code), str(self.root))
+            finally:
+                os.close(fd)
+            return
+        for folder in sorted(folders, key=lambda f: len(f.parts), reverse=True):
+            fsync_folder(folder)
 
     def create(self, folder: str, slug: str, data: bytes) -> str:
         """Write a new file as ``folder/slug.md`` (``-2``, ``-3``… if taken); never overwrites."""
-        return self.publish(None, folder, slug, data)
+        return self.place(None, folder, slug, data)[0]
 
     def publish(self, staged: Path | None, folder: str, slug: str, data: bytes = b"") -> str:
+        """``place``, returning only the new file's vault path."""
+        return self.place(staged, folder, slug, data)[0]
+
+    def place(self, staged: Path | None, folder: str, slug: str, data: bytes = b"") -> tuple[str, os.stat_result | None]:
         """Give a new file its name ``folder/slug.md`` (``-2``, ``-3``… if taken), never
         replacing a file: ``data`` written afresh, or a ``staged`` file (an import's),
-        moved there in one step (``locking.move_no_replace``)."""
+        moved there in one step (``locking.move_no_replace``).
+
+        Returns its vault path and the stat of the file published, taken after the
+        move, when it is still the very file that was written (same inode, size and
+        mtime): the index row can be built from the bytes just written and that stat,
+        without reading the file back. None when something touched it in between."""
         target_dir = self.abspath(folder)
-        new_dirs = [d for d in (target_dir, *target_dir.parents) if self.root in d.parents and not d.exists()]
-        existing = next((d for d in (target_dir, *target_dir.parents) if d.exists() or d == self.root), self.root)
-        if existing != self.root and not self.unaliased(self.relpath(existing)):
+        plain = self._plain_existing_folder(target_dir, folder)
+        new_dirs: list[Path] = []
+        if plain is None:  # not there yet (or no /proc to ask): check the way there
+            new_dirs = [d for d in (target_dir, *target_dir.parents) if self._below_root(d) and not d.exists()]
+            existing = next((d for d in (target_dir, *target_dir.parents) if d.exists() or d == self.root), self.root)
+            plain = existing == self.root or self.unaliased(self.relpath(existing))
+        else:
+            existing = target_dir
+        if not plain:
             # A symlinked folder on the way: the file would land outside the vault (or in
             # a folder the walk skips) and never be indexed.
             raise VaultError(
@@ -499,8 +603,10 @@ class Store:
                 "written through symlinks. Replace it with a real folder and retry."
             )
         try:
-            target_dir.mkdir(parents=True, exist_ok=True)
+            if new_dirs:
+                target_dir.mkdir(parents=True, exist_ok=True)
             tmp = staged if staged is not None else self._write_temp(target_dir, data)
+            written = os.stat(tmp)
         except OSError as exc:
             _remove_empty(new_dirs)
             raise disk_error(exc, "write the memory file") from exc
@@ -514,7 +620,7 @@ class Store:
                 self._fsync_dir(target_dir)
                 rel = f"{folder}/{name}" if folder else name
                 self.changed(rel, "created")
-                return rel
+                return rel, _unchanged_since(target_dir / name, written)
             raise VaultError(f"Too many files named {slug!r} in {folder!r}.")
         except OSError as exc:
             _remove_empty(new_dirs)
@@ -523,8 +629,31 @@ class Store:
             if staged is None:
                 tmp.unlink(missing_ok=True)
 
-    def replace_checked(self, rel: str, data: bytes, checked: bytes) -> None:
-        """Put ``data`` at ``rel`` if the file there still holds exactly ``checked``.
+    def _below_root(self, path: Path) -> bool:
+        text, base = str(path), str(self.root)
+        return text != base and text.startswith(base.rstrip(os.sep) + os.sep)
+
+    def _plain_existing_folder(self, target_dir: Path, folder: str) -> bool | None:
+        """Whether an existing folder is where its path says (no symlink on the way) and
+        a place ``confine`` allows, asked of the kernel in three system calls (open it,
+        read ``/proc/self/fd``) instead of resolving each part of the path. None when
+        this cannot tell: the folder is not there yet, or there is no ``/proc``."""
+        try:
+            fd = os.open(target_dir, os.O_RDONLY | getattr(os, "O_DIRECTORY", 0) | getattr(os, "O_NOFOLLOW", 0))
+        except OSError as exc:
+            return False if exc.errno == errno.ELOOP else None  # ELOOP: the folder itself is a symlink
+        try:
+            where = os.readlink(f"/proc/self/fd/{fd}")
+        except OSError:
+            return None
+        finally:
+            os.close(fd)
+        return where == str(self.real_root / folder if folder else self.real_root) and self._refusal(Path(where)) is None
+
+    def replace_checked(self, rel: str, data: bytes, checked: bytes) -> os.stat_result | None:
+        """Put ``data`` at ``rel`` if the file there still holds exactly ``checked``;
+        returns the stat of the file now there if it is still the one written (as
+        ``place`` does; None when something touched it since: read it back).
 
         Every step leaves something ``settle_parked`` understands, so no crash or error
         can lose a byte: first a record in ``.index/parked/`` (the hashes of what was
@@ -545,6 +674,7 @@ class Store:
         parked = self._park(rel, checked, data, mode)
         swapped = False
         try:
+            written = os.stat(parked)
             if locking.swap(parked, target):
                 swapped = True
                 if _bytes_of(parked) != checked:  # parked now holds what the swap displaced
@@ -554,6 +684,7 @@ class Store:
                 swapped = self._replace_without_swap(rel, parked, target, checked)
             self._fsync_dir(target.parent)
             self.changed(rel, "changed")
+            return _unchanged_since(target, written)
         except OSError as exc:
             if not swapped:
                 self._unpark(parked)  # nothing was changed

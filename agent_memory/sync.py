@@ -11,6 +11,12 @@ Events are lossy (a watch set up late, a full inotify queue, a laptop that slept
 the worker also runs a full ``reconcile()`` when it starts and every
 ``sweep_interval`` seconds; with nothing changed that is a walk of ``stat`` calls.
 
+While it watches, it vouches for the index (``vouch.py``): it holds the vault's
+watcher lock and answers the cookie a command writes into ``.index/cookies/`` once it
+has folded in everything queued before it, so the command can skip its own walk. An
+inotify overflow (watchdog only logs it: a log handler hears it), a watch that is gone
+or a path it could not fold in make it answer "cannot vouch" until a sweep has run.
+
 The tool's own writes need no special case: after a write the index row already
 holds the file's hash, so the event for it ends in "unchanged" after one read and
 one hash, without a parse. Nothing here ever writes a file.
@@ -28,10 +34,12 @@ import sys
 import threading
 import time
 import warnings
+import weakref
 from collections import Counter
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from types import TracebackType
+from typing import Any
 
 from watchdog.events import (
     DirDeletedEvent,
@@ -53,6 +61,7 @@ from .limits import MAX_FILE_BYTES
 from .models import ReconcileReport
 from .store import is_ignored_dir, is_memory_path
 from .vault import Vault
+from .vouch import Voucher, is_cookie
 
 DEFAULT_DEBOUNCE = 0.05
 DEFAULT_SWEEP_INTERVAL = 60.0
@@ -61,6 +70,10 @@ DEFAULT_SWEEP_INTERVAL = 60.0
 MAX_DELAY = 1.0
 # Without a watch, the sweep is all there is: run it more often than the default.
 FALLBACK_SWEEP_INTERVAL = 5.0
+# How often a vouching watcher looks at its own health (a watch that went away), and
+# rewrites its health file at least this often (the heartbeat) while nothing changes.
+HEALTH_CHECK = 1.0
+HEARTBEAT = 10.0
 
 # Only what can change a memory: no opens, no reads (the tool's own reads of a file
 # would otherwise wake the handler), no folder "modified" noise. Folders created or
@@ -85,6 +98,30 @@ class _StopNoise(logging.Filter):
 
 
 _STOP_NOISE = _StopNoise()
+
+
+class _Cookie(str):
+    """A command's cookie (its file name) seen in the event stream."""
+
+
+_WAKE = object()  # queued when events were lost: sweep now
+
+
+class _LostEvents(logging.Handler):
+    """watchdog says it lost events (an inotify queue overflow, a watch it could not
+    rebuild) only in its log, at WARNING or above: every watcher in this process hears
+    of it and stops vouching until it has swept the vault."""
+
+    def __init__(self) -> None:
+        super().__init__(logging.WARNING)
+        self.watchers: weakref.WeakSet[Watcher] = weakref.WeakSet()
+
+    def emit(self, record: logging.LogRecord) -> None:
+        for watcher in list(self.watchers):
+            watcher._lost(record.getMessage())
+
+
+_LOST_EVENTS = _LostEvents()
 
 
 @dataclass(frozen=True)
@@ -116,12 +153,18 @@ class _Handler(FileSystemEventHandler):
     reconciled, since a folder moved out of the vault brings no per-file events.
     """
 
-    def __init__(self, root: str, put: Callable[[tuple[str, bool]], None]) -> None:
+    def __init__(self, root: str, put: Callable[[Any], None]) -> None:
         super().__init__()
         self._prefix = root.rstrip(os.sep) + os.sep
         self._put = put
 
     def dispatch(self, event: FileSystemEvent) -> None:
+        if event.event_type == "created" and not event.is_directory:
+            rel = self._relative(os.fsdecode(event.src_path))
+            cookie = is_cookie(rel) if rel is not None else None
+            if cookie is not None:
+                self._put(_Cookie(cookie))
+                return
         if event.is_directory:
             rel = self._relative(os.fsdecode(event.src_path))
             if rel is not None and not any(is_ignored_dir(part) for part in rel.split("/")):
@@ -172,12 +215,19 @@ class Watcher:
         self.counts: Counter[str] = Counter()
         self.watching = False
         self._root = str(vault.root)
-        self._events: queue.SimpleQueue[tuple[str, bool] | None] = queue.SimpleQueue()
+        self._events: queue.SimpleQueue[Any] = queue.SimpleQueue()  # keys, cookies, _WAKE, None (stop)
         self._observer: BaseObserver | None = None
         self._worker: threading.Thread | None = None
         self._pending: dict[tuple[str, bool], tuple[float, float]] = {}  # key -> (first event, due)
         self._timers: list[tuple[float, int, tuple[str, bool]]] = []  # heap of (due, n, key)
         self._tick = itertools.count()  # breaks ties in the heap without comparing keys
+        self._voucher: Voucher | None = None
+        self._doubt_lock = threading.Lock()
+        self._doubt = 0  # bumped each time events may have been lost
+        self._cleared = -1  # _doubt when the last sweep that succeeded began (-1: none yet)
+        # Set once the start-up sweep is done: from then on every change reaches the index
+        # through its event (before, the sweep may find a file first and its event say "unchanged").
+        self.swept = threading.Event()
 
     @property
     def pending(self) -> int:
@@ -192,14 +242,30 @@ class Watcher:
         # the walk of its parent and by its own event): harmless, but it fills stderr.
         warnings.filterwarnings("ignore", message="Callback with id .* already exists", category=RuntimeWarning)
         logging.getLogger("watchdog.observers.inotify").addFilter(_STOP_NOISE)
+        watchdog_log = logging.getLogger("watchdog")
+        watchdog_log.addHandler(_LOST_EVENTS)
+        if not watchdog_log.isEnabledFor(logging.WARNING):
+            watchdog_log.setLevel(logging.WARNING)  # an overflow must reach _LOST_EVENTS
+        _LOST_EVENTS.watchers.add(self)
+        voucher = None
+        if not self.vault.read_only:
+            voucher = Voucher(self.vault.store.control_dir, self.vault.root, self.vault.index.path)
+            with contextlib.suppress(OSError):
+                voucher.cookies.mkdir(parents=True, exist_ok=True)  # watched from the start
         self._observer = self._watch()
         self.watching = self._observer is not None
+        if self.watching and voucher is not None and voucher.acquire():
+            self._voucher = voucher  # after the watch is up: the first sweep covers what came before
         self._worker = threading.Thread(target=self._run, name="agent-memory-sync", daemon=True)
         self._worker.start()
         return self
 
     def stop(self) -> None:
-        """Stop watching, fold in the paths still pending, join both threads."""
+        """Stop vouching, stop watching, fold in the paths still pending, join both threads."""
+        if self._voucher is not None:
+            self._voucher.release()
+            self._voucher = None
+        _LOST_EVENTS.watchers.discard(self)
         if self._observer is not None:
             self._observer.stop()
             self._observer.join()
@@ -243,21 +309,67 @@ class Watcher:
     def _run(self) -> None:
         """Debounce paths, fold them in when quiet; sweep on start and every interval."""
         interval = self.sweep_interval if self.watching else self._fallback_interval()
-        self._sweep()
+        try:
+            self._sweep()
+        finally:
+            self.swept.set()
         next_sweep = time.monotonic() + interval
+        next_check = time.monotonic() + HEALTH_CHECK
         while True:
-            wake = min(self._timers[0][0], next_sweep) if self._timers else next_sweep
+            wake = min(next_sweep, next_check) if self._voucher is not None else next_sweep
+            wake = min(self._timers[0][0], wake) if self._timers else wake
             items = self._take(wake - time.monotonic())
-            self._schedule(key for key in items if key is not None)
+            self._schedule(key for key in items if isinstance(key, tuple))
             if None in items:  # stop(): fold in what is pending, then end
                 self._fold(list(self._pending))
                 return
+            if any(item is _WAKE for item in items):
+                if self._voucher is not None:
+                    self._voucher.report(healthy=False, lost=True)
+                next_sweep = time.monotonic()  # events were lost: sweep now
+            cookies = [item for item in items if isinstance(item, _Cookie)]
+            if cookies:
+                self._answer(cookies)
             ready = self._due(time.monotonic())
             if ready:
                 self._fold(ready)
             if time.monotonic() >= next_sweep:
                 self._sweep()
                 next_sweep = time.monotonic() + interval
+            if self._voucher is not None and time.monotonic() >= next_check:
+                self._voucher.beat(self.healthy, HEARTBEAT)
+                next_check = time.monotonic() + HEALTH_CHECK
+
+    def _answer(self, cookies: list[_Cookie]) -> None:
+        """Fold in every path queued so far (all that happened before the cookies were
+        written), debounce or not, then answer each cookie: vouch, or say it cannot."""
+        pending = list(self._pending)
+        self._pending.clear()  # their timers in the heap are stale now and get skipped
+        doubt = self._doubt
+        self._fold(pending)
+        ok = self.healthy and self._doubt == doubt
+        if self._voucher is not None:
+            for cookie in cookies:
+                self._voucher.answer(cookie, ok)
+
+    @property
+    def healthy(self) -> bool:
+        """Whether this watcher can vouch for the index: its watch is up (observer and
+        emitters alive), and no events were lost since its last completed sweep."""
+        observer = self._observer
+        return (self.watching and observer is not None and observer.is_alive() and bool(observer.emitters)
+                and all(emitter.is_alive() for emitter in observer.emitters) and self._doubt == self._cleared)
+
+    def _lost(self, why: str) -> None:
+        """Events may have been lost (on the observer thread: only note it and wake the worker)."""
+        with self._doubt_lock:
+            self._doubt += 1
+        _warn(f"the watch of {self._root} may have missed changes ({why}); sweeping the vault")
+        self._events.put(_WAKE)
+
+    def _doubted(self) -> None:
+        with self._doubt_lock:
+            self._doubt += 1
 
     def _schedule(self, keys: Iterable[tuple[str, bool]]) -> None:
         """Each new event for a path pushes it back by ``debounce``, up to ``MAX_DELAY``
@@ -279,7 +391,7 @@ class Watcher:
                 del self._pending[key]
         return ready
 
-    def _take(self, timeout: float) -> list[tuple[str, bool] | None]:
+    def _take(self, timeout: float) -> list[Any]:
         """Wait up to ``timeout`` for one queued path, then take all already queued
         with it (a checkout queues thousands at once)."""
         try:
@@ -303,6 +415,7 @@ class Watcher:
                 paths.update(dict.fromkeys(self.vault.index.paths_under(rel)))
             except Exception as exc:  # a failure here must not stop the watcher
                 _warn(f"could not list what the index holds under {rel}/: {exc}")
+                self._doubted()
         for rel in paths:
             self._fold_path(rel)
 
@@ -311,6 +424,7 @@ class Watcher:
             outcome = self.vault.reconcile_path(rel)
         except Exception as exc:  # one unreadable file must not stop the watcher
             _warn(f"could not index {rel}: {exc}")
+            self._doubted()  # the index may be behind on it: no vouching until a sweep
             return
         self.counts[outcome] += 1
         if outcome in ("added", "updated"):
@@ -332,11 +446,18 @@ class Watcher:
         return "; ".join(note.problems) if note.unreadable else ""
 
     def _sweep(self) -> None:
+        doubt = self._doubt  # what this sweep clears: anything lost before it began
         try:
             report = self.vault.reconcile()
         except Exception as exc:
             _warn(f"full reconcile of {self._root} failed: {exc}")
+            if self._voucher is not None:
+                self._voucher.report(healthy=False)
             return
+        self._cleared = doubt
+        if self._voucher is not None:
+            self._voucher.tidy()
+            self._voucher.report(healthy=self.healthy)
         self.counts["sweeps"] += 1
         detail = _describe(report)
         if detail:

@@ -16,7 +16,7 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
-from . import graph
+from . import graph, vouch
 from . import note as notes
 from .clock import Clock, iso, utcnow
 from .core import STALE_MARK
@@ -87,8 +87,10 @@ class Vault(Writes, Links, Moves, Maintenance, Reconcile, GitSync):
 
     def _sync_on_open(self) -> None:
         """Finish what a crash interrupted (an import, a failed index write), then
-        reconcile. A read-only vault or a full disk still lets reads work: they filter
-        expired memories anyway, so failing to tidy must not stop a search."""
+        reconcile, unless a healthy watcher vouches for the index (``vouch.py``: then
+        only a move a crash interrupted is undone and expired memories are tidied). A
+        read-only vault or a full disk still lets reads work: they filter expired
+        memories anyway, so failing to tidy must not stop a search."""
         if not self.read_only:
             try:
                 self.finish_interrupted_import()
@@ -101,12 +103,24 @@ class Vault(Writes, Links, Moves, Maintenance, Reconcile, GitSync):
             if stale.exists():
                 self.reindex()
                 stale.unlink(missing_ok=True)
+            elif self._watcher_vouches():
+                self.finish_interrupted_move()
+                if self._expiring():
+                    self.sweep_expired()
             else:
                 self.reconcile()
         except (VaultError, sqlite3.Error, OSError) as exc:
             if not self.index.file_facts():
                 raise VaultError(f"Cannot index the vault {self.root}: {exc}") from exc
             print(f"agent-memory: warning: could not bring the index up to date: {exc}", file=sys.stderr)
+
+    def _watcher_vouches(self) -> bool:
+        """Whether a live, healthy watcher of this vault keeping this very index has
+        confirmed it holds every change made until now. Never for a read-only vault
+        (its index is in a cache folder) or an index this open had to create afresh."""
+        if self.read_only or self.index.rebuilt_schema or self.index.discarded_corrupt:
+            return False
+        return vouch.vouched(self.store.control_dir, self.root, self.index.path)
 
     @classmethod
     def init(cls, root: str | os.PathLike[str], *, memories_folder: str | None = None, **kwargs: Any) -> "Vault":

@@ -18,11 +18,13 @@ from typing import Any
 from . import credentials, graph
 from . import note as notes
 from .clock import iso
-from .core import VaultCore
+from .core import Examined, VaultCore
+from .index import FileFacts
 from .errors import Duplicate, InvalidInput, SavedMeanwhile, VersionConflict
 from .limits import (MAX_TAGS, check_content, check_importance, check_namespace, check_tags, check_text, check_ttl,
                      check_type)
-from .models import ForgetBatchResult, ForgetResult, ForgottenMemory, LinkResult, RememberResult, UpdateResult
+from .models import (ForgetBatchResult, ForgetResult, ForgottenMemory, LinkResult, Memory, RememberResult,
+                     UpdateResult)
 from .store import dated_folder, make_slug, new_id
 
 _RELATION_NAME = notes.RELATION_NAME
@@ -57,15 +59,31 @@ class Writes(VaultCore):
             raise VersionConflict(memory_id, expected_version, version)
         return row, data, _editable(notes.parse(data, row["path"]))
 
-    def _put(self, rel: str, checked: bytes, text: str) -> None:
-        """Swap the new text in if the file still holds ``checked``, then index it. If a
-        save landed meanwhile, the index takes that save instead and the write is refused."""
+    def _put(self, rel: str, checked: bytes, text: str) -> sqlite3.Row | None:
+        """Swap the new text in if the file still holds ``checked``, then index it (from
+        the bytes written and the stat of the file swapped in, when it is still that
+        file; else read back) and return its row. If a save landed meanwhile, the index
+        takes that save instead and the write is refused."""
+        data = text.encode("utf-8")
+        published = None
         try:
-            self.store.replace_checked(rel, text.encode("utf-8"), checked)
+            published = self.store.replace_checked(rel, data, checked)
         finally:
-            examined = self._examine(rel)  # parsed before the index transaction, not inside it
+            examined: Examined
+            if published is not None:
+                examined = (self._note_for(rel, data, published), FileFacts.read(data, published))
+            else:
+                examined = self._examine(rel)  # parsed before the index transaction, not inside it
             with self._index_write() as conn:
                 self._refresh(conn, rel, None, examined)
+        return self.index.by_path(rel)
+
+    def _as_written(self, rel: str, data: bytes, row: sqlite3.Row | None) -> Memory:
+        """The memory a write just made, from the bytes it wrote when the index row is
+        of those very bytes (else, a save landed since: read the file as it is now)."""
+        if row is not None and row["sha256"] == notes.file_version(data):
+            return self._memory(rel, data, row)
+        return self.get(rel)
 
     # ------------------------------------------------------------------ writes
     def _twin(self, namespace: str, content_hash: str, now: str, exclude_path: str = "") -> sqlite3.Row | None:
@@ -122,10 +140,9 @@ class Writes(VaultCore):
             named = title or notes.derive_title(content, "")
             slug = make_slug(credentials.redact(named, credentials.find_credentials(named)))  # never in a file name
             folder = "/".join(p for p in (self.settings.memories_folder, dated_folder(now)) if p)
-            rel = self.store.create(folder, slug, data)
-            with self._index_write() as conn:
-                self._refresh(conn, rel, None)
-            result = RememberResult(memory=self.get(rel), deduplicated=False)
+            rel, published = self.store.place(None, folder, slug, data)
+            result = RememberResult(memory=self._as_written(rel, data, self._index_new(rel, data, published)),
+                                    deduplicated=False)
             if warnings:
                 result["warnings"] = warnings
             return result
@@ -244,8 +261,9 @@ class Writes(VaultCore):
             changes["updated"] = iso(now)
             if body_changed and new_body is not None:  # kept before the write: a crash or a full disk
                 self.store.trash.copy_in(data, row["path"], row["id"], "replaced", iso(now))  # loses nothing
-            self._put(row["path"], data, notes.patch(edited if body_changed else text, changes))
-            result = UpdateResult(memory=self.get(row["path"]), changed=True)
+            written = notes.patch(edited if body_changed else text, changes).encode("utf-8")
+            new_row = self._put(row["path"], data, written.decode("utf-8"))
+            result = UpdateResult(memory=self._as_written(row["path"], written, new_row), changed=True)
             if warnings:
                 result["warnings"] = warnings
             return result

@@ -296,3 +296,31 @@ def test_a_bad_raw_text_is_refused_naming_the_item(vault: Vault, raw: object, me
     with pytest.raises(InvalidInput, match=message):
         vault.import_memories([{"path": "a.md", "raw": raw}])
     assert _files(vault) == []
+
+
+@pytest.mark.parametrize("syncfs", [True, False], ids=["syncfs", "fsync-each"])
+def test_a_batch_import_is_durable_and_indexed_as_a_rebuild_would(vault: Vault, monkeypatch: pytest.MonkeyPatch,
+                                                                  syncfs: bool) -> None:
+    """Files written together, made durable once (syncfs, or each file and folder
+    fsynced where there is none), indexed in one go from the bytes written: the index
+    is what a rebuild from the files gives, and the staging folder is gone."""
+    from agent_memory import store as store_module
+
+    if not syncfs:
+        monkeypatch.setattr(store_module, "_syncfs", None)
+    synced: list[str] = []
+    real_fsync = store_module.os.fsync
+    monkeypatch.setattr(store_module.os, "fsync", lambda fd: synced.append("fsync") or real_fsync(fd))
+    items = [{"content": f"Imported fact {i} about the billing queue", "namespace": "imports",
+              "created": f"2025-03-{1 + i % 3:02d}T10:00:00Z"} for i in range(30)]
+    result = vault.import_memories(items)
+    assert result["imported"] == 30 and len(set(result["ids"])) == 30
+    assert sorted(result["paths"]) == sorted(rel for rel in _files(vault))
+    assert not (vault.root / ".index" / "import").exists()
+    if syncfs:  # the manifest and its folder only: the 30 files went with one syncfs each way
+        assert len(synced) <= 3
+    else:
+        assert len(synced) >= 30
+    assert [h["path"] for h in vault.search("fact 7 billing")["hits"]][:1] == [
+        p for p in result["paths"] if vault.get(p)["content"].startswith("Imported fact 7 ")]
+    assert_index_matches_files(vault)

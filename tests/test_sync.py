@@ -74,7 +74,9 @@ def watch(vault: Vault) -> Iterator[Callable[..., Watcher]]:
     def start(target: Vault = vault, **kwargs: Any) -> Watcher:
         watcher = Watcher(target, **kwargs)
         started.append(watcher)
-        return watcher.start()
+        watcher.start()
+        assert watcher.swept.wait(DEADLINE), "the watcher's start-up sweep did not finish"
+        return watcher
 
     try:
         yield start

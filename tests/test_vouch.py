@@ -1,0 +1,220 @@
+"""A running watcher vouches for the index, so a command skips its start-up walk; any
+doubt means the walk. Real watchdog observers (each stopped and joined), real files,
+real processes; every test ends with the next open seeing every change.
+
+Some edits are made through a hard link outside the vault: inotify reports an event to
+the folder the file was written through, so such an edit is one the watch cannot see,
+which is what a lost event looks like. Those are the edits only a walk can find."""
+
+from __future__ import annotations
+
+import logging
+import os
+import signal
+import subprocess
+import sys
+import threading
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from agent_memory import vouch
+from agent_memory.sync import Watcher
+from agent_memory.vault import Vault
+from tests.conftest import assert_index_matches_files, run_cli
+from tests.test_sync import DEADLINE, hand_note, wait_until
+
+
+@pytest.fixture
+def watch(vault: Vault) -> Iterator[Callable[..., Watcher]]:
+    """Start watchers; every one is stopped and joined, and no thread is left behind."""
+    before = set(threading.enumerate())
+    started: list[Watcher] = []
+
+    def start(target: Vault = vault, **kwargs: Any) -> Watcher:
+        watcher = Watcher(target, **kwargs)
+        started.append(watcher)
+        return watcher.start()
+
+    try:
+        yield start
+    finally:
+        for watcher in started:
+            watcher.stop()
+        leftover = [t for t in threading.enumerate() if t not in before and t.is_alive()]
+        assert not leftover, f"threads still running after stop(): {leftover}"
+
+
+@pytest.fixture
+def patient(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Commands in this process wait as long as the tests' deadline for the watcher's
+    answer: on two shared cores 100 ms can pass unanswered, and that would only mean a
+    walk (correct, but then a test could not tell a vouch from a walk)."""
+    monkeypatch.setattr(vouch, "COOKIE_WAIT", DEADLINE)
+
+
+@pytest.fixture
+def walks(monkeypatch: pytest.MonkeyPatch) -> list[Path]:
+    """The full reconciles run by vault opens (a spy: the real one still runs)."""
+    calls: list[Path] = []
+    real = Vault.reconcile
+
+    def spy(self: Vault) -> Any:
+        calls.append(self.root)
+        return real(self)
+
+    monkeypatch.setattr(Vault, "reconcile", spy)
+    return calls
+
+
+def vouches(vault: Vault) -> bool:
+    return vouch.vouched(vault.store.control_dir, vault.root, vault.index.path, wait=DEADLINE)
+
+
+def edit_unseen(vault: Vault, rel: str, outside: Path, text: str) -> None:
+    """Rewrite a memory through a hard link outside the vault: no event reaches the watch."""
+    outside.mkdir(exist_ok=True)
+    link = outside / rel.replace("/", "_")
+    if not link.exists():
+        os.link(vault.root / rel, link)
+    with open(link, "r+", encoding="utf-8") as handle:
+        handle.write(text)
+        handle.truncate()
+
+
+def paths_found(root: Path, query: str, **kwargs: Any) -> list[str]:
+    with Vault(root, **kwargs) as opened:
+        return sorted(h["path"] for h in opened.search(query, match="all", limit=50)["hits"])
+
+
+def test_without_a_watcher_an_open_walks_and_sees_every_edit(vault: Vault, walks: list[Path]) -> None:
+    (vault.root / "a.md").write_text(hand_note("The kettle is in the blue cupboard."))
+    (vault.root / "b.md").write_text(hand_note("The spare kettle is in the garage."))
+    vault.reconcile()
+    (vault.root / "a.md").write_text(hand_note("The kettle moved to the red cupboard."))
+    (vault.root / "b.md").unlink()
+    (vault.root / "c.md").write_text(hand_note("A third kettle lives at the office."))
+    assert not vouches(vault)
+    walks.clear()
+    assert paths_found(vault.root, "kettle") == ["a.md", "c.md"]
+    assert paths_found(vault.root, "red cupboard") == ["a.md"]
+    assert walks, "no watcher: the open must walk"
+
+
+def test_a_live_watcher_vouches_and_the_next_command_sees_an_edit_made_just_before(
+    vault: Vault, watch: Callable[..., Watcher], walks: list[Path], patient: None
+) -> None:
+    (vault.root / "team").mkdir()
+    (vault.root / "team" / "ana.md").write_text(hand_note("Ana reviews the billing queue."))
+    (vault.root / "team" / "bo.md").write_text(hand_note("Bo reviews the billing reports."))
+    # A debounce longer than the test: these edits are still queued when the command
+    # opens the vault; its cookie makes the watcher fold them in first.
+    watch(debounce=30.0, sweep_interval=3600)
+    wait_until(lambda: vouches(vault), "the watcher vouches for the index")
+    (vault.root / "team" / "ana.md").write_text(hand_note("Ana reviews the payroll queue now."))
+    (vault.root / "team" / "bo.md").unlink()
+    (vault.root / "team" / "cy.md").write_text(hand_note("Cy reviews the payroll reports."))
+    walks.clear()
+    assert paths_found(vault.root, "payroll") == ["team/ana.md", "team/cy.md"]
+    assert paths_found(vault.root, "billing") == []
+    assert walks == [], "a healthy watcher vouched: the open must not walk"
+    assert_index_matches_files(vault)
+
+
+def test_the_cli_sees_an_edit_made_just_before_it_with_a_watcher_live(vault: Vault, watch: Callable[..., Watcher]) -> None:
+    (vault.root / "deploys.md").write_text(hand_note("ACME deploys on Fridays."))
+    watch(debounce=30.0, sweep_interval=3600)
+    wait_until(lambda: vouches(vault), "the watcher vouches for the index")
+    (vault.root / "deploys.md").write_text(hand_note("ACME deploys on Tuesdays now."))
+    (vault.root / "rollback.md").write_text(hand_note("ACME rollbacks need two approvals."))
+    found = run_cli("search", "ACME", "--json", vault=vault.root)
+    assert found.returncode == 0, found.stderr
+    assert "Tuesdays" in found.stdout and "rollbacks" in found.stdout and "Fridays" not in found.stdout
+    assert (vault.root / ".index" / "cookies").is_dir() and not any((vault.root / ".index" / "cookies").iterdir())
+
+
+def test_a_watcher_killed_a_moment_ago_vouches_for_nothing(vault: Vault, walks: list[Path], patient: None,
+                                                           tmp_path: Path) -> None:
+    (vault.root / "notes.md").write_text(hand_note("The router password is on the fridge."))
+    vault.reconcile()
+    env = {k: v for k, v in os.environ.items() if not k.startswith("AGENT_MEMORY")}
+    process = subprocess.Popen([sys.executable, "-m", "agent_memory", "--dir", str(vault.root), "watch"],
+                               stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, env=env)
+    try:
+        wait_until(lambda: vouches(vault), "the watcher process vouches for the index")
+    finally:
+        process.send_signal(signal.SIGKILL)
+        process.wait(timeout=DEADLINE)
+        assert process.stderr is not None
+        process.stderr.close()
+    # It died without a word: its health file still says healthy; its lock is gone.
+    assert '"healthy": true' in (vault.root / ".index" / "watcher.json").read_text()
+    assert not vouches(vault)
+    edit_unseen(vault, "notes.md", tmp_path / "outside", hand_note("The router password is in the drawer."))
+    (vault.root / "new.md").write_text(hand_note("The router was replaced in May."))
+    walks.clear()
+    assert paths_found(vault.root, "router") == ["new.md", "notes.md"]
+    assert paths_found(vault.root, "router drawer") == ["notes.md"]
+    assert walks, "a dead watcher vouches for nothing: the open must walk"
+
+
+def test_after_lost_events_the_watcher_does_not_vouch_until_it_has_swept(
+    vault: Vault, watch: Callable[..., Watcher], patient: None, tmp_path: Path
+) -> None:
+    (vault.root / "plants.md").write_text(hand_note("Water the fern on Mondays."))
+    watcher = watch(sweep_interval=3600)
+    wait_until(lambda: vouches(vault), "the watcher vouches for the index")
+    edit_unseen(vault, "plants.md", tmp_path / "outside", hand_note("Water the fern on Thursdays."))
+    # What watchdog 7 does on an inotify queue overflow: it logs this warning, nothing else.
+    logging.getLogger("watchdog.observers.inotify_c").warning("Inotify queue overflowed; filesystem events were lost")
+    assert paths_found(vault.root, "fern thursdays") == ["plants.md"]
+    wait_until(lambda: watcher.counts["sweeps"] >= 2 and vouches(vault), "the watcher swept and vouches again")
+    assert_index_matches_files(vault)
+
+
+def test_a_watcher_whose_watch_is_gone_does_not_vouch(vault: Vault, watch: Callable[..., Watcher], patient: None,
+                                                      tmp_path: Path) -> None:
+    (vault.root / "car.md").write_text(hand_note("The car is parked on level 2."))
+    watcher = watch(sweep_interval=3600)
+    wait_until(lambda: vouches(vault), "the watcher vouches for the index")
+    assert watcher._observer is not None
+    watcher._observer.unschedule_all()  # the watch is gone (as when its folder is unmounted)
+    health = vault.root / ".index" / "watcher.json"
+    wait_until(lambda: '"healthy": false' in health.read_text(), "the watcher notices and says so")
+    assert not vouches(vault)
+    edit_unseen(vault, "car.md", tmp_path / "outside", hand_note("The car is parked on level 5."))
+    assert paths_found(vault.root, "car level 5") == ["car.md"]
+
+
+def test_a_watcher_of_another_index_does_not_vouch_for_this_one(vault: Vault, watch: Callable[..., Watcher],
+                                                                patient: None, tmp_path: Path) -> None:
+    (vault.root / "trip.md").write_text(hand_note("The trip to Lisbon is in June."))
+    elsewhere = tmp_path / "elsewhere-index"
+    assert paths_found(vault.root, "lisbon", index_dir=elsewhere) == ["trip.md"]  # an index of its own, current
+    watch(sweep_interval=3600)
+    wait_until(lambda: vouches(vault), "the watcher vouches for its index")
+    (vault.root / "trip.md").write_text(hand_note("The trip to Porto is in July."))
+    wait_until(lambda: vault.index.by_path("trip.md") and "Porto" in vault.index.by_path("trip.md")["body"],
+               "the watcher folds the edit into its index")
+    assert paths_found(vault.root, "porto", index_dir=elsewhere) == ["trip.md"]
+    assert paths_found(vault.root, "lisbon", index_dir=elsewhere) == []
+
+
+def test_a_second_watcher_leaves_the_vouching_to_the_first(vault: Vault, watch: Callable[..., Watcher],
+                                                           patient: None, walks: list[Path]) -> None:
+    first = watch(sweep_interval=3600)
+    wait_until(lambda: vouches(vault), "the first watcher vouches")
+    with Vault(vault.root, sync=False) as other:
+        second = watch(other, sweep_interval=3600)
+        wait_until(lambda: second.counts["sweeps"] >= 1, "the second watcher has swept")
+        (vault.root / "bread.md").write_text(hand_note("Bake the rye bread on Saturdays."))
+        walks.clear()
+        assert paths_found(vault.root, "rye bread") == ["bread.md"]
+        assert walks == []
+        first.stop()  # the vouching one goes: nobody vouches, and opens walk again
+        assert not vouches(vault)
+        (vault.root / "cake.md").write_text(hand_note("Bake the lemon cake on Sundays."))
+        assert paths_found(vault.root, "lemon cake") == ["cake.md"]
+        assert walks
