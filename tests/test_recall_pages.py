@@ -65,14 +65,10 @@ def test_auto_fills_the_page_after_the_complete_hits(many: Vault) -> None:
 
 
 def test_the_cli_pages_with_offset(many: Vault) -> None:
-    from click.testing import CliRunner
-
-    from agent_memory.cli import Settings, cli
+    from conftest import cli_ok
 
     def run(*args: str) -> str:
-        done = CliRunner().invoke(cli, ["--dir", str(many.root), "search", "refund", "--limit", "5", *args], obj=Settings())
-        assert done.exit_code == 0, done.output
-        return done.output
+        return cli_ok("search", "refund", "--limit", "5", *args, vault=many.root)
 
     assert "more: --offset 5" in run()
     last = run("--offset", "10")

@@ -16,15 +16,11 @@ from agent_memory.server import build_server
 from agent_memory.server.tools import closest_name
 from agent_memory.vault import Vault
 
+from conftest import tool_ok as ok
+
 pytestmark = pytest.mark.anyio
 
 NUL = "\x00"
-
-
-@pytest.fixture
-async def client(vault: Vault):
-    async with Client(build_server(vault)) as connected:
-        yield connected
 
 
 def vault_files(root: Path) -> dict[str, bytes]:
@@ -34,12 +30,6 @@ def vault_files(root: Path) -> dict[str, bytes]:
         for p in sorted(root.rglob("*"))
         if p.is_file() and ".index" not in p.relative_to(root).parts
     }
-
-
-async def ok(client: Client, tool: str, **arguments: Any) -> dict[str, Any]:
-    result = await client.call_tool(tool, arguments)
-    assert result.is_error is False, result.content[0].text
-    return result.structured_content
 
 
 async def refused(client: Client, vault: Vault, tool: str, arguments: dict[str, Any]) -> str:
