@@ -16,7 +16,7 @@ import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any
+from typing import Any, Self
 
 from . import credentials
 from . import note as notes
@@ -122,7 +122,7 @@ class VaultCore:
         self._generations = Generations(self.store.control_dir / "writes.json", str(self.index.path))
         self._seen_others = self._generations.others()
         self._settings: tuple[object, Settings] | None = None
-        self.settings  # a broken settings file is a clear error at open, not at the first write
+        self.settings  # noqa: B018 - a broken settings file is a clear error at open, not at the first write
 
     @property
     def settings(self) -> Settings:
@@ -153,7 +153,7 @@ class VaultCore:
     def close(self) -> None:
         self.index.close()
 
-    def __enter__(self) -> "VaultCore":
+    def __enter__(self) -> Self:
         return self
 
     def __exit__(self, *exc: object) -> None:

@@ -186,7 +186,7 @@ def _libc_function(name: str) -> Callable[..., int] | None:
     for library in (None, "c"):
         try:
             found = ctypes.CDLL(library if library is None else ctypes.util.find_library(library), use_errno=True)
-            return getattr(found, name)  # type: ignore[no-any-return]
+            return getattr(found, name)
         except (OSError, AttributeError, TypeError):
             continue
     return None

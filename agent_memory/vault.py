@@ -7,6 +7,7 @@ the bytes actually on disk, through the same per-file function reconcile uses.
 
 from __future__ import annotations
 
+import builtins
 import os
 import re
 import sqlite3
@@ -108,7 +109,7 @@ class Vault(Writes, Links, Moves, Maintenance, Reconcile):
             print(f"agent-memory: warning: could not bring the index up to date: {exc}", file=sys.stderr)
 
     @classmethod
-    def init(cls, root: str | os.PathLike[str], *, memories_folder: str | None = None, **kwargs: Any) -> "Vault":
+    def init(cls, root: str | os.PathLike[str], *, memories_folder: str | None = None, **kwargs: Any) -> Vault:
         """Create the vault folder (and its .gitignore) if needed, then open it.
 
         ``memories_folder`` writes the ``memories.folder`` setting (where new memories'
@@ -268,7 +269,7 @@ class Vault(Writes, Links, Moves, Maintenance, Reconcile):
             )
         return result
 
-    def related_to_hits(self, hits: list[MemoryRecord], depth: int, now: str) -> RecallGraph:
+    def related_to_hits(self, hits: builtins.list[MemoryRecord], depth: int, now: str) -> RecallGraph:
         """The memories linked to or from ``hits`` (both directions, as ``related``'s
         default), breadth-first up to ``depth`` links from the nearest hit, at most
         ``SEARCH_RELATED_LIMIT`` besides the hits; edges among all of them."""
@@ -286,7 +287,7 @@ class Vault(Writes, Links, Moves, Maintenance, Reconcile):
                            "hit, or a lower depth, to see the rest.")
         return out
 
-    def _hits(self, found: Outcome) -> list[Hit]:
+    def _hits(self, found: Outcome) -> builtins.list[Hit]:
         return [self._hit(found.records[s.rid], s, found.snippets.get(s.rid, "")) for s in found.ranked]
 
     def _hit(self, record: MemoryRecord, scored: Scored, snippet: str) -> Hit:
@@ -378,7 +379,7 @@ class Vault(Writes, Links, Moves, Maintenance, Reconcile):
         if not isinstance(token_budget, int) or isinstance(token_budget, bool) or not 1 <= token_budget <= MAX_TOKEN_BUDGET:
             raise InvalidInput(f"token_budget must be between 1 and {MAX_TOKEN_BUDGET:,} tokens; got {token_budget!r}.")
         hint = None
-        kinds = {"type": type, "min_importance": min_importance, "max_importance": max_importance}
+        kinds: dict[str, Any] = {"type": type, "min_importance": min_importance, "max_importance": max_importance}
         if (query or "").strip():
             found = self.search(query, namespace=namespace, tags=tags, limit=CONTEXT_CANDIDATES, **kinds)
             paths = [hit["path"] for hit in found["hits"]]
@@ -412,7 +413,7 @@ class Vault(Writes, Links, Moves, Maintenance, Reconcile):
             result["hint"] = f"{omitted} matching memories did not fit; raise token_budget or narrow the query to see them."
         return result
 
-    def _context_order(self, loaded: list[tuple[sqlite3.Row, Memory]], strategy: str) -> list[tuple[sqlite3.Row, Memory]]:
+    def _context_order(self, loaded: builtins.list[tuple[sqlite3.Row, Memory]], strategy: str) -> builtins.list[tuple[sqlite3.Row, Memory]]:
         if strategy == "recency":
             return sorted(loaded, key=lambda pair: pair[1]["updated"], reverse=True)
         if strategy == "importance":
@@ -433,7 +434,7 @@ class Vault(Writes, Links, Moves, Maintenance, Reconcile):
 
     @staticmethod
     def _summary_of(memory: Memory) -> Summary:
-        return Summary(**{key: memory[key] for key in Summary.__annotations__})  # type: ignore[misc]
+        return Summary(**{key: memory[key] for key in Summary.__annotations__})  # type: ignore[typeddict-item, literal-required]
 
     def read_file(self, path: str, max_bytes: int = MAX_READ_BYTES) -> FileContent:
         """A text file inside the vault, as it is on disk.
@@ -478,7 +479,7 @@ class Vault(Writes, Links, Moves, Maintenance, Reconcile):
             memory_id=row["id"] if row is not None else None, content=text,
         )
 
-    def complete_ids(self, prefix: str, limit: int = 20) -> list[str]:
+    def complete_ids(self, prefix: str, limit: int = 20) -> builtins.list[str]:
         """Live memory ids and vault paths that start with ``prefix``, newest first
         (what an MCP client offers while someone types a ``memory://`` address)."""
         n = len(prefix)

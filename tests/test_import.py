@@ -221,19 +221,19 @@ async def test_one_mcp_import_call_takes_at_most_max_batch_items(vault: Vault) -
 # YAML 1.1 booleans, offsets, unknown keys in their order, CRLF line ends, a BOM.
 WRITTEN_BY_PEOPLE = {
     "people/priya.md": (
-        "---\n"
-        "# who to ask about billing\n"
-        "aliases:\n"
-        "  - Priya R.\n"
-        "  - PR\n"
-        "tags:\n"
-        "  - people\n"
-        "archived: no\n"
-        "created: 2026-07-20T11:00:00+02:00\n"
-        "zzz: last key, kept last\n"
-        "---\n"
-        "Priya prefers written questions.\n"
-    ).encode(),
+        b"---\n"
+        b"# who to ask about billing\n"
+        b"aliases:\n"
+        b"  - Priya R.\n"
+        b"  - PR\n"
+        b"tags:\n"
+        b"  - people\n"
+        b"archived: no\n"
+        b"created: 2026-07-20T11:00:00+02:00\n"
+        b"zzz: last key, kept last\n"
+        b"---\n"
+        b"Priya prefers written questions.\n"
+    ),
     "windows.md": b"\xef\xbb\xbf---\r\ntags: [ops]\r\n---\r\nDeploys from the Windows box\r\n",
     "no-front-matter.md": b"Just a line, no newline at the end",
 }

@@ -42,7 +42,7 @@ def stems(nodes: list[dict[str, Any]]) -> dict[str, int]:
 
 def test_depth_one_returns_the_memories_linked_to_the_hits(linked: Vault) -> None:
     result = linked.search("outage friday", depth=1)
-    assert [Path(h["path"]).stem for h in result["hits"]][0] == "incident-42"
+    assert Path(result["hits"][0]["path"]).stem == "incident-42"
     graph = result["related"]
     assert graph["depth"] == 1 and graph["aborted"] is False
     near = stems(graph["nodes"])

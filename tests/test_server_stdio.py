@@ -117,9 +117,8 @@ async def test_the_handshake_does_not_wait_for_the_start_up_reconcile(tmp_path: 
     Vault.init(vault_dir).close()
     (vault_dir / "people").mkdir()
     (vault_dir / "people" / "priya.md").write_text("Priya prefers written questions\n")
-    lock = open(vault_dir / ".index" / "write.lock", "a+")
-    fcntl.flock(lock, fcntl.LOCK_EX)
-    try:
+    with open(vault_dir / ".index" / "write.lock", "a+") as lock:  # noqa: ASYNC230 - opened before the server starts
+        fcntl.flock(lock, fcntl.LOCK_EX)
         async with Client(serve_params(vault_dir, "serve")) as client:
             with anyio.fail_after(20):
                 tools = await client.list_tools()
@@ -128,5 +127,3 @@ async def test_the_handshake_does_not_wait_for_the_start_up_reconcile(tmp_path: 
             fcntl.flock(lock, fcntl.LOCK_UN)
             found = await recall_until(client, "Priya written questions")
             assert [h["path"] for h in found["hits"]] == ["people/priya.md"]
-    finally:
-        lock.close()

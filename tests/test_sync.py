@@ -488,9 +488,9 @@ def test_two_watchers_in_two_processes_do_not_fight(vault: Vault, watch: Callabl
             tmp = vault.root / ".shared.md.tmp"  # atomic saves: no reader ever sees half a file
             tmp.write_text(hand_note(f"Shared note version v{n}x."))
             os.replace(tmp, path)
-            wait_until(lambda: body_is(vault, "shared.md", f"v{n}x"), f"version {n} is indexed")
+            wait_until(lambda n=n: body_is(vault, "shared.md", f"v{n}x"), f"version {n} is indexed")
             # both watchers have seen this version before the next one is written
-            wait_until(lambda: watched_in(out, changes) >= n + 1, f"version {n} is reported")
+            wait_until(lambda n=n: watched_in(out, changes) >= n + 1, f"version {n} is reported")
         made = vault.remember("Written by an agent while two watchers run.")["memory"]
     finally:
         other.send_signal(2)  # Ctrl-C

@@ -62,7 +62,8 @@ class PromptFile:
             return [UserMessage(self.render(values))]
 
         return Prompt(
-            name=self.name, title=self.title, description=self.description, arguments=self.arguments, fn=render
+            name=self.name, title=self.title, description=self.description, arguments=self.arguments, fn=render,
+            context_kwarg=None,
         )
 
 
@@ -75,7 +76,7 @@ def parse_prompt(text: str, origin: str) -> PromptFile:
         raise ValueError("front matter needs `name:` (letters, digits, '_', '-', '.')")
     raw_args = meta.get("arguments") or []
     if not isinstance(raw_args, list):
-        raise ValueError("`arguments` must be a list of {name, description, required}")
+        raise ValueError("`arguments` must be a list of {name, description, required}")  # noqa: TRY004 - callers catch ValueError
     arguments = []
     for raw in raw_args:
         if not isinstance(raw, dict) or not isinstance(raw.get("name"), str) or not raw["name"].strip():
