@@ -4,6 +4,7 @@ and leaves the vault's files exactly as they were."""
 
 from __future__ import annotations
 
+from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -16,7 +17,7 @@ from agent_memory.server import build_server
 from agent_memory.server.tools import closest_name
 from agent_memory.vault import Vault
 
-from conftest import tool_ok as ok
+from conftest import Clock, mcp_client, tool_ok as ok
 
 pytestmark = pytest.mark.anyio
 
@@ -45,7 +46,27 @@ async def refused(client: Client, vault: Vault, tool: str, arguments: dict[str, 
     return text.removeprefix(f"Error executing tool {tool}: ")
 
 
-@pytest.fixture
+@pytest.fixture(scope="module")
+def anyio_backend() -> str:
+    return "asyncio"
+
+
+@pytest.fixture(scope="module")
+def vault(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Vault]:
+    """One vault and one server for the whole module: every call here is refused and
+    leaves the vault as it was (``refused`` checks that each time), so the tests can
+    share them; the few valid calls only add memories no test counts."""
+    with Vault.init(tmp_path_factory.mktemp("validation") / ".memory", clock=Clock()) as shared:
+        yield shared
+
+
+@pytest.fixture(scope="module")
+async def client(vault: Vault) -> AsyncIterator[Client]:
+    async with mcp_client(vault) as connected:
+        yield connected
+
+
+@pytest.fixture(scope="module")
 async def ids(client: Client) -> dict[str, str]:
     a = (await ok(client, "remember", content="ACME deploys on Fridays", tags=["acme"]))["memory"]
     b = (await ok(client, "remember", content="ACME billing runs monthly"))["memory"]
