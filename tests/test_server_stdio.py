@@ -4,6 +4,7 @@ and by raw JSON-RPC lines; the watcher keeps the index in step while it runs."""
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 import threading
@@ -19,13 +20,15 @@ from agent_memory.vault import Vault
 from conftest import tool_ok
 
 SCRIPT = Path(sys.executable).with_name("agent-memory")
+CODE_UNDER_TEST = {"PYTHONPATH": os.environ["PYTHONPATH"]} if os.environ.get("PYTHONPATH") else {}
 
 pytestmark = pytest.mark.anyio
 
 
 def serve_params(vault_dir: Path, *args: str) -> StdioServerParameters:
-    # The stdio client forwards almost no environment: the vault must come from --dir.
-    return StdioServerParameters(command=str(SCRIPT), args=[*args, "--dir", str(vault_dir)])
+    # The stdio client forwards almost no environment: the vault must come from --dir,
+    # and PYTHONPATH is passed on so the server runs the code under test.
+    return StdioServerParameters(command=str(SCRIPT), args=[*args, "--dir", str(vault_dir)], env=CODE_UNDER_TEST)
 
 
 async def test_remember_recall_forget_over_stdio(tmp_path: Path) -> None:
