@@ -12,7 +12,7 @@ import json
 import os
 import re
 import sys
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
@@ -174,7 +174,7 @@ def _tag_text(tags: list[str]) -> str:
     return " ".join("#" + printable(t) for t in tags)
 
 
-def _print_summary(n: int | None, item: dict[str, Any]) -> None:
+def _print_summary(n: int | None, item: Mapping[str, Any]) -> None:
     head = f"{n}. " if n is not None else ""
     tags = f"  {_tag_text(item['tags'])}" if item["tags"] else ""
     conflict = click.style("  git conflict", fg="yellow") if item.get("conflict") else ""
@@ -324,7 +324,7 @@ def search(query: str, namespace: str | None, tags: tuple[str, ...], limit: int,
     emit(result, human)
 
 
-def _print_explanation(explained: dict[str, Any]) -> None:
+def _print_explanation(explained: Mapping[str, Any]) -> None:
     click.echo(f"\nprofile {explained['profile']}; {len(explained['statements'])} statements:")
     for n, statement in enumerate(explained["statements"], 1):
         click.echo(f"{n:>3}. {printable(statement['sql'])}")

@@ -16,7 +16,7 @@ import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any
+from typing import Any, Self
 
 from . import credentials
 from . import note as notes
@@ -125,7 +125,7 @@ class VaultCore:
         # Commit tool writes: True (``serve --git-commit``), or None to follow ``git.commit``.
         self.git_commit: bool | None = None
         self.git_state: Any = None  # gitsync's per-vault state (repository, pending writes, committer)
-        self.settings  # a broken settings file is a clear error at open, not at the first write
+        self.settings  # noqa: B018 - a broken settings file is a clear error at open, not at the first write
 
     @property
     def settings(self) -> Settings:
@@ -156,7 +156,7 @@ class VaultCore:
     def close(self) -> None:
         self.index.close()
 
-    def __enter__(self) -> "VaultCore":
+    def __enter__(self) -> Self:
         return self
 
     def __exit__(self, *exc: object) -> None:

@@ -272,7 +272,7 @@ def state_of(vault: VaultCore) -> GitState:
     with _state_lock:
         if vault.git_state is None:
             vault.git_state = GitState(vault)
-        return vault.git_state  # type: ignore[no-any-return]
+        return vault.git_state
 
 
 # --------------------------------------------------------------------------- what a write did
@@ -693,7 +693,7 @@ class GitSync(VaultCore):
 def _added(before: SyncResult, after: SyncResult) -> SyncResult:
     """Two rounds of one sync (the push was refused once) as one summary."""
     for key in ("committed", "pulled", "indexed"):
-        after[key] += before[key]  # type: ignore[literal-required]
+        after[key] += before[key]
     after["merged"] = sorted({*before["merged"], *after["merged"]})
     if after["method"] == "none":
         after["method"] = before["method"]

@@ -51,8 +51,8 @@ def log(root: Path, rel: str, limit: int) -> tuple[list[HistoryEntry], bool, Pat
         if "does not have any commits" in message or "bad default revision" in message:
             return [], False, top  # a repository without a first commit: no history yet
         raise VaultError(f"git could not read the history of {rel}: {_first_line(done.stderr)}.")
-    commits = [_parse(record) for record in done.stdout.decode("utf-8", "surrogateescape").split("\x1e")[1:]]
-    commits = [c for c in commits if c is not None]
+    parsed = [_parse(record) for record in done.stdout.decode("utf-8", "surrogateescape").split("\x1e")[1:]]
+    commits = [c for c in parsed if c is not None]
     more = len(commits) > limit
     commits = commits[:limit]
     blobs = _read_blobs(root, commits)
@@ -95,7 +95,8 @@ def _read_blobs(root: Path, commits: list[dict[str, Any]]) -> dict[str, bytes | 
     done = _git(root, "cat-file", "--batch", stdin="".join(w + "\n" for w in wanted).encode("utf-8", "surrogateescape"))
     if done.returncode != 0:
         raise VaultError(f"git could not read old versions of the file: {_first_line(done.stderr)}.")
-    out, at, blobs = done.stdout, 0, {}
+    out, at = done.stdout, 0
+    blobs: dict[str, bytes | None] = {}
     for name in wanted:
         end = out.index(b"\n", at)
         header = out[at:end].split()

@@ -7,6 +7,7 @@ transaction as its row (per-row triggers are 3-5x slower on bulk loads).
 
 from __future__ import annotations
 
+import builtins
 import contextlib
 import json
 import os
@@ -128,7 +129,7 @@ def indexed_body(body: str) -> str:
 def link_key(target: str) -> str:
     """How a wikilink target or a path is compared: case-insensitive, no ``.md``."""
     key = unicodedata.normalize("NFC", target.strip().replace("\\", "/").lstrip("/")).casefold()
-    return key[:-3] if key.endswith(".md") else key
+    return key.removesuffix(".md")
 
 
 @dataclass(frozen=True)
@@ -610,16 +611,16 @@ class Index:
     def ttl_count(self, now: str) -> int:
         return self.query("SELECT count(*) FROM memories WHERE expires > ?", (now,))[0][0]
 
-    def problem_files(self) -> list[dict[str, str]]:
+    def problem_files(self) -> builtins.list[dict[str, str]]:
         return [
             {"path": row["path"], "problem": "; ".join(json.loads(row["problems"]))}
             for row in self.query("SELECT path, problems FROM memories WHERE problems IS NOT NULL ORDER BY path")
         ]
 
-    def conflict_paths(self) -> list[str]:
+    def conflict_paths(self) -> builtins.list[str]:
         return [row[0] for row in self.query("SELECT path FROM memories WHERE conflict = 1 ORDER BY path")]
 
-    def duplicate_ids(self) -> dict[str, list[str]]:
+    def duplicate_ids(self) -> dict[str, builtins.list[str]]:
         """Ids claimed by several files; the owner (earliest created, smallest path) first."""
         rows = self.query(
             "SELECT id, path FROM memories WHERE id IN "
@@ -630,7 +631,7 @@ class Index:
             found.setdefault(row[0], []).append(row[1])
         return found
 
-    def live_rows(self, now: str, namespace: str | None = None, limit: int = -1, offset: int = 0) -> list[sqlite3.Row]:
+    def live_rows(self, now: str, namespace: str | None = None, limit: int = -1, offset: int = 0) -> builtins.list[sqlite3.Row]:
         """Memories that have not expired, by path (the export order), paged."""
         where, params = Filters(namespace=namespace).sql()
         return self.query(

@@ -23,8 +23,8 @@ from .writes import Writes, _RELATION_NAME
 
 class Links(VaultCore):
     if TYPE_CHECKING:  # Vault composes this with Writes, whose safe write it uses
-        _checked = Writes._checked
-        _put = Writes._put
+        def _checked(self, memory_id: str, expected_version: str | None) -> tuple[sqlite3.Row, bytes, notes.Note]: ...
+        def _put(self, rel: str, checked: bytes, text: str) -> sqlite3.Row | None: ...
 
     def unlink(self, memory_id: str, target_id: str, relation: str = "related_to") -> UnlinkResult:
         """Remove from ``memory_id``'s front-matter property ``relation`` every link that

@@ -197,7 +197,7 @@ def libc_function(name: str) -> Callable[..., int] | None:
                 from ctypes import util  # only where the running process does not export it (5 ms to import)
 
                 found = ctypes.CDLL(util.find_library(library), use_errno=True)
-            return getattr(found, name)  # type: ignore[no-any-return]
+            return getattr(found, name)
         except (OSError, AttributeError, TypeError):
             continue
     return None

@@ -7,7 +7,7 @@ import json
 import datetime as dt
 import os
 import sqlite3
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from . import note as notes
 from . import graph, importers, transfer
@@ -30,6 +30,9 @@ SEARCH_MODE = (
 
 
 class Maintenance(Importing):
+    if TYPE_CHECKING:  # Vault composes this with Reconcile, whose sweep moves expired memories to the trash
+        def sweep_expired(self) -> int: ...
+
     # ------------------------------------------------------------------ owning the vault
     def stats(self) -> Stats:
         """Totals and health at a glance (also the MCP ``memory_stats`` tool)."""
@@ -282,7 +285,7 @@ class Maintenance(Importing):
 
     def trash_list(self) -> list[TrashEntry]:
         """What the tool put in the trash and can restore, newest first."""
-        return [TrashEntry(**dataclasses.asdict(e)) for e in self.store.trash.live()]
+        return [TrashEntry(**dataclasses.asdict(e)) for e in self.store.trash.live()]  # type: ignore[typeddict-item]
 
     def restore(self, key: str) -> RestoreResult:
         """Put a forgotten, expired or replaced memory back where it was, by its id, its

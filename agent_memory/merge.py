@@ -138,9 +138,9 @@ def _merge_keys(b: _Side | None, o: _Side, t: _Side, marker_size: int) -> MergeR
             elif pick is None:
                 conflicted.append(key)
         elif is_list_key(key, bv, ov, tv):
-            merged = merge_list(key, bv, ov, tv)
-            if [_ident(key, i) for i in merged] != [_ident(key, i) for i in _items(key, ov)]:
-                changes[key] = merged
+            items = merge_list(key, bv, ov, tv)
+            if [_ident(key, i) for i in items] != [_ident(key, i) for i in _items(key, ov)]:
+                changes[key] = items
         else:
             conflicted.append(key)
     text = notes.patch(o.text, changes) if changes else o.text

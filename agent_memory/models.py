@@ -3,11 +3,11 @@ the MCP server's structured output (``recall`` returns exactly ``search --json``
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, NotRequired
 
 # pydantic (the MCP server's structured output) needs typing_extensions' TypedDict on
 # Python < 3.12; it is a dependency of pydantic, which mcp requires.
-from typing_extensions import NotRequired, TypedDict
+from typing_extensions import TypedDict
 
 
 class Summary(TypedDict):

@@ -294,7 +294,7 @@ class Moves(VaultCore):
                         self._refresh(conn, rel, None)
             return kept
 
-    def reconcile(self):  # type: ignore[no-untyped-def]
+    def reconcile(self):
         """Undo a move a crash interrupted, then reconcile (see ``Reconcile.reconcile``)."""
         self.finish_interrupted_move()
         return super().reconcile()

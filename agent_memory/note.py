@@ -387,7 +387,7 @@ def _note_from(path: str, meta: dict[str, Any], body: str, problems: list[str]) 
     namespace = meta.get("namespace")
     namespace = str(namespace).strip() if isinstance(namespace, (str, int)) and str(namespace).strip() else "default"
     tags = _merge_unique(as_tag_list(meta.get("tags")), inline_tags(body))
-    timestamps = {}
+    timestamps: dict[str, str | None] = {}
     for key, value in (("created", meta.get("created")), ("updated", meta.get("updated")), ("expires", meta.get("expires") if ttl_applies else None)):
         timestamps[key] = None
         if value not in (None, ""):
@@ -554,7 +554,7 @@ def hand_named(path: str) -> bool:
 def note_name(path: str) -> str:
     """A note's name as Obsidian shows it: its file name without ``.md``."""
     stem = path.rsplit("/", 1)[-1]
-    return stem[:-3] if stem.endswith(".md") else stem
+    return stem.removesuffix(".md")
 
 
 def derive_title(body: str, path: str) -> str:
@@ -634,9 +634,9 @@ def yaml_scalar(value: Any) -> str:
     text = str(value)
     if _TIMESTAMP.fullmatch(text):
         return text
-    if _PLAIN_SCALAR.fullmatch(text) and not _YAML_SPECIAL.fullmatch(text) and not text.endswith(" "):
-        if ": " not in text and " #" not in text and not _YAML_UNSAFE.search(text) and _reads_as_text(text):
-            return text
+    if (_PLAIN_SCALAR.fullmatch(text) and not _YAML_SPECIAL.fullmatch(text) and not text.endswith(" ")
+            and ": " not in text and " #" not in text and not _YAML_UNSAFE.search(text) and _reads_as_text(text)):
+        return text
     return _quoted(text)
 
 

@@ -39,7 +39,7 @@ from collections import Counter
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from types import TracebackType
-from typing import Any
+from typing import Any, Self
 
 from watchdog.events import (
     DirDeletedEvent,
@@ -235,7 +235,7 @@ class Watcher:
         return len(self._pending)
 
     # ------------------------------------------------------------------ lifecycle
-    def start(self) -> "Watcher":
+    def start(self) -> Self:
         if self._worker is not None:
             raise RuntimeError("this Watcher was already started; make a new one")
         # watchdog warns each time a new nested folder's watch is registered twice (by
@@ -275,7 +275,7 @@ class Watcher:
             self._worker.join()
             self._worker = None
 
-    def __enter__(self) -> "Watcher":
+    def __enter__(self) -> Self:
         return self.start()
 
     def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None) -> None:

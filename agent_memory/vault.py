@@ -7,6 +7,7 @@ the bytes actually on disk, through the same per-file function reconcile uses.
 
 from __future__ import annotations
 
+import builtins
 import os
 import re
 import sqlite3
@@ -123,7 +124,7 @@ class Vault(Writes, Links, Moves, Maintenance, Reconcile, GitSync):
         return vouch.vouched(self.store.control_dir, self.root, self.index.path)
 
     @classmethod
-    def init(cls, root: str | os.PathLike[str], *, memories_folder: str | None = None, **kwargs: Any) -> "Vault":
+    def init(cls, root: str | os.PathLike[str], *, memories_folder: str | None = None, **kwargs: Any) -> Vault:
         """Create the vault folder (and its .gitignore) if needed, then open it.
 
         ``memories_folder`` writes the ``memories.folder`` setting (where new memories'
@@ -283,7 +284,7 @@ class Vault(Writes, Links, Moves, Maintenance, Reconcile, GitSync):
             )
         return result
 
-    def related_to_hits(self, hits: list[MemoryRecord], depth: int, now: str) -> RecallGraph:
+    def related_to_hits(self, hits: builtins.list[MemoryRecord], depth: int, now: str) -> RecallGraph:
         """The memories linked to or from ``hits`` (both directions, as ``related``'s
         default), breadth-first up to ``depth`` links from the nearest hit, at most
         ``SEARCH_RELATED_LIMIT`` besides the hits; edges among all of them."""
@@ -301,7 +302,7 @@ class Vault(Writes, Links, Moves, Maintenance, Reconcile, GitSync):
                            "hit, or a lower depth, to see the rest.")
         return out
 
-    def _hits(self, found: Outcome) -> list[Hit]:
+    def _hits(self, found: Outcome) -> builtins.list[Hit]:
         return [self._hit(found.records[s.rid], s, found.snippets.get(s.rid, "")) for s in found.ranked]
 
     def _hit(self, record: MemoryRecord, scored: Scored, snippet: str) -> Hit:
@@ -393,7 +394,7 @@ class Vault(Writes, Links, Moves, Maintenance, Reconcile, GitSync):
         if not isinstance(token_budget, int) or isinstance(token_budget, bool) or not 1 <= token_budget <= MAX_TOKEN_BUDGET:
             raise InvalidInput(f"token_budget must be between 1 and {MAX_TOKEN_BUDGET:,} tokens; got {token_budget!r}.")
         hint = None
-        kinds = {"type": type, "min_importance": min_importance, "max_importance": max_importance}
+        kinds: dict[str, Any] = {"type": type, "min_importance": min_importance, "max_importance": max_importance}
         if (query or "").strip():
             found = self.search(query, namespace=namespace, tags=tags, limit=CONTEXT_CANDIDATES, **kinds)
             paths = [hit["path"] for hit in found["hits"]]
@@ -427,7 +428,7 @@ class Vault(Writes, Links, Moves, Maintenance, Reconcile, GitSync):
             result["hint"] = f"{omitted} matching memories did not fit; raise token_budget or narrow the query to see them."
         return result
 
-    def _context_order(self, loaded: list[tuple[sqlite3.Row, Memory]], strategy: str) -> list[tuple[sqlite3.Row, Memory]]:
+    def _context_order(self, loaded: builtins.list[tuple[sqlite3.Row, Memory]], strategy: str) -> builtins.list[tuple[sqlite3.Row, Memory]]:
         if strategy == "recency":
             return sorted(loaded, key=lambda pair: pair[1]["updated"], reverse=True)
         if strategy == "importance":
@@ -448,7 +449,7 @@ class Vault(Writes, Links, Moves, Maintenance, Reconcile, GitSync):
 
     @staticmethod
     def _summary_of(memory: Memory) -> Summary:
-        return Summary(**{key: memory[key] for key in Summary.__annotations__})  # type: ignore[misc]
+        return Summary(**{key: memory[key] for key in Summary.__annotations__})  # type: ignore[typeddict-item, literal-required]
 
     def read_file(self, path: str, max_bytes: int = MAX_READ_BYTES) -> FileContent:
         """A text file inside the vault, as it is on disk.
@@ -498,7 +499,7 @@ class Vault(Writes, Links, Moves, Maintenance, Reconcile, GitSync):
             memory_id=row["id"] if row is not None else None, content=text,
         )
 
-    def complete_ids(self, prefix: str, limit: int = 20) -> list[str]:
+    def complete_ids(self, prefix: str, limit: int = 20) -> builtins.list[str]:
         """Live memory ids and vault paths that start with ``prefix``, newest first
         (what an MCP client offers while someone types a ``memory://`` address)."""
         n = len(prefix)

@@ -329,7 +329,7 @@ class Writes(VaultCore):
                     raise
             result = ForgetBatchResult(dry_run=bool(dry_run), count=len(done), memories=done)
             if len(done) == 1:
-                result.update(done[0])  # type: ignore[typeddict-item]
+                result.update(done[0])
             return result
 
     def _trash_checked(self, row: sqlite3.Row, version: str) -> str:

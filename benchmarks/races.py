@@ -209,20 +209,25 @@ def _outcome_of_text(text: str) -> str:
     return f"failure: {text.strip()}"
 
 
-def run_cli_edits(root: Path, memory_id: str, count: int) -> list[str]:
+def cli_process(args: list[str]) -> tuple[int, str, str]:
+    """``agent-memory ARGS`` in its own process, as a user types it: exit code, stdout, stderr."""
+    proc = subprocess.run([sys.executable, "-m", "agent_memory", *args], env=_child_env(), capture_output=True,
+                          text=True, timeout=120, check=False)
+    return proc.returncode, proc.stdout, proc.stderr
+
+
+def run_cli_edits(root: Path, memory_id: str, count: int,
+                  cli: Callable[[list[str]], tuple[int, str, str]] = cli_process) -> list[str]:
     """``agent-memory edit ID --add-tag tN --remove-tag tN-1`` (N modulo ``TAG_POOL``),
-    ``count`` separate runs, as a user types them."""
+    ``count`` separate runs through ``cli`` (each opens the vault afresh, as a command does)."""
     outcomes = []
     for i in range(count):
-        proc = subprocess.run(
-            [sys.executable, "-m", "agent_memory", "--dir", str(root), "edit", memory_id,
-             "--add-tag", f"t{i % TAG_POOL}", "--remove-tag", f"t{(i - 1) % TAG_POOL}"],
-            env=_child_env(), capture_output=True, text=True, timeout=120, check=False,
-        )
-        if proc.returncode == 0:
-            outcomes.append("ok" if proc.stdout.startswith("Updated") else "unchanged")
+        code, out, err = cli(["--dir", str(root), "edit", memory_id,
+                              "--add-tag", f"t{i % TAG_POOL}", "--remove-tag", f"t{(i - 1) % TAG_POOL}"])
+        if code == 0:
+            outcomes.append("ok" if out.startswith("Updated") else "unchanged")
         else:
-            outcomes.append(_outcome_of_text(proc.stderr))
+            outcomes.append(_outcome_of_text(err))
     return outcomes
 
 
@@ -416,13 +421,14 @@ def finish(setup: Setup, record: dict, outcomes: list[str], wait_grace: bool = F
     return check(setup.root, setup.scenario, setup.memory_id, setup.rel, record, outcomes)
 
 
-def run_round(scenario: str, work: Path, seed: int, edits: int, wait_grace: bool = False) -> Round:
+def run_round(scenario: str, work: Path, seed: int, edits: int, wait_grace: bool = False,
+              cli: Callable[[list[str]], tuple[int, str, str]] = cli_process) -> Round:
     """One round of ``scenario`` in a fresh vault under ``work``: ``edits`` tool edits
     against a saver started just before them and stopped (joined) right after."""
     setup = prepare(scenario, work, seed)
     try:
         if scenario == "inplace-cli":
-            outcomes = run_cli_edits(setup.root, setup.memory_id, edits)
+            outcomes = run_cli_edits(setup.root, setup.memory_id, edits, cli)
         elif scenario == "inplace-lib":
             outcomes = run_library(setup.root, setup.memory_id, edits, "tags", work)
         elif scenario == "atomic-lib":

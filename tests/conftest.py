@@ -2,12 +2,17 @@
 
 from __future__ import annotations
 
+import contextlib
 import datetime as dt
 import os
 import sqlite3
 import subprocess
 import sys
+import threading
+from collections.abc import AsyncIterator
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -20,6 +25,21 @@ _COMPARED = (
     "path, id, own_id, namespace, title, tags, body, created, updated, expires, source, "
     "content_hash, size, mtime_ns, ctime_ns, inode, sha256, problems, conflict, meta"
 )
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    """Temporary folders in memory (``/dev/shm``) unless TMPDIR says where.
+
+    Every test writes real files and a real SQLite index, and every write is made
+    durable with fsync as in use; on a disk other work shares, those fsyncs were a
+    third of the suite's time and most of its variance. On tmpfs the same calls run
+    and cost nothing. ``TMPDIR=/tmp python -m pytest`` runs it on the disk."""
+    shm = Path("/dev/shm")
+    if "TMPDIR" not in os.environ and config.option.basetemp is None and shm.is_dir() and os.access(shm, os.W_OK):
+        import tempfile
+
+        os.environ["TMPDIR"] = str(shm)  # the tests' subprocesses inherit it
+        tempfile.tempdir = None  # read TMPDIR again: pytest's tmp_path_factory asks tempfile
 
 
 @pytest.fixture(autouse=True)
@@ -121,23 +141,63 @@ def parse_calls(monkeypatch: pytest.MonkeyPatch) -> list[str]:
 CONSOLE_SCRIPT = Path(sys.executable).with_name("agent-memory")
 
 
+@dataclass
+class CliResult:
+    """What a CLI run left: the exit code and the two streams, apart (the fields of a
+    ``subprocess.CompletedProcess``, whichever way the command ran)."""
+
+    returncode: int
+    stdout: str
+    stderr: str
+
+
 def run_cli(
     *args: str,
     vault: Path | None = None,
     cwd: Path | None = None,
     stdin: str | None = None,
+    env: dict[str, str] | None = None,
+    color: bool = False,
+    spawn: bool = False,
     console_script: bool = False,
     timeout: float = 120,
-) -> subprocess.CompletedProcess[str]:
-    """The CLI in a subprocess, as a user runs it: ``vault`` is passed as ``--dir``;
-    without it the vault is found from ``cwd`` (AGENT_MEMORY_DIR is not set).
-    ``console_script`` runs the installed ``agent-memory`` instead of ``python -m``."""
-    command = [str(CONSOLE_SCRIPT)] if console_script else [sys.executable, "-m", "agent_memory"]
-    if vault is not None:
-        command += ["--dir", str(vault)]
-    env = {k: v for k, v in os.environ.items() if not k.startswith("AGENT_MEMORY")}
-    return subprocess.run([*command, *args], cwd=cwd, env=env, input=stdin, capture_output=True, text=True,
-                          timeout=timeout)
+) -> CliResult:
+    """The CLI as a user runs it: ``vault`` is passed as ``--dir``; without it the vault
+    is found from ``cwd``. No AGENT_MEMORY_* variable is set unless ``env`` sets it.
+
+    In process by default, through click's runner: stdout and stderr apart, the exit
+    code that ``sys.exit`` or an error gives, and an exception no command should let
+    escape fails the test (a subprocess would print its traceback). ``spawn`` runs
+    ``python -m agent_memory`` in a subprocess instead, ``console_script`` the installed
+    ``agent-memory`` script: for the few tests that prove the real entry points."""
+    command = ["--dir", str(vault)] if vault is not None else []
+    command += args
+    unset = {k: None for k in os.environ if k.startswith("AGENT_MEMORY")}
+    if spawn or console_script:
+        program = [str(CONSOLE_SCRIPT)] if console_script else [sys.executable, "-m", "agent_memory"]
+        environ = {k: v for k, v in {**os.environ, **unset, **(env or {})}.items() if v is not None}
+        done = subprocess.run([*program, *command], cwd=cwd, env=environ, input=stdin, capture_output=True, text=True,
+                              timeout=timeout)
+        return CliResult(done.returncode, done.stdout, done.stderr)
+    from click.testing import CliRunner
+
+    from agent_memory.cli import Settings, cli
+
+    threads = set(threading.enumerate())
+    with contextlib.chdir(cwd or os.getcwd()):
+        result = CliRunner().invoke(cli, command, input=stdin, env={**unset, **(env or {})}, color=color,
+                                    obj=Settings(), prog_name="agent-memory", catch_exceptions=False,
+                                    terminal_width=80)  # as on a pipe: help is wrapped the same everywhere
+    left = [t.name for t in set(threading.enumerate()) - threads]
+    assert not left, f"agent-memory {' '.join(args)} left threads running: {left}"  # a process would have ended
+    return CliResult(result.exit_code, result.stdout, result.stderr)
+
+
+def cli_ok(*args: str, **options: Any) -> str:
+    """``run_cli`` for a command that must succeed: its stdout."""
+    result = run_cli(*args, **options)
+    assert result.returncode == 0, result.stderr
+    return result.stdout
 
 
 def wait_listening(process: subprocess.Popen[str], address: str, port: int, seconds: float = 20) -> int:
@@ -174,3 +234,40 @@ def person_saves_before_the_swap(line: str = "A line a person just typed.\n", pa
         return real_swap(tmp, target)
 
     return swap
+
+
+@contextlib.asynccontextmanager
+async def mcp_client(vault: Vault, **options: Any) -> AsyncIterator[Any]:
+    """The MCP server over ``vault``, through the real SDK client, in memory (``options``
+    go to ``mcp.Client``, e.g. ``mode="legacy"``)."""
+    from mcp import Client
+
+    from agent_memory.server import build_server
+
+    async with Client(build_server(vault), **options) as connected:
+        yield connected
+
+
+@pytest.fixture
+async def client(vault: Vault) -> AsyncIterator[Any]:
+    """``mcp_client`` over the test's ``vault``."""
+    async with mcp_client(vault) as connected:
+        yield connected
+
+
+async def tool_ok(client: Any, tool: str, **arguments: Any) -> dict[str, Any]:
+    """Call a tool that must succeed: its structured result, which its text block (what
+    a model without structured output reads) must hold as the same JSON."""
+    import json
+
+    result = await client.call_tool(tool, arguments)
+    assert result.is_error is False, result.content[0].text
+    assert json.loads(result.content[0].text) == result.structured_content
+    return result.structured_content
+
+
+async def tool_error(client: Any, tool: str, **arguments: Any) -> str:
+    """Call a tool that must fail: the error text the model sees (no structured result)."""
+    result = await client.call_tool(tool, arguments)
+    assert result.is_error is True and result.structured_content is None, result.content[0].text
+    return result.content[0].text

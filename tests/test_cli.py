@@ -1,19 +1,19 @@
-"""The CLI through its real entry point (``python -m agent_memory`` in a subprocess),
-with HOME and the vault inside tmp_path."""
+"""The CLI as a user runs it, in process through click's runner (stdout, stderr and the
+exit code apart), with HOME and the vault inside tmp_path; one session goes through the
+real entry point, ``python -m agent_memory`` in a subprocess."""
 
 from __future__ import annotations
 
 import json
-import os
 import re
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
 from agent_memory import note as notes
 from agent_memory.vault import Vault
+
+from conftest import CliResult, run_cli
 
 ACME = "Customer ACME prefers deploys on Fridays"
 HIT_FIELDS = {"id", "path", "version", "namespace", "tags", "title", "snippet", "matched_terms", "created",
@@ -31,19 +31,16 @@ def cli_home(tmp_path: Path) -> Path:
     return tmp_path / "home"
 
 
-def run(cwd: Path, *args: str, vault: Path | None = None, stdin: str | None = None) -> subprocess.CompletedProcess:
-    """Run the CLI; ``vault`` sets AGENT_MEMORY_DIR, ``None`` leaves discovery to the CLI."""
-    env = {k: v for k, v in os.environ.items() if not k.startswith("AGENT_MEMORY")}
-    env["HOME"] = str(_home[0])
+def run(cwd: Path, *args: str, vault: Path | None = None, stdin: str | None = None, spawn: bool = False) -> CliResult:
+    """Run the CLI in ``cwd``; ``vault`` sets AGENT_MEMORY_DIR, ``None`` leaves discovery
+    to the CLI; ``spawn`` runs ``python -m agent_memory`` in a subprocess."""
+    env = {"HOME": str(_home[0])}
     if vault is not None:
         env["AGENT_MEMORY_DIR"] = str(vault)
-    return subprocess.run(
-        [sys.executable, "-m", "agent_memory", *args],
-        cwd=cwd, env=env, input=stdin, capture_output=True, text=True, timeout=60,
-    )
+    return run_cli(*args, cwd=cwd, stdin=stdin, env=env, spawn=spawn)
 
 
-def ok(result: subprocess.CompletedProcess) -> str:
+def ok(result: CliResult) -> str:
     assert result.returncode == 0, result.stderr
     return result.stdout
 
@@ -122,7 +119,11 @@ def test_commands_find_the_vault_from_a_subfolder(vault: Path, project: Path) ->
 
 
 def test_add_reads_standard_input(vault: Path, project: Path) -> None:
-    memory_id = ok(run(project, "add", "-", stdin="A fact from a pipe\nwith two lines\n")).strip()
+    """Through the real ``python -m agent_memory``, a real pipe on stdin: the id alone on
+    stdout, the file written named on stderr."""
+    added = run(project, "add", "-", stdin="A fact from a pipe\nwith two lines\n", spawn=True)
+    memory_id = ok(added).strip()
+    assert added.stdout == memory_id + "\n" and added.stderr.startswith("Wrote ")
     assert "A fact from a pipe\nwith two lines" in ok(run(project, "show", memory_id))
 
 
@@ -293,14 +294,10 @@ _CONTROL = re.compile("[\x00-\x1f\x7f-\x9f]")
 
 
 def _terminal(vault: Path, *args: str) -> str:
-    """The CLI's output as a terminal gets it (click strips nothing when it is a tty)."""
-    from click.testing import CliRunner
-
-    from agent_memory.cli import Settings, cli
-
-    result = CliRunner().invoke(cli, ["--dir", str(vault), *args], obj=Settings(), color=True)
-    assert result.exit_code == 0, result.output
-    return result.output
+    """The CLI's output as a terminal gets it, both streams (click strips nothing when it
+    is a tty)."""
+    result = run_cli(*args, vault=vault, color=True)
+    return ok(result) + result.stderr
 
 
 def test_terminal_escapes_in_a_note_never_reach_the_terminal(project: Path) -> None:

@@ -3,19 +3,14 @@ example for every command and summaries that are not cut off, path ids printed o
 
 from __future__ import annotations
 
-
-import click
 import pytest
-from click.testing import CliRunner
 
-from agent_memory.cli import Settings, cli, cli_words
+from agent_memory.cli import cli, cli_words
 from agent_memory.vault import Vault
 
+from conftest import run_cli
+
 COMMANDS = sorted(cli.commands)
-
-
-def invoke(*args: str) -> click.testing.Result:
-    return CliRunner().invoke(cli, list(args), obj=Settings(), terminal_width=80)
 
 
 @pytest.mark.parametrize(("message", "shown"), [
@@ -34,28 +29,28 @@ def test_library_words_become_cli_words(message: str, shown: str) -> None:
 
 
 def test_a_missing_memory_names_the_cli_commands(vault: Vault) -> None:
-    done = invoke("--dir", str(vault.root), "show", "no-such-memory")
-    assert done.exit_code == 1
+    done = run_cli("--dir", str(vault.root), "show", "no-such-memory")
+    assert done.returncode == 1
     assert "`agent-memory search` or `agent-memory list`" in done.stderr
     assert "list_memories" not in done.stderr and "recall " not in done.stderr
 
 
 def test_a_version_conflict_names_the_cli_command(vault: Vault) -> None:
     memory = vault.remember("Customer ACME prefers deploys on Fridays")["memory"]
-    done = invoke("--dir", str(vault.root), "edit", memory["id"], "--content", "Mondays", "--expected-version", "0" * 64)
-    assert done.exit_code == 1 and "`agent-memory show`" in done.stderr and "get_memory" not in done.stderr
+    done = run_cli("--dir", str(vault.root), "edit", memory["id"], "--content", "Mondays", "--expected-version", "0" * 64)
+    assert done.returncode == 1 and "`agent-memory show`" in done.stderr and "get_memory" not in done.stderr
 
 
 @pytest.mark.parametrize("name", COMMANDS)
 def test_every_command_help_has_an_example(name: str) -> None:
-    done = invoke(name, "--help")
-    assert done.exit_code == 0
-    assert "Example" in done.output and f"agent-memory {name}" in done.output.split("Example", 1)[1]
+    done = run_cli(name, "--help")
+    assert done.returncode == 0
+    assert "Example" in done.stdout and f"agent-memory {name}" in done.stdout.split("Example", 1)[1]
 
 
 def test_no_command_summary_is_cut_off() -> None:
-    done = invoke("--help")
-    listed = done.output.split("Commands:", 1)[1].splitlines()
+    done = run_cli("--help")
+    listed = done.stdout.split("Commands:", 1)[1].splitlines()
     assert {line.split()[0] for line in listed if line.strip()} == set(COMMANDS)
     assert [line for line in listed if line.rstrip().endswith("...")] == []
 
@@ -65,5 +60,5 @@ def test_a_path_id_is_printed_once(vault: Vault) -> None:
     (vault.root / "people/priya.md").write_text("Priya prefers written questions.\n")
     vault.reconcile()
     for args in (["list"], ["show", "people/priya.md"], ["search", "priya"]):
-        done = invoke("--dir", str(vault.root), *args)
-        assert done.exit_code == 0 and done.output.count("people/priya.md") == 1, (args, done.output)
+        done = run_cli("--dir", str(vault.root), *args)
+        assert done.returncode == 0 and done.stdout.count("people/priya.md") == 1, (args, done.stdout)

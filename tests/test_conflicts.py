@@ -15,10 +15,9 @@ from mcp import Client
 from agent_memory import note as notes
 from agent_memory.doctor import diagnose
 from agent_memory.errors import InvalidInput
-from agent_memory.server import build_server
 from agent_memory.vault import Vault
 
-from conftest import assert_index_matches_files
+from conftest import assert_index_matches_files, tool_error, tool_ok
 
 OURS = "---\nid: 01bbbbbbbbbbbbbb\nnamespace: billing\ntags: [invoices]\ncreated: 2026-07-20T10:00:00Z\n---\n"
 THEIRS = "---\nid: 01aaaaaaaaaaaaaa\nnamespace: ops\ntags: [deploy]\ncreated: 2026-07-20T09:00:00Z\n---\n"
@@ -135,22 +134,14 @@ def test_doctor_lists_conflicted_files(vault: Vault) -> None:
     assert checks["files"].ok  # the first side's front matter reads cleanly: no "broken YAML"
 
 
-async def test_over_mcp_a_conflicted_memory_is_found_and_edits_are_refused(vault: Vault) -> None:
+async def test_over_mcp_a_conflicted_memory_is_found_and_edits_are_refused(vault: Vault, client: Client) -> None:
     (vault.root / "acme.md").write_text(ADD_ADD, encoding="utf-8")
     vault.reconcile()
-    async with Client(build_server(vault)) as client:
-        got = await client.call_tool("get_memory", {"memory_id": "01bbbbbbbbbbbbbb"})
-        assert got.is_error is False and got.structured_content["conflict"] is True
-        found = await client.call_tool("recall", {"query": "ACME Fridays"})
-        assert [h["conflict"] for h in found.structured_content["hits"]] == [True]
-        refused = await client.call_tool("update_memory", {"memory_id": "01bbbbbbbbbbbbbb", "append": "x"})
-        assert refused.is_error is True
-        assert "git conflict in acme.md: resolve it first" in refused.content[0].text
-
-
-@pytest.fixture
-def anyio_backend() -> str:
-    return "asyncio"
+    assert (await tool_ok(client, "get_memory", memory_id="01bbbbbbbbbbbbbb"))["conflict"] is True
+    found = await tool_ok(client, "recall", query="ACME Fridays")
+    assert [h["conflict"] for h in found["hits"]] == [True]
+    refused = await tool_error(client, "update_memory", memory_id="01bbbbbbbbbbbbbb", append="x")
+    assert "git conflict in acme.md: resolve it first" in refused
 
 
 pytestmark = pytest.mark.anyio

@@ -18,12 +18,14 @@ def test_every_cli_command_is_in_the_readme_table() -> None:
     assert not missing, f"commands without a row in README's CLI table: {missing}"
 
 
-def test_ci_runs_the_readme_install_and_test_lines() -> None:
+def test_ci_runs_the_readme_install_test_and_check_lines() -> None:
     setup = README.split("## Set up", 1)[1].split("```", 2)[1]
-    install, test = (line.split("#")[0].strip() for line in setup.strip().splitlines()[1:3])
+    install, test, *checks = (line.split("#")[0].strip() for line in setup.strip().splitlines()[1:])
     assert install == 'pip install -e ".[dev]"' and test == "python -m pytest"
+    assert checks == ["python -m ruff check agent_memory tests", "python -m mypy agent_memory"]
     ci = (ROOT / ".ci" / "run").read_text(encoding="utf-8").splitlines()
     assert install in ci and test in ci
+    assert all(check in ci and ci.index(check) < ci.index(test) for check in checks)  # checks first
 
 
 def test_every_shipped_prompt_is_named_in_the_readme() -> None:

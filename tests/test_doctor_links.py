@@ -7,12 +7,12 @@ import json
 from pathlib import Path
 
 import pytest
-from click.testing import CliRunner
 
-from agent_memory.cli import cli
 from agent_memory.credentials import find_credentials
 from agent_memory.doctor import check_vault
 from agent_memory.vault import Vault
+
+from conftest import run_cli
 
 CORPUS = Path(__file__).resolve().parents[2] / "shared" / "corpora" / "obsidian-help"
 AWS_KEY = "AKIA" + "QYLPMN5HHHFPZAM2"  # a made-up key of the real shape
@@ -59,10 +59,10 @@ def test_a_hand_written_credential_is_named_by_kind_and_fingerprint_never_shown(
     check = _checks(vault.root)["credentials"]
     assert not check.ok
     assert check.items == [f"ci.md: {finding.kind} (line 1, fingerprint {finding.fingerprint})"]
-    done = CliRunner().invoke(cli, ["--dir", str(vault.root), "doctor"])
-    assert done.exit_code == 1 and "fingerprint" in done.output and AWS_KEY not in done.output
-    as_json = CliRunner().invoke(cli, ["--dir", str(vault.root), "--json", "doctor"])
-    assert AWS_KEY not in as_json.output and json.loads(as_json.output)["ok"] is False
+    done = run_cli("doctor", vault=vault.root)
+    assert done.returncode == 1 and "fingerprint" in done.stdout and AWS_KEY not in done.stdout + done.stderr
+    as_json = run_cli("--json", "doctor", vault=vault.root)
+    assert AWS_KEY not in as_json.stdout + as_json.stderr and json.loads(as_json.stdout)["ok"] is False
     # approved in the vault's settings: no longer a problem
     (vault.root / ".agent-memory.toml").write_text(f'[secrets]\nallow = ["{finding.fingerprint}"]\n')
     assert _checks(vault.root)["credentials"].ok

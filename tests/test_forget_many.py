@@ -4,19 +4,15 @@ issue 12): over the library, the real MCP client in memory and the CLI."""
 from __future__ import annotations
 
 import json
-from pathlib import Path
 from typing import Any
 
 import pytest
-from click.testing import CliRunner
 from mcp import Client
 
-from agent_memory.cli import Settings, cli
 from agent_memory.errors import InvalidInput, NotFound
-from agent_memory.server import build_server
 from agent_memory.vault import Vault
 
-from conftest import assert_index_matches_files
+from conftest import assert_index_matches_files, cli_ok, tool_error, tool_ok
 
 
 def _made(vault: Vault, *contents: str) -> list[dict[str, Any]]:
@@ -83,34 +79,24 @@ def test_expected_version_only_with_one_id(vault: Vault) -> None:
 
 
 @pytest.mark.anyio
-async def test_forget_several_over_the_real_client(vault: Vault) -> None:
+async def test_forget_several_over_the_real_client(vault: Vault, client: Client) -> None:
     a, b, c = _made(vault, "Alpha fact", "Beta fact", "Gamma fact")
-    async with Client(build_server(vault)) as client:
-        preview = await client.call_tool("forget", {"memory_ids": [a["id"], b["id"]], "dry_run": True})
-        assert preview.is_error is False, preview.content[0].text
-        assert preview.structured_content["count"] == 2 and vault.list()["total"] == 3
-        done = await client.call_tool("forget", {"memory_ids": [a["id"], b["id"]]})
-        assert done.is_error is False and done.structured_content["count"] == 2
-        assert [m["id"] for m in vault.list()["memories"]] == [c["id"]]
-        single = await client.call_tool("forget", {"memory_id": c["id"]})
-        assert single.structured_content["id"] == c["id"] and single.structured_content["trashed_to"]
-        both = await client.call_tool("forget", {"memory_id": "x", "memory_ids": ["y"]})
-        assert both.is_error and "memory_ids" in both.content[0].text
-        neither = await client.call_tool("forget", {})
-        assert neither.is_error and "memory_id" in neither.content[0].text
-
-
-def _cli(vault: Path, *args: str) -> str:
-    result = CliRunner().invoke(cli, ["--dir", str(vault), *args], obj=Settings())
-    assert result.exit_code == 0, result.output
-    return result.output
+    preview = await tool_ok(client, "forget", memory_ids=[a["id"], b["id"]], dry_run=True)
+    assert preview["count"] == 2 and vault.list()["total"] == 3
+    done = await tool_ok(client, "forget", memory_ids=[a["id"], b["id"]])
+    assert done["count"] == 2
+    assert [m["id"] for m in vault.list()["memories"]] == [c["id"]]
+    single = await tool_ok(client, "forget", memory_id=c["id"])
+    assert single["id"] == c["id"] and single["trashed_to"]
+    assert "memory_ids" in await tool_error(client, "forget", memory_id="x", memory_ids=["y"])
+    assert "memory_id" in await tool_error(client, "forget")
 
 
 def test_cli_forget_several_ids_and_dry_run(vault: Vault) -> None:
     a, b = _made(vault, "Alpha fact", "Beta fact")
-    out = _cli(vault.root, "forget", a["id"], b["path"], "--dry-run")
+    out = cli_ok("forget", a["id"], b["path"], "--dry-run", vault=vault.root)
     assert "Would forget" in out and a["id"] in out and b["path"] in out and "nothing was changed" in out
     assert vault.list()["total"] == 2
-    done = json.loads(_cli(vault.root, "--json", "forget", a["id"], b["path"]))
+    done = json.loads(cli_ok("--json", "forget", a["id"], b["path"], vault=vault.root))
     assert done["count"] == 2 and vault.list()["total"] == 0
     assert (vault.root / ".trash" / a["path"]).exists()

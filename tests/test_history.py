@@ -10,13 +10,11 @@ import subprocess
 from pathlib import Path
 
 import pytest
-from click.testing import CliRunner
-from mcp import Client
 
-from agent_memory.cli import cli
 from agent_memory.errors import VaultError
-from agent_memory.server import build_server
 from agent_memory.vault import Vault
+
+from conftest import cli_ok, mcp_client, run_cli, tool_error, tool_ok
 
 
 @pytest.fixture(autouse=True)
@@ -111,9 +109,8 @@ def test_a_vault_not_in_git_is_a_clear_error(tmp_path: Path) -> None:
         memory = vault.remember("No git here.")["memory"]
         with pytest.raises(VaultError, match="not in a git repository"):
             vault.history(memory["id"])
-    runner = CliRunner()
-    done = runner.invoke(cli, ["--dir", str(tmp_path / "plain"), "history", memory["id"]])
-    assert done.exit_code == 1 and "not in a git repository" in done.output and "Traceback" not in done.output
+    done = run_cli("history", memory["id"], vault=tmp_path / "plain")
+    assert done.returncode == 1 and "not in a git repository" in done.stderr and done.stdout == ""
 
 
 def test_history_never_writes_to_the_repository(tmp_path: Path) -> None:
@@ -132,15 +129,12 @@ def test_cli_history_human_and_json(tmp_path: Path) -> None:
     with Vault.init(repo) as vault:
         memory = vault.remember("The VPN needs a token.", title="VPN")["memory"]
     commit_all(repo, "remember: VPN")
-    runner = CliRunner()
-    human = runner.invoke(cli, ["--dir", str(repo), "history", memory["id"]])
-    assert human.exit_code == 0, human.output
-    assert "remember: VPN" in human.output and "Ada Lovelace" in human.output and "added" in human.output
-    as_json = runner.invoke(cli, ["history", memory["path"], "--json", "--dir", str(repo), "--limit", "1"])
-    data = json.loads(as_json.output)
+    human = cli_ok("history", memory["id"], vault=repo)
+    assert "remember: VPN" in human and "Ada Lovelace" in human and "added" in human
+    data = json.loads(cli_ok("history", memory["path"], "--json", "--dir", str(repo), "--limit", "1"))
     assert data["count"] == 1 and data["commits"][0]["message"] == "remember: VPN"
-    bad = runner.invoke(cli, ["--dir", str(repo), "history", memory["id"], "--limit", "0"])
-    assert bad.exit_code == 1 and "limit must be between 1 and 100" in bad.output
+    bad = run_cli("history", memory["id"], "--limit", "0", vault=repo)
+    assert bad.returncode == 1 and "limit must be between 1 and 100" in bad.stderr
 
 
 @pytest.mark.anyio
@@ -150,19 +144,10 @@ async def test_memory_history_tool_through_the_client(tmp_path: Path) -> None:
     try:
         memory = vault.remember("Deploys need two approvals.", title="Approvals")["memory"]
         commit_all(repo, "remember: Approvals")
-        async with Client(build_server(vault)) as client:
-            result = await client.call_tool("memory_history", {"memory_id": memory["id"], "limit": 5})
-            assert result.is_error is False, result.content[0].text
-            data = result.structured_content
-            assert json.loads(result.content[0].text) == data
+        async with mcp_client(vault) as client:
+            data = await tool_ok(client, "memory_history", memory_id=memory["id"], limit=5)
             assert data["count"] == 1 and data["commits"][0]["message"] == "remember: Approvals"
             assert data["commits"][0]["path"] == memory["path"]
-            missing = await client.call_tool("memory_history", {"memory_id": "01nope"})
-            assert missing.is_error is True and "not found" in missing.content[0].text
+            assert "not found" in await tool_error(client, "memory_history", memory_id="01nope")
     finally:
         vault.close()
-
-
-@pytest.fixture
-def anyio_backend() -> str:
-    return "asyncio"

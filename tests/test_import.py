@@ -12,7 +12,7 @@ from agent_memory import note as notes
 from agent_memory.errors import InvalidInput
 from agent_memory.vault import Vault
 
-from conftest import assert_index_matches_files, run_cli
+from conftest import CliResult, assert_index_matches_files, mcp_client, run_cli
 
 
 def _files(vault: Vault) -> list[str]:
@@ -186,15 +186,13 @@ def test_export_tags_past_what_a_memory_holds_are_refused(vault: Vault, tags: ob
 
 
 def test_a_backup_larger_than_one_mcp_batch_imports_from_the_cli_in_one_pass(tmp_path: Path) -> None:
-    import subprocess
-
     from agent_memory.limits import MAX_BATCH
 
     backup = tmp_path / "backup.json"
     backup.write_text(json.dumps([{"content": f"Fact number {n} about the fleet"} for n in range(MAX_BATCH + 20)]))
     vault_dir = tmp_path / ".memory"
 
-    def cli(*args: str) -> subprocess.CompletedProcess[str]:
+    def cli(*args: str) -> CliResult:
         return run_cli(*args, vault=vault_dir)
 
     assert "any number" in " ".join(cli("import", "--help").stdout.split())
@@ -209,12 +207,9 @@ def test_a_backup_larger_than_one_mcp_batch_imports_from_the_cli_in_one_pass(tmp
 
 @pytest.mark.anyio
 async def test_one_mcp_import_call_takes_at_most_max_batch_items(vault: Vault) -> None:
-    from mcp import Client
-
-    from agent_memory.server import build_server
     from agent_memory.limits import MAX_BATCH
 
-    async with Client(build_server(vault)) as client:
+    async with mcp_client(vault) as client:
         tools = {t.name: t.input_schema["properties"] for t in (await client.list_tools()).tools}
     assert tools["import_memories"]["items"]["maxItems"] == MAX_BATCH
     assert tools["export_memories"]["limit"]["maximum"] == MAX_BATCH
@@ -226,19 +221,19 @@ async def test_one_mcp_import_call_takes_at_most_max_batch_items(vault: Vault) -
 # YAML 1.1 booleans, offsets, unknown keys in their order, CRLF line ends, a BOM.
 WRITTEN_BY_PEOPLE = {
     "people/priya.md": (
-        "---\n"
-        "# who to ask about billing\n"
-        "aliases:\n"
-        "  - Priya R.\n"
-        "  - PR\n"
-        "tags:\n"
-        "  - people\n"
-        "archived: no\n"
-        "created: 2026-07-20T11:00:00+02:00\n"
-        "zzz: last key, kept last\n"
-        "---\n"
-        "Priya prefers written questions.\n"
-    ).encode(),
+        b"---\n"
+        b"# who to ask about billing\n"
+        b"aliases:\n"
+        b"  - Priya R.\n"
+        b"  - PR\n"
+        b"tags:\n"
+        b"  - people\n"
+        b"archived: no\n"
+        b"created: 2026-07-20T11:00:00+02:00\n"
+        b"zzz: last key, kept last\n"
+        b"---\n"
+        b"Priya prefers written questions.\n"
+    ),
     "windows.md": b"\xef\xbb\xbf---\r\ntags: [ops]\r\n---\r\nDeploys from the Windows box\r\n",
     "no-front-matter.md": b"Just a line, no newline at the end",
 }

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -13,7 +14,7 @@ from agent_memory import note as notes
 from agent_memory.errors import InvalidInput
 from agent_memory.vault import Vault
 
-from conftest import assert_index_matches_files, run_cli
+from conftest import assert_index_matches_files, run_cli, tool_error, tool_ok
 
 # A memory.jsonl as the MCP reference memory server writes it: one record a line,
 # entities and relations mixed, names with characters no file name can hold.
@@ -278,20 +279,13 @@ def test_a_memory_vault_item_with_a_bad_time_writes_nothing(vault: Vault) -> Non
 
 
 @pytest.mark.anyio
-async def test_import_memories_takes_a_format_over_the_real_client(vault: Vault) -> None:
-    from mcp import Client
-
-    from agent_memory.server import build_server
-
-    async with Client(build_server(vault)) as client:
-        done = await client.call_tool("import_memories", {"items": KNOWLEDGE_GRAPH, "format": "mcp-knowledge-graph"})
-        assert done.is_error is False, done.content[0].text
-        assert done.structured_content["imported"] == 4
-        vaulted = await client.call_tool("import_memories", {"items": MEMORY_VAULT_EXPORT["memories"],
-                                                             "format": "mcp-memory-vault"})
-        assert (vaulted.structured_content["imported"], vaulted.structured_content["expired"]) == (3, 1)
-        refused = await client.call_tool("import_memories", {"items": [{"name": "x"}], "format": "mcp-knowledge-graph"})
-        assert refused.is_error and "not an entity or a relation" in refused.content[0].text
+async def test_import_memories_takes_a_format_over_the_real_client(vault: Vault, client: Any) -> None:
+    done = await tool_ok(client, "import_memories", items=KNOWLEDGE_GRAPH, format="mcp-knowledge-graph")
+    assert done["imported"] == 4
+    vaulted = await tool_ok(client, "import_memories", items=MEMORY_VAULT_EXPORT["memories"], format="mcp-memory-vault")
+    assert (vaulted["imported"], vaulted["expired"]) == (3, 1)
+    refused = await tool_error(client, "import_memories", items=[{"name": "x"}], format="mcp-knowledge-graph")
+    assert "not an entity or a relation" in refused
     assert_index_matches_files(vault)
 
 

@@ -4,7 +4,6 @@ files; plus the `link` command through the console entry point."""
 from __future__ import annotations
 
 import json
-import subprocess
 from pathlib import Path
 
 import pytest
@@ -12,7 +11,7 @@ import pytest
 from agent_memory.errors import InvalidInput, NotFound, PathRefused
 from agent_memory.vault import Vault
 
-from conftest import assert_index_matches_files, run_cli
+from conftest import CliResult, assert_index_matches_files, run_cli
 
 
 def write(vault: Vault, rel: str, text: str) -> str:
@@ -303,7 +302,7 @@ def test_complete_ids_offers_ids_and_paths_by_prefix(web: Vault) -> None:
 # ----------------------------------------------------------------------------- CLI
 
 
-def cli(*args: str, vault_dir: Path) -> subprocess.CompletedProcess[str]:
+def cli(*args: str, vault_dir: Path) -> CliResult:
     return run_cli(*args, vault=vault_dir)
 
 

@@ -6,16 +6,13 @@ from __future__ import annotations
 import json
 
 import pytest
-from click.testing import CliRunner
 from mcp import Client
 
 from agent_memory import locking
-from agent_memory.cli import cli
 from agent_memory.errors import InvalidInput, NotFound, SavedMeanwhile
-from agent_memory.server import build_server
 from agent_memory.vault import Vault
 
-from conftest import assert_index_matches_files, person_saves_before_the_swap
+from conftest import assert_index_matches_files, cli_ok, person_saves_before_the_swap, tool_error, tool_ok
 
 
 def _pair(vault: Vault) -> tuple[dict, dict]:
@@ -99,31 +96,18 @@ def test_a_save_during_unlink_stands(vault: Vault, monkeypatch: pytest.MonkeyPat
 def test_cli_unlink(vault: Vault) -> None:
     a, b = _pair(vault)
     vault.link(a["id"], b["id"], relation="depends_on")
-    runner = CliRunner()
-    done = runner.invoke(cli, ["--dir", str(vault.root), "unlink", a["id"], b["id"], "-r", "depends_on"], obj=None)
-    assert done.exit_code == 0, done.output
-    assert f"Unlinked {a['path']} -depends_on-> [[acme-billing]]" in done.output
-    again = runner.invoke(cli, ["--dir", str(vault.root), "--json", "unlink", a["id"], b["id"], "-r", "depends_on"])
-    assert again.exit_code == 0 and json.loads(again.output)["changed"] is False
+    out = cli_ok("unlink", a["id"], b["id"], "-r", "depends_on", vault=vault.root)
+    assert f"Unlinked {a['path']} -depends_on-> [[acme-billing]]" in out
+    assert json.loads(cli_ok("--json", "unlink", a["id"], b["id"], "-r", "depends_on", vault=vault.root))["changed"] is False
     assert "depends_on" not in (vault.root / a["path"]).read_text()
 
 
-@pytest.fixture
-def anyio_backend() -> str:
-    return "asyncio"
-
-
 @pytest.mark.anyio
-async def test_unlink_memories_over_mcp(vault: Vault) -> None:
+async def test_unlink_memories_over_mcp(vault: Vault, client: Client) -> None:
     a, b = _pair(vault)
-    async with Client(build_server(vault)) as client:
-        linked = await client.call_tool("link_memories", {"memory_id": a["id"], "target_id": b["id"]})
-        assert linked.is_error is False
-        result = await client.call_tool("unlink_memories", {"memory_id": a["id"], "target_id": b["id"]})
-        assert result.is_error is False, result.content[0].text
-        assert result.structured_content["removed"] == ["[[acme-billing]]"]
-        assert json.loads(result.content[0].text) == result.structured_content
-        refused = await client.call_tool("unlink_memories", {"memory_id": a["id"], "target_id": b["id"], "relation": "tags"})
-        assert refused.is_error is True and "reserved" in refused.content[0].text
+    await tool_ok(client, "link_memories", memory_id=a["id"], target_id=b["id"])
+    result = await tool_ok(client, "unlink_memories", memory_id=a["id"], target_id=b["id"])
+    assert result["removed"] == ["[[acme-billing]]"]
+    assert "reserved" in await tool_error(client, "unlink_memories", memory_id=a["id"], target_id=b["id"], relation="tags")
     assert "related_to" not in (vault.root / a["path"]).read_text()
     assert_index_matches_files(vault)

@@ -13,11 +13,12 @@ import pytest
 from agent_memory.errors import InvalidInput
 from agent_memory.vault import Vault
 
-from conftest import CONSOLE_SCRIPT as SCRIPT, assert_index_matches_files, run_cli
+from conftest import CONSOLE_SCRIPT as SCRIPT, CliResult, assert_index_matches_files, run_cli
 
-def run(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
-    """The installed console script, finding its vault as a user's shell would (./.memory)."""
-    return run_cli(*args, cwd=cwd, console_script=True)
+
+def run(*args: str, cwd: Path) -> CliResult:
+    """The CLI in ``cwd``, finding its vault as a user's shell would (./.memory)."""
+    return run_cli(*args, cwd=cwd)
 
 
 HAND_WRITTEN = """\ufeff---\r
@@ -237,7 +238,8 @@ def test_cli_doctor_on_a_missing_vault(tmp_path: Path) -> None:
 
 
 def _run_with_terminal_stderr(*args: str, cwd: Path) -> tuple[subprocess.CompletedProcess[bytes], bytes]:
-    """Run the console script with stderr on a pseudo-terminal, as in a user's shell."""
+    """Run the installed console script with stderr on a pseudo-terminal, as in a user's
+    shell (a subprocess: only a real terminal shows the progress bar)."""
     import pty
 
     master, slave = pty.openpty()

@@ -4,7 +4,6 @@ when a person saves meanwhile or the process dies half way."""
 
 from __future__ import annotations
 
-import json
 import os
 import subprocess
 import sys
@@ -12,18 +11,14 @@ import textwrap
 from pathlib import Path
 
 import pytest
-from click.testing import CliRunner
-from mcp import Client
 
 from agent_memory import locking
-from agent_memory.cli import cli
 from agent_memory.errors import InvalidInput, SavedMeanwhile
 from agent_memory.moves import MOVE_DIRNAME
-from agent_memory.server import build_server
 from agent_memory.store import Store
 from agent_memory.vault import Vault
 
-from conftest import assert_index_matches_files, person_saves_before_the_swap
+from conftest import assert_index_matches_files, cli_ok, mcp_client, person_saves_before_the_swap, run_cli, tool_error, tool_ok
 
 HUB = (
     "---\nrelated_to: [\"[[Kessel Run]]\"]\nowner: me  # a comment\n---\n"
@@ -219,29 +214,19 @@ def test_a_crash_half_way_is_undone_on_the_next_open(linked: Vault, crash_at: in
 
 
 def test_cli_mv(linked: Vault) -> None:
-    runner = CliRunner()
-    done = runner.invoke(cli, ["--dir", str(linked.root), "mv", "places/Kessel Run.md", "Smuggling Route"])
-    assert done.exit_code == 0, done.output
-    assert "Moved places/Kessel Run.md -> Smuggling Route.md" in done.output
-    assert "id places/Kessel Run.md -> Smuggling Route.md" in done.output
-    assert "rewrote 6 links in hub.md" in done.output
-    refused = runner.invoke(cli, ["--dir", str(linked.root), "mv", "Smuggling Route.md", "hub.md"])
-    assert refused.exit_code == 1 and "already exists" in refused.output
-
-
-@pytest.fixture
-def anyio_backend() -> str:
-    return "asyncio"
+    out = cli_ok("mv", "places/Kessel Run.md", "Smuggling Route", vault=linked.root)
+    assert "Moved places/Kessel Run.md -> Smuggling Route.md" in out
+    assert "id places/Kessel Run.md -> Smuggling Route.md" in out
+    assert "rewrote 6 links in hub.md" in out
+    refused = run_cli("mv", "Smuggling Route.md", "hub.md", vault=linked.root)
+    assert refused.returncode == 1 and "already exists" in refused.stderr and refused.stdout == ""
 
 
 @pytest.mark.anyio
 async def test_move_memory_over_mcp(linked: Vault) -> None:
-    async with Client(build_server(linked)) as client:
-        result = await client.call_tool("move_memory", {"memory_id": "places/Kessel Run.md", "new_path": "Smuggling Route.md"})
-        assert result.is_error is False, result.content[0].text
-        assert json.loads(result.content[0].text) == result.structured_content
-        assert result.structured_content["new_id"] == "Smuggling Route.md"
-        refused = await client.call_tool("move_memory", {"memory_id": "Smuggling Route.md", "new_path": "hub.md"})
-        assert refused.is_error is True and "already exists" in refused.content[0].text
+    async with mcp_client(linked) as client:
+        moved = await tool_ok(client, "move_memory", memory_id="places/Kessel Run.md", new_path="Smuggling Route.md")
+        assert moved["new_id"] == "Smuggling Route.md"
+        assert "already exists" in await tool_error(client, "move_memory", memory_id="Smuggling Route.md", new_path="hub.md")
     assert (linked.root / "places" / "Tatooine.md").read_text() == "Sand. Back to [[Smuggling Route]].\n"
     assert_index_matches_files(linked)

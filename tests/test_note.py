@@ -592,7 +592,7 @@ def test_render_new_then_parse_gives_back_what_was_written() -> None:
 def test_patch_then_parse_gives_back_what_was_written() -> None:
     rng = random.Random(7)
     for _ in range(500):
-        fields, body = _random_fields(rng)
+        fields, _body = _random_fields(rng)
         original = HAND_WRITTEN if rng.random() < 0.5 else "\ufeff" + HAND_WRITTEN.replace("\n", "\r\n")
         changes = {k: v for k, v in fields.items() if k in ("title", "source", "tags", "expires", "namespace")}
         out = notes.patch(original, changes)

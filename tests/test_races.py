@@ -4,8 +4,9 @@ SPEC §3, issue 9 items 1-3. The races run real processes on real files: a saver
 process plays the person (``benchmarks/races.py`` holds it, the tool's side of each
 scenario and the checks; ``python benchmarks/races.py`` is the long version), saving
 in place (truncate, then write, as Node's ``fs.writeFile`` and many editors do) or
-atomically (temp file + ``os.replace``) while the CLI, the library in another process,
-or the MCP server over stdio edit the same memory. After both stop (the saver is joined
+atomically (temp file + ``os.replace``) while the CLI (in the test's process, one vault
+opened per command), the library in another process, or the MCP server over stdio edit
+the same memory. After both stop (the saver is joined
 and writes down every line it saved), each test asserts:
 
 - the file still parses with its id, namespace and body (never a bare front matter),
@@ -36,7 +37,7 @@ import threading
 from pathlib import Path
 
 import pytest
-from conftest import assert_index_matches_files
+from conftest import assert_index_matches_files, run_cli
 
 from agent_memory import locking
 from agent_memory.errors import SavedMeanwhile
@@ -174,8 +175,16 @@ def _assert_no_save_lost(result, root: Path) -> None:
         assert_index_matches_files(vault)
 
 
+def _cli_here(args: list[str]) -> tuple[int, str, str]:
+    """One CLI command in this process (the saver is another): each opens the vault
+    afresh and reconciles, as ``agent-memory edit`` does."""
+    done = run_cli(*args)
+    return done.returncode, done.stdout, done.stderr
+
+
 def test_in_place_saver_against_cli_edits(tmp_path: Path) -> None:
-    _assert_no_save_lost(races.run_round("inplace-cli", tmp_path, 11, edits=20), tmp_path / "vault-inplace-cli-11")
+    _assert_no_save_lost(races.run_round("inplace-cli", tmp_path, 11, edits=20, cli=_cli_here),
+                         tmp_path / "vault-inplace-cli-11")
 
 
 def test_in_place_saver_against_library_updates(tmp_path: Path) -> None:

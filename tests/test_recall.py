@@ -8,11 +8,8 @@ from __future__ import annotations
 import dataclasses
 import datetime as dt
 import json
-import os
 import re
 import sqlite3
-import subprocess
-import sys
 import unicodedata
 from pathlib import Path
 
@@ -147,11 +144,7 @@ def corpora(tmp_path_factory: pytest.TempPathFactory):
 
 
 def cli_search(root: Path, *args: str) -> dict:
-    env = {k: v for k, v in os.environ.items() if not k.startswith("AGENT_MEMORY")}
-    done = subprocess.run(
-        [sys.executable, "-m", "agent_memory", "--dir", str(root), "search", "--json", *args],
-        env=env, capture_output=True, text=True, timeout=60,
-    )
+    done = run_cli("search", "--json", *args, vault=root)
     assert done.returncode == 0, done.stderr
     return json.loads(done.stdout)
 

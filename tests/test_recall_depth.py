@@ -10,12 +10,11 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from mcp import Client
 
 from agent_memory.errors import InvalidInput
-from agent_memory.server import build_server
 from agent_memory.vault import SEARCH_RELATED_LIMIT, Vault
-from conftest import run_cli
+
+from conftest import mcp_client, run_cli, tool_error, tool_ok
 
 
 def write(vault: Vault, rel: str, body: str, front: str = "") -> None:
@@ -43,7 +42,7 @@ def stems(nodes: list[dict[str, Any]]) -> dict[str, int]:
 
 def test_depth_one_returns_the_memories_linked_to_the_hits(linked: Vault) -> None:
     result = linked.search("outage friday", depth=1)
-    assert [Path(h["path"]).stem for h in result["hits"]][0] == "incident-42"
+    assert Path(result["hits"][0]["path"]).stem == "incident-42"
     graph = result["related"]
     assert graph["depth"] == 1 and graph["aborted"] is False
     near = stems(graph["nodes"])
@@ -84,12 +83,10 @@ def test_the_graph_is_bounded(vault: Vault) -> None:
 
 @pytest.mark.anyio
 async def test_the_recall_tool_takes_depth(linked: Vault) -> None:
-    async with Client(build_server(linked)) as client:
-        result = await client.call_tool("recall", {"query": "outage friday", "depth": 1})
-        assert result.is_error is False
-        assert "postmortem" in {Path(n["path"]).stem for n in result.structured_content["related"]["nodes"]}
-        refused = await client.call_tool("recall", {"query": "payment outage", "depth": 9})
-        assert refused.is_error is True
+    async with mcp_client(linked) as client:
+        result = await tool_ok(client, "recall", query="outage friday", depth=1)
+        assert "postmortem" in {Path(n["path"]).stem for n in result["related"]["nodes"]}
+        await tool_error(client, "recall", query="payment outage", depth=9)
 
 
 def test_search_depth_on_the_command_line(linked: Vault) -> None:

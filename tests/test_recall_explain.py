@@ -3,19 +3,10 @@
 from __future__ import annotations
 
 import json
-from pathlib import Path
 
-from click.testing import CliRunner
 
-from agent_memory.cli import Settings, cli
 from agent_memory.vault import Vault
-from conftest import Clock
-
-
-def _cli(vault: Path, *args: str) -> str:
-    result = CliRunner().invoke(cli, ["--dir", str(vault), *args], obj=Settings())
-    assert result.exit_code == 0, result.output
-    return result.output
+from conftest import Clock, cli_ok, run_cli
 
 
 def test_explain_lists_the_statements_that_reproduce_the_hits(vault: Vault) -> None:
@@ -48,17 +39,17 @@ def test_partial_hits_explain_coverage_context_and_bm25(vault: Vault, clock: Clo
 
 def test_the_cli_prints_the_sql_and_the_score_parts(vault: Vault) -> None:
     vault.remember("Customer ACME prefers deploys on Fridays")
-    out = _cli(vault.root, "search", "acme deploys", "--explain")
+    out = cli_ok("search", "acme deploys", "--explain", vault=vault.root)
     assert "SELECT m.rid FROM fts CROSS JOIN memories m" in out and 'params ["\\"acme\\""' in out
     assert "score" in out and "bm25" in out
-    data = json.loads(_cli(vault.root, "--json", "search", "acme deploys", "--explain"))
+    data = json.loads(cli_ok("--json", "search", "acme deploys", "--explain", vault=vault.root))
     assert data["explain"]["statements"][0]["sql"].startswith("SELECT")
-    assert "profile" not in _cli(vault.root, "search", "acme deploys")
+    assert "profile" not in cli_ok("search", "acme deploys", vault=vault.root)
 
 
 def test_the_cli_picks_a_profile_and_explain_names_it(vault: Vault) -> None:
     vault.remember("Customer ACME prefers deploys on Fridays")
-    assert "profile conversation;" in _cli(vault.root, "search", "acme", "--explain", "--profile", "conversation")
-    assert "profile facts;" in _cli(vault.root, "search", "acme", "--explain")
-    bad = CliRunner().invoke(cli, ["--dir", str(vault.root), "search", "acme", "--profile", "chat"], obj=Settings())
-    assert bad.exit_code == 1 and "profile must be one of facts, conversation" in bad.output
+    assert "profile conversation;" in cli_ok("search", "acme", "--explain", "--profile", "conversation", vault=vault.root)
+    assert "profile facts;" in cli_ok("search", "acme", "--explain", vault=vault.root)
+    bad = run_cli("search", "acme", "--profile", "chat", vault=vault.root)
+    assert bad.returncode == 1 and "profile must be one of facts, conversation" in bad.stderr and bad.stdout == ""

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+
 import pytest
 
 from agent_memory.errors import InvalidInput
@@ -19,15 +21,19 @@ def test_a_short_memory_comes_whole_in_its_hit_and_a_long_one_as_a_snippet(vault
     assert "content" not in hits["ACME deploy runbook"] and hits["ACME deploy runbook"]["snippet"]
 
 
-@pytest.fixture
-def many(vault: Vault, clock: Clock) -> Vault:
-    """Sixty memories sharing words in different amounts, some written in one instant."""
+@pytest.fixture(scope="module")
+def many(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Vault]:
+    """Sixty memories sharing words in different amounts, some written in one instant;
+    written once for the module, as every test here only reads them."""
+    clock = Clock()
+    vault = Vault.init(tmp_path_factory.mktemp("many") / ".memory", clock=clock)
     for n in range(60):
         words = ["billing"] + (["invoice"] if n % 2 else []) + (["stripe"] if n % 3 == 0 else []) + (["refund"] if n % 5 == 0 else [])
         vault.remember(f"Note {n}: " + " ".join(words) + f" item{n}")
         if n % 4:
             clock.advance(minutes=1)
-    return vault
+    yield vault
+    vault.close()
 
 
 @pytest.mark.parametrize("question", ["billing invoice stripe refund", "billing", "invoice refund zebra"])
@@ -65,14 +71,10 @@ def test_auto_fills_the_page_after_the_complete_hits(many: Vault) -> None:
 
 
 def test_the_cli_pages_with_offset(many: Vault) -> None:
-    from click.testing import CliRunner
-
-    from agent_memory.cli import Settings, cli
+    from conftest import cli_ok
 
     def run(*args: str) -> str:
-        done = CliRunner().invoke(cli, ["--dir", str(many.root), "search", "refund", "--limit", "5", *args], obj=Settings())
-        assert done.exit_code == 0, done.output
-        return done.output
+        return cli_ok("search", "refund", "--limit", "5", *args, vault=many.root)
 
     assert "more: --offset 5" in run()
     last = run("--offset", "10")

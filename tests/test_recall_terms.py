@@ -160,7 +160,7 @@ def test_dates_in_a_question_become_date_terms(question: str, dates: list[str], 
 
 def test_a_word_never_matches_the_creation_date_but_a_date_does(fts: sqlite3.Connection) -> None:
     fts.execute("INSERT INTO fts (rowid, body, dated) VALUES (1, 'Signed the lease', ?)", (date_words("2026-05-20T09:00:00Z"),))
-    count = lambda expr: fts.execute("SELECT count(*) FROM fts WHERE fts MATCH ?", (expr,)).fetchone()[0]  # noqa: E731
+    count = lambda expr: fts.execute("SELECT count(*) FROM fts WHERE fts MATCH ?", (expr,)).fetchone()[0]
     assert count(query.word_term("may").expr) == 0 and count(query.word_term("2026").expr) == 0
     (date,) = query.date_terms("on 20 May 2026")[0]
     assert count(date.expr) == 1

@@ -161,7 +161,7 @@ def _finishes(seconds: float, work, fifo: Path) -> None:
     def run() -> None:
         try:
             work()
-        except BaseException as exc:  # re-raised in the test's thread
+        except BaseException as exc:  # noqa: BLE001 - re-raised in the test's thread
             errors.append(exc)
 
     thread = threading.Thread(target=run, daemon=True)

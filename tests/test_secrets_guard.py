@@ -10,14 +10,12 @@ import string
 from pathlib import Path
 
 import pytest
-from mcp import Client
 
 from agent_memory import credentials
 from agent_memory.errors import SecretRefused, SettingsError
-from agent_memory.server import build_server
 from agent_memory.vault import Vault
 
-from conftest import assert_index_matches_files
+from conftest import assert_index_matches_files, mcp_client, tool_error
 
 
 def fake_github_token(seed: int = 1) -> str:
@@ -121,9 +119,7 @@ def test_new_memories_go_under_the_configured_folder(vault: Vault) -> None:
 @pytest.mark.anyio
 async def test_the_model_is_told_what_was_found_and_what_to_do(vault: Vault) -> None:
     token = fake_github_token(5)
-    async with Client(build_server(vault)) as client:
-        result = await client.call_tool("remember", {"content": f"Deploy with {token}"})
-    assert result.is_error
-    text = result.content[0].text
+    async with mcp_client(vault) as client:
+        text = await tool_error(client, "remember", content=f"Deploy with {token}")
     assert "GitHub token" in text and token not in text and "secrets.allow" in text
     assert md_files(vault.root) == []

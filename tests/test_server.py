@@ -27,29 +27,11 @@ from agent_memory.server.instructions import INSTRUCTIONS
 from agent_memory.vault import Vault
 
 from conftest import assert_index_matches_files, person_saves_before_the_swap
+from conftest import tool_error as fails, tool_ok as ok
 
 pytestmark = pytest.mark.anyio
 
 PROMPTS_DIR = Path(__file__).resolve().parent.parent / "prompts"
-
-
-@pytest.fixture
-async def client(vault: Vault):
-    async with Client(build_server(vault)) as connected:
-        yield connected
-
-
-async def ok(client: Client, tool: str, **arguments: Any) -> dict[str, Any]:
-    result = await client.call_tool(tool, arguments)
-    assert result.is_error is False, result.content[0].text
-    assert json.loads(result.content[0].text) == result.structured_content
-    return result.structured_content
-
-
-async def fails(client: Client, tool: str, **arguments: Any) -> str:
-    result = await client.call_tool(tool, arguments)
-    assert result.is_error is True and result.structured_content is None
-    return result.content[0].text
 
 
 # ----------------------------------------------------------------------------- the contract

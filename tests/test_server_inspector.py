@@ -31,8 +31,11 @@ pytestmark = pytest.mark.skipif(NPX is None, reason="npx (Node.js) is not instal
 def inspector(vault_dir: Path, *args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
     local = LOCAL_INSTALL / "node_modules" / "@modelcontextprotocol" / "inspector"
     env = {**os.environ, "npm_config_cache": NPM_CACHE, "npm_config_update_notifier": "false"}
+    # The Inspector passes the server only the variables given with -e: PYTHONPATH, so
+    # that the server runs the code under test.
+    code = ["-e", f"PYTHONPATH={os.environ['PYTHONPATH']}"] if os.environ.get("PYTHONPATH") else []
     return subprocess.run(
-        [str(NPX), "-y", INSPECTOR, "--cli", str(SCRIPT), "serve", "--dir", str(vault_dir), *args],
+        [str(NPX), "-y", INSPECTOR, "--cli", *code, str(SCRIPT), "serve", "--dir", str(vault_dir), *args],
         cwd=LOCAL_INSTALL if local.is_dir() else cwd, env=env, capture_output=True, text=True, timeout=300,
     )
 

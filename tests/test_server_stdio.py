@@ -4,6 +4,7 @@ and by raw JSON-RPC lines; the watcher keeps the index in step while it runs."""
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 import threading
@@ -16,41 +17,39 @@ from mcp import Client, StdioServerParameters
 
 from agent_memory.vault import Vault
 
+from conftest import tool_ok
+
 SCRIPT = Path(sys.executable).with_name("agent-memory")
+CODE_UNDER_TEST = {"PYTHONPATH": os.environ["PYTHONPATH"]} if os.environ.get("PYTHONPATH") else {}
 
 pytestmark = pytest.mark.anyio
 
 
 def serve_params(vault_dir: Path, *args: str) -> StdioServerParameters:
-    # The stdio client forwards almost no environment: the vault must come from --dir.
-    return StdioServerParameters(command=str(SCRIPT), args=[*args, "--dir", str(vault_dir)])
-
-
-async def call(client: Client, tool: str, **arguments: object) -> dict:
-    result = await client.call_tool(tool, arguments)
-    assert result.is_error is False, result.content[0].text
-    return result.structured_content
+    # The stdio client forwards almost no environment: the vault must come from --dir,
+    # and PYTHONPATH is passed on so the server runs the code under test.
+    return StdioServerParameters(command=str(SCRIPT), args=[*args, "--dir", str(vault_dir)], env=CODE_UNDER_TEST)
 
 
 async def test_remember_recall_forget_over_stdio(tmp_path: Path) -> None:
     vault_dir = tmp_path / "fresh-vault"  # does not exist yet: serve creates it
     async with Client(serve_params(vault_dir, "serve")) as client:
         assert client.server_info.name == "agent-memory"
-        stored = await call(client, "remember", content="Customer ACME prefers deploys on Fridays", tags="customer")
+        stored = await tool_ok(client, "remember", content="Customer ACME prefers deploys on Fridays", tags="customer")
         path = vault_dir / stored["memory"]["path"]
         assert path.read_text().endswith("Customer ACME prefers deploys on Fridays\n")
-        found = await call(client, "recall", query="When does ACME prefer to deploy?")
+        found = await tool_ok(client, "recall", query="When does ACME prefer to deploy?")
         assert [h["id"] for h in found["hits"]] == [stored["memory"]["id"]]
-        gone = await call(client, "forget", memory_id=stored["memory"]["id"])
+        gone = await tool_ok(client, "forget", memory_id=stored["memory"]["id"])
         assert not path.exists() and (vault_dir / gone["trashed_to"]).exists()
-        assert (await call(client, "recall", query="ACME deploy"))["count"] == 0
+        assert (await tool_ok(client, "recall", query="ACME deploy"))["count"] == 0
     assert (vault_dir / ".gitignore").exists()
 
 
 async def recall_until(client: Client, query: str, seconds: float = 10.0) -> dict:
     deadline = time.monotonic() + seconds
     while True:
-        found = await call(client, "recall", query=query)
+        found = await tool_ok(client, "recall", query=query)
         if found["count"] or time.monotonic() > deadline:
             return found
         await anyio.sleep(0.1)
@@ -121,16 +120,13 @@ async def test_the_handshake_does_not_wait_for_the_start_up_reconcile(tmp_path: 
     Vault.init(vault_dir).close()
     (vault_dir / "people").mkdir()
     (vault_dir / "people" / "priya.md").write_text("Priya prefers written questions\n")
-    lock = open(vault_dir / ".index" / "write.lock", "a+")
-    fcntl.flock(lock, fcntl.LOCK_EX)
-    try:
+    with open(vault_dir / ".index" / "write.lock", "a+") as lock:  # noqa: ASYNC230 - opened before the server starts
+        fcntl.flock(lock, fcntl.LOCK_EX)
         async with Client(serve_params(vault_dir, "serve")) as client:
             with anyio.fail_after(20):
                 tools = await client.list_tools()
             assert "recall" in {t.name for t in tools.tools}  # connected while reconcile is held up
-            assert (await call(client, "recall", query="Priya written questions"))["count"] == 0
+            assert (await tool_ok(client, "recall", query="Priya written questions"))["count"] == 0
             fcntl.flock(lock, fcntl.LOCK_UN)
             found = await recall_until(client, "Priya written questions")
             assert [h["path"] for h in found["hits"]] == ["people/priya.md"]
-    finally:
-        lock.close()

@@ -145,14 +145,10 @@ def test_a_displaced_file_written_to_through_an_open_descriptor_is_kept(tmp_path
     """An editor saving in place writes into the inode it opened, even after the swap."""
     store = Store(tmp_path)
     store.write_new_file("n.md", b"v1\n")
-    editor = open(tmp_path / "n.md", "r+b")
-    try:
+    with open(tmp_path / "n.md", "r+b") as editor:
         store.replace_checked("n.md", b"tool\n", b"v1\n")
         editor.seek(0)
         editor.write(b"v2 typed by a person\n")
-        editor.flush()
-    finally:
-        editor.close()
     kept = store.settle_parked(grace=0)
     assert len(kept) == 1 and (tmp_path / kept[0]).read_bytes() == b"v2 typed by a person\n"
     assert [e.reason for e in store.trash.live()] == ["conflict"]

@@ -174,8 +174,11 @@ def test_jetbrains_safe_write(vault: Vault, watch: Callable[..., Watcher]) -> No
 
 
 def test_file_renamed_keeps_its_id_under_the_new_path(vault: Vault, watch: Callable[..., Watcher]) -> None:
-    watch()
+    watcher = watch()
     made = vault.remember("The staging database lives in eu-west.", tags=["infra"])["memory"]
+    # A person renames a file that has been there a moment: one created and moved out of a
+    # brand-new folder before inotify watches that folder leaves no event at all.
+    wait_until(lambda: watcher.counts["unchanged"], "the watcher has seen the tool's own write")
     (vault.root / "infra").mkdir()
     os.rename(vault.root / made["path"], vault.root / "infra" / "staging-db.md")
     wait_until(lambda: row(vault, made["path"]) is None and row(vault, "infra/staging-db.md"),
@@ -490,9 +493,9 @@ def test_two_watchers_in_two_processes_do_not_fight(vault: Vault, watch: Callabl
             tmp = vault.root / ".shared.md.tmp"  # atomic saves: no reader ever sees half a file
             tmp.write_text(hand_note(f"Shared note version v{n}x."))
             os.replace(tmp, path)
-            wait_until(lambda: body_is(vault, "shared.md", f"v{n}x"), f"version {n} is indexed")
+            wait_until(lambda n=n: body_is(vault, "shared.md", f"v{n}x"), f"version {n} is indexed")
             # both watchers have seen this version before the next one is written
-            wait_until(lambda: watched_in(out, changes) >= n + 1, f"version {n} is reported")
+            wait_until(lambda n=n: watched_in(out, changes) >= n + 1, f"version {n} is reported")
         made = vault.remember("Written by an agent while two watchers run.")["memory"]
     finally:
         other.send_signal(2)  # Ctrl-C

@@ -5,19 +5,15 @@ counted by memory_stats; over the library, the real MCP client in memory and the
 from __future__ import annotations
 
 import json
-from pathlib import Path
 from typing import Any
 
 import pytest
-from click.testing import CliRunner
 from mcp import Client
 
-from agent_memory.cli import Settings, cli
 from agent_memory.errors import InvalidInput
-from agent_memory.server import build_server
 from agent_memory.vault import Vault
 
-from conftest import assert_index_matches_files
+from conftest import assert_index_matches_files, cli_ok, run_cli, tool_error, tool_ok
 
 
 def test_remember_writes_type_and_importance_as_front_matter_keys(vault: Vault) -> None:
@@ -106,65 +102,51 @@ def test_stats_count_types_and_average_importance(vault: Vault) -> None:
 
 
 @pytest.mark.anyio
-async def test_type_and_importance_over_the_real_client(vault: Vault) -> None:
-    async with Client(build_server(vault)) as client:
-        async def ok(tool: str, **arguments: Any) -> dict[str, Any]:
-            result = await client.call_tool(tool, arguments)
-            assert result.is_error is False, result.content[0].text
-            return result.structured_content
-
-        stored = await ok("remember", content="Lesson: pin the mcp version", type="lesson", importance=7)
-        memory_id = stored["memory"]["id"]
-        assert "importance: 7\n" in (vault.root / stored["memory"]["path"]).read_text()
-        await ok("remember", content="A plain fact about pins")
-        assert [m["id"] for m in (await ok("list_memories", type="lesson"))["memories"]] == [memory_id]
-        assert [h["id"] for h in (await ok("recall", query="pin", min_importance=5))["hits"]] == [memory_id]
-        assert (await ok("recall", query="pin", max_importance=6))["count"] == 0  # none has one that low
-        assert (await ok("recall", query="pin", max_importance=7))["count"] == 1
-        context = await ok("retrieve_context", query="pin", type="lesson")
-        assert [m["id"] for m in context["memories"]] == [memory_id]
-        updated = await ok("update_memory", memory_id=memory_id, type="procedure", importance=3)
-        assert updated["memory"]["front_matter"]["type"] == "procedure"
-        assert (await ok("memory_stats"))["types"] == {"procedure": 1}
-        bad = await client.call_tool("remember", {"content": "x", "importance": 12})
-        assert bad.is_error and "importance" in bad.content[0].text
-        alias = await client.call_tool("list_memories", {"memory_type": "procedure"})  # memory-mcp's name
-        assert not alias.is_error and [m["id"] for m in alias.structured_content["memories"]] == [memory_id]
-        assert "'memory_type' as 'type'" in alias.content[1].text
-        removed = await ok("update_memory", memory_id=memory_id, importance="")
-        assert "importance" not in removed["memory"]["front_matter"]
-        assert "importance:" not in (vault.root / stored["memory"]["path"]).read_text()
-        bad = await client.call_tool("update_memory", {"memory_id": memory_id, "importance": "high"})
-        assert bad.is_error and "importance" in bad.content[0].text
+async def test_type_and_importance_over_the_real_client(vault: Vault, client: Client) -> None:
+    stored = await tool_ok(client, "remember", content="Lesson: pin the mcp version", type="lesson", importance=7)
+    memory_id = stored["memory"]["id"]
+    assert "importance: 7\n" in (vault.root / stored["memory"]["path"]).read_text()
+    await tool_ok(client, "remember", content="A plain fact about pins")
+    assert [m["id"] for m in (await tool_ok(client, "list_memories", type="lesson"))["memories"]] == [memory_id]
+    assert [h["id"] for h in (await tool_ok(client, "recall", query="pin", min_importance=5))["hits"]] == [memory_id]
+    assert (await tool_ok(client, "recall", query="pin", max_importance=6))["count"] == 0  # none has one that low
+    assert (await tool_ok(client, "recall", query="pin", max_importance=7))["count"] == 1
+    context = await tool_ok(client, "retrieve_context", query="pin", type="lesson")
+    assert [m["id"] for m in context["memories"]] == [memory_id]
+    updated = await tool_ok(client, "update_memory", memory_id=memory_id, type="procedure", importance=3)
+    assert updated["memory"]["front_matter"]["type"] == "procedure"
+    assert (await tool_ok(client, "memory_stats"))["types"] == {"procedure": 1}
+    assert "importance" in await tool_error(client, "remember", content="x", importance=12)
+    alias = await client.call_tool("list_memories", {"memory_type": "procedure"})  # memory-mcp's name
+    assert not alias.is_error and [m["id"] for m in alias.structured_content["memories"]] == [memory_id]
+    assert "'memory_type' as 'type'" in alias.content[1].text
+    removed = await tool_ok(client, "update_memory", memory_id=memory_id, importance="")
+    assert "importance" not in removed["memory"]["front_matter"]
+    assert "importance:" not in (vault.root / stored["memory"]["path"]).read_text()
+    assert "importance" in await tool_error(client, "update_memory", memory_id=memory_id, importance="high")
 
 
 # ----------------------------------------------------------------------------- CLI
 
 
-def _cli(vault: Path, *args: str) -> str:
-    result = CliRunner().invoke(cli, ["--dir", str(vault), *args], obj=Settings())
-    assert result.exit_code == 0, result.output
-    return result.output
-
-
 def test_cli_flags(vault: Vault) -> None:
     root = vault.root
-    out = json.loads(_cli(root, "--json", "add", "Procedure: restart the worker", "--type", "procedure",
-                          "--importance", "5"))
+    out = json.loads(cli_ok("--json", "add", "Procedure: restart the worker", "--type", "procedure",
+                          "--importance", "5", vault=root))
     memory_id = out["memory"]["id"]
-    _cli(root, "add", "Another restart note")
-    listed = json.loads(_cli(root, "--json", "list", "--type", "procedure"))
+    cli_ok("add", "Another restart note", vault=root)
+    listed = json.loads(cli_ok("--json", "list", "--type", "procedure", vault=root))
     assert [m["id"] for m in listed["memories"]] == [memory_id]
-    found = json.loads(_cli(root, "--json", "search", "restart", "--min-importance", "5"))
+    found = json.loads(cli_ok("--json", "search", "restart", "--min-importance", "5", vault=root))
     assert [h["id"] for h in found["hits"]] == [memory_id]
-    _cli(root, "edit", memory_id, "--importance", "1", "--type", "lesson")
+    cli_ok("edit", memory_id, "--importance", "1", "--type", "lesson", vault=root)
     text = (root / out["memory"]["path"]).read_text()
     assert "type: lesson\n" in text and "importance: 1\n" in text
-    assert json.loads(_cli(root, "--json", "search", "restart", "--min-importance", "5"))["hits"] == []
-    _cli(root, "edit", memory_id, "--importance", "")
+    assert json.loads(cli_ok("--json", "search", "restart", "--min-importance", "5", vault=root))["hits"] == []
+    cli_ok("edit", memory_id, "--importance", "", vault=root)
     assert "importance:" not in (root / out["memory"]["path"]).read_text()
-    refused = CliRunner().invoke(cli, ["--dir", str(root), "edit", memory_id, "--importance", "high"], obj=Settings())
-    assert refused.exit_code == 2 and "not a number" in refused.output
+    refused = run_cli("edit", memory_id, "--importance", "high", vault=root)
+    assert refused.returncode == 2 and "not a number" in refused.stderr
 
 
 def test_stats_count_relations_and_give_the_oldest_and_newest(vault: Vault, clock: Any) -> None:

@@ -4,6 +4,7 @@ and leaves the vault's files exactly as they were."""
 
 from __future__ import annotations
 
+from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -16,15 +17,11 @@ from agent_memory.server import build_server
 from agent_memory.server.tools import closest_name
 from agent_memory.vault import Vault
 
+from conftest import Clock, mcp_client, tool_ok as ok
+
 pytestmark = pytest.mark.anyio
 
 NUL = "\x00"
-
-
-@pytest.fixture
-async def client(vault: Vault):
-    async with Client(build_server(vault)) as connected:
-        yield connected
 
 
 def vault_files(root: Path) -> dict[str, bytes]:
@@ -34,12 +31,6 @@ def vault_files(root: Path) -> dict[str, bytes]:
         for p in sorted(root.rglob("*"))
         if p.is_file() and ".index" not in p.relative_to(root).parts
     }
-
-
-async def ok(client: Client, tool: str, **arguments: Any) -> dict[str, Any]:
-    result = await client.call_tool(tool, arguments)
-    assert result.is_error is False, result.content[0].text
-    return result.structured_content
 
 
 async def refused(client: Client, vault: Vault, tool: str, arguments: dict[str, Any]) -> str:
@@ -55,7 +46,27 @@ async def refused(client: Client, vault: Vault, tool: str, arguments: dict[str, 
     return text.removeprefix(f"Error executing tool {tool}: ")
 
 
-@pytest.fixture
+@pytest.fixture(scope="module")
+def anyio_backend() -> str:
+    return "asyncio"
+
+
+@pytest.fixture(scope="module")
+def vault(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Vault]:
+    """One vault and one server for the whole module: every call here is refused and
+    leaves the vault as it was (``refused`` checks that each time), so the tests can
+    share them; the few valid calls only add memories no test counts."""
+    with Vault.init(tmp_path_factory.mktemp("validation") / ".memory", clock=Clock()) as shared:
+        yield shared
+
+
+@pytest.fixture(scope="module")
+async def client(vault: Vault) -> AsyncIterator[Client]:
+    async with mcp_client(vault) as connected:
+        yield connected
+
+
+@pytest.fixture(scope="module")
 async def ids(client: Client) -> dict[str, str]:
     a = (await ok(client, "remember", content="ACME deploys on Fridays", tags=["acme"]))["memory"]
     b = (await ok(client, "remember", content="ACME billing runs monthly"))["memory"]
@@ -393,6 +404,7 @@ async def test_unambiguous_values_are_read_as_meant(client: Client, vault: Vault
     updated, _ = await call(client, "update_memory", {"memory_id": ids["a"], "content": "", "ttl_days": -1,
                                                       "add_tags": ["kept"]})
     after = vault.get(ids["a"])
+    assert updated["changed"] is True and updated["memory"]["tags"] == ["acme", "kept"]
     assert after["content"] == before["content"] and after["tags"] == ["acme", "kept"]
     assert after["front_matter"].get("expires") is None
     # ... but not where they would mean something else

@@ -8,21 +8,19 @@ import subprocess
 from pathlib import Path
 
 import pytest
-from click.testing import CliRunner, Result
 
-from agent_memory.cli import Settings, cli
 from agent_memory.vault import Vault
 
-
-def run(cwd: Path, *args: str, monkeypatch: pytest.MonkeyPatch, stdin: str | None = None) -> Result:
-    """The CLI in process, started in ``cwd`` with no AGENT_MEMORY_DIR: discovery decides."""
-    monkeypatch.delenv("AGENT_MEMORY_DIR", raising=False)
-    monkeypatch.chdir(cwd)
-    return CliRunner().invoke(cli, list(args), obj=Settings(), input=stdin)
+from conftest import CliResult, run_cli
 
 
-def ok(result: Result) -> Result:
-    assert result.exit_code == 0, result.output + result.stderr
+def run(cwd: Path, *args: str, env: dict[str, str] | None = None) -> CliResult:
+    """The CLI started in ``cwd`` with no AGENT_MEMORY_DIR: discovery decides."""
+    return run_cli(*args, cwd=cwd, env=env)
+
+
+def ok(result: CliResult) -> CliResult:
+    assert result.returncode == 0, result.stdout + result.stderr
     return result
 
 
@@ -51,9 +49,8 @@ def notes(isolated_home: Path) -> Path:
     return root
 
 
-def test_add_inside_an_obsidian_vault_writes_there_and_says_where(notes: Path, isolated_home: Path,
-                                                                  monkeypatch: pytest.MonkeyPatch) -> None:
-    done = ok(run(notes / "Projects", "add", "Deploys happen on Fridays", monkeypatch=monkeypatch))
+def test_add_inside_an_obsidian_vault_writes_there_and_says_where(notes: Path, isolated_home: Path) -> None:
+    done = ok(run(notes / "Projects", "add", "Deploys happen on Fridays"))
     memory_id = done.stdout.strip()  # stdout is the id alone, for scripts
     [line] = done.stderr.splitlines()
     rel = line.removeprefix("Wrote ").removesuffix(f" in {notes}")
@@ -62,46 +59,45 @@ def test_add_inside_an_obsidian_vault_writes_there_and_says_where(notes: Path, i
     assert not (isolated_home / ".memory").exists()
 
 
-def test_write_commands_print_the_vault_relative_path(notes: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_write_commands_print_the_vault_relative_path(notes: Path) -> None:
     rel = "Projects/Kessel Run.md"
-    edited = ok(run(notes, "edit", rel, "--append", "It is short.", monkeypatch=monkeypatch)).stdout
+    edited = ok(run(notes, "edit", rel, "--append", "It is short.")).stdout
     assert edited == f"Updated {rel}\n"  # a path id is printed once
-    listed = ok(run(notes, "list", monkeypatch=monkeypatch)).stdout
+    listed = ok(run(notes, "list")).stdout
     assert listed.count(rel) == 1
-    forgot = ok(run(notes, "forget", rel, monkeypatch=monkeypatch)).stdout
+    forgot = ok(run(notes, "forget", rel)).stdout
     assert forgot.startswith(f"Forgot {rel}: moved to .trash/")
     export = notes / "export.json"
-    ok(run(notes, "add", "Priya prefers written questions", monkeypatch=monkeypatch))
-    ok(run(notes, "export", "-o", str(export), monkeypatch=monkeypatch))
+    ok(run(notes, "add", "Priya prefers written questions"))
+    ok(run(notes, "export", "-o", str(export)))
     other = notes.parent / "other"
     Vault.init(other).close()
-    imported = ok(run(other, "import", str(export), monkeypatch=monkeypatch)).stdout
+    imported = ok(run(other, "import", str(export))).stdout
     [written] = [line.removeprefix("  wrote ") for line in imported.splitlines() if line.startswith("  wrote ")]
     assert (other / written).read_text().endswith("Priya prefers written questions\n")
-    as_json = json.loads(ok(run(other, "import", str(export), "--json", monkeypatch=monkeypatch)).stdout)
+    as_json = json.loads(ok(run(other, "import", str(export), "--json")).stdout)
     assert as_json["paths"] == [] and as_json["duplicates"] == 1
 
 
-def test_no_vault_lists_where_it_looked(isolated_home: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_no_vault_lists_where_it_looked(isolated_home: Path) -> None:
     (isolated_home / "code/app").mkdir(parents=True)
     for command in (["list"], ["add", "a fact"], ["search", "fact"]):
-        done = run(isolated_home / "code/app", *command, monkeypatch=monkeypatch)
-        assert done.exit_code == 1
+        done = run(isolated_home / "code/app", *command)
+        assert done.returncode == 1
         assert f"looked for .memory/, .obsidian/ or a vault's .index/ in {isolated_home / 'code/app'}" in done.stderr
-        assert "--dir PATH" in done.stderr and "Traceback" not in done.output
+        assert "--dir PATH" in done.stderr and "Traceback" not in done.stderr and done.stdout == ""
     assert not (isolated_home / ".memory").exists()
 
 
-def test_an_existing_vault_opened_without_init_stays_clean_in_git(notes: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    ok(run(notes, "search", "spaceport", monkeypatch=monkeypatch))
+def test_an_existing_vault_opened_without_init_stays_clean_in_git(notes: Path) -> None:
+    ok(run(notes, "search", "spaceport"))
     assert (notes / ".index/.gitignore").read_text() == "*\n"
     assert git(notes, "status", "--porcelain", "--untracked-files=all") == ""
 
 
 def test_the_vaults_own_index_folder_is_ignored_when_the_database_lives_elsewhere(
-        notes: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setenv("AGENT_MEMORY_INDEX_DIR", str(tmp_path / "indexes"))
-    ok(run(notes, "add", "Stored while the index is elsewhere", monkeypatch=monkeypatch))
+        notes: Path, tmp_path: Path) -> None:
+    ok(run(notes, "add", "Stored while the index is elsewhere", env={"AGENT_MEMORY_INDEX_DIR": str(tmp_path / "indexes")}))
     assert (notes / ".index/write.lock").exists() and not (notes / ".index/index.sqlite3").exists()
     status = git(notes, "status", "--porcelain", "--untracked-files=all").splitlines()
     assert len(status) == 1 and status[0].startswith("?? ") and status[0].endswith(".md")  # the memory, nothing else
@@ -109,8 +105,8 @@ def test_the_vaults_own_index_folder_is_ignored_when_the_database_lives_elsewher
     assert (external / ".gitignore").read_text() == "*\n"
 
 
-def test_an_index_gitignore_a_person_wrote_is_kept(notes: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_an_index_gitignore_a_person_wrote_is_kept(notes: Path) -> None:
     (notes / ".index").mkdir()
     (notes / ".index/.gitignore").write_text("# mine\n*\n")
-    ok(run(notes, "list", monkeypatch=monkeypatch))
+    ok(run(notes, "list"))
     assert (notes / ".index/.gitignore").read_text() == "# mine\n*\n"

@@ -386,7 +386,7 @@ class Engine:
 
     def updated(self, rids: set[int] | list[int]) -> dict[int, str]:
         rids = list(rids)
-        return dict(self._run(sql.updated(rids))) if rids else {}  # type: ignore[arg-type]
+        return dict(self._run(sql.updated(rids))) if rids else {}
 
     def records(self, rids: list[int]) -> dict[int, MemoryRecord]:
         if not rids:

@@ -178,7 +178,7 @@ def lift(scores: Mapping[int, float], asking: set[int], around: list[Neighbours]
         source = row.rid
         for offset, share in config.context_shares.items():
             neighbour = row.around.get(offset)
-            if neighbour in scores:
+            if neighbour is not None and neighbour in scores:
                 gain = share * (config.question_boost if source in asking and offset > 0 else 1.0) * scores[source]
                 lifted[neighbour] = max(lifted[neighbour], scores[neighbour] + gain)
     return lifted

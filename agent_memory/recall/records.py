@@ -40,7 +40,7 @@ class MemoryRecord:
 
     @classmethod
     def from_row(cls, row: Mapping[str, Any]) -> MemoryRecord:
-        columns = {key: row[key] for key in row.keys()}  # type: ignore[attr-defined]
+        columns = {key: row[key] for key in row.keys()}  # noqa: SIM118 - a sqlite3.Row iterates its values
         try:
             meta = json.loads(columns.get("meta") or "{}")
         except ValueError:

@@ -39,7 +39,8 @@ class Filters:
 
     def sql(self, alias: str = "m") -> tuple[str, list[Any]]:
         """`` AND ...`` clauses (or nothing) and their parameters."""
-        clauses, params = [], []
+        clauses: list[str] = []
+        params: list[Any] = []
         if self.namespace:
             clauses.append(f"{alias}.namespace = ?")
             params.append(self.namespace)

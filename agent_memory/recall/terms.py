@@ -153,6 +153,7 @@ def date_terms(question: str) -> tuple[list[Term], set[str]]:
     terms that also match the day a memory was created, and the words they used up."""
     out: list[Term] = []
     used: set[str] = set()
+    day: str | None
     for m in _DATE_PHRASE.finditer(question):
         g = m.groups()
         if g[8]:  # ISO

@@ -88,5 +88,5 @@ async def _start_watcher(watcher: Watcher) -> None:
     to watch); a failure leaves the server working on the index as it is."""
     try:
         await anyio.to_thread.run_sync(watcher.start)
-    except Exception:  # noqa: BLE001 - serve on without live sync, and say why
+    except Exception:  # serve on without live sync, and say why
         log.exception("could not start watching the vault; changes made by hand need `agent-memory reindex`")

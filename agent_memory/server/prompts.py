@@ -82,7 +82,8 @@ class PromptFile:
             return [UserMessage(self.render(values))]
 
         return Prompt(
-            name=self.name, title=self.title, description=self.description, arguments=self.arguments, fn=render
+            name=self.name, title=self.title, description=self.description, arguments=self.arguments, fn=render,
+            context_kwarg=None,
         )
 
 
@@ -95,7 +96,7 @@ def parse_prompt(text: str, origin: str) -> PromptFile:
         raise ValueError("front matter needs `name:` (letters, digits, '_', '-', '.')")
     raw_args = meta.get("arguments") or []
     if not isinstance(raw_args, list):
-        raise ValueError("`arguments` must be a list of {name, description, required}")
+        raise ValueError("`arguments` must be a list of {name, description, required}")  # noqa: TRY004 - callers catch ValueError
     arguments = []
     aliases: dict[str, tuple[str, ...]] = {}
     for raw in raw_args:

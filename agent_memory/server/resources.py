@@ -71,7 +71,7 @@ def register_resources(server: MCPServer, vault: Vault) -> None:
         description="One memory's markdown file exactly as on disk, by id or vault-relative path.",
         mime_type="text/markdown",
     )
-    def memory(id: str) -> str:  # noqa: A002 - the URI template's variable name
+    def memory(id: str) -> str:  # the URI template's variable name
         try:
             path = vault.get(id)["path"]
             return vault.read_file(path)["content"]

@@ -134,7 +134,7 @@ def _blank_to_none(value: str | None) -> str | None:
 def hints(*, read_only: bool, destructive: bool, idempotent: bool) -> ToolAnnotations:
     """All four hints, always explicit: unset ones default to destructive and open-world."""
     return ToolAnnotations(
-        readOnlyHint=read_only, destructiveHint=destructive, idempotentHint=idempotent, openWorldHint=False
+        read_only_hint=read_only, destructive_hint=destructive, idempotent_hint=idempotent, open_world_hint=False
     )
 
 
@@ -440,11 +440,10 @@ def refuse_bad_arguments(checks: Mapping[str, ToolArguments]) -> Callable[..., A
 def _with_note(result: HandlerResult, note: str) -> HandlerResult:
     """A tool's result with one more text block after its own, for the model to read
     (the structured result and the first block, its JSON, stay as they were)."""
-    block = {"type": "text", "text": note}
     if isinstance(result, Mapping) and isinstance(result.get("content"), list):
-        return {**result, "content": [*result["content"], block]}
+        return {**result, "content": [*result["content"], {"type": "text", "text": note}]}
     if isinstance(result, CallToolResult):
-        return result.model_copy(update={"content": [*result.content, TextContent(**block)]})
+        return result.model_copy(update={"content": [*result.content, TextContent(type="text", text=note)]})
     return result
 
 
@@ -675,7 +674,7 @@ def register_tools(server: MCPServer, vault: Vault) -> None:
         if (memory_id is None) == (memory_ids is None):
             raise ToolError("Give memory_id (one memory) or memory_ids (several), not both and not neither.")
         return vault.forget_many(
-            [memory_id] if memory_id is not None else memory_ids,  # type: ignore[list-item]
+            [memory_id] if memory_id is not None else memory_ids,  # type: ignore[arg-type]  # one of them is set
             expected_version=_blank_to_none(expected_version), dry_run=dry_run,
         )
 
