@@ -790,6 +790,21 @@ def export(output: str, namespace: str | None, export_format: str) -> None:
 IMPORT_FORMATS = ("mcp-knowledge-graph", "mcp-memory-vault", "memory-mcp", "agentmemory")
 
 
+@contextmanager
+def _source_file(source: str) -> Iterator[Path]:
+    """The path an importer reads: ``source``, or for ``-`` standard input copied into a
+    temporary file (an importer reads a file, and may look at its first bytes)."""
+    if source != "-":
+        yield Path(source)
+        return
+    import tempfile
+
+    with tempfile.TemporaryDirectory(prefix="agent-memory-import-") as folder:
+        path = Path(folder) / "stdin"
+        path.write_bytes(sys.stdin.buffer.read())
+        yield path
+
+
 @cli.command(name="import")
 @common
 @click.option("--from", "source_format", type=click.Choice(IMPORT_FORMATS), default=None,
@@ -813,9 +828,8 @@ def import_(source: str, source_format: str | None) -> None:
       agent-memory import --from agentmemory .memory
     """
     if source_format is not None:
-        with open_vault() as vault, progress_bar("Importing memories") as progress:
-            result = vault.import_memories(Path("/dev/stdin" if source == "-" else source), progress=progress,
-                                           format=source_format)
+        with _source_file(source) as path, open_vault() as vault, progress_bar("Importing memories") as progress:
+            result = vault.import_memories(path, progress=progress, format=source_format)
         _import_summary(result)
         return
     raw = sys.stdin.read() if source == "-" else _read_text(source)
