@@ -27,6 +27,14 @@ _COMPARED = (
 )
 
 
+SHM_NEEDED = 2 << 30  # the suite's files at their peak, with room: a container's 64 MB /dev/shm is not enough
+
+
+def _free_bytes(folder: Path) -> int:
+    stats = os.statvfs(folder)
+    return stats.f_bavail * stats.f_frsize
+
+
 def pytest_configure(config: pytest.Config) -> None:
     """Temporary folders in memory (``/dev/shm``) unless TMPDIR says where.
 
@@ -35,7 +43,8 @@ def pytest_configure(config: pytest.Config) -> None:
     third of the suite's time and most of its variance. On tmpfs the same calls run
     and cost nothing. ``TMPDIR=/tmp python -m pytest`` runs it on the disk."""
     shm = Path("/dev/shm")
-    if "TMPDIR" not in os.environ and config.option.basetemp is None and shm.is_dir() and os.access(shm, os.W_OK):
+    if ("TMPDIR" not in os.environ and config.option.basetemp is None and shm.is_dir() and os.access(shm, os.W_OK)
+            and _free_bytes(shm) >= SHM_NEEDED):
         import tempfile
 
         os.environ["TMPDIR"] = str(shm)  # the tests' subprocesses inherit it
