@@ -9,7 +9,7 @@ import sqlite3
 import subprocess
 import sys
 import threading
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -280,3 +280,44 @@ async def tool_error(client: Any, tool: str, **arguments: Any) -> str:
     result = await client.call_tool(tool, arguments)
     assert result.is_error is True and result.structured_content is None, result.content[0].text
     return result.content[0].text
+
+
+# --------------------------------------------------------------------------- git and watchers
+
+WATCH_DEADLINE = 15.0  # generous: two shared cores; a healthy start takes milliseconds
+
+
+@pytest.fixture
+def git_isolated(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    """git as the tests run it: no repository above the test's folder, no system
+    config, and none of the caller's GIT_DIR/GIT_WORK_TREE/GIT_INDEX_FILE."""
+    monkeypatch.setenv("GIT_CEILING_DIRECTORIES", str(tmp_path))
+    monkeypatch.setenv("GIT_CONFIG_NOSYSTEM", "1")
+    for name in ("GIT_DIR", "GIT_WORK_TREE", "GIT_INDEX_FILE"):
+        monkeypatch.delenv(name, raising=False)
+
+
+@pytest.fixture
+def watch(vault: Vault) -> Iterator[Callable[..., Any]]:
+    """Start watchers (each back once its start-up sweep is done, so every later change
+    reaches the index through its event); every one is stopped and joined, and no
+    thread is left behind."""
+    from agent_memory.sync import Watcher
+
+    before = set(threading.enumerate())
+    started: list[Watcher] = []
+
+    def start(target: Vault = vault, **kwargs: Any) -> Watcher:
+        watcher = Watcher(target, **kwargs)
+        started.append(watcher)
+        watcher.start()
+        assert watcher.swept.wait(WATCH_DEADLINE), "the watcher's start-up sweep did not finish"
+        return watcher
+
+    try:
+        yield start
+    finally:
+        for watcher in started:
+            watcher.stop()
+        leftover = [t for t in threading.enumerate() if t not in before and t.is_alive()]
+        assert not leftover, f"threads still running after stop(): {leftover}"

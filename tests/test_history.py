@@ -16,13 +16,9 @@ from agent_memory.vault import Vault
 
 from conftest import cli_ok, mcp_client, run_cli, tool_error, tool_ok
 
+pytestmark = pytest.mark.usefixtures("git_isolated")
 
-@pytest.fixture(autouse=True)
-def git_identity(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
-    monkeypatch.setenv("GIT_CEILING_DIRECTORIES", str(tmp_path))  # never find a repository above the test's folder
-    monkeypatch.setenv("GIT_CONFIG_NOSYSTEM", "1")
-    monkeypatch.delenv("GIT_DIR", raising=False)
-    monkeypatch.delenv("GIT_WORK_TREE", raising=False)
+
 
 
 def git(repo: Path, *args: str, author: str = "Ada Lovelace", email: str = "ada@example.com") -> str:

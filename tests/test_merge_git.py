@@ -19,15 +19,11 @@ from agent_memory import note as notes
 from agent_memory.cli import cli
 from agent_memory.vault import Vault
 
+pytestmark = pytest.mark.usefixtures("git_isolated")
+
 UTC = dt.UTC
 
 
-@pytest.fixture(autouse=True)
-def git_isolated(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
-    monkeypatch.setenv("GIT_CEILING_DIRECTORIES", str(tmp_path))
-    monkeypatch.setenv("GIT_CONFIG_NOSYSTEM", "1")
-    for name in ("GIT_DIR", "GIT_WORK_TREE", "GIT_INDEX_FILE"):
-        monkeypatch.delenv(name, raising=False)
 
 
 def git(repo: Path, *args: str, check: bool = True, who: str = "Ada") -> subprocess.CompletedProcess[str]:

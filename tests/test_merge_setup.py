@@ -18,13 +18,9 @@ from agent_memory import gitrepo
 from agent_memory.cli import cli
 from agent_memory.vault import Vault
 
+pytestmark = pytest.mark.usefixtures("git_isolated")
 
-@pytest.fixture(autouse=True)
-def git_isolated(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
-    monkeypatch.setenv("GIT_CEILING_DIRECTORIES", str(tmp_path))
-    monkeypatch.setenv("GIT_CONFIG_NOSYSTEM", "1")
-    for name in ("GIT_DIR", "GIT_WORK_TREE", "GIT_INDEX_FILE"):
-        monkeypatch.delenv(name, raising=False)
+
 
 
 def git(repo: Path, *args: str) -> str:

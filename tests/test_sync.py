@@ -10,7 +10,7 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -65,26 +65,6 @@ def git(cwd: Path, *args: str, ok: tuple[int, ...] = (0,)) -> str:
     return done.stdout
 
 
-@pytest.fixture
-def watch(vault: Vault) -> Iterator[Callable[..., Watcher]]:
-    """Start watchers; every one is stopped and joined, and no thread is left behind."""
-    before = set(threading.enumerate())
-    started: list[Watcher] = []
-
-    def start(target: Vault = vault, **kwargs: Any) -> Watcher:
-        watcher = Watcher(target, **kwargs)
-        started.append(watcher)
-        watcher.start()
-        assert watcher.swept.wait(DEADLINE), "the watcher's start-up sweep did not finish"
-        return watcher
-
-    try:
-        yield start
-    finally:
-        for watcher in started:
-            watcher.stop()
-        leftover = [t for t in threading.enumerate() if t not in before and t.is_alive()]
-        assert not leftover, f"threads still running after stop(): {leftover}"
 
 
 @pytest.fixture

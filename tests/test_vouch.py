@@ -13,8 +13,7 @@ import os
 import signal
 import subprocess
 import sys
-import threading
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -27,24 +26,6 @@ from tests.conftest import assert_index_matches_files, run_cli
 from tests.test_sync import DEADLINE, hand_note, wait_until
 
 
-@pytest.fixture
-def watch(vault: Vault) -> Iterator[Callable[..., Watcher]]:
-    """Start watchers; every one is stopped and joined, and no thread is left behind."""
-    before = set(threading.enumerate())
-    started: list[Watcher] = []
-
-    def start(target: Vault = vault, **kwargs: Any) -> Watcher:
-        watcher = Watcher(target, **kwargs)
-        started.append(watcher)
-        return watcher.start()
-
-    try:
-        yield start
-    finally:
-        for watcher in started:
-            watcher.stop()
-        leftover = [t for t in threading.enumerate() if t not in before and t.is_alive()]
-        assert not leftover, f"threads still running after stop(): {leftover}"
 
 
 @pytest.fixture
