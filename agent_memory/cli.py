@@ -20,6 +20,7 @@ from typing import Any
 import click
 
 from .errors import MemoryError_
+from .semantic import vector_summary
 from .store import VAULT_DIRNAME, locate_vault, require_vault
 from .vault import MATCH_MODES, Vault
 
@@ -282,10 +283,12 @@ def add(content: str | None, namespace: str, tags: tuple[str, ...], title: str, 
 @click.option("--depth", default=0, type=int, help="Also show memories linked to the hits, up to this many links away (0-3).")
 @click.option("--type", "kind", default=None, help="Only memories of this type.")
 @click.option("--min-importance", type=float, default=None, help="Only memories with at least this importance (0-10).")
+@click.option("--semantic/--no-semantic", default=None,
+              help="Rank by meaning when no memory holds every word (default: recall.semantic, on with the extra).")
 @handle_errors
 def search(query: str, namespace: str | None, tags: tuple[str, ...], limit: int, match: str,
            since: str | None, until: str | None, path_prefix: str | None, offset: int, profile: str | None,
-           explain: bool, depth: int, kind: str | None, min_importance: float | None) -> None:
+           explain: bool, depth: int, kind: str | None, min_importance: float | None, semantic: bool | None) -> None:
     """Recall memories with a plain question.
 
     \b
@@ -296,7 +299,8 @@ def search(query: str, namespace: str | None, tags: tuple[str, ...], limit: int,
     with open_vault() as vault:
         result = vault.search(query, namespace=namespace, tags=list(tags), limit=limit, match=match,
                               since=since, until=until, path_prefix=path_prefix, offset=offset, profile=profile,
-                              explain=explain, depth=depth, type=kind, min_importance=min_importance)
+                              explain=explain, depth=depth, type=kind, min_importance=min_importance,
+                              semantic=semantic)
 
     def human() -> None:
         if result.get("corrected"):
@@ -637,11 +641,13 @@ def reindex() -> None:
       agent-memory reindex
     """
     vault = Vault(vault_path(), sync=False)
-    with vault, progress_bar("Indexing files") as progress:
-        report = vault.reindex(progress=progress)
+    with vault, progress_bar("Indexing files") as progress, progress_bar("Embedding memories") as embedding:
+        report = vault.reindex(progress=progress, embedding=embedding)
 
     def human() -> None:
         click.echo(f"Indexed {report['added']} files ({report['expired']} expired moved to .trash/).")
+        if "embedded" in report:
+            click.echo(f"Embedded {report['embedded']} memories for semantic recall (the others kept their vectors).")
         for problem in report["problems"]:
             click.echo(click.style(printable(f"  {problem['path']}: {problem['problem']}"), fg="yellow"))
 
@@ -670,6 +676,7 @@ def stats() -> None:
         click.echo(printable("Top tags   " + ", ".join(f"#{k} {v}" for k, v in result["top_tags"].items())))
         click.echo(f"Index      {printable(result['index_path'])}  {result['index_bytes'] / 1e6:.1f} MB, schema v{result['schema_version']}")
         click.echo(f"Search     {result['search_mode']}")
+        click.echo(printable(f"Semantic   {vector_summary(result['semantic'])}"))
         for item in result["parse_problems"]:
             click.echo(click.style(printable(f"problem    {item['path']}: {item['problem']}"), fg="yellow"))
         for path in result["conflicts"]:

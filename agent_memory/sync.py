@@ -196,6 +196,9 @@ class Watcher:
         self.watching = self._observer is not None
         self._worker = threading.Thread(target=self._run, name="agent-memory-sync", daemon=True)
         self._worker.start()
+        # With semantic recall on, changed memories get their vectors on the vault's own
+        # background thread (the index write wakes it): this worker never waits for a model.
+        self.vault.keep_vectors()
         return self
 
     def stop(self) -> None:

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import dataclasses
 from dataclasses import dataclass, field
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from . import rank, sql
@@ -45,6 +46,9 @@ if TYPE_CHECKING:
     from ..index import Index
 
 MATCH_MODES = ("auto", "all", "any")
+# Semantic recall's part (the optional extra): (filters, now, how many wanted) -> memories
+# within the filters by cosine similarity to the question, best first.
+Nearest = Callable[[Filters, str, int], list[tuple[int, float]]]
 # FTS5's snippet() scores every window against every match: quadratic in the matches of
 # a row (a 256 KB body of common words took 20 s). Bodies longer than this many
 # characters get a window picked in one pass over highlight()'s output instead.
@@ -66,6 +70,7 @@ class Outcome:
     corrected: dict[str, str]
     more: bool = False
     statements: list[Query] = field(default_factory=list)
+    semantic: bool = False  # the ranking came from embeddings (no memory held every term)
 
 
 class Engine:
@@ -83,14 +88,16 @@ class Engine:
 
     # ------------------------------------------------------------------ the one entry
     def search(self, terms: list[Term], filters: Filters, now: str, limit: int, match: str, offset: int = 0,
-               newest: bool = False, named: frozenset[int] = frozenset()) -> Outcome:
+               newest: bool = False, named: frozenset[int] = frozenset(), nearest: Nearest | None = None) -> Outcome:
         """One page (``offset``, ``limit``) of one ranking that depends on neither.
 
         ``all``: memories with every term. ``any``: memories with most terms.
         ``auto``: memories with every term first, then those with some of them. A term
         that matches nothing gets a second chance (``rescue``) before the partial
         ranking is used. ``newest`` (the question asks for the current state: "current",
-        "latest", "ahora"...) puts the newest first among memories matching the same terms."""
+        "latest", "ahora"...) puts the newest first among memories matching the same terms.
+        ``nearest`` (semantic recall on, and the profile uses it): with ``auto``, when no
+        memory holds every term, memories by meaning come first (``rank.by_meaning``)."""
         self.newest = newest
         corrected: dict[str, str] = {}
         want = offset + limit
@@ -118,15 +125,30 @@ class Engine:
                 if s.rid not in held
             ]
             ranked = partial if match == "any" else complete + partial
+        semantic = match == "auto" and not complete and nearest is not None and self.config.semantic
+        if semantic:
+            assert nearest is not None
+            ranked = self.by_meaning(nearest(filters, now, max(want, self.config.semantic_pool)), ranked, newest)
         page = ranked[offset:want]
-        if match == "auto":
+        if semantic:
+            mode = "any"
+        elif match == "auto":
             mode = "all" if (complete and all(s.complete for s in page)) or (not complete and len(terms) <= 1) else "any"
         else:
             mode = match
         records = self.records([s.rid for s in page])
         page = [s for s in page if s.rid in records]  # forgotten since it was ranked
         snippets = self.snippets([records[s.rid] for s in page], terms)
-        return Outcome(terms, mode, page, records, snippets, corrected, len(ranked) > want, list(self.statements or []))
+        return Outcome(terms, mode, page, records, snippets, corrected, len(ranked) > want, list(self.statements or []),
+                       semantic)
+
+    def by_meaning(self, nearest: list[tuple[int, float]], partial: list[Scored], newest: bool) -> list[Scored]:
+        """The best ``semantic_pool`` memories by meaning, superseded ones below those
+        replacing them, then the partial lexical hits not among them."""
+        close = [pair for pair in nearest if pair[1] >= self.config.semantic_floor][: self.config.semantic_pool]
+        updated = self.updated([rid for rid, _ in close]) if newest else {}
+        ordered = rank.by_meaning(close, partial, updated, self.config, newest)
+        return self.supersede(ordered[: len(close)]) + ordered[len(close):]
 
     # ------------------------------------------------------------------ terms
     def match_terms(self, terms: list[Term], filters: Filters, now: str) -> list[TermMatch]:

@@ -41,6 +41,12 @@ class RecallConfig:
     vocab_candidates: int = 300  # most vocabulary words compared with a typo
     typo_tries: int = 3  # closest vocabulary words tried against the filters when correcting a typo
     bm25_pool: int = 200  # partial hits whose BM25 breaks ties in coverage (the same for every page)
+    # Semantic recall (the optional extra): with match="auto", when no memory holds every
+    # term, memories by meaning (cosine of embeddings) take the place of partial hits.
+    semantic: bool = True  # this profile uses embeddings where they are on
+    semantic_floor: float = 0.2  # a memory less similar than this is not a semantic hit
+    semantic_newest_margin: float = 0.05  # "current X": newest among hits this close to the best
+    semantic_pool: int = 200  # most semantic hits ranked (a fixed number: no page depends on another)
 
     @property
     def uses_context(self) -> bool:
@@ -65,6 +71,7 @@ class Scored:
     matched: tuple[str, ...]
     parts: Mapping[str, float] = field(default_factory=dict)
     complete: bool = True  # it holds every term
+    found_by: str = "lexical"  # or "semantic": which signal put it in the ranking
 
 
 # --------------------------------------------------------------------------- document frequency
@@ -211,6 +218,33 @@ def some_terms(short: list[int], rest: list[int], scores: Mapping[int, float], c
         })
         for rid in order
     ]
+
+
+# --------------------------------------------------------------------------- meaning
+
+
+def by_meaning(nearest: list[tuple[int, float]], partial: list[Scored], updated: Mapping[int, str],
+               config: RecallConfig, newest: bool = False) -> list[Scored]:
+    """The ranking when no memory holds every term (the gate chosen on the fact-store
+    set's tuning half, benchmarks/README.md): memories by cosine similarity to the
+    question (``nearest``, best first) down to ``semantic_floor``; then the partial
+    lexical hits not among them, in their order. ``newest`` (the question asks for the
+    current state): among the hits within ``semantic_newest_margin`` of the best, the
+    most recently updated first. A semantic hit keeps the terms it matched, if any."""
+    close = [(rid, sim) for rid, sim in nearest if sim >= config.semantic_floor]
+    if newest and close:
+        best = close[0][1]
+        near = [pair for pair in close if pair[1] >= best - config.semantic_newest_margin]
+        near.sort(key=lambda pair: _desc(updated.get(pair[0], "")))
+        close = near + close[len(near):]
+    lexical = {s.rid: s for s in partial}
+    out = [
+        Scored(rid, sim, lexical[rid].matched if rid in lexical else (),
+               {**(lexical[rid].parts if rid in lexical else {}), "semantic": sim}, complete=False, found_by="semantic")
+        for rid, sim in close
+    ]
+    held = {rid for rid, _ in close}
+    return out + [s for s in partial if s.rid not in held]
 
 
 # --------------------------------------------------------------------------- supersedes

