@@ -32,7 +32,7 @@ class Hit(Summary):
     complete: bool  # it holds every term of the search
     score: float
     content: NotRequired[str]  # the whole body, when it is short (CONTENT_IN_HITS characters at most)
-    found_by: NotRequired[str]  # "semantic" or "lexical", when the ranking came from embeddings
+    found_by: NotRequired[str]  # "lexical", "semantic" or "both", when semantic recall ranked the hits
 
 
 class SemanticStatus(TypedDict):

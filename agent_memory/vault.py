@@ -268,7 +268,7 @@ class Vault(Writes, Links, Moves, Maintenance, Reconcile):
                 scores=[ScoreParts(id=hit["id"], score=hit["score"], parts={k: round(v, 4) for k, v in s.parts.items()})
                         for hit, s in zip(hits, found.ranked)],
             )
-        if found.semantic and hits:
+        if found.semantic == "gate" and hits:
             result["note"] = ("No memory contains all of the terms; these are the memories closest in meaning "
                               "(found_by: semantic), then those matching some of the terms (found_by: lexical).")
         elif match == "auto" and mode == "any" and hits:

@@ -20,11 +20,11 @@ from agent_memory.semantic import VECTORS_FILE, extra_installed
 if not extra_installed():
     pytest.skip('the semantic extra is not installed (pip install "agent-memory[semantic]")', allow_module_level=True)
 
-import numpy as np  # noqa: E402
+import numpy as np
 
-from agent_memory import embed  # noqa: E402
-from agent_memory.vault import Vault  # noqa: E402
-from agent_memory.vectors import EXACT_MAX, VectorIndex, quantize, sign_codes  # noqa: E402
+from agent_memory import embed
+from agent_memory.vault import Vault
+from agent_memory.vectors import EXACT_MAX, VectorIndex, quantize, sign_codes
 
 
 @pytest.fixture(scope="session")
@@ -289,3 +289,14 @@ def test_a_hand_edit_seen_by_the_watcher_gets_its_vector(vault: Vault) -> None:
         wait_until(lambda: vault.index.by_path("car.md")["title"] == "Coffee", "the watcher to see the edit")
         wait_until(lambda: vector_keys(vault) == file_versions(vault), "the edited file's vector, the old one dropped")
         assert vault.search("How does Kenji like it?")["hits"][0]["path"] == "car.md"
+
+
+def test_the_conversation_profile_fuses_both_rankings(vault: Vault, filled: dict[str, str]) -> None:
+    """Dialog is served better by words (LoCoMo): the conversation profile keeps the
+    lexical ranking and adds memories by meaning at half weight, so a paraphrase is
+    still found and a memory holding every word stays first."""
+    found = vault.search(QUESTION, profile="conversation")
+    assert ids_of(found)[:1] == [filled["car"]] and found["hits"][0]["found_by"] == "semantic"
+    words = vault.search("Kenji coffee", profile="conversation")
+    assert ids_of(words)[0] == filled["coffee"] and words["hits"][0]["found_by"] == "both"
+    assert words["hits"][0]["complete"] is True

@@ -3,6 +3,7 @@ lexical, and numpy, tokenizers and the model are never imported (issue 15)."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import subprocess
@@ -49,7 +50,7 @@ def test_nothing_optional_is_imported_without_the_extra_or_with_it_off(tmp_path:
     encoder. With the extra installed, the vault's ``recall.semantic = false`` does it."""
     mode = "off" if extra_installed() else "absent"
     env = {k: v for k, v in os.environ.items() if not k.startswith("AGENT_MEMORY")}
-    done = subprocess.run([sys.executable, "-c", PROBE, str(tmp_path / "vault"), mode], env=env,
+    done = subprocess.run([sys.executable, "-c", PROBE, str(tmp_path / "vault"), mode], env=env, check=False,
                           capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip().splitlines()[-1] == "[]"
@@ -99,3 +100,13 @@ def test_by_meaning_prefers_the_newest_of_near_equals_when_asked_for_the_current
     updated = {1: "2024-01-01T00:00:00Z", 2: "2025-06-01T00:00:00Z", 3: "2026-01-01T00:00:00Z"}
     assert [s.rid for s in rank.by_meaning(nearest, [], updated, FACTS, newest=True)] == [2, 1, 3]
     assert [s.rid for s in rank.by_meaning(nearest, [], updated, FACTS)] == [1, 2, 3]
+
+
+def test_fuse_adds_a_weighted_place_in_the_semantic_ranking_to_the_lexical_one() -> None:
+    config = dataclasses.replace(FACTS, fusion_weight=0.5, fusion_k=5, fusion_pool=3)
+    lexical = [Scored(1, 9.0, ("a", "b"), {}, complete=True), scored(2, ("a",)), scored(3, ("b",)), scored(4, ("a",))]
+    out = rank.fuse([(3, 0.7), (8, 0.6)], lexical, config)
+    # 1: 1/6; 3: 1/8 + 0.5/6; 8: 0.5/7; 2: 1/7; 4 is past the pool and keeps its place after them.
+    assert [s.rid for s in out] == [3, 1, 2, 8, 4]
+    assert [s.found_by for s in out] == ["both", "lexical", "lexical", "semantic", "lexical"]
+    assert out[1].complete and not out[3].complete and out[3].matched == ()

@@ -17,8 +17,8 @@ and a common term weighs almost nothing in it.
 from __future__ import annotations
 
 import dataclasses
-from dataclasses import dataclass, field
 from collections.abc import Callable
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from . import rank, sql
@@ -70,7 +70,7 @@ class Outcome:
     corrected: dict[str, str]
     more: bool = False
     statements: list[Query] = field(default_factory=list)
-    semantic: bool = False  # the ranking came from embeddings (no memory held every term)
+    semantic: str = ""  # the rule that combined the lexical ranking with embeddings ("gate", "fusion"), if any
 
 
 class Engine:
@@ -96,8 +96,10 @@ class Engine:
         that matches nothing gets a second chance (``rescue``) before the partial
         ranking is used. ``newest`` (the question asks for the current state: "current",
         "latest", "ahora"...) puts the newest first among memories matching the same terms.
-        ``nearest`` (semantic recall on, and the profile uses it): with ``auto``, when no
-        memory holds every term, memories by meaning come first (``rank.by_meaning``)."""
+        ``nearest`` (semantic recall on): with ``auto``, the profile's rule combines the
+        two rankings: ``gate``, when no memory holds every term, memories by meaning
+        first (``rank.by_meaning``); ``fusion``, the lexical and semantic rankings fused
+        by weighted reciprocal rank (``rank.fuse``)."""
         self.newest = newest
         corrected: dict[str, str] = {}
         want = offset + limit
@@ -115,22 +117,27 @@ class Engine:
         complete = rank.named_first(self.supersede(complete), named)
         ranked = complete
         # Partial hits: all of them for "any"; for "auto" after the complete ones, when
-        # the page reaches past them (then whether more follow is known too).
-        if match == "any" or (match == "auto" and len(terms) > 1 and len(complete) <= want):
+        # the page reaches past them (then whether more follow is known too), or past
+        # the part of the ranking fused with the semantic one.
+        rule = self.config.semantic if match == "auto" and nearest is not None else ""
+        depth = max(want, self.config.fusion_pool) if rule == "fusion" else want
+        if match == "any" or (match == "auto" and len(terms) > 1 and len(complete) <= depth):
             held = {s.rid for s in complete}
             words = {t.text for t in terms}
             partial = [
                 dataclasses.replace(s, complete=words <= set(s.matched))
-                for s in self.some_terms(matches, filters, now, want)
+                for s in self.some_terms(matches, filters, now, depth)
                 if s.rid not in held
             ]
             ranked = partial if match == "any" else complete + partial
-        semantic = match == "auto" and not complete and nearest is not None and self.config.semantic
-        if semantic:
-            assert nearest is not None
-            ranked = self.by_meaning(nearest(filters, now, max(want, self.config.semantic_pool)), ranked, newest)
+        gate = rule == "gate" and not complete
+        if nearest is not None and (gate or rule == "fusion"):
+            close = [pair for pair in nearest(filters, now, max(want, self.config.semantic_pool))
+                     if pair[1] >= self.config.semantic_floor][: self.config.semantic_pool]
+            ranked = self.by_meaning(close, ranked, newest) if gate else self.fused(close, ranked)
+        semantic = "gate" if gate else "fusion" if rule == "fusion" else ""
         page = ranked[offset:want]
-        if semantic:
+        if gate:
             mode = "any"
         elif match == "auto":
             mode = "all" if (complete and all(s.complete for s in page)) or (not complete and len(terms) <= 1) else "any"
@@ -142,13 +149,20 @@ class Engine:
         return Outcome(terms, mode, page, records, snippets, corrected, len(ranked) > want, list(self.statements or []),
                        semantic)
 
-    def by_meaning(self, nearest: list[tuple[int, float]], partial: list[Scored], newest: bool) -> list[Scored]:
-        """The best ``semantic_pool`` memories by meaning, superseded ones below those
-        replacing them, then the partial lexical hits not among them."""
-        close = [pair for pair in nearest if pair[1] >= self.config.semantic_floor][: self.config.semantic_pool]
+    def by_meaning(self, close: list[tuple[int, float]], partial: list[Scored], newest: bool) -> list[Scored]:
+        """The ``gate`` rule: the memories closest in meaning, superseded ones below
+        those replacing them, then the partial lexical hits not among them."""
         updated = self.updated([rid for rid, _ in close]) if newest else {}
         ordered = rank.by_meaning(close, partial, updated, self.config, newest)
         return self.supersede(ordered[: len(close)]) + ordered[len(close):]
+
+    def fused(self, close: list[tuple[int, float]], lexical: list[Scored]) -> list[Scored]:
+        """The ``fusion`` rule (``rank.fuse``), superseded memories below those replacing
+        them within the fused part."""
+        pool = self.config.fusion_pool
+        ordered = rank.fuse(close, lexical, self.config)
+        cut = len({s.rid for s in lexical[:pool]} | {rid for rid, _ in close[:pool]})
+        return self.supersede(ordered[:cut]) + ordered[cut:]
 
     # ------------------------------------------------------------------ terms
     def match_terms(self, terms: list[Term], filters: Filters, now: str) -> list[TermMatch]:
