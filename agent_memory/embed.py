@@ -99,19 +99,32 @@ def _extract(archive: Path, target: Path) -> None:
         temporary.rmdir()
 
 
-def read_safetensors(path: Path) -> dict[str, np.ndarray]:
-    """The tensors of a safetensors file as read-only arrays mapped from the file (a
-    little-endian u64 header length, a JSON header of dtype/shape/offsets, raw data)."""
+def read_safetensors(path: Path, convert: dict[str, Any] | None = None) -> dict[str, np.ndarray]:
+    """The tensors of a safetensors file (a little-endian u64 header length, a JSON header
+    of dtype/shape/offsets, raw little-endian data), read into memory: ``convert`` maps
+    a tensor's name to the dtype to keep it in, converted a block at a time (no full
+    copy in the file's dtype is ever held). Read, not memory-mapped: mapped pages would
+    count in the process's memory beside the arrays built from them."""
+    convert = convert or {}
     with open(path, "rb") as f:
         (size,) = struct.unpack("<Q", f.read(8))
         header = json.loads(f.read(size))
-    data = np.memmap(path, dtype=np.uint8, mode="r", offset=8 + size)
-    out = {}
-    for name, info in header.items():
-        if name == "__metadata__":
-            continue
-        start, end = info["data_offsets"]
-        out[name] = data[start:end].view(_DTYPES[info["dtype"]]).reshape(info["shape"])
+        out = {}
+        for name, info in header.items():
+            if name == "__metadata__":
+                continue
+            start, end = info["data_offsets"]
+            dtype = np.dtype(_DTYPES[info["dtype"]]).newbyteorder("<")
+            count = (end - start) // dtype.itemsize
+            f.seek(8 + size + start)
+            if name not in convert:
+                out[name] = np.fromfile(f, dtype=dtype, count=count).reshape(info["shape"])
+                continue
+            kept = np.empty(count, dtype=convert[name])
+            for at in range(0, count, 1 << 20):
+                block = np.fromfile(f, dtype=dtype, count=min(1 << 20, count - at))
+                kept[at:at + len(block)] = block
+            out[name] = kept.reshape(info["shape"])
     return out
 
 
@@ -147,32 +160,30 @@ class Encoder:
         self.tokenizer = Tokenizer.from_file(str(folder / "tokenizer.json"))
         self.tokenizer.no_padding()
         self.tokenizer.enable_truncation(MAX_TOKENS)
-        w = read_safetensors(folder / "model.safetensors")
-        self.w = w
-        # Words are looked up, not multiplied: half precision halves their 47 MB, and
-        # only the rows of words actually used are paged in.
-        self.words = np.asarray(w["embeddings.word_embeddings.weight"], dtype=np.float16)
+        words = "embeddings.word_embeddings.weight"
+        # Words are looked up, not multiplied: half precision halves their 47 MB.
+        w = read_safetensors(folder / "model.safetensors", {words: np.float16})
+        self.words = w[words]
         self.positions = w["embeddings.position_embeddings.weight"]
         self.token_type = w["embeddings.token_type_embeddings.weight"][0]
-        # Query, key and value as one (384, 1152) product; weights transposed once.
+        # Weights stay as stored, (out, in): ``x @ w.T`` is one BLAS call on the
+        # transposed view, no copy. Query, key and value are one (1152, 384) product.
         self.blocks: list[dict[str, Any]] = []
         for i in range(self.layers):
             p = f"encoder.layer.{i}."
             self.blocks.append({
-                "qkv": np.ascontiguousarray(np.concatenate(
-                    [w[p + f"attention.self.{n}.weight"] for n in ("query", "key", "value")]).T),
-                "qkv_b": np.concatenate([w[p + f"attention.self.{n}.bias"] for n in ("query", "key", "value")]),
-                "out": np.ascontiguousarray(w[p + "attention.output.dense.weight"].T),
+                "qkv": np.concatenate([w.pop(p + f"attention.self.{n}.weight") for n in ("query", "key", "value")]).T,
+                "qkv_b": np.concatenate([w.pop(p + f"attention.self.{n}.bias") for n in ("query", "key", "value")]),
+                "out": w[p + "attention.output.dense.weight"].T,
                 "out_b": w[p + "attention.output.dense.bias"],
                 "ln1": (w[p + "attention.output.LayerNorm.weight"], w[p + "attention.output.LayerNorm.bias"]),
-                "up": np.ascontiguousarray(w[p + "intermediate.dense.weight"].T),
+                "up": w[p + "intermediate.dense.weight"].T,
                 "up_b": w[p + "intermediate.dense.bias"],
-                "down": np.ascontiguousarray(w[p + "output.dense.weight"].T),
+                "down": w[p + "output.dense.weight"].T,
                 "down_b": w[p + "output.dense.bias"],
                 "ln2": (w[p + "output.LayerNorm.weight"], w[p + "output.LayerNorm.bias"]),
             })
         self.ln0 = (w["embeddings.LayerNorm.weight"], w["embeddings.LayerNorm.bias"])
-        del self.w  # the blocks hold copies; the mapped file's pages can go
 
     def encode(self, texts: list[str]) -> np.ndarray:
         """One unit vector (float32) per text, in order. Texts of similar length are
@@ -224,7 +235,7 @@ _shared_lock = threading.Lock()
 
 
 def shared_encoder() -> Encoder:
-    """One encoder per process (its weights are ~70 MB), loaded on first use."""
+    """One encoder per process (its weights take 65 MB), loaded on first use."""
     global _shared
     with _shared_lock:
         if _shared is None:
