@@ -12,6 +12,7 @@ is missing itself when it searches, at most ``INLINE_CATCH_UP`` memories.
 
 from __future__ import annotations
 
+import functools
 import importlib.util
 import os
 import threading
@@ -33,8 +34,10 @@ EXTRA_MODULES = ("numpy", "tokenizers")
 INSTALL_HINT = 'pip install "agent-memory[semantic]"'
 
 
+@functools.cache
 def extra_installed() -> bool:
-    """Whether the ``semantic`` extra's packages are importable (checked without importing them)."""
+    """Whether the ``semantic`` extra's packages are importable (checked without importing
+    them, once per process: every search asks)."""
     return all(importlib.util.find_spec(name) is not None for name in EXTRA_MODULES)
 
 

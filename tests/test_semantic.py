@@ -300,3 +300,28 @@ def test_the_conversation_profile_fuses_both_rankings(vault: Vault, filled: dict
     words = vault.search("Kenji coffee", profile="conversation")
     assert ids_of(words)[0] == filled["coffee"] and words["hits"][0]["found_by"] == "both"
     assert words["hits"][0]["complete"] is True
+
+
+def test_doctor_and_stats_say_whether_vectors_are_current(vault: Vault, filled: dict[str, str]) -> None:
+    from click.testing import CliRunner
+
+    from agent_memory.cli import cli
+
+    vault.search(QUESTION)  # embeds the three
+    (vault.root / "new.md").write_text(f"# New\n\n{DEPLOY} Also on Fridays.\n")
+    vault.reconcile()  # indexed, no vector yet: no background thread in this process
+    status = vault.stats()["semantic"]
+    assert status["vectors"] == 3 and status["memories"] == 4 and status["current"] is False
+    assert "have no vector yet" in status["hint"]
+
+    def doctor() -> dict:
+        done = CliRunner().invoke(cli, ["--dir", str(vault.root), "--json", "doctor"])
+        found = json.loads(done.output)
+        return next(c for c in (found["checks"] if isinstance(found, dict) else found) if c["name"] == "semantic recall")
+
+    stale = doctor()
+    assert not stale["ok"] and "1 of 4 memories have no vector" in stale["detail"] and stale["items"] == ["new.md"]
+    vault.reindex()
+    assert doctor()["ok"] and "vectors current" in doctor()["detail"]
+    stats = CliRunner().invoke(cli, ["--dir", str(vault.root), "stats"])
+    assert "Semantic   on: 4 of 4 memories have vectors (current)" in stats.output
