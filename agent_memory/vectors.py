@@ -211,6 +211,7 @@ class Embedder:
         self._checked: tuple[Any, set[str], set[str]] | None = None  # (versions, missing, unused)
         self._probe = sqlite3.connect(index.path, check_same_thread=False)  # its data_version sees every commit
         self._probe_lock = threading.Lock()
+        self._probe_epoch = getattr(index, "_epoch", 0)
         self.error: str | None = None
         self._thread: threading.Thread | None = None
 
@@ -240,6 +241,7 @@ class Embedder:
                 return
             try:
                 self.catch_up()
+                self.index()  # rebuilt here, off the request path, not by the next search
             except Exception as exc:  # noqa: BLE001 - a broken model or disk must not break recall
                 self.error = f"{type(exc).__name__}: {exc}"
 
@@ -307,8 +309,13 @@ class Embedder:
     # ------------------------------------------------------------------ reading
     def _index_version(self) -> tuple[int, int]:
         with self._probe_lock:
-            # The epoch changes when the index file was replaced and reopened.
-            return getattr(self.source, "_epoch", 0), self._probe.execute("PRAGMA data_version").fetchone()[0]
+            # The epoch changes when the index file was replaced and reopened: so must the probe.
+            epoch = getattr(self.source, "_epoch", 0)
+            if epoch != self._probe_epoch:
+                self._probe.close()
+                self._probe = sqlite3.connect(self.source.path, check_same_thread=False)
+                self._probe_epoch = epoch
+            return epoch, self._probe.execute("PRAGMA data_version").fetchone()[0]
 
     def index(self) -> VectorIndex:
         """The vectors of the current rows, rebuilt only when the vectors file or the
