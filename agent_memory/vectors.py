@@ -113,12 +113,20 @@ class VectorStore:
             return {row[0] for row in self.conn.execute("SELECT sha256 FROM vectors")}
 
     def load(self) -> tuple[list[str], np.ndarray, np.ndarray]:
+        """Every vector: keys, codes (N x 384 int8) and scales, read a block of rows at a
+        time into arrays made once (no list of 100k blobs held beside them)."""
         with self._lock:
-            rows = self.conn.execute("SELECT sha256, scale, code FROM vectors").fetchall()
-        keys = [r[0] for r in rows]
-        scales = np.array([r[1] for r in rows], dtype=np.float32)
-        codes = np.frombuffer(b"".join(r[2] for r in rows), dtype=np.int8).reshape(len(rows), DIMENSIONS)
-        return keys, codes, scales
+            count = self.conn.execute("SELECT count(*) FROM vectors").fetchone()[0]
+            keys: list[str] = []
+            codes = np.empty((count, DIMENSIONS), dtype=np.int8)
+            scales = np.empty(count, dtype=np.float32)
+            cursor = self.conn.execute("SELECT sha256, scale, code FROM vectors")
+            while rows := cursor.fetchmany(4096):
+                at = len(keys)
+                keys.extend(r[0] for r in rows)
+                scales[at:at + len(rows)] = [r[1] for r in rows]
+                codes[at:at + len(rows)] = np.frombuffer(b"".join(r[2] for r in rows), dtype=np.int8).reshape(-1, DIMENSIONS)
+        return keys, codes[: len(keys)], scales[: len(keys)]
 
     def put(self, keys: list[str], vectors: np.ndarray) -> None:
         codes, scales = quantize(vectors)
