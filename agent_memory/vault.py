@@ -24,7 +24,7 @@ from .errors import InvalidInput, NotFound, PathRefused, VaultError
 from .recall.engine import MATCH_MODES, Engine, Outcome
 from .recall.rank import PROFILES, RecallConfig, Scored
 from .recall.records import MemoryRecord
-from .recall.sql import Filters, within_filters
+from .recall.sql import Filters, expired_rids, within_filters
 from .recall.terms import MAX_QUERY_CHARS, plan
 from .history import log as history_log
 from .maintenance import Maintenance
@@ -304,7 +304,11 @@ class Vault(Writes, Links, Moves, Maintenance, Reconcile):
 
     def _within(self, filters: Filters, now: str, rids: list[int] | None) -> set[int]:
         """Semantic recall's filter: which of ``rids`` (None: of all memories) are live
-        and within the search's filters, checked in SQL as lexical hits are."""
+        and within the search's filters, checked in SQL as lexical hits are. Without
+        filters only expiry applies: the expired few are left out instead."""
+        if rids is not None and filters == Filters():
+            expired = {row[0] for row in self.index.query(*expired_rids(now))}
+            return set(rids) - expired
         return {row[0] for row in self.index.query(*within_filters(filters, now, rids))}
 
     def _hits(self, found: Outcome) -> list[Hit]:

@@ -165,7 +165,7 @@ class VectorIndex:
         self.rows = rows
         self.codes = codes
         self.scales = scales
-        self.signs = signs
+        self.signs = signs[rows] if len(rids) > EXACT_MAX else signs[:0]  # in rids' order: no gather per search
 
     def __len__(self) -> int:
         return len(self.rids)
@@ -181,10 +181,11 @@ class VectorIndex:
             order = self._exact(np.arange(len(self)), query)
         else:
             code = sign_codes(quantize(query[None, :])[0])[0]
-            distance = np.bitwise_count(self.signs[self.rows] ^ code).sum(1, dtype=np.int32)
+            distance = np.bitwise_count(self.signs ^ code).sum(1, dtype=np.int32)
             order = self._exact(np.argpartition(distance, PREFILTER)[:PREFILTER], query)
-        keep = allowed([int(self.rids[i]) for i, _ in order])
-        found = [(int(self.rids[i]), s) for i, s in order if int(self.rids[i]) in keep]
+        candidates = self.rids[[i for i, _ in order]].tolist()
+        keep = allowed(candidates)
+        found = [(rid, s) for rid, (_, s) in zip(candidates, order) if rid in keep]
         if len(found) >= want or len(order) == len(self):
             return found
         within = allowed(None)

@@ -18,6 +18,7 @@ the model and every vector loaded: what a server holds).
 from __future__ import annotations
 
 import argparse
+import os
 import random
 import resource
 import sys
@@ -27,6 +28,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")  # as agent_memory.semantic does before numpy loads
 
 import numpy as np
 from scale import generate, question

@@ -102,6 +102,12 @@ def term_matches(expr: str, filters: Filters, now: str) -> Query:
     return f"SELECT m.rid {_MATCHED} AND {LIVE}{where}", [expr, now, *params]
 
 
+def expired_rids(now: str) -> Query:
+    """Memories expired at ``now`` (few, and found by the partial index on ``expires``):
+    all a search without filters must leave out of semantic hits."""
+    return "SELECT rid FROM memories WHERE expires IS NOT NULL AND expires <= ?", [now]
+
+
 def within_filters(filters: Filters, now: str, rids: list[int] | None = None) -> Query:
     """The live memories within the filters: among ``rids`` (semantic recall's nearest
     candidates, passed as one JSON parameter), or all of them (None)."""
