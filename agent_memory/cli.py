@@ -155,14 +155,26 @@ def emit(data: Any, human: Callable[[], None]) -> None:
 @contextmanager
 def progress_bar(label: str) -> Iterator[Callable[[int, int], None] | None]:
     """A progress bar on stderr when it is a terminal; nothing at all under --json."""
+    with progress_bars(label) as (update,):
+        yield update
+
+
+@contextmanager
+def progress_bars(*labels: str) -> Iterator[tuple[Callable[[int, int], None] | None, ...]]:
+    """One bar per label in one display (rich allows one live display at a time), each
+    shown once its work starts; Nones off a terminal or under --json."""
     if settings().json or not sys.stderr.isatty():
-        yield None
+        yield tuple(None for _ in labels)
         return
     from rich.progress import Progress  # imported only for long work on a terminal
 
     with Progress(transient=True, console=_stderr_console()) as bar:
-        task = bar.add_task(label, total=None)
-        yield lambda done, total: bar.update(task, completed=done, total=total)
+        tasks = [bar.add_task(label, total=None, visible=False) for label in labels]
+
+        def updater(task: Any) -> Callable[[int, int], None]:
+            return lambda done, total: bar.update(task, completed=done, total=total, visible=True)
+
+        yield tuple(updater(task) for task in tasks)
 
 
 def _stderr_console() -> Any:
@@ -641,7 +653,7 @@ def reindex() -> None:
       agent-memory reindex
     """
     vault = Vault(vault_path(), sync=False)
-    with vault, progress_bar("Indexing files") as progress, progress_bar("Embedding memories") as embedding:
+    with vault, progress_bars("Indexing files", "Embedding memories") as (progress, embedding):
         report = vault.reindex(progress=progress, embedding=embedding)
 
     def human() -> None:
