@@ -29,6 +29,9 @@ def isolated_home(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.
     monkeypatch.setenv("AGENT_MEMORY_DIR", str(home / ".memory"))
     monkeypatch.delenv("AGENT_MEMORY_INDEX_DIR", raising=False)
     monkeypatch.delenv("AGENT_MEMORY_TOKEN", raising=False)
+    # Where the semantic extra is installed, recall stays lexical in every test but the
+    # semantic ones (tests/test_semantic.py points this at the real weights): no model here.
+    monkeypatch.setenv("AGENT_MEMORY_MODEL", str(home / "no-model"))
     return home
 
 
@@ -135,7 +138,8 @@ def run_cli(
     command = [str(CONSOLE_SCRIPT)] if console_script else [sys.executable, "-m", "agent_memory"]
     if vault is not None:
         command += ["--dir", str(vault)]
-    env = {k: v for k, v in os.environ.items() if not k.startswith("AGENT_MEMORY")}
+    # The model setting stays (isolated_home's "no model": lexical, as in process).
+    env = {k: v for k, v in os.environ.items() if not k.startswith("AGENT_MEMORY") or k == "AGENT_MEMORY_MODEL"}
     return subprocess.run([*command, *args], cwd=cwd, env=env, input=stdin, capture_output=True, text=True,
                           timeout=timeout)
 

@@ -147,7 +147,8 @@ def corpora(tmp_path_factory: pytest.TempPathFactory):
 
 
 def cli_search(root: Path, *args: str) -> dict:
-    env = {k: v for k, v in os.environ.items() if not k.startswith("AGENT_MEMORY")}
+    # The model setting stays: with the semantic extra installed, both sides are lexical.
+    env = {k: v for k, v in os.environ.items() if not k.startswith("AGENT_MEMORY") or k == "AGENT_MEMORY_MODEL"}
     done = subprocess.run(
         [sys.executable, "-m", "agent_memory", "--dir", str(root), "search", "--json", *args],
         env=env, capture_output=True, text=True, timeout=60,
