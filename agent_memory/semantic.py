@@ -66,15 +66,16 @@ class Semantic:
         is not installed."""
         with self._lock:
             if self._embedder is None and self.problem is None:
-                os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")  # before numpy loads: see embed.py
-                from . import embed
-                from .vectors import Embedder
+                from . import model_files
 
                 try:
-                    embed.model_dir()
-                except embed.ModelMissing as exc:
+                    model_files.model_dir()
+                except model_files.ModelMissing as exc:
                     self.problem = str(exc)
                     return None
+                os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")  # before numpy loads: see embed.py
+                from .vectors import Embedder
+
                 self._embedder = Embedder(self.index, self.folder)
                 if self.background:
                     self._embedder.start()

@@ -198,7 +198,10 @@ class Watcher:
         self._worker.start()
         # With semantic recall on, changed memories get their vectors on the vault's own
         # background thread (the index write wakes it): this worker never waits for a model.
-        self.vault.keep_vectors()
+        try:
+            self.vault.keep_vectors()
+        except Exception as exc:  # noqa: BLE001 - watching must not depend on the optional model
+            print(f"agent-memory: warning: semantic recall's vectors will not be kept current: {exc}", file=sys.stderr)
         return self
 
     def stop(self) -> None:

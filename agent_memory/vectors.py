@@ -25,19 +25,22 @@ from __future__ import annotations
 import json
 import sqlite3
 import threading
+import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-from .embed import DIMENSIONS, MODEL_NAME, Encoder, shared_encoder
+from .embed import DIMENSIONS, Encoder, shared_encoder
+from .model_files import MODEL_NAME
 from .semantic import VECTORS_FILE
 
 VECTORS_VERSION = 1
 EXACT_MAX = 20_000  # up to this many memories every one is scored exactly
 PREFILTER = 2_000  # nearest by sign code, rescored exactly, in a larger vault
 EMBED_BATCH = 32  # memories per encode and per write: closing waits for one batch at most
+RELOAD_WHILE_EMBEDDING = 30.0  # seconds the loaded vectors serve while a background pass commits more
 EMBED_CHARS = 2_000  # of title and body: the model reads at most 256 tokens anyway
 
 Progress = Callable[[int, int], None]
@@ -217,6 +220,7 @@ class Embedder:
         self._stop = threading.Event()
         self._cached: tuple[Any, VectorIndex] | None = None
         self._stored: tuple[int, dict[str, int], np.ndarray, np.ndarray, np.ndarray] | None = None
+        self._loaded_at = 0.0
         self._checked: tuple[Any, set[str], set[str]] | None = None  # (versions, missing, unused)
         self._probe = sqlite3.connect(index.path, check_same_thread=False)  # its data_version sees every commit
         self._probe_lock = threading.Lock()
@@ -331,7 +335,13 @@ class Embedder:
         index changed since the last call (two PRAGMAs tell): the file's vectors are
         re-read only when it changed, the row numbers when the index did."""
         stored_at, indexed_at = self.store.version(), self._index_version()
-        if self._stored is None or self._stored[0] != stored_at:
+        # While the background thread works through a large backlog it commits a batch
+        # every few seconds; re-reading 100k vectors (~0.5 s) after each would slow every
+        # search, so during a pass the loaded ones serve for RELOAD_WHILE_EMBEDDING seconds.
+        busy = self._thread is not None and self._work.locked()
+        fresh = self._stored is not None and time.monotonic() - self._loaded_at < RELOAD_WHILE_EMBEDDING
+        if self._stored is None or (self._stored[0] != stored_at and not (busy and fresh)):
+            self._loaded_at = time.monotonic()
             keys, codes, scales = self.store.load()
             signs = sign_codes(codes) if len(codes) else np.zeros((0, DIMENSIONS // 64), dtype=np.uint64)
             self._stored = (stored_at, {k: i for i, k in enumerate(keys)}, codes, scales, signs)

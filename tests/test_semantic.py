@@ -22,7 +22,7 @@ if not extra_installed():
 
 import numpy as np
 
-from agent_memory import embed
+from agent_memory import embed, model_files
 from agent_memory.vault import Vault
 from agent_memory.vectors import EXACT_MAX, VectorIndex, quantize, sign_codes
 
@@ -37,8 +37,8 @@ def model_folder(tmp_path_factory: pytest.TempPathFactory) -> Path:
     old = os.environ.get("XDG_CACHE_HOME")
     os.environ["XDG_CACHE_HOME"] = str(cache)
     try:
-        return embed.model_dir()
-    except embed.ModelMissing as exc:
+        return model_files.model_dir()
+    except model_files.ModelMissing as exc:
         pytest.skip(f"the all-MiniLM-L6-v2 weights are not installed: {exc}")
     finally:
         if old is None:
