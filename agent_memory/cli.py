@@ -20,6 +20,7 @@ from typing import Any
 import click
 
 from .errors import MemoryError_
+from .semantic import vector_summary
 from .store import VAULT_DIRNAME, locate_vault, require_vault
 from .vault import MATCH_MODES, Vault
 
@@ -154,14 +155,26 @@ def emit(data: Any, human: Callable[[], None]) -> None:
 @contextmanager
 def progress_bar(label: str) -> Iterator[Callable[[int, int], None] | None]:
     """A progress bar on stderr when it is a terminal; nothing at all under --json."""
+    with progress_bars(label) as (update,):
+        yield update
+
+
+@contextmanager
+def progress_bars(*labels: str) -> Iterator[tuple[Callable[[int, int], None] | None, ...]]:
+    """One bar per label in one display (rich allows one live display at a time), each
+    shown once its work starts; Nones off a terminal or under --json."""
     if settings().json or not sys.stderr.isatty():
-        yield None
+        yield tuple(None for _ in labels)
         return
     from rich.progress import Progress  # imported only for long work on a terminal
 
     with Progress(transient=True, console=_stderr_console()) as bar:
-        task = bar.add_task(label, total=None)
-        yield lambda done, total: bar.update(task, completed=done, total=total)
+        tasks = [bar.add_task(label, total=None, visible=False) for label in labels]
+
+        def updater(task: Any) -> Callable[[int, int], None]:
+            return lambda done, total: bar.update(task, completed=done, total=total, visible=True)
+
+        yield tuple(updater(task) for task in tasks)
 
 
 def _stderr_console() -> Any:
@@ -282,10 +295,12 @@ def add(content: str | None, namespace: str, tags: tuple[str, ...], title: str, 
 @click.option("--depth", default=0, type=int, help="Also show memories linked to the hits, up to this many links away (0-3).")
 @click.option("--type", "kind", default=None, help="Only memories of this type.")
 @click.option("--min-importance", type=float, default=None, help="Only memories with at least this importance (0-10).")
+@click.option("--semantic/--no-semantic", default=None,
+              help="Rank by meaning when no memory holds every word (default: recall.semantic, on with the extra).")
 @handle_errors
 def search(query: str, namespace: str | None, tags: tuple[str, ...], limit: int, match: str,
            since: str | None, until: str | None, path_prefix: str | None, offset: int, profile: str | None,
-           explain: bool, depth: int, kind: str | None, min_importance: float | None) -> None:
+           explain: bool, depth: int, kind: str | None, min_importance: float | None, semantic: bool | None) -> None:
     """Recall memories with a plain question.
 
     \b
@@ -296,7 +311,8 @@ def search(query: str, namespace: str | None, tags: tuple[str, ...], limit: int,
     with open_vault() as vault:
         result = vault.search(query, namespace=namespace, tags=list(tags), limit=limit, match=match,
                               since=since, until=until, path_prefix=path_prefix, offset=offset, profile=profile,
-                              explain=explain, depth=depth, type=kind, min_importance=min_importance)
+                              explain=explain, depth=depth, type=kind, min_importance=min_importance,
+                              semantic=semantic)
 
     def human() -> None:
         if result.get("corrected"):
@@ -701,11 +717,13 @@ def reindex() -> None:
       agent-memory reindex
     """
     vault = Vault(vault_path(), sync=False)
-    with vault, progress_bar("Indexing files") as progress:
-        report = vault.reindex(progress=progress)
+    with vault, progress_bars("Indexing files", "Embedding memories") as (progress, embedding):
+        report = vault.reindex(progress=progress, embedding=embedding)
 
     def human() -> None:
         click.echo(f"Indexed {report['added']} files ({report['expired']} expired moved to .trash/).")
+        if "embedded" in report:
+            click.echo(f"Embedded {report['embedded']} memories for semantic recall (the others kept their vectors).")
         for problem in report["problems"]:
             click.echo(click.style(printable(f"  {problem['path']}: {problem['problem']}"), fg="yellow"))
 
@@ -734,6 +752,7 @@ def stats() -> None:
         click.echo(printable("Top tags   " + ", ".join(f"#{k} {v}" for k, v in result["top_tags"].items())))
         click.echo(f"Index      {printable(result['index_path'])}  {result['index_bytes'] / 1e6:.1f} MB, schema v{result['schema_version']}")
         click.echo(f"Search     {result['search_mode']}")
+        click.echo(printable(f"Semantic   {vector_summary(result['semantic'])}"))
         for item in result["parse_problems"]:
             click.echo(click.style(printable(f"problem    {item['path']}: {item['problem']}"), fg="yellow"))
         for path in result["conflicts"]:

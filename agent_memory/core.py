@@ -24,6 +24,7 @@ from .clock import Clock, humanize_age, iso, utcnow
 from .errors import InvalidInput, NotFound, StillSaving, VaultError, VaultGone
 from .index import FileFacts, Index, link_key
 from .locking import Generations, WriteLock
+from .semantic import Semantic, wanted
 from .settings import SETTINGS_FILE, Settings, load_settings
 from .models import Memory, ReconcileReport, Summary
 from .limits import MAX_FILE_BYTES, check_text
@@ -126,6 +127,7 @@ class VaultCore:
         self.git_commit: bool | None = None
         self.git_state: Any = None  # gitsync's per-vault state (repository, pending writes, committer)
         self.settings  # noqa: B018 - a broken settings file is a clear error at open, not at the first write
+        self.vectors = Semantic(self.index, self.index_dir)  # loads nothing until semantic recall is used
 
     @property
     def settings(self) -> Settings:
@@ -154,7 +156,19 @@ class VaultCore:
         return [credentials.warning_message(found)] if found else []
 
     def close(self) -> None:
+        self.vectors.close()
         self.index.close()
+
+    def semantic_on(self, asked: bool | None = None) -> bool:
+        """Whether recall uses embeddings: ``asked``, else the ``recall.semantic``
+        setting, else whether the optional extra is installed."""
+        return wanted(self.settings.recall_semantic, asked)
+
+    def keep_vectors(self) -> None:
+        """A long-running process (server, watcher): embed new and changed memories in
+        the background from now on, when semantic recall is on."""
+        if self.semantic_on():
+            self.vectors.keep_current()
 
     def __enter__(self) -> Self:
         return self
@@ -325,6 +339,7 @@ class VaultCore:
                 yield conn
         except sqlite3.Error as exc:
             raise self.mark_stale(exc) from exc
+        self.vectors.wake()  # a background embedder (if any) catches up; nobody waits for it
 
 
     # ------------------------------------------------------------------ lookups

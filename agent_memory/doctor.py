@@ -128,7 +128,48 @@ def check_vault(root: Path, index_dir: Path | None = None) -> list[Check]:
                         "secrets live (a password manager, the CI's secret store) and leave a pointer, or approve "
                         "one with its fingerprint in secrets.allow of .agent-memory.toml", secrets))
     checks.append(_check_index(index_folder(root, index_dir), facts))
+    checks.append(_check_semantic(root, index_folder(root, index_dir), facts))
     return checks
+
+
+def _check_semantic(root: Path, folder: Path, facts: dict[str, FileFacts]) -> Check:
+    """Semantic recall: off (and why), or whether every memory file has its vector
+    (read-only: the vectors file is opened for reading only)."""
+    from .semantic import INSTALL_HINT, VECTORS_FILE, extra_installed
+
+    if not extra_installed():
+        return Check("semantic recall", True, f"off: the optional extra is not installed ({INSTALL_HINT})")
+    try:
+        setting = load_settings(root).recall_semantic
+    except SettingsError:
+        setting = None  # the files check reports the broken settings file
+    if setting is False:
+        return Check("semantic recall", True, "off (recall.semantic = false)")
+    from . import model_files
+
+    try:
+        model_files.model_dir(extract=False)
+    except model_files.ModelMissing as exc:
+        # numpy and tokenizers are often there for other reasons: without the weights
+        # recall is simply lexical, which is no fault of the vault.
+        return Check("semantic recall", True, f"off: the extra is installed but not the weights. {exc}")
+    path = folder / VECTORS_FILE
+    if not path.exists():
+        return Check("semantic recall", False, "on, no vectors yet: a running server embeds the memories, "
+                     "or run `agent-memory reindex`")
+    try:
+        conn = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
+        try:
+            have = {row[0] for row in conn.execute("SELECT sha256 FROM vectors")}
+        finally:
+            conn.close()
+    except sqlite3.Error as exc:
+        return Check("semantic recall", False, f"{path} cannot be read ({exc}): run `agent-memory reindex`")
+    missing = sorted(rel for rel, f in facts.items() if f.sha256 not in have)
+    if missing:
+        return Check("semantic recall", False, f"on, {len(missing)} of {len(facts)} memories have no vector: "
+                     "a running server embeds them, or run `agent-memory reindex`", missing[:20])
+    return Check("semantic recall", True, f"on, vectors current ({len(facts)} memories, {model_files.MODEL_NAME})")
 
 
 def broken_links(root: Path, links: list[tuple[str, str, str]]) -> list[str]:

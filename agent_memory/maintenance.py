@@ -59,6 +59,7 @@ class Maintenance(Importing):
             index_bytes=self.index.size_bytes(),
             schema_version=SCHEMA_VERSION,
             search_mode=SEARCH_MODE,
+            semantic=self.vectors.status(self.semantic_on()),
         )
 
     def export_memories(self, namespace: str | None = None, format: str | None = None) -> list[Any]:

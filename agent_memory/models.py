@@ -32,6 +32,23 @@ class Hit(Summary):
     complete: bool  # it holds every term of the search
     score: float
     content: NotRequired[str]  # the whole body, when it is short (CONTENT_IN_HITS characters at most)
+    found_by: NotRequired[str]  # "lexical", "semantic" or "both", when semantic recall ranked the hits
+
+
+class SemanticStatus(TypedDict):
+    """Semantic recall in ``stats`` and ``doctor``: on or not, and whether every memory
+    has its vector."""
+
+    enabled: bool  # the setting (or its default: on when the extra is installed)
+    installed: bool  # the optional extra (numpy, tokenizers)
+    model: NotRequired[str]
+    memories: NotRequired[int]
+    vectors: NotRequired[int]  # memories with a vector
+    current: NotRequired[bool]  # every memory has one
+    vectors_path: NotRequired[str]
+    vectors_bytes: NotRequired[int]
+    hint: NotRequired[str]
+    error: NotRequired[str]  # the background embedder's last failure
 
 
 class Statement(TypedDict):
@@ -131,6 +148,7 @@ class ReconcileReport(TypedDict):
     unchanged: int
     expired: int
     problems: list[dict[str, str]]
+    embedded: NotRequired[int]  # memories given a vector (semantic recall on)
 
 
 class Stats(TypedDict):
@@ -152,6 +170,7 @@ class Stats(TypedDict):
     index_bytes: int
     schema_version: int
     search_mode: str
+    semantic: SemanticStatus
 
 
 class ExportedMemory(TypedDict):

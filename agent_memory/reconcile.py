@@ -87,16 +87,23 @@ class Reconcile(VaultCore):
         return bool(self.index.query("SELECT 1 FROM memories WHERE expires IS NOT NULL AND expires <= ? LIMIT 1",
                                      (iso(self.now()),)))
 
-    def reindex(self, *, sweep: bool = True, progress: Progress | None = None) -> ReconcileReport:
-        """Rebuild the index from the files alone, in one transaction.
+    def reindex(self, *, sweep: bool = True, progress: Progress | None = None,
+                embedding: Progress | None = None) -> ReconcileReport:
+        """Rebuild the index from the files alone, in one transaction; then, with
+        semantic recall on, embed every memory whose vector is missing (a file's vector
+        depends on its bytes only, so unchanged files keep theirs).
 
         ``sweep=False`` leaves expired files where they are (a read-only rebuild,
         as the test suite's "index equals a rebuild" check needs). ``progress(done,
-        total)`` is called as files are read, for a front end to show.
+        total)`` is called as files are read, ``embedding(done, total)`` as memories are
+        embedded, for a front end to show.
         """
         with self._writing():
             counts = {"added": 0, "updated": 0, "removed": 0, "unchanged": 0, "absent": 0}
-            return self._rebuild(counts, sweep=sweep, progress=progress)
+            report = self._rebuild(counts, sweep=sweep, progress=progress)
+        if self.semantic_on():
+            report["embedded"] = self.vectors.rebuild(embedding)
+        return report
 
     def _rebuild(self, counts: dict[str, int], sweep: bool = True, progress: Progress | None = None,
                  paths: list[str] | None = None) -> ReconcileReport:

@@ -258,6 +258,12 @@ class Watcher:
             self._voucher = voucher  # after the watch is up: the first sweep covers what came before
         self._worker = threading.Thread(target=self._run, name="agent-memory-sync", daemon=True)
         self._worker.start()
+        # With semantic recall on, changed memories get their vectors on the vault's own
+        # background thread (the index write wakes it): this worker never waits for a model.
+        try:
+            self.vault.keep_vectors()
+        except Exception as exc:
+            print(f"agent-memory: warning: semantic recall's vectors will not be kept current: {exc}", file=sys.stderr)
         return self
 
     def stop(self) -> None:

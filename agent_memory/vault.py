@@ -25,7 +25,7 @@ from .errors import InvalidInput, NotFound, PathRefused, VaultError
 from .recall.engine import MATCH_MODES, Engine, Outcome
 from .recall.rank import PROFILES, RecallConfig, Scored
 from .recall.records import MemoryRecord
-from .recall.sql import Filters
+from .recall.sql import Filters, expired_rids, within_filters
 from .recall.terms import MAX_QUERY_CHARS, plan
 from .history import log as history_log
 from .maintenance import Maintenance
@@ -213,6 +213,7 @@ class Vault(Writes, Links, Moves, Maintenance, Reconcile, GitSync):
         type: str | None = None,
         min_importance: float | None = None,
         max_importance: float | None = None,
+        semantic: bool | None = None,
     ) -> SearchResult:
         """Plain-question recall: all terms when some memory has them all, else the
         memories matching most terms (IDF-weighted, lifted by the memories written next
@@ -223,7 +224,11 @@ class Vault(Writes, Links, Moves, Maintenance, Reconcile, GitSync):
         ``recall.profile``) picks the ranking. ``config`` replaces the ranking's knobs (tests and benchmarks); ``explain`` adds
         every statement run and each hit's score parts (``explain``). ``depth`` (1-3)
         adds ``related``: the memories linked to or from the hits up to that many links
-        away, with the edges, at most ``SEARCH_RELATED_LIMIT`` of them (``related_to_hits``)."""
+        away, with the edges, at most ``SEARCH_RELATED_LIMIT`` of them (``related_to_hits``).
+        ``semantic`` (default: the ``recall.semantic`` setting, on when the optional extra
+        is installed): with ``match="auto"``, when no memory holds every term, rank the
+        memories by meaning (embeddings) instead, as the profile says; each hit says
+        ``found_by``."""
         if not isinstance(query, str) or len(query) > MAX_QUERY_CHARS:
             raise InvalidInput(f"The query must be text of at most {MAX_QUERY_CHARS} characters.")
         if match not in MATCH_MODES:
@@ -243,6 +248,9 @@ class Vault(Writes, Links, Moves, Maintenance, Reconcile, GitSync):
             **_kind_filters(type, min_importance, max_importance),
         )
         check_text(query, "The query")
+        if semantic is not None and not isinstance(semantic, bool):
+            raise InvalidInput(f"semantic must be true or false; got {semantic!r}.")
+        use_meaning = self.semantic_on(semantic)
         self._check_index()
         planned = plan(query)
         terms = planned.terms
@@ -253,11 +261,16 @@ class Vault(Writes, Links, Moves, Maintenance, Reconcile, GitSync):
             )
         now = iso(self.now())
         config = config or PROFILES[profile or self.settings.recall_profile]
+        nearest = self.vectors.nearest(query, self._within) if use_meaning and match == "auto" and config.semantic else None
         found = Engine(self.index, config, explain=explain).search(terms, filters, now, limit, match, offset,
-                                                                   newest=planned.newest, named=self._named(query))
+                                                                   newest=planned.newest, named=self._named(query),
+                                                                   nearest=nearest)
         hits = self._hits(found)
         mode = found.mode
         result = SearchResult(terms=[t.text for t in found.terms], match_mode=mode, count=len(hits), hits=hits)
+        if found.semantic:
+            for hit, scored in zip(hits, found.ranked):
+                hit["found_by"] = scored.found_by
         if found.corrected:
             result["corrected"] = found.corrected
         if found.more:
@@ -271,7 +284,10 @@ class Vault(Writes, Links, Moves, Maintenance, Reconcile, GitSync):
                 scores=[ScoreParts(id=hit["id"], score=hit["score"], parts={k: round(v, 4) for k, v in s.parts.items()})
                         for hit, s in zip(hits, found.ranked)],
             )
-        if match == "auto" and mode == "any" and hits:
+        if found.semantic == "gate" and hits:
+            result["note"] = ("No memory contains all of the terms; these are the memories closest in meaning "
+                              "(found_by: semantic), then those matching some of the terms (found_by: lexical).")
+        elif match == "auto" and mode == "any" and hits:
             result["note"] = (
                 "Some memories contain all of the terms (complete: true, first); the others match some of them "
                 "(see matched_terms)." if any(h["complete"] for h in hits) or offset else
@@ -302,8 +318,18 @@ class Vault(Writes, Links, Moves, Maintenance, Reconcile, GitSync):
                            "hit, or a lower depth, to see the rest.")
         return out
 
+    def _within(self, filters: Filters, now: str, rids: builtins.list[int] | None) -> set[int]:
+        """Semantic recall's filter: which of ``rids`` (None: of all memories) are live
+        and within the search's filters, checked in SQL as lexical hits are. Without
+        filters only expiry applies: the expired few are left out instead."""
+        if rids is not None and filters == Filters():
+            expired = {row[0] for row in self.index.query(*expired_rids(now))}
+            return set(rids) - expired
+        return {row[0] for row in self.index.query(*within_filters(filters, now, rids))}
+
     def _hits(self, found: Outcome) -> builtins.list[Hit]:
-        return [self._hit(found.records[s.rid], s, found.snippets.get(s.rid, "")) for s in found.ranked]
+        return [self._hit(found.records[s.rid], s, found.snippets.get(s.rid) or _opening(found.records[s.rid].body))
+                for s in found.ranked]
 
     def _hit(self, record: MemoryRecord, scored: Scored, snippet: str) -> Hit:
         """``score``: higher is better, comparable within one result only. A short
@@ -516,6 +542,12 @@ class Vault(Writes, Links, Moves, Maintenance, Reconcile, GitSync):
         return values[:limit]
 
 
+
+
+def _opening(body: str, most: int = 160) -> str:
+    """A snippet for a hit no term matched (found by meaning): the body's opening words."""
+    text = " ".join(body.split())
+    return text if len(text) <= most else text[:most].rsplit(" ", 1)[0] + "…"
 
 
 def _kind_filters(kind: str | None, least: float | None, most: float | None) -> dict[str, Any]:

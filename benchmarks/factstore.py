@@ -14,6 +14,7 @@ at that date. Each question is then asked with
     python benchmarks/factstore.py --quick    # a quarter of the questions (smoke run)
     python benchmarks/factstore.py --misses   # also list the held-out questions whose top hit is wrong
     python benchmarks/factstore.py --spacing 60  # the same memories written a minute apart in one session
+    python benchmarks/factstore.py --semantic    # lexical-only and with semantic recall, side by side
 
 Metrics per question: top-1 (the first hit answers), R@3 and R@10 (a question answered by
 any one of its gold memories scores 1 when one is there; a multi-fact question,
@@ -112,17 +113,20 @@ def score(gold: list[str], need_all: bool, ranked: list[str], k: int) -> float:
     return found / len(gold) if need_all else float(found > 0)
 
 
-def ask(vault: Vault, key_of: dict[str, str], questions: list[dict], profile: str) -> list[Outcome]:
+def ask(vault: Vault, key_of: dict[str, str], questions: list[dict], profile: str,
+        semantic: bool = False) -> list[Outcome]:
+    """Each question through ``Vault.search``; ``semantic`` on or off whatever the
+    vault's setting (the outcome's profile reads ``facts+semantic`` when on)."""
     out = []
     for q in questions:
         started = time.perf_counter()
-        result = vault.search(q["q"], profile=profile, limit=LIMIT)
+        result = vault.search(q["q"], profile=profile, limit=LIMIT, semantic=semantic)
         seconds = time.perf_counter() - started
         ranked = [key_of.get(hit["id"], hit["id"]) for hit in result["hits"]]
         gold, need_all = q["gold"], q.get("need") == "all"
         first = next((i for i, key in enumerate(ranked[:LIMIT], 1) if key in gold), None)
         out.append(Outcome(
-            n=q["n"], kind=q["kind"], profile=profile,
+            n=q["n"], kind=q["kind"], profile=profile + ("+semantic" if semantic else ""),
             top1=float(bool(ranked) and ranked[0] in gold),
             r3=score(gold, need_all, ranked, 3), r10=score(gold, need_all, ranked, 10),
             rr=1.0 / first if first else 0.0, seconds=seconds, ranked=ranked,
@@ -174,6 +178,8 @@ def main(argv: list[str] | None = None) -> int:
                         help="measure only this profile (repeatable; default both)")
     parser.add_argument("--misses", action="store_true",
                         help="list the held-out questions whose first hit is not gold, per profile")
+    parser.add_argument("--semantic", action="store_true",
+                        help="also ask every question with semantic recall on (needs the semantic extra and its model)")
     parser.add_argument("--spacing", type=float, default=0, metavar="SECONDS",
                         help="write the memories this many seconds apart in one session instead of at their dates")
     args = parser.parse_args(argv)
@@ -200,6 +206,14 @@ def main(argv: list[str] | None = None) -> int:
         outcomes: list[Outcome] = []
         for profile in profiles:
             outcomes += ask(vault, key_of, questions, profile)
+        if args.semantic:
+            started = time.perf_counter()
+            embedded = vault.vectors.rebuild()
+            print(f"semantic: {embedded} memories embedded in {time.perf_counter() - started:.1f} s "
+                  f"({vault.stats()['semantic'].get('model', 'no model')})")
+            for profile in profiles:
+                outcomes += ask(vault, key_of, questions, profile, semantic=True)
+            profiles = [name for profile in profiles for name in (profile, profile + "+semantic")]
         print()
         print_table(outcomes, profiles)
         print()

@@ -10,6 +10,7 @@ question's evidence turns.
     python benchmarks/locomo.py                 # all ten conversations
     python benchmarks/locomo.py --quick         # the first conversation only (CI)
     python benchmarks/locomo.py PATH/locomo10.zip --vault /tmp/locomo-vault  # keep the vault
+    python benchmarks/locomo.py --semantic      # lexical-only and with semantic recall, side by side
 
 Conversations 1-5 are the tuning set, 6-10 the held-out set; both and all ten are
 reported, so the numbers are not only fitted to what they report. The data is research
@@ -221,12 +222,12 @@ class Outcome:
 
 
 def ask(vault: Vault, conv_no: int, conv: Conversation, held: dict[str, list[str]], match: str = "auto",
-        config: RecallConfig = DEFAULT) -> list[Outcome]:
+        config: RecallConfig = DEFAULT, semantic: bool = False) -> list[Outcome]:
     session_of = {t.dia_id: t.session for t in conv.turns}
     out = []
     for q in conv.questions:
         started = time.perf_counter()
-        result = vault.search(q.text, namespace=conv.name, limit=LIMIT, match=match, config=config)
+        result = vault.search(q.text, namespace=conv.name, limit=LIMIT, match=match, config=config, semantic=semantic)
         seconds = time.perf_counter() - started
         ranked = [d for hit in result["hits"] for d in held.get(hit["id"], [])]
         gold = set(q.evidence)
@@ -320,6 +321,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--profile", default="conversation", choices=tuple(PROFILES), help="recall profile (default conversation: LoCoMo is dialog)")
     parser.add_argument("--ask", metavar="FIRST-LAST", help="ask only these conversations' questions (e.g. 1-5 while tuning)")
     parser.add_argument("--json", type=Path, help="also write the numbers to this file")
+    parser.add_argument("--semantic", action="store_true",
+                        help="also ask every question with semantic recall on (needs the semantic extra and its model)")
     args = parser.parse_args(argv)
 
     if not args.zip.exists():
@@ -339,6 +342,14 @@ def main(argv: list[str] | None = None) -> int:
         first, _, last = (args.ask or f"1-{len(conversations)}").partition("-")
         asked = range(int(first) - 1, int(last or first))
         outcomes = [o for n, conv in enumerate(conversations) if n in asked for o in ask(vault, n, conv, held, args.match, config)]
+        semantic: list[Outcome] = []
+        if args.semantic:
+            started = time.perf_counter()
+            embedded = vault.vectors.rebuild()
+            print(f"semantic: {embedded} turns embedded in {time.perf_counter() - started:.1f} s "
+                  f"(the others kept their vectors); profile uses it: {config.semantic}")
+            semantic = [o for n, conv in enumerate(conversations) if n in asked
+                        for o in ask(vault, n, conv, held, args.match, config, semantic=True)]
     finally:
         vault.close()
         if args.vault is None:
@@ -353,8 +364,15 @@ def main(argv: list[str] | None = None) -> int:
     if dropped or unanswerable:
         print(f"evidence ids dropped (no such turn): {dict(dropped)}; questions left without evidence: {unanswerable}")
     table = report(outcomes, len(conversations))
+    if semantic:
+        print("\nlexical only:")
     print_table(table)
     p50, p95 = percentile(latencies, 50), percentile(latencies, 95)
+    if semantic:
+        print("\nwith semantic recall:")
+        print_table(report(semantic, len(conversations)))
+        timed = [o.seconds * 1000 for o in semantic]
+        print(f"query latency with semantic: p50 {percentile(timed, 50):.2f} ms, p95 {percentile(timed, 95):.2f} ms")
     written = "reused" if write_seconds != write_seconds else f"{write_seconds:.1f} s through remember"
     print(f"query latency: p50 {p50:.2f} ms, p95 {p95:.2f} ms; index: {written}, full reindex {reindex_seconds:.2f} s")
     instant = " same-instant" if args.same_instant else ""

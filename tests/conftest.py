@@ -58,6 +58,9 @@ def isolated_home(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.
     monkeypatch.setenv("AGENT_MEMORY_DIR", str(home / ".memory"))
     monkeypatch.delenv("AGENT_MEMORY_INDEX_DIR", raising=False)
     monkeypatch.delenv("AGENT_MEMORY_TOKEN", raising=False)
+    # Where the semantic extra is installed, recall stays lexical in every test but the
+    # semantic ones (tests/test_semantic.py points this at the real weights): no model here.
+    monkeypatch.setenv("AGENT_MEMORY_MODEL", str(home / "no-model"))
     return home
 
 
@@ -172,7 +175,7 @@ def run_cli(
     timeout: float = 120,
 ) -> CliResult:
     """The CLI as a user runs it: ``vault`` is passed as ``--dir``; without it the vault
-    is found from ``cwd``. No AGENT_MEMORY_* variable is set unless ``env`` sets it.
+    is found from ``cwd``. No AGENT_MEMORY_* variable but AGENT_MEMORY_MODEL is set unless ``env`` sets it.
 
     In process by default, through click's runner: stdout and stderr apart, the exit
     code that ``sys.exit`` or an error gives, and an exception no command should let
@@ -181,7 +184,8 @@ def run_cli(
     ``agent-memory`` script: for the few tests that prove the real entry points."""
     command = ["--dir", str(vault)] if vault is not None else []
     command += args
-    unset = {k: None for k in os.environ if k.startswith("AGENT_MEMORY")}
+    # The model setting stays (isolated_home's "no model": lexical, as before the extra).
+    unset = {k: None for k in os.environ if k.startswith("AGENT_MEMORY") and k != "AGENT_MEMORY_MODEL"}
     if spawn or console_script:
         program = [str(CONSOLE_SCRIPT)] if console_script else [sys.executable, "-m", "agent_memory"]
         environ = {k: v for k, v in {**os.environ, **unset, **(env or {})}.items() if v is not None}

@@ -40,7 +40,7 @@ PROMPTS_DIR = Path(__file__).resolve().parent.parent / "prompts"
 CONTRACT: dict[str, tuple[list[str], set[str], tuple[bool, bool, bool, bool]]] = {
     "remember": (["content", "namespace", "tags", "title", "source", "ttl_days", "type", "importance"], {"content"}, (False, False, True, False)),
     "recall": (["query", "namespace", "tags", "limit", "match", "since", "until", "path_prefix", "offset", "profile", "depth",
-                "type", "min_importance", "max_importance"], {"query"}, (True, False, True, False)),
+                "type", "min_importance", "max_importance", "semantic"], {"query"}, (True, False, True, False)),
     "get_memory": (["memory_id"], {"memory_id"}, (True, False, True, False)),
     "update_memory": (
         ["memory_id", "content", "append", "replace_old", "replace_new", "tags", "add_tags", "remove_tags",

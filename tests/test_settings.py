@@ -40,7 +40,7 @@ def test_a_vault_without_the_file_gets_the_documented_defaults(tmp_path: Path) -
     assert settings.secrets_mode == "refuse"
     assert settings.secrets_allow == ()
     assert settings.recall_profile == "facts"
-    assert settings.recall_semantic is False
+    assert settings.recall_semantic is None  # unset: on when the semantic extra is installed
     assert settings.git_commit is False
     assert settings.git_author == ""
     assert settings.git_subfolder is False

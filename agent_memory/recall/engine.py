@@ -17,6 +17,7 @@ and a common term weighs almost nothing in it.
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -45,6 +46,9 @@ if TYPE_CHECKING:
     from ..index import Index
 
 MATCH_MODES = ("auto", "all", "any")
+# Semantic recall's part (the optional extra): (filters, now, how many wanted) -> memories
+# within the filters by cosine similarity to the question, best first.
+Nearest = Callable[[Filters, str, int], list[tuple[int, float]]]
 # FTS5's snippet() scores every window against every match: quadratic in the matches of
 # a row (a 256 KB body of common words took 20 s). Bodies longer than this many
 # characters get a window picked in one pass over highlight()'s output instead.
@@ -66,6 +70,7 @@ class Outcome:
     corrected: dict[str, str]
     more: bool = False
     statements: list[Query] = field(default_factory=list)
+    semantic: str = ""  # the rule that combined the lexical ranking with embeddings ("gate", "fusion"), if any
 
 
 class Engine:
@@ -83,14 +88,18 @@ class Engine:
 
     # ------------------------------------------------------------------ the one entry
     def search(self, terms: list[Term], filters: Filters, now: str, limit: int, match: str, offset: int = 0,
-               newest: bool = False, named: frozenset[int] = frozenset()) -> Outcome:
+               newest: bool = False, named: frozenset[int] = frozenset(), nearest: Nearest | None = None) -> Outcome:
         """One page (``offset``, ``limit``) of one ranking that depends on neither.
 
         ``all``: memories with every term. ``any``: memories with most terms.
         ``auto``: memories with every term first, then those with some of them. A term
         that matches nothing gets a second chance (``rescue``) before the partial
         ranking is used. ``newest`` (the question asks for the current state: "current",
-        "latest", "ahora"...) puts the newest first among memories matching the same terms."""
+        "latest", "ahora"...) puts the newest first among memories matching the same terms.
+        ``nearest`` (semantic recall on): with ``auto``, the profile's rule combines the
+        two rankings: ``gate``, when no memory holds every term, memories by meaning
+        first (``rank.by_meaning``); ``fusion``, the lexical and semantic rankings fused
+        by weighted reciprocal rank (``rank.fuse``)."""
         self.newest = newest
         corrected: dict[str, str] = {}
         want = offset + limit
@@ -108,25 +117,52 @@ class Engine:
         complete = rank.named_first(self.supersede(self.with_replacements(complete, matches, filters, now)), named)
         ranked = complete
         # Partial hits: all of them for "any"; for "auto" after the complete ones, when
-        # the page reaches past them (then whether more follow is known too).
-        if match == "any" or (match == "auto" and len(terms) > 1 and len(complete) <= want):
+        # the page reaches past them (then whether more follow is known too), or past
+        # the part of the ranking fused with the semantic one.
+        rule = self.config.semantic if match == "auto" and nearest is not None else ""
+        depth = max(want, self.config.fusion_pool) if rule == "fusion" else want
+        if match == "any" or (match == "auto" and len(terms) > 1 and len(complete) <= depth):
             held = {s.rid for s in complete}
             words = {t.text for t in terms}
             partial = [
                 dataclasses.replace(s, complete=words <= set(s.matched))
-                for s in self.some_terms(matches, filters, now, want)
+                for s in self.some_terms(matches, filters, now, depth)
                 if s.rid not in held
             ]
             ranked = partial if match == "any" else complete + partial
+        gate = rule == "gate" and not complete
+        if nearest is not None and (gate or rule == "fusion"):
+            close = [pair for pair in nearest(filters, now, max(want, self.config.semantic_pool))
+                     if pair[1] >= self.config.semantic_floor][: self.config.semantic_pool]
+            ranked = self.by_meaning(close, ranked, newest) if gate else self.fused(close, ranked)
+        semantic = "gate" if gate else "fusion" if rule == "fusion" else ""
         page = ranked[offset:want]
-        if match == "auto":
+        if gate:
+            mode = "any"
+        elif match == "auto":
             mode = "all" if (complete and all(s.complete for s in page)) or (not complete and len(terms) <= 1) else "any"
         else:
             mode = match
         records = self.records([s.rid for s in page])
         page = [s for s in page if s.rid in records]  # forgotten since it was ranked
         snippets = self.snippets([records[s.rid] for s in page], terms)
-        return Outcome(terms, mode, page, records, snippets, corrected, len(ranked) > want, list(self.statements or []))
+        return Outcome(terms, mode, page, records, snippets, corrected, len(ranked) > want, list(self.statements or []),
+                       semantic)
+
+    def by_meaning(self, close: list[tuple[int, float]], partial: list[Scored], newest: bool) -> list[Scored]:
+        """The ``gate`` rule: the memories closest in meaning, superseded ones below
+        those replacing them, then the partial lexical hits not among them."""
+        updated = self.updated([rid for rid, _ in close]) if newest else {}
+        ordered = rank.by_meaning(close, partial, updated, self.config, newest)
+        return self.supersede(ordered[: len(close)]) + ordered[len(close):]
+
+    def fused(self, close: list[tuple[int, float]], lexical: list[Scored]) -> list[Scored]:
+        """The ``fusion`` rule (``rank.fuse``), superseded memories below those replacing
+        them within the fused part."""
+        pool = self.config.fusion_pool
+        ordered = rank.fuse(close, lexical, self.config)
+        cut = len({s.rid for s in lexical[:pool]} | {rid for rid, _ in close[:pool]})
+        return self.supersede(ordered[:cut]) + ordered[cut:]
 
     # ------------------------------------------------------------------ terms
     def match_terms(self, terms: list[Term], filters: Filters, now: str) -> list[TermMatch]:

@@ -41,6 +41,17 @@ class RecallConfig:
     vocab_candidates: int = 300  # most vocabulary words compared with a typo
     typo_tries: int = 3  # closest vocabulary words tried against the filters when correcting a typo
     bm25_pool: int = 200  # partial hits whose BM25 breaks ties in coverage (the same for every page)
+    # Semantic recall (the optional extra), with match="auto": how this profile combines
+    # the lexical ranking with memories by meaning (cosine of embeddings). "gate": when
+    # no memory holds every term, memories by meaning first (by_meaning); "fusion":
+    # both rankings fused by weighted reciprocal rank (fuse); "": lexical only.
+    semantic: str = "fusion"
+    fusion_weight: float = 0.5  # what a place in the semantic ranking counts against one in the lexical
+    fusion_k: int = 5  # reciprocal rank's constant: 1 / (k + place)
+    fusion_pool: int = 50  # places of each ranking fused; the lexical ranking continues past them
+    semantic_floor: float = 0.2  # a memory less similar than this is not a semantic hit
+    semantic_newest_margin: float = 0.05  # "current X": newest among hits this close to the best
+    semantic_pool: int = 200  # most semantic hits ranked (a fixed number: no page depends on another)
 
     @property
     def uses_context(self) -> bool:
@@ -50,7 +61,8 @@ class RecallConfig:
 CONVERSATION = RecallConfig()
 # A store of facts: no lifting by neighbours or question marks (they suit a log of
 # dialog turns, and are noise between unrelated facts written one after another).
-FACTS = RecallConfig(name="facts", context_sources=0, context_shares={}, question_weight=1.0, question_checked=0)
+FACTS = RecallConfig(name="facts", context_sources=0, context_shares={}, question_weight=1.0, question_checked=0,
+                     semantic="gate")
 PROFILES = {"facts": FACTS, "conversation": CONVERSATION}
 DEFAULT = CONVERSATION  # what Vault.search(config=None, profile=None) used before profiles; tests start from it
 
@@ -65,6 +77,7 @@ class Scored:
     matched: tuple[str, ...]
     parts: Mapping[str, float] = field(default_factory=dict)
     complete: bool = True  # it holds every term
+    found_by: str = "lexical"  # or "semantic": which signal put it in the ranking
 
 
 # --------------------------------------------------------------------------- document frequency
@@ -211,6 +224,64 @@ def some_terms(short: list[int], rest: list[int], scores: Mapping[int, float], c
         })
         for rid in order
     ]
+
+
+# --------------------------------------------------------------------------- meaning
+
+
+def by_meaning(nearest: list[tuple[int, float]], partial: list[Scored], updated: Mapping[int, str],
+               config: RecallConfig, newest: bool = False) -> list[Scored]:
+    """The ranking when no memory holds every term (the gate chosen on the fact-store
+    set's tuning half, benchmarks/README.md): memories by cosine similarity to the
+    question (``nearest``, best first) down to ``semantic_floor``; then the partial
+    lexical hits not among them, in their order. ``newest`` (the question asks for the
+    current state): among the hits within ``semantic_newest_margin`` of the best, the
+    most recently updated first. A semantic hit keeps the terms it matched, if any."""
+    close = [(rid, sim) for rid, sim in nearest if sim >= config.semantic_floor]
+    if newest and close:
+        best = close[0][1]
+        near = [pair for pair in close if pair[1] >= best - config.semantic_newest_margin]
+        near.sort(key=lambda pair: _desc(updated.get(pair[0], "")))
+        close = near + close[len(near):]
+    lexical = {s.rid: s for s in partial}
+    out = [
+        Scored(rid, sim, lexical[rid].matched if rid in lexical else (),
+               {**(lexical[rid].parts if rid in lexical else {}), "semantic": sim}, complete=False, found_by="semantic")
+        for rid, sim in close
+    ]
+    held = {rid for rid, _ in close}
+    return out + [s for s in partial if s.rid not in held]
+
+
+def fuse(close: list[tuple[int, float]], lexical: list[Scored], config: RecallConfig) -> list[Scored]:
+    """The lexical ranking and the memories closest in meaning fused (the rule chosen on
+    LoCoMo's tuning conversations for dialog, benchmarks/README.md): each memory scores
+    1 / (k + place) for its place in the first ``fusion_pool`` lexical hits, plus
+    ``fusion_weight`` / (k + place) for its place among the first ``fusion_pool``
+    semantic ones; ties keep the lexical order. The lexical ranking continues past
+    them. Hits say ``found_by``: lexical, semantic or both."""
+    k, pool = config.fusion_k, config.fusion_pool
+    top, near = lexical[:pool], close[:pool]
+    score: dict[int, float] = {}
+    for place, s in enumerate(top, 1):
+        score[s.rid] = score.get(s.rid, 0.0) + 1 / (k + place)
+    similar = dict(near)
+    for place, (rid, _sim) in enumerate(near, 1):
+        score[rid] = score.get(rid, 0.0) + config.fusion_weight / (k + place)
+    place_of = {s.rid: i for i, s in enumerate(top)}
+    order = sorted(score, key=lambda rid: (-score[rid], place_of.get(rid, pool), -rid))
+    by_rid = {s.rid: s for s in top}
+    out = []
+    for rid in order:
+        parts = {"fusion": score[rid], **({"semantic": similar[rid]} if rid in similar else {})}
+        if rid in by_rid:
+            s = by_rid[rid]
+            out.append(Scored(rid, score[rid], s.matched, {**s.parts, **parts}, s.complete,
+                              "both" if rid in similar else "lexical"))
+        else:
+            out.append(Scored(rid, score[rid], (), parts, complete=False, found_by="semantic"))
+    held = set(score)
+    return out + [s for s in lexical[pool:] if s.rid not in held]
 
 
 # --------------------------------------------------------------------------- supersedes

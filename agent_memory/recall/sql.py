@@ -103,6 +103,22 @@ def term_matches(expr: str, filters: Filters, now: str) -> Query:
     return f"SELECT m.rid {_MATCHED} AND {LIVE}{where}", [expr, now, *params]
 
 
+def expired_rids(now: str) -> Query:
+    """Memories expired at ``now`` (few, and found by the partial index on ``expires``):
+    all a search without filters must leave out of semantic hits."""
+    return "SELECT rid FROM memories WHERE expires IS NOT NULL AND expires <= ?", [now]
+
+
+def within_filters(filters: Filters, now: str, rids: list[int] | None = None) -> Query:
+    """The live memories within the filters: among ``rids`` (semantic recall's nearest
+    candidates, passed as one JSON parameter), or all of them (None)."""
+    where, params = filters.sql()
+    if rids is None:
+        return f"SELECT m.rid FROM memories m WHERE {LIVE}{where}", [now, *params]
+    return (f"SELECT m.rid FROM memories m WHERE m.rid IN (SELECT value FROM json_each(?)) AND {LIVE}{where}",
+            [json.dumps([int(r) for r in rids]), now, *params])
+
+
 def newest_matching(expr: str, filters: Filters, now: str, limit: int) -> Query:
     """The ``limit`` live memories within the filters matching ``expr`` with the highest
     row numbers (the dated layout's order), with their ``updated`` time."""

@@ -544,6 +544,11 @@ def register_tools(server: MCPServer, vault: Vault) -> None:
         type: TypeFilter = None,
         min_importance: MinImportance = None,
         max_importance: MaxImportance = None,
+        semantic: Annotated[
+            bool | None,
+            Field(description="When no memory holds every word, rank memories by meaning (embeddings; needs the "
+                  "optional semantic extra); hits then say found_by. Default: the vault's recall.semantic setting."),
+        ] = None,
         ctx: Context = None,  # type: ignore[assignment]
     ) -> SearchResult:
         """Search memory with a plain question. Returns the best matches (id, path, title,
@@ -558,6 +563,7 @@ def register_tools(server: MCPServer, vault: Vault) -> None:
             since=_blank_to_none(since), until=_blank_to_none(until), path_prefix=_blank_to_none(path_prefix),
             offset=offset, profile=profile, depth=depth,
             type=_blank_to_none(type), min_importance=min_importance, max_importance=max_importance,
+            semantic=semantic,
         )
         for hit in result["hits"]:
             if "content" in hit:  # a hit that carried the whole body (SPEC §5)

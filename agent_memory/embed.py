@@ -1,0 +1,180 @@
+"""Sentence embeddings for semantic recall (the ``semantic`` extra): all-MiniLM-L6-v2 in numpy.
+
+Only imported when the extra is installed (``semantic.extra_installed``), so a vault without
+it never loads numpy. The model is the BERT encoder of sentence-transformers'
+all-MiniLM-L6-v2 (6 layers, 384 dimensions), run by our own forward pass over its
+``model.safetensors`` weights: embeddings, 6 x (self-attention, feed-forward), mean
+pooling over the real tokens, unit length. No torch or ONNX Runtime is needed: numpy
+(BLAS matrix products) and ``tokenizers`` (the model's own ``tokenizer.json``) are the
+whole runtime.
+
+Where the weights come from: ``model_files.model_dir``.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import struct
+import threading
+from pathlib import Path
+from typing import Any
+
+# One BLAS thread: a query's products are small, and OpenBLAS's worker threads spinning
+# for cores other processes hold made one 12-token encode take 0.7 s instead of 11 ms
+# on a busy 2-core machine. Only effective before numpy is first imported; a value the
+# user set wins.
+os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
+
+import numpy as np
+
+from .model_files import model_dir
+
+DIMENSIONS = 384
+MAX_TOKENS = 256  # sentence-transformers' max_seq_length for this model: longer text is cut
+BATCH_TOKENS = 2048  # tokens (padded) per forward pass: bounds its memory (~40 MB at 256 tokens a text)
+_DTYPES = {"F32": np.float32, "F16": np.float16, "I64": np.int64}
+
+
+def read_safetensors(path: Path, convert: dict[str, Any] | None = None) -> dict[str, np.ndarray]:
+    """The tensors of a safetensors file (a little-endian u64 header length, a JSON header
+    of dtype/shape/offsets, raw little-endian data), read into memory: ``convert`` maps
+    a tensor's name to the dtype to keep it in, converted a block at a time (no full
+    copy in the file's dtype is ever held). Read, not memory-mapped: mapped pages would
+    count in the process's memory beside the arrays built from them."""
+    convert = convert or {}
+    with open(path, "rb") as f:
+        (size,) = struct.unpack("<Q", f.read(8))
+        header = json.loads(f.read(size))
+        out = {}
+        for name, info in header.items():
+            if name == "__metadata__":
+                continue
+            start, end = info["data_offsets"]
+            dtype = np.dtype(_DTYPES[info["dtype"]]).newbyteorder("<")
+            count = (end - start) // dtype.itemsize
+            f.seek(8 + size + start)
+            if name not in convert:
+                out[name] = np.fromfile(f, dtype=dtype, count=count).reshape(info["shape"])
+                continue
+            kept = np.empty(count, dtype=convert[name])
+            for at in range(0, count, 1 << 20):
+                block = np.fromfile(f, dtype=dtype, count=min(1 << 20, count - at))
+                kept[at:at + len(block)] = block
+            out[name] = kept.reshape(info["shape"])
+    return out
+
+
+def _erf(x: np.ndarray) -> np.ndarray:
+    """erf to within 1.5e-7 (Abramowitz and Stegun 7.1.26): numpy has none, and BERT's
+    GELU is the exact one, not the tanh approximation."""
+    sign = np.sign(x)
+    a = np.abs(x)
+    t = 1.0 / (1.0 + 0.3275911 * a)
+    poly = t * (0.254829592 + t * (-0.284496736 + t * (1.421413741 + t * (-1.453152027 + t * 1.061405429))))
+    return sign * (1.0 - poly * np.exp(-a * a))
+
+
+def _layer_norm(x: np.ndarray, weight: np.ndarray, bias: np.ndarray, eps: float) -> np.ndarray:
+    mean = x.mean(-1, keepdims=True)
+    var = ((x - mean) ** 2).mean(-1, keepdims=True)
+    return (x - mean) / np.sqrt(var + eps) * weight + bias
+
+
+class Encoder:
+    """Text -> unit vectors of ``DIMENSIONS`` floats (cosine = dot product).
+
+    Thread-safe: the weights are read-only and each call has its own activations."""
+
+    def __init__(self, folder: Path | None = None) -> None:
+        from tokenizers import Tokenizer
+
+        folder = folder or model_dir()
+        config = json.loads((folder / "config.json").read_text())
+        self.heads = int(config["num_attention_heads"])
+        self.layers = int(config["num_hidden_layers"])
+        self.eps = float(config.get("layer_norm_eps", 1e-12))
+        self.tokenizer = Tokenizer.from_file(str(folder / "tokenizer.json"))
+        self.tokenizer.no_padding()
+        self.tokenizer.enable_truncation(MAX_TOKENS)
+        words = "embeddings.word_embeddings.weight"
+        # Words are looked up, not multiplied: half precision halves their 47 MB.
+        w = read_safetensors(folder / "model.safetensors", {words: np.float16})
+        self.words = w[words]
+        self.positions = w["embeddings.position_embeddings.weight"]
+        self.token_type = w["embeddings.token_type_embeddings.weight"][0]
+        # Weights stay as stored, (out, in): ``x @ w.T`` is one BLAS call on the
+        # transposed view, no copy. Query, key and value are one (1152, 384) product.
+        self.blocks: list[dict[str, Any]] = []
+        for i in range(self.layers):
+            p = f"encoder.layer.{i}."
+            self.blocks.append({
+                "qkv": np.concatenate([w.pop(p + f"attention.self.{n}.weight") for n in ("query", "key", "value")]).T,
+                "qkv_b": np.concatenate([w.pop(p + f"attention.self.{n}.bias") for n in ("query", "key", "value")]),
+                "out": w[p + "attention.output.dense.weight"].T,
+                "out_b": w[p + "attention.output.dense.bias"],
+                "ln1": (w[p + "attention.output.LayerNorm.weight"], w[p + "attention.output.LayerNorm.bias"]),
+                "up": w[p + "intermediate.dense.weight"].T,
+                "up_b": w[p + "intermediate.dense.bias"],
+                "down": w[p + "output.dense.weight"].T,
+                "down_b": w[p + "output.dense.bias"],
+                "ln2": (w[p + "output.LayerNorm.weight"], w[p + "output.LayerNorm.bias"]),
+            })
+        self.ln0 = (w["embeddings.LayerNorm.weight"], w["embeddings.LayerNorm.bias"])
+
+    def encode(self, texts: list[str]) -> np.ndarray:
+        """One unit vector (float32) per text, in order. Texts of similar length are
+        batched together, so little padding is computed."""
+        if not texts:
+            return np.zeros((0, DIMENSIONS), dtype=np.float32)
+        ids = [e.ids for e in self.tokenizer.encode_batch(texts)]
+        order = sorted(range(len(ids)), key=lambda i: len(ids[i]))
+        out = np.zeros((len(texts), DIMENSIONS), dtype=np.float32)
+        start = 0
+        while start < len(order):
+            end = start + 1  # the longest text so far is the last: padding is to its length
+            while end < len(order) and (end + 1 - start) * len(ids[order[end]]) <= BATCH_TOKENS:
+                end += 1
+            chosen = order[start:end]
+            out[chosen] = self._forward([ids[i] for i in chosen])
+            start = end
+        return out
+
+    def _forward(self, batch: list[list[int]]) -> np.ndarray:
+        n, length = len(batch), max(len(b) for b in batch)
+        tokens = np.zeros((n, length), dtype=np.int64)
+        mask = np.zeros((n, length), dtype=np.float32)
+        for i, b in enumerate(batch):
+            tokens[i, : len(b)] = b
+            mask[i, : len(b)] = 1.0
+        x = self.words[tokens].astype(np.float32) + self.positions[:length] + self.token_type
+        x = _layer_norm(x, *self.ln0, self.eps)
+        heads, size = self.heads, x.shape[-1] // self.heads
+        blocked = (1.0 - mask)[:, None, None, :] * -1e9  # padding gets no attention
+        for block in self.blocks:
+            qkv = x @ block["qkv"] + block["qkv_b"]
+            q, k, v = (qkv[..., j * heads * size:(j + 1) * heads * size].reshape(n, length, heads, size).transpose(0, 2, 1, 3)
+                       for j in range(3))
+            scores = q @ k.transpose(0, 1, 3, 2) / np.sqrt(size) + blocked
+            scores = np.exp(scores - scores.max(-1, keepdims=True))
+            scores /= scores.sum(-1, keepdims=True)
+            context = (scores @ v).transpose(0, 2, 1, 3).reshape(n, length, heads * size)
+            x = _layer_norm(x + context @ block["out"] + block["out_b"], block["ln1"][0], block["ln1"][1], self.eps)
+            h = x @ block["up"] + block["up_b"]
+            h = 0.5 * h * (1.0 + _erf(h / np.sqrt(2.0)))
+            x = _layer_norm(x + h @ block["down"] + block["down_b"], block["ln2"][0], block["ln2"][1], self.eps)
+        pooled = (x * mask[..., None]).sum(1) / mask.sum(1, keepdims=True)
+        return pooled / np.maximum(np.linalg.norm(pooled, axis=1, keepdims=True), 1e-12)
+
+
+_shared: Encoder | None = None
+_shared_lock = threading.Lock()
+
+
+def shared_encoder() -> Encoder:
+    """One encoder per process (its weights take 65 MB), loaded on first use."""
+    global _shared
+    with _shared_lock:
+        if _shared is None:
+            _shared = Encoder()
+        return _shared

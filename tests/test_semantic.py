@@ -1,0 +1,327 @@
+"""Semantic recall (issue 15): the optional extra's vectors and how recall uses them.
+
+Skipped with a reason where the extra (numpy, tokenizers) or the all-MiniLM-L6-v2
+weights are not installed; ``test_semantic_off.py`` checks the vault without them.
+"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+import threading
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+
+from agent_memory.semantic import VECTORS_FILE, extra_installed
+
+if not extra_installed():
+    pytest.skip('the semantic extra is not installed (pip install "agent-memory[semantic]")', allow_module_level=True)
+
+import numpy as np
+
+from agent_memory import embed, model_files
+from agent_memory.vault import Vault
+from agent_memory.vectors import EXACT_MAX, VectorIndex, quantize, sign_codes
+
+
+@pytest.fixture(scope="session")
+def model_folder(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The model's weights, found once per session: AGENT_MEMORY_MODEL, else the
+    installed model package extracted into a session folder (never the real home)."""
+    import os
+
+    cache = tmp_path_factory.mktemp("model-cache")
+    old = os.environ.get("XDG_CACHE_HOME")
+    os.environ["XDG_CACHE_HOME"] = str(cache)
+    try:
+        return model_files.model_dir()
+    except model_files.ModelMissing as exc:
+        pytest.skip(f"the all-MiniLM-L6-v2 weights are not installed: {exc}")
+    finally:
+        if old is None:
+            del os.environ["XDG_CACHE_HOME"]
+        else:
+            os.environ["XDG_CACHE_HOME"] = old
+
+
+@pytest.fixture(autouse=True)
+def use_model(model_folder: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("AGENT_MEMORY_MODEL", str(model_folder))
+
+
+CAR = "The family vehicle is a leased Skoda Octavia, returned to the dealer in 2027."
+COFFEE = "Kenji takes his coffee black with no sugar."
+DEPLOY = "Production deploys happen on Tuesdays and Thursdays after the standup."
+QUESTION = "What car do they drive?"  # no word of it is in any memory
+
+
+def wait_until(condition: Callable[[], bool], what: str, seconds: float = 120) -> None:
+    """Poll for something a background thread does (not a timing assertion: the bound
+    only keeps a broken build from hanging)."""
+    deadline = time.monotonic() + seconds
+    while not condition():
+        if time.monotonic() > deadline:
+            raise AssertionError(f"gave up waiting: {what}")
+        time.sleep(0.05)
+
+
+def ids_of(result: dict) -> list[str]:
+    return [hit["id"] for hit in result["hits"]]
+
+
+# --------------------------------------------------------------------------- the encoder
+
+
+def test_the_encoder_reproduces_sentence_transformers_similarities() -> None:
+    """sentence-transformers' own example for this model (its README) prints 0.6660,
+    0.1046 and 0.1411 for these three sentences: our numpy forward pass must agree."""
+    vectors = embed.shared_encoder().encode(["The weather is lovely today.", "It's so sunny outside!",
+                                             "He drove to the stadium."])
+    sims = vectors @ vectors.T
+    assert np.allclose(np.linalg.norm(vectors, axis=1), 1.0, atol=1e-5)
+    assert sims[0, 1] == pytest.approx(0.6660, abs=2e-3)
+    assert sims[0, 2] == pytest.approx(0.1046, abs=2e-3)
+    assert sims[1, 2] == pytest.approx(0.1411, abs=2e-3)
+
+
+def test_an_obvious_paraphrase_is_nearer_than_an_unrelated_sentence() -> None:
+    question, car, coffee = embed.shared_encoder().encode([QUESTION, CAR, COFFEE])
+    assert question @ car > question @ coffee + 0.2
+
+
+def test_a_large_index_ranks_by_sign_codes_then_exactly() -> None:
+    """Past EXACT_MAX memories the first pass is by Hamming distance of sign codes: a
+    memory whose vector is the query's still comes first, with its exact cosine."""
+    rng = np.random.default_rng(7)
+    vectors = rng.standard_normal((EXACT_MAX + 500, embed.DIMENSIONS)).astype(np.float32)
+    vectors /= np.linalg.norm(vectors, axis=1, keepdims=True)
+    codes, scales = quantize(vectors)
+    rids = np.arange(1, len(vectors) + 1, dtype=np.int64)
+    index = VectorIndex(rids, np.arange(len(vectors)), codes, scales, sign_codes(codes))
+    target = 12345
+    found = index.nearest(vectors[target], lambda rids: set(rids) if rids is not None else set(rids_all(index)), 5)
+    assert found[0][0] == target + 1
+    assert found[0][1] == pytest.approx(1.0, abs=0.02)
+    # A filter that keeps only even row numbers still gets what it asked for.
+    kept = index.nearest(vectors[target], lambda rids: {r for r in (rids if rids is not None else rids_all(index))
+                                                         if r % 2 == 0}, 5)
+    assert all(rid % 2 == 0 for rid, _ in kept) and len(kept) >= 5
+
+
+def rids_all(index: VectorIndex) -> list[int]:
+    return [int(r) for r in index.rids]
+
+
+# --------------------------------------------------------------------------- recall
+
+
+@pytest.fixture
+def filled(vault: Vault) -> dict[str, str]:
+    ids = {
+        "car": vault.remember(CAR, namespace="home", tags=["family"])["memory"]["id"],
+        "coffee": vault.remember(COFFEE, namespace="work", tags=["people"])["memory"]["id"],
+        "deploy": vault.remember(DEPLOY, namespace="work", tags=["ops"])["memory"]["id"],
+    }
+    return ids
+
+
+def test_a_paraphrase_finds_its_memory_only_with_semantic_on(vault: Vault, filled: dict[str, str]) -> None:
+    lexical = vault.search(QUESTION, semantic=False)
+    assert filled["car"] not in ids_of(lexical)
+    found = vault.search(QUESTION, semantic=True)
+    assert ids_of(found)[0] == filled["car"]
+    assert found["hits"][0]["found_by"] == "semantic"
+    assert "closest in meaning" in found["note"]
+    assert found["hits"][0]["snippet"]  # no term matched: the memory's opening words
+
+
+def test_questions_some_memory_answers_word_for_word_keep_the_lexical_order(vault: Vault, filled: dict[str, str]) -> None:
+    on, off = vault.search("Kenji coffee", semantic=True), vault.search("Kenji coffee", semantic=False)
+    assert ids_of(on) == ids_of(off) == [filled["coffee"]]
+    assert "found_by" not in on["hits"][0]
+
+
+@pytest.mark.parametrize("filters, allowed", [
+    ({"namespace": "work"}, {"coffee", "deploy"}),
+    ({"tags": ["ops"]}, {"deploy"}),
+    ({"path_prefix": "nowhere"}, set()),
+    ({"until": "2000-01-01"}, set()),
+    ({"type": "decision"}, set()),
+    ({"min_importance": 5}, set()),
+])
+def test_filters_apply_to_semantic_hits(vault: Vault, filled: dict[str, str], filters: dict, allowed: set[str]) -> None:
+    found = vault.search(QUESTION, semantic=True, **filters)
+    names = {name for name, memory_id in filled.items() if memory_id in ids_of(found)}
+    assert names <= allowed
+    assert filled["car"] not in ids_of(found)
+
+
+def test_expired_memories_are_not_semantic_hits(vault: Vault, clock) -> None:
+    gone = vault.remember(CAR, ttl_days=1)["memory"]["id"]
+    assert ids_of(vault.search(QUESTION, semantic=True)) == [gone]
+    clock.advance(days=2)
+    assert gone not in ids_of(vault.search(QUESTION, semantic=True))
+
+
+def test_the_setting_and_the_argument_switch_it(vault: Vault, filled: dict[str, str]) -> None:
+    assert ids_of(vault.search(QUESTION))[:1] == [filled["car"]]  # unset: on, the extra is installed
+    (vault.root / ".agent-memory.toml").write_text("[recall]\nsemantic = false\n")
+    assert filled["car"] not in ids_of(vault.search(QUESTION))
+    assert ids_of(vault.search(QUESTION, semantic=True))[:1] == [filled["car"]]
+    assert vault.stats()["semantic"]["enabled"] is False
+
+
+def test_explain_says_which_signal_found_each_hit(vault: Vault, filled: dict[str, str]) -> None:
+    found = vault.search("What car do they drive to the standup?", semantic=True, explain=True)
+    by_id = {s["id"]: s["parts"] for s in found["explain"]["scores"]}
+    assert "semantic" in by_id[filled["car"]]
+    assert {hit["found_by"] for hit in found["hits"]} <= {"semantic", "lexical"}
+
+
+def test_the_cli_switch(vault_dir: Path, vault: Vault, filled: dict[str, str]) -> None:
+    from click.testing import CliRunner
+
+    from agent_memory.cli import cli
+
+    runner = CliRunner()
+    vault.close()
+    on = runner.invoke(cli, ["--dir", str(vault_dir), "--json", "search", QUESTION])
+    off = runner.invoke(cli, ["--dir", str(vault_dir), "--json", "search", "--no-semantic", QUESTION])
+    assert on.exit_code == 0 and off.exit_code == 0, on.output + off.output
+    assert ids_of(json.loads(on.output))[:1] == [filled["car"]]
+    assert filled["car"] not in ids_of(json.loads(off.output))
+
+
+@pytest.mark.anyio
+async def test_the_recall_tool_takes_semantic(vault: Vault, filled: dict[str, str]) -> None:
+    from mcp import Client
+
+    from agent_memory.server import build_server
+
+    async with Client(build_server(vault)) as client:
+        on = (await client.call_tool("recall", {"query": QUESTION})).structured_content
+        off = (await client.call_tool("recall", {"query": QUESTION, "semantic": False})).structured_content
+    assert ids_of(on)[:1] == [filled["car"]] and on["hits"][0]["found_by"] == "semantic"
+    assert filled["car"] not in ids_of(off)
+
+
+# --------------------------------------------------------------------------- vectors as an index
+
+
+def vector_keys(vault: Vault) -> set[str]:
+    conn = sqlite3.connect(vault.index_dir / VECTORS_FILE)
+    try:
+        return {row[0] for row in conn.execute("SELECT sha256 FROM vectors")}
+    finally:
+        conn.close()
+
+
+def file_versions(vault: Vault) -> set[str]:
+    return {row[0] for row in vault.index.query("SELECT sha256 FROM memories")}
+
+
+def test_reindex_rebuilds_missing_or_broken_vectors(vault_dir: Path, vault: Vault, filled: dict[str, str]) -> None:
+    vault.search(QUESTION)  # embeds them
+    vault.close()
+    (vault_dir / ".index" / VECTORS_FILE).write_bytes(b"not a database at all")
+    for suffix in ("-wal", "-shm"):
+        (vault_dir / ".index" / f"{VECTORS_FILE}{suffix}").unlink(missing_ok=True)
+    again = Vault(vault_dir)
+    try:
+        embedded: list[tuple[int, int]] = []
+        report = again.reindex(embedding=lambda done, total: embedded.append((done, total)))
+        assert report["embedded"] == 3 and embedded[-1] == (3, 3)
+        assert vector_keys(again) == file_versions(again)
+        status = again.stats()["semantic"]
+        assert status["current"] and status["vectors"] == status["memories"] == 3
+        assert ids_of(again.search(QUESTION))[:1] == [filled["car"]]
+        assert again.reindex()["embedded"] == 0  # a file's vector depends on its bytes: kept
+    finally:
+        again.close()
+
+
+def test_writes_are_embedded_in_the_background_and_never_touch_files(vault: Vault) -> None:
+    vault.keep_vectors()
+    written = vault.remember(CAR)["memory"]
+    path = vault.root / written["path"]
+    before = path.read_bytes()
+    wait_until(lambda: vault.stats()["semantic"].get("current") is True, "the new memory's vector")
+    assert path.read_bytes() == before  # the vector is in the index folder only
+    assert not any(VECTORS_FILE in p.name for p in vault.root.rglob("*") if ".index" not in p.parts)
+    vault.update(written["id"], content=COFFEE, expected_version=written["version"])
+    wait_until(lambda: vector_keys(vault) == file_versions(vault), "the edited memory's vector, the old one dropped")
+    assert ids_of(vault.search("How does Kenji like it?"))[:1] == [written["id"]]
+
+
+def test_remember_does_not_wait_for_the_model(vault: Vault) -> None:
+    """The background embedder is held on its lock; remember still returns."""
+    vault.keep_vectors()
+    embedder = vault.vectors.embedder()
+    assert embedder is not None
+    with embedder._work:  # the embedder is busy (a long batch)
+        done = threading.Event()
+
+        def write() -> None:
+            vault.remember(DEPLOY)
+            done.set()
+
+        writer = threading.Thread(target=write)
+        writer.start()
+        writer.join(timeout=60)
+        assert done.is_set()
+        assert vault.stats()["semantic"]["current"] is False
+    wait_until(lambda: vault.stats()["semantic"].get("current") is True, "the memory's vector once the embedder is free")
+
+
+def test_a_hand_edit_seen_by_the_watcher_gets_its_vector(vault: Vault) -> None:
+    from agent_memory.sync import Watcher
+
+    with Watcher(vault, debounce=0.05, sweep_interval=3600):
+        (vault.root / "car.md").write_text(f"# Car\n\n{CAR}\n")
+        wait_until(lambda: vault.index.by_path("car.md") is not None, "the watcher to index car.md")
+        wait_until(lambda: vector_keys(vault) >= file_versions(vault), "car.md's vector")
+        found = vault.search(QUESTION)
+        assert found["hits"][0]["path"] == "car.md"
+        (vault.root / "car.md").write_text(f"# Coffee\n\n{COFFEE}\n")
+        wait_until(lambda: vault.index.by_path("car.md")["title"] == "Coffee", "the watcher to see the edit")
+        wait_until(lambda: vector_keys(vault) == file_versions(vault), "the edited file's vector, the old one dropped")
+        assert vault.search("How does Kenji like it?")["hits"][0]["path"] == "car.md"
+
+
+def test_the_conversation_profile_fuses_both_rankings(vault: Vault, filled: dict[str, str]) -> None:
+    """Dialog is served better by words (LoCoMo): the conversation profile keeps the
+    lexical ranking and adds memories by meaning at half weight, so a paraphrase is
+    still found and a memory holding every word stays first."""
+    found = vault.search(QUESTION, profile="conversation")
+    assert ids_of(found)[:1] == [filled["car"]] and found["hits"][0]["found_by"] == "semantic"
+    words = vault.search("Kenji coffee", profile="conversation")
+    assert ids_of(words)[0] == filled["coffee"] and words["hits"][0]["found_by"] == "both"
+    assert words["hits"][0]["complete"] is True
+
+
+def test_doctor_and_stats_say_whether_vectors_are_current(vault: Vault, filled: dict[str, str]) -> None:
+    from click.testing import CliRunner
+
+    from agent_memory.cli import cli
+
+    vault.search(QUESTION)  # embeds the three
+    (vault.root / "new.md").write_text(f"# New\n\n{DEPLOY} Also on Fridays.\n")
+    vault.reconcile()  # indexed, no vector yet: no background thread in this process
+    status = vault.stats()["semantic"]
+    assert status["vectors"] == 3 and status["memories"] == 4 and status["current"] is False
+    assert "have no vector yet" in status["hint"]
+
+    def doctor() -> dict:
+        done = CliRunner().invoke(cli, ["--dir", str(vault.root), "--json", "doctor"])
+        found = json.loads(done.output)
+        return next(c for c in (found["checks"] if isinstance(found, dict) else found) if c["name"] == "semantic recall")
+
+    stale = doctor()
+    assert not stale["ok"] and "1 of 4 memories have no vector" in stale["detail"] and stale["items"] == ["new.md"]
+    vault.reindex()
+    assert doctor()["ok"] and "vectors current" in doctor()["detail"]
+    stats = CliRunner().invoke(cli, ["--dir", str(vault.root), "stats"])
+    assert "Semantic   on: 4 of 4 memories have vectors (current)" in stats.output
