@@ -8,8 +8,10 @@ over dated folders, namespaces and tags), then prints one table: full reindex (b
 walk + parse + insert reference), nothing-changed start, reconcile after 1% changed,
 search latency (all-terms and partial, in the library), CLI `search` wall time with no
 watcher (beside a plain scandir + stat walk plus the CLI's import time) and with a
-watcher live (beside CLI `search` on a 1k vault), CLI import of 10,000 items,
-remember/s with fsync, and peak RSS. Every row of issue 14's targets this script
+watcher live (beside CLI `search` on a 1k vault), the MCP path (a real server spawned
+over stdio by the SDK client: spawn to first answer beside the SDK's import time,
+`recall` p50/p95, the server's peak RSS; ``benchmarks/mcp_path.py``), CLI import of
+10,000 items, remember/s with fsync, and peak RSS. Every row of issue 14's targets this script
 covers is printed with its target and the reference measured in the same run.
 """
 
@@ -35,6 +37,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+import mcp_path  # noqa: E402  (benchmarks/ is on sys.path: this script's folder)
 from agent_memory import note as notes  # noqa: E402
 from agent_memory import vouch  # noqa: E402
 from agent_memory.index import FileFacts, Index  # noqa: E402
@@ -213,6 +216,7 @@ def main() -> None:
     parser.add_argument("--queries", type=int, default=300, help="queries per search kind")
     parser.add_argument("--keep", type=Path, default=None, help="generate into (or reuse) this folder")
     parser.add_argument("--import-items", type=int, default=10_000, help="items for the CLI import row")
+    parser.add_argument("--mcp-queries", type=int, default=1000, help="recall calls over MCP stdio")
     args = parser.parse_args()
 
     root = args.keep or Path(tempfile.mkdtemp(prefix="agent-memory-scale-"))
@@ -305,6 +309,8 @@ def main() -> None:
         ten_s = cli_wall(command, ten, cli_queries)
     rows.append(("CLI `search` at 10k, no watcher", f"median {ten_s * 1000:.0f} ms", "",
                  f"≤ 250 ms: {verdict(ten_s, 0.25)}"))
+
+    rows += mcp_path.rows(root, size, queries=args.mcp_queries)  # a real server spawned over stdio
 
     items = scratch / "items.json"
     items.write_text(json.dumps(import_items(args.import_items)), encoding="utf-8")

@@ -373,10 +373,16 @@ class Engine:
         heads = {s.rid for s in head}
         keys = {key for _, path_key in self._run(sql.path_keys(sorted(heads))) for key in key_suffixes(path_key)}
         held = {s.rid for s in complete}
-        expr = any_expr([m.term for m in matches])
+        found_links = [row for row in self._run(sql.superseding(sorted(keys), filters, now)) if row[0] not in held]
+        if not found_links:
+            return complete
+        matching = {row[0] for row in self._run(sql.matching_among(any_expr([m.term for m in matches]),
+                                                                  sorted({row[0] for row in found_links})))}
         links = Links(self.index, now)
         above: dict[int, list[int]] = {}
-        for src, path, target in self._run(sql.superseding(sorted(keys), expr, filters, now)):
+        for src, path, target in found_links:
+            if src not in matching:
+                continue
             old = links.resolve(target, path)
             if src not in held and old is not None and old["rid"] in heads:
                 above.setdefault(old["rid"], []).append(src)

@@ -247,16 +247,22 @@ def path_keys(rids: list[int]) -> Query:
     return f"SELECT rid, path_key FROM memories WHERE rid IN ({_ids(rids)})", []
 
 
-def superseding(targets: list[str], expr: str, filters: Filters, now: str) -> Query:
-    """Live memories within the filters that match ``expr`` and whose ``supersedes``
-    names one of ``targets`` (link keys): (rid, path, the target as indexed)."""
+def superseding(targets: list[str], filters: Filters, now: str) -> Query:
+    """Live memories within the filters whose ``supersedes`` names one of ``targets``
+    (link keys): (rid, path, the target as indexed). Driven by the links' target index:
+    most vaults have none, and then this costs one probe per key."""
     where, params = filters.sql()
     return (
         "SELECT m.rid, m.path, l.target FROM links l JOIN memories m ON m.rid = l.src "
-        f"WHERE l.relation = 'supersedes' AND l.target IN (SELECT value FROM json_each(?)) AND {LIVE}{where} "
-        "AND m.rid IN (SELECT rowid FROM fts WHERE fts MATCH ?) ORDER BY m.rid",
-        [json.dumps(targets), now, *params, expr],
+        f"WHERE l.target IN (SELECT value FROM json_each(?)) AND l.relation = 'supersedes' AND {LIVE}{where} "
+        "ORDER BY m.rid",
+        [json.dumps(targets), now, *params],
     )
+
+
+def matching_among(expr: str, rids: list[int]) -> Query:
+    """Which of ``rids`` match ``expr`` (a handful: one FTS probe each)."""
+    return f"SELECT rowid FROM fts WHERE fts MATCH ? AND rowid IN ({_ids(rids)})", [expr]
 
 
 def supersedes(rids: list[int]) -> Query:
