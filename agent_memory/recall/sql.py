@@ -249,11 +249,12 @@ def path_keys(rids: list[int]) -> Query:
 
 def superseding(targets: list[str], filters: Filters, now: str) -> Query:
     """Live memories within the filters whose ``supersedes`` names one of ``targets``
-    (link keys): (rid, path, the target as indexed). Driven by the links' target index:
-    most vaults have none, and then this costs one probe per key."""
+    (link keys): (rid, path, the target as indexed). Driven by the links' target index
+    (``CROSS JOIN``: left to itself, with filters, the planner walks the namespace's
+    memories instead): most vaults have none, and then this costs one probe per key."""
     where, params = filters.sql()
     return (
-        "SELECT m.rid, m.path, l.target FROM links l JOIN memories m ON m.rid = l.src "
+        "SELECT m.rid, m.path, l.target FROM links l CROSS JOIN memories m ON m.rid = l.src "
         f"WHERE l.target IN (SELECT value FROM json_each(?)) AND l.relation = 'supersedes' AND {LIVE}{where} "
         "ORDER BY m.rid",
         [json.dumps(targets), now, *params],
