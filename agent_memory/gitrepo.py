@@ -27,7 +27,7 @@ DRIVER_NAME = "agent-memory: memory files merged key by key (tags as sets, the l
 # Settings that would make a command run programs or change output, whatever the repository says.
 SAFE_CONFIG = (
     "-c", "core.quotePath=false", "-c", "core.fsmonitor=false", "-c", "log.showSignature=false",
-    "-c", "color.ui=false", "-c", "diff.external=", "-c", "log.follow=false",
+    "-c", "color.ui=false", "-c", "diff.external=", "-c", "log.follow=false", "-c", "diff.relative=false",
 )
 
 

@@ -154,3 +154,19 @@ def test_cli_import_from_agentmemory(tmp_path: Path) -> None:
     assert json.loads(again.stdout)["unchanged"] == 3 and again.stderr == ""
     missing = run_cli("import", "--from", "agentmemory", str(tmp_path / "nowhere"), vault=folder)
     assert missing.returncode == 1 and "does not exist" in missing.stderr and "Traceback" not in missing.stderr
+
+
+def test_a_body_that_starts_like_front_matter_is_never_rewritten(tmp_path: Path, clock) -> None:
+    # The agent stored a YAML document: it starts with '---' but no import wrote it.
+    yaml_doc = b"---\ntitle: not front matter, a yaml doc the agent stored\n---\nrest of it\n"
+    folder = _agentmemory(tmp_path, rows=[(4, "2026/07/22/yaml-doc.md", "A stored YAML doc", "2026-07-22 08:00:00", [])])
+    (folder / "2026/07/22").mkdir(parents=True, exist_ok=True)
+    (folder / "2026/07/22/yaml-doc.md").write_bytes(yaml_doc)
+    before = _files(folder)
+    vault = Vault.init(folder, clock=clock)
+    try:
+        with pytest.raises(InvalidInput, match="front matter this import did not write"):
+            vault.import_memories(folder, format="agentmemory")
+        assert _files(folder) == before  # nothing rewritten, nothing added
+    finally:
+        vault.close()

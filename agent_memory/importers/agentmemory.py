@@ -46,15 +46,24 @@ def agentmemory(source: Any) -> list[dict[str, Any]]:
         if file is None:
             raise InvalidInput(f"{where}: its file {row['file_path']!r} is not in {folder}; put it back or delete "
                                "the row, then import again. Nothing was imported.")
+        created = row["created_at"]
+        memory_id = derived_id(millis(created, f"{where}: created_at"), f"agentmemory:{row['id']}")
         try:
             data = file.read_bytes()
-            adopted = data.startswith((b"---", b"\xef\xbb\xbf---"))  # front matter added by an earlier import
-            body = notes.parse(data, file.name).body if adopted else data.decode("utf-8-sig")
+            text = data.decode("utf-8-sig")
         except (OSError, UnicodeDecodeError) as exc:
             raise InvalidInput(f"{where}: cannot read {file} as text ({exc}); nothing was imported.") from exc
-        created = row["created_at"]
+        # Front matter an earlier import added is known by the id it wrote; a body that merely
+        # starts with '---' (a YAML document the agent stored) is the memory's text, kept whole.
+        parsed = notes.parse(data, file.name) if text.startswith("---") else None
+        adopted = parsed is not None and not parsed.unreadable and parsed.own_id and parsed.id == memory_id
+        body = parsed.body if adopted and parsed is not None else text
+        if parsed is not None and not adopted and parsed.meta:
+            raise InvalidInput(f"{where}: {file} starts with front matter this import did not write (no id "
+                               f"{memory_id}); adopting it would rewrite those lines. Move the text below a first "
+                               "line of its own, or give it that id, then import again. Nothing was imported.")
         items.append({
-            "id": derived_id(millis(created, f"{where}: created_at"), f"agentmemory:{row['id']}"),
+            "id": memory_id,
             "content": body,
             "title": (row["summary"] or "").strip() or None,
             "tags": [notes.normalise_tag(k) for k in keywords.get(row["id"], []) if k and k.strip()],
