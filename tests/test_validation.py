@@ -399,6 +399,8 @@ async def test_unambiguous_values_are_read_as_meant(client: Client, vault: Vault
     # an id sent as a number (AgentMemory's ids are row numbers): looked up, not a type error
     text = await refused(client, vault, "get_memory", {"memory_id": 7})
     assert text.startswith("Memory '7' not found") and "list_memories" in text
+    # ...but a tool that changes or forgets never acts on a number, which could also name a note ("7.md")
+    assert await refused(client, vault, "forget", {"memory_id": 7}) == "memory_id must be text; got 7."
     before = vault.get(ids["a"])
     # update_memory: content "" and ttl_days -1 mean "keep", as the seeds' update tools read them
     updated, _ = await call(client, "update_memory", {"memory_id": ids["a"], "content": "", "ttl_days": -1,

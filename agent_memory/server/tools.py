@@ -190,8 +190,11 @@ SEED_NAMES = {"tag": "tags", "memory_type": "type", "memories": "items", "filePa
 _SEED_NAME_ONLY_IN = {"keywords": frozenset({"remember", "update_memory"})}
 
 # Parameters holding an id: a number sent for one means its digits (AgentMemory's ids
-# are row numbers; a path or our id is text).
+# are row numbers; a path or our id is text), but only where reading is all the tool
+# does: a number could also name a note ("12.md"), and a tool that changes or forgets
+# must not act on a guess. The others refuse it as "must be text".
 _ID_PARAMETERS = frozenset({"memory_id", "target_id"})
+_NUMBER_AS_ID = frozenset({"get_memory", "related", "memory_history"})
 
 # Values that can only mean "leave it as it is", by tool: update_memory(content="") and
 # update_memory(ttl_days=-1), as the seeds' update tools read them.
@@ -387,7 +390,7 @@ class ToolArguments:
                 renamed.append(f"{key!r} as {ours!r}")
                 key = ours
             arguments[key] = value
-        for key in _ID_PARAMETERS.intersection(arguments):
+        for key in _ID_PARAMETERS.intersection(arguments) if self.name in _NUMBER_AS_ID else ():
             if isinstance(arguments[key], int) and not isinstance(arguments[key], bool):
                 arguments[key] = str(arguments[key])
         for key, keep in _KEEP_VALUES.get(self.name, {}).items():
