@@ -53,6 +53,7 @@ class SyncPlan:
     duplicates: int = 0
     expired: int = 0
     links: int = 0
+    kept: int = 0  # memories a person edited since the last import: theirs stand, the source's changes are not applied
 
 
 class Importing(VaultCore):
@@ -168,12 +169,14 @@ class Importing(VaultCore):
         fields = {**entry.meta, **transfer.link_fields(resolved, entry.item.get("relation_types"))}
         relations = [k for k in fields if k in resolved]
         if entry.existing is None:
+            fields[transfer.IMPORT_BASE] = transfer.source_digest(fields, entry.item, entry.content)
             data = notes.render_new(fields, entry.content or "").encode("utf-8")
             plan.files.append((entry.rel, data, None))
             plan.links += sum(len(fields[k]) for k in relations)
             return
         old, note = entry.existing
-        changes, body = transfer.resync(note, fields, entry.item, entry.content, now)
+        changes, body, kept = transfer.resync(note, fields, entry.item, entry.content, now)
+        plan.kept += kept
         if not changes and body is None:
             plan.unchanged += 1
             return

@@ -195,6 +195,7 @@ class ImportResult(TypedDict):
     duplicates: int
     expired: int
     links: int
+    kept: int  # memories a person edited since the last import: theirs stand, the source's changes were not applied
     ids: list[str]
     paths: list[str]  # vault-relative, of the files written
 

@@ -10,6 +10,7 @@ already taken, and writing everything or nothing.
 from __future__ import annotations
 
 import datetime as dt
+import hashlib
 import json
 import re
 from typing import Any
@@ -157,33 +158,81 @@ _SOURCE_SCALARS = ("namespace", "title", "created", "updated", "expires", "sourc
 _TIMES = ("created", "updated", "expires")
 
 
-def resync(note: notes.Note, fields: dict[str, Any], item: dict[str, Any], content: str | None,
-           now: dt.datetime) -> tuple[dict[str, Any], str | None]:
-    """What an import of a memory already in the vault changes in its file: (front-matter
-    changes for ``notes.patch``, the new body or None). Empty and None: unchanged.
+# The front-matter key an import writes: a digest of what it set (body, the scalars its
+# source gives, tags, aliases), the base of the next import's three-way decision.
+IMPORT_BASE = "imported_hash"
 
-    The source wins for what it gives: the body and the scalars it has (a time it does
-    not have, like a knowledge graph's, leaves the file's); tags, aliases, links and
-    relation names are added, never removed (a person's additions stay). A file that has
-    no id of its own (a file adopted in place) gets the item's. ``updated`` moves to now
-    when something changed and the source gives no update time of its own."""
+
+def _given(item: dict[str, Any], key: str) -> bool:
+    """Whether the source says anything about ``key`` (a knowledge graph has no times)."""
+    return ("expires" in item) if key == "expires" else item.get(key) not in (None, "")
+
+
+def _current(note: notes.Note, key: str) -> Any:
+    """The file's value of a source scalar, as compared with the source's."""
+    current = note.namespace if key == "namespace" else note.meta.get(key)
+    if key in _TIMES and current not in (None, ""):
+        try:
+            current = notes.to_utc(current)
+        except ValueError:
+            pass
+    return current
+
+
+def import_digest(body: str | None, scalars: dict[str, Any], tags: list[Any], aliases: list[Any]) -> str:
+    """What an import set, as one short digest: equal digests, the same memory."""
+    payload = {"body": plain(body or ""), "scalars": scalars,
+               "tags": sorted({notes.normalise_tag(str(t)) for t in tags if t is not None}),
+               "aliases": sorted({str(a).casefold() for a in aliases if a is not None})}
+    return hashlib.sha256(json.dumps(payload, sort_keys=True, default=str, ensure_ascii=False).encode()).hexdigest()[:16]
+
+
+def source_digest(fields: dict[str, Any], item: dict[str, Any], content: str | None) -> str:
+    """The digest of what the source says now (what a clean import of it writes)."""
+    scalars = {key: fields.get(key) for key in _SOURCE_SCALARS if _given(item, key)}
+    return import_digest(content, scalars, as_list(fields.get("tags")), as_list(fields.get("aliases")))
+
+
+def _file_digest(note: notes.Note, item: dict[str, Any]) -> str:
+    scalars = {key: _current(note, key) for key in _SOURCE_SCALARS if _given(item, key)}
+    return import_digest(note.body, scalars, as_list(note.meta.get("tags")), as_list(note.meta.get("aliases")))
+
+
+def resync(note: notes.Note, fields: dict[str, Any], item: dict[str, Any], content: str | None,
+           now: dt.datetime) -> tuple[dict[str, Any], str | None, bool]:
+    """What an import of a memory already in the vault changes in its file: (front-matter
+    changes for ``notes.patch``, the new body or None, whether a person's edits were
+    kept over the source's). Empty, None and False: unchanged.
+
+    Three-way, with what the last import wrote (``imported_hash``) as the base, so a
+    re-import never undoes a person: the source unchanged since then, the file is left as
+    it is now (a link the source gained is added); the file unchanged since then, the source's changes are applied (the body
+    and the scalars it gives; a time it does not have, like a knowledge graph's, leaves
+    the file's) and tags, aliases, links and relation names are added; both changed, the
+    person's file stands and only links are added (``kept``). Without a base (a file
+    adopted in place, or imported before there was one), only what the file lacks is
+    filled in, and the id where it has none. ``updated`` moves to now when something
+    changed and the source gives no update time of its own."""
     meta = note.meta
+    base = meta.get(IMPORT_BASE)
+    theirs = source_digest(fields, item, content)
+    if base == theirs:  # the source has not changed since this file was imported: only new links
+        return _links_gained(note, fields), None, False
+    if base is not None and _file_digest(note, item) != base:
+        return _links_gained(note, fields), None, True  # a person edited it since: theirs stands
+    fill_only = base is None
     changes: dict[str, Any] = {}
     if not note.own_id:
         changes["id"] = fields["id"]
     for key in _SOURCE_SCALARS:
-        given = ("expires" in item) if key == "expires" else item.get(key) not in (None, "")
-        if not given:  # the source has no such thing (a knowledge graph has no times): the file's stands
+        if not _given(item, key):  # the source has no such thing: the file's stands
             continue
         value = fields.get(key)
         if value is None and key != "expires":
             continue
-        current = note.namespace if key == "namespace" else meta.get(key)
-        if key in _TIMES and current not in (None, ""):
-            try:
-                current = notes.to_utc(current)
-            except ValueError:
-                pass
+        current = _current(note, key)
+        if fill_only and current not in (None, ""):
+            continue  # no base to tell a person's value from an old import's: the file's stands
         if key == "importance" and not isinstance(current, bool) and isinstance(current, (int, float)):
             same = current == value
         else:
@@ -194,8 +243,28 @@ def resync(note: notes.Note, fields: dict[str, Any], item: dict[str, Any], conte
         added = _gained(note, key, fields.get(key) or [], notes.normalise_tag if key == "tags" else str.casefold)
         if added is not None:
             changes[key] = added
+    changes.update(_links_gained(note, fields))
+    body = content if content is not None and plain(content) != plain(note.body) else None
+    if fill_only and body is not None and plain(note.body):
+        body = None  # a body the file already has is never replaced without a base
+    if (body is not None or len(changes) > (0 if note.own_id else 1)) and item.get("updated") in (None, ""):
+        changes.setdefault("updated", notes.to_utc(now))
+    scalars = {key: changes[key] if key in changes else _current(note, key)
+               for key in _SOURCE_SCALARS if _given(item, key)}
+    after = import_digest(body if body is not None else note.body, scalars,
+                          as_list(changes.get("tags", meta.get("tags"))), as_list(changes.get("aliases", meta.get("aliases"))))
+    if after == theirs:
+        changes[IMPORT_BASE] = theirs  # the file now says what the source says: the next import's base
+    order = {key: n for n, key in enumerate(notes.NEW_FILE_ORDER)}  # keys a file lacks are added in this order
+    return dict(sorted(changes.items(), key=lambda kv: order.get(kv[0], len(order)))), body, False
+
+
+def _links_gained(note: notes.Note, fields: dict[str, Any]) -> dict[str, Any]:
+    """The relation properties (and original relation names) the source adds to the file."""
+    meta = note.meta
+    changes: dict[str, Any] = {}
     for key, value in fields.items():
-        if key in notes.RESERVED_KEYS or key in _SOURCE_SCALARS:
+        if key in notes.RESERVED_KEYS or key in _SOURCE_SCALARS or key == IMPORT_BASE:
             continue
         if key == "relation_types":
             written = meta.get(key)
@@ -206,11 +275,7 @@ def resync(note: notes.Note, fields: dict[str, Any], item: dict[str, Any], conte
         added = _gained(note, key, value, link_target_key)  # a relation: its wikilinks
         if added is not None:
             changes[key] = added
-    body = content if content is not None and plain(content) != plain(note.body) else None
-    if (body is not None or len(changes) > (0 if note.own_id else 1)) and item.get("updated") in (None, ""):
-        changes.setdefault("updated", notes.to_utc(now))
-    order = {key: n for n, key in enumerate(notes.NEW_FILE_ORDER)}  # keys a file lacks are added in this order
-    return dict(sorted(changes.items(), key=lambda kv: order.get(kv[0], len(order)))), body
+    return changes
 
 
 def _gained(note: notes.Note, name: str, new: list[Any], key: Any) -> list[Any] | None:

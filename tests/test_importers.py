@@ -105,6 +105,32 @@ def test_an_entity_that_gained_an_observation_is_updated_in_place(vault: Vault, 
     assert_index_matches_files(vault)
 
 
+def test_importing_again_never_undoes_what_a_person_changed_since(vault: Vault, tmp_path: Path, clock) -> None:
+    source = _jsonl(tmp_path, KNOWLEDGE_GRAPH)
+    vault.import_memories(source, format="mcp-knowledge-graph")
+    priya = vault.root / "Priya Shah.md"
+    priya.write_text(priya.read_text().replace("- Prefers async standups", "- Prefers async standups (Bob: confirmed)"))
+    edited = priya.read_bytes()
+    vault.reconcile()  # as the watcher folds a person's save in
+    # The same source again: nothing to bring, the person's edit stands (no trash copy needed).
+    again = vault.import_memories(source, format="mcp-knowledge-graph")
+    assert (again["updated"], again["unchanged"], again["kept"]) == (0, 4, 0)
+    assert priya.read_bytes() == edited
+    # The source changed too: both changed, so the person's file stands, and the import says so.
+    grown = json.loads(json.dumps(KNOWLEDGE_GRAPH))
+    grown[0]["observations"].append("Moved to the Lisbon office")
+    clock.advance(days=1)
+    changed = vault.import_memories(_jsonl(tmp_path, grown), format="mcp-knowledge-graph")
+    assert (changed["updated"], changed["kept"]) == (0, 1)
+    assert priya.read_bytes() == edited
+    # A memory nobody touched still follows its source.
+    grown[2]["observations"].append("Budget approved in May")
+    followed = vault.import_memories(_jsonl(tmp_path, grown), format="mcp-knowledge-graph")
+    acme = next(p for p in vault.root.glob("ACME*.md"))
+    assert (followed["updated"], followed["kept"]) == (1, 1) and "Budget approved in May" in acme.read_text()
+    assert_index_matches_files(vault)
+
+
 def test_a_relation_in_a_later_batch_links_the_notes_of_an_earlier_one(vault: Vault) -> None:
     entities = [r for r in KNOWLEDGE_GRAPH if r["type"] == "entity"]
     relations = [r for r in KNOWLEDGE_GRAPH if r["type"] == "relation"]
