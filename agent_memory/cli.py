@@ -865,6 +865,9 @@ def _import_summary(result: Any) -> None:
     def human() -> None:
         click.echo(f"Imported {result['imported']}, updated {result['updated']}, unchanged {result['unchanged']}, "
                    f"expired {result['expired']}, links {result['links']}; skipped {result['duplicates']} duplicates.")
+        if result["forgotten"]:
+            click.echo(f"  {result['forgotten']} forgotten here since an earlier import: not brought back "
+                       "(agent-memory restore ID does that)")
         if result["kept"]:
             click.echo(f"  {result['kept']} edited here since the last import: kept as they are "
                        "(the source's changes to them were not applied)")

@@ -54,6 +54,7 @@ class SyncPlan:
     expired: int = 0
     links: int = 0
     kept: int = 0  # memories a person edited since the last import: theirs stand, the source's changes are not applied
+    forgotten: int = 0  # memories forgotten here since an earlier import: not brought back
 
 
 class Importing(VaultCore):
@@ -64,6 +65,7 @@ class Importing(VaultCore):
         twins: dict[str, str] = {}  # an item skipped as a duplicate's id -> the id holding its content
         seen: dict[tuple[str, str], str] = {}
         taken: set[str] = set()
+        forgotten = {e.id for e in self.store.trash.entries() if e.reason == "forgotten"}  # by a tool or a person
         for n, item in enumerate(items):
             where = f"Item {n}"
             if not isinstance(item, dict):
@@ -80,6 +82,9 @@ class Importing(VaultCore):
                 plan.expired += 1
                 continue
             memory_id = entry.meta["id"]
+            if entry.existing is None and memory_id in forgotten:
+                plan.forgotten += 1  # forgotten here: an import does not bring it back (restore does)
+                continue
             if memory_id in entries:
                 plan.duplicates += 1
                 continue

@@ -195,6 +195,7 @@ class Maintenance(Importing):
         updated = sum(1 for n, _rel, _stat in published if plan.files[n][2] is not None)
         return ImportResult(imported=len(published) - updated, updated=updated, unchanged=plan.unchanged,
                             duplicates=plan.duplicates, expired=plan.expired, links=plan.links, kept=plan.kept,
+                            forgotten=plan.forgotten,
                             ids=[ids[rel] for rel in written], paths=written)
 
     def _plan_import(self, items: list[Any], now: dt.datetime) -> tuple[list[tuple[str, bytes]], int, int]:

@@ -196,6 +196,7 @@ class ImportResult(TypedDict):
     expired: int
     links: int
     kept: int  # memories a person edited since the last import: theirs stand, the source's changes were not applied
+    forgotten: int  # memories forgotten here since an earlier import: not brought back (restore does that)
     ids: list[str]
     paths: list[str]  # vault-relative, of the files written
 

@@ -131,6 +131,20 @@ def test_importing_again_never_undoes_what_a_person_changed_since(vault: Vault, 
     assert_index_matches_files(vault)
 
 
+def test_importing_again_does_not_bring_back_what_was_forgotten(vault: Vault, tmp_path: Path) -> None:
+    source = _jsonl(tmp_path, KNOWLEDGE_GRAPH)
+    first = vault.import_memories(source, format="mcp-knowledge-graph")
+    acme = next(rel for rel in first["paths"] if rel.startswith("ACME"))
+    vault.forget(acme)
+    again = vault.import_memories(source, format="mcp-knowledge-graph")
+    assert (again["imported"], again["forgotten"]) == (0, 1)
+    assert not (vault.root / acme).exists()
+    vault.restore(acme)  # restore is the way back; then the import follows it again
+    assert vault.import_memories(source, format="mcp-knowledge-graph")["forgotten"] == 0
+    assert (vault.root / acme).exists()
+    assert_index_matches_files(vault)
+
+
 def test_a_relation_in_a_later_batch_links_the_notes_of_an_earlier_one(vault: Vault) -> None:
     entities = [r for r in KNOWLEDGE_GRAPH if r["type"] == "entity"]
     relations = [r for r in KNOWLEDGE_GRAPH if r["type"] == "relation"]

@@ -155,7 +155,7 @@ def test_cli_import_from_memory_mcp(vault: Vault, tmp_path: Path) -> None:
     again = run_cli("import", "--from", "memory-mcp", str(database), "--json", vault=vault.root)
     assert again.returncode == 0 and again.stderr == ""
     assert {k: v for k, v in json.loads(again.stdout).items() if k not in ("ids", "paths")} == {
-        "imported": 0, "updated": 0, "unchanged": 4, "duplicates": 0, "expired": 0, "links": 0, "kept": 0}
+        "imported": 0, "updated": 0, "unchanged": 4, "duplicates": 0, "expired": 0, "links": 0, "kept": 0, "forgotten": 0}
     piped = run_cli("import", "--from", "memory-mcp", "-", "--json", vault=vault.root,
                     stdin=json.dumps([dict(LESSON, importance=7)]))  # its tools' JSON on standard input
     assert piped.returncode == 0, piped.stderr

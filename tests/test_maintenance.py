@@ -179,7 +179,7 @@ def test_cli_stats_export_import_gc(tmp_path: Path) -> None:
     assert imported.returncode == 0, imported.stderr
     assert "Imported 2, updated 0, unchanged 0, expired 0, links 0; skipped 0 duplicates." in imported.stdout
     again = json.loads(run("import", str(backup), "--json", "--dir", str(tmp_path / "other"), cwd=tmp_path).stdout)
-    assert again == {"imported": 0, "updated": 0, "unchanged": 0, "duplicates": 2, "expired": 0, "links": 0, "kept": 0,
+    assert again == {"imported": 0, "updated": 0, "unchanged": 0, "duplicates": 2, "expired": 0, "links": 0, "kept": 0, "forgotten": 0,
                      "ids": [], "paths": []}
     reexported = run("--dir", str(tmp_path / "other"), "export", cwd=tmp_path).stdout
     assert reexported == backup.read_text()
