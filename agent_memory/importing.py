@@ -65,6 +65,7 @@ class Importing(VaultCore):
         twins: dict[str, str] = {}  # an item skipped as a duplicate's id -> the id holding its content
         seen: dict[tuple[str, str], str] = {}
         taken: set[str] = set()
+        updating: dict[str, str] = {}  # a vault file an item updates -> the item
         forgotten = {e.id for e in self.store.trash.entries() if e.reason == "forgotten"}  # by a tool or a person
         for n, item in enumerate(items):
             where = f"Item {n}"
@@ -101,6 +102,11 @@ class Importing(VaultCore):
                 seen[key] = memory_id
             if entry.existing is None:
                 entry.rel = self._free_path(entry.rel, taken)
+            else:
+                other = updating.setdefault(entry.rel, where)
+                if other != where:  # one file, two memories of the source: which one it is would be a guess
+                    raise InvalidInput(f"{other} and {where} both name the file {entry.rel}; remove one of them from "
+                                       "the source, then import again. Nothing was imported.")
             entries[memory_id] = entry
         texts: dict[str, str | None] = {}
         new_paths: dict[str, set[str]] = {}  # the new files by name (as a wikilink compares it)

@@ -156,6 +156,19 @@ def test_cli_import_from_agentmemory(tmp_path: Path) -> None:
     assert missing.returncode == 1 and "does not exist" in missing.stderr and "Traceback" not in missing.stderr
 
 
+def test_two_rows_naming_one_file_are_refused_not_half_imported(tmp_path: Path, clock) -> None:
+    rows = [*ROWS, (9, "2026/07/21/acme-prefers-fridays.md", "The same file again", "2026-07-22 08:00:00", [])]
+    folder = _agentmemory(tmp_path, rows=rows)
+    before = _files(folder)
+    vault = Vault.init(folder, clock=clock)
+    try:
+        with pytest.raises(InvalidInput, match="both name the file 2026/07/21/acme-prefers-fridays.md"):
+            vault.import_memories(folder, format="agentmemory")
+        assert _files(folder) == before
+    finally:
+        vault.close()
+
+
 def test_a_body_that_starts_like_front_matter_is_never_rewritten(tmp_path: Path, clock) -> None:
     # The agent stored a YAML document: it starts with '---' but no import wrote it.
     yaml_doc = b"---\ntitle: not front matter, a yaml doc the agent stored\n---\nrest of it\n"
