@@ -838,7 +838,8 @@ def import_(source: str, source_format: str | None) -> None:
     Duplicates are skipped. The file may hold any number of memories (the MCP tool
     takes 500 per call); they are checked, then written, in one all-or-nothing pass.
     With --from, the file is another memory server's and keeps its dates, types and
-    links; importing it again updates what changed there and adds nothing twice.
+    links; importing it again updates what changed there and adds nothing twice,
+    never undoes an edit made here since, and does not bring back what was forgotten.
 
     \b
     Examples:

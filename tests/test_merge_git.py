@@ -97,7 +97,8 @@ def read(repo: Path, path: str) -> notes.Note:
     return notes.parse((repo / path).read_bytes(), path)
 
 
-def test_tags_added_on_both_clones_merge_cleanly_with_the_later_updated(team: Team) -> None:
+def tagged_on_both_clones(team: Team) -> str:
+    """One memory that Alice tags "friday" (shared) and Bob tags "ops" (committed, not pulled yet)."""
     path = shared_memory(team)
     with vault_at(team.alice, 10) as vault:
         vault.update(path, add_tags=["friday"])
@@ -105,6 +106,11 @@ def test_tags_added_on_both_clones_merge_cleanly_with_the_later_updated(team: Te
     with vault_at(team.bob, 11) as vault:
         vault.update(path, add_tags=["ops"])
     team.commit(team.bob, "update: tag ops")
+    return path
+
+
+def test_tags_added_on_both_clones_merge_cleanly_with_the_later_updated(team: Team) -> None:
+    path = tagged_on_both_clones(team)
     pulled = team.pull(team.bob)
     assert pulled.returncode == 0, pulled.stderr
     merged = read(team.bob, path)
@@ -243,13 +249,7 @@ Priya owns billing.
 
 
 def test_a_rebase_runs_the_driver_too(team: Team) -> None:
-    path = shared_memory(team)
-    with vault_at(team.alice, 10) as vault:
-        vault.update(path, add_tags=["friday"])
-    team.share(team.alice, "update: tag friday")
-    with vault_at(team.bob, 11) as vault:
-        vault.update(path, add_tags=["ops"])
-    team.commit(team.bob, "update: tag ops")
+    path = tagged_on_both_clones(team)
     pulled = team.pull(team.bob, "--rebase")
     assert pulled.returncode == 0, pulled.stderr
     assert set(read(team.bob, path).tags) == {"acme", "deploy", "friday", "ops"}
