@@ -37,6 +37,9 @@ WEIGHTS = (10.0, 5.0, 1.0, 1.0, 1.0, 1.0)
 TOKENIZER = "porter unicode61 remove_diacritics 2"
 # The vocabulary typos are corrected against: words as written, not porter stems.
 VOCAB_TOKENIZER = "unicode61 remove_diacritics 2"
+# A transaction adding this many rows (a rebuild, an import, a big reconcile) ends by
+# merging the full-text segments (``Index._merge_segments``).
+MERGE_AFTER = 1000
 
 SCHEMA = f"""
 CREATE TABLE memories (
@@ -264,6 +267,7 @@ class Index:
         self.discarded_corrupt = False
         self._conn: sqlite3.Connection | None = None
         self._inode: int | None = None
+        self._inserted = 0  # rows added by the open transaction (see MERGE_AFTER)
         self._open()
 
     # ------------------------------------------------------------------ connection
@@ -373,8 +377,11 @@ class Index:
             conn = self.conn
             conn.execute("BEGIN IMMEDIATE")
             self._writer = threading.get_ident()
+            self._inserted = 0
             try:
                 yield conn
+                if self._inserted >= MERGE_AFTER:
+                    self._merge_segments(conn)
                 conn.execute("COMMIT")
             except BaseException:
                 if conn.in_transaction:  # also when COMMIT itself failed (a full disk)
@@ -422,7 +429,18 @@ class Index:
             rid = conn.execute("SELECT coalesce(max(rid), 0) + 1 FROM memories").fetchone()[0]
         self._insert(conn, [(rid, note, facts)])
 
+    @staticmethod
+    def _merge_segments(conn: sqlite3.Connection) -> None:
+        """Merge each full-text index into one segment. A bulk load leaves FTS5 with
+        dozens of segments, and every term lookup seeks in each of them: at 100k memories
+        searches run 1.5-2x slower (snippets 6x) until they are merged. Merging costs
+        about 0.45 s at 100k, so it runs only after a transaction that added
+        ``MERGE_AFTER`` rows or more; FTS5's own automerge keeps small writes in check."""
+        for table in ("fts", "words"):
+            conn.execute(f"INSERT INTO {table} ({table}) VALUES ('optimize')")
+
     def _insert(self, conn: sqlite3.Connection, rows: list[tuple[int, Note, FileFacts]]) -> None:
+        self._inserted += len(rows)
         searched = []
         for rid, note, _ in rows:
             body = indexed_body(note.body)
