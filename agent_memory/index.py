@@ -29,7 +29,7 @@ from .note import Note, file_version, hand_named, note_name
 from .recall.sql import Filters
 from .recall.terms import cjk_index_text, date_tokens
 
-SCHEMA_VERSION = 7
+SCHEMA_VERSION = 8
 DB_NAME = "index.sqlite3"
 # BM25 column weights (names: title, note name and aliases; tags, body, cjk, dated): title and tags count above the
 # body; the CJK bigrams and the creation date count like body text.
@@ -86,6 +86,10 @@ CREATE INDEX memories_problems ON memories(path, problems) WHERE problems IS NOT
 CREATE TABLE tags (tag TEXT NOT NULL, rid INTEGER NOT NULL, PRIMARY KEY (tag, rid)) WITHOUT ROWID;
 CREATE INDEX tags_rid ON tags(rid);
 CREATE TABLE links (src INTEGER NOT NULL, relation TEXT NOT NULL, target TEXT NOT NULL);
+-- Each of a memory's names (title, note name, aliases) as a lookup key (``name_key``):
+-- a question that is exactly a name finds it in one seek.
+CREATE TABLE names (key TEXT NOT NULL, rid INTEGER NOT NULL, PRIMARY KEY (key, rid)) WITHOUT ROWID;
+CREATE INDEX names_rid ON names(rid);
 CREATE INDEX links_src ON links(src);
 CREATE INDEX links_target ON links(target);
 CREATE VIRTUAL TABLE fts USING fts5(
@@ -174,6 +178,12 @@ def search_names(note: Note) -> str:
     (the file name, which Obsidian shows and ``[[links]]`` use) and its aliases."""
     names = [note.title, note_name(note.path) if hand_named(note.path) else "", *note.aliases]
     return "\n".join(dict.fromkeys(n.strip() for n in names if n and n.strip()))
+
+
+def name_key(name: str) -> str:
+    """How a name is compared with a question: Unicode-normalised (macOS writes NFD
+    names) and case-folded, as Obsidian's quick switcher matches."""
+    return unicodedata.normalize("NFC", name).casefold()
 
 
 def description(note: Note) -> str:
@@ -460,6 +470,10 @@ class Index:
             "INSERT INTO words (rowid, text) VALUES (?, ?)", [(f[0], _words_text(*f[1:4])) for f in searched]
         )
         conn.executemany(
+            "INSERT OR IGNORE INTO names (key, rid) VALUES (?, ?)",
+            [(name_key(name), fields[0]) for fields in searched for name in fields[1].split("\n") if name],
+        )
+        conn.executemany(
             "INSERT OR IGNORE INTO tags (tag, rid) VALUES (?, ?)",
             [(tag, rid) for rid, note, _ in rows for tag in note.tags],
         )
@@ -480,6 +494,7 @@ class Index:
         )
         conn.execute("DELETE FROM memories WHERE rid = ?", (old["rid"],))
         conn.execute("DELETE FROM tags WHERE rid = ?", (old["rid"],))
+        conn.execute("DELETE FROM names WHERE rid = ?", (old["rid"],))
         conn.execute("DELETE FROM links WHERE src = ?", (old["rid"],))
 
     def delete(self, conn: sqlite3.Connection, path: str) -> bool:
@@ -500,7 +515,7 @@ class Index:
         """Empty the index and bulk-load ``notes`` (inside the caller's transaction)."""
         conn.execute("INSERT INTO fts (fts) VALUES ('delete-all')")
         conn.execute("INSERT INTO words (words) VALUES ('delete-all')")
-        for table in ("memories", "tags", "links"):
+        for table in ("memories", "tags", "links", "names"):
             conn.execute(f"DELETE FROM {table}")
         count, pending = 0, []
         for note, facts in notes:
@@ -538,6 +553,10 @@ class Index:
         # "base/" <= path < "base0" ('0' follows '/'): a range scan on the path index.
         rows = self.query("SELECT path FROM memories WHERE path >= ? AND path < ?", (base + "/", base + "0"))
         return [row["path"] for row in rows]
+
+    def named(self, key: str) -> builtins.list[int]:
+        """The memories one of whose names has this ``name_key``."""
+        return [row[0] for row in self.query("SELECT rid FROM names WHERE key = ?", (key,))]
 
     def by_path(self, path: str) -> sqlite3.Row | None:
         rows = self.query("SELECT * FROM memories WHERE path = ?", (path,))

@@ -9,10 +9,8 @@ from __future__ import annotations
 
 import builtins
 import os
-import re
 import sqlite3
 import sys
-import unicodedata
 from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
@@ -28,6 +26,7 @@ from .recall.records import MemoryRecord
 from .recall.sql import Filters, expired_rids, within_filters
 from .recall.terms import MAX_QUERY_CHARS, plan
 from .history import log as history_log
+from .index import name_key
 from .maintenance import Maintenance
 from .models import (
     ContextMemory,
@@ -183,17 +182,10 @@ class Vault(Writes, Links, Moves, Maintenance, Reconcile, GitSync):
     def _named(self, query: str) -> frozenset[int]:
         """The memories called exactly what was asked (a note's name, title or alias, as
         Obsidian's quick switcher finds it): those rank first among the hits."""
-        wanted = unicodedata.normalize("NFC", query.strip().rstrip("?!.").strip()).casefold()
+        wanted = name_key(query.strip().rstrip("?!.").strip())
         if not wanted or len(wanted) > 200:
             return frozenset()
-        words = re.findall(r"\w+", wanted)
-        if not words:
-            return frozenset()
-        phrase = '{names} : "' + " ".join(words) + '"'  # words only: no FTS syntax can get in
-        rows = self.index.query("SELECT m.rid, m.names FROM fts JOIN memories m ON m.rid = fts.rowid "
-                                "WHERE fts MATCH ? ORDER BY length(m.names) LIMIT 50", (phrase,))
-        return frozenset(r["rid"] for r in rows
-                         if any(unicodedata.normalize("NFC", n).casefold() == wanted for n in r["names"].split("\n")))
+        return frozenset(self.index.named(wanted))
 
     def search(
         self,

@@ -36,6 +36,12 @@ def test_an_alias_finds_its_note_first(vault: Vault) -> None:
     write(vault, "notes/billing.md", "The billing lead changes every year; billing is hard.\n")
     vault.reconcile()
     assert vault.search("the billing lead")["hits"][0]["path"] == "people/Priya Raman.md"
+    assert vault.search("The Billing Lead?")["hits"][0]["path"] == "people/Priya Raman.md"
+    # The alias removed by hand: the name no longer puts the note first.
+    write(vault, "people/Priya Raman.md", "---\naliases: [PR]\n---\nLeads billing at ACME.\n")
+    vault.reconcile()
+    assert vault.search("the billing lead")["hits"][0]["path"] == "notes/billing.md"
+    assert_index_matches_files(vault)
 
 
 @pytest.mark.parametrize("name", ["Kessel Run", "kessel run", "places/Kessel Run", "KESSEL RUN.md"])
