@@ -43,9 +43,10 @@ def test_a_config_without_shares_lifts_nothing() -> None:
 def test_some_terms_breaks_ties_by_bm25_then_recency_and_explains_each_score() -> None:
     scores = {1: 2.0, 2: 2.0, 3: 3.0}
     ranked = rank.some_terms([1, 2, 3], [], scores, {1: 2.0, 2: 2.0, 3: 2.5}, {3: ["a", "b"]}, {2: 1.5},
-                             {1: "2026-02", 2: "2026-01", 3: "2026-01"})
+                             {1: "2026-02", 2: "2026-01", 3: "2026-01"}, frozenset({"a", "b"}))
     assert [s.rid for s in ranked] == [3, 2, 1]
     assert ranked[0].parts == {"coverage": 2.5, "context": 0.5, "bm25": 0.0} and ranked[0].matched == ("a", "b")
+    assert [s.complete for s in ranked] == [True, False, False]  # only 3 matched every term
 
 
 def test_combinations_come_largest_and_weightiest_first_and_are_bounded() -> None:
@@ -68,5 +69,5 @@ def test_a_common_terms_frequency_is_estimated_from_its_density() -> None:
 
 def test_past_the_bm25_pool_memories_follow_by_coverage_then_recency() -> None:
     scores = {1: 3.0, 2: 1.0, 3: 1.0, 4: 2.0}
-    ranked = rank.some_terms([1, 4], [2, 3], scores, scores, {}, {1: 9.0}, {2: "2026-01", 3: "2026-02"})
+    ranked = rank.some_terms([1, 4], [2, 3], scores, scores, {}, {1: 9.0}, {2: "2026-01", 3: "2026-02"}, frozenset({"a"}))
     assert [s.rid for s in ranked] == [1, 4, 3, 2]

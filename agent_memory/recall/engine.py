@@ -16,7 +16,6 @@ and a common term weighs almost nothing in it.
 
 from __future__ import annotations
 
-import dataclasses
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
@@ -123,12 +122,7 @@ class Engine:
         depth = max(want, self.config.fusion_pool) if rule == "fusion" else want
         if match == "any" or (match == "auto" and len(terms) > 1 and len(complete) <= depth):
             held = {s.rid for s in complete}
-            words = {t.text for t in terms}
-            partial = [
-                dataclasses.replace(s, complete=words <= set(s.matched))
-                for s in self.some_terms(matches, filters, now, depth)
-                if s.rid not in held
-            ]
+            partial = [s for s in self.some_terms(matches, filters, now, depth) if s.rid not in held]
             ranked = partial if match == "any" else complete + partial
         gate = rule == "gate" and not complete
         if nearest is not None and (gate or rule == "fusion"):
@@ -281,7 +275,8 @@ class Engine:
         bm25 = self.bm25(short, matches)
         held = set(short)
         rest = [rid for rid in lifted if rid not in held] if want > len(short) else []
-        ordered = rank.some_terms(short, rest, lifted, scores, matched, bm25, self.updated(short + rest), self.newest)
+        ordered = rank.some_terms(short, rest, lifted, scores, matched, bm25, self.updated(short + rest),
+                                  frozenset(m.term.text for m in matches), self.newest)
         return self.supersede(ordered[: len(short)]) + self.supersede(ordered[len(short):])
 
     def coverage(self, matches: list[TermMatch], filters: Filters, now: str) -> tuple[dict[int, float], dict[int, list[str]]]:

@@ -107,10 +107,11 @@ def every_term(found: Iterable[int], bm25: Mapping[int, float], updated: Mapping
     """Memories holding every term: BM25 (title and tags above the body), then newest,
     then the highest row number (so no order depends on a set's). ``newest`` (the
     question asks for the current state): newest first, then BM25."""
+    later = _later_first(updated)
     if newest:
-        order = sorted(found, key=lambda rid: (_desc(updated.get(rid, "")), -bm25.get(rid, 0.0), -rid))
+        order = sorted(found, key=lambda rid: (later(rid), -bm25.get(rid, 0.0), -rid))
     else:
-        order = sorted(found, key=lambda rid: (-bm25.get(rid, 0.0), _desc(updated.get(rid, "")), -rid))
+        order = sorted(found, key=lambda rid: (-bm25.get(rid, 0.0), later(rid), -rid))
     return [Scored(rid, bm25.get(rid, 0.0), words, {"bm25": bm25.get(rid, 0.0)}) for rid in order]
 
 
@@ -124,13 +125,19 @@ def named_first(order: list[Scored], named: frozenset[int]) -> list[Scored]:
 
 def newest_of(rows: Iterable[tuple[int, str]], words: tuple[str, ...]) -> list[Scored]:
     """When every term is common (the query names nothing specific): newest first."""
-    newest = sorted(rows, key=lambda row: (_desc(row[1]), -row[0]))
+    rows = list(rows)
+    later = _later_first(dict(rows))
+    newest = sorted(rows, key=lambda row: (later(row[0]), -row[0]))
     return [Scored(rid, 0.0, words, {}) for rid, _ in newest]
 
 
-def _desc(text: str) -> tuple[int, ...]:
-    """A sort key putting later ISO stamps first."""
-    return tuple(-ord(c) for c in text)
+def _later_first(updated: Mapping[int, str]) -> Callable[[int], int]:
+    """A sort key putting the memories updated later first: each stamp's place among
+    the distinct stamps, newest 0 (one sort of the stamps, not a key built per
+    comparison: at 100k memories a question ranks hundreds of candidates)."""
+    place = {stamp: i for i, stamp in enumerate(sorted(set(updated.values()), reverse=True))}
+    last = len(place)
+    return lambda rid: place.get(updated.get(rid, ""), last)
 
 
 # --------------------------------------------------------------------------- memories with some terms
@@ -205,25 +212,28 @@ def shortlist(scores: Mapping[int, float], size: int) -> list[int]:
 
 def some_terms(short: list[int], rest: list[int], scores: Mapping[int, float], coverage_of: Mapping[int, float],
                matched: Mapping[int, list[str]], bm25: Mapping[int, float], updated: Mapping[int, str],
-               newest: bool = False) -> list[Scored]:
+               words: frozenset[str], newest: bool = False) -> list[Scored]:
     """The shortlist by (lifted) coverage, then BM25, then recency; then ``rest`` (all
-    scoring at most the shortlist's last) by coverage and recency. ``newest`` (the
+    scoring at most the shortlist's last) by coverage and recency. A memory matching
+    all of ``words`` (the question's terms) is ``complete``. ``newest`` (the
     question asks for the current state): by coverage, then newest among memories of
     equal coverage (those matching the same terms), then lifted score and BM25."""
+    later = _later_first(updated)
     if newest:
-        order = sorted(short, key=lambda rid: (-coverage_of.get(rid, 0.0), _desc(updated.get(rid, "")), -scores[rid],
+        order = sorted(short, key=lambda rid: (-coverage_of.get(rid, 0.0), later(rid), -scores[rid],
                                                -bm25.get(rid, 0.0), -rid))
-        order += sorted(rest, key=lambda rid: (-coverage_of.get(rid, 0.0), _desc(updated.get(rid, "")), -scores[rid], -rid))
+        order += sorted(rest, key=lambda rid: (-coverage_of.get(rid, 0.0), later(rid), -scores[rid], -rid))
     else:
-        order = sorted(short, key=lambda rid: (-scores[rid], -bm25.get(rid, 0.0), _desc(updated.get(rid, "")), -rid))
-        order += sorted(rest, key=lambda rid: (-scores[rid], _desc(updated.get(rid, "")), -rid))
-    return [
-        Scored(rid, scores[rid], tuple(matched.get(rid, ())), {
+        order = sorted(short, key=lambda rid: (-scores[rid], -bm25.get(rid, 0.0), later(rid), -rid))
+        order += sorted(rest, key=lambda rid: (-scores[rid], later(rid), -rid))
+    out = []
+    for rid in order:
+        terms = tuple(matched.get(rid, ()))
+        out.append(Scored(rid, scores[rid], terms, {
             "coverage": coverage_of.get(rid, 0.0), "context": scores[rid] - coverage_of.get(rid, 0.0),
             "bm25": bm25.get(rid, 0.0),
-        })
-        for rid in order
-    ]
+        }, complete=words <= set(terms)))
+    return out
 
 
 # --------------------------------------------------------------------------- meaning
@@ -241,7 +251,8 @@ def by_meaning(nearest: list[tuple[int, float]], partial: list[Scored], updated:
     if newest and close:
         best = close[0][1]
         near = [pair for pair in close if pair[1] >= best - config.semantic_newest_margin]
-        near.sort(key=lambda pair: _desc(updated.get(pair[0], "")))
+        later = _later_first(updated)
+        near.sort(key=lambda pair: later(pair[0]))
         close = near + close[len(near):]
     lexical = {s.rid: s for s in partial}
     out = [
