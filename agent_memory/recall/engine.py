@@ -16,7 +16,7 @@ and a common term weighs almost nothing in it.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -279,7 +279,7 @@ class Engine:
                                   frozenset(m.term.text for m in matches), self.newest)
         return self.supersede(ordered[: len(short)]) + self.supersede(ordered[len(short):])
 
-    def coverage(self, matches: list[TermMatch], filters: Filters, now: str) -> tuple[dict[int, float], dict[int, list[str]]]:
+    def coverage(self, matches: list[TermMatch], filters: Filters, now: str) -> tuple[dict[int, float], Mapping[int, list[str]]]:
         """IDF-weighted term coverage (``rank.coverage``) over the candidates: the
         memories matching a term that is not common, whose common terms are then looked
         up with one FTS AND query per term; and memories holding several common terms

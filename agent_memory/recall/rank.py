@@ -144,20 +144,41 @@ def _later_first(updated: Mapping[int, str]) -> Callable[[int], int]:
 
 
 def coverage(matches: list[TermMatch], found: Mapping[str, set[int]], population: int, total: int
-             ) -> tuple[dict[int, float], dict[int, list[str]]]:
+             ) -> tuple[dict[int, float], Mapping[int, list[str]]]:
     """IDF-weighted term coverage: each memory's sum of the IDF of the terms it matches
     (a rare word counts more than a common one), and which terms, in question order.
     ``found`` holds the memories each term matched; IDF is over ``population``
-    (the namespace searched, or the vault), common terms' counts scaled from ``total``."""
+    (the namespace searched, or the vault), common terms' counts scaled from ``total``.
+    The terms are listed when asked (``MatchedTerms``): a question has thousands of
+    candidates, a page shows ten."""
     scores: dict[int, float] = {}
-    matched: dict[int, list[str]] = {}
+    held: list[tuple[str, set[int]]] = []
     for m in matches:
         rids = found.get(m.term.text, set())
         weight = idf(len(rids) if m.rids is not None else m.df * population / total, population)
+        held.append((m.term.text, rids))
         for rid in rids:
             scores[rid] = scores.get(rid, 0.0) + weight
-            matched.setdefault(rid, []).append(m.term.text)
-    return scores, matched
+    return scores, MatchedTerms(held, scores)
+
+
+class MatchedTerms(Mapping[int, list[str]]):
+    """rid -> the terms it matched, in question order, worked out per memory asked for."""
+
+    def __init__(self, held: list[tuple[str, set[int]]], candidates: Mapping[int, float]) -> None:
+        self._held = held
+        self._candidates = candidates
+
+    def __getitem__(self, rid: int) -> list[str]:
+        if rid not in self._candidates:
+            raise KeyError(rid)
+        return [text for text, rids in self._held if rid in rids]
+
+    def __iter__(self) -> Iterator[int]:
+        return iter(self._candidates)
+
+    def __len__(self) -> int:
+        return len(self._candidates)
 
 
 def combinations(common: list[Term], weights: Mapping[str, float], most: int) -> list[tuple[Term, ...]]:
