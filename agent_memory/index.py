@@ -10,6 +10,7 @@ from __future__ import annotations
 import builtins
 import contextlib
 import json
+import math
 import os
 import sqlite3
 import threading
@@ -69,7 +70,9 @@ CREATE TABLE memories (
   meta TEXT NOT NULL,           -- the front matter as JSON
   cjk TEXT NOT NULL,            -- CJK runs of title, tags and body as bigrams (query.cjk_index_text)
   dated TEXT NOT NULL,          -- the creation day as date tokens ("8may2023 may2023 8may"), for date terms
-  described TEXT NOT NULL       -- a description: property (Obsidian's), searched like the body
+  described TEXT NOT NULL,      -- a description: property (Obsidian's), searched like the body
+  kind TEXT,                    -- the type: property when it is text (the type filter, stats)
+  importance REAL               -- the importance: property when it is a finite number
 );
 CREATE INDEX memories_id ON memories(id, created, path);
 CREATE INDEX memories_ns_updated ON memories(namespace, updated);
@@ -79,6 +82,11 @@ CREATE INDEX memories_hash ON memories(content_hash, namespace);
 CREATE INDEX memories_path_key ON memories(path_key);
 CREATE INDEX memories_name_key ON memories(name_key);
 CREATE INDEX memories_ns_created ON memories(namespace, created, path);
+CREATE INDEX memories_created ON memories(created);
+-- What stats counts, each from a small index rather than a scan of every row's text.
+CREATE INDEX memories_kind ON memories(kind) WHERE kind IS NOT NULL;
+CREATE INDEX memories_importance ON memories(importance) WHERE importance IS NOT NULL;
+CREATE INDEX memories_conflicts ON memories(path) WHERE conflict = 1;
 -- What reconcile compares, as a covering index: read without touching the table's rows
 -- (bodies are stored inline: at 100k memories the table is over 100 MB, this index ~10 MB).
 CREATE INDEX memories_stamps ON memories(path, size, mtime_ns, ctime_ns, inode);
@@ -104,8 +112,11 @@ CREATE VIRTUAL TABLE words_vocab USING fts5vocab(words, 'row');
 
 COLUMNS = (
     "path, path_key, name_key, id, own_id, namespace, title, names, tags, body, created, updated, expires, "
-    "source, content_hash, size, mtime_ns, ctime_ns, inode, sha256, problems, conflict, meta, cjk, dated, described"
+    "source, content_hash, size, mtime_ns, ctime_ns, inode, sha256, problems, conflict, meta, cjk, dated, described, "
+    "kind, importance"
 )
+# The memories that have expired (from the partial index on expires): counts subtract them.
+EXPIRED = "SELECT rid FROM memories WHERE expires IS NOT NULL AND expires <= ?"
 _MONTHS = "January February March April May June July August September October November December".split()
 
 
@@ -193,6 +204,21 @@ def description(note: Note) -> str:
     return "\n".join(str(v).strip() for v in items if isinstance(v, (str, int, float)) and str(v).strip())
 
 
+def kind_of(meta: dict[str, Any]) -> str | None:
+    """The ``type:`` property as the type filter reads it: text, else none."""
+    value = meta.get("type")
+    return value if isinstance(value, str) else None
+
+
+def importance_of(meta: dict[str, Any]) -> float | None:
+    """The ``importance:`` property as filters and stats read it: a finite number (not
+    a boolean), else none."""
+    value = meta.get("importance")
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
+        return None
+    return float(value)
+
+
 def _row_values(rid: int, note: Note, facts: FileFacts, names: str, body: str, cjk: str,
                 dated: str, described: str) -> tuple[Any, ...]:
     return (
@@ -223,6 +249,8 @@ def _row_values(rid: int, note: Note, facts: FileFacts, names: str, body: str, c
         cjk,
         dated,
         described,
+        kind_of(note.meta),
+        importance_of(note.meta),
     )
 
 
@@ -599,7 +627,7 @@ class Index:
     # ------------------------------------------------------------------ vault health
     def namespace_counts(self, now: str) -> dict[str, int]:
         rows = self.query(
-            "SELECT namespace, count(*) FROM memories WHERE expires IS NULL OR expires > ? "
+            f"SELECT namespace, count(*) FROM memories INDEXED BY memories_ns_updated WHERE rid NOT IN ({EXPIRED}) "
             "GROUP BY namespace ORDER BY 2 DESC, 1",
             (now,),
         )
@@ -607,8 +635,7 @@ class Index:
 
     def top_tags(self, now: str, limit: int = 20) -> dict[str, int]:
         rows = self.query(
-            "SELECT t.tag, count(*) FROM tags t JOIN memories m ON m.rid = t.rid "
-            "WHERE m.expires IS NULL OR m.expires > ? GROUP BY t.tag ORDER BY 2 DESC, 1 LIMIT ?",
+            f"SELECT tag, count(*) FROM tags WHERE rid NOT IN ({EXPIRED}) GROUP BY tag ORDER BY 2 DESC, 1 LIMIT ?",
             (now, limit),
         )
         return {row[0]: row[1] for row in rows}
@@ -616,8 +643,8 @@ class Index:
     def type_counts(self, now: str) -> dict[str, int]:
         """Live memories per front-matter ``type`` (text), as written; most first."""
         rows = self.query(
-            "SELECT json_extract(meta, '$.type'), count(*) FROM memories WHERE json_type(meta, '$.type') = 'text' "
-            "AND (expires IS NULL OR expires > ?) GROUP BY 1 ORDER BY 2 DESC, 1",
+            f"SELECT kind, count(*) FROM memories WHERE kind IS NOT NULL AND rid NOT IN ({EXPIRED}) "
+            "GROUP BY 1 ORDER BY 2 DESC, 1",
             (now,),
         )
         return {row[0]: row[1] for row in rows}
@@ -625,25 +652,25 @@ class Index:
     def average_importance(self, now: str) -> float | None:
         """The mean numeric ``importance`` of the live memories that have one."""
         value = self.query(
-            "SELECT avg(json_extract(meta, '$.importance')) FROM memories "
-            "WHERE json_type(meta, '$.importance') IN ('integer', 'real') AND (expires IS NULL OR expires > ?)",
-            (now,),
+            f"SELECT avg(importance) FROM memories WHERE importance IS NOT NULL AND rid NOT IN ({EXPIRED})", (now,),
         )[0][0]
         return None if value is None else round(value, 2)
 
     def relation_counts(self, now: str) -> dict[str, int]:
         """Links held by live memories, per relation name; most first."""
         rows = self.query(
-            "SELECT l.relation, count(*) FROM links l JOIN memories m ON m.rid = l.src "
-            "WHERE m.expires IS NULL OR m.expires > ? GROUP BY 1 ORDER BY 2 DESC, 1",
+            f"SELECT relation, count(*) FROM links WHERE src NOT IN ({EXPIRED}) GROUP BY 1 ORDER BY 2 DESC, 1",
             (now,),
         )
         return {row[0]: row[1] for row in rows}
 
     def created_range(self, now: str) -> tuple[str | None, str | None]:
-        """The earliest and latest ``created`` among the live memories."""
-        row = self.query("SELECT min(created), max(created) FROM memories WHERE expires IS NULL OR expires > ?", (now,))[0]
-        return row[0], row[1]
+        """The earliest and latest ``created`` among the live memories (each from one end
+        of the index on ``created``)."""
+        live = "WHERE expires IS NULL OR expires > ? ORDER BY created"
+        first = self.query(f"SELECT created FROM memories INDEXED BY memories_created {live} LIMIT 1", (now,))
+        last = self.query(f"SELECT created FROM memories INDEXED BY memories_created {live} DESC LIMIT 1", (now,))
+        return (first[0][0] if first else None), (last[0][0] if last else None)
 
     def ttl_count(self, now: str) -> int:
         return self.query("SELECT count(*) FROM memories WHERE expires > ?", (now,))[0][0]
@@ -655,7 +682,8 @@ class Index:
         ]
 
     def conflict_paths(self) -> builtins.list[str]:
-        return [row[0] for row in self.query("SELECT path FROM memories WHERE conflict = 1 ORDER BY path")]
+        return [row[0] for row in self.query("SELECT path FROM memories INDEXED BY memories_conflicts "
+                                             "WHERE conflict = 1 ORDER BY path")]
 
     def duplicate_ids(self) -> dict[str, builtins.list[str]]:
         """Ids claimed by several files; the owner (earliest created, smallest path) first."""

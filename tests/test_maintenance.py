@@ -293,3 +293,28 @@ def test_cli_doctor_names_md_files_it_cannot_use(tmp_path: Path) -> None:
     assert "pipe.md: not a regular file" in items
     assert "dangling.md: cannot be read" in items
     assert "caf\ufffd/: folder name is not UTF-8" in items
+
+
+def test_stats_leave_expired_memories_out_of_every_count(vault: Vault, clock) -> None:
+    review = vault.remember("Keep the weekly deploy review", namespace="eng", tags=["deploy"], type="decision",
+                            importance=8)
+    (vault.root / "people").mkdir()
+    (vault.root / "people" / "lee.md").write_text(
+        "---\ntype: person\nimportance: .inf\nrelated: ['[[ops]]']\ncreated: 2020-01-01T00:00:00Z\n---\nLee.\n")
+    clock.advance(hours=1)
+    vault.remember("Temporary freeze on deploys", namespace="eng", tags=["deploy", "freeze"], type="decision",
+                   importance=2, ttl_days=1)
+    vault.reconcile()
+    before = vault.stats()
+    assert before["namespaces"] == {"eng": 2, "default": 1} and before["top_tags"] == {"deploy": 2, "freeze": 1}
+    assert before["types"] == {"decision": 2, "person": 1} and before["average_importance"] == 5.0  # .inf is no number
+    assert before["relations"] == {"related": 1} and before["oldest"] == "2020-01-01T00:00:00Z"
+    clock.advance(days=2)  # the freeze expired; its file is still there until a sweep
+    after = vault.stats()
+    assert after["total"] == 2 and after["namespaces"] == {"eng": 1, "default": 1}
+    assert after["top_tags"] == {"deploy": 1} and after["types"] == {"decision": 1, "person": 1}
+    assert after["average_importance"] == 8.0 and after["relations"] == {"related": 1}
+    assert after["newest"] == review["memory"]["created"] < before["newest"]
+    assert vault.search("freeze")["hits"] == []
+    assert [h["path"] for h in vault.search("lee", type="person")["hits"]] == ["people/lee.md"]
+    assert vault.search("deploy", min_importance=9)["hits"] == []

@@ -57,13 +57,12 @@ class Filters:
         if self.path_prefix:
             clauses.append(f"substr({alias}.path, 1, ?) = ?")
             params.extend([len(self.path_prefix), self.path_prefix])
-        if self.type:  # the index keeps the front matter as JSON in memories.meta
-            clauses.append(f"json_type({alias}.meta, '$.type') = 'text' AND lower(json_extract({alias}.meta, '$.type')) = lower(?)")
+        if self.type:  # the type: property when it is text (index.kind_of)
+            clauses.append(f"lower({alias}.kind) = lower(?)")
             params.append(self.type)
         for bound, op in ((self.min_importance, ">="), (self.max_importance, "<=")):
-            if bound is not None:
-                clauses.append(f"json_type({alias}.meta, '$.importance') IN ('integer', 'real') "
-                               f"AND json_extract({alias}.meta, '$.importance') {op} ?")
+            if bound is not None:  # importance: when a finite number (index.importance_of)
+                clauses.append(f"{alias}.importance {op} ?")
                 params.append(bound)
         return "".join(" AND " + c for c in clauses), params
 
