@@ -29,6 +29,7 @@ from .locking import ignore_folder
 from .note import Note, file_version, hand_named, note_name
 from .recall.sql import Filters
 from .recall.terms import cjk_index_text, date_tokens
+from .store import packed_stamp
 
 SCHEMA_VERSION = 8
 DB_NAME = "index.sqlite3"
@@ -556,17 +557,17 @@ class Index:
         return count
 
     # ------------------------------------------------------------------ reads
-    def stamps(self) -> dict[str, tuple[str, int, int, int, int]]:
-        """Every indexed path with the stat reconcile compares (``path, size, mtime_ns,
-        ctime_ns, inode``, as SQLite returns the row: no slicing, no row objects), read
-        from the covering index alone: the compact snapshot a start-up compares the walk
-        against, without reading the table's rows or their bodies."""
+    def stamps(self) -> dict[str, bytes]:
+        """Every indexed path with the stat reconcile compares, packed
+        (``store.packed_stamp``), read from the covering index alone: the compact
+        snapshot a start-up compares the walk against, without reading the table's rows
+        or their bodies, and one row at a time (no list of every row in between)."""
         cursor = self._reader().cursor()
         cursor.row_factory = None
         # The planner scans the covering index memories_stamps for this (no INDEXED BY:
         # an index another version of the tool rebuilt without it must still be readable).
-        rows = cursor.execute("SELECT path, size, mtime_ns, ctime_ns, inode FROM memories").fetchall()
-        return {row[0]: row for row in rows}
+        cursor.execute("SELECT path, size, mtime_ns, ctime_ns, inode FROM memories")
+        return {path: packed_stamp(size, mtime, ctime, inode) for path, size, mtime, ctime, inode in cursor}
 
     def file_facts(self) -> dict[str, FileFacts]:
         return {

@@ -15,6 +15,7 @@ import os
 import re
 import secrets
 import stat as stat_kind
+import struct
 import sys
 import threading
 import time
@@ -244,6 +245,20 @@ def _remove_empty(folders: list[Path]) -> None:
             return
 
 
+
+_STAMP = struct.Struct("<4q")
+
+
+def packed_stamp(size: int, mtime_ns: int, ctime_ns: int, inode: int) -> bytes:
+    """A file's stat as reconcile compares it (size, mtime, ctime, inode), in 32 bytes:
+    at 100k memories a snapshot of tuples of ints held ~17 MB more at a server's start.
+    A value that does not fit gives ``b""``, which equals no snapshot entry: that file
+    is simply read again."""
+    try:
+        return _STAMP.pack(size, mtime_ns, ctime_ns, inode)
+    except struct.error:
+        return b""
+
 class Store:
     """Paths, layout and atomic writes of one vault folder."""
 
@@ -346,7 +361,7 @@ class Store:
     # ------------------------------------------------------------------ reading
     def walk(
         self, skipped: Callable[[str, str], None] | None = None, temp_files: list[Path] | None = None,
-        known: dict[str, tuple[str, int, int, int, int]] | None = None, unchanged: list[int] | None = None,
+        known: dict[str, bytes] | None = None, unchanged: list[int] | None = None,
     ) -> Iterator[tuple[str, os.stat_result]]:
         """Every memory file with its stat, skipping dot-folders, editor droppings, names
         that are not UTF-8, and anything that is not a regular file once symlinks are
@@ -358,7 +373,7 @@ class Store:
         parsing one would stall every command). ``temp_files`` collects the tool's own
         temp files met on the way (``remove_orphans`` deletes those a crash left).
 
-        ``known`` (reconcile's snapshot of the index: path -> (path, size, mtime, ctime, inode)):
+        ``known`` (reconcile's snapshot of the index: path -> ``packed_stamp``):
         each file walked is taken out of it, and one whose stat is the same is not
         yielded, only counted in ``unchanged[0]``; what is left in ``known`` afterwards
         was not found. Comparing here, in the walk's own loop, spares a second pass."""
@@ -403,8 +418,8 @@ class Store:
                     skip(rel, "cannot be read (a broken symlink, a symlink loop, or no permission)")
                     continue
                 if regular(found.st_mode) and found.st_size <= max_bytes:
-                    if known is not None and known.pop(rel, None) == (
-                            rel, found.st_size, found.st_mtime_ns, found.st_ctime_ns, found.st_ino):
+                    if known is not None and known.pop(rel, None) == packed_stamp(
+                            found.st_size, found.st_mtime_ns, found.st_ctime_ns, found.st_ino):
                         if unchanged is not None:
                             unchanged[0] += 1
                         continue
