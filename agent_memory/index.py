@@ -92,6 +92,10 @@ CREATE INDEX memories_conflicts ON memories(path) WHERE conflict = 1;
 -- (bodies are stored inline: at 100k memories the table is over 100 MB, this index ~10 MB).
 CREATE INDEX memories_stamps ON memories(path, size, mtime_ns, ctime_ns, inode);
 CREATE INDEX memories_problems ON memories(path, problems) WHERE problems IS NOT NULL;
+-- How many rows memories holds, kept by every insert and delete (count(*) reads an
+-- index: 0.6 ms at 100k, on every partial search); row numbers have gaps after deletes.
+CREATE TABLE counts (memories INTEGER NOT NULL);
+INSERT INTO counts VALUES (0);
 CREATE TABLE tags (tag TEXT NOT NULL, rid INTEGER NOT NULL, PRIMARY KEY (tag, rid)) WITHOUT ROWID;
 CREATE INDEX tags_rid ON tags(rid);
 CREATE TABLE links (src INTEGER NOT NULL, relation TEXT NOT NULL, target TEXT NOT NULL);
@@ -494,6 +498,7 @@ class Index:
             f"INSERT INTO memories (rid, {COLUMNS}) VALUES ({', '.join('?' * (COLUMNS.count(',') + 2))})",
             [_row_values(rid, note, facts, fields[1], *fields[3:]) for (rid, note, facts), fields in zip(rows, searched)],
         )
+        conn.execute("UPDATE counts SET memories = memories + ?", (len(rows),))
         conn.executemany("INSERT INTO fts (rowid, names, tags, body, cjk, dated, described) VALUES (?, ?, ?, ?, ?, ?, ?)", searched)
         conn.executemany(
             "INSERT INTO words (rowid, text) VALUES (?, ?)", [(f[0], _words_text(*f[1:4])) for f in searched]
@@ -522,6 +527,7 @@ class Index:
             (old["rid"], _words_text(old["names"], old["tags"], old["body"])),
         )
         conn.execute("DELETE FROM memories WHERE rid = ?", (old["rid"],))
+        conn.execute("UPDATE counts SET memories = memories - 1")
         conn.execute("DELETE FROM tags WHERE rid = ?", (old["rid"],))
         conn.execute("DELETE FROM names WHERE rid = ?", (old["rid"],))
         conn.execute("DELETE FROM links WHERE src = ?", (old["rid"],))
@@ -546,6 +552,7 @@ class Index:
         conn.execute("INSERT INTO words (words) VALUES ('delete-all')")
         for table in ("memories", "tags", "links", "names"):
             conn.execute(f"DELETE FROM {table}")
+        conn.execute("UPDATE counts SET memories = 0")
         count, pending = 0, []
         for note, facts in notes:
             count += 1

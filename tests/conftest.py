@@ -107,6 +107,7 @@ def index_snapshot(db_path: Path) -> dict[str, list[tuple]]:
             "tags": conn.execute(
                 "SELECT m.path, t.tag FROM tags t JOIN memories m ON m.rid = t.rid ORDER BY 1, 2"
             ).fetchall(),
+            "counts": conn.execute("SELECT memories FROM counts").fetchall(),
             "names": conn.execute(
                 "SELECT m.path, n.key FROM names n JOIN memories m ON m.rid = n.rid ORDER BY 1, 2"
             ).fetchall(),

@@ -285,7 +285,7 @@ class Engine:
         up with one FTS AND query per term; and memories holding several common terms
         together (``_combinations``), so that "melanie beach 2023" still finds a memory
         with all three when each is in thousands of memories."""
-        total = max(self._run(sql.max_rid())[0][0] or 0, 1)  # rowids are dense
+        total = max(self._run(sql.row_count())[0][0], 1)
         population = total
         if filters.namespace:  # other filters only narrow the namespace
             population = max(self._run(sql.population(filters.namespace))[0][0], 1)

@@ -75,7 +75,13 @@ def _ids(rids: Iterable[int]) -> str:
 
 
 def max_rid() -> Query:
+    """The highest row number (the newest row after a rebuild; rows have gaps after deletes)."""
     return "SELECT max(rid) FROM memories", []
+
+
+def row_count() -> Query:
+    """How many memories the index holds (kept in ``counts``: no scan)."""
+    return "SELECT memories FROM counts", []
 
 
 def population(namespace: str) -> Query:
