@@ -6,8 +6,11 @@ files alone) and the expiry sweep. One file at a time goes through ``_refresh``.
 
 from __future__ import annotations
 
+import datetime as dt
 import gc
-from collections.abc import Iterator
+import os
+import re
+from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
@@ -30,6 +33,26 @@ def _collector_paused() -> Iterator[None]:
     finally:
         if paused:
             gc.enable()
+
+
+_DATED = re.compile(r"(?:^|/)(\d{4})/(\d{2})/(\d{2})/[^/]+$")
+
+
+def rebuild_order(walked: Iterable[tuple[str, os.stat_result]]) -> list[str]:
+    """Paths oldest first, from what the walk knows without reading a file: the day in
+    a ``YYYY/MM/DD/`` path (the tool's layout: when it was written), else the day the
+    file was last modified (a person's note); then by path. Sorting by path alone made
+    hand-named notes (``people/*.md``, after every dated folder) look newest."""
+    def day(rel: str, stat: os.stat_result) -> str:
+        dated = _DATED.search(rel)
+        if dated:
+            return "-".join(dated.groups())
+        try:
+            return dt.datetime.fromtimestamp(stat.st_mtime, dt.timezone.utc).date().isoformat()
+        except (OverflowError, OSError, ValueError):  # a timestamp beyond what datetime holds
+            return ""
+
+    return [rel for _day, rel in sorted((day(rel, stat), rel) for rel, stat in walked)]
 
 
 class Reconcile(VaultCore):
@@ -107,10 +130,14 @@ class Reconcile(VaultCore):
 
     def _rebuild(self, counts: dict[str, int], sweep: bool = True, progress: Progress | None = None,
                  paths: list[str] | None = None) -> ReconcileReport:
-        # Sorted, so row numbers follow the dated layout: the index's "newest" shortcuts
-        # (for questions of only common words) read rows from the highest number down.
+        # Oldest first, so row numbers follow recency (``rebuild_order``): the index's
+        # "newest" shortcuts (for questions of only common words) read rows from the
+        # highest number down, and later writes get higher numbers anyway.
         temp_files: list[Path] = []
-        paths = sorted(paths if paths is not None else (rel for rel, _stat in self.store.walk(temp_files=temp_files)))
+        if paths is None:
+            paths = rebuild_order(self.store.walk(temp_files=temp_files))
+        else:
+            paths = sorted(paths)
         self.store.remove_orphans(temp_files)  # temp files a crash left (callers hold the lock)
 
         def parsed() -> Iterator[tuple[notes.Note, FileFacts]]:

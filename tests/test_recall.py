@@ -6,6 +6,7 @@ kept in step with the files."""
 from __future__ import annotations
 
 import dataclasses
+import os
 import datetime as dt
 import json
 import re
@@ -484,6 +485,23 @@ def test_common_word_questions_come_newest_first_after_a_reindex(vault: Vault, c
     after = [h["created"] for h in vault.search("apple banana", limit=5, config=config)["hits"]]
     assert before == after == sorted(after, reverse=True)
     assert after[0].startswith("2026-03-09")
+
+
+def test_common_word_questions_find_the_newest_hand_named_notes_after_a_reindex(vault: Vault) -> None:
+    """A person's notes have no dated folders: after a rebuild the newest of them (by
+    the day they were last edited) are the ones a question of only common words lists,
+    not the ones whose names sort last."""
+    config = dataclasses.replace(DEFAULT, common_df=3, common_pool=3)
+    (vault.root / "people").mkdir()
+    days = {"zoe": 1, "yan": 2, "xia": 3, "abe": 20, "bob": 21, "cy": 22}  # the newest sort first by name
+    for name, day in days.items():
+        path = vault.root / "people" / f"{name}.md"
+        path.write_text(f"Weekly meeting notes with {name}.\n", encoding="utf-8")
+        stamp = dt.datetime(2026, 3, day, 9, 0, tzinfo=dt.timezone.utc).timestamp()
+        os.utime(path, (stamp, stamp))
+    vault.reindex()
+    hits = vault.search("weekly meeting notes", match="all", limit=3, config=config)["hits"]
+    assert [h["path"] for h in hits] == ["people/cy.md", "people/bob.md", "people/abe.md"]
 
 
 def test_a_date_written_in_the_text_is_found_as_typed(vault: Vault, clock: Clock) -> None:
