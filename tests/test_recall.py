@@ -518,3 +518,26 @@ def test_a_prefix_never_matches_the_creation_date(vault: Vault, clock: Clock) ->
     june = vault.remember("The June offsite is in Lisbon")["memory"]
     vault.remember("Kafka cluster upgrade notes")
     assert [h["id"] for h in vault.search("jun")["hits"]] == [june["id"]]
+
+
+@pytest.mark.parametrize("common_df", [2000, 2])  # rare words, then every word common (the newest-rows path)
+def test_tag_filters_keep_exactly_the_tagged_memories_whatever_the_tag_looks_like(vault: Vault, common_df: int) -> None:
+    config = dataclasses.replace(DEFAULT, common_df=common_df)
+    tagged = {
+        "deploy": "deploy", "deploying": "deploying", "team/backend": "team/backend", "team": "team",
+        "café": "café", "c++": "c++", "q3.2025": "q3.2025", "release-train": "release-train",
+    }
+    for name, tag in tagged.items():
+        vault.remember(f"Release checklist owned by the {name} group", tags=[tag])
+    vault.remember("Release checklist with no tag at all")
+
+    def tags_of(query: str, tag: str) -> list[list[str]]:
+        return sorted(h["tags"] for h in vault.search(query, tags=[tag], limit=50, config=config)["hits"])
+
+    for query in ("release checklist", "release checklist group owned"):
+        assert tags_of(query, "deploy") == [["deploy"]]  # not "deploying", though both stem to deploy
+        assert tags_of(query, "team") == [["team"], ["team/backend"]]  # nested tags, as Obsidian reads them
+        assert tags_of(query, "team/backend") == [["team/backend"]]
+        for tag in ("café", "c++", "q3.2025", "release-train"):
+            assert tags_of(query, tag) == [[tag]]
+        assert tags_of(query, "train") == []

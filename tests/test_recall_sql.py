@@ -73,3 +73,11 @@ def test_every_builder_runs_on_a_real_index(vault: Vault) -> None:
     assert "\x02ACME\x03" in run(sql.highlighted('"acme"', [1]))[0][1]
     assert [r[0] for r in run(sql.words_starting("fri", 5))] == ["friday", "fridays"]
     assert ("froze", 1) in [tuple(r) for r in run(sql.vocabulary("fr", 4, 6, 10))]
+
+
+def test_plain_ascii_tag_filters_narrow_the_full_text_match_and_others_are_left_to_the_exact_check() -> None:
+    filters = sql.Filters(tags=("deploy", "café", "team/backend", "#", "c++"))
+    assert filters.narrowed('"x"') == '("x") AND tags : "deploy" AND tags : "team/backend"'
+    assert sql.Filters(tags=("café",)).narrowed('"x"') == '"x"'
+    statement, params = sql.term_matches('"x"', filters, "2026-01-01T00:00:00Z")
+    assert params[0] == filters.narrowed('"x"') and statement.count("EXISTS") == 5

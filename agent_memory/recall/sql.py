@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import datetime as dt
 import json
+import re
 from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
@@ -22,6 +23,9 @@ Query = tuple[str, list[Any]]
 
 LIVE = "(m.expires IS NULL OR m.expires > ?)"  # not expired at ``now``
 _MATCHED = "FROM fts CROSS JOIN memories m ON m.rid = fts.rowid WHERE fts MATCH ?"
+
+
+_PLAIN_TAG = re.compile(r"[A-Za-z0-9]+(?:[-_/.][A-Za-z0-9]+)*")
 
 
 @dataclass(frozen=True)
@@ -36,6 +40,19 @@ class Filters:
     type: str | None = None  # the front matter's ``type``, compared case-insensitively
     min_importance: float | None = None  # a numeric ``importance`` at least this
     max_importance: float | None = None  # ... at most this
+
+    def narrowed(self, expr: str) -> str:
+        """``expr`` narrowed inside FTS5 by the tag filters: each tag's words in the
+        ``tags`` column. The same tokenizer reads both sides, so this keeps every memory
+        the exact tag check of ``sql()`` keeps (and some it then drops: ``deploying``
+        for ``deploy``); a selective tag then spares fetching every row that matches a
+        common word (at 100k, a tag filter on common words took 6 ms of row lookups).
+        Only tags of plain ASCII words: one the tokenizer might read as no word at all
+        would match nothing here."""
+        plain = [tag for tag in self.tags if _PLAIN_TAG.fullmatch(tag)]
+        if not plain:
+            return expr
+        return f"({expr})" + "".join(f' AND tags : "{tag}"' for tag in plain)
 
     def sql(self, alias: str = "m") -> tuple[str, list[Any]]:
         """`` AND ...`` clauses (or nothing) and their parameters."""
@@ -105,7 +122,7 @@ def term_count(expr: str) -> Query:
 def term_matches(expr: str, filters: Filters, now: str) -> Query:
     """The live memories within the filters that match ``expr``."""
     where, params = filters.sql()
-    return f"SELECT m.rid {_MATCHED} AND {LIVE}{where}", [expr, now, *params]
+    return f"SELECT m.rid {_MATCHED} AND {LIVE}{where}", [filters.narrowed(expr), now, *params]
 
 
 def expired_rids(now: str) -> Query:
@@ -130,7 +147,7 @@ def newest_matching(expr: str, filters: Filters, now: str, limit: int) -> Query:
     where, params = filters.sql()
     return (
         f"SELECT m.rid, m.updated {_MATCHED} AND {LIVE}{where} ORDER BY fts.rowid DESC LIMIT ?",
-        [expr, now, *params, limit],
+        [filters.narrowed(expr), now, *params, limit],
     )
 
 
