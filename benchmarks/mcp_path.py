@@ -7,13 +7,15 @@ Prints, and returns to ``scale.py`` as rows of its table: the SDK's own import t
 floor a spawned server cannot go below), server spawn to the first answer, `recall`
 latency over stdio for 1-4 word questions (p50 / p95, client side, the SDK client's
 output validation included), and the server's peak RSS after the queries (``VmHWM`` of
-the server process, read from /proc on Linux).
+the server process, read from /proc on Linux); and `remember` calls per second over
+stdio, one after another, on a fresh vault (no git commits).
 """
 
 from __future__ import annotations
 
 import argparse
 import os
+import tempfile
 import random
 import statistics
 import subprocess
@@ -71,14 +73,39 @@ def questions(n: int, seed: int = 5) -> list[str]:
     return [" ".join(rng.sample(WORDS, rng.randint(1, 4))) for _ in range(n)]
 
 
-async def measure(vault: Path, queries: int) -> dict[str, float | None]:
-    """Spawn the server on ``vault``; the first answer's time, recall latencies, peak RSS."""
+def _server(vault: Path) -> StdioServerParameters:
+    """``agent-memory serve`` on ``vault``, as a client configures it."""
     script = Path(sys.executable).with_name("agent-memory")
     command, args = (str(script), []) if script.exists() else (sys.executable, ["-m", "agent_memory"])
-    params = StdioServerParameters(command=command, args=[*args, "serve", "--dir", str(vault)],
-                                   env={k: v for k, v in os.environ.items() if not k.startswith("AGENT_MEMORY")})
+    return StdioServerParameters(command=command, args=[*args, "serve", "--dir", str(vault)],
+                                 env={k: v for k, v in os.environ.items() if not k.startswith("AGENT_MEMORY")})
+
+
+async def remember_rate(vault: Path, count: int) -> float:
+    """``remember`` calls per second over stdio, each answered before the next is sent."""
+    async with Client(_server(vault)) as client:
+        await client.call_tool("memory_stats", {})
+        started = time.perf_counter()
+        for i in range(count):
+            result = await client.call_tool("remember", {"content": f"fact {i} from the MCP benchmark about "
+                                                                    f"{WORDS[i % len(WORDS)]} number {i * 7}"})
+            if result.is_error:
+                raise SystemExit(f"remember failed: {result.content[0].text}")
+        return count / (time.perf_counter() - started)
+
+
+def remember_row(count: int = 300) -> tuple[str, str, str, str]:
+    """The ``remember`` through MCP row of ``scale.py``'s table, on a fresh vault."""
+    with tempfile.TemporaryDirectory() as tmp:
+        rate = anyio.run(remember_rate, Path(tmp) / "v", count)
+    return ("`remember` through MCP stdio, sequential, no git commits", f"{rate:,.0f} /s", f"{count} calls, fresh vault",
+            f"≥ 200 /s: {'holds' if rate >= 200 else 'MISSED'}")
+
+
+async def measure(vault: Path, queries: int) -> dict[str, float | None]:
+    """Spawn the server on ``vault``; the first answer's time, recall latencies, peak RSS."""
     started = time.perf_counter()
-    async with Client(params) as client:
+    async with Client(_server(vault)) as client:
         await client.call_tool("memory_stats", {})
         first = time.perf_counter() - started
         times = []
@@ -117,7 +144,7 @@ def main() -> None:
     parser.add_argument("--dir", type=Path, required=True, help="the vault to serve (it is only read)")
     parser.add_argument("--queries", type=int, default=1000)
     args = parser.parse_args()
-    for row in rows(args.dir.resolve(), str(args.dir), args.queries):
+    for row in [*rows(args.dir.resolve(), str(args.dir), args.queries), remember_row()]:
         print(" | ".join(row))
 
 

@@ -11,7 +11,7 @@ watcher (beside a plain scandir + stat walk plus the CLI's import time) and with
 watcher live (beside CLI `search` on a 1k vault), the MCP path (a real server spawned
 over stdio by the SDK client: spawn to first answer beside the SDK's import time,
 `recall` p50/p95, the server's peak RSS; ``benchmarks/mcp_path.py``), CLI import of
-10,000 items, remember/s with fsync, and peak RSS. Every row of issue 14's targets this script
+10,000 items, remember/s with fsync (in the library and over MCP stdio), and peak RSS. Every row of issue 14's targets this script
 covers is printed with its target and the reference measured in the same run.
 """
 
@@ -335,6 +335,7 @@ def main() -> None:
         fresh.close()
     rows.append(("`remember` in the library (fsync, dedup, index)", f"{rate:,.0f} /s", "",
                  f"≥ 500 /s: {verdict(rate, 500, lower_is_better=False)}"))
+    rows.append(mcp_path.remember_row())
 
     rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
     rows.append(("peak RSS (this script)", f"{rss:,.0f} MB", "", ""))
