@@ -423,8 +423,7 @@ class Index:
             self._inserted = 0
             try:
                 yield conn
-                if self._inserted >= MERGE_AFTER and self._inserted * 10 >= self._rows(conn):
-                    self._merge_segments(conn)
+                merge = self._inserted >= MERGE_AFTER and self._inserted * 10 >= self._rows(conn)
                 conn.execute("COMMIT")
             except BaseException:
                 if conn.in_transaction:  # also when COMMIT itself failed (a full disk)
@@ -432,6 +431,8 @@ class Index:
                 raise
             finally:
                 self._writer = None
+            if merge:
+                self._merge_segments(conn)
 
     def query(self, sql: str, params: Iterable[Any] = ()) -> list[sqlite3.Row]:
         """Run one read. Its work is bounded: past ``limits.MAX_QUERY_SECONDS`` SQLite
@@ -485,8 +486,16 @@ class Index:
         ``MERGE_AFTER`` rows or more and at least a tenth of the index (a rebuild, a
         large import): editing 1% of a large vault adds a segment or two, which FTS5's
         own automerge folds in like any small write's."""
-        for table in ("fts", "words"):
-            conn.execute(f"INSERT INTO {table} ({table}) VALUES ('optimize')")
+        # Its own transaction, after the rows are committed: merging needs room for a
+        # copy of the full-text index, and a full disk must not undo the load itself.
+        try:
+            conn.execute("BEGIN IMMEDIATE")
+            for table in ("fts", "words"):
+                conn.execute(f"INSERT INTO {table} ({table}) VALUES ('optimize')")
+            conn.execute("COMMIT")
+        except sqlite3.Error:
+            if conn.in_transaction:
+                conn.execute("ROLLBACK")  # unmerged is only slower
 
     def _insert(self, conn: sqlite3.Connection, rows: list[tuple[int, Note, FileFacts]]) -> None:
         self._inserted += len(rows)

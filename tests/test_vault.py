@@ -1025,3 +1025,32 @@ def test_a_bulk_load_leaves_one_merged_full_text_segment_and_every_note_findable
         assert _fts_segments(vault.index.path) == 1
     finally:
         vault.close()
+
+
+def test_a_full_disk_while_merging_the_full_text_index_keeps_every_note_indexed(vault_dir: Path, monkeypatch) -> None:
+    from agent_memory.index import Index
+
+    merge = Index._merge_segments
+
+    def merge_on_a_full_disk(conn: sqlite3.Connection) -> None:
+        pages = conn.execute("PRAGMA page_count").fetchone()[0]
+        conn.execute(f"PRAGMA max_page_count = {pages}")  # no room for the merged copy: SQLITE_FULL
+        try:
+            merge(conn)
+        finally:
+            conn.execute("PRAGMA max_page_count = 1073741823")
+
+    monkeypatch.setattr(Index, "_merge_segments", staticmethod(merge_on_a_full_disk))
+    folder = vault_dir / "notes"
+    folder.mkdir(parents=True)
+    for i in range(1200):
+        words = " ".join(f"w{(i * 7 + j) % 5000}y" for j in range(120))
+        (folder / f"n{i}.md").write_text(f"Note about mark{i}x. {words}\n", encoding="utf-8")
+    vault = Vault.init(vault_dir)
+    try:
+        assert _fts_segments(vault.index.path) > 1  # the merge failed ...
+        assert vault.stats()["total"] == 1200  # ... and the load stands
+        assert [hit["path"] for hit in vault.search("mark777x")["hits"]] == ["notes/n777.md"]
+        assert_index_matches_files(vault)
+    finally:
+        vault.close()
