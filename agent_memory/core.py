@@ -259,7 +259,10 @@ class VaultCore:
         """Parse a file, filling times a hand-written file may lack from its mtime."""
         note = notes.parse(data, rel)
         if note.created is None or note.updated is None:
-            mtime = iso(dt.datetime.fromtimestamp(stat.st_mtime, dt.timezone.utc))
+            try:
+                mtime = iso(dt.datetime.fromtimestamp(stat.st_mtime, dt.timezone.utc))
+            except (OverflowError, OSError, ValueError):  # a timestamp past what a date holds (year 9999)
+                mtime = iso(dt.datetime.fromtimestamp(0, dt.timezone.utc))
             note = dataclasses.replace(note, created=note.created or mtime, updated=note.updated or note.created or mtime)
         return note
 

@@ -29,7 +29,7 @@ from .locking import ignore_folder
 from .note import Note, file_version, hand_named, note_name
 from .recall.sql import Filters
 from .recall.terms import cjk_index_text, date_tokens
-from .store import packed_stamp
+from .store import packed_stamp, signed64
 
 SCHEMA_VERSION = 8
 DB_NAME = "index.sqlite3"
@@ -170,7 +170,8 @@ class FileFacts:
     @classmethod
     def read(cls, data: bytes, stat: os.stat_result) -> FileFacts:
         """The facts of bytes just read and the stat of the file they came from."""
-        return cls(len(data), stat.st_mtime_ns, stat.st_ctime_ns, stat.st_ino, file_version(data))
+        _size, mtime_ns, ctime_ns, inode = stamp_of(stat)
+        return cls(len(data), mtime_ns, ctime_ns, inode, file_version(data))
 
     @classmethod
     def of_row(cls, row: Any) -> FileFacts:
@@ -186,7 +187,8 @@ class FileFacts:
 
 
 def stamp_of(stat: os.stat_result) -> tuple[int, int, int, int]:
-    return stat.st_size, stat.st_mtime_ns, stat.st_ctime_ns, stat.st_ino
+    """The stat numbers reconcile compares, as the index stores them (``signed64``)."""
+    return signed64(stat.st_size), signed64(stat.st_mtime_ns), signed64(stat.st_ctime_ns), signed64(stat.st_ino)
 
 
 def search_names(note: Note) -> str:

@@ -249,15 +249,20 @@ def _remove_empty(folders: list[Path]) -> None:
 _STAMP = struct.Struct("<4q")
 
 
+def signed64(n: int) -> int:
+    """An integer as SQLite can store it (signed 64 bits), wrapped: ``st_ino`` is an
+    unsigned 64-bit number on some file systems, and a timestamp past the year 2262 has
+    more nanoseconds than 63 bits hold (a ``touch -d 2300-01-01``). These numbers are
+    only compared for equality, which wrapping keeps."""
+    return (n + 2**63) % 2**64 - 2**63
+
+
 def packed_stamp(size: int, mtime_ns: int, ctime_ns: int, inode: int) -> bytes:
-    """A file's stat as reconcile compares it (size, mtime, ctime, inode), in 32 bytes:
-    at 100k memories a snapshot of tuples of ints held ~17 MB more at a server's start.
-    A value that does not fit gives ``b""``, which equals no snapshot entry: that file
-    is simply read again."""
-    try:
-        return _STAMP.pack(size, mtime_ns, ctime_ns, inode)
-    except struct.error:
-        return b""
+    """A file's stat as reconcile compares it (size, mtime, ctime, inode, each as
+    ``signed64``), in 32 bytes: at 100k memories a snapshot of tuples of ints held
+    ~17 MB more at a server's start."""
+    return _STAMP.pack(signed64(size), signed64(mtime_ns), signed64(ctime_ns), signed64(inode))
+
 
 class Store:
     """Paths, layout and atomic writes of one vault folder."""

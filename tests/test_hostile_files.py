@@ -215,3 +215,41 @@ def test_other_query_errors_are_not_called_interruptions(vault: Vault) -> None:
         vault.index.query("SELECT * FROM no_such_table")
     assert not isinstance(caught.value, QueryInterrupted)
     assert vault.index.query("SELECT 1")[0][0] == 1
+
+
+def test_a_file_dated_past_2262_is_indexed_and_found_and_left_alone(vault: Vault) -> None:
+    """Its mtime has more nanoseconds than SQLite's 64-bit integers hold (a `touch -d
+    2300-01-01`, a broken sync tool): opening the vault crashed with an OverflowError."""
+    path = vault.root / "odd.md"
+    path.write_text("A note from the far future about quasars.\n", encoding="utf-8")
+    before = path.read_bytes()
+    os.utime(path, ns=(2**63 + 10, 2**63 + 10))
+    assert vault.reconcile()["added"] == 1
+    assert [h["path"] for h in vault.search("quasars")["hits"]] == ["odd.md"]
+    again = Vault(vault.root, clock=vault.clock)
+    try:
+        assert again.reconcile()["unchanged"] == 1  # the next open sees the same file, not a change
+    finally:
+        again.close()
+    assert path.read_bytes() == before
+
+
+def test_an_inode_above_two_to_the_63_is_stored_and_compared(vault: Vault) -> None:
+    """Some file systems hand out unsigned 64-bit inode numbers; SQLite holds signed."""
+    from agent_memory.index import FileFacts, stamp_of
+    from agent_memory.store import packed_stamp
+
+    real = os.stat(vault.root)
+    seq = list(real)
+    seq[1] = 2**64 - 5  # st_ino
+    big = os.stat_result(seq, {"st_mtime_ns": real.st_mtime_ns, "st_ctime_ns": real.st_ctime_ns,
+                               "st_atime_ns": real.st_atime_ns})
+    facts = FileFacts.read(b"x", big)
+    with vault.index.transaction() as conn:
+        conn.execute("CREATE TEMP TABLE t (inode INTEGER)")
+        conn.execute("INSERT INTO t VALUES (?)", (facts.inode,))  # fits
+        stored = conn.execute("SELECT inode FROM t").fetchone()[0]
+        conn.execute("DROP TABLE t")
+    assert facts.stamp[1:] == stamp_of(big)[1:] and facts.inode == stored
+    assert packed_stamp(*stamp_of(big)) == packed_stamp(real.st_size, real.st_mtime_ns, real.st_ctime_ns, 2**64 - 5)
+    assert packed_stamp(*stamp_of(big)) != packed_stamp(real.st_size, real.st_mtime_ns, real.st_ctime_ns, 2**64 - 6)
