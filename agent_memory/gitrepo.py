@@ -113,14 +113,16 @@ def driver_command(python: str | None = None) -> str:
 
     The interpreter is named by its absolute path: GUI clients and Obsidian Git do not
     have the venv on their PATH. If the driver cannot run at all (the interpreter or the
-    package is gone: exit 126/127, or Python's exit 1 with no markers written) git's own
+    package is gone: exit 126/127, or Python's exit 1 leaving %A as it was) git's own
     text merge runs instead (``git merge-file``), so the result is the usual conflict
-    markers with both sides, never our side alone. Exit 1 with markers in %A is the
-    driver's own "conflicts remain"."""
+    markers with both sides, never our side alone. Exit 1 with %A changed (markers
+    written) is the driver's own "conflicts remain": a file is compared by ``cksum``
+    before and after, not searched for markers, since a note may hold a line that
+    starts with ``<<<<<<<`` already."""
     interpreter = shlex.quote(python or sys.executable)
     return (
-        f"{interpreter} -m agent_memory merge-file %O %A %B %L %P"
-        " || { s=$?; [ \"$s\" -eq 1 ] && grep -q '^<<<<<<<' %A && exit 1;"
+        f"h=$(cksum < %A); {interpreter} -m agent_memory merge-file %O %A %B %L %P"
+        " || { s=$?; [ \"$s\" -eq 1 ] && [ \"$(cksum < %A)\" != \"$h\" ] && exit 1;"
         " git merge-file --marker-size=%L -L ours -L base -L theirs %A %O %B; }"
     )
 

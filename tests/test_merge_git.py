@@ -286,7 +286,7 @@ def test_a_side_with_broken_front_matter_loses_nothing(team: Team) -> None:
 def test_a_driver_that_cannot_run_falls_back_to_gits_merge_not_to_one_side(team: Team) -> None:
     path = shared_memory(team)
     driver = git(team.bob, "config", "merge.agent-memory.driver").stdout.strip()
-    assert driver.startswith(f"{sys.executable} -m agent_memory merge-file %O %A %B %L %P")
+    assert f"; {sys.executable} -m agent_memory merge-file %O %A %B %L %P" in driver
     git(team.bob, "config", "merge.agent-memory.driver", driver.replace(sys.executable, "/nonexistent/python3", 1))
     with vault_at(team.alice, 10) as vault:
         vault.update(path, replace_old="Never after 16:00.", replace_new="Never after 15:00.", add_tags=["friday"])
@@ -298,6 +298,27 @@ def test_a_driver_that_cannot_run_falls_back_to_gits_merge_not_to_one_side(team:
     assert pulled.returncode != 0
     text = (team.bob / path).read_text()
     assert "Never after 15:00." in text and "Never after 17:00." in text and "friday" in text and "ops" in text
+    assert "<<<<<<< ours" in text and ">>>>>>> theirs" in text
+
+
+def test_a_driver_that_fails_without_writing_falls_back_even_when_the_note_shows_a_marker_line(team: Team) -> None:
+    """A note about merging may hold a line that starts with <<<<<<< already: a driver
+    that exits 1 without writing (a broken install) must still give git's merge, not
+    leave our side alone as if the driver had written its conflicts."""
+    content = "How to read a conflict:\n<<<<<<< marks our side\nNever after 16:00.\nAsk Priya first."
+    path = shared_memory(team, content=content)
+    driver = git(team.bob, "config", "merge.agent-memory.driver").stdout.strip()
+    git(team.bob, "config", "merge.agent-memory.driver", driver.replace(f"{sys.executable} -m agent_memory", "false", 1))
+    with vault_at(team.alice, 10) as vault:
+        vault.update(path, replace_old="Never after 16:00.", replace_new="Never after 15:00.")
+    team.share(team.alice, "update")
+    with vault_at(team.bob, 11) as vault:
+        vault.update(path, replace_old="Never after 16:00.", replace_new="Never after 17:00.")
+    team.commit(team.bob, "update")
+    pulled = team.pull(team.bob)
+    assert pulled.returncode != 0
+    text = (team.bob / path).read_text()
+    assert "Never after 15:00." in text and "Never after 17:00." in text  # both sides, between git's markers
     assert "<<<<<<< ours" in text and ">>>>>>> theirs" in text
 
 

@@ -46,7 +46,7 @@ def test_setup_at_the_repository_root_writes_the_attribute_and_the_driver(tmp_pa
     assert Path(result["repository"]).resolve() == repo.resolve()
     assert (repo / ".gitattributes").read_text() == "*.png binary\n*.md text eol=lf\n*.md merge=agent-memory\n"
     driver = git(repo, "config", "merge.agent-memory.driver").strip()
-    assert driver.startswith(f"{shlex.quote(sys.executable)} -m agent_memory merge-file %O %A %B %L %P")
+    assert f"; {shlex.quote(sys.executable)} -m agent_memory merge-file %O %A %B %L %P" in driver
     assert Path(sys.executable).is_absolute()
     assert git(repo, "config", "merge.agent-memory.name").strip() == gitrepo.DRIVER_NAME
     assert git(repo, "check-attr", "merge", "--", "2026/07/20/a.md").strip().endswith("merge: agent-memory")
@@ -107,7 +107,7 @@ def test_an_interpreter_path_with_spaces_is_quoted_and_runs(tmp_path: Path) -> N
     git(repo, "init", "-q", "-b", "main")
     Vault.init(repo).close()
     gitrepo.setup(repo, python=str(python))
-    assert git(repo, "config", "merge.agent-memory.driver").startswith(f"'{python}' -m agent_memory")
+    assert f"; '{python}' -m agent_memory merge-file" in git(repo, "config", "merge.agent-memory.driver")
     note = "---\nid: 0000000000000aaa\ntags: [a]\n---\nBody.\n"
     (repo / "n.md").write_text(note)
     git(repo, "add", "-A")
