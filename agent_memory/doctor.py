@@ -14,7 +14,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from . import credentials
+from . import credentials, gitrepo
 from . import note as notes
 from .errors import SettingsError
 from .index import SCHEMA_VERSION, FileFacts, Index, link_key
@@ -129,6 +129,9 @@ def check_vault(root: Path, index_dir: Path | None = None) -> list[Check]:
                         "one with its fingerprint in secrets.allow of .agent-memory.toml", secrets))
     checks.append(_check_index(index_folder(root, index_dir), facts))
     checks.append(_check_semantic(root, index_folder(root, index_dir), facts))
+    driver = gitrepo.driver_problem(root)
+    if driver is not None:
+        checks.append(Check("merge driver", False, driver))
     return checks
 
 

@@ -153,6 +153,39 @@ def setup(root: Path, python: str | None = None) -> dict[str, Any]:
     }
 
 
+def driver_problem(root: Path) -> str | None:
+    """Why the merge driver this vault's ``.gitattributes`` asks for would not run as
+    ``git setup`` registers it now (``doctor``): not registered in this clone, an
+    interpreter that is gone, or a command an older version wrote. None when it is
+    current, or when the vault does not ask for it."""
+    try:
+        text = (root / ".gitattributes").read_text(encoding="utf-8", errors="replace")
+    except OSError:
+        return None
+    if not any(line.split() == ATTRIBUTES_LINE.split() for line in text.splitlines()):
+        return None
+    try:
+        done = run(root, "config", "--get", f"merge.{DRIVER}.driver", task="read the merge driver")
+    except VaultError as exc:
+        return str(exc)
+    registered = done.stdout.decode("utf-8", "replace").strip()
+    if done.returncode != 0 or not registered:
+        return ("this clone has no merge driver registered, so git merges memory files as plain text: "
+                "run `agent-memory git setup`")
+    prefix, _, rest = registered.partition(" -m agent_memory merge-file ")
+    interpreter = prefix.removeprefix("h=$(cksum < %A); ")
+    try:
+        python = shlex.split(interpreter)[0] if rest else ""
+    except ValueError:
+        python = ""
+    if not python or not Path(python).exists():
+        return (f"the registered merge driver's interpreter ({interpreter or registered}) is gone, so git falls "
+                "back to its plain text merge: run `agent-memory git setup` with this install")
+    if registered != driver_command(python):
+        return "the registered merge driver was written by an older agent-memory: run `agent-memory git setup`"
+    return None
+
+
 def _sets_merge_for_md(tokens: list[str]) -> bool:
     return bool(tokens) and tokens[0] == "*.md" and any(t.lstrip("-!").split("=")[0] == "merge" for t in tokens[1:])
 

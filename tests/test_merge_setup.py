@@ -120,3 +120,29 @@ def test_an_interpreter_path_with_spaces_is_quoted_and_runs(tmp_path: Path) -> N
     git(repo, "commit", "-q", "-am", "c")
     git(repo, "merge", "-q", "side")
     assert (repo / "n.md").read_text() == note.replace("[a]", "[a, c, b]")
+
+
+def test_doctor_says_when_this_clone_would_not_run_the_current_merge_driver(tmp_path: Path) -> None:
+    repo = tmp_path / "team"
+    repo.mkdir()
+    git(repo, "init", "-q", "-b", "main")
+    Vault.init(repo).close()
+
+    def driver_check() -> str | None:
+        result = run_cli("doctor", vault=repo)
+        found = [line for line in result.stdout.splitlines() if "merge driver" in line]
+        return found[0] if found else None
+
+    assert driver_check() is None  # the vault does not ask for the driver: nothing to say
+    assert setup(repo)[0] == 0
+    assert driver_check() is None  # registered by this install: current
+    git(repo, "config", "--unset", "merge.agent-memory.driver")  # a fresh clone: .gitattributes came, the config did not
+    assert "no merge driver registered" in (driver_check() or "")
+    old = (f"{sys.executable} -m agent_memory merge-file %O %A %B %L %P || {{ s=$?; [ \"$s\" -eq 1 ] && "
+           "grep -q '^<<<<<<<' %A && exit 1; git merge-file --marker-size=%L -L ours -L base -L theirs %A %O %B; }")
+    git(repo, "config", "merge.agent-memory.driver", old)
+    assert "older agent-memory" in (driver_check() or "")
+    git(repo, "config", "merge.agent-memory.driver", gitrepo.driver_command("/gone/venv/bin/python"))
+    assert "is gone" in (driver_check() or "")
+    assert run_cli("doctor", vault=repo).returncode == 1
+    assert setup(repo)[0] == 0 and driver_check() is None  # git setup again fixes it
