@@ -158,7 +158,7 @@ class Stats(TypedDict):
     top_tags: dict[str, int]
     types: dict[str, int]  # live memories per front-matter ``type`` (those without one are not counted)
     average_importance: float | None  # over the memories with a numeric ``importance``
-    relations: dict[str, int]  # links the live memories hold, per relation (body [[wikilinks]] included)
+    relations: dict[str, int]  # links the live memories hold, per relation (body [[wikilinks]] and markdown links included)
     oldest: str | None  # the earliest ``created`` of a live memory
     newest: str | None  # the latest
     with_ttl: int
@@ -240,7 +240,7 @@ class MoveResult(TypedDict):
     old_path: str
     new_path: str
     memory: Summary
-    rewritten: list[Rewritten]  # the files whose wikilinks to the note now name its new place
+    rewritten: list[Rewritten]  # the files whose links to the note now name its new place (the note's own relative links too)
 
 
 class UnlinkResult(TypedDict):

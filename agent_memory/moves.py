@@ -1,4 +1,4 @@
-"""Renaming or moving a note, and every wikilink that points to it: ``move``.
+"""Renaming or moving a note, and every wikilink and markdown link that points to it: ``move``.
 
 As Obsidian does when a note is renamed inside it: the file gets its new name, and each
 ``[[link]]`` to it across the vault (front matter and body, ``!`` embeds, ``#heading``
@@ -67,7 +67,7 @@ class Moves(VaultCore):
     def move(self, memory_id: str, new_path: str) -> MoveResult:
         """Rename or move a note to ``new_path`` (vault-relative; ``.md`` is added if
         missing; a path ending in ``/`` or naming a folder keeps the file name) and
-        rewrite every wikilink to it. Refused if the new path is taken."""
+        rewrite every wikilink and markdown link to it. Refused if the new path is taken."""
         check_text(new_path, "new_path")
         with self._writing():
             self.reconcile()  # links a person typed since the last look are rewritten too
@@ -155,18 +155,29 @@ class Moves(VaultCore):
                 return (new[:-3] if by_path or "/" in written else new.rsplit("/", 1)[-1][:-3]) + suffix
             return new_target
 
+        def moved_note(source: str):
+            def new_path(target: str) -> str | None:  # a markdown link's note, as a vault path
+                found = links.resolve(target, source)
+                return new if found is not None and found["rid"] == row["rid"] else None
+            return new_path
+
         sources = sorted({src["path"] for _relation, src in links.incoming(row, 10**9)[0]} - {old})
         linking: list[_File] = []
         for path in sources:
             before = self._settled(path)
             note = _editable(notes.parse(before, path))
             after, count = notes.retarget_links(before.decode("utf-8"), rewrite_in(path))
+            after, markdown = notes.retarget_markdown_links(after, path, moved_note(path))
+            count += markdown
             if count:
                 _check_rewrite(note, after, path)
                 linking.append(_File(path, before, after.encode("utf-8"), count))
         before = self._settled(old)
         after_text, count = notes.retarget_links(before.decode("utf-8", errors="replace"), rewrite_in(old))
-        if count:  # the note links to itself: that is an edit of it too
+        # Its own ./ and ../ links are read from its new folder after the move.
+        after_text, markdown = notes.retarget_markdown_links(after_text, old, moved_note(old), moved_to=new)
+        count += markdown
+        if count:  # the note links to itself, or relatively to others: that is an edit of it too
             note = _editable(notes.parse(before, old))
             _check_rewrite(note, after_text, old)
         return _File(old, before, after_text.encode("utf-8") if count else before, count), linking

@@ -11,7 +11,9 @@ import datetime as dt
 import functools
 import hashlib
 import json
+import posixpath
 import re
+import urllib.parse
 import unicodedata
 from dataclasses import dataclass, field
 from collections.abc import Callable
@@ -34,6 +36,10 @@ _FENCE_OPEN = re.compile(r"---[ \t]*\r?\n")
 _FENCE_CLOSE = re.compile(r"^(?:---|\.\.\.)[ \t]*(?:\r?\n|\Z)", re.MULTILINE)
 _WIKILINK = re.compile(r"!?\[\[([^\[\]|#^\n]*)(?:[#^][^\[\]|\n]*)?(?:\|[^\[\]\n]*)?\]\]")
 _INLINE_TAG = re.compile(r"(?:(?<=\s)|^)#([^\s#!\"$%&'()*+,.:;<=>?@\[\]^`{|}~\\]+)", re.MULTILINE)
+# A markdown link to a note: [text](Note%20name.md), [text](<Note name.md>), with an
+# optional #heading and "title". Images (![..](..)) and URLs with a scheme are not notes.
+_MDLINK = re.compile(r"(?<!!)\[[^\[\]\n]*\]\((<[^<>\n]+>|[^()\s<>]+)(?:\s+\"[^\"\n]*\")?\)")
+_SCHEME = re.compile(r"[A-Za-z][A-Za-z0-9+.-]*:|//")
 _CODE = re.compile(r"```.*?(?:```|\Z)|~~~.*?(?:~~~|\Z)|`[^`\n]*`", re.DOTALL)
 _CONFLICT_START = re.compile(r"^<{7}(?: |$)", re.MULTILINE)
 _CONFLICT_END = re.compile(r"^>{7}(?: |$)", re.MULTILINE)
@@ -399,6 +405,8 @@ def _note_from(path: str, meta: dict[str, Any], body: str, problems: list[str]) 
     links = [(key, target) for key, value in meta.items() if key not in RESERVED_KEYS for target in _links_in(value)]
     if "[[" in body:
         links += [(BODY_LINK_RELATION, target) for target in wikilinks(_without_code(body))]
+    if "](" in body:
+        links += [(BODY_LINK_RELATION, target) for target in markdown_links(body, path)]
     return Note(
         path=path,
         id=str(raw_id).strip() if own_id else path,
@@ -518,6 +526,84 @@ def retarget_links(text: str, new_target: Callable[[str], str | None]) -> tuple[
             if replacement is not None and replacement != target:
                 at = begin + m.start(1) + len(written) - len(written.lstrip())
                 edits.append((at, at + len(target), replacement))
+    for at, stop, replacement in reversed(edits):
+        text = text[:at] + replacement + text[stop:]
+    return text, len(edits)
+
+
+def markdown_link_target(url: str, source_path: str) -> str | None:
+    """The note a markdown link's URL names, as a vault path (``Projects/Note name.md``),
+    or None when it names no note (a web address, an attachment, a path out of the
+    vault). Percent-escapes are decoded; ``./`` and ``../`` are read from the linking
+    note's folder, ``/x.md`` from the vault's top; a plain ``Note.md`` or
+    ``folder/Note.md`` is left as written, for link resolution to find as Obsidian
+    does (nearest first)."""
+    if url.startswith("<") and url.endswith(">"):
+        url = url[1:-1]
+    if _SCHEME.match(url):
+        return None
+    path = urllib.parse.unquote(url.split("#", 1)[0]).strip()
+    if not path.casefold().endswith(".md"):
+        return None
+    if path.startswith("/"):
+        path = path.lstrip("/")
+    elif path.startswith(("./", "../")) or "/./" in path or "/../" in path:
+        path = posixpath.normpath(posixpath.join(posixpath.dirname(source_path), path))
+        if path == ".." or path.startswith("../"):
+            return None
+    return path or None
+
+
+def markdown_links(body: str, source_path: str) -> list[str]:
+    """The notes ``[text](note.md)`` links in ``body`` name (``markdown_link_target``),
+    outside code, each once."""
+    found = (markdown_link_target(m.group(1), source_path) for m in _MDLINK.finditer(_without_code(body)))
+    return _merge_unique([t for t in found if t])
+
+
+def retarget_markdown_links(text: str, source_path: str, new_path: Callable[[str], str | None],
+                            moved_to: str | None = None) -> tuple[str, int]:
+    """``text`` with each markdown link in its body whose note ``new_path`` maps to a new
+    vault path pointing there, written the way it was: relative to the linking note
+    when it was (``Note.md``, ``../x/Note.md``), from the vault's top when it was
+    (``folder/Note.md``, ``/folder/Note.md``), inside ``<...>`` or percent-escaped as
+    it was, its ``#heading`` kept. ``moved_to``: the linking note itself moves there,
+    so its ``./`` and ``../`` links are rewritten from its new folder (to the same
+    notes). Only the URLs' bytes change; links in code stay."""
+    parts = _split(text)
+    begin = len(parts.bom) + parts.body_start
+    segment = text[begin:]
+    code = [m.span() for m in _CODE.finditer(segment)] if ("`" in segment or "~~~" in segment) else []
+    edits: list[tuple[int, int, str]] = []
+    for m in _MDLINK.finditer(segment):
+        if any(a <= m.start() < b for a, b in code):
+            continue
+        url = m.group(1)
+        target = markdown_link_target(url, source_path)
+        if target is None:
+            continue
+        bracketed = url.startswith("<")
+        written = url[1:-1] if bracketed else url
+        path_part, hash_, heading = written.partition("#")
+        relative = path_part.startswith(("./", "../"))
+        moved = new_path(target)
+        if moved is None and moved_to is not None and relative:
+            moved = target  # the same note, reached from the linking note's new folder
+        if moved is None:
+            continue
+        if path_part.startswith("/"):
+            place = "/" + moved
+        elif relative or "/" not in path_part:
+            place = posixpath.relpath(moved, posixpath.dirname(moved_to or source_path) or ".")
+            if path_part.startswith("./") and not place.startswith("../"):
+                place = "./" + place
+        else:
+            place = moved
+        if not bracketed:
+            place = urllib.parse.quote(place, safe="/!$&'*+,;=:@~")
+        new_url = ("<" if bracketed else "") + place + hash_ + heading + (">" if bracketed else "")
+        if new_url != url:
+            edits.append((begin + m.start(1), begin + m.end(1), new_url))
     for at, stop, replacement in reversed(edits):
         text = text[:at] + replacement + text[stop:]
     return text, len(edits)

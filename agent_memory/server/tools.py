@@ -764,7 +764,7 @@ def register_tools(server: MCPServer, vault: Vault) -> None:
             ),
         ],
     ) -> MoveResult:
-        """Rename or move a note and rewrite every [[wikilink]] to it across the vault, as
+        """Rename or move a note and rewrite every [[wikilink]] and markdown link to it across the vault, as
         Obsidian does (aliases, #headings and ! embeds kept): all files or none. A note
         without an id is known by its path, so its id changes: the result gives old_id
         and new_id."""
