@@ -581,7 +581,7 @@ def unlink(memory_id: str, target_id: str, relation: str) -> None:
 @click.argument("new_path")
 @handle_errors
 def mv(memory_id: str, new_path: str) -> None:
-    """Rename or move a note, rewriting the wikilinks and markdown links to it.
+    """Rename or move a note, and rewrite the links to it.
 
     Every [[link]] to the note across the vault is rewritten in place (|alias,
     #heading and ! embeds kept), all files or none; an existing file is never
