@@ -93,6 +93,17 @@ def shared_memory(team: Team, content: str = "ACME deploys on Fridays.\nNever af
     return path
 
 
+def edited_on_both_clones(team: Team, path: str, alice: dict, bob: dict) -> subprocess.CompletedProcess[str]:
+    """Alice updates ``path`` and pushes; Bob updates it too, commits and pulls: the pull."""
+    with vault_at(team.alice, 10) as vault:
+        vault.update(path, **alice)
+    team.share(team.alice, "update")
+    with vault_at(team.bob, 11) as vault:
+        vault.update(path, **bob)
+    team.commit(team.bob, "update")
+    return team.pull(team.bob)
+
+
 def read(repo: Path, path: str) -> notes.Note:
     return notes.parse((repo / path).read_bytes(), path)
 
@@ -135,13 +146,9 @@ def test_a_tag_removed_on_one_clone_stays_removed(team: Team) -> None:
 
 def test_different_body_lines_merge_cleanly(team: Team) -> None:
     path = shared_memory(team)
-    with vault_at(team.alice, 10) as vault:
-        vault.update(path, replace_old="Never after 16:00.", replace_new="Never after 15:00.")
-    team.share(team.alice, "update: 15:00")
-    with vault_at(team.bob, 11) as vault:
-        vault.update(path, replace_old="Ask Priya first.", replace_new="Ask Priya or Sam first.")
-    team.commit(team.bob, "update: Sam")
-    assert team.pull(team.bob).returncode == 0
+    pulled = edited_on_both_clones(team, path, {"replace_old": "Never after 16:00.", "replace_new": "Never after 15:00."},
+                                   {"replace_old": "Ask Priya first.", "replace_new": "Ask Priya or Sam first."})
+    assert pulled.returncode == 0
     body = read(team.bob, path).body
     assert "Never after 15:00." in body and "Ask Priya or Sam first." in body and "16:00" not in body
 
@@ -309,13 +316,8 @@ def test_a_driver_that_fails_without_writing_falls_back_even_when_the_note_shows
     path = shared_memory(team, content=content)
     driver = git(team.bob, "config", "merge.agent-memory.driver").stdout.strip()
     git(team.bob, "config", "merge.agent-memory.driver", driver.replace(f"{sys.executable} -m agent_memory", "false", 1))
-    with vault_at(team.alice, 10) as vault:
-        vault.update(path, replace_old="Never after 16:00.", replace_new="Never after 15:00.")
-    team.share(team.alice, "update")
-    with vault_at(team.bob, 11) as vault:
-        vault.update(path, replace_old="Never after 16:00.", replace_new="Never after 17:00.")
-    team.commit(team.bob, "update")
-    pulled = team.pull(team.bob)
+    pulled = edited_on_both_clones(team, path, {"replace_old": "Never after 16:00.", "replace_new": "Never after 15:00."},
+                                   {"replace_old": "Never after 16:00.", "replace_new": "Never after 17:00."})
     assert pulled.returncode != 0
     text = (team.bob / path).read_text()
     assert "Never after 15:00." in text and "Never after 17:00." in text  # both sides, between git's markers

@@ -1000,13 +1000,19 @@ def _fts_segments(db: Path) -> int:
     return block[5]
 
 
-def test_a_bulk_load_leaves_one_merged_full_text_segment_and_every_note_findable(vault_dir: Path) -> None:
+def _many_notes(vault_dir: Path, count: int = 1200) -> Path:
+    """``notes/n{i}.md`` by hand, each naming ``mark{i}x``, with enough distinct words
+    that FTS5 flushes its pending terms more than once while they are loaded."""
     folder = vault_dir / "notes"
     folder.mkdir(parents=True)
-    for i in range(1200):
-        # Enough distinct words that FTS5 flushes its pending terms more than once.
+    for i in range(count):
         words = " ".join(f"w{(i * 7 + j) % 5000}y" for j in range(120))
         (folder / f"n{i}.md").write_text(f"Note about mark{i}x and the shared topic harbour. {words}\n", encoding="utf-8")
+    return folder
+
+
+def test_a_bulk_load_leaves_one_merged_full_text_segment_and_every_note_findable(vault_dir: Path) -> None:
+    folder = _many_notes(vault_dir)
     vault = Vault.init(vault_dir)
     try:
         # One segment, as a search seeks in every segment for each term (at 100k
@@ -1041,11 +1047,7 @@ def test_a_full_disk_while_merging_the_full_text_index_keeps_every_note_indexed(
             conn.execute("PRAGMA max_page_count = 1073741823")
 
     monkeypatch.setattr(Index, "_merge_segments", staticmethod(merge_on_a_full_disk))
-    folder = vault_dir / "notes"
-    folder.mkdir(parents=True)
-    for i in range(1200):
-        words = " ".join(f"w{(i * 7 + j) % 5000}y" for j in range(120))
-        (folder / f"n{i}.md").write_text(f"Note about mark{i}x. {words}\n", encoding="utf-8")
+    _many_notes(vault_dir)
     vault = Vault.init(vault_dir)
     try:
         assert _fts_segments(vault.index.path) > 1  # the merge failed ...
