@@ -210,6 +210,18 @@ class Moves(VaultCore):
         over an existing one), or a copy where the file system has no hard links."""
         source, target = self.store.abspath(old), self.store.abspath(new)
         target.parent.mkdir(parents=True, exist_ok=True)
+        if source.is_symlink():  # the link moves: it must still name its file from the new folder
+            written = os.readlink(source)
+            leads_to = os.path.join(source.parent, written)
+            try:
+                os.symlink(written if os.path.isabs(written) else os.path.relpath(leads_to, target.parent), target)
+            except FileExistsError as exc:
+                raise InvalidInput(f"{new} already exists; mv never overwrites a file.") from exc
+            except OSError as exc:
+                raise disk_error(exc, f"move {old}") from exc
+            if _bytes(target) != checked:
+                raise SavedMeanwhile(old)
+            return
         try:
             os.link(source, target, follow_symlinks=False)
         except FileExistsError as exc:
@@ -264,7 +276,7 @@ class Moves(VaultCore):
         if os.path.lexists(target):
             if not os.path.lexists(source):
                 _put_back(target, source)  # the old name was already taken away
-            elif os.path.samefile(source, target):
+            elif _same_entry(source, target):
                 target.unlink()  # the name this move added to the file
             elif notes.file_version(data := _bytes(target)) in (moved["before"], moved["after"]):
                 self.store.park(target, new, data)  # the move's own copy; the original is at the old name
@@ -305,6 +317,18 @@ def _manifest(folder: Path) -> dict | None:
         return json.loads((folder / MANIFEST).read_text(encoding="utf-8"))
     except (OSError, ValueError):
         return None
+
+
+def _same_entry(a: Path, b: Path) -> bool:
+    """Whether two names lead to one file (or are one symlink, hard-linked: a move by an
+    earlier version did that, and the link may dangle from its new folder)."""
+    first, second = os.lstat(a), os.lstat(b)
+    if (first.st_dev, first.st_ino) == (second.st_dev, second.st_ino):
+        return True
+    try:
+        return os.path.samefile(a, b)
+    except OSError:  # a dangling link names no file
+        return False
 
 
 def _bytes(path: Path) -> bytes:

@@ -171,6 +171,30 @@ def test_a_save_of_the_moved_note_meanwhile_undoes_the_move(linked: Vault, monke
     assert_index_matches_files(vault)
 
 
+def test_a_symlinked_note_moved_to_another_folder_still_leads_to_its_file(vault: Vault) -> None:
+    """A note that is a relative symlink to a file elsewhere in the vault: the link is
+    what moves, and it still names that file from its new folder. Before, the move
+    hard-linked the symlink itself (now dangling from the deeper folder), failed, and left
+    its journal behind: every later open failed to reconcile and no move could be made."""
+    (vault.root / "shared").mkdir()
+    real = vault.root / "shared" / "priya.md"
+    real.write_bytes(b"---\nid: priya-note\n---\nPriya owns billing.\n")
+    (vault.root / "people").mkdir()
+    os.symlink("../shared/priya.md", vault.root / "people" / "priya.md")
+    vault.reconcile()
+    vault.move("people/priya.md", "archive/2024/priya.md")
+    moved = vault.root / "archive" / "2024" / "priya.md"
+    assert moved.is_symlink() and moved.resolve() == real.resolve()
+    assert moved.read_bytes() == real.read_bytes() == b"---\nid: priya-note\n---\nPriya owns billing.\n"
+    assert not os.path.lexists(vault.root / "people" / "priya.md")
+    assert not (vault.root / ".index" / MOVE_DIRNAME).exists()
+    assert vault.get("archive/2024/priya.md")["content"] == "Priya owns billing.\n"
+    vault.close()
+    with Vault(vault.root, clock=vault.clock) as reopened:
+        assert reopened.reconcile()["removed"] == 0
+        assert_index_matches_files(reopened)
+
+
 @pytest.mark.parametrize("crash_at", [1, 2, 3])
 def test_a_crash_half_way_is_undone_on_the_next_open(linked: Vault, crash_at: int) -> None:
     """The process dies (os._exit: no finally, no cleanup) after ``crash_at`` files were
