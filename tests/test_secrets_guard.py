@@ -102,6 +102,25 @@ def test_import_refuses_the_whole_batch_when_an_item_holds_a_credential(vault: V
     assert md_files(vault.root) == []
 
 
+def test_an_imported_file_name_never_carries_a_credential(vault: Vault) -> None:
+    """An export's path (or, with secrets.mode = "warn", a title the file is named after)
+    holding a token: the memory is written, but laid out by its date under a name with
+    the token redacted, as remember names its files. Before, the path was kept as given
+    and the title slugified as it was: the token in a file name, even in refuse mode."""
+    token = fake_github_token(5)
+    result = vault.import_memories([{"content": "The deploy bot pushes on Fridays.", "path": f"bots/{token}.md",
+                                     "created": "2026-07-20T09:00:00Z"}])
+    assert result["imported"] == 1 and token not in result["paths"][0]
+    settings_file(vault, '[secrets]\nmode = "warn"\n')
+    result = vault.import_memories([{"content": "The bot rotates its token in March.", "title": f"bot {token}",
+                                     "created": "2026-07-21T09:00:00Z"}])
+    assert result["imported"] == 1
+    names = md_files(vault.root)
+    assert len(names) == 2 and not any(token.lower() in name.lower() for name in names), names
+    assert not any(token.lower().replace("_", "-") in name for name in names), names
+    assert_index_matches_files(vault)
+
+
 def test_a_broken_settings_file_is_a_clear_error_naming_the_key(vault: Vault) -> None:
     settings_file(vault, '[secrets]\nmod = "warn"\n')
     with pytest.raises(SettingsError, match="secrets.mode"):
