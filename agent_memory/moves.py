@@ -31,7 +31,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from . import graph
+from . import credentials, graph
 from . import note as notes
 from .clock import iso
 from .core import VaultCore
@@ -119,7 +119,7 @@ class Moves(VaultCore):
                 f"{name!r} cannot be a note name: wikilinks and Obsidian refuse {' '.join(refused) or 'outer spaces'}; "
                 "choose another name."
             )
-        self.guard_credentials({"the new name": rel})  # a file name never carries a secret
+        credentials.refuse_in_name(rel, self.settings)  # not even in warn mode
         if rel == old:
             raise InvalidInput(f"{old} is already there; give another path.")
         if os.path.lexists(self.root / rel):

@@ -121,6 +121,16 @@ def test_an_imported_file_name_never_carries_a_credential(vault: Vault) -> None:
     assert_index_matches_files(vault)
 
 
+def test_mv_never_names_a_file_after_a_credential_even_in_warn_mode(vault: Vault) -> None:
+    token = fake_github_token(6)
+    settings_file(vault, '[secrets]\nmode = "warn"\n')
+    memory = vault.remember("The deploy bot pushes on Fridays.", title="Deploy bot")["memory"]
+    with pytest.raises(SecretRefused) as refused:
+        vault.move(memory["id"], f"bots/{token}.md")
+    assert token not in str(refused.value)
+    assert md_files(vault.root) == [memory["path"]]
+
+
 def test_a_broken_settings_file_is_a_clear_error_naming_the_key(vault: Vault) -> None:
     settings_file(vault, '[secrets]\nmod = "warn"\n')
     with pytest.raises(SettingsError, match="secrets.mode"):
