@@ -12,7 +12,8 @@ body's lines, so neither side is lost and ``doctor`` flags the file; the front m
 first side (ours) keeps the memory's identity.
 
 Anything this cannot read key by key (no front matter, broken YAML, conflict markers
-already there, not UTF-8) goes to ``git merge-file`` whole. When both sides added the
+already there, not UTF-8), and a front-matter comment one side added that a merge of
+values would drop, goes to ``git merge-file`` whole. When both sides added the
 file (no ancestor) with different ids: the same content in the same namespace is one
 memory written twice, kept once (the SPEC's id owner, tags merged); anything else is
 two memories, kept both, the whole files between markers.
@@ -25,6 +26,7 @@ the driver's files.
 from __future__ import annotations
 
 import json
+from collections import Counter
 import subprocess
 import sys
 import tempfile
@@ -90,6 +92,8 @@ def merge(base: bytes | None, ours: bytes, theirs: bytes, *, path: str = "", mar
     check = notes.parse(result.data, path)
     if check.unreadable or (result.clean and check.conflict):
         return merge_whole(base, ours, theirs, marker_size=marker_size)  # never hand back what cannot be read
+    if _drops_a_comment(b or _empty_side(), (o, t), result, check):
+        return merge_whole(base, ours, theirs, marker_size=marker_size)  # a line merge keeps what a person wrote
     return result
 
 
@@ -107,6 +111,41 @@ def _read(data: bytes, path: str) -> _Side | None:
         return _Side(text, note, [], text, False)
     start, end, body_start = span
     return _Side(text, note, text[start:end].splitlines(keepends=True), text[body_start:], True)
+
+
+def _comments(lines: list[str], skipped: set[str] | None = None) -> Counter[str]:
+    """The comments in front-matter lines (a whole ``#`` line, or what follows `` #`` on
+    a value line), leaving out the lines of the keys ``skipped``."""
+    left_out: set[int] = set()
+    for key in skipped or ():
+        span = notes.key_span(lines, key)
+        if span is not None:
+            left_out.update(range(span[0], span[1]))
+    found: Counter[str] = Counter()
+    for n, line in enumerate(lines):
+        text = line.rstrip("\r\n")
+        at = 0 if text.lstrip().startswith("#") else text.find(" #")
+        if n not in left_out and at >= 0:
+            found[text[at:].strip()] += 1
+    return found
+
+
+def _drops_a_comment(base: _Side, sides: tuple[_Side, ...], result: MergeResult, merged: notes.Note) -> bool:
+    """Whether the key-by-key merge would lose a comment one side added to the front
+    matter: it carries values, and a comment is none (a person's ``# ask Priya first``
+    on a line whose value the other side changed, or a comment line of its own). Only
+    the lines of a key a side changed and whose value did not get into the merge may go."""
+    text = result.data.decode("utf-8")
+    span = notes.front_matter_span(text)
+    kept = _comments(text[span[0]:span[1]].splitlines(keepends=True) if span else text.splitlines())
+    had = _comments(base.fm_lines)
+    for side in sides:
+        lost = {key for key in side.meta if isinstance(key, str)
+                and ((side.meta[key] != base.meta.get(key, _MISSING) and side.meta[key] != merged.meta.get(key, _MISSING))
+                     or f"front matter: {key}" in result.conflicts)}
+        if _comments(side.fm_lines, lost) - had - kept:
+            return True
+    return False
 
 
 def _empty_side() -> _Side:

@@ -90,6 +90,22 @@ def test_their_side_changes_are_patched_in_as_they_wrote_them() -> None:
                                ("status: open", "status: open\nreviewed: yes\npriority: 'high'  # set by Sam"))
 
 
+def test_a_comment_one_side_adds_to_the_front_matter_is_never_dropped() -> None:
+    """A comment carries no value, so a merge of values alone would drop it. Before, each
+    of these merged clean without the comment a person had written."""
+    comment_line = edit(BASE, ("status: open", "# Sam: close this after the audit\nstatus: open"))
+    body_edit = edit(BASE, ("Ask Priya first.", "Ask Priya or Sam first."))
+    result = merge(BASE.encode(), body_edit, comment_line)  # apart: one clean line merge
+    assert result.clean and result.data == edit(BASE, ("status: open", "# Sam: close this after the audit\nstatus: open"),
+                                                ("Ask Priya first.", "Ask Priya or Sam first."))
+    tagged = edit(BASE, ("tags: [acme, deploy]", "tags: [acme, deploy, friday]"))
+    commented = edit(BASE, ("tags: [acme, deploy]", "tags: [acme, deploy]  # Priya's tags, ask her"))
+    for ours, theirs in ((tagged, commented), (commented, tagged)):
+        result = merge(BASE.encode(), ours, theirs)
+        assert b"# Priya's tags, ask her" in result.data and b"friday" in result.data
+        assert not result.clean  # the same line changed two ways: a person decides, with both in the file
+
+
 def test_a_value_changed_on_both_sides_is_a_conflict_around_its_lines() -> None:
     ours = edit(BASE, ("status: open", "status: done"), ("tags: [acme, deploy]", "tags: [acme, deploy, x]"))
     theirs = edit(BASE, ("status: open", "status: doing"))
