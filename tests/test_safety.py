@@ -485,6 +485,32 @@ def test_forget_never_trashes_a_save_made_after_its_check(vault: Vault, monkeypa
     assert_index_matches_files(vault)
 
 
+def test_forget_puts_back_a_save_that_lands_as_the_file_moves_to_the_trash(vault: Vault,
+                                                                          monkeypatch: pytest.MonkeyPatch) -> None:
+    """A person's save between the trash's look at the file and its move: what moved is
+    the save. Before, the trash recorded the bytes it had looked at, so the save in the
+    trash was not the tool's: forget could not put it back, said "saved meanwhile", and
+    left the vault without the note (restore could not find it either)."""
+    from agent_memory import locking
+
+    made = vault.remember("The staging database resets on Sundays")["memory"]
+    path = vault.root / made["path"]
+    real_move = locking.move_no_replace
+
+    def person_saves_as_it_moves(source: Path, target: Path) -> None:
+        if source == path and not target.parent.samefile(path.parent):
+            path.write_text(path.read_text() + "Saved just now.\n")
+        real_move(source, target)
+
+    monkeypatch.setattr(locking, "move_no_replace", person_saves_as_it_moves)
+    with pytest.raises(SavedMeanwhile):
+        vault.forget(made["id"], expected_version=made["version"])
+    monkeypatch.undo()
+    assert path.read_text().endswith("Saved just now.\n")
+    assert vault.trash_list() == []
+    assert_index_matches_files(vault)
+
+
 def test_an_import_into_a_symlinked_folder_is_refused_before_anything_is_staged(vault: Vault, tmp_path: Path) -> None:
     elsewhere = tmp_path / "elsewhere"
     elsewhere.mkdir()
