@@ -118,7 +118,8 @@ class Writes(VaultCore):
         check_text(source, "source")
         source = (source or "").strip()
         warnings = self.guard_credentials({"the content": content, "the title": title, "the source": source,
-                                "the tags": " ".join(tag_list)})
+                                           "the tags": " ".join(tag_list), "the namespace": namespace,
+                                           "the type": kind or ""})
         with self._writing():
             now = self.now()
             existing = self._twin(namespace, notes.content_hash(content), iso(now))
@@ -255,6 +256,7 @@ class Writes(VaultCore):
                 "the content": body_after if body_changed else "",
                 "the title": changes.get("title") or "", "the source": changes.get("source") or "",
                 "the tags": " ".join(t for t in adding if t not in note.tags),
+                "the namespace": changes.get("namespace") or "", "the type": changes.get("type") or "",
             }, already=note.body)
             if "created" not in note.meta:  # its creation time came from the mtime, which this write resets
                 changes["created"] = row["created"]
@@ -372,6 +374,7 @@ class Writes(VaultCore):
                 "(letters, digits, '_' or '-', up to 64 characters), not one of the reserved keys "
                 f"{', '.join(notes.RESERVED_KEYS)}."
             )
+        warnings = self.guard_credentials({"the relation": relation})  # it becomes a key of the file
         with self._writing():
             source, data, note = self._checked(memory_id, None)
             target = self._resolve(target_id)
@@ -389,10 +392,13 @@ class Writes(VaultCore):
             if not already:
                 self._put(source["path"], data, notes.patch(data.decode("utf-8"), {relation: [*items, wikilink]}))
                 source = self.index.by_path(source["path"]) or source
-            return LinkResult(
+            result = LinkResult(
                 source=self._summary(source), target=self._summary(target), relation=relation,
                 link=wikilink, changed=not already,
             )
+            if warnings:
+                result["warnings"] = warnings
+            return result
 
     @staticmethod
     def _relation_items(value: Any, path: str, relation: str) -> list[Any]:

@@ -95,6 +95,26 @@ def test_updates_refuse_added_credentials_but_not_a_persons_own(vault: Vault) ->
     assert_index_matches_files(vault)
 
 
+def test_every_field_a_write_puts_in_the_file_is_guarded(vault: Vault) -> None:
+    """The namespace, the type and a relation's name land in the file as much as the
+    content does. Before, remember, update and link wrote a token given there as it was."""
+    token = fake_github_token(7)
+    memory = vault.remember("The CI bot pushes on Fridays")["memory"]
+    other = vault.remember("The CI bot is owned by Priya")["memory"]
+    before = {rel: (vault.root / rel).read_bytes() for rel in md_files(vault.root)}
+    for call in (
+        lambda: vault.remember("The deploy bot pushes on Mondays", namespace=token),
+        lambda: vault.remember("The deploy bot pushes on Mondays", type=token),
+        lambda: vault.update(memory["id"], namespace=token),
+        lambda: vault.update(memory["id"], type=token),
+        lambda: vault.link(memory["id"], other["id"], relation=token),
+    ):
+        with pytest.raises(SecretRefused) as refused:
+            call()
+        assert token not in str(refused.value)
+    assert {rel: (vault.root / rel).read_bytes() for rel in md_files(vault.root)} == before
+
+
 def test_import_refuses_the_whole_batch_when_an_item_holds_a_credential(vault: Vault) -> None:
     items = [{"content": "A harmless fact"}, {"content": f"Bot token {fake_github_token(4)}"}]
     with pytest.raises(SecretRefused, match="Item 1"):
