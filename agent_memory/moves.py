@@ -14,6 +14,8 @@ and ``|alias`` kept) is rewritten by a span edit. All or nothing:
    away only if it still names that file.
 4. If any file changed meanwhile (a person's save), everything already written is put
    back, the save stands, and the move is refused.
+5. Once every file is in place the journal is marked done: a crash from then on leaves
+   the move as it is (its journal is just removed on the next open).
 
 A note without an ``id`` is known by its path, so its id changes (``old_id`` ->
 ``new_id`` in the result). Nothing is ever overwritten: a taken name is refused.
@@ -44,6 +46,7 @@ from .writes import Writes, _editable
 
 MOVE_DIRNAME = "move"
 MANIFEST = "manifest.json"
+DONE = "done"  # in the journal once every file is in place
 # Characters Obsidian refuses in a note name, or that a wikilink cannot hold.
 _NAME_REFUSED = set('[]|#^\\*"<>:?')
 
@@ -184,6 +187,10 @@ class Moves(VaultCore):
         except BaseException:
             self._undo(journal)
             raise
+        # Done: from here a crash leaves the move as it is. Undoing it would take the note
+        # from its new place for a spare copy, and a new file under the old name (a person's,
+        # before the next open) for the original.
+        os.close(os.open(journal / DONE, os.O_WRONLY | os.O_CREAT, 0o644))
         shutil.rmtree(journal, ignore_errors=True)
         self.store.changed(new, "moved", old)
 
@@ -259,6 +266,9 @@ class Moves(VaultCore):
             manifest = json.loads((folder / MANIFEST).read_text(encoding="utf-8"))
         except (OSError, ValueError):
             shutil.rmtree(folder, ignore_errors=True)  # no manifest: nothing of it reached the vault
+            return []
+        if (folder / DONE).exists():  # every file was in place: the move stands
+            shutil.rmtree(folder, ignore_errors=True)
             return []
         kept: list[str] = []
         old, new = manifest["old"], manifest["new"]

@@ -237,6 +237,40 @@ def test_a_crash_half_way_is_undone_on_the_next_open(linked: Vault, crash_at: in
         reopened.close()
 
 
+def test_a_crash_at_the_end_never_costs_the_note_when_a_new_one_took_its_old_name(linked: Vault) -> None:
+    """The process dies after every file of the move is in place, before its journal is
+    removed; before the next open a person makes a new note under the old name. Undoing
+    the move cannot put the note back there: it stays at its new place. Before, the undo
+    took the note at the new place for a spare copy and parked it, and the next write
+    deleted it: the note was gone."""
+    vault = linked
+    original = (vault.root / "places" / "Kessel Run.md").read_bytes()
+    script = textwrap.dedent("""
+        import os, sys
+        import agent_memory.moves as moves
+        real = moves.shutil.rmtree
+        def dies(path, *args, **kwargs):
+            if str(path).endswith(moves.MOVE_DIRNAME):
+                os._exit(3)
+            return real(path, *args, **kwargs)
+        moves.shutil.rmtree = dies
+        from agent_memory.vault import Vault
+        Vault(sys.argv[1]).move("places/Kessel Run.md", "places/Smuggling Route.md")
+    """)
+    done = subprocess.run([sys.executable, "-c", script, str(vault.root)], capture_output=True, text=True, timeout=60)
+    assert done.returncode == 3, done.stderr
+    moved = vault.root / "places" / "Smuggling Route.md"
+    assert moved.read_bytes() == original and not (vault.root / "places" / "Kessel Run.md").exists()
+    (vault.root / "places" / "Kessel Run.md").write_text("A new note a person made under the old name.\n")
+    vault.close()
+    with Vault(vault.root, clock=vault.clock) as reopened:
+        reopened.remember("A later write, which looks at parked files")
+        assert moved.read_bytes() == original
+        assert (vault.root / "places" / "Kessel Run.md").read_text() == "A new note a person made under the old name.\n"
+        assert not (vault.root / ".index" / MOVE_DIRNAME).exists()
+        assert_index_matches_files(reopened)
+
+
 def test_cli_mv(linked: Vault) -> None:
     out = cli_ok("mv", "places/Kessel Run.md", "Smuggling Route", vault=linked.root)
     assert "Moved places/Kessel Run.md -> Smuggling Route.md" in out
