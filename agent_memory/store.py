@@ -223,6 +223,12 @@ def fsync_folder(folder: Path) -> None:
 _syncfs = locking.libc_function("syncfs") if sys.platform.startswith("linux") else None
 
 
+def _holds(path: Path, checked: bytes) -> bool:
+    """Whether ``path`` is a regular file holding exactly ``checked`` (what a swap or a
+    move aside displaced may be a folder a person put at that name: it is not read)."""
+    return stat_kind.S_ISREG(os.lstat(path).st_mode) and _bytes_of(path) == checked
+
+
 def _unchanged_since(path: Path, written: os.stat_result) -> os.stat_result | None:
     """The stat of ``path`` if it is still the file ``written`` describes (same inode,
     size and mtime: nobody wrote into it since), else None."""
@@ -677,7 +683,7 @@ class Store:
             written = os.stat(parked)
             if locking.swap(parked, target):
                 swapped = True
-                if _bytes_of(parked) != checked:  # parked now holds what the swap displaced
+                if not _holds(parked, checked):  # parked now holds what the swap displaced
                     self._swap_back(rel, parked, target, data)
                     raise SavedMeanwhile(rel)
             else:
@@ -723,7 +729,7 @@ class Store:
         changed."""
         held = parked.with_suffix(".held")
         os.rename(target, held)
-        if _bytes_of(held) != checked:  # saved before it was taken aside: put it back
+        if not _holds(held, checked):  # saved (or made a folder) before it was taken aside: put it back
             try:
                 locking.move_no_replace(held, target)
             except FileExistsError:  # and saved again meanwhile: keep both

@@ -141,6 +141,32 @@ def test_replace_checked_refuses_when_the_file_is_not_what_was_checked(tmp_path:
     assert _leftovers(tmp_path) == []
 
 
+def test_a_folder_that_took_the_files_name_before_the_swap_stays_where_it_is(tmp_path: Path,
+                                                                           monkeypatch: pytest.MonkeyPatch) -> None:
+    """The file becomes a folder of notes between the check and the swap (the swap can
+    exchange a file with a folder). Before, the folder was swapped into .index/parked/,
+    where no walk, no reconcile and no settle ever looked again (each write only warned
+    that it could not read it): the person's notes were hidden for good."""
+    from agent_memory import locking
+
+    store = Store(tmp_path)
+    store.write_new_file("n.md", b"old\n")
+    real_swap = locking.swap
+
+    def a_person_makes_it_a_folder(a: Path, b: Path) -> bool:
+        (tmp_path / "n.md").unlink()
+        (tmp_path / "n.md").mkdir()
+        (tmp_path / "n.md" / "inside.md").write_bytes(b"a note in the new folder\n")
+        monkeypatch.setattr(locking, "swap", real_swap)
+        return real_swap(a, b)
+
+    monkeypatch.setattr(locking, "swap", a_person_makes_it_a_folder)
+    with pytest.raises(SavedMeanwhile):
+        store.replace_checked("n.md", b"new\n", b"old\n")
+    assert (tmp_path / "n.md" / "inside.md").read_bytes() == b"a note in the new folder\n"
+    assert store.settle_parked(grace=0) == [] and not list(store.parked_dir.iterdir())
+
+
 def test_a_displaced_file_written_to_through_an_open_descriptor_is_kept(tmp_path: Path) -> None:
     """An editor saving in place writes into the inode it opened, even after the swap."""
     store = Store(tmp_path)
