@@ -15,8 +15,9 @@ Anything this cannot read key by key (no front matter, broken YAML, conflict mar
 already there, not UTF-8), and a front-matter comment one side added that a merge of
 values would drop, goes to ``git merge-file`` whole. When both sides added the
 file (no ancestor) with different ids: the same content in the same namespace is one
-memory written twice, kept once (the SPEC's id owner, tags merged); anything else is
-two memories, kept both, the whole files between markers.
+memory written twice, kept once (the SPEC's id owner, tags merged, a key only the other
+copy has kept as written); anything else is two memories, kept both, the whole files
+between markers.
 
 All of it works on bytes in memory; only ``merge_text`` runs a program (``git
 merge-file``, on temp files outside the repository) and only ``run_driver`` touches
@@ -40,6 +41,8 @@ from . import note as notes
 _MISSING: Any = object()
 MERGE_TIMEOUT = 60.0  # seconds for one git merge-file
 LIST_KEYS = ("tags", "aliases")
+# Keys the tool writes besides SPEC §2's: one memory written twice keeps its owner's.
+_TOOL_KEYS = ("type", "importance", "imported_hash")
 # The environment of the git that runs us names its repository; merge-file needs none.
 _REPOSITORY_ENV = ("GIT_DIR", "GIT_WORK_TREE", "GIT_COMMON_DIR", "GIT_PREFIX", "GIT_INDEX_FILE")
 
@@ -291,12 +294,16 @@ def _one_memory_written_twice(o: _Side, t: _Side) -> MergeResult:
     """Both sides added the same content in one namespace under two ids: one memory
     stays, the one that owns the id by SPEC §2's rule (the earliest ``created``, then
     the smallest id, the path being the same), with both sides' tags, aliases and
-    relations and the later ``updated``."""
+    relations, the later ``updated``, and the keys only the other side has (a person's
+    ``reviewed: yes``) as written. A person's key set two ways, or a comment only the
+    other side has, keeps both files whole instead (``both_kept``): nothing they wrote
+    is dropped for the tool's dedup."""
     owner, other = sorted((o, t), key=lambda s: (s.note.created or "", s.note.id))
     changes: dict[str, Any] = {}
+    taken: list[str] = []  # keys only the other side has: their lines as written
     for key in dict.fromkeys([*owner.meta, *other.meta]):
         mine, yours = owner.meta.get(key, _MISSING), other.meta.get(key, _MISSING)
-        if mine == yours:
+        if mine == yours or yours is _MISSING:
             continue
         if key == "updated" and _pick_time(mine, yours, later=True) == "theirs":
             changes[key] = yours
@@ -304,7 +311,21 @@ def _one_memory_written_twice(o: _Side, t: _Side) -> MergeResult:
             merged = merge_list(key, _MISSING, mine, yours)
             if [_ident(key, i) for i in merged] != [_ident(key, i) for i in _items(key, mine)]:
                 changes[key] = merged
+        elif mine is _MISSING and isinstance(key, str):
+            taken.append(key)
+        elif key not in notes.RESERVED_KEYS and key not in _TOOL_KEYS:
+            return both_kept(o.text.encode("utf-8"), t.text.encode("utf-8"))  # a person's value two ways
     text = notes.patch(owner.text, changes) if changes else owner.text
+    if taken:
+        start, end, _body = notes.front_matter_span(text) or (0, 0, 0)
+        nl = "\r\n" if owner.fm_lines and owner.fm_lines[0].endswith("\r\n") else "\n"
+        lines = text[start:end].splitlines(keepends=True)
+        for key in taken:
+            lines = _put_lines(lines, key, _lines_of(other, key, nl), nl)
+        text = text[:start] + "".join(lines) + text[end:]
+    span = notes.front_matter_span(text)
+    if span and _comments(other.fm_lines) - _comments(text[span[0]:span[1]].splitlines(keepends=True)):
+        return both_kept(o.text.encode("utf-8"), t.text.encode("utf-8"))  # a comment only the other side has
     side = "ours" if owner is o else "theirs"
     return MergeResult(text.encode("utf-8"), how=f"one memory written twice: kept {owner.note.id} ({side}), tags merged")
 

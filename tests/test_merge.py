@@ -200,6 +200,25 @@ def test_the_same_memory_added_on_both_sides_is_kept_once_by_its_id_owner() -> N
                                                                  b"updated: 2026-07-20T10:00:00Z")
 
 
+def test_one_memory_written_twice_keeps_what_a_person_added_to_the_other_copy() -> None:
+    """Before, only tags, aliases, relations and updated came over from the copy that
+    does not own the id: a person's key on it (reviewed: yes) or its comment was dropped."""
+    owner = new_memory("0000000000000aaa", "2026-07-20T09:00:00Z", "Deploys are frozen in August.")
+    reviewed = new_memory("0000000000000bbb", "2026-07-20T10:00:00Z", "Deploys are frozen in August.").replace(
+        b"tags: []\n", b"tags: []\nreviewed: yes  # Priya, on the phone\n")
+    result = merge(b"", reviewed, owner)
+    assert result.clean and "kept 0000000000000aaa" in result.how
+    assert result.data == owner.replace(b"updated: 2026-07-20T09:00:00Z\n",  # the later updated, the key as written
+                                        b"updated: 2026-07-20T10:00:00Z\nreviewed: yes  # Priya, on the phone\n")
+    two_ways = owner.replace(b"tags: []\n", b"tags: []\nreviewed: no\n")
+    result = merge(b"", reviewed, two_ways)
+    assert result.how == "both kept" and result.data.count(b"reviewed:") == 2
+    commented = owner.replace(b"tags: []\n", b"tags: []\n# ask Priya before lifting it\n")
+    result = merge(b"", new_memory("0000000000000bbb", "2026-07-20T10:00:00Z", "Deploys are frozen in August."),
+                   commented)
+    assert b"# ask Priya before lifting it" in result.data
+
+
 def test_two_memories_added_at_one_path_are_both_kept_whole() -> None:
     ours = new_memory("0000000000000bbb", "2026-07-20T10:00:00Z", "The freeze ends on September 2.")
     theirs = new_memory("0000000000000aaa", "2026-07-20T09:00:00Z", "Deploys are frozen in August.")
