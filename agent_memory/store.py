@@ -263,6 +263,9 @@ class Store:
         # ``VaultCore._writing`` takes them when the write ends (``gitsync`` commits them).
         self.changes: list[tuple[str, str, str]] = []
         self._batch: set[Path] | None = None  # inside ``durable_together``: folders to fsync at its end
+        # Memories the last whole walk found with a second name (a symlink, or a hard link
+        # anywhere): an edit through one name brings no event for the other.
+        self.aliased = 0
 
     def changed(self, rel: str, how: str, detail: str = "") -> None:
         """Note that the tool changed ``rel``: ``created``, ``changed``, ``moved`` (detail:
@@ -364,6 +367,8 @@ class Store:
         parsing one would stall every command). ``temp_files`` collects the tool's own
         temp files met on the way (``remove_orphans`` deletes those a crash left).
 
+        Once the walk is done, ``aliased`` counts the memories it found with a second name.
+
         ``known`` (reconcile's snapshot of the index: path -> (path, size, mtime, ctime, inode)):
         each file walked is taken out of it, and one whose stat is the same is not
         yielded, only counted in ``unchanged[0]``; what is left in ``known`` afterwards
@@ -376,6 +381,7 @@ class Store:
 
         max_bytes = limits.MAX_FILE_BYTES
         regular = stat_kind.S_ISREG
+        aliased = 0
         stack: list[tuple[str, str]] = [(str(self.root), "")]
         while stack:
             folder, prefix = stack.pop()
@@ -408,6 +414,8 @@ class Store:
                 except OSError:  # gone since the listing, a symlink loop, unreadable
                     skip(rel, "cannot be read (a broken symlink, a symlink loop, or no permission)")
                     continue
+                if found.st_nlink > 1 or entry.is_symlink():
+                    aliased += 1
                 if regular(found.st_mode) and found.st_size <= max_bytes:
                     if known is not None and known.pop(rel, None) == (
                             rel, found.st_size, found.st_mtime_ns, found.st_ctime_ns, found.st_ino):
@@ -420,6 +428,7 @@ class Store:
                               "for a memory file (split it, or move it out of the vault)")
                 else:
                     skip(rel, "not a regular file (a folder, pipe or device)")
+        self.aliased = aliased
 
     def read(self, rel: str, max_bytes: int | None = None) -> tuple[bytes, os.stat_result] | None:
         """A regular file's bytes and stat, read where it was checked to be; None for a file
