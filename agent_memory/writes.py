@@ -11,6 +11,7 @@ tool's change is refused. Replacing a body keeps the old bytes in the trash.
 from __future__ import annotations
 
 import datetime as dt
+import os
 import sqlite3
 from collections.abc import Iterable
 from typing import Any
@@ -277,6 +278,7 @@ class Writes(VaultCore):
             version = notes.file_version(data)
             if expected_version and expected_version != version:
                 raise VersionConflict(memory_id, expected_version, version)
+            self._not_a_link(row["path"])
             trashed = self.store.trash.move_in(self.store.abspath(row["path"]), row["path"], row["id"], "forgotten",
                                                iso(self.now()))
             if notes.file_version(self.store.abspath(trashed).read_bytes()) != version:
@@ -307,6 +309,7 @@ class Writes(VaultCore):
                 version = notes.file_version(data)
                 if expected_version and expected_version != version:
                     raise VersionConflict(memory_id, expected_version, version)
+                self._not_a_link(row["path"])
                 picked.setdefault(row["path"], (row, version))  # one memory named twice goes once
             done: list[ForgottenMemory] = []
             if dry_run:
@@ -333,6 +336,14 @@ class Writes(VaultCore):
             if len(done) == 1:
                 result.update(done[0])
             return result
+
+    def _not_a_link(self, rel: str) -> None:
+        """Forget moves files, not links: a symlink moved into ``.trash/`` would point
+        nowhere (it is relative to where it was) and could never be put back."""
+        path = self.store.abspath(rel)
+        if path.is_symlink():
+            raise InvalidInput(f"{rel} is a symlink (to {os.readlink(path)}); forget moves files, not links. Forget "
+                               "the file it points to, or remove the link by hand. Nothing was forgotten.")
 
     def _trash_checked(self, row: sqlite3.Row, version: str) -> str:
         """Move a checked memory's file to the trash and drop its row; a save that landed

@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from agent_memory import store as store_module
-from agent_memory.errors import SavedMeanwhile, VaultError, VaultGone
+from agent_memory.errors import InvalidInput, SavedMeanwhile, VaultError, VaultGone
 from agent_memory.index import Index
 from agent_memory.vault import Vault
 
@@ -466,6 +466,24 @@ def test_editing_a_memory_that_is_a_symlink_changes_the_file_it_points_to(vault:
     vault.update("shortcut.md", append="Ask Priya first.")
     assert (vault.root / "shortcut.md").is_symlink()
     assert (vault.root / made["path"]).read_text().endswith("Ask Priya first.\n")
+
+
+def test_forget_of_a_memory_that_is_a_symlink_is_refused_and_moves_nothing(vault: Vault) -> None:
+    """A link moved into .trash/ would point nowhere (it is relative to where it was), and
+    the trash keeps only files it can put back. Before, forget moved the link there,
+    then failed reading it back (FileNotFoundError, a traceback), and the link was in the
+    trash for good: restore could not find it."""
+    made = vault.remember("The staging database resets on Sundays")["memory"]
+    (vault.root / "shortcuts").mkdir()
+    link = vault.root / "shortcuts" / "staging.md"
+    link.symlink_to(os.path.relpath(vault.root / made["path"], link.parent))
+    vault.reconcile()
+    for call in (lambda: vault.forget("shortcuts/staging.md"), lambda: vault.forget_many(["shortcuts/staging.md"])):
+        with pytest.raises(InvalidInput, match="is a symlink"):
+            call()
+    assert link.is_symlink() and link.read_text() == (vault.root / made["path"]).read_text()
+    assert not (vault.root / ".trash").exists() or not any((vault.root / ".trash").rglob("*.md"))
+    assert vault.forget(made["id"])["path"] == made["path"]  # the file itself can be forgotten
 
 
 def test_forget_never_trashes_a_save_made_after_its_check(vault: Vault, monkeypatch: pytest.MonkeyPatch) -> None:
