@@ -40,7 +40,7 @@ class Reconcile(VaultCore):
         git's index compares them), then by content hash, so a start
         with nothing changed reads no file. Expired memories go to the trash.
         """
-        counts = {"added": 0, "updated": 0, "removed": 0, "unchanged": 0, "absent": 0}
+        counts = {"added": 0, "updated": 0, "removed": 0, "unchanged": 0, "absent": 0, "settling": 0}
         # Walk, compare and read changed files first, outside the vault's lock and the
         # index transaction: holding either for the whole walk (~0.5 s at 100k files) or
         # while parsing a slow file would stall other writers and this process's

@@ -58,6 +58,7 @@ from watchdog.observers import Observer
 from watchdog.observers.api import BaseObserver
 
 from . import note as notes
+from .core import SETTLE_GIVE_UP
 from .limits import MAX_FILE_BYTES
 from .models import ReconcileReport
 from .store import is_ignored_dir, is_memory_path
@@ -438,6 +439,10 @@ class Watcher:
             self._doubted()  # the index may be behind on it: no vouching until a sweep
             return
         self.counts[outcome] += 1
+        if outcome == "settling":  # maybe an editor's save in progress: look again when it cannot be one
+            key, due = (rel, False), time.monotonic() + SETTLE_GIVE_UP
+            self._pending[key] = (due, due)
+            heapq.heappush(self._timers, (due, next(self._tick), key))
         try:
             found = os.lstat(os.path.join(self._root, rel))
             if stat.S_ISLNK(found.st_mode) or found.st_nlink > 1:

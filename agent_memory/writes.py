@@ -91,7 +91,7 @@ class Writes(VaultCore):
         """The memory already holding this content, checked against its file: a human may
         have edited or deleted it since it was indexed (dedup must not swallow a new fact)."""
         twin = self.index.find_content(namespace, content_hash, now, exclude_path)
-        while twin is not None and self.reconcile_path(twin["path"]) != "unchanged":
+        while twin is not None and self.reconcile_path(twin["path"]) not in ("unchanged", "settling"):
             twin = self.index.find_content(namespace, content_hash, now, exclude_path)
         return twin
 
