@@ -466,13 +466,17 @@ def test_reconcile_sweeps_expired_files_to_the_trash(vault: Vault, clock: Clock)
     # TTL applies to the tool's own memories alone (SPEC §3).
     write(vault, "notes/passport.md", "---\nexpires: 2024-03-01\n---\nPassport number and renewal notes.\n")
     write(vault, "notes/zettel.md", "---\nid: 202401011200\nexpires: 2024-03-01\n---\nA Zettelkasten note.\n")
+    # Sixteen hex digits, as some templates write: the tool's id alphabet, but no time of
+    # the tool's (its first ten characters would be a date centuries away). Before, this
+    # note was taken for the tool's and moved to the trash.
+    write(vault, "notes/card.md", "---\nid: 3f2a9c1b7d4e6f80\nexpires: 2024-03-01\n---\nThe library card.\n")
     kept = vault.remember("Zebra enclosure moved north")["memory"]
     vault.reconcile()
     assert found(vault, "passport renewal") == ["notes/passport.md"]
     clock.advance(days=1)
     report = vault.reconcile()
     assert report["expired"] == 1
-    assert paths(vault) == sorted([kept["path"], "notes/passport.md", "notes/zettel.md"])
+    assert paths(vault) == sorted([kept["path"], "notes/card.md", "notes/passport.md", "notes/zettel.md"])
     assert sorted(p for p in files(vault) if p.startswith(".trash/") and p.endswith(".md")) == [".trash/" + short["path"]]
     assert vault.gc(older_than_days=0)["removed"] == [".trash/" + short["path"]]
     assert found(vault, "passport renewal") == ["notes/passport.md"]
