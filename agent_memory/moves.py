@@ -29,6 +29,8 @@ import os
 import secrets
 import shutil
 import sqlite3
+import sys
+import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -309,7 +311,17 @@ class Moves(VaultCore):
             if not folder.exists():
                 return []
             manifest = _manifest(folder)
-            kept = self._undo(folder)
+            try:
+                kept = self._undo(folder)
+            except (OSError, VaultError, ValueError, KeyError, TypeError) as exc:
+                # Failing again at every open would stop every walk: set the record aside
+                # (it keeps every file's original bytes) and let the vault work on.
+                aside = folder.with_name(f"{MOVE_DIRNAME}.failed-{time.time_ns()}")
+                os.rename(folder, aside)
+                print(f"agent-memory: warning: could not undo a move a crash interrupted ({exc}); the files are as "
+                      f"the crash left them, and its record, with each file's original bytes, is kept in {aside}",
+                      file=sys.stderr)
+                kept = []
             if manifest:
                 with self._index_write() as conn:
                     for rel in {manifest["old"], manifest["new"], *(f["path"] for f in manifest["files"])}:

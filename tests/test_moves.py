@@ -271,6 +271,34 @@ def test_a_crash_at_the_end_never_costs_the_note_when_a_new_one_took_its_old_nam
         assert_index_matches_files(reopened)
 
 
+def test_a_crashed_move_that_cannot_be_undone_is_kept_aside_and_the_vault_works_on(linked: Vault, capsys) -> None:
+    """The undo of a move a crash interrupted fails (here its record lost a file). Before,
+    it failed again at every open, before the walk: no change a person made was indexed
+    any more, and no move could be made again."""
+    vault = linked
+    script = textwrap.dedent("""
+        import os, sys
+        import agent_memory.moves as moves
+        moves.Moves._retire_old_name = lambda *a: os._exit(3)
+        from agent_memory.vault import Vault
+        Vault(sys.argv[1]).move("places/Kessel Run.md", "places/Smuggling Route.md")
+    """)
+    done = subprocess.run([sys.executable, "-c", script, str(vault.root)], capture_output=True, text=True, timeout=60)
+    assert done.returncode == 3, done.stderr
+    journal = vault.root / ".index" / MOVE_DIRNAME
+    (journal / "1.md").unlink()  # one of the originals it keeps
+    (vault.root / "new.md").write_text("A note a person wrote after the crash.\n")
+    vault.close()
+    capsys.readouterr()
+    with Vault(vault.root, clock=vault.clock) as reopened:
+        assert "could not undo a move" in capsys.readouterr().err
+        assert [h["path"] for h in reopened.search("note a person wrote after the crash", match="all")["hits"]] == ["new.md"]
+        [aside] = [p for p in (vault.root / ".index").iterdir() if p.name.startswith(MOVE_DIRNAME + ".failed-")]
+        assert (aside / "manifest.json").exists() and not journal.exists()
+        assert_index_matches_files(reopened)
+        reopened.move("hub.md", "hubs/hub.md")  # and moves work again
+
+
 def test_cli_mv(linked: Vault) -> None:
     out = cli_ok("mv", "places/Kessel Run.md", "Smuggling Route", vault=linked.root)
     assert "Moved places/Kessel Run.md -> Smuggling Route.md" in out
