@@ -484,6 +484,20 @@ def test_reconcile_sweeps_expired_files_to_the_trash(vault: Vault, clock: Clock)
     assert_index_matches_files(vault)
 
 
+def test_the_expiry_sweep_moves_only_a_file_that_still_says_it_expired(vault: Vault, clock: Clock) -> None:
+    """A person kept a memory (removed its expires: line) and the index has not seen that
+    yet (no watcher, no walk since: an open Vault, then gc). Before, the sweep trusted the
+    index and moved the file to the trash."""
+    made = vault.remember("Zebra crossing closed this week", ttl_days=1)["memory"]
+    path = vault.root / made["path"]
+    path.write_text("".join(line for line in path.read_text().splitlines(keepends=True)
+                            if not line.startswith("expires:")))
+    clock.advance(days=2)
+    assert vault.gc()["expired_moved"] == 0
+    assert path.exists() and vault.get(made["id"])["expires"] is None
+    assert_index_matches_files(vault)
+
+
 def test_an_expired_memory_does_not_block_remembering_it_again(vault: Vault, clock: Clock) -> None:
     first = vault.remember(ACME, ttl_days=1)["memory"]
     clock.advance(days=2)
