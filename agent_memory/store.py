@@ -365,9 +365,8 @@ class Store:
         want to fix (``doctor`` lists them); dot-folders and droppings are left out quietly.
         Files over ``limits.MAX_FILE_BYTES`` are left out too (reading, hashing and
         parsing one would stall every command). ``temp_files`` collects the tool's own
-        temp files met on the way (``remove_orphans`` deletes those a crash left).
-
-        Once the walk is done, ``aliased`` counts the memories it found with a second name.
+        temp files met on the way (``remove_orphans`` deletes those a crash left). Once
+        the walk is done, ``aliased`` counts the memories it found with a second name.
 
         ``known`` (reconcile's snapshot of the index: path -> (path, size, mtime, ctime, inode)):
         each file walked is taken out of it, and one whose stat is the same is not
