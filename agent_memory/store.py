@@ -524,15 +524,25 @@ class Store:
             return None
 
     # ------------------------------------------------------------------ writing
-    def _write_temp(self, folder: Path, data: bytes, mode: int = 0o644) -> Path:
+    def _write_temp(self, folder: Path, data: bytes, mode: int = 0o644, owner: tuple[int, int] | None = None) -> Path:
         """The one place bytes reach the disk: a hidden temp file, fsynced.
 
-        ``mode``: an edit keeps the file's permissions (a 0600 note stays private)."""
+        ``mode``: an edit keeps the file's permissions (a 0600 note stays private), and
+        ``owner`` its owner and group where this process may give them (an agent that
+        runs as root must not take a person's note from them)."""
         tmp = folder / f".{secrets.token_hex(6)}{TMP_SUFFIX}"
         fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, mode)
         try:
+            if owner is not None and hasattr(os, "fchown") and owner != (os.geteuid(), os.getegid()):
+                try:
+                    os.fchown(fd, *owner)
+                except PermissionError:
+                    try:
+                        os.fchown(fd, -1, owner[1])  # not root: the group at least, if this user is in it
+                    except PermissionError:
+                        pass
             if mode != 0o644 and hasattr(os, "fchmod"):
-                os.fchmod(fd, mode)  # exactly the original's, whatever the umask
+                os.fchmod(fd, mode)  # exactly the original's, whatever the umask (after chown, which clears setuid)
             view = memoryview(data)
             while view:
                 view = view[os.write(fd, view) :]
@@ -682,10 +692,10 @@ class Store:
         """
         target = self._edit_target(rel)
         try:
-            mode = stat_kind.S_IMODE(os.stat(target).st_mode)
+            found = os.stat(target)
         except FileNotFoundError:
             raise SavedMeanwhile(rel) from None  # deleted since it was read: that stands too
-        parked = self._park(rel, checked, data, mode)
+        parked = self._park(rel, checked, data, stat_kind.S_IMODE(found.st_mode), (found.st_uid, found.st_gid))
         swapped = False
         try:
             written = os.stat(parked)
@@ -754,7 +764,7 @@ class Store:
         return True
 
     # ------------------------------------------------------------------ displaced files
-    def _park(self, rel: str, checked: bytes, data: bytes, mode: int) -> Path:
+    def _park(self, rel: str, checked: bytes, data: bytes, mode: int, owner: tuple[int, int] | None = None) -> Path:
         """A new file ``parked/<n>.md`` holding ``data``, after its record ``<n>.json``."""
         folder = self.parked_dir
         name = f"{time.time_ns()}-{secrets.token_hex(4)}"
@@ -764,7 +774,7 @@ class Store:
             note = {"source": rel, "checked": hashlib.sha256(checked).hexdigest(),
                     "ours": hashlib.sha256(data).hexdigest()}
             record.write_text(json.dumps(note), encoding="utf-8")
-            tmp = self._write_temp(folder, data, mode)
+            tmp = self._write_temp(folder, data, mode, owner)
             os.rename(tmp, folder / f"{name}.md")
         except OSError as exc:
             record.unlink(missing_ok=True)
