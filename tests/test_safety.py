@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from agent_memory import store as store_module
-from agent_memory.errors import InvalidInput, SavedMeanwhile, VaultError, VaultGone
+from agent_memory.errors import InvalidInput, PathRefused, SavedMeanwhile, VaultError, VaultGone
 from agent_memory.index import Index
 from agent_memory.vault import Vault
 
@@ -223,6 +223,30 @@ def test_a_folder_swapped_for_a_symlink_between_check_and_open_is_refused(
 
     monkeypatch.setattr(store_module.os, "open", swap_then_open)
     assert vault.store.read(made["path"]) is None
+
+
+def test_read_file_refuses_a_folder_swapped_for_a_symlink_between_check_and_open(
+    vault: Vault, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """read_file hands a file to the model: like every read, the file it opened must be
+    where it was checked to be. Before, it checked the path, then opened it again, so a
+    folder swapped for a symlink in between served a file from outside the vault."""
+    made = vault.remember("An ordinary memory")["memory"]
+    folder = (vault.root / made["path"]).parent
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    (elsewhere / Path(made["path"]).name).write_text("PRIVATE KEY MATERIAL\n")
+    real_open = os.open
+
+    def swap_then_open(path: object, flags: int, *args: object) -> int:
+        if str(path).endswith(made["path"]) and folder.is_dir() and not folder.is_symlink():
+            folder.rename(folder.with_name("real"))
+            folder.symlink_to(elsewhere, target_is_directory=True)
+        return real_open(path, flags, *args)
+
+    monkeypatch.setattr(store_module.os, "open", swap_then_open)
+    with pytest.raises(PathRefused):
+        vault.read_file(made["path"])
 
 
 # ----------------------------------------------------------------------------- small items
