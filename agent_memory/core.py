@@ -303,8 +303,9 @@ class VaultCore:
         if _mid_save(note, facts) and (known is not None or self.index.by_path(rel) is not None):  # type: ignore[arg-type]
             # Caught between an editor's truncate and its write: keep the row (the memory
             # keeps its id and stays findable); its facts differ from the file's, so the
-            # next event or sweep folds in the finished save.
-            return "unchanged"
+            # next event or sweep folds in the finished save ("settling": a watcher looks
+            # again once it cannot be a save in progress, in case no event comes).
+            return "settling"
         self.index.upsert(conn, note, facts)  # type: ignore[arg-type]
         return "added" if known is None else "updated"
 

@@ -555,6 +555,17 @@ def enforce(text: str, settings: Settings | None = None, where: str = "the conte
     return findings
 
 
+def refuse_in_name(name: str, settings: Settings | None = None, where: str = "the new name") -> None:
+    """A file name never carries a credential (SPEC §3), whatever ``secrets.mode`` says:
+    unlike a body it cannot be stored with a warning, it shows in every listing, link
+    and commit. Approved fingerprints pass."""
+    findings = check_text(name, settings)
+    if findings:
+        raise SecretRefused(f"Refused: found what looks like {_describe(_by_where(findings, where))}. A file name "
+                            "never carries a credential (whatever secrets.mode says); nothing was changed. "
+                            "Choose another name.")
+
+
 def enforce_fields(fields: Mapping[str, str], settings: Settings | None = None) -> dict[str, list[Finding]]:
     """``enforce`` over several fields of one write at once (``{"the content": …,
     "the title": …, "the tags": " ".join(tags)}``), so one refusal names every field

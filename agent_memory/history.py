@@ -16,7 +16,7 @@ import subprocess
 from pathlib import Path
 from typing import Any
 
-from . import gitrepo
+from . import credentials, gitrepo
 from . import note as notes
 from .errors import VaultError
 from .models import HistoryEntry
@@ -117,7 +117,7 @@ def _entry(c: dict[str, Any], prefix: str, blobs: dict[str, bytes | None]) -> Hi
     new_data = blobs.get(f"{c['commit']}:{c['new']}") if c["new"] is not None and c["status"] != "deleted" else None
     old_data = blobs.get(f"{c['parent']}:{c['old']}") if c["old"] is not None and c["parent"] else None
     keys, added, removed = _changes(old_data, new_data, c["new"] or c["old"] or "")
-    message = c["message"]
+    message = _redacted(c["message"])
     entry = HistoryEntry(
         commit=c["commit"], date=c["date"], author=c["author"], email=c["email"],
         message=message if len(message) <= MAX_MESSAGE_CHARS else message[: MAX_MESSAGE_CHARS - 1] + "…",
@@ -138,8 +138,8 @@ def _changes(old: bytes | None, new: bytes | None, path: str) -> tuple[list[str]
     old_meta = before.meta if before else {}
     new_meta = after.meta if after else {}
     keys = sorted(k for k in set(old_meta) | set(new_meta) if old_meta.get(k, _MISSING) != new_meta.get(k, _MISSING))
-    old_lines = before.body.splitlines() if before else []
-    new_lines = after.body.splitlines() if after else []
+    old_lines = _redacted(before.body).splitlines() if before else []
+    new_lines = _redacted(after.body).splitlines() if after else []
     added: list[str] = []
     removed: list[str] = []
     for tag, i1, i2, j1, j2 in difflib.SequenceMatcher(None, old_lines, new_lines, autojunk=False).get_opcodes():
@@ -150,6 +150,13 @@ def _changes(old: bytes | None, new: bytes | None, path: str) -> tuple[list[str]
 
 
 _MISSING = object()
+
+
+def _redacted(text: str) -> str:
+    """``text`` with each credential in it shown as ``[redacted <kind>]``: a token a person
+    removed from a note (or one a commit message holds) stays in git, but the history
+    never hands it to a model."""
+    return credentials.redact(text, credentials.find_credentials(text))
 
 
 def _shown_path(repo_path: str, prefix: str) -> str:

@@ -12,10 +12,12 @@ body's lines, so neither side is lost and ``doctor`` flags the file; the front m
 first side (ours) keeps the memory's identity.
 
 Anything this cannot read key by key (no front matter, broken YAML, conflict markers
-already there, not UTF-8) goes to ``git merge-file`` whole. When both sides added the
+already there, not UTF-8), and a front-matter comment one side added that a merge of
+values would drop, goes to ``git merge-file`` whole. When both sides added the
 file (no ancestor) with different ids: the same content in the same namespace is one
-memory written twice, kept once (the SPEC's id owner, tags merged); anything else is
-two memories, kept both, the whole files between markers.
+memory written twice, kept once (the SPEC's id owner, tags merged, a key only the other
+copy has kept as written); anything else is two memories, kept both, the whole files
+between markers.
 
 All of it works on bytes in memory; only ``merge_text`` runs a program (``git
 merge-file``, on temp files outside the repository) and only ``run_driver`` touches
@@ -25,6 +27,7 @@ the driver's files.
 from __future__ import annotations
 
 import json
+from collections import Counter
 import subprocess
 import sys
 import tempfile
@@ -38,6 +41,8 @@ from . import note as notes
 _MISSING: Any = object()
 MERGE_TIMEOUT = 60.0  # seconds for one git merge-file
 LIST_KEYS = ("tags", "aliases")
+# Keys the tool writes besides SPEC §2's: one memory written twice keeps its owner's.
+_TOOL_KEYS = ("type", "importance", "imported_hash")
 # The environment of the git that runs us names its repository; merge-file needs none.
 _REPOSITORY_ENV = ("GIT_DIR", "GIT_WORK_TREE", "GIT_COMMON_DIR", "GIT_PREFIX", "GIT_INDEX_FILE")
 
@@ -90,6 +95,8 @@ def merge(base: bytes | None, ours: bytes, theirs: bytes, *, path: str = "", mar
     check = notes.parse(result.data, path)
     if check.unreadable or (result.clean and check.conflict):
         return merge_whole(base, ours, theirs, marker_size=marker_size)  # never hand back what cannot be read
+    if _drops_a_comment(b or _empty_side(), (o, t), result, check):
+        return merge_whole(base, ours, theirs, marker_size=marker_size)  # a line merge keeps what a person wrote
     return result
 
 
@@ -107,6 +114,41 @@ def _read(data: bytes, path: str) -> _Side | None:
         return _Side(text, note, [], text, False)
     start, end, body_start = span
     return _Side(text, note, text[start:end].splitlines(keepends=True), text[body_start:], True)
+
+
+def _comments(lines: list[str], skipped: set[str] | None = None) -> Counter[str]:
+    """The comments in front-matter lines (a whole ``#`` line, or what follows `` #`` on
+    a value line), leaving out the lines of the keys ``skipped``."""
+    left_out: set[int] = set()
+    for key in skipped or ():
+        span = notes.key_span(lines, key)
+        if span is not None:
+            left_out.update(range(span[0], span[1]))
+    found: Counter[str] = Counter()
+    for n, line in enumerate(lines):
+        text = line.rstrip("\r\n")
+        at = 0 if text.lstrip().startswith("#") else text.find(" #")
+        if n not in left_out and at >= 0:
+            found[text[at:].strip()] += 1
+    return found
+
+
+def _drops_a_comment(base: _Side, sides: tuple[_Side, ...], result: MergeResult, merged: notes.Note) -> bool:
+    """Whether the key-by-key merge would lose a comment one side added to the front
+    matter: it carries values, and a comment is none (a person's ``# ask Priya first``
+    on a line whose value the other side changed, or a comment line of its own). Only
+    the lines of a key a side changed and whose value did not get into the merge may go."""
+    text = result.data.decode("utf-8")
+    span = notes.front_matter_span(text)
+    kept = _comments(text[span[0]:span[1]].splitlines(keepends=True) if span else text.splitlines())
+    had = _comments(base.fm_lines)
+    for side in sides:
+        lost = {key for key in side.meta if isinstance(key, str)
+                and ((side.meta[key] != base.meta.get(key, _MISSING) and side.meta[key] != merged.meta.get(key, _MISSING))
+                     or f"front matter: {key}" in result.conflicts)}
+        if _comments(side.fm_lines, lost) - had - kept:
+            return True
+    return False
 
 
 def _empty_side() -> _Side:
@@ -252,12 +294,16 @@ def _one_memory_written_twice(o: _Side, t: _Side) -> MergeResult:
     """Both sides added the same content in one namespace under two ids: one memory
     stays, the one that owns the id by SPEC §2's rule (the earliest ``created``, then
     the smallest id, the path being the same), with both sides' tags, aliases and
-    relations and the later ``updated``."""
+    relations, the later ``updated``, and the keys only the other side has (a person's
+    ``reviewed: yes``) as written. A person's key set two ways, or a comment only the
+    other side has, keeps both files whole instead (``both_kept``): nothing they wrote
+    is dropped for the tool's dedup."""
     owner, other = sorted((o, t), key=lambda s: (s.note.created or "", s.note.id))
     changes: dict[str, Any] = {}
+    taken: list[str] = []  # keys only the other side has: their lines as written
     for key in dict.fromkeys([*owner.meta, *other.meta]):
         mine, yours = owner.meta.get(key, _MISSING), other.meta.get(key, _MISSING)
-        if mine == yours:
+        if mine == yours or yours is _MISSING:
             continue
         if key == "updated" and _pick_time(mine, yours, later=True) == "theirs":
             changes[key] = yours
@@ -265,7 +311,21 @@ def _one_memory_written_twice(o: _Side, t: _Side) -> MergeResult:
             merged = merge_list(key, _MISSING, mine, yours)
             if [_ident(key, i) for i in merged] != [_ident(key, i) for i in _items(key, mine)]:
                 changes[key] = merged
+        elif mine is _MISSING and isinstance(key, str):
+            taken.append(key)
+        elif key not in notes.RESERVED_KEYS and key not in _TOOL_KEYS:
+            return both_kept(o.text.encode("utf-8"), t.text.encode("utf-8"))  # a person's value two ways
     text = notes.patch(owner.text, changes) if changes else owner.text
+    if taken:
+        start, end, _body = notes.front_matter_span(text) or (0, 0, 0)
+        nl = "\r\n" if owner.fm_lines and owner.fm_lines[0].endswith("\r\n") else "\n"
+        lines = text[start:end].splitlines(keepends=True)
+        for key in taken:
+            lines = _put_lines(lines, key, _lines_of(other, key, nl), nl)
+        text = text[:start] + "".join(lines) + text[end:]
+    span = notes.front_matter_span(text)
+    if span and _comments(other.fm_lines) - _comments(text[span[0]:span[1]].splitlines(keepends=True)):
+        return both_kept(o.text.encode("utf-8"), t.text.encode("utf-8"))  # a comment only the other side has
     side = "ours" if owner is o else "theirs"
     return MergeResult(text.encode("utf-8"), how=f"one memory written twice: kept {owner.note.id} ({side}), tags merged")
 

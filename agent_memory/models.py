@@ -262,6 +262,7 @@ class LinkResult(TypedDict):
     relation: str
     link: str
     changed: bool
+    warnings: NotRequired[list[str]]  # a relation name that looks like a credential, stored in "warn" mode
 
 
 class Edge(TypedDict):

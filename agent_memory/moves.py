@@ -14,6 +14,8 @@ and ``|alias`` kept) is rewritten by a span edit. All or nothing:
    away only if it still names that file.
 4. If any file changed meanwhile (a person's save), everything already written is put
    back, the save stands, and the move is refused.
+5. Once every file is in place the journal is marked done: a crash from then on leaves
+   the move as it is (its journal is just removed on the next open).
 
 A note without an ``id`` is known by its path, so its id changes (``old_id`` ->
 ``new_id`` in the result). Nothing is ever overwritten: a taken name is refused.
@@ -27,11 +29,13 @@ import os
 import secrets
 import shutil
 import sqlite3
+import sys
+import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from . import graph
+from . import credentials, graph
 from . import note as notes
 from .clock import iso
 from .core import VaultCore
@@ -44,6 +48,7 @@ from .writes import Writes, _editable
 
 MOVE_DIRNAME = "move"
 MANIFEST = "manifest.json"
+DONE = "done"  # in the journal once every file is in place
 # Characters Obsidian refuses in a note name, or that a wikilink cannot hold.
 _NAME_REFUSED = set('[]|#^\\*"<>:?')
 
@@ -119,7 +124,7 @@ class Moves(VaultCore):
                 f"{name!r} cannot be a note name: wikilinks and Obsidian refuse {' '.join(refused) or 'outer spaces'}; "
                 "choose another name."
             )
-        self.guard_credentials({"the new name": rel})  # a file name never carries a secret
+        credentials.refuse_in_name(rel, self.settings)  # not even in warn mode
         if rel == old:
             raise InvalidInput(f"{old} is already there; give another path.")
         if os.path.lexists(self.root / rel):
@@ -195,6 +200,10 @@ class Moves(VaultCore):
         except BaseException:
             self._undo(journal)
             raise
+        # Done: from here a crash leaves the move as it is. Undoing it would take the note
+        # from its new place for a spare copy, and a new file under the old name (a person's,
+        # before the next open) for the original.
+        os.close(os.open(journal / DONE, os.O_WRONLY | os.O_CREAT, 0o644))
         shutil.rmtree(journal, ignore_errors=True)
         self.store.changed(new, "moved", old)
 
@@ -221,6 +230,18 @@ class Moves(VaultCore):
         over an existing one), or a copy where the file system has no hard links."""
         source, target = self.store.abspath(old), self.store.abspath(new)
         target.parent.mkdir(parents=True, exist_ok=True)
+        if source.is_symlink():  # the link moves: it must still name its file from the new folder
+            written = os.readlink(source)
+            leads_to = os.path.join(source.parent, written)
+            try:
+                os.symlink(written if os.path.isabs(written) else os.path.relpath(leads_to, target.parent), target)
+            except FileExistsError as exc:
+                raise InvalidInput(f"{new} already exists; mv never overwrites a file.") from exc
+            except OSError as exc:
+                raise disk_error(exc, f"move {old}") from exc
+            if _bytes(target) != checked:
+                raise SavedMeanwhile(old)
+            return
         try:
             os.link(source, target, follow_symlinks=False)
         except FileExistsError as exc:
@@ -259,6 +280,9 @@ class Moves(VaultCore):
         except (OSError, ValueError):
             shutil.rmtree(folder, ignore_errors=True)  # no manifest: nothing of it reached the vault
             return []
+        if (folder / DONE).exists():  # every file was in place: the move stands
+            shutil.rmtree(folder, ignore_errors=True)
+            return []
         kept: list[str] = []
         old, new = manifest["old"], manifest["new"]
         moved, *linking = manifest["files"]
@@ -275,7 +299,7 @@ class Moves(VaultCore):
         if os.path.lexists(target):
             if not os.path.lexists(source):
                 _put_back(target, source)  # the old name was already taken away
-            elif os.path.samefile(source, target):
+            elif _same_entry(source, target):
                 target.unlink()  # the name this move added to the file
             elif notes.file_version(data := _bytes(target)) in (moved["before"], moved["after"]):
                 self.store.park(target, new, data)  # the move's own copy; the original is at the old name
@@ -298,7 +322,17 @@ class Moves(VaultCore):
             if not folder.exists():
                 return []
             manifest = _manifest(folder)
-            kept = self._undo(folder)
+            try:
+                kept = self._undo(folder)
+            except (OSError, VaultError, ValueError, KeyError, TypeError) as exc:
+                # Failing again at every open would stop every walk: set the record aside
+                # (it keeps every file's original bytes) and let the vault work on.
+                aside = folder.with_name(f"{MOVE_DIRNAME}.failed-{time.time_ns()}")
+                os.rename(folder, aside)
+                print(f"agent-memory: warning: could not undo a move a crash interrupted ({exc}); the files are as "
+                      f"the crash left them, and its record, with each file's original bytes, is kept in {aside}",
+                      file=sys.stderr)
+                kept = []
             if manifest:
                 with self._index_write() as conn:
                     for rel in {manifest["old"], manifest["new"], *(f["path"] for f in manifest["files"])}:
@@ -316,6 +350,18 @@ def _manifest(folder: Path) -> dict | None:
         return json.loads((folder / MANIFEST).read_text(encoding="utf-8"))
     except (OSError, ValueError):
         return None
+
+
+def _same_entry(a: Path, b: Path) -> bool:
+    """Whether two names lead to one file (or are one symlink, hard-linked: a move by an
+    earlier version did that, and the link may dangle from its new folder)."""
+    first, second = os.lstat(a), os.lstat(b)
+    if (first.st_dev, first.st_ino) == (second.st_dev, second.st_ino):
+        return True
+    try:
+        return os.path.samefile(a, b)
+    except OSError:  # a dangling link names no file
+        return False
 
 
 def _bytes(path: Path) -> bytes:

@@ -171,11 +171,15 @@ class Note:
         return content_hash(self.body)
 
 
-_TOOL_ID = re.compile(r"[0-9abcdefghjkmnpqrstvwxyz]{16}")
+# 16 Crockford base-32 characters whose first ten, a time in milliseconds, fall before
+# 2^43 ms (the year 2248): "0" then 0-7. Sixteen hex digits (some templates' ids) are in
+# the alphabet too; almost all of them would be a time centuries away.
+_TOOL_ID = re.compile(r"0[0-7][0-9abcdefghjkmnpqrstvwxyz]{14}")
 
 
 def is_tool_id(value: str) -> bool:
-    """An id in the tool's own format (``store.new_id``: 16 Crockford base-32 characters).
+    """An id in the tool's own format (``store.new_id``: 16 Crockford base-32 characters,
+    the first ten a plausible time).
 
     Only such memories expire: Obsidian and Zettelkasten templates write ``id:`` too,
     and a person's note is never hidden or moved because of a property."""

@@ -63,7 +63,7 @@ class Reconcile(VaultCore):
         git's index compares them), then by content hash, so a start
         with nothing changed reads no file. Expired memories go to the trash.
         """
-        counts = {"added": 0, "updated": 0, "removed": 0, "unchanged": 0, "absent": 0}
+        counts = {"added": 0, "updated": 0, "removed": 0, "unchanged": 0, "absent": 0, "settling": 0}
         # Walk, compare and read changed files first, outside the vault's lock and the
         # index transaction: holding either for the whole walk (~0.5 s at 100k files) or
         # while parsing a slow file would stall other writers and this process's
@@ -174,12 +174,21 @@ class Reconcile(VaultCore):
         rows = self.index.expired(iso(self.now()))
         if not rows:
             return 0
+        moved = 0
         with self._writing():
             for row in rows:
+                indexed, read = self.index.by_path(row["path"]), self._read(row["path"])
+                if indexed is not None and read is not None and notes.file_version(read[0]) != indexed["sha256"]:
+                    # Changed since it was indexed (a person kept it, or another file took
+                    # its place): only the file as it is now may say it expired.
+                    with self._index_write() as conn:
+                        self._refresh(conn, row["path"], FileFacts.of_row(indexed))
+                    continue
                 if self.store.stat(row["path"]) is not None:
                     self.store.trash.move_in(self.store.abspath(row["path"]), row["path"], row["id"], "expired",
                                              iso(self.now()))
                 with self._index_write() as conn:
                     self.index.delete(conn, row["path"])
-        return len(rows)
+                moved += 1
+        return moved
 

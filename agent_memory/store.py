@@ -224,6 +224,12 @@ def fsync_folder(folder: Path) -> None:
 _syncfs = locking.libc_function("syncfs") if sys.platform.startswith("linux") else None
 
 
+def _holds(path: Path, checked: bytes) -> bool:
+    """Whether ``path`` is a regular file holding exactly ``checked`` (what a swap or a
+    move aside displaced may be a folder a person put at that name: it is not read)."""
+    return stat_kind.S_ISREG(os.lstat(path).st_mode) and _bytes_of(path) == checked
+
+
 def _unchanged_since(path: Path, written: os.stat_result) -> os.stat_result | None:
     """The stat of ``path`` if it is still the file ``written`` describes (same inode,
     size and mtime: nobody wrote into it since), else None."""
@@ -277,6 +283,9 @@ class Store:
         # ``VaultCore._writing`` takes them when the write ends (``gitsync`` commits them).
         self.changes: list[tuple[str, str, str]] = []
         self._batch: set[Path] | None = None  # inside ``durable_together``: folders to fsync at its end
+        # Memories the last whole walk found with a second name (a symlink, or a hard link
+        # anywhere): an edit through one name brings no event for the other.
+        self.aliased = 0
 
     def changed(self, rel: str, how: str, detail: str = "") -> None:
         """Note that the tool changed ``rel``: ``created``, ``changed``, ``moved`` (detail:
@@ -376,7 +385,8 @@ class Store:
         want to fix (``doctor`` lists them); dot-folders and droppings are left out quietly.
         Files over ``limits.MAX_FILE_BYTES`` are left out too (reading, hashing and
         parsing one would stall every command). ``temp_files`` collects the tool's own
-        temp files met on the way (``remove_orphans`` deletes those a crash left).
+        temp files met on the way (``remove_orphans`` deletes those a crash left). Once
+        the walk is done, ``aliased`` counts the memories it found with a second name.
 
         ``known`` (reconcile's snapshot of the index: path -> ``packed_stamp``):
         each file walked is taken out of it, and one whose stat is the same is not
@@ -390,6 +400,7 @@ class Store:
 
         max_bytes = limits.MAX_FILE_BYTES
         regular = stat_kind.S_ISREG
+        aliased = 0
         stack: list[tuple[str, str]] = [(str(self.root), "")]
         while stack:
             folder, prefix = stack.pop()
@@ -422,6 +433,8 @@ class Store:
                 except OSError:  # gone since the listing, a symlink loop, unreadable
                     skip(rel, "cannot be read (a broken symlink, a symlink loop, or no permission)")
                     continue
+                if found.st_nlink > 1 or entry.is_symlink():
+                    aliased += 1
                 if regular(found.st_mode) and found.st_size <= max_bytes:
                     if known is not None and known.pop(rel, None) == packed_stamp(
                             found.st_size, found.st_mtime_ns, found.st_ctime_ns, found.st_ino):
@@ -434,6 +447,7 @@ class Store:
                               "for a memory file (split it, or move it out of the vault)")
                 else:
                     skip(rel, "not a regular file (a folder, pipe or device)")
+        self.aliased = aliased
 
     def read(self, rel: str, max_bytes: int | None = None) -> tuple[bytes, os.stat_result] | None:
         """A regular file's bytes and stat, read where it was checked to be; None for a file
@@ -530,15 +544,25 @@ class Store:
             return None
 
     # ------------------------------------------------------------------ writing
-    def _write_temp(self, folder: Path, data: bytes, mode: int = 0o644) -> Path:
+    def _write_temp(self, folder: Path, data: bytes, mode: int = 0o644, owner: tuple[int, int] | None = None) -> Path:
         """The one place bytes reach the disk: a hidden temp file, fsynced.
 
-        ``mode``: an edit keeps the file's permissions (a 0600 note stays private)."""
+        ``mode``: an edit keeps the file's permissions (a 0600 note stays private), and
+        ``owner`` its owner and group where this process may give them (an agent that
+        runs as root must not take a person's note from them)."""
         tmp = folder / f".{secrets.token_hex(6)}{TMP_SUFFIX}"
         fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, mode)
         try:
+            if owner is not None and hasattr(os, "fchown") and owner != (os.geteuid(), os.getegid()):
+                try:
+                    os.fchown(fd, *owner)
+                except PermissionError:
+                    try:
+                        os.fchown(fd, -1, owner[1])  # not root: the group at least, if this user is in it
+                    except PermissionError:
+                        pass
             if mode != 0o644 and hasattr(os, "fchmod"):
-                os.fchmod(fd, mode)  # exactly the original's, whatever the umask
+                os.fchmod(fd, mode)  # exactly the original's, whatever the umask (after chown, which clears setuid)
             view = memoryview(data)
             while view:
                 view = view[os.write(fd, view) :]
@@ -688,16 +712,16 @@ class Store:
         """
         target = self._edit_target(rel)
         try:
-            mode = stat_kind.S_IMODE(os.stat(target).st_mode)
+            found = os.stat(target)
         except FileNotFoundError:
             raise SavedMeanwhile(rel) from None  # deleted since it was read: that stands too
-        parked = self._park(rel, checked, data, mode)
+        parked = self._park(rel, checked, data, stat_kind.S_IMODE(found.st_mode), (found.st_uid, found.st_gid))
         swapped = False
         try:
             written = os.stat(parked)
             if locking.swap(parked, target):
                 swapped = True
-                if _bytes_of(parked) != checked:  # parked now holds what the swap displaced
+                if not _holds(parked, checked):  # parked now holds what the swap displaced
                     self._swap_back(rel, parked, target, data)
                     raise SavedMeanwhile(rel)
             else:
@@ -743,7 +767,7 @@ class Store:
         changed."""
         held = parked.with_suffix(".held")
         os.rename(target, held)
-        if _bytes_of(held) != checked:  # saved before it was taken aside: put it back
+        if not _holds(held, checked):  # saved (or made a folder) before it was taken aside: put it back
             try:
                 locking.move_no_replace(held, target)
             except FileExistsError:  # and saved again meanwhile: keep both
@@ -760,7 +784,7 @@ class Store:
         return True
 
     # ------------------------------------------------------------------ displaced files
-    def _park(self, rel: str, checked: bytes, data: bytes, mode: int) -> Path:
+    def _park(self, rel: str, checked: bytes, data: bytes, mode: int, owner: tuple[int, int] | None = None) -> Path:
         """A new file ``parked/<n>.md`` holding ``data``, after its record ``<n>.json``."""
         folder = self.parked_dir
         name = f"{time.time_ns()}-{secrets.token_hex(4)}"
@@ -770,7 +794,7 @@ class Store:
             note = {"source": rel, "checked": hashlib.sha256(checked).hexdigest(),
                     "ours": hashlib.sha256(data).hexdigest()}
             record.write_text(json.dumps(note), encoding="utf-8")
-            tmp = self._write_temp(folder, data, mode)
+            tmp = self._write_temp(folder, data, mode, owner)
             os.rename(tmp, folder / f"{name}.md")
         except OSError as exc:
             record.unlink(missing_ok=True)

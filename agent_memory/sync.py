@@ -30,6 +30,7 @@ import itertools
 import logging
 import os
 import queue
+import stat
 import sys
 import threading
 import time
@@ -57,6 +58,7 @@ from watchdog.observers import Observer
 from watchdog.observers.api import BaseObserver
 
 from . import note as notes
+from .core import SETTLE_GIVE_UP
 from .limits import MAX_FILE_BYTES
 from .models import ReconcileReport
 from .store import is_ignored_dir, is_memory_path
@@ -225,6 +227,7 @@ class Watcher:
         self._doubt_lock = threading.Lock()
         self._doubt = 0  # bumped each time events may have been lost
         self._cleared = -1  # _doubt when the last sweep that succeeded began (-1: none yet)
+        self._aliased = False  # a memory with a second name was seen since the last sweep
         # Set once the start-up sweep is done: from then on every change reaches the index
         # through its event (before, the sweep may find a file first and its event say "unchanged").
         self.swept = threading.Event()
@@ -361,10 +364,13 @@ class Watcher:
     @property
     def healthy(self) -> bool:
         """Whether this watcher can vouch for the index: its watch is up (observer and
-        emitters alive), and no events were lost since its last completed sweep."""
+        emitters alive), no events were lost since its last completed sweep, and no
+        memory has a second name (a symlink, a hard link): an edit through one name brings
+        an event for that name only, so only a walk sees what the other one holds now."""
         observer = self._observer
         return (self.watching and observer is not None and observer.is_alive() and bool(observer.emitters)
-                and all(emitter.is_alive() for emitter in observer.emitters) and self._doubt == self._cleared)
+                and all(emitter.is_alive() for emitter in observer.emitters) and self._doubt == self._cleared
+                and not self._aliased)
 
     def _lost(self, why: str) -> None:
         """Events may have been lost (on the observer thread: only note it and wake the worker)."""
@@ -433,6 +439,16 @@ class Watcher:
             self._doubted()  # the index may be behind on it: no vouching until a sweep
             return
         self.counts[outcome] += 1
+        if outcome == "settling":  # maybe an editor's save in progress: look again when it cannot be one
+            key, due = (rel, False), time.monotonic() + SETTLE_GIVE_UP
+            self._pending[key] = (due, due)
+            heapq.heappush(self._timers, (due, next(self._tick), key))
+        try:
+            found = os.lstat(os.path.join(self._root, rel))
+            if stat.S_ISLNK(found.st_mode) or found.st_nlink > 1:
+                self._aliased = True  # a second name made since the sweep: no vouching until the next one
+        except OSError:
+            pass
         if outcome in ("added", "updated"):
             problem = self._unreadable(rel)
             self._notify(Change("problem", rel, problem) if problem else Change(outcome, rel))
@@ -461,6 +477,7 @@ class Watcher:
                 self._voucher.report(healthy=False)
             return
         self._cleared = doubt
+        self._aliased = self.vault.store.aliased > 0
         if self._voucher is not None:
             self._voucher.tidy()
             self._voucher.report(healthy=self.healthy)

@@ -169,7 +169,6 @@ class Trash:
 
     def _move_in(self, path: Path, source: str, memory_id: str, reason: str, now: str) -> str:
         self.check()
-        digest = _sha256(path) or ""
         target = self._free_name(source, reason, now)
         self._make_folder(target.parent)
         try:
@@ -177,6 +176,9 @@ class Trash:
         except FileExistsError:
             return self._move_in(path, source, memory_id, reason, now)
         found = os.lstat(target)
+        # The bytes that moved, read where they are now: a save that replaced the file
+        # just before the move is what moved, and must count as the tool's to put back.
+        digest = _sha256(target) or ""
         rel = target.relative_to(self.root).as_posix()
         if self._changed is not None and path == self.root / source:  # a memory left the vault (not a parked copy)
             self._changed(source, reason, rel)

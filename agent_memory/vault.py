@@ -10,6 +10,7 @@ from __future__ import annotations
 import builtins
 import os
 import sqlite3
+import stat
 import sys
 from collections.abc import Iterable
 from pathlib import Path
@@ -490,9 +491,13 @@ class Vault(Writes, Links, Moves, Maintenance, Reconcile, GitSync):
         if not resolved.is_file():
             raise InvalidInput(f"{rel} is not a regular file; read_file reads text files only.")
         try:
-            fd = os.open(resolved, os.O_RDONLY | os.O_NOFOLLOW)
+            fd = os.open(resolved, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
         except OSError as exc:  # swapped for a symlink since it was checked, or unreadable
             raise PathRefused(f"{rel} cannot be read safely ({exc.strerror}); nothing was returned.") from exc
+        if not self.store._opened_inside(fd) or not stat.S_ISREG(os.fstat(fd).st_mode):
+            os.close(fd)  # a folder on the way swapped for a symlink since the check, or a pipe swapped in
+            raise PathRefused(f"{rel} changed while it was being read (a folder or the file was replaced); nothing "
+                              "was returned. Retry.")
         with os.fdopen(fd, "rb") as handle:
             size = os.fstat(handle.fileno()).st_size
             data = handle.read(max_bytes + 1) if size <= max_bytes else b""

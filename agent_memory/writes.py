@@ -11,6 +11,7 @@ tool's change is refused. Replacing a body keeps the old bytes in the trash.
 from __future__ import annotations
 
 import datetime as dt
+import os
 import sqlite3
 from collections.abc import Iterable
 from typing import Any
@@ -90,7 +91,7 @@ class Writes(VaultCore):
         """The memory already holding this content, checked against its file: a human may
         have edited or deleted it since it was indexed (dedup must not swallow a new fact)."""
         twin = self.index.find_content(namespace, content_hash, now, exclude_path)
-        while twin is not None and self.reconcile_path(twin["path"]) != "unchanged":
+        while twin is not None and self.reconcile_path(twin["path"]) not in ("unchanged", "settling"):
             twin = self.index.find_content(namespace, content_hash, now, exclude_path)
         return twin
 
@@ -118,7 +119,8 @@ class Writes(VaultCore):
         check_text(source, "source")
         source = (source or "").strip()
         warnings = self.guard_credentials({"the content": content, "the title": title, "the source": source,
-                                "the tags": " ".join(tag_list)})
+                                           "the tags": " ".join(tag_list), "the namespace": namespace,
+                                           "the type": kind or ""})
         with self._writing():
             now = self.now()
             existing = self._twin(namespace, notes.content_hash(content), iso(now))
@@ -255,6 +257,7 @@ class Writes(VaultCore):
                 "the content": body_after if body_changed else "",
                 "the title": changes.get("title") or "", "the source": changes.get("source") or "",
                 "the tags": " ".join(t for t in adding if t not in note.tags),
+                "the namespace": changes.get("namespace") or "", "the type": changes.get("type") or "",
             }, already=note.body)
             if "created" not in note.meta:  # its creation time came from the mtime, which this write resets
                 changes["created"] = row["created"]
@@ -275,6 +278,7 @@ class Writes(VaultCore):
             version = notes.file_version(data)
             if expected_version and expected_version != version:
                 raise VersionConflict(memory_id, expected_version, version)
+            self._not_a_link(row["path"])
             trashed = self.store.trash.move_in(self.store.abspath(row["path"]), row["path"], row["id"], "forgotten",
                                                iso(self.now()))
             if notes.file_version(self.store.abspath(trashed).read_bytes()) != version:
@@ -305,6 +309,7 @@ class Writes(VaultCore):
                 version = notes.file_version(data)
                 if expected_version and expected_version != version:
                     raise VersionConflict(memory_id, expected_version, version)
+                self._not_a_link(row["path"])
                 picked.setdefault(row["path"], (row, version))  # one memory named twice goes once
             done: list[ForgottenMemory] = []
             if dry_run:
@@ -331,6 +336,14 @@ class Writes(VaultCore):
             if len(done) == 1:
                 result.update(done[0])
             return result
+
+    def _not_a_link(self, rel: str) -> None:
+        """Forget moves files, not links: a symlink moved into ``.trash/`` would point
+        nowhere (it is relative to where it was) and could never be put back."""
+        path = self.store.abspath(rel)
+        if path.is_symlink():
+            raise InvalidInput(f"{rel} is a symlink (to {os.readlink(path)}); forget moves files, not links. Forget "
+                               "the file it points to, or remove the link by hand. Nothing was forgotten.")
 
     def _trash_checked(self, row: sqlite3.Row, version: str) -> str:
         """Move a checked memory's file to the trash and drop its row; a save that landed
@@ -372,6 +385,7 @@ class Writes(VaultCore):
                 "(letters, digits, '_' or '-', up to 64 characters), not one of the reserved keys "
                 f"{', '.join(notes.RESERVED_KEYS)}."
             )
+        warnings = self.guard_credentials({"the relation": relation})  # it becomes a key of the file
         with self._writing():
             source, data, note = self._checked(memory_id, None)
             target = self._resolve(target_id)
@@ -389,10 +403,13 @@ class Writes(VaultCore):
             if not already:
                 self._put(source["path"], data, notes.patch(data.decode("utf-8"), {relation: [*items, wikilink]}))
                 source = self.index.by_path(source["path"]) or source
-            return LinkResult(
+            result = LinkResult(
                 source=self._summary(source), target=self._summary(target), relation=relation,
                 link=wikilink, changed=not already,
             )
+            if warnings:
+                result["warnings"] = warnings
+            return result
 
     @staticmethod
     def _relation_items(value: Any, path: str, relation: str) -> list[Any]:

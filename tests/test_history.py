@@ -88,6 +88,23 @@ def test_history_of_a_vault_in_a_subfolder_follows_renames_and_is_bounded(tmp_pa
     assert [c["message"] for c in short["commits"]] == ["fact 2", "fact 1"]
 
 
+def test_a_credential_a_person_removed_is_not_handed_out_by_the_history(tmp_path: Path) -> None:
+    """git keeps what a person removed; the history shows that it changed, not the token.
+    Before, the removed line came back whole, token and all."""
+    token = "gh" + "p_" + "aB3dE5fG7hJ9kL1mN3pQ5rS7tU9vW1xY3zA5"  # assembled: nothing token-shaped in the file
+    repo = new_repo(tmp_path / "team")
+    with Vault.init(repo) as vault:
+        (repo / "ops.md").write_text(f"# Ops\nThe bot token is {token}\nRotate it in March.\n")
+        commit_all(repo, f"ops: the bot token {token}")
+        (repo / "ops.md").write_text("# Ops\nThe bot token is in the team vault.\nRotate it in March.\n")
+        commit_all(repo, "ops: the token moved to the team vault")
+        result = vault.history("ops.md")
+    assert token not in json.dumps(result)
+    newest, first = result["commits"]
+    assert newest["removed"] == ["The bot token is [redacted GitHub token]"]
+    assert first["message"] == "ops: the bot token [redacted GitHub token]"
+
+
 def test_a_memory_not_committed_has_an_empty_history_that_says_why(tmp_path: Path) -> None:
     repo = new_repo(tmp_path / "fresh")
     with Vault.init(repo) as vault:  # no commit at all yet

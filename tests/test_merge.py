@@ -90,6 +90,22 @@ def test_their_side_changes_are_patched_in_as_they_wrote_them() -> None:
                                ("status: open", "status: open\nreviewed: yes\npriority: 'high'  # set by Sam"))
 
 
+def test_a_comment_one_side_adds_to_the_front_matter_is_never_dropped() -> None:
+    """A comment carries no value, so a merge of values alone would drop it. Before, each
+    of these merged clean without the comment a person had written."""
+    comment_line = edit(BASE, ("status: open", "# Sam: close this after the audit\nstatus: open"))
+    body_edit = edit(BASE, ("Ask Priya first.", "Ask Priya or Sam first."))
+    result = merge(BASE.encode(), body_edit, comment_line)  # apart: one clean line merge
+    assert result.clean and result.data == edit(BASE, ("status: open", "# Sam: close this after the audit\nstatus: open"),
+                                                ("Ask Priya first.", "Ask Priya or Sam first."))
+    tagged = edit(BASE, ("tags: [acme, deploy]", "tags: [acme, deploy, friday]"))
+    commented = edit(BASE, ("tags: [acme, deploy]", "tags: [acme, deploy]  # Priya's tags, ask her"))
+    for ours, theirs in ((tagged, commented), (commented, tagged)):
+        result = merge(BASE.encode(), ours, theirs)
+        assert b"# Priya's tags, ask her" in result.data and b"friday" in result.data
+        assert not result.clean  # the same line changed two ways: a person decides, with both in the file
+
+
 def test_a_value_changed_on_both_sides_is_a_conflict_around_its_lines() -> None:
     ours = edit(BASE, ("status: open", "status: done"), ("tags: [acme, deploy]", "tags: [acme, deploy, x]"))
     theirs = edit(BASE, ("status: open", "status: doing"))
@@ -182,6 +198,25 @@ def test_the_same_memory_added_on_both_sides_is_kept_once_by_its_id_owner() -> N
     assert result.data == new_memory("0000000000000aaa", "2026-07-20T09:00:00Z", "deploys are  frozen in August.",
                                      "[deploy, freeze]").replace(b"updated: 2026-07-20T09:00:00Z",
                                                                  b"updated: 2026-07-20T10:00:00Z")
+
+
+def test_one_memory_written_twice_keeps_what_a_person_added_to_the_other_copy() -> None:
+    """Before, only tags, aliases, relations and updated came over from the copy that
+    does not own the id: a person's key on it (reviewed: yes) or its comment was dropped."""
+    owner = new_memory("0000000000000aaa", "2026-07-20T09:00:00Z", "Deploys are frozen in August.")
+    reviewed = new_memory("0000000000000bbb", "2026-07-20T10:00:00Z", "Deploys are frozen in August.").replace(
+        b"tags: []\n", b"tags: []\nreviewed: yes  # Priya, on the phone\n")
+    result = merge(b"", reviewed, owner)
+    assert result.clean and "kept 0000000000000aaa" in result.how
+    assert result.data == owner.replace(b"updated: 2026-07-20T09:00:00Z\n",  # the later updated, the key as written
+                                        b"updated: 2026-07-20T10:00:00Z\nreviewed: yes  # Priya, on the phone\n")
+    two_ways = owner.replace(b"tags: []\n", b"tags: []\nreviewed: no\n")
+    result = merge(b"", reviewed, two_ways)
+    assert result.how == "both kept" and result.data.count(b"reviewed:") == 2
+    commented = owner.replace(b"tags: []\n", b"tags: []\n# ask Priya before lifting it\n")
+    result = merge(b"", new_memory("0000000000000bbb", "2026-07-20T10:00:00Z", "Deploys are frozen in August."),
+                   commented)
+    assert b"# ask Priya before lifting it" in result.data
 
 
 def test_two_memories_added_at_one_path_are_both_kept_whole() -> None:

@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from agent_memory import store as store_module
-from agent_memory.errors import SavedMeanwhile, VaultError, VaultGone
+from agent_memory.errors import InvalidInput, PathRefused, SavedMeanwhile, VaultError, VaultGone
 from agent_memory.index import Index
 from agent_memory.vault import Vault
 
@@ -223,6 +223,30 @@ def test_a_folder_swapped_for_a_symlink_between_check_and_open_is_refused(
 
     monkeypatch.setattr(store_module.os, "open", swap_then_open)
     assert vault.store.read(made["path"]) is None
+
+
+def test_read_file_refuses_a_folder_swapped_for_a_symlink_between_check_and_open(
+    vault: Vault, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """read_file hands a file to the model: like every read, the file it opened must be
+    where it was checked to be. Before, it checked the path, then opened it again, so a
+    folder swapped for a symlink in between served a file from outside the vault."""
+    made = vault.remember("An ordinary memory")["memory"]
+    folder = (vault.root / made["path"]).parent
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    (elsewhere / Path(made["path"]).name).write_text("PRIVATE KEY MATERIAL\n")
+    real_open = os.open
+
+    def swap_then_open(path: object, flags: int, *args: object) -> int:
+        if str(path).endswith(made["path"]) and folder.is_dir() and not folder.is_symlink():
+            folder.rename(folder.with_name("real"))
+            folder.symlink_to(elsewhere, target_is_directory=True)
+        return real_open(path, flags, *args)
+
+    monkeypatch.setattr(store_module.os, "open", swap_then_open)
+    with pytest.raises(PathRefused):
+        vault.read_file(made["path"])
 
 
 # ----------------------------------------------------------------------------- small items
@@ -468,6 +492,24 @@ def test_editing_a_memory_that_is_a_symlink_changes_the_file_it_points_to(vault:
     assert (vault.root / made["path"]).read_text().endswith("Ask Priya first.\n")
 
 
+def test_forget_of_a_memory_that_is_a_symlink_is_refused_and_moves_nothing(vault: Vault) -> None:
+    """A link moved into .trash/ would point nowhere (it is relative to where it was), and
+    the trash keeps only files it can put back. Before, forget moved the link there,
+    then failed reading it back (FileNotFoundError, a traceback), and the link was in the
+    trash for good: restore could not find it."""
+    made = vault.remember("The staging database resets on Sundays")["memory"]
+    (vault.root / "shortcuts").mkdir()
+    link = vault.root / "shortcuts" / "staging.md"
+    link.symlink_to(os.path.relpath(vault.root / made["path"], link.parent))
+    vault.reconcile()
+    for call in (lambda: vault.forget("shortcuts/staging.md"), lambda: vault.forget_many(["shortcuts/staging.md"])):
+        with pytest.raises(InvalidInput, match="is a symlink"):
+            call()
+    assert link.is_symlink() and link.read_text() == (vault.root / made["path"]).read_text()
+    assert not (vault.root / ".trash").exists() or not any((vault.root / ".trash").rglob("*.md"))
+    assert vault.forget(made["id"])["path"] == made["path"]  # the file itself can be forgotten
+
+
 def test_forget_never_trashes_a_save_made_after_its_check(vault: Vault, monkeypatch: pytest.MonkeyPatch) -> None:
     made = vault.remember("The staging database resets on Sundays")["memory"]
     path = vault.root / made["path"]
@@ -482,6 +524,32 @@ def test_forget_never_trashes_a_save_made_after_its_check(vault: Vault, monkeypa
     with pytest.raises(SavedMeanwhile):
         vault.forget(made["id"], expected_version=made["version"])
     assert path.read_text().endswith("Saved just now.\n")
+    assert_index_matches_files(vault)
+
+
+def test_forget_puts_back_a_save_that_lands_as_the_file_moves_to_the_trash(vault: Vault,
+                                                                          monkeypatch: pytest.MonkeyPatch) -> None:
+    """A person's save between the trash's look at the file and its move: what moved is
+    the save. Before, the trash recorded the bytes it had looked at, so the save in the
+    trash was not the tool's: forget could not put it back, said "saved meanwhile", and
+    left the vault without the note (restore could not find it either)."""
+    from agent_memory import locking
+
+    made = vault.remember("The staging database resets on Sundays")["memory"]
+    path = vault.root / made["path"]
+    real_move = locking.move_no_replace
+
+    def person_saves_as_it_moves(source: Path, target: Path) -> None:
+        if source == path and not target.parent.samefile(path.parent):
+            path.write_text(path.read_text() + "Saved just now.\n")
+        real_move(source, target)
+
+    monkeypatch.setattr(locking, "move_no_replace", person_saves_as_it_moves)
+    with pytest.raises(SavedMeanwhile):
+        vault.forget(made["id"], expected_version=made["version"])
+    monkeypatch.undo()
+    assert path.read_text().endswith("Saved just now.\n")
+    assert vault.trash_list() == []
     assert_index_matches_files(vault)
 
 

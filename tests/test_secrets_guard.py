@@ -95,11 +95,60 @@ def test_updates_refuse_added_credentials_but_not_a_persons_own(vault: Vault) ->
     assert_index_matches_files(vault)
 
 
+def test_every_field_a_write_puts_in_the_file_is_guarded(vault: Vault) -> None:
+    """The namespace, the type and a relation's name land in the file as much as the
+    content does. Before, remember, update and link wrote a token given there as it was."""
+    token = fake_github_token(7)
+    memory = vault.remember("The CI bot pushes on Fridays")["memory"]
+    other = vault.remember("The CI bot is owned by Priya")["memory"]
+    before = {rel: (vault.root / rel).read_bytes() for rel in md_files(vault.root)}
+    for call in (
+        lambda: vault.remember("The deploy bot pushes on Mondays", namespace=token),
+        lambda: vault.remember("The deploy bot pushes on Mondays", type=token),
+        lambda: vault.update(memory["id"], namespace=token),
+        lambda: vault.update(memory["id"], type=token),
+        lambda: vault.link(memory["id"], other["id"], relation=token),
+    ):
+        with pytest.raises(SecretRefused) as refused:
+            call()
+        assert token not in str(refused.value)
+    assert {rel: (vault.root / rel).read_bytes() for rel in md_files(vault.root)} == before
+
+
 def test_import_refuses_the_whole_batch_when_an_item_holds_a_credential(vault: Vault) -> None:
     items = [{"content": "A harmless fact"}, {"content": f"Bot token {fake_github_token(4)}"}]
     with pytest.raises(SecretRefused, match="Item 1"):
         vault.import_memories(items)
     assert md_files(vault.root) == []
+
+
+def test_an_imported_file_name_never_carries_a_credential(vault: Vault) -> None:
+    """An export's path (or, with secrets.mode = "warn", a title the file is named after)
+    holding a token: the memory is written, but laid out by its date under a name with
+    the token redacted, as remember names its files. Before, the path was kept as given
+    and the title slugified as it was: the token in a file name, even in refuse mode."""
+    token = fake_github_token(5)
+    result = vault.import_memories([{"content": "The deploy bot pushes on Fridays.", "path": f"bots/{token}.md",
+                                     "created": "2026-07-20T09:00:00Z"}])
+    assert result["imported"] == 1 and token not in result["paths"][0]
+    settings_file(vault, '[secrets]\nmode = "warn"\n')
+    result = vault.import_memories([{"content": "The bot rotates its token in March.", "title": f"bot {token}",
+                                     "created": "2026-07-21T09:00:00Z"}])
+    assert result["imported"] == 1
+    names = md_files(vault.root)
+    assert len(names) == 2 and not any(token.lower() in name.lower() for name in names), names
+    assert not any(token.lower().replace("_", "-") in name for name in names), names
+    assert_index_matches_files(vault)
+
+
+def test_mv_never_names_a_file_after_a_credential_even_in_warn_mode(vault: Vault) -> None:
+    token = fake_github_token(6)
+    settings_file(vault, '[secrets]\nmode = "warn"\n')
+    memory = vault.remember("The deploy bot pushes on Fridays.", title="Deploy bot")["memory"]
+    with pytest.raises(SecretRefused) as refused:
+        vault.move(memory["id"], f"bots/{token}.md")
+    assert token not in str(refused.value)
+    assert md_files(vault.root) == [memory["path"]]
 
 
 def test_a_broken_settings_file_is_a_clear_error_naming_the_key(vault: Vault) -> None:

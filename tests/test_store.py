@@ -132,6 +132,21 @@ def test_replace_checked_swaps_the_bytes_in_and_parks_the_old_file(tmp_path: Pat
     assert not parked.exists()
 
 
+@pytest.mark.skipif(not hasattr(os, "geteuid") or os.geteuid() != 0, reason="giving a file another owner needs root")
+def test_an_edit_keeps_the_files_owner(tmp_path: Path) -> None:
+    """An agent that runs as root (a container with the vault mounted, a service) edits
+    a person's note. Before, the swapped-in file was root's: a 0600 note could no longer
+    be read by the person who wrote it, a 0644 one no longer saved."""
+    store = Store(tmp_path)
+    store.write_new_file("n.md", b"old\n")
+    os.chown(tmp_path / "n.md", 4242, 4343)
+    os.chmod(tmp_path / "n.md", 0o600)
+    store.replace_checked("n.md", b"new\n", b"old\n")
+    found = os.stat(tmp_path / "n.md")
+    assert (found.st_uid, found.st_gid, stat.S_IMODE(found.st_mode)) == (4242, 4343, 0o600)
+    assert (tmp_path / "n.md").read_bytes() == b"new\n"
+
+
 def test_replace_checked_refuses_when_the_file_is_not_what_was_checked(tmp_path: Path) -> None:
     store = Store(tmp_path)
     store.write_new_file("n.md", b"a person saved this\n")
@@ -139,6 +154,32 @@ def test_replace_checked_refuses_when_the_file_is_not_what_was_checked(tmp_path:
         store.replace_checked("n.md", b"the tool's change\n", b"what the tool read\n")
     assert (tmp_path / "n.md").read_bytes() == b"a person saved this\n"
     assert _leftovers(tmp_path) == []
+
+
+def test_a_folder_that_took_the_files_name_before_the_swap_stays_where_it_is(tmp_path: Path,
+                                                                           monkeypatch: pytest.MonkeyPatch) -> None:
+    """The file becomes a folder of notes between the check and the swap (the swap can
+    exchange a file with a folder). Before, the folder was swapped into .index/parked/,
+    where no walk, no reconcile and no settle ever looked again (each write only warned
+    that it could not read it): the person's notes were hidden for good."""
+    from agent_memory import locking
+
+    store = Store(tmp_path)
+    store.write_new_file("n.md", b"old\n")
+    real_swap = locking.swap
+
+    def a_person_makes_it_a_folder(a: Path, b: Path) -> bool:
+        (tmp_path / "n.md").unlink()
+        (tmp_path / "n.md").mkdir()
+        (tmp_path / "n.md" / "inside.md").write_bytes(b"a note in the new folder\n")
+        monkeypatch.setattr(locking, "swap", real_swap)
+        return real_swap(a, b)
+
+    monkeypatch.setattr(locking, "swap", a_person_makes_it_a_folder)
+    with pytest.raises(SavedMeanwhile):
+        store.replace_checked("n.md", b"new\n", b"old\n")
+    assert (tmp_path / "n.md" / "inside.md").read_bytes() == b"a note in the new folder\n"
+    assert store.settle_parked(grace=0) == [] and not list(store.parked_dir.iterdir())
 
 
 def test_a_displaced_file_written_to_through_an_open_descriptor_is_kept(tmp_path: Path) -> None:
@@ -240,7 +281,7 @@ def failing_disk(monkeypatch: pytest.MonkeyPatch):
     """Make the store's one write function fail the way a full or read-only disk does."""
 
     def arm(code: int) -> None:
-        def refuse(self: Store, folder: Path, data: bytes, mode: int = 0o644) -> Path:
+        def refuse(self: Store, folder: Path, data: bytes, mode: int = 0o644, owner: object = None) -> Path:
             raise OSError(code, os.strerror(code))
 
         monkeypatch.setattr(Store, "_write_temp", refuse)

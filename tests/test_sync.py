@@ -91,6 +91,19 @@ def test_write_in_place(vault: Vault, watch: Callable[..., Watcher]) -> None:
     assert_index_matches_files(vault)
 
 
+def test_a_note_saved_empty_is_folded_in_once_it_stays_empty(vault: Vault, watch: Callable[..., Watcher]) -> None:
+    """An empty file can be an editor between its truncate and its write, so for a moment
+    the watcher keeps the old row. When the file stays empty no event comes again; before,
+    the old text was searched (and a vouching watcher vouched for it) until the next sweep."""
+    path = vault.root / "errands.md"
+    path.write_text(hand_note("Buy the blue paint on Saturday."))
+    watch(sweep_interval=3600)
+    wait_until(lambda: hits(vault, "blue paint") == ["errands.md"], "the note is indexed")
+    path.write_text("")  # a person emptied it on purpose
+    wait_until(lambda: hits(vault, "blue paint") == [], "the emptied note is folded in")
+    assert_index_matches_files(vault)
+
+
 def test_atomic_save_temp_then_rename(vault: Vault, watch: Callable[..., Watcher]) -> None:
     path = vault.root / "deploys.md"
     path.write_text(hand_note("ACME deploys on Fridays."))

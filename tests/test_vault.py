@@ -466,17 +466,35 @@ def test_reconcile_sweeps_expired_files_to_the_trash(vault: Vault, clock: Clock)
     # TTL applies to the tool's own memories alone (SPEC §3).
     write(vault, "notes/passport.md", "---\nexpires: 2024-03-01\n---\nPassport number and renewal notes.\n")
     write(vault, "notes/zettel.md", "---\nid: 202401011200\nexpires: 2024-03-01\n---\nA Zettelkasten note.\n")
+    # Sixteen hex digits, as some templates write: the tool's id alphabet, but no time of
+    # the tool's (its first ten characters would be a date centuries away). Before, this
+    # note was taken for the tool's and moved to the trash.
+    write(vault, "notes/card.md", "---\nid: 3f2a9c1b7d4e6f80\nexpires: 2024-03-01\n---\nThe library card.\n")
     kept = vault.remember("Zebra enclosure moved north")["memory"]
     vault.reconcile()
     assert found(vault, "passport renewal") == ["notes/passport.md"]
     clock.advance(days=1)
     report = vault.reconcile()
     assert report["expired"] == 1
-    assert paths(vault) == sorted([kept["path"], "notes/passport.md", "notes/zettel.md"])
+    assert paths(vault) == sorted([kept["path"], "notes/card.md", "notes/passport.md", "notes/zettel.md"])
     assert sorted(p for p in files(vault) if p.startswith(".trash/") and p.endswith(".md")) == [".trash/" + short["path"]]
     assert vault.gc(older_than_days=0)["removed"] == [".trash/" + short["path"]]
     assert found(vault, "passport renewal") == ["notes/passport.md"]
     assert vault.get("notes/passport.md")["expires"] is None
+    assert_index_matches_files(vault)
+
+
+def test_the_expiry_sweep_moves_only_a_file_that_still_says_it_expired(vault: Vault, clock: Clock) -> None:
+    """A person kept a memory (removed its expires: line) and the index has not seen that
+    yet (no watcher, no walk since: an open Vault, then gc). Before, the sweep trusted the
+    index and moved the file to the trash."""
+    made = vault.remember("Zebra crossing closed this week", ttl_days=1)["memory"]
+    path = vault.root / made["path"]
+    path.write_text("".join(line for line in path.read_text().splitlines(keepends=True)
+                            if not line.startswith("expires:")))
+    clock.advance(days=2)
+    assert vault.gc()["expired_moved"] == 0
+    assert path.exists() and vault.get(made["id"])["expires"] is None
     assert_index_matches_files(vault)
 
 
