@@ -26,6 +26,7 @@ vault. Vouching only ever saves a walk; it never decides what a file holds.
 from __future__ import annotations
 
 import json
+import logging
 import os
 import re
 import secrets
@@ -48,6 +49,46 @@ COOKIE_WAIT = 0.1  # seconds a command waits for the watcher's answer before it 
 COOKIE_POLL = 0.001
 STALE_COOKIE_AGE = 60.0  # seconds: a cookie or answer this old was left by a command that died
 COOKIE_NAME = re.compile(r"[0-9]+-[0-9a-f]{16}")
+
+log = logging.getLogger("agent_memory.vouch")
+
+
+# File systems whose files change where inotify cannot see it (another machine, the
+# Windows side of WSL, a host sharing a folder with a VM or container): a watcher there
+# misses edits, so it never vouches.
+REMOTE_FILESYSTEMS = frozenset({
+    "nfs", "nfs4", "cifs", "smb3", "smbfs", "9p", "virtiofs", "afs", "ceph", "glusterfs", "lustre", "gpfs",
+    "davfs", "vboxsf", "vmhgfs", "prl_fs", "fuse.sshfs", "fuse.rclone", "fuse.davfs2", "fuse.s3fs",
+    "fuse.gcsfuse", "fuse.vmhgfs-fuse", "fuse.glusterfs", "fuse.cephfs", "fuse.drive", "fuse.onedriver",
+})
+MOUNTS = Path("/proc/self/mounts")
+
+
+def filesystem_of(path: Path, mounts: str) -> str | None:
+    """The type of the file system ``path`` (absolute, symlinks resolved) lies on, from
+    the text of ``/proc/self/mounts`` (the longest mount point holding it)."""
+    best, kind = -1, None
+    for line in mounts.splitlines():
+        fields = line.split()
+        if len(fields) < 3:
+            continue
+        point = re.sub(r"\\([0-7]{3})", lambda m: chr(int(m.group(1), 8)), fields[1])  # \040 is a space
+        inside = str(path) == point or str(path).startswith(point.rstrip("/") + "/")
+        if inside and len(point) > best:
+            best, kind = len(point), fields[2]
+    return kind
+
+
+def remote_filesystem(root: Path) -> str | None:
+    """The vault's file system type when edits there can happen out of inotify's sight
+    (``REMOTE_FILESYSTEMS``); None on a local one, or where that cannot be told (not
+    Linux: other systems' watchers are not trusted with network volumes either way)."""
+    try:
+        mounts = MOUNTS.read_text(encoding="utf-8", errors="replace")
+        kind = filesystem_of(root.resolve(), mounts)
+    except (OSError, RuntimeError):
+        return None
+    return kind if kind in REMOTE_FILESYSTEMS else None
 
 
 def identity_of(root: Path) -> list[int] | None:
@@ -84,8 +125,14 @@ class Voucher:
 
     def acquire(self) -> bool:
         """Take the lock; False if another watcher holds it (it vouches, this one just
-        keeps its own index current) or the folder cannot be written."""
+        keeps its own index current), the folder cannot be written, or the vault is on a
+        file system whose changes inotify may not see (``remote_filesystem``)."""
         if fcntl is None:
+            return False
+        remote = remote_filesystem(self._root)
+        if remote is not None:
+            log.warning("the vault is on a %s file system, where edits made elsewhere reach no watcher: commands "
+                        "check the files themselves instead of trusting this watcher", remote)
             return False
         try:
             self.cookies.mkdir(parents=True, exist_ok=True)

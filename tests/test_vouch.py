@@ -227,3 +227,33 @@ def test_a_second_watcher_leaves_the_vouching_to_the_first(vault: Vault, watch: 
         (vault.root / "cake.md").write_text(hand_note("Bake the lemon cake on Sundays."))
         assert paths_found(vault.root, "lemon cake") == ["cake.md"]
         assert walks
+
+
+def test_the_file_system_of_a_path_is_its_longest_mount_point() -> None:
+    mounts = ("/dev/vda / ext4 rw 0 0\nsrv:/export /mnt/my\\040notes nfs4 rw 0 0\n"
+              "C:\\134 /mnt/c 9p rw 0 0\ntmpfs /mnt/cache tmpfs rw 0 0\n")
+    assert vouch.filesystem_of(Path("/mnt/my notes/.memory"), mounts) == "nfs4"
+    assert vouch.filesystem_of(Path("/mnt/c/Users/ada/vault"), mounts) == "9p"
+    assert vouch.filesystem_of(Path("/mnt/cache"), mounts) == "tmpfs"
+    assert vouch.filesystem_of(Path("/mnt/cachet/x"), mounts) == "ext4"  # a prefix of a name is not a mount
+    assert vouch.filesystem_of(Path("/home/ada"), mounts) == "ext4"
+
+
+def test_a_watcher_on_a_network_file_system_never_vouches(vault: Vault, watch: Callable[..., Watcher],
+                                                          patient: None, walks: list[Path], monkeypatch, tmp_path,
+                                                          caplog) -> None:
+    """Edits made on another machine (NFS, SMB) or on the Windows side of WSL (9p) send
+    no inotify event here: a watcher would vouch for an index that misses them."""
+    mounts = tmp_path / "mounts"
+    mounts.write_text(f"/dev/vda / ext4 rw 0 0\nsrv:/export {vault.root.resolve()} nfs4 rw 0 0\n")
+    monkeypatch.setattr(vouch, "MOUNTS", mounts)
+    with caplog.at_level("WARNING", logger="agent_memory.vouch"):
+        watcher = watch(sweep_interval=3600)
+        wait_until(lambda: watcher.counts["sweeps"] >= 1, "the watcher has swept")
+    assert not vouches(vault)
+    assert "nfs4 file system" in caplog.text
+    edit = vault.root / "bread.md"
+    edit.write_text(hand_note("Bake the rye bread on Saturdays."))
+    walks.clear()
+    assert paths_found(vault.root, "rye bread") == ["bread.md"]
+    assert walks  # the command looked at the files itself
