@@ -292,7 +292,7 @@ class VaultCore:
             return "removed" if self.index.delete(conn, rel) else "absent"
         note, facts = examined
         if known is not None and known.sha256 == facts.sha256:
-            if known.stamp != facts.stamp:
+            if known.stamp != facts.stamp or known.racy:
                 self.index.touch(conn, rel, facts)
             return "unchanged"
         if note is None:  # examined against facts that changed since: parse it now

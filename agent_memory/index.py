@@ -19,7 +19,7 @@ import weakref
 import time
 from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -42,6 +42,7 @@ VOCAB_TOKENIZER = "unicode61 remove_diacritics 2"
 # A transaction adding this many rows, and a tenth of the index or more (a rebuild, a
 # large import), ends by merging the full-text segments (``Index._merge_segments``).
 MERGE_AFTER = 1000
+RACY_NS = 2_500_000_000  # a tick of the coarsest file system times (FAT: 2 s), and some slack
 
 SCHEMA = f"""
 CREATE TABLE memories (
@@ -65,6 +66,7 @@ CREATE TABLE memories (
   mtime_ns INTEGER NOT NULL,
   ctime_ns INTEGER NOT NULL,     -- with inode: a same-size, same-mtime rewrite (cp -p) still shows
   inode INTEGER NOT NULL,
+  indexed_ns INTEGER NOT NULL,  -- when that stat was taken: a file changed within RACY_NS of it is re-hashed
   sha256 TEXT NOT NULL,
   problems TEXT,                -- JSON list of parse problems, NULL when clean
   conflict INTEGER NOT NULL,
@@ -90,7 +92,7 @@ CREATE INDEX memories_importance ON memories(importance) WHERE importance IS NOT
 CREATE INDEX memories_conflicts ON memories(path) WHERE conflict = 1;
 -- What reconcile compares, as a covering index: read without touching the table's rows
 -- (bodies are stored inline: at 100k memories the table is over 100 MB, this index ~10 MB).
-CREATE INDEX memories_stamps ON memories(path, size, mtime_ns, ctime_ns, inode);
+CREATE INDEX memories_stamps ON memories(path, size, mtime_ns, ctime_ns, inode, indexed_ns);
 CREATE INDEX memories_problems ON memories(path, problems) WHERE problems IS NOT NULL;
 -- How many rows memories holds, kept by every insert and delete (count(*) reads an
 -- index: 0.6 ms at 100k, on every partial search); row numbers have gaps after deletes.
@@ -117,7 +119,8 @@ CREATE VIRTUAL TABLE words_vocab USING fts5vocab(words, 'row');
 
 COLUMNS = (
     "path, path_key, name_key, id, own_id, namespace, title, names, tags, body, created, updated, expires, "
-    "source, content_hash, size, mtime_ns, ctime_ns, inode, sha256, problems, conflict, meta, cjk, dated, described, "
+    "source, content_hash, size, mtime_ns, ctime_ns, inode, indexed_ns, sha256, problems, conflict, meta, cjk, dated, "
+    "described, "
     "kind, importance"
 )
 # The memories that have expired (from the partial index on expires): counts subtract them.
@@ -166,6 +169,7 @@ class FileFacts:
     ctime_ns: int
     inode: int
     sha256: str
+    racy: bool = field(default=False, compare=False)  # see ``racy``
 
     @classmethod
     def read(cls, data: bytes, stat: os.stat_result) -> FileFacts:
@@ -175,7 +179,8 @@ class FileFacts:
 
     @classmethod
     def of_row(cls, row: Any) -> FileFacts:
-        return cls(row["size"], row["mtime_ns"], row["ctime_ns"], row["inode"], row["sha256"])
+        return cls(row["size"], row["mtime_ns"], row["ctime_ns"], row["inode"], row["sha256"],
+                   racy=racy(row["mtime_ns"], row["ctime_ns"], row["indexed_ns"]))
 
     @property
     def stamp(self) -> tuple[int, int, int, int]:
@@ -184,6 +189,17 @@ class FileFacts:
     def same_stat(self, stat: os.stat_result | None) -> bool:
         """Whether ``stat`` is the file these facts were taken from, unchanged since."""
         return stat is not None and stamp_of(stat) == self.stamp
+
+
+def racy(mtime_ns: int, ctime_ns: int, indexed_ns: int) -> bool:
+    """Whether a file's stat was taken so soon after it changed, on a file system that
+    keeps times in whole seconds (FAT: 2 s; some network file systems: 1 s), that a
+    second same-size edit within that tick would keep the same stat. Such a file is
+    read and hashed again, however its stat compares, until a stat is taken more than
+    ``RACY_NS`` after its change (git's racy-clean rule). Files with sub-second times
+    (ext4, APFS, NTFS, tmpfs) never need it: any later write gives another ctime."""
+    coarse = mtime_ns % 1_000_000_000 == 0 and ctime_ns % 1_000_000_000 == 0
+    return coarse and max(mtime_ns, ctime_ns) >= indexed_ns - RACY_NS
 
 
 def stamp_of(stat: os.stat_result) -> tuple[int, int, int, int]:
@@ -249,6 +265,7 @@ def _row_values(rid: int, note: Note, facts: FileFacts, names: str, body: str, c
         facts.mtime_ns,
         facts.ctime_ns,
         facts.inode,
+        time.time_ns(),
         facts.sha256,
         json.dumps(note.problems, ensure_ascii=False) if note.problems else None,
         int(note.conflict),
@@ -557,10 +574,11 @@ class Index:
         return True
 
     def touch(self, conn: sqlite3.Connection, path: str, facts: FileFacts) -> None:
-        """Same bytes, new stat (a ``touch`` or a checkout): remember the new stat only."""
+        """Same bytes, new stat (a ``touch`` or a checkout), or a racy row found unchanged:
+        remember the stat only, and when it was taken."""
         conn.execute(
-            "UPDATE memories SET size = ?, mtime_ns = ?, ctime_ns = ?, inode = ? WHERE path = ?",
-            (*facts.stamp, path),
+            "UPDATE memories SET size = ?, mtime_ns = ?, ctime_ns = ?, inode = ?, indexed_ns = ? WHERE path = ?",
+            (*facts.stamp, time.time_ns(), path),
         )
 
     def replace_all(self, conn: sqlite3.Connection, notes: Iterable[tuple[Note, FileFacts]], batch: int = 2000) -> int:
@@ -590,13 +608,15 @@ class Index:
         cursor.row_factory = None
         # The planner scans the covering index memories_stamps for this (no INDEXED BY:
         # an index another version of the tool rebuilt without it must still be readable).
-        cursor.execute("SELECT path, size, mtime_ns, ctime_ns, inode FROM memories")
-        return {path: packed_stamp(size, mtime, ctime, inode) for path, size, mtime, ctime, inode in cursor}
+        cursor.execute("SELECT path, size, mtime_ns, ctime_ns, inode, indexed_ns FROM memories")
+        # A racy row (``racy``) gets a stamp no file has: the walk hands it back to be hashed.
+        return {path: b"racy" if racy(mtime, ctime, indexed) else packed_stamp(size, mtime, ctime, inode)
+                for path, size, mtime, ctime, inode, indexed in cursor}
 
     def file_facts(self) -> dict[str, FileFacts]:
         return {
             row["path"]: FileFacts.of_row(row)
-            for row in self.query("SELECT path, size, mtime_ns, ctime_ns, inode, sha256 FROM memories")
+            for row in self.query("SELECT path, size, mtime_ns, ctime_ns, inode, indexed_ns, sha256 FROM memories")
         }
 
     def paths_under(self, folder: str) -> list[str]:

@@ -9,6 +9,7 @@ import re
 import shutil
 import sqlite3
 import subprocess
+import time
 from pathlib import Path
 
 import pytest
@@ -17,6 +18,7 @@ from agent_memory import note as notes
 from agent_memory.errors import Duplicate, InvalidInput, NotFound, VaultError, VersionConflict
 from agent_memory.vault import Vault
 
+from agent_memory.index import racy
 from conftest import Clock, assert_index_matches_files, index_snapshot
 
 ACME = "Customer ACME prefers deploys on Fridays."
@@ -1074,3 +1076,27 @@ def test_a_full_disk_while_merging_the_full_text_index_keeps_every_note_indexed(
         assert_index_matches_files(vault)
     finally:
         vault.close()
+
+
+def test_a_stat_taken_within_a_coarse_timestamp_tick_is_not_trusted(vault: Vault) -> None:
+    """On FAT or a network share, times are whole seconds, ctime too: a note edited twice
+    within one tick, to the same size, keeps size, mtime, ctime and inode. A stat taken
+    within 2.5 s of such a time is racy (git's rule): the start-up snapshot gives the row
+    a stamp no file has, so the walk hands the file back to be hashed. Sub-second times
+    are never racy, so here (ext4/tmpfs) an unchanged vault is still not read."""
+    second = 1_000_000_000
+    now = (time.time_ns() // second) * second
+    assert racy(now - second, now - second, now)  # changed within the tick before the stat
+    assert racy(now - 10 * second, now, now + second)  # its ctime is recent
+    assert not racy(now - 10 * second, now - 10 * second, now)  # the stat came well after the change
+    assert not racy(now - 123, now - 123, now)  # sub-second times: any later edit changes them
+    path = vault.root / "notes" / "acme.md"
+    path.parent.mkdir()
+    path.write_text("ACME deploys on Fridays.\n", encoding="utf-8")
+    vault.reconcile()
+    with vault.index.transaction() as conn:  # the stat a coarse file system would have given
+        conn.execute("UPDATE memories SET mtime_ns = ?, ctime_ns = ?, indexed_ns = ?", (now, now, now + second))
+    assert vault.index.stamps()["notes/acme.md"] == b"racy"
+    with vault.index.transaction() as conn:
+        conn.execute("UPDATE memories SET indexed_ns = ?", (now + 10 * second,))
+    assert vault.index.stamps()["notes/acme.md"] != b"racy"
