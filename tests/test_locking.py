@@ -223,9 +223,10 @@ def test_a_lock_file_that_cannot_be_opened_is_a_clear_error(tmp_path: Path, monk
         return real_open(name, flags, *args, **kwargs)  # type: ignore[arg-type]
 
     monkeypatch.setattr(locking.os, "open", denied)
-    with pytest.raises(VaultError, match=r"^Cannot open the vault's lock file .*write\.lock: Permission denied\.$"):
-        with locking.WriteLock(path).hold():
-            pass
+    lock = locking.WriteLock(path)
+    with pytest.raises(VaultError, match=r"^Cannot open the vault's lock file .*write\.lock: Permission denied\.$"), \
+            lock.hold():
+        pass
 
 
 def test_a_write_count_file_that_cannot_be_written_costs_nothing(vault: Vault, monkeypatch: pytest.MonkeyPatch) -> None:
