@@ -671,6 +671,23 @@ def test_a_missing_identity_names_the_setting_that_fixes_it(tmp_path: Path, monk
     assert commits(repo) == ["a vault"]
 
 
+def test_a_push_the_remote_refuses_says_why_and_keeps_the_commit(team: tuple[Path, Path, Path]) -> None:
+    """A pre-receive hook or a protected branch refuses the push: that is no race with
+    another clone, so sync says what the remote said instead of retrying (issue 14)."""
+    remote, a, _b = team
+    hook = remote / "hooks" / "pre-receive"
+    hook.write_text("#!/bin/sh\necho 'pushes are frozen today' >&2\nexit 1\n")
+    hook.chmod(0o755)
+    with Vault(a) as vault:
+        vault.remember("Written while pushes are frozen.", title="Frozen")
+        with pytest.raises(GitError, match=r"^Cannot push to origin: \[remote rejected\] \(pre-receive hook declined\)\. "
+                                           r"The commits are kept locally") as caught:
+            vault.sync()
+        assert "\n" not in str(caught.value)
+    assert commits(a)[0] == "remember: Frozen"
+    assert git(remote, "log", "--format=%s", "main").splitlines() == ["a vault"]
+
+
 def test_a_push_that_loses_a_race_to_another_clone_is_pulled_and_pushed_again(
     team: tuple[Path, Path, Path], monkeypatch: pytest.MonkeyPatch
 ) -> None:
