@@ -521,6 +521,8 @@ def no_proc(monkeypatch: pytest.MonkeyPatch) -> None:
 
 def test_without_proc_memories_are_still_written_read_and_confined(no_proc: None, vault: Vault, tmp_path: Path) -> None:
     made = vault.remember("The staging database resets on Sundays", tags=["db"])["memory"]
+    second = vault.remember("The VPN needs the hardware key")["memory"]  # into a folder that exists now
+    assert second["path"].rsplit("/", 1)[0] == made["path"].rsplit("/", 1)[0]
     assert vault.update(made["id"], add_tags=["ops"])["changed"] is True
     assert vault.get(made["id"])["tags"] == ["db", "ops"]
     outside = tmp_path / "secret.md"
@@ -608,3 +610,23 @@ def test_a_damaged_parked_record_is_named_and_writes_go_on(vault: Vault, capsys:
     assert vault.update(made["id"], add_tags=["ops"])["changed"] is True
     assert f"could not look at {damaged}" in capsys.readouterr().err
     assert (vault.store.parked_dir / "1000-deadbeef.md").read_text() == "bytes a crash left\n"  # nothing deleted
+
+
+def test_without_syncfs_an_import_is_made_durable_file_by_file_and_lands(vault: Vault, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(store_mod, "_syncfs", None)  # not Linux: each file and folder is fsynced instead
+    result = vault.import_memories([{"content": "Zanzibar ledger one."}, {"content": "Zanzibar ledger two."}])
+    assert result["imported"] == 2
+    assert vault.search("Zanzibar ledger")["count"] == 2
+    assert_index_matches_files(vault)
+
+
+def test_init_that_cannot_name_its_files_says_why_and_leaves_no_temp(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from agent_memory import locking
+
+    def full(_src: Path, _dst: Path) -> None:
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    monkeypatch.setattr(locking, "move_no_replace", full)
+    with pytest.raises(VaultError, match=r"^Could not write \.gitignore: the disk is full\. Nothing was changed"):
+        Vault.init(tmp_path / "new-vault")
+    assert _leftovers(tmp_path / "new-vault") == []
