@@ -359,3 +359,76 @@ def test_a_vault_of_its_own_exports_as_a_knowledge_graph(vault: Vault) -> None:
         "ACME's billing contact is Jane Doe"]
     with pytest.raises(InvalidInput, match="Unknown export format 'mem0'"):
         vault.export_memories(format="mem0")
+
+
+# ---------------------------------------------------------------- sources an import refuses (issue 14)
+
+
+def _write(tmp_path: Path, name: str, data: bytes) -> Path:
+    path = tmp_path / name
+    path.write_bytes(data)
+    return path
+
+
+def _agentmemory_db(path: Path, create: str) -> Path:
+    import sqlite3
+
+    (path.parent / ".memory").mkdir(exist_ok=True)
+    conn = sqlite3.connect(path)
+    conn.executescript(create)
+    conn.close()
+    return path
+
+
+REFUSED = [
+    # (format, source: data, or a function of tmp_path making the file, the message)
+    ("mcp-knowledge-graph", lambda t: _write(t, "memory.jsonl", b"\xff\xfe not text"), r"Cannot read .*memory\.jsonl as JSON lines: "),
+    ("mcp-knowledge-graph", {"type": "entity"}, r"An mcp-knowledge-graph import is the list of memory\.jsonl records"),
+    ("mcp-knowledge-graph", [{"type": "entity", "name": "A", "observations": "one text"}], r"Record 1: observations must be a list of text"),
+    ("mcp-knowledge-graph", [{"type": "entity", "name": "A", "entityType": 7}], r"Record 1: entityType must be text"),
+    ("mcp-knowledge-graph", [{"type": "relation", "from": "A", "to": "B"}], r"Record 1: relationType must be text"),
+    ("mcp-knowledge-graph", [{"type": "entity", "name": "  "}], r"Record 1: name must be a non-empty name"),
+    ("mcp-memory-vault", lambda t: _write(t, "export.json", b'{"memories": [}'), r"export\.json is not JSON \(.* at line 1\)"),
+    ("mcp-memory-vault", {"memories": "not a list"}, r"An mcp-memory-vault import is its export"),
+    ("mcp-memory-vault", {"memories": ["just text"]}, r"Memory 1 is not an object"),
+    ("memory-mcp", ["just text"], r"Memory 1 is not an object"),
+    ("memory-mcp", [{"hash": 12, "content": "x"}], r"Memory 1: hash must be text"),
+    ("memory-mcp", "a bare string", r"A memory-mcp import is a list of its memories and relationships"),
+    ("memory-mcp", lambda t: _write(t, "memory.db", b"SQLite format 3\x00" + b"\x00" * 200),
+     r"Cannot read .*memory\.db as a memory-mcp database: file is not a database"),
+    ("agentmemory", [{"content": "parsed data"}], r"An agentmemory import is a folder .* given as a path"),
+    ("agentmemory", lambda t: (t / "empty").mkdir() or t / "empty", r"No memories\.db in .*empty or beside it"),
+    ("agentmemory", lambda t: (t / "lone").mkdir() or _write(t / "lone", "memories.db", b""),
+     r"No \.memory/ folder beside .*memories\.db"),
+    ("agentmemory", lambda t: (t / "src").mkdir() or _agentmemory_db(t / "src" / "memories.db", "CREATE TABLE other (x);"),
+     r"memories\.db is not AgentMemory's database \(memories and keywords tables\)"),
+]
+
+
+@pytest.mark.parametrize("format, source, message", REFUSED, ids=[f"{f}-{n}" for n, (f, _s, _m) in enumerate(REFUSED)])
+def test_a_source_an_importer_cannot_use_is_refused_in_one_line_and_writes_nothing(
+    vault: Vault, tmp_path: Path, format: str, source: Any, message: str
+) -> None:
+    vault.remember("Here before the import.")
+    if callable(source):
+        source = source(tmp_path)
+    with pytest.raises(InvalidInput, match=message) as caught:
+        vault.import_memories(source, format=format)
+    assert "\n" not in str(caught.value)
+    assert len(list(vault.store.walk())) == 1
+
+
+def test_memory_mcp_tags_stored_as_text_and_items_without_a_hash(vault: Vault) -> None:
+    """Its SQLite column holds tags as a JSON array in text; a hand-made item may give
+    them comma-separated, and no hash: it is keyed as memory-mcp keys it (content and
+    tags), so the same item imported twice is one memory."""
+    items = [{"content": "pnpm is the package manager", "tags": '["tooling", "js"]'},
+             {"content": "The cache lives in ~/.cache", "tags": "ops, disk"}]
+    first = vault.import_memories(items, format="memory-mcp")
+    again = vault.import_memories(items, format="memory-mcp")
+    assert first["imported"] == 2 and again["imported"] == 0 and again["unchanged"] == 2
+    tags = sorted(sorted(vault.get(m["id"])["tags"]) for m in vault.list()["memories"])
+    assert tags == [["disk", "ops"], ["js", "tooling"]]
+    single = vault.import_memories({"content": "One memory as get_memory returns it"}, format="memory-mcp")
+    assert single["imported"] == 1
+    assert_index_matches_files(vault)
