@@ -432,3 +432,57 @@ def test_memory_mcp_tags_stored_as_text_and_items_without_a_hash(vault: Vault) -
     single = vault.import_memories({"content": "One memory as get_memory returns it"}, format="memory-mcp")
     assert single["imported"] == 1
     assert_index_matches_files(vault)
+
+
+# ---------------------------------------------------------------- importing again, when the vault changed (issue 14)
+
+
+def test_a_memory_twice_in_one_export_is_imported_once(vault: Vault) -> None:
+    acme = MEMORY_VAULT_EXPORT["memories"][0]
+    result = vault.import_memories({"memories": [acme, dict(acme)]}, format="mcp-memory-vault")
+    assert (result["imported"], result["duplicates"]) == (1, 1)
+    assert len(list(vault.store.walk())) == 1
+
+
+def test_an_exported_memory_the_vault_already_holds_is_not_copied(vault: Vault) -> None:
+    mine = vault.remember("Customer ACME prefers deploys on Fridays", namespace="support")["memory"]
+    result = vault.import_memories({"memories": [MEMORY_VAULT_EXPORT["memories"][0]]}, format="mcp-memory-vault")
+    assert (result["imported"], result["duplicates"]) == (0, 1)
+    assert [m["id"] for m in vault.list()["memories"]] == [mine["id"]]
+
+
+def test_a_relationship_for_a_memory_that_is_not_here_writes_nothing(vault: Vault) -> None:
+    edge = {"from_hash": "a" * 64, "to_hash": "b" * 64, "relation_type": "depends_on"}
+    result = vault.import_memories({"memories": [], "relationships": [edge]}, format="memory-mcp")
+    assert result["imported"] == 0
+    assert list(vault.store.walk()) == []
+
+
+def test_a_relationship_to_a_memory_the_vault_holds_under_another_id_links_to_it(vault: Vault) -> None:
+    """memory-mcp's item matches one of ours by content: it is skipped as a duplicate,
+    and a link to it leads to ours instead of nowhere."""
+    ours = vault.remember("pnpm is the package manager", title="Package manager")["memory"]
+    theirs = {"hash": "c" * 64, "content": "pnpm is the package manager"}
+    lock = {"hash": "d" * 64, "content": "The lockfile is pnpm-lock.yaml"}
+    edge = {"from_hash": lock["hash"], "to_hash": theirs["hash"], "relation_type": "depends_on"}
+    result = vault.import_memories({"memories": [theirs, lock], "relationships": [edge]}, format="memory-mcp")
+    assert (result["imported"], result["duplicates"]) == (1, 1)
+    [new_id] = [i for i in result["ids"] if i != ours["id"]]
+    assert vault.get(new_id)["relations"] == {"depends_on": [ours["path"].rsplit("/", 1)[-1][:-3]]}
+
+
+def test_importing_again_refuses_to_update_a_file_with_git_conflict_markers(vault: Vault) -> None:
+    first = vault.import_memories(MEMORY_VAULT_EXPORT, format="mcp-memory-vault")
+    path = vault.root / vault.get(first["ids"][0])["path"]
+    body = "Customer ACME prefers deploys on Fridays\n"
+    conflicted = path.read_text().replace(body, f"<<<<<<< HEAD\n{body}=======\nACME deploys on Mondays\n>>>>>>> other\n")
+    assert conflicted != path.read_text()
+    path.write_text(conflicted)  # a git merge that stopped in the body: the front matter (and id) intact
+    changed = json.loads(json.dumps(MEMORY_VAULT_EXPORT))
+    changed["memories"][0]["content"] = "Customer ACME prefers deploys on Fridays before noon"
+    vault.reconcile()
+    before = _files(vault)
+    with pytest.raises(InvalidInput, match="cannot be updated \\(it holds git conflict markers\\); fix the file by hand"):
+        vault.import_memories(changed, format="mcp-memory-vault")
+    assert _files(vault) == before and path.read_text() == conflicted
+
