@@ -486,3 +486,23 @@ def test_importing_again_refuses_to_update_a_file_with_git_conflict_markers(vaul
         vault.import_memories(changed, format="mcp-memory-vault")
     assert _files(vault) == before and path.read_text() == conflicted
 
+
+def test_a_save_landing_while_an_import_updates_a_file_stands(vault: Vault, monkeypatch: pytest.MonkeyPatch) -> None:
+    from agent_memory import locking
+
+    from conftest import person_saves_before_the_swap
+
+    first = vault.import_memories(MEMORY_VAULT_EXPORT, format="mcp-memory-vault")
+    memory = vault.get(first["ids"][0])
+    path = vault.root / memory["path"]
+    changed = json.loads(json.dumps(MEMORY_VAULT_EXPORT))
+    changed["memories"][0].update(content="Customer ACME prefers deploys on Fridays before noon",
+                                  updated_at="2026-07-25T12:00:00Z")
+    monkeypatch.setattr(locking, "swap", person_saves_before_the_swap("A line a person typed meanwhile.\n", path=path))
+    result = vault.import_memories(changed, format="mcp-memory-vault")
+    monkeypatch.undo()
+    assert result["updated"] == 0  # the person's save stood: nothing of the import replaced it
+    assert path.read_text().endswith("A line a person typed meanwhile.\n")
+    assert "before noon" not in path.read_text()
+    assert [h["id"] for h in vault.search("person typed meanwhile", match="all")["hits"]] == [memory["id"]]
+    assert_index_matches_files(vault)
