@@ -1086,3 +1086,46 @@ def test_read_file_refuses_a_named_pipe_without_blocking(vault: Vault) -> None:
     os.mkfifo(vault.root / "pipe.md")
     with pytest.raises(InvalidInput, match="pipe.md is not a regular file; read_file reads text files only"):
         vault.read_file("pipe.md")
+
+
+def test_update_with_a_whole_tag_set_adds_and_removes_to_match_it(vault: Vault) -> None:
+    (vault.root / "db.md").write_text("---\ntags: [db, Ops, weekly]\n---\nThe staging database resets on Sundays\n")
+    vault.reconcile()
+    version = vault.get("db.md")["version"]
+    assert vault.update("db.md", tags=["ops", "staging", "db"], expected_version=version)["changed"] is True
+    assert vault.get("db.md")["tags"] == ["db", "ops", "staging"]
+    text = (vault.root / "db.md").read_text()
+    assert text.startswith("---\ntags: [db, Ops, staging]\n")  # a kept tag keeps its spelling
+    assert text.endswith("---\nThe staging database resets on Sundays\n")
+    assert_index_matches_files(vault)
+
+
+@pytest.mark.parametrize("options, message", [
+    ({"replace_new": "Mondays"}, "replace_new needs replace_old"),
+    ({"append": "   "}, "append is empty"),
+    ({"replace_old": "", "replace_new": "x"}, "replace_old is empty"),
+])
+def test_an_empty_or_half_given_body_edit_is_refused_and_changes_nothing(vault: Vault, options: dict, message: str) -> None:
+    made = vault.remember("The staging database resets on Sundays")["memory"]
+    before = (vault.root / made["path"]).read_bytes()
+    with pytest.raises(InvalidInput, match=message):
+        vault.update(made["id"], **options)
+    assert (vault.root / made["path"]).read_bytes() == before
+
+
+@pytest.mark.parametrize("ids", [[], [""], "  "])
+def test_forget_many_without_ids_says_what_to_give(vault: Vault, ids: object) -> None:
+    vault.remember("The staging database resets on Sundays")
+    with pytest.raises(InvalidInput, match="Give the ids \\(or vault paths\\) of the memories to forget"):
+        vault.forget_many(ids)  # type: ignore[arg-type]
+    assert vault.list()["total"] == 1
+
+
+def test_a_link_to_a_file_whose_name_a_wikilink_cannot_hold_is_refused(vault: Vault) -> None:
+    made = vault.remember("The staging database resets on Sundays")["memory"]
+    (vault.root / "C# notes.md").write_text("Notes about C#.\n")
+    vault.reconcile()
+    before = (vault.root / made["path"]).read_bytes()
+    with pytest.raises(InvalidInput, match=r"C# notes\.md has a character a wikilink cannot hold \(\[ \] \| # \^\); rename"):
+        vault.link(made["id"], "C# notes.md")
+    assert (vault.root / made["path"]).read_bytes() == before
