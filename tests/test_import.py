@@ -335,3 +335,10 @@ def test_a_malformed_field_names_the_item_and_imports_nothing(vault: Vault, extr
     with pytest.raises(InvalidInput, match=re.escape(message) + ".* Nothing was imported"):
         vault.import_memories([{"content": "Priya leads billing.", **extra}, {"content": "A second, fine item."}])
     assert list(vault.store.walk()) == []
+
+
+@pytest.mark.parametrize("items", ["a string", {"content": "an object"}, 7])
+def test_an_import_that_is_not_a_list_says_what_it_expects(vault: Vault, items: object) -> None:
+    with pytest.raises(InvalidInput, match=r"Import expects a JSON array of memories \(as written by export\)"):
+        vault.import_memories(items)
+    assert list(vault.store.walk()) == []

@@ -159,3 +159,28 @@ def test_a_ledger_line_pointing_outside_the_trash_is_refused_and_nothing_moves(v
         vault.gc(older_than_days=0)
     assert (vault.root / live["path"]).exists() and not (vault.root / "restored-here.md").exists()
     assert vault.get(live["id"])["id"] == live["id"]
+
+
+def test_restore_never_writes_over_a_file_now_at_the_old_path(vault: Vault) -> None:
+    made = vault.remember("The staging database resets on Sundays")["memory"]
+    trashed = vault.forget(made["id"])["trashed_to"]
+    (vault.root / made["path"]).write_text("A new note a person wrote under that name.\n")
+    with pytest.raises(InvalidInput, match=rf"{made['path']} exists, so {trashed} was not restored over it"):
+        vault.restore(made["id"])
+    assert (vault.root / made["path"]).read_text() == "A new note a person wrote under that name.\n"
+    assert (vault.root / trashed).exists()
+
+
+@pytest.mark.parametrize("key", ["", "   "])
+def test_restore_of_nothing_says_what_to_give(vault: Vault, key: str) -> None:
+    with pytest.raises(InvalidInput, match="Say what to restore: a memory id, its old path, or its path in .trash/"):
+        vault.restore(key)
+
+
+@pytest.mark.parametrize("days", [-1, "30"])
+def test_gc_refuses_a_retention_that_is_not_a_number_of_days(vault: Vault, days: object) -> None:
+    made = vault.remember("The staging database resets on Sundays")["memory"]
+    trashed = vault.forget(made["id"])["trashed_to"]
+    with pytest.raises(InvalidInput, match="older_than_days must be 0 or more"):
+        vault.gc(older_than_days=days)  # type: ignore[arg-type]
+    assert (vault.root / trashed).exists()
