@@ -747,10 +747,14 @@ def _push(repo: Repo, remote: str, merge_ref: str) -> tuple[bool, int]:
     done = repo.run("push", "--porcelain", remote, f"HEAD:{merge_ref}", timeout=NETWORK_TIMEOUT, optional_locks=True)
     if done.returncode == 0:
         return False, ahead
-    if any(line.startswith("!") for line in done.stdout.decode("utf-8", "replace").splitlines()):
+    # Porcelain: "!<TAB>HEAD:refs/heads/main<TAB>[rejected] (fetch first)". Only "[rejected]"
+    # means the remote moved on; "[remote rejected]" (a hook, a protected branch) says why.
+    refused = [line.split("\t")[-1] for line in done.stdout.decode("utf-8", "replace").splitlines()
+               if line.startswith("!")]
+    if refused and all(reason.startswith("[rejected]") for reason in refused):
         return True, 0
-    raise GitError(f"Cannot push to {remote}: {first_line(done)}. The commits are kept locally; run agent-memory "
-                   "sync again when that is fixed.")
+    raise GitError(f"Cannot push to {remote}: {refused[0] if refused else first_line(done)}. The commits are kept "
+                   "locally; run agent-memory sync again when that is fixed.")
 
 
 def _rev(repo: Repo, name: str) -> str | None:

@@ -184,9 +184,13 @@ class Maintenance(Importing):
             # file's stat, not read back (one that changed since is: ``_refresh`` checks).
             examined = {rel: (self._note_for(rel, plan.files[n][1], stat), FileFacts.read(plan.files[n][1], stat))
                         for n, rel, stat in published if stat is not None}
+            done = {rel for _n, rel, _stat in published}
             with self._index_write() as conn:
                 for _n, rel, _stat in published:
                     self._refresh(conn, rel, None, examined.get(rel, _UNREAD))
+                for rel, _data, old in plan.files:
+                    if old is not None and rel not in done:  # a person's save stood instead: index that
+                        self._refresh(conn, rel, None)
             rows = self.index.query(
                 "SELECT path, id FROM memories WHERE path IN (SELECT value FROM json_each(?))",
                 (json.dumps([rel for _n, rel, _stat in published]),))

@@ -497,3 +497,219 @@ def test_sync_json_through_the_cli(team: tuple[Path, Path, Path]) -> None:
         {"committed": 1, "pushed": 1, "pulled": 0}
     got = runner.invoke(cli, ["--dir", str(b), "sync"])
     assert got.exit_code == 0 and "pulled 1 commit (fast-forward)" in got.output
+
+
+# --------------------------------------------------------------------------- rarer states (issue 14)
+
+
+def test_commits_on_in_a_vault_not_in_git_log_once_and_every_write_stands(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    Vault.init(tmp_path / "plain").close()
+    (tmp_path / "plain" / ".agent-memory.toml").write_text(SETTINGS)
+    caplog.set_level(logging.INFO, "agent_memory.git")
+    with Vault(tmp_path / "plain") as vault, Committer(vault) as committer:
+        made = [vault.remember(f"Fact {n} written outside git.", title=f"Outside {n}")["memory"] for n in range(2)]
+        committer.flush()
+        assert [vault.get(m["id"])["title"] for m in made] == ["Outside 0", "Outside 1"]
+        with pytest.raises(GitError, match=r"is not in a git repository, so there is nothing to sync"):
+            vault.sync()
+    said = [r.getMessage() for r in caplog.records if "not in a git repository" in r.getMessage()]
+    assert len(said) == 1 and "git init" in said[0]
+
+
+def test_without_git_on_the_path_sync_says_so_and_writes_still_stand(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    repo = new_vault_repo(tmp_path / "team")
+    empty = tmp_path / "no-programs"
+    empty.mkdir()
+    monkeypatch.setenv("PATH", str(empty))
+    with Vault(repo) as vault, pytest.raises(GitError, match=r"^git is not installed \(or not on PATH\)"):
+        vault.sync()
+    caplog.set_level(logging.INFO, "agent_memory.git")
+    with Vault(repo) as vault:
+        memory = vault.remember("Written where git is missing.", title="No git")["memory"]
+        assert vault.get(memory["id"])["title"] == "No git" and (repo / memory["path"]).exists()
+    assert any("could not note a write" in r.getMessage() and "git is not installed" in r.getMessage()
+               for r in caplog.records)
+
+
+def test_a_damaged_git_file_is_named_not_taken_for_no_repository(tmp_path: Path) -> None:
+    Vault.init(tmp_path / "v").close()
+    (tmp_path / "v" / ".git").write_text("this is not a gitdir line\n")
+    with Vault(tmp_path / "v") as vault, pytest.raises(GitError, match=r"^git cannot read the vault's repository: "):
+        vault.sync()
+    assert (tmp_path / "v" / ".git").read_text() == "this is not a gitdir line\n"
+
+
+def test_a_conflicted_stash_pop_holds_commits_back_until_resolved(tmp_path: Path) -> None:
+    """Unmerged files with no merge in progress (a ``git stash pop`` that conflicted):
+    committing now would commit conflict markers, so the writes wait."""
+    repo = new_vault_repo(tmp_path / "team")
+    (repo / "plan.md").write_text("v1\n")
+    git(repo, "add", "plan.md")
+    git(repo, "commit", "-q", "-m", "plan")
+    (repo / "plan.md").write_text("v2 stashed\n")
+    git(repo, "stash", "-q")
+    (repo / "plan.md").write_text("v3 committed\n")
+    git(repo, "commit", "-q", "-am", "plan v3")
+    git(repo, "stash", "pop", check=False)
+    assert git(repo, "ls-files", "-u")
+    with Vault(repo) as vault, Committer(vault) as committer:
+        vault.remember("Written while a stash pop is unresolved.", title="Held back")
+        outcome = committer.flush()
+        assert outcome is not None and outcome.status == "refused" and "unresolved merge conflicts" in outcome.message
+        assert commits(repo)[0] == "plan v3"
+        (repo / "plan.md").write_text("v3 and v2, resolved\n")
+        git(repo, "add", "plan.md")
+        git(repo, "reset", "-q")
+        committer.flush()
+    assert commits(repo)[0] == "remember: Held back"
+
+
+def test_a_write_a_person_already_committed_makes_no_second_commit(tmp_path: Path) -> None:
+    repo = new_vault_repo(tmp_path / "team")
+    with Vault(repo) as vault:
+        vault.remember("Written by the CLI, then committed by hand.", title="By hand")
+    git(repo, "add", "-A")
+    git(repo, "commit", "-q", "-m", "my own commit")
+    with Vault(repo) as vault, Committer(vault) as committer:
+        outcome = committer.flush()
+    assert outcome is not None and outcome.status == "nothing"
+    assert commits(repo) == ["my own commit", "a vault"]
+    assert not (repo / ".index" / "git-pending.jsonl").exists()  # the journal is cleared, not retried forever
+
+
+def test_a_damaged_journal_line_is_skipped_and_the_others_committed(tmp_path: Path) -> None:
+    repo = new_vault_repo(tmp_path / "team")
+    with Vault(repo) as vault:
+        vault.remember("The first noted write.", title="First")
+    with open(repo / ".index" / "git-pending.jsonl", "ab") as journal:
+        journal.write(b'{"paths": ["half a line"\n["not", "an", "entry"]\n')
+    with Vault(repo) as vault:
+        vault.remember("The second noted write.", title="Second")
+        with Committer(vault) as committer:
+            outcome = committer.flush()
+    assert outcome is not None and outcome.status == "committed" and outcome.writes == 2
+    assert commits(repo)[0] == "remember: First (+1 more)"
+
+
+def test_commit_messages_say_what_each_write_did(tmp_path: Path, clock) -> None:
+    repo = new_vault_repo(tmp_path / "team")
+    with Vault(repo, clock=clock) as vault, Committer(vault) as committer:
+        a = vault.remember("Alpha fact about the build.", title="Alpha")["memory"]
+        b = vault.remember("Beta fact about the build.", title="Beta")["memory"]
+        short = vault.remember("A fact for one day only.", title="Brief", ttl_days=1)["memory"]
+        committer.flush()
+        vault.forget(a["id"])
+        committer.flush()
+        vault.restore(a["id"])
+        committer.flush()
+        vault.forget_many([a["id"], b["id"]])
+        committer.flush()
+        clock.advance(days=2)
+        vault.gc()
+        committer.flush()
+        assert not (repo / short["path"]).exists()
+    assert commits(repo)[:4] == ["expire: Brief", "forget: 2 memories", "restore: Alpha", "forget: Alpha"]
+
+
+def test_sync_refuses_to_join_unrelated_histories(team: tuple[Path, Path, Path], tmp_path: Path) -> None:
+    remote, _a, _b = team
+    # A vault started on its own (other settings: not the same first commit), pointed at the team's remote.
+    c = new_vault_repo(tmp_path / "c", SETTINGS + "# started apart\n")
+    git(c, "remote", "add", "origin", str(remote))
+    git(c, "config", "branch.main.remote", "origin")
+    git(c, "config", "branch.main.merge", "refs/heads/main")
+    with Vault(c) as vault:
+        vault.remember("Written in the separate vault.", title="Separate")
+        with pytest.raises(GitError, match="have no common history; join them by hand"):
+            vault.sync()
+    assert git(remote, "log", "--format=%s", "main").splitlines() == ["a vault"]  # nothing was pushed
+
+
+def test_sync_with_writes_a_hook_refuses_to_commit_pushes_nothing(team: tuple[Path, Path, Path]) -> None:
+    remote, a, _b = team
+    hook = a / ".git" / "hooks" / "pre-commit"
+    hook.write_text("#!/bin/sh\necho 'lint says no' >&2\nexit 1\n")
+    hook.chmod(0o755)
+    with Vault(a) as vault:
+        memory = vault.remember("Written while the hook refuses.", title="Refused")["memory"]
+        with pytest.raises(GitError, match=r"^Cannot sync: the pending tool writes could not be committed: "
+                                           r"git commit failed: lint says no"):
+            vault.sync()
+    assert (a / memory["path"]).exists()
+    assert git(remote, "log", "--format=%s", "main").splitlines() == ["a vault"]
+
+
+def test_sync_while_another_git_command_holds_the_index_says_git_is_busy(team: tuple[Path, Path, Path]) -> None:
+    remote, a, _b = team
+    (a / ".git" / "index.lock").write_text("")
+    with Vault(a) as vault:
+        vault.remember("Written while git is busy.", title="Busy")
+        with pytest.raises(GitError, match=r"^Cannot sync: git is busy in .* \(another git command holds index.lock\)"):
+            vault.sync()
+    (a / ".git" / "index.lock").unlink()
+    with Vault(a) as vault:
+        assert vault.sync()["committed"] == 1  # still pending, and taken by the next sync
+    assert git(remote, "log", "-1", "--format=%s", "main").strip() == "remember: Busy"
+
+
+def test_a_missing_identity_names_the_setting_that_fixes_it(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    repo = new_vault_repo(tmp_path / "team")
+    git(repo, "config", "user.useConfigOnly", "true")  # as where git cannot guess an e-mail address
+    for name in AUTHOR:
+        monkeypatch.delenv(name)
+    monkeypatch.delenv("EMAIL", raising=False)
+    with Vault(repo) as vault, Committer(vault) as committer:
+        memory = vault.remember("Written on a machine without a git identity.", title="Anonymous")["memory"]
+        outcome = committer.flush()
+        assert vault.get(memory["id"])["title"] == "Anonymous"
+    assert outcome is not None and outcome.status == "failed"
+    assert '[git] author = "Name <email>"' in outcome.message and "git config user.email" in outcome.message
+    assert commits(repo) == ["a vault"]
+
+
+def test_a_push_the_remote_refuses_says_why_and_keeps_the_commit(team: tuple[Path, Path, Path]) -> None:
+    """A pre-receive hook or a protected branch refuses the push: that is no race with
+    another clone, so sync says what the remote said instead of retrying (issue 14)."""
+    remote, a, _b = team
+    hook = remote / "hooks" / "pre-receive"
+    hook.write_text("#!/bin/sh\necho 'pushes are frozen today' >&2\nexit 1\n")
+    hook.chmod(0o755)
+    with Vault(a) as vault:
+        vault.remember("Written while pushes are frozen.", title="Frozen")
+        with pytest.raises(GitError, match=r"^Cannot push to origin: \[remote rejected\] \(pre-receive hook declined\)\. "
+                                           r"The commits are kept locally") as caught:
+            vault.sync()
+        assert "\n" not in str(caught.value)
+    assert commits(a)[0] == "remember: Frozen"
+    assert git(remote, "log", "--format=%s", "main").splitlines() == ["a vault"]
+
+
+def test_a_push_that_loses_a_race_to_another_clone_is_pulled_and_pushed_again(
+    team: tuple[Path, Path, Path], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from agent_memory import gitsync
+
+    remote, a, b = team
+    real_push = gitsync._push
+    raced: list[bool] = []
+
+    def b_pushes_first(repo, remote_name: str, merge_ref: str):  # another clone pushes between fetch and push
+        if not raced:
+            raced.append(True)
+            with Vault(b) as vb:
+                vb.remember("Pushed by the other clone first.", title="Other first")
+                vb.sync()
+        return real_push(repo, remote_name, merge_ref)
+
+    monkeypatch.setattr(gitsync, "_push", b_pushes_first)
+    with Vault(a) as vault:
+        vault.remember("Written in clone a.", title="From a")
+        result = vault.sync()
+        assert result["pushed"] == 1 and result["pulled"] == 1 and result["committed"] == 1
+        # What was pulled on the second round is indexed too.
+        assert "Other first" in [h["title"] for h in vault.search("pushed other clone", match="all")["hits"]]
+    assert git(remote, "log", "--format=%s", "main").splitlines()[:2] == ["remember: From a", "remember: Other first"]

@@ -4,6 +4,7 @@ vault does with it. All or nothing: a refused batch writes no file."""
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 import pytest
@@ -319,3 +320,25 @@ def test_a_batch_import_is_durable_and_indexed_as_a_rebuild_would(vault: Vault, 
     assert [h["path"] for h in vault.search("fact 7 billing")["hits"]][:1] == [
         p for p in result["paths"] if vault.get(p)["content"].startswith("Imported fact 7 ")]
     assert_index_matches_files(vault)
+
+
+@pytest.mark.parametrize("extra, message", [
+    ({"aliases": "Priya"}, "Item 0: aliases must be a list of names; got 'Priya'."),
+    ({"links": "[[Priya]]"}, "Item 0: links must be an object of {relation: [note names]}."),
+    ({"links": {"bad name!": ["Priya"]}}, "Item 0: Relation 'bad name!' is not a relation name"),
+    ({"links": {"related_to": "Priya"}}, "Item 0: links['related_to'] must be a list of note names."),
+    ({"links": {"related_to": ["Priya"]}, "relation_types": {"other": "knows"}},
+     "Item 0: relation_types must map a relation in links to its name in the source."),
+    ({"title": 5}, "Item 0: title must be text; got 5."),
+])
+def test_a_malformed_field_names_the_item_and_imports_nothing(vault: Vault, extra: dict, message: str) -> None:
+    with pytest.raises(InvalidInput, match=re.escape(message) + ".* Nothing was imported"):
+        vault.import_memories([{"content": "Priya leads billing.", **extra}, {"content": "A second, fine item."}])
+    assert list(vault.store.walk()) == []
+
+
+@pytest.mark.parametrize("items", ["a string", {"content": "an object"}, 7])
+def test_an_import_that_is_not_a_list_says_what_it_expects(vault: Vault, items: object) -> None:
+    with pytest.raises(InvalidInput, match=r"Import expects a JSON array of memories \(as written by export\)"):
+        vault.import_memories(items)
+    assert list(vault.store.walk()) == []

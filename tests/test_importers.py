@@ -359,3 +359,150 @@ def test_a_vault_of_its_own_exports_as_a_knowledge_graph(vault: Vault) -> None:
         "ACME's billing contact is Jane Doe"]
     with pytest.raises(InvalidInput, match="Unknown export format 'mem0'"):
         vault.export_memories(format="mem0")
+
+
+# ---------------------------------------------------------------- sources an import refuses (issue 14)
+
+
+def _write(tmp_path: Path, name: str, data: bytes) -> Path:
+    path = tmp_path / name
+    path.write_bytes(data)
+    return path
+
+
+def _agentmemory_db(path: Path, create: str) -> Path:
+    import sqlite3
+
+    (path.parent / ".memory").mkdir(exist_ok=True)
+    conn = sqlite3.connect(path)
+    conn.executescript(create)
+    conn.close()
+    return path
+
+
+REFUSED = [
+    # (format, source: data, or a function of tmp_path making the file, the message)
+    ("mcp-knowledge-graph", lambda t: _write(t, "memory.jsonl", b"\xff\xfe not text"), r"Cannot read .*memory\.jsonl as JSON lines: "),
+    ("mcp-knowledge-graph", {"type": "entity"}, r"An mcp-knowledge-graph import is the list of memory\.jsonl records"),
+    ("mcp-knowledge-graph", [{"type": "entity", "name": "A", "observations": "one text"}], r"Record 1: observations must be a list of text"),
+    ("mcp-knowledge-graph", [{"type": "entity", "name": "A", "entityType": 7}], r"Record 1: entityType must be text"),
+    ("mcp-knowledge-graph", [{"type": "relation", "from": "A", "to": "B"}], r"Record 1: relationType must be text"),
+    ("mcp-knowledge-graph", [{"type": "entity", "name": "  "}], r"Record 1: name must be a non-empty name"),
+    ("mcp-memory-vault", lambda t: _write(t, "export.json", b'{"memories": [}'), r"export\.json is not JSON \(.* at line 1\)"),
+    ("mcp-memory-vault", {"memories": "not a list"}, r"An mcp-memory-vault import is its export"),
+    ("mcp-memory-vault", {"memories": ["just text"]}, r"Memory 1 is not an object"),
+    ("memory-mcp", ["just text"], r"Memory 1 is not an object"),
+    ("memory-mcp", [{"hash": 12, "content": "x"}], r"Memory 1: hash must be text"),
+    ("memory-mcp", "a bare string", r"A memory-mcp import is a list of its memories and relationships"),
+    ("memory-mcp", lambda t: _write(t, "memory.db", b"SQLite format 3\x00" + b"\x00" * 200),
+     r"Cannot read .*memory\.db as a memory-mcp database: file is not a database"),
+    ("agentmemory", [{"content": "parsed data"}], r"An agentmemory import is a folder .* given as a path"),
+    ("agentmemory", lambda t: (t / "empty").mkdir() or t / "empty", r"No memories\.db in .*empty or beside it"),
+    ("agentmemory", lambda t: (t / "lone").mkdir() or _write(t / "lone", "memories.db", b""),
+     r"No \.memory/ folder beside .*memories\.db"),
+    ("agentmemory", lambda t: (t / "src").mkdir() or _agentmemory_db(t / "src" / "memories.db", "CREATE TABLE other (x);"),
+     r"memories\.db is not AgentMemory's database \(memories and keywords tables\)"),
+]
+
+
+@pytest.mark.parametrize("format, source, message", REFUSED, ids=[f"{f}-{n}" for n, (f, _s, _m) in enumerate(REFUSED)])
+def test_a_source_an_importer_cannot_use_is_refused_in_one_line_and_writes_nothing(
+    vault: Vault, tmp_path: Path, format: str, source: Any, message: str
+) -> None:
+    vault.remember("Here before the import.")
+    if callable(source):
+        source = source(tmp_path)
+    with pytest.raises(InvalidInput, match=message) as caught:
+        vault.import_memories(source, format=format)
+    assert "\n" not in str(caught.value)
+    assert len(list(vault.store.walk())) == 1
+
+
+def test_memory_mcp_tags_stored_as_text_and_items_without_a_hash(vault: Vault) -> None:
+    """Its SQLite column holds tags as a JSON array in text; a hand-made item may give
+    them comma-separated, and no hash: it is keyed as memory-mcp keys it (content and
+    tags), so the same item imported twice is one memory."""
+    items = [{"content": "pnpm is the package manager", "tags": '["tooling", "js"]'},
+             {"content": "The cache lives in ~/.cache", "tags": "ops, disk"}]
+    first = vault.import_memories(items, format="memory-mcp")
+    again = vault.import_memories(items, format="memory-mcp")
+    assert first["imported"] == 2 and again["imported"] == 0 and again["unchanged"] == 2
+    tags = sorted(sorted(vault.get(m["id"])["tags"]) for m in vault.list()["memories"])
+    assert tags == [["disk", "ops"], ["js", "tooling"]]
+    single = vault.import_memories({"content": "One memory as get_memory returns it"}, format="memory-mcp")
+    assert single["imported"] == 1
+    assert_index_matches_files(vault)
+
+
+# ---------------------------------------------------------------- importing again, when the vault changed (issue 14)
+
+
+def test_a_memory_twice_in_one_export_is_imported_once(vault: Vault) -> None:
+    acme = MEMORY_VAULT_EXPORT["memories"][0]
+    result = vault.import_memories({"memories": [acme, dict(acme)]}, format="mcp-memory-vault")
+    assert (result["imported"], result["duplicates"]) == (1, 1)
+    assert len(list(vault.store.walk())) == 1
+
+
+def test_an_exported_memory_the_vault_already_holds_is_not_copied(vault: Vault) -> None:
+    mine = vault.remember("Customer ACME prefers deploys on Fridays", namespace="support")["memory"]
+    result = vault.import_memories({"memories": [MEMORY_VAULT_EXPORT["memories"][0]]}, format="mcp-memory-vault")
+    assert (result["imported"], result["duplicates"]) == (0, 1)
+    assert [m["id"] for m in vault.list()["memories"]] == [mine["id"]]
+
+
+def test_a_relationship_for_a_memory_that_is_not_here_writes_nothing(vault: Vault) -> None:
+    edge = {"from_hash": "a" * 64, "to_hash": "b" * 64, "relation_type": "depends_on"}
+    result = vault.import_memories({"memories": [], "relationships": [edge]}, format="memory-mcp")
+    assert result["imported"] == 0
+    assert list(vault.store.walk()) == []
+
+
+def test_a_relationship_to_a_memory_the_vault_holds_under_another_id_links_to_it(vault: Vault) -> None:
+    """memory-mcp's item matches one of ours by content: it is skipped as a duplicate,
+    and a link to it leads to ours instead of nowhere."""
+    ours = vault.remember("pnpm is the package manager", title="Package manager")["memory"]
+    theirs = {"hash": "c" * 64, "content": "pnpm is the package manager"}
+    lock = {"hash": "d" * 64, "content": "The lockfile is pnpm-lock.yaml"}
+    edge = {"from_hash": lock["hash"], "to_hash": theirs["hash"], "relation_type": "depends_on"}
+    result = vault.import_memories({"memories": [theirs, lock], "relationships": [edge]}, format="memory-mcp")
+    assert (result["imported"], result["duplicates"]) == (1, 1)
+    [new_id] = [i for i in result["ids"] if i != ours["id"]]
+    assert vault.get(new_id)["relations"] == {"depends_on": [ours["path"].rsplit("/", 1)[-1][:-3]]}
+
+
+def test_importing_again_refuses_to_update_a_file_with_git_conflict_markers(vault: Vault) -> None:
+    first = vault.import_memories(MEMORY_VAULT_EXPORT, format="mcp-memory-vault")
+    path = vault.root / vault.get(first["ids"][0])["path"]
+    body = "Customer ACME prefers deploys on Fridays\n"
+    conflicted = path.read_text().replace(body, f"<<<<<<< HEAD\n{body}=======\nACME deploys on Mondays\n>>>>>>> other\n")
+    assert conflicted != path.read_text()
+    path.write_text(conflicted)  # a git merge that stopped in the body: the front matter (and id) intact
+    changed = json.loads(json.dumps(MEMORY_VAULT_EXPORT))
+    changed["memories"][0]["content"] = "Customer ACME prefers deploys on Fridays before noon"
+    vault.reconcile()
+    before = _files(vault)
+    with pytest.raises(InvalidInput, match="cannot be updated \\(it holds git conflict markers\\); fix the file by hand"):
+        vault.import_memories(changed, format="mcp-memory-vault")
+    assert _files(vault) == before and path.read_text() == conflicted
+
+
+def test_a_save_landing_while_an_import_updates_a_file_stands(vault: Vault, monkeypatch: pytest.MonkeyPatch) -> None:
+    from agent_memory import locking
+
+    from conftest import person_saves_before_the_swap
+
+    first = vault.import_memories(MEMORY_VAULT_EXPORT, format="mcp-memory-vault")
+    memory = vault.get(first["ids"][0])
+    path = vault.root / memory["path"]
+    changed = json.loads(json.dumps(MEMORY_VAULT_EXPORT))
+    changed["memories"][0].update(content="Customer ACME prefers deploys on Fridays before noon",
+                                  updated_at="2026-07-25T12:00:00Z")
+    monkeypatch.setattr(locking, "swap", person_saves_before_the_swap("A line a person typed meanwhile.\n", path=path))
+    result = vault.import_memories(changed, format="mcp-memory-vault")
+    monkeypatch.undo()
+    assert result["updated"] == 0  # the person's save stood: nothing of the import replaced it
+    assert path.read_text().endswith("A line a person typed meanwhile.\n")
+    assert "before noon" not in path.read_text()
+    assert [h["id"] for h in vault.search("person typed meanwhile", match="all")["hits"]] == [memory["id"]]
+    assert_index_matches_files(vault)

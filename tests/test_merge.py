@@ -286,3 +286,54 @@ def test_a_failed_write_leaves_ours_whole(tmp_path: Path, monkeypatch: pytest.Mo
     assert run_driver(o, a, b, 7, "x.md") == 2
     assert a.read_bytes() == ours  # git then reports a conflict, with every side in its index
     assert sorted(p.name for p in tmp_path.iterdir()) == ["A", "B", "O"]
+
+
+# ---------------------------------------------------------------- one side unchanged, and no git (issue 14)
+
+
+def test_a_side_that_did_not_change_takes_the_other_sides_bytes_exactly() -> None:
+    changed = edit(BASE, ("status: open", "status: shut")).replace(b"\n", b"\r\n")  # as a Windows editor saved it
+    assert merge(BASE.encode(), BASE.encode(), changed).data == changed
+    assert merge(BASE.encode(), changed, BASE.encode()).data == changed
+
+
+def test_the_driver_without_git_leaves_ours_untouched_and_says_why(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    empty = tmp_path / "no-programs"
+    empty.mkdir()
+    ours = edit(BASE, ("Never after 16:00.", "Never after 15:00."))
+    theirs = edit(BASE, ("Ask Priya first.", "Ask Priya or Bo first."))  # body lines: git merge-file merges them
+    o, a, b = write_sides(tmp_path, BASE.encode(), ours, theirs)
+    monkeypatch.setenv("PATH", str(empty))
+    assert run_driver(o, a, b, 7, "x.md") == 2
+    assert a.read_bytes() == ours
+    assert "agent-memory merge-file: x.md: git is not installed (or not on PATH)" in capsys.readouterr().err
+
+
+def test_the_driver_falling_back_without_git_still_leaves_ours_untouched(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    def broken(*_args: object, **_kwargs: object) -> None:
+        raise RuntimeError("a bug")
+
+    empty = tmp_path / "no-programs"
+    empty.mkdir()
+    monkeypatch.setattr(merging, "merge_body", broken)
+    monkeypatch.setenv("PATH", str(empty))
+    ours = edit(BASE, ("tags: [acme, deploy]", "tags: [acme, deploy, a]"))
+    o, a, b = write_sides(tmp_path, BASE.encode(), ours, edit(BASE, ("status: open", "status: shut")))
+    assert run_driver(o, a, b, 7, "x.md") == 2
+    assert a.read_bytes() == ours
+    assert "x.md: git is not installed" in capsys.readouterr().err
+
+
+def test_the_driver_given_a_version_that_is_gone_leaves_ours_untouched(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    ours = edit(BASE, ("status: open", "status: a"))
+    o, a, b = write_sides(tmp_path, BASE.encode(), ours, BASE.encode())
+    b.unlink()
+    assert run_driver(o, a, b, 7, "x.md") == 2
+    assert a.read_bytes() == ours
+    assert "agent-memory merge-file: cannot read the versions of x.md:" in capsys.readouterr().err

@@ -146,3 +146,69 @@ def test_doctor_says_when_this_clone_would_not_run_the_current_merge_driver(tmp_
     assert "is gone" in (driver_check() or "")
     assert run_cli("doctor", vault=repo).returncode == 1
     assert setup(repo)[0] == 0 and driver_check() is None  # git setup again fixes it
+
+
+# ---------------------------------------------------------------- when setup cannot be done (issue 14)
+
+
+def _repo_vault(tmp_path: Path) -> Path:
+    repo = tmp_path / "team"
+    repo.mkdir()
+    git(repo, "init", "-q")
+    Vault.init(repo).close()
+    return repo
+
+
+def _one_line_error(done) -> str:
+    assert done.returncode == 1 and "Traceback" not in done.stderr, done.stderr
+    assert done.stderr.strip().count("\n") == 0, done.stderr
+    return done.stderr.strip()
+
+
+def test_setup_without_git_on_the_path_is_a_one_line_error(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    repo = _repo_vault(tmp_path)
+    empty = tmp_path / "no-programs"
+    empty.mkdir()
+    monkeypatch.setenv("PATH", str(empty))
+    message = _one_line_error(run_cli("git", "setup", vault=repo))
+    assert "git is not installed (or not on PATH), so agent-memory cannot set up the merge driver." in message
+    assert not (repo / ".gitattributes").exists()
+
+
+def test_setup_with_a_damaged_git_file_names_gits_reason(tmp_path: Path) -> None:
+    vault = tmp_path / ".memory"
+    Vault.init(vault).close()
+    (vault / ".git").write_text("not a gitdir line\n")
+    message = _one_line_error(run_cli("git", "setup", vault=vault))
+    assert "git cannot read the vault's repository: invalid gitfile format" in message
+    assert not (vault / ".gitattributes").exists()
+
+
+def test_setup_names_a_gitattributes_it_cannot_read(tmp_path: Path) -> None:
+    repo = _repo_vault(tmp_path)
+    (repo / ".gitattributes").mkdir()  # a folder where the file should be
+    message = _one_line_error(run_cli("git", "setup", vault=repo))
+    assert "Cannot read" in message and ".gitattributes: Is a directory." in message
+    assert "merge.agent-memory" not in git(repo, "config", "--list", "--local")
+
+
+def test_a_failed_gitattributes_write_leaves_the_old_file_and_no_temp(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    repo = _repo_vault(tmp_path)
+    (repo / ".gitattributes").write_text("*.png binary\n")
+
+    def full(_fd: int) -> None:
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(gitrepo.os, "fsync", full)
+    message = _one_line_error(run_cli("git", "setup", vault=repo))
+    assert message.endswith(".gitattributes: No space left on device. Nothing was changed.")
+    assert (repo / ".gitattributes").read_text() == "*.png binary\n"
+    assert sorted(p.name for p in repo.iterdir() if p.name.endswith(".tmp")) == []
+
+
+def test_setup_while_another_git_holds_the_config_lock_says_so(tmp_path: Path) -> None:
+    repo = _repo_vault(tmp_path)
+    (repo / ".git" / "config.lock").write_text("")  # another git command writing the config
+    message = _one_line_error(run_cli("git", "setup", vault=repo))
+    assert "git could not write merge.agent-memory.name to the repository's config:" in message
+    assert "could not lock config file" in message

@@ -4,6 +4,7 @@ when a person saves meanwhile or the process dies half way."""
 
 from __future__ import annotations
 
+import errno
 import os
 import subprocess
 import sys
@@ -13,7 +14,8 @@ from pathlib import Path
 import pytest
 
 from agent_memory import locking
-from agent_memory.errors import InvalidInput, SavedMeanwhile
+from agent_memory import moves as moves_module
+from agent_memory.errors import InvalidInput, SavedMeanwhile, VaultError
 from agent_memory.moves import MOVE_DIRNAME
 from agent_memory.store import Store
 from agent_memory.vault import Vault
@@ -112,6 +114,8 @@ def test_where_the_new_name_repeats_links_name_the_path(linked: Vault) -> None:
         ("places/What? Now.md", "cannot be a note name"),
         ("places/a [b].md", "cannot be a note name"),
         ("places/Kessel Run.md", "is already there"),
+        ("places/", "is already there"),  # a folder: the note keeps its name, which is its own
+        ("./", "new_path is empty"),
     ],
 )
 def test_mv_refuses_and_changes_nothing(linked: Vault, new_path: str, message: str) -> None:
@@ -316,3 +320,153 @@ async def test_move_memory_over_mcp(linked: Vault) -> None:
         assert "already exists" in await tool_error(client, "move_memory", memory_id="Smuggling Route.md", new_path="hub.md")
     assert (linked.root / "places" / "Tatooine.md").read_text() == "Sand. Back to [[Smuggling Route]].\n"
     assert_index_matches_files(linked)
+
+
+# ---------------------------------------------------------------- the rarer paths (issue 14)
+
+
+def test_mv_refuses_a_symlinked_folder_and_writes_nothing_through_it(linked: Vault, tmp_path: Path) -> None:
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    (linked.root / "archive").symlink_to(elsewhere)
+    before = _files(linked)
+    with pytest.raises(VaultError, match=r"^archive/ in the vault is \(or goes through\) a symlink"):
+        linked.move("places/Kessel Run.md", "archive/Kessel Run.md")
+    assert _files(linked) == before and list(elsewhere.iterdir()) == []
+
+
+def test_a_note_linking_to_itself_has_that_link_rewritten_too(linked: Vault) -> None:
+    note = linked.root / "places" / "Kessel Run.md"
+    note.write_text("Body of the spaceport note. See also [[Kessel Run#Route]].\n## Route\nless than 12 parsecs\n")
+    linked.reconcile()
+    result = linked.move("places/Kessel Run.md", "places/Smuggling Route.md")
+    assert ("places/Smuggling Route.md", 1) in [(r["path"], r["links"]) for r in result["rewritten"]]
+    assert (linked.root / "places" / "Smuggling Route.md").read_text().startswith(
+        "Body of the spaceport note. See also [[Smuggling Route#Route]].\n")
+    assert_index_matches_files(linked)
+
+
+def test_mv_works_where_the_file_system_has_no_hard_links(linked: Vault, monkeypatch: pytest.MonkeyPatch) -> None:
+    note = linked.root / "places" / "Kessel Run.md"
+    os.chmod(note, 0o600)
+    os.utime(note, ns=(1_700_000_000_000_000_000, 1_700_000_000_000_000_000))
+    linked.reconcile()
+
+    def no_links(*_args: object, **_kwargs: object) -> None:
+        raise OSError(errno.EPERM, "Operation not permitted")  # exFAT, some network drives
+
+    monkeypatch.setattr(moves_module.os, "link", no_links)
+    linked.move("places/Kessel Run.md", "places/Smuggling Route.md")
+    moved = linked.root / "places" / "Smuggling Route.md"
+    assert moved.read_text() == "Body of the spaceport note.\n## Route\nless than 12 parsecs\n"
+    assert not note.exists()
+    assert os.stat(moved).st_mtime_ns == 1_700_000_000_000_000_000 and os.stat(moved).st_mode & 0o777 == 0o600
+    assert (linked.root / "hub.md").read_text() == HUB_AFTER
+    assert_index_matches_files(linked)
+
+
+def test_a_full_disk_while_moving_is_one_line_and_changes_nothing(linked: Vault, monkeypatch: pytest.MonkeyPatch) -> None:
+    before = _files(linked)
+
+    def full(*_args: object, **_kwargs: object) -> None:
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    monkeypatch.setattr(moves_module.os, "link", full)
+    with pytest.raises(VaultError, match=r"^Could not move places/Kessel Run.md: the disk is full\. Nothing was changed"):
+        linked.move("places/Kessel Run.md", "places/Smuggling Route.md")
+    monkeypatch.undo()
+    assert _files(linked) == before
+    assert not (linked.root / ".index" / MOVE_DIRNAME).exists()
+
+
+def test_a_file_a_person_creates_at_the_new_name_meanwhile_is_never_overwritten(
+    linked: Vault, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    before = _files(linked)
+    real_link = os.link
+
+    def person_creates_it_first(src: object, dst: object, **kwargs: object) -> None:
+        Path(dst).write_text("A note a person just made under that name.\n")  # type: ignore[arg-type]
+        real_link(src, dst, **kwargs)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(moves_module.os, "link", person_creates_it_first)
+    with pytest.raises(InvalidInput, match="already exists; mv never overwrites a file"):
+        linked.move("places/Kessel Run.md", "places/Smuggling Route.md")
+    monkeypatch.undo()
+    after = _files(linked)
+    assert after.pop("places/Smuggling Route.md") == b"A note a person just made under that name.\n"
+    assert after == before
+    assert_index_matches_files(linked)
+
+
+def test_a_save_in_place_just_before_the_new_name_is_made_undoes_the_move(
+    linked: Vault, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    before = _files(linked)
+    note = linked.root / "places" / "Kessel Run.md"
+    real_link = os.link
+
+    def person_saves_in_place(src: object, dst: object, **kwargs: object) -> None:
+        with open(note, "a", encoding="utf-8") as handle:  # the same file, written through
+            handle.write("A line a person just typed.\n")
+        real_link(src, dst, **kwargs)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(moves_module.os, "link", person_saves_in_place)
+    with pytest.raises(SavedMeanwhile):
+        linked.move("places/Kessel Run.md", "archive/2026/Kessel Run.md")
+    monkeypatch.undo()
+    after = _files(linked)
+    assert after.pop("places/Kessel Run.md") == before.pop("places/Kessel Run.md") + b"A line a person just typed.\n"
+    assert after == before
+    assert not (linked.root / "archive").exists()  # the folders made for the new name are gone too
+    assert_index_matches_files(linked)
+
+
+def test_a_rename_that_would_break_a_linking_files_front_matter_is_refused(linked: Vault) -> None:
+    (linked.root / "quoted.md").write_text("---\nrelated_to: '[[Kessel Run]]'\n---\nA single-quoted link.\n")
+    linked.reconcile()
+    before = _files(linked)
+    with pytest.raises(InvalidInput, match="would change how its front matter reads.*Nothing was moved"):
+        linked.move("places/Kessel Run.md", "places/Han's Run.md")
+    assert _files(linked) == before
+
+
+def test_a_crash_before_the_journal_was_complete_changes_nothing_on_the_next_open(linked: Vault) -> None:
+    before = _files(linked)
+    journal = linked.root / ".index" / MOVE_DIRNAME
+    journal.mkdir()
+    (journal / "0.md").write_bytes(b"a copy written before the manifest\n")  # the process died here
+    linked.close()
+    reopened = Vault(linked.root, clock=linked.clock)
+    try:
+        assert _files(reopened) == before
+        assert not journal.exists()
+        reopened.move("places/Kessel Run.md", "places/Smuggling Route.md")  # nothing blocks the next move
+    finally:
+        reopened.close()
+
+
+def test_a_crash_right_after_the_old_name_was_taken_away_is_undone(linked: Vault) -> None:
+    before = _files(linked)
+    script = textwrap.dedent("""
+        import os, sys
+        import agent_memory.moves as moves
+        from agent_memory.vault import Vault
+        def dies_after_the_rename(self, old, new, checked):
+            source = self.store.abspath(old)
+            os.rename(source, source.with_name(".aside-of-the-move.agent-memory.tmp"))
+            os._exit(3)
+        moves.Moves._retire_old_name = dies_after_the_rename
+        Vault(sys.argv[1]).move("places/Kessel Run.md", "places/Smuggling Route.md")
+    """)
+    done = subprocess.run([sys.executable, "-c", script, str(linked.root)], capture_output=True, text=True, timeout=60)
+    assert done.returncode == 3, done.stderr
+    assert not (linked.root / "places" / "Kessel Run.md").exists()  # only the new name is left
+    linked.close()
+    reopened = Vault(linked.root, clock=linked.clock)
+    try:
+        assert _files(reopened) == before
+        assert not (linked.root / "places" / "Smuggling Route.md").exists()
+        assert_index_matches_files(reopened)
+    finally:
+        reopened.close()

@@ -508,3 +508,18 @@ def test_cli_search_does_not_import_mcp_or_watchdog() -> None:
     code = "import sys, agent_memory.cli; print(sorted(m for m in ('mcp', 'watchdog') if m in sys.modules))"
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=dict(os.environ), timeout=60)
     assert done.returncode == 0 and done.stdout.strip() == "[]"
+
+
+@pytest.mark.parametrize("text, message", [
+    ("---\nname: standup\narguments: notes\n---\nStore: {{notes}}\n", "`arguments` must be a list of {name, description"),
+    ("---\nname: standup\narguments:\n  - description: no name\n---\nStore it\n", "every argument needs a `name`"),
+    ("---\nname: standup\n---\n\n", "the prompt has no text after its front matter"),
+    ("---\nname: standup\narguments:\n  - name: notes\n    aliases: notes_text\n---\nStore\n", "`aliases` of 'notes' must be a list"),
+    ("---\nname: standup\narguments:\n  - name: a\n  - name: a\n---\nStore {{a}}\n", "an argument name or alias is given twice"),
+])
+def test_a_broken_prompt_file_is_named_with_what_is_wrong(text: str, message: str) -> None:
+    """What the server logs when it skips a person's .prompts/ file."""
+    from agent_memory.server.prompts import parse_prompt
+
+    with pytest.raises(ValueError, match=re.escape(message)):
+        parse_prompt(text, ".prompts/standup.md")

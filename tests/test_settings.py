@@ -359,3 +359,9 @@ def test_a_vault_reached_through_a_symlink_reads_its_own_file(tmp_path: Path) ->
 def test_a_broken_symlink_is_a_clear_error_not_silent_defaults(tmp_path: Path) -> None:
     (tmp_path / SETTINGS_FILE).symlink_to(tmp_path / "gone.toml")
     assert "is a broken symlink" in error_of(tmp_path)
+
+
+def test_a_key_in_the_wrong_table_is_pointed_to_the_right_one(tmp_path: Path) -> None:
+    (tmp_path / SETTINGS_FILE).write_text("[git]\nsemantic = true\n")
+    with pytest.raises(SettingsError, match=r"Unknown key 'git\.semantic' — did you mean 'recall\.semantic'\?"):
+        load_settings(tmp_path)

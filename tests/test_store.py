@@ -541,3 +541,130 @@ def test_symlinks_to_files_outside_the_vault_are_not_memories(vault: Vault, tmp_
     assert vault.search("hunter2")["count"] == 0
     assert vault.get("alias.md")["content"] == "Inside fact about the password policy\n"
     assert_index_matches_files(vault)
+
+
+# --------------------------------------------------------------------------- fallbacks and late failures (issue 14)
+
+
+@pytest.fixture
+def no_proc(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A system without ``/proc/self/fd`` (macOS, the BSDs): the store cannot ask the
+    kernel where an opened file is and must check the slow way."""
+    real_readlink = os.readlink
+
+    def readlink(path, *args, **kwargs):  # type: ignore[no-untyped-def]
+        if str(path).startswith("/proc/self/fd/"):
+            raise FileNotFoundError(errno.ENOENT, "No such file or directory", str(path))
+        return real_readlink(path, *args, **kwargs)
+
+    monkeypatch.setattr(store_mod.os, "readlink", readlink)
+
+
+def test_without_proc_memories_are_still_written_read_and_confined(no_proc: None, vault: Vault, tmp_path: Path) -> None:
+    made = vault.remember("The staging database resets on Sundays", tags=["db"])["memory"]
+    second = vault.remember("The VPN needs the hardware key")["memory"]  # into a folder that exists now
+    assert second["path"].rsplit("/", 1)[0] == made["path"].rsplit("/", 1)[0]
+    assert vault.update(made["id"], add_tags=["ops"])["changed"] is True
+    assert vault.get(made["id"])["tags"] == ["db", "ops"]
+    outside = tmp_path / "secret.md"
+    outside.write_text("---\ntitle: Not a memory\n---\nA file outside the vault.\n")
+    (vault.root / "link-out.md").symlink_to(outside)
+    (vault.root / "inside.md").write_text("A note under two names.\n")
+    (vault.root / "link-in.md").symlink_to(vault.root / "inside.md")
+    vault.reconcile()
+    assert vault.store.read("link-out.md") is None  # a symlink out of the vault is never read
+    assert vault.store.read("link-in.md")[0] == b"A note under two names.\n"  # one inside is
+    assert vault.search("outside the vault")["count"] == 0
+    (vault.root / "elsewhere").symlink_to(tmp_path, target_is_directory=True)
+    with pytest.raises(VaultError, match="symlink"):
+        vault.store.create("elsewhere", "n", b"must not land outside\n")
+    assert not (tmp_path / "n.md").exists()
+    assert_index_matches_files(vault)
+
+
+def test_a_file_dated_after_2262_is_still_indexed_and_found(vault: Vault) -> None:
+    """Its mtime in nanoseconds does not fit a signed 64-bit integer: the index stores
+    it wrapped (``store.signed64``), and the file is found, now and after a reopen."""
+    (vault.root / "future.md").write_text("A note from a clock set far ahead.\n")
+    far = 10**10  # the year 2286
+    os.utime(vault.root / "future.md", (far, far))
+    vault.reconcile()
+    assert [h["path"] for h in vault.search("clock set far ahead")["hits"]] == ["future.md"]
+    vault.close()
+    with Vault(vault.root) as again:
+        assert [h["path"] for h in again.search("clock set far ahead")["hits"]] == ["future.md"]
+        assert_index_matches_files(again)
+
+
+def test_a_symlink_loop_given_to_read_file_is_refused_by_name(vault: Vault) -> None:
+    (vault.root / "loop.md").symlink_to(vault.root / "loop.md")
+    with pytest.raises(PathRefused, match=r"^'loop.md' cannot be resolved .*give the path of a real file"):
+        vault.read_file("loop.md")
+
+
+def test_a_failure_after_the_swap_says_the_file_was_written_and_keeps_what_it_replaced(
+    vault: Vault, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    made = vault.remember("The staging database resets on Sundays")["memory"]
+    before = (vault.root / made["path"]).read_bytes()
+
+    def fsync_fails(self: Store, folder: Path) -> None:
+        raise OSError(errno.EIO, "Input/output error")
+
+    monkeypatch.setattr(Store, "_fsync_dir", fsync_fails)
+    with pytest.raises(VaultError, match=rf"^{made['path']} was written, but then: Input/output error\. What it "
+                                         "replaced is kept"):
+        vault.update(made["id"], add_tags=["ops"])
+    monkeypatch.undo()
+    assert "ops" in (vault.root / made["path"]).read_text()
+    assert before in [p.read_bytes() for p in vault.store.parked_dir.glob("*.md")]  # the old bytes are not lost
+
+
+def test_a_batch_whose_syncfs_fails_imports_nothing(vault: Vault, monkeypatch: pytest.MonkeyPatch) -> None:
+    import ctypes
+
+    vault.remember("Already here before the import.")
+    files = _files(vault.root)
+
+    def syncfs_fails(_fd: int) -> int:
+        ctypes.set_errno(errno.EIO)
+        return -1
+
+    monkeypatch.setattr(store_mod, "_syncfs", syncfs_fails)
+    with pytest.raises(VaultError, match=r"^Could not stage the import: Input/output error\. Nothing was changed"):
+        vault.import_memories([{"content": "Zanzibar ledger one."}, {"content": "Zanzibar ledger two."}])
+    monkeypatch.undo()
+    assert _files(vault.root) == files
+    assert vault.search("Zanzibar ledger")["count"] == 0
+    assert_index_matches_files(vault)
+
+
+def test_a_damaged_parked_record_is_named_and_writes_go_on(vault: Vault, capsys: pytest.CaptureFixture[str]) -> None:
+    made = vault.remember("The staging database resets on Sundays")["memory"]
+    vault.store.parked_dir.mkdir(parents=True, exist_ok=True)
+    damaged = vault.store.parked_dir / "1000-deadbeef.json"  # named long ago: past the grace time
+    damaged.write_text("{half a record")
+    (vault.store.parked_dir / "1000-deadbeef.md").write_text("bytes a crash left\n")
+    assert vault.update(made["id"], add_tags=["ops"])["changed"] is True
+    assert f"could not look at {damaged}" in capsys.readouterr().err
+    assert (vault.store.parked_dir / "1000-deadbeef.md").read_text() == "bytes a crash left\n"  # nothing deleted
+
+
+def test_without_syncfs_an_import_is_made_durable_file_by_file_and_lands(vault: Vault, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(store_mod, "_syncfs", None)  # not Linux: each file and folder is fsynced instead
+    result = vault.import_memories([{"content": "Zanzibar ledger one."}, {"content": "Zanzibar ledger two."}])
+    assert result["imported"] == 2
+    assert vault.search("Zanzibar ledger")["count"] == 2
+    assert_index_matches_files(vault)
+
+
+def test_init_that_cannot_name_its_files_says_why_and_leaves_no_temp(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from agent_memory import locking
+
+    def full(_src: Path, _dst: Path) -> None:
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    monkeypatch.setattr(locking, "move_no_replace", full)
+    with pytest.raises(VaultError, match=r"^Could not write \.gitignore: the disk is full\. Nothing was changed"):
+        Vault.init(tmp_path / "new-vault")
+    assert _leftovers(tmp_path / "new-vault") == []

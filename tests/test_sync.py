@@ -559,3 +559,45 @@ def test_a_file_with_broken_yaml_is_reported_as_a_problem_not_added(vault: Vault
     assert {c.action for c in changes if c.path == "good.md"} == {"added"}
     assert row(vault, "broken.md")  # still indexed as far as it can be
     assert_index_matches_files(vault)
+
+
+# --------------------------------------------------------------------------- the watcher's own failures (issue 14)
+
+
+@pytest.mark.parametrize("options", [{"debounce": -1}, {"sweep_interval": 0}])
+def test_a_watcher_with_impossible_timings_is_refused(vault: Vault, options: dict) -> None:
+    with pytest.raises(ValueError, match="debounce must be >= 0 and sweep_interval > 0"):
+        Watcher(vault, **options)
+
+
+def test_a_failing_change_callback_is_named_and_the_watcher_keeps_indexing(
+    vault: Vault, watch: Callable[..., Watcher], capsys: pytest.CaptureFixture[str]
+) -> None:
+    def broken(_change: Change) -> None:
+        raise RuntimeError("the log pipe is closed")
+
+    watch(on_change=broken)
+    (vault.root / "a.md").write_text(hand_note("The kettle is in the blue cupboard."))
+    wait_until(lambda: body_is(vault, "a.md", "The kettle is in the blue cupboard."), "the first edit is indexed")
+    (vault.root / "a.md").write_text(hand_note("The kettle moved to the red cupboard."))
+    wait_until(lambda: body_is(vault, "a.md", "The kettle moved to the red cupboard."), "the next edit is indexed too")
+    assert "on_change callback failed: the log pipe is closed" in capsys.readouterr().err
+
+
+def test_a_failing_sweep_is_named_and_the_watcher_stops_vouching(
+    vault: Vault, watch: Callable[..., Watcher], monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from agent_memory import vouch
+
+    watch(sweep_interval=0.2)
+    health = vault.store.control_dir / vouch.HEALTH_NAME
+    wait_until(lambda: '"healthy": true' in health.read_text(), "the watcher vouches")
+
+    def walk_fails(self: Vault) -> None:
+        raise OSError(5, "Input/output error")
+
+    monkeypatch.setattr(Vault, "reconcile", walk_fails)  # the next periodic sweep's walk fails
+    # Commands walk for themselves until a sweep works again.
+    wait_until(lambda: '"healthy": false' in health.read_text(), "the watcher says it cannot vouch")
+    err = capsys.readouterr().err
+    assert "full reconcile of" in err and "failed: [Errno 5] Input/output error" in err

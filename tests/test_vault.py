@@ -1100,3 +1100,107 @@ def test_a_stat_taken_within_a_coarse_timestamp_tick_is_not_trusted(vault: Vault
     with vault.index.transaction() as conn:
         conn.execute("UPDATE memories SET indexed_ns = ?", (now + 10 * second,))
     assert vault.index.stamps()["notes/acme.md"] != b"racy"
+
+
+# --------------------------------------------------------------------------- rarer refusals and fallbacks (issue 14)
+
+
+def test_an_interrupted_import_that_cannot_be_finished_does_not_lock_the_vault(
+    vault: Vault, capsys: pytest.CaptureFixture[str]
+) -> None:
+    kept = vault.remember("Customer ACME prefers deploys on Fridays")["memory"]
+    vault.close()
+    staged = vault.root / ".index" / "import"
+    (staged / "files").mkdir(parents=True)
+    (staged / "files" / "0.md").write_text("a staged file a crash left\n")
+    (staged / "manifest.json").write_text("{half a manifest")  # damaged: the import cannot be finished
+    with Vault(vault.root, clock=vault.clock) as reopened:
+        assert "could not finish an interrupted import" in capsys.readouterr().err
+        assert [h["id"] for h in reopened.search("ACME Fridays")["hits"]] == [kept["id"]]
+    assert (staged / "files" / "0.md").read_text() == "a staged file a crash left\n"  # kept for a person to look at
+
+
+def test_an_open_whose_walk_fails_serves_the_index_it_has(vault: Vault, monkeypatch: pytest.MonkeyPatch,
+                                                        capsys: pytest.CaptureFixture[str]) -> None:
+    kept = vault.remember("Customer ACME prefers deploys on Fridays")["memory"]
+    vault.close()
+
+    def walk_fails(self: Vault) -> None:
+        raise OSError(5, "Input/output error")
+
+    monkeypatch.setattr(Vault, "reconcile", walk_fails)
+    with Vault(vault.root, clock=vault.clock) as reopened:
+        assert "could not bring the index up to date: [Errno 5] Input/output error" in capsys.readouterr().err
+        assert [h["id"] for h in reopened.search("ACME Fridays")["hits"]] == [kept["id"]]
+    shutil.rmtree(vault.root / ".index")  # and with no index to fall back on, a clear error
+    with pytest.raises(VaultError, match=r"^Cannot index the vault .*: \[Errno 5\] Input/output error"):
+        Vault(vault.root, clock=vault.clock)
+
+
+def test_init_with_a_folder_never_rewrites_an_existing_settings_file(tmp_path: Path) -> None:
+    root = tmp_path / "notes"
+    root.mkdir()
+    (root / ".agent-memory.toml").write_text("[recall]\nsemantic = false\n")
+    with pytest.raises(InvalidInput, match=r"\.agent-memory\.toml exists; add \[memories\] folder = 'Agent' to it by hand"):
+        Vault.init(root, memories_folder="Agent")
+    assert (root / ".agent-memory.toml").read_text() == "[recall]\nsemantic = false\n"
+
+
+@pytest.mark.parametrize("options, message", [
+    ({"semantic": "yes"}, "semantic must be true or false; got 'yes'"),
+    ({"since": "last week"}, "since must be a date or timestamp like 2026-07-20; got 'last week'"),
+    ({"until": "soon"}, "until must be a date or timestamp like 2026-07-20; got 'soon'"),
+])
+def test_search_options_a_person_mistypes_are_named(vault: Vault, options: dict, message: str) -> None:
+    vault.remember("Customer ACME prefers deploys on Fridays")
+    with pytest.raises(InvalidInput, match=re.escape(message)):
+        vault.search("ACME", **options)
+
+
+def test_read_file_refuses_a_named_pipe_without_blocking(vault: Vault) -> None:
+    os.mkfifo(vault.root / "pipe.md")
+    with pytest.raises(InvalidInput, match="pipe.md is not a regular file; read_file reads text files only"):
+        vault.read_file("pipe.md")
+
+
+def test_update_with_a_whole_tag_set_adds_and_removes_to_match_it(vault: Vault) -> None:
+    (vault.root / "db.md").write_text("---\ntags: [db, Ops, weekly]\n---\nThe staging database resets on Sundays\n")
+    vault.reconcile()
+    version = vault.get("db.md")["version"]
+    assert vault.update("db.md", tags=["ops", "staging", "db"], expected_version=version)["changed"] is True
+    assert vault.get("db.md")["tags"] == ["db", "ops", "staging"]
+    text = (vault.root / "db.md").read_text()
+    assert text.startswith("---\ntags: [db, Ops, staging]\n")  # a kept tag keeps its spelling
+    assert text.endswith("---\nThe staging database resets on Sundays\n")
+    assert_index_matches_files(vault)
+
+
+@pytest.mark.parametrize("options, message", [
+    ({"replace_new": "Mondays"}, "replace_new needs replace_old"),
+    ({"append": "   "}, "append is empty"),
+    ({"replace_old": "", "replace_new": "x"}, "replace_old is empty"),
+])
+def test_an_empty_or_half_given_body_edit_is_refused_and_changes_nothing(vault: Vault, options: dict, message: str) -> None:
+    made = vault.remember("The staging database resets on Sundays")["memory"]
+    before = (vault.root / made["path"]).read_bytes()
+    with pytest.raises(InvalidInput, match=message):
+        vault.update(made["id"], **options)
+    assert (vault.root / made["path"]).read_bytes() == before
+
+
+@pytest.mark.parametrize("ids", [[], [""], "  "])
+def test_forget_many_without_ids_says_what_to_give(vault: Vault, ids: object) -> None:
+    vault.remember("The staging database resets on Sundays")
+    with pytest.raises(InvalidInput, match="Give the ids \\(or vault paths\\) of the memories to forget"):
+        vault.forget_many(ids)  # type: ignore[arg-type]
+    assert vault.list()["total"] == 1
+
+
+def test_a_link_to_a_file_whose_name_a_wikilink_cannot_hold_is_refused(vault: Vault) -> None:
+    made = vault.remember("The staging database resets on Sundays")["memory"]
+    (vault.root / "C# notes.md").write_text("Notes about C#.\n")
+    vault.reconcile()
+    before = (vault.root / made["path"]).read_bytes()
+    with pytest.raises(InvalidInput, match=r"C# notes\.md has a character a wikilink cannot hold \(\[ \] \| # \^\); rename"):
+        vault.link(made["id"], "C# notes.md")
+    assert (vault.root / made["path"]).read_bytes() == before

@@ -13,6 +13,7 @@ import os
 import signal
 import subprocess
 import sys
+import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -257,3 +258,154 @@ def test_a_watcher_on_a_network_file_system_never_vouches(vault: Vault, watch: C
     walks.clear()
     assert paths_found(vault.root, "rye bread") == ["bread.md"]
     assert walks  # the command looked at the files itself
+
+
+# ---------------------------------------------------------------- the voucher's own fallbacks (issue 14)
+# A Voucher is the watcher's side alone (a real flock, real files): each doubt below must
+# make ``vouched`` answer False, so the command walks, and must never raise.
+
+
+def healthy_voucher(vault: Vault) -> vouch.Voucher:
+    voucher = vouch.Voucher(vault.store.control_dir, vault.root, vault.index.path)
+    assert voucher.acquire()
+    voucher.report(healthy=True)
+    return voucher
+
+
+def quick_vouch(vault: Vault) -> bool:
+    return vouch.vouched(vault.store.control_dir, vault.root, vault.index.path, wait=0.02)
+
+
+def test_an_unanswered_cookie_means_a_walk_and_leaves_no_cookie_behind(vault: Vault) -> None:
+    voucher = healthy_voucher(vault)  # healthy and holding the lock, but nobody reads the cookies
+    try:
+        assert not quick_vouch(vault)
+        assert list((vault.store.control_dir / vouch.COOKIES_DIRNAME).iterdir()) == []
+    finally:
+        voucher.release()
+
+
+def test_a_watcher_that_cannot_write_its_answer_makes_commands_walk(
+    vault: Vault, watch: Callable[..., Watcher], monkeypatch: pytest.MonkeyPatch, walks: list[Path], tmp_path: Path
+) -> None:
+    (vault.root / "car.md").write_text(hand_note("The car is parked on level 2."))
+    watch(sweep_interval=3600)
+    wait_until(lambda: vouches(vault), "the watcher vouches for the index")
+    real_write = vouch._write_atomically
+
+    def full_for_answers(path: Path, data: bytes) -> None:
+        if path.name.endswith(vouch.ACK_SUFFIX):
+            raise OSError(28, "No space left on device")
+        real_write(path, data)
+
+    monkeypatch.setattr(vouch, "_write_atomically", full_for_answers)
+    edit_unseen(vault, "car.md", tmp_path / "outside", hand_note("The car is parked on level 5."))
+    walks.clear()
+    assert paths_found(vault.root, "car level 5") == ["car.md"]  # no answer in time: the open walked
+    assert walks
+
+
+def test_a_health_file_that_cannot_be_written_vouches_for_nothing(vault: Vault, monkeypatch: pytest.MonkeyPatch) -> None:
+    def full(_path: Path, _data: bytes) -> None:
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(vouch, "_write_atomically", full)
+    voucher = vouch.Voucher(vault.store.control_dir, vault.root, vault.index.path)
+    try:
+        assert voucher.acquire()  # the watcher still runs and keeps its own index
+        voucher.report(healthy=True)
+        assert not (vault.store.control_dir / vouch.HEALTH_NAME).exists()
+        assert not quick_vouch(vault)
+    finally:
+        voucher.release()
+
+
+@pytest.mark.parametrize("health", ["{not json", "[1, 2]", ""])
+def test_a_garbled_health_file_vouches_for_nothing(vault: Vault, health: str) -> None:
+    voucher = healthy_voucher(vault)
+    try:
+        (vault.store.control_dir / vouch.HEALTH_NAME).write_text(health)
+        assert not quick_vouch(vault)
+    finally:
+        voucher.release()
+
+
+def test_a_health_file_of_a_replaced_vault_folder_vouches_for_nothing(vault: Vault, tmp_path: Path) -> None:
+    voucher = healthy_voucher(vault)
+    try:
+        gone = tmp_path / "renamed-away"
+        assert vouch.identity_of(gone) is None
+        assert not vouch.vouched(vault.store.control_dir, gone, vault.index.path, wait=0.02)
+    finally:
+        voucher.release()
+
+
+def test_a_deleted_cookies_folder_means_a_walk_not_an_error(vault: Vault) -> None:
+    voucher = healthy_voucher(vault)
+    try:
+        (vault.store.control_dir / vouch.COOKIES_DIRNAME).rmdir()
+        assert not quick_vouch(vault)
+        voucher.tidy()  # nor does the watcher's tidying fail on it
+    finally:
+        voucher.release()
+
+
+def test_a_second_voucher_never_replaces_the_first_ones_health_or_answers(vault: Vault) -> None:
+    first = healthy_voucher(vault)
+    try:
+        health = (vault.store.control_dir / vouch.HEALTH_NAME).read_bytes()
+        second = vouch.Voucher(vault.store.control_dir, vault.root, vault.root / "other-index.sqlite3")
+        assert not second.acquire()
+        second.report(healthy=False, lost=True)
+        second.answer("1-0123456789abcdef", ok=True)
+        second.release()
+        assert (vault.store.control_dir / vouch.HEALTH_NAME).read_bytes() == health
+        assert list((vault.store.control_dir / vouch.COOKIES_DIRNAME).iterdir()) == []
+    finally:
+        first.release()
+
+
+def test_release_without_a_health_file_still_releases_the_lock(vault: Vault) -> None:
+    voucher = healthy_voucher(vault)
+    (vault.store.control_dir / vouch.HEALTH_NAME).unlink()
+    voucher.release()
+    voucher.release()  # twice is harmless
+    assert not vouch._lock_held(vault.store.control_dir)
+    again = vouch.Voucher(vault.store.control_dir, vault.root, vault.index.path)
+    assert again.acquire()  # the next watcher can take over
+    again.release()
+
+
+def test_tidy_removes_only_cookies_left_long_ago(vault: Vault) -> None:
+    voucher = healthy_voucher(vault)
+    try:
+        cookies = vault.store.control_dir / vouch.COOKIES_DIRNAME
+        old, old_ack, fresh = cookies / "1-00000000000000aa", cookies / "1-00000000000000aa.ack", cookies / "2-00bb"
+        for path in (old, old_ack, fresh):
+            path.write_text("")
+        long_ago = time.time() - vouch.STALE_COOKIE_AGE - 5
+        for path in (old, old_ack):
+            os.utime(path, (long_ago, long_ago))
+        voucher.tidy()
+        assert sorted(p.name for p in cookies.iterdir()) == [fresh.name]
+    finally:
+        voucher.release()
+
+
+def test_a_voucher_cannot_start_where_the_control_folder_cannot_be_made(vault: Vault, tmp_path: Path) -> None:
+    blocked = tmp_path / "a-file"
+    blocked.write_text("a file where .index/ should be\n")
+    voucher = vouch.Voucher(blocked, vault.root, vault.index.path)
+    assert not voucher.acquire()
+    assert blocked.read_text() == "a file where .index/ should be\n"
+
+
+def test_without_fcntl_nothing_vouches_and_every_open_walks(vault: Vault, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Windows has no flock: no watcher vouches there, even where a lock is held."""
+    holder = healthy_voucher(vault)
+    try:
+        monkeypatch.setattr(vouch, "fcntl", None)
+        assert not vouch.Voucher(vault.store.control_dir, vault.root, vault.index.path).acquire()
+        assert not quick_vouch(vault)
+    finally:
+        holder.release()

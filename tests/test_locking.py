@@ -1,0 +1,276 @@
+"""The portable fallbacks of ``locking``: where the OS cannot swap two files atomically
+(no ``renameat2``, or a file system that refuses ``RENAME_EXCHANGE``), where there is no
+``RENAME_NOREPLACE`` or no hard links, and a lock file deleted while a process waits on
+it. On Linux the fast paths run everywhere else in the suite; here each fallback is
+forced and must still keep every byte a person saved (issue 14)."""
+
+from __future__ import annotations
+
+import ctypes
+import errno
+import fcntl
+import os
+from pathlib import Path
+
+import pytest
+
+from agent_memory import locking
+from agent_memory import store as store_module
+from agent_memory.errors import SavedMeanwhile, VaultError
+from agent_memory.vault import Vault
+
+from conftest import assert_index_matches_files, person_saves_before_the_swap
+
+
+@pytest.fixture
+def no_renameat2(monkeypatch: pytest.MonkeyPatch) -> None:
+    """An OS without ``renameat2`` or ``renamex_np`` (older kernels, BSDs, Windows)."""
+    monkeypatch.setattr(locking, "_renameat2", None)
+    monkeypatch.setattr(locking, "_renamex_np", None)
+
+
+def refusing_renameat2(refused_flags: set[int], code: int):
+    """``renameat2`` as a file system gives it that fails ``refused_flags`` with ``code``
+    (the real call for any other flags)."""
+    real = locking._renameat2
+
+    def renameat2(dirfd_a: int, a: bytes, dirfd_b: int, b: bytes, flags: int) -> int:
+        if flags in refused_flags:
+            ctypes.set_errno(code)
+            return -1
+        return real(dirfd_a, a, dirfd_b, b, flags)
+
+    return renameat2
+
+
+def trashed(vault: Vault) -> list[str]:
+    return sorted(p.read_text() for p in (vault.root / ".trash").rglob("*.md"))
+
+
+def parked(vault: Vault) -> list[str]:
+    folder = vault.store.parked_dir
+    return sorted(p.name for p in folder.iterdir()) if folder.is_dir() else []
+
+
+def test_swap_answers_false_where_the_os_has_no_swap(no_renameat2: None, tmp_path: Path) -> None:
+    a, b = tmp_path / "a", tmp_path / "b"
+    a.write_text("A")
+    b.write_text("B")
+    assert locking.swap(a, b) is False
+    assert (a.read_text(), b.read_text()) == ("A", "B")  # nothing was changed
+
+
+def test_without_a_swap_an_edit_still_lands_and_keeps_the_rest_of_the_file(no_renameat2: None, vault: Vault) -> None:
+    made = vault.remember("The staging database resets on Sundays", tags=["db"])["memory"]
+    assert vault.update(made["id"], add_tags=["ops"])["changed"] is True
+    got = vault.get(made["id"])
+    assert got["tags"] == ["db", "ops"] and got["content"].strip() == "The staging database resets on Sundays"
+    assert not [n for n in parked(vault) if n.endswith(".held")]  # the memory taken aside is not left there
+    assert_index_matches_files(vault)
+
+
+def test_without_a_swap_a_save_landing_just_before_the_write_is_kept(
+    no_renameat2: None, vault: Vault, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    made = vault.remember("The staging database resets on Sundays")["memory"]
+    path = vault.root / made["path"]
+    monkeypatch.setattr(locking, "swap", person_saves_before_the_swap("Saved by a person.\n"))  # the real swap: False
+    with pytest.raises(SavedMeanwhile):
+        vault.update(made["id"], add_tags=["ops"])
+    assert path.read_text().endswith("Saved by a person.\n")
+    assert "ops" not in vault.get(made["id"])["tags"]
+    assert_index_matches_files(vault)
+
+
+def saves_while_the_memory_is_aside(monkeypatch: pytest.MonkeyPatch, path: Path, text: str) -> None:
+    """A person's editor saves ``path`` afresh (a new file under the name) at the moment
+    the tool has taken the memory aside and reads it back to compare."""
+    real_bytes = store_module._bytes_of
+    saved: list[bool] = []
+
+    def bytes_of(found: Path) -> bytes:
+        if found.suffix == ".held" and not saved:
+            saved.append(True)
+            path.write_text(text)
+        return real_bytes(found)
+
+    monkeypatch.setattr(store_module, "_bytes_of", bytes_of)
+
+
+def test_without_a_swap_a_save_made_while_the_memory_is_aside_stands(
+    no_renameat2: None, vault: Vault, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    made = vault.remember("The staging database resets on Sundays")["memory"]
+    path = vault.root / made["path"]
+    saves_while_the_memory_is_aside(monkeypatch, path, "---\ntitle: Rewritten by a person\n---\nTheir words.\n")
+    with pytest.raises(SavedMeanwhile):
+        vault.update(made["id"], add_tags=["ops"])
+    assert path.read_text() == "---\ntitle: Rewritten by a person\n---\nTheir words.\n"
+    assert trashed(vault) == []  # what was aside held only the bytes that were checked: nothing to keep
+    assert parked(vault) == []
+    assert_index_matches_files(vault)
+
+
+def test_without_a_swap_two_saves_during_one_write_are_both_kept(
+    no_renameat2: None, vault: Vault, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    made = vault.remember("The staging database resets on Sundays")["memory"]
+    path = vault.root / made["path"]
+    monkeypatch.setattr(locking, "swap", person_saves_before_the_swap("First save.\n"))
+    saves_while_the_memory_is_aside(monkeypatch, path, "---\ntitle: Second save\n---\nThe newest words.\n")
+    with pytest.raises(SavedMeanwhile):
+        vault.update(made["id"], add_tags=["ops"])
+    assert path.read_text() == "---\ntitle: Second save\n---\nThe newest words.\n"  # the newest save is the file
+    [older] = trashed(vault)
+    assert older.endswith("First save.\n")  # and the older one is kept in the trash
+    assert parked(vault) == []
+
+
+def test_a_file_system_refusing_the_exchange_falls_back_and_still_writes(
+    vault: Vault, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    made = vault.remember("The staging database resets on Sundays")["memory"]
+    monkeypatch.setattr(locking, "_renameat2", refusing_renameat2({2, 1}, errno.EINVAL))  # as some FUSE mounts answer
+    assert vault.update(made["id"], add_tags=["ops"])["changed"] is True
+    second = vault.remember("The VPN needs the hardware key")["memory"]  # and new files still get their names
+    assert "ops" in vault.get(made["id"])["tags"] and vault.get(second["id"])["content"].strip().startswith("The VPN")
+    assert_index_matches_files(vault)
+
+
+def test_an_io_error_from_the_swap_is_one_line_and_changes_nothing(
+    vault: Vault, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    made = vault.remember("The staging database resets on Sundays")["memory"]
+    path = vault.root / made["path"]
+    before = path.read_bytes()
+    monkeypatch.setattr(locking, "_renameat2", refusing_renameat2({2}, errno.EIO))
+    with pytest.raises(VaultError, match=r"^Could not write .*Input/output error\. Nothing was changed") as caught:
+        vault.update(made["id"], add_tags=["ops"])
+    assert "\n" not in str(caught.value)
+    assert path.read_bytes() == before
+    assert parked(vault) == []
+    assert_index_matches_files(vault)
+
+
+def test_an_io_error_naming_a_new_file_is_one_line_and_leaves_no_file(
+    vault: Vault, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(locking, "_renameat2", refusing_renameat2({1}, errno.EIO))
+    with pytest.raises(VaultError, match=r"^Could not write the memory file: Input/output error\."):
+        vault.remember("A fact the disk would not take")
+    assert [p for p in vault.root.rglob("*") if p.is_file() and ".index" not in p.parts and p.suffix != ".toml"
+            and p.name != ".gitignore"] == []
+
+
+def test_without_renameat2_hard_links_keep_names_unique(no_renameat2: None, vault: Vault) -> None:
+    first = vault.remember("Same title here", title="Same title")["memory"]
+    second = vault.remember("Other content, same title", title="Same title")["memory"]
+    assert first["path"].endswith("/same-title.md") and second["path"].endswith("/same-title-2.md")
+    assert vault.get(first["id"])["content"].strip() == "Same title here"
+    assert [p for p in vault.root.rglob("*") if p.name.endswith(".tmp")] == []
+
+
+def test_without_renameat2_a_failing_link_is_a_disk_error_not_a_lost_file(
+    no_renameat2: None, vault: Vault, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    def full(*_args: object, **_kwargs: object) -> None:
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    monkeypatch.setattr(locking.os, "link", full)
+    with pytest.raises(VaultError, match="the disk is full"):
+        vault.remember("A fact for a full disk")
+    assert [p for p in vault.root.rglob("*.md") if ".index" not in p.parts] == []
+    assert [p for p in vault.root.rglob("*") if p.name.endswith(".tmp")] == []
+
+
+def test_a_lock_file_deleted_while_waiting_is_not_held_alone(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """``.index/`` is a cache a person may delete while a process waits for the lock: the
+    waiter must end up holding the lock on the file now there, which others take too."""
+    path = tmp_path / ".index" / "write.lock"
+    real_lock = locking._lock_fd
+    deleted: list[bool] = []
+
+    def lock_after_deletion(fd: int) -> None:
+        if not deleted:
+            deleted.append(True)
+            path.unlink()  # deleted while this process waited on the old file
+        real_lock(fd)
+
+    monkeypatch.setattr(locking, "_lock_fd", lock_after_deletion)
+    lock = locking.WriteLock(path)
+    with lock.hold():
+        assert path.is_file()
+        other = os.open(path, os.O_RDWR)
+        try:
+            with pytest.raises(BlockingIOError):  # another process is kept out
+                fcntl.flock(other, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        finally:
+            os.close(other)
+    other = os.open(path, os.O_RDWR)
+    try:
+        fcntl.flock(other, fcntl.LOCK_EX | fcntl.LOCK_NB)  # and let in once it is released
+    finally:
+        os.close(other)
+
+
+def test_a_lock_file_that_cannot_be_opened_is_a_clear_error(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    path = tmp_path / ".index" / "write.lock"
+    real_open = os.open
+
+    def denied(name: object, flags: int, *args: object, **kwargs: object) -> int:
+        if Path(os.fsdecode(name)) == path:  # type: ignore[arg-type]
+            raise PermissionError(errno.EACCES, "Permission denied", str(path))
+        return real_open(name, flags, *args, **kwargs)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(locking.os, "open", denied)
+    lock = locking.WriteLock(path)
+    with pytest.raises(VaultError, match=r"^Cannot open the vault's lock file .*write\.lock: Permission denied\.$"), \
+            lock.hold():
+        pass
+
+
+def test_a_write_count_file_that_cannot_be_written_costs_nothing(vault: Vault, monkeypatch: pytest.MonkeyPatch) -> None:
+    """``writes.json`` only saves other processes a reconcile: a full disk there must not
+    fail the write a person asked for."""
+    real_open, real_truncate = os.open, os.ftruncate
+    counts = vault.store.control_dir / "writes.json"
+
+    def full_for_counts(name: object, flags: int, *args: object, **kwargs: object) -> int:
+        if Path(os.fsdecode(name)) == counts:  # type: ignore[arg-type]
+            raise OSError(errno.ENOSPC, "No space left on device")
+        return real_open(name, flags, *args, **kwargs)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(locking.os, "open", full_for_counts)
+    first = vault.remember("A fact written while writes.json cannot be")["memory"]
+    monkeypatch.setattr(locking.os, "open", real_open)
+
+    def full_truncate(fd: int, length: int) -> None:
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    monkeypatch.setattr(locking.os, "ftruncate", full_truncate)
+    second = vault.remember("Another fact while writes.json is full")["memory"]
+    monkeypatch.setattr(locking.os, "ftruncate", real_truncate)
+    assert {h["id"] for h in vault.search("fact writes.json")["hits"]} == {first["id"], second["id"]}
+    assert_index_matches_files(vault)
+
+
+def test_a_control_folder_that_cannot_be_written_gets_no_gitignore_and_no_error(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    folder = tmp_path / ".index"
+    folder.mkdir()
+    real_open = os.open
+
+    def read_only(name: object, flags: int, *args: object, **kwargs: object) -> int:
+        if flags & os.O_CREAT:
+            raise OSError(errno.EROFS, "Read-only file system")
+        return real_open(name, flags, *args, **kwargs)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(locking.os, "open", read_only)
+    locking.ignore_folder(folder)  # no error
+    assert list(folder.iterdir()) == []
+
+
+def test_a_c_function_the_system_lacks_is_none_so_callers_take_their_fallback() -> None:
+    assert locking.libc_function("agent_memory_no_such_function") is None
+    assert locking.libc_function("rename") is not None  # one every libc has, found in the running process
