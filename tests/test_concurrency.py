@@ -1,6 +1,6 @@
 """Several processes on one vault: nothing lost, nothing stored twice.
 
-Four real processes each make 200 mixed writes (remember, update, forget, and
+Four real processes each make 120 mixed writes (remember, update, forget, and
 remembering the same shared facts at the same time) while a fifth rebuilds the
 index and the console script adds memories too.
 """
@@ -27,7 +27,7 @@ root, k, out = sys.argv[1], int(sys.argv[2]), sys.argv[3]
 rng = random.Random(k)
 vault = Vault(root)
 own, shared = {}, {}
-for i in range(200):
+for i in range(120):
     alive = [m for m, c in own.items() if c is not None]
     r = rng.random()
     if r < 0.35 or not alive:
@@ -61,7 +61,7 @@ vault.close()
 '''
 
 
-def test_four_processes_two_hundred_writes_each(tmp_path: Path) -> None:
+def test_four_processes_making_a_hundred_and_twenty_writes_each(tmp_path: Path) -> None:
     root = tmp_path / "vault"
     Vault.init(root).close()
     (tmp_path / "worker.py").write_text(WORKER)

@@ -16,6 +16,7 @@ from typing import Any, TypeVar
 
 import pytest
 
+from agent_memory import core, sync
 from agent_memory.sync import Change, Watcher
 from agent_memory.vault import Vault
 from tests.conftest import assert_index_matches_files
@@ -91,10 +92,14 @@ def test_write_in_place(vault: Vault, watch: Callable[..., Watcher]) -> None:
     assert_index_matches_files(vault)
 
 
-def test_a_note_saved_empty_is_folded_in_once_it_stays_empty(vault: Vault, watch: Callable[..., Watcher]) -> None:
+def test_a_note_saved_empty_is_folded_in_once_it_stays_empty(vault: Vault, watch: Callable[..., Watcher],
+                                                               monkeypatch: pytest.MonkeyPatch) -> None:
     """An empty file can be an editor between its truncate and its write, so for a moment
     the watcher keeps the old row. When the file stays empty no event comes again; before,
-    the old text was searched (and a vouching watcher vouched for it) until the next sweep."""
+    the old text was searched (and a vouching watcher vouched for it) until the next sweep.
+    (The moment is 2 s; 0.3 s here, so the test does not wait for it.)"""
+    monkeypatch.setattr(core, "SETTLE_GIVE_UP", 0.3)
+    monkeypatch.setattr(sync, "SETTLE_GIVE_UP", 0.3)
     path = vault.root / "errands.md"
     path.write_text(hand_note("Buy the blue paint on Saturday."))
     watch(sweep_interval=3600)
