@@ -94,6 +94,17 @@ class SavedMeanwhile(MemoryError_):
         self.path = path
 
 
+class ReadOnlyFile(MemoryError_):
+    """A person made the file read-only: the tools do not change it (an editor would not)."""
+
+    def __init__(self, path: str) -> None:
+        super().__init__(
+            f"{path} is read-only (its permissions let no one write it), so it was left as it is and nothing "
+            "was changed. If it should change, ask its owner to make it writable (chmod u+w)."
+        )
+        self.path = path
+
+
 class StillSaving(MemoryError_):
     """The file is empty, half-written or unclosed, as an editor leaves it mid-save."""
 

@@ -270,7 +270,7 @@ class Importing(VaultCore):
             return ""
         if read[0] == new:
             return rel
-        if read[0] != old:
+        if read[0] != old or self.store.read_only(rel):  # a person's save, or their read-only file, stands
             return ""
         before, after = notes.parse(old, rel), notes.parse(new, rel)
         if transfer.plain(before.body) != transfer.plain(after.body):  # the old body stays restorable

@@ -39,7 +39,7 @@ from . import credentials, graph
 from . import note as notes
 from .clock import iso
 from .core import VaultCore
-from .errors import InvalidInput, NotFound, SavedMeanwhile, VaultError, disk_error
+from .errors import InvalidInput, NotFound, ReadOnlyFile, SavedMeanwhile, VaultError, disk_error
 from .index import link_key
 from .limits import check_text
 from .models import MoveResult, Rewritten
@@ -176,6 +176,8 @@ class Moves(VaultCore):
             count += markdown
             if count:
                 _check_rewrite(note, after, path)
+                if self.store.read_only(path):  # all or nothing: a protected note's links stay as they are
+                    raise ReadOnlyFile(path)
                 linking.append(_File(path, before, after.encode("utf-8"), count))
         before = self._settled(old)
         after_text, count = notes.retarget_links(before.decode("utf-8", errors="replace"), rewrite_in(old))
@@ -185,6 +187,8 @@ class Moves(VaultCore):
         if count:  # the note links to itself, or relatively to others: that is an edit of it too
             note = _editable(notes.parse(before, old))
             _check_rewrite(note, after_text, old)
+            if self.store.read_only(old):
+                raise ReadOnlyFile(old)
         return _File(old, before, after_text.encode("utf-8") if count else before, count), linking
 
     # ------------------------------------------------------------------ doing

@@ -738,6 +738,15 @@ class Store:
                 "next write looks at it (and moved to .trash/ if it differs). Check the file, then retry."
             ) from exc
 
+    def read_only(self, rel: str) -> bool:
+        """Whether a person made the memory read-only (no write bit for anyone: ``chmod
+        a-w``, a file manager's read-only box). The swap could still replace it, as the
+        folder is writable; vim and Obsidian would refuse, and so do the tools' edits."""
+        try:
+            return stat_kind.S_IMODE(os.stat(self._edit_target(rel)).st_mode) & 0o222 == 0
+        except OSError:
+            return False  # gone or unreadable: the write itself says so
+
     def _edit_target(self, rel: str) -> Path:
         """The file an edit of ``rel`` changes: a memory that is a symlink inside the
         vault is edited where it points (replacing the link itself would make two files

@@ -21,7 +21,7 @@ from . import note as notes
 from .clock import iso
 from .core import Examined, VaultCore
 from .index import FileFacts
-from .errors import Duplicate, InvalidInput, SavedMeanwhile, VersionConflict
+from .errors import Duplicate, InvalidInput, ReadOnlyFile, SavedMeanwhile, VersionConflict
 from .limits import (MAX_TAGS, check_content, check_importance, check_namespace, check_tags, check_text, check_ttl,
                      check_type)
 from .models import (ForgetBatchResult, ForgetResult, ForgottenMemory, LinkResult, Memory, RememberResult,
@@ -65,6 +65,8 @@ class Writes(VaultCore):
         the bytes written and the stat of the file swapped in, when it is still that
         file; else read back) and return its row. If a save landed meanwhile, the index
         takes that save instead and the write is refused."""
+        if self.store.read_only(rel):
+            raise ReadOnlyFile(rel)
         data = text.encode("utf-8")
         published = None
         try:
@@ -153,6 +155,9 @@ class Writes(VaultCore):
         current = row["tags"].split()
         if all(t in current for t in tags):
             return RememberResult(memory=self.get(row["path"]), deduplicated=True)
+        if self.store.read_only(row["path"]):  # the fact is stored; a protected file keeps its tags
+            return RememberResult(memory=self.get(row["path"]), deduplicated=True,
+                                  warnings=[f"{row['path']} is read-only, so the new tags were not added to it."])
         result = self.update(row["path"], add_tags=tags)
         return RememberResult(memory=result["memory"], deduplicated=True)
 

@@ -8,6 +8,7 @@ import errno
 import os
 import sqlite3
 import subprocess
+import stat
 import sys
 import time
 from pathlib import Path
@@ -15,7 +16,7 @@ from pathlib import Path
 import pytest
 
 from agent_memory import store as store_module
-from agent_memory.errors import InvalidInput, PathRefused, SavedMeanwhile, VaultError, VaultGone
+from agent_memory.errors import InvalidInput, PathRefused, ReadOnlyFile, SavedMeanwhile, VaultError, VaultGone
 from agent_memory.index import Index
 from agent_memory.vault import Vault
 
@@ -577,3 +578,37 @@ def test_a_temp_file_a_kill_left_in_parked_is_removed_by_a_later_write(vault: Va
     os.utime(left, (an_hour_ago, an_hour_ago))
     vault.remember("Another fact")
     assert not left.exists()
+
+
+def test_a_read_only_note_is_left_as_it_is_by_every_edit(vault: Vault) -> None:
+    """A person who made a note read-only (chmod a-w, a file manager's read-only box)
+    said "don't change this": the swap could still replace it (its folder is writable),
+    but an editor would refuse, and so does every tool edit, with a clear error."""
+    (vault.root / "people").mkdir()
+    (vault.root / "notes").mkdir()
+    note = vault.root / "people" / "priya.md"
+    note.write_text("---\ntags: [team]\n---\nPriya leads billing.\n", encoding="utf-8")
+    linking = vault.root / "notes" / "hub.md"
+    linking.write_text("See [[priya]] and [her page](../people/priya.md).\n", encoding="utf-8")
+    vault.reconcile()
+    note.chmod(0o444)
+    before = note.read_bytes()
+    for edit in (lambda: vault.update("people/priya.md", add_tags=["billing"]),
+                 lambda: vault.update("people/priya.md", append="More."),
+                 lambda: vault.link("people/priya.md", "notes/hub.md")):
+        with pytest.raises(ReadOnlyFile, match="read-only"):
+            edit()
+    assert note.read_bytes() == before and stat.S_IMODE(note.stat().st_mode) == 0o444
+    # The same fact remembered again is found, and the protected file keeps its tags.
+    again = vault.remember("Priya leads billing.", tags=["new"])
+    assert again["deduplicated"] and "read-only" in again["warnings"][0] and note.read_bytes() == before
+    # A rename whose link rewrites reach a read-only note changes nothing at all.
+    linking.chmod(0o444)
+    note.chmod(0o644)
+    with pytest.raises(ReadOnlyFile, match="notes/hub.md"):
+        vault.move("people/priya.md", "people/priya-raman.md")
+    assert note.exists() and linking.read_text() == "See [[priya]] and [her page](../people/priya.md).\n"
+    linking.chmod(0o644)
+    assert vault.update("people/priya.md", add_tags=["billing"])["changed"]  # writable again: edits work
+    vault.reconcile()  # the chmods changed ctimes, which only a look at the files folds in
+    assert_index_matches_files(vault)
