@@ -184,6 +184,11 @@ class Reconcile(VaultCore):
                     with self._index_write() as conn:
                         self._refresh(conn, row["path"], FileFacts.of_row(indexed))
                     continue
+                if self.store.abspath(row["path"]).is_symlink():
+                    # A person's link to another memory file: moved into .trash/ it would
+                    # point nowhere. It stays, hidden while expired; the file it names is
+                    # swept under its own name.
+                    continue
                 if self.store.stat(row["path"]) is not None:
                     self.store.trash.move_in(self.store.abspath(row["path"]), row["path"], row["id"], "expired",
                                              iso(self.now()))

@@ -500,6 +500,24 @@ def test_the_expiry_sweep_moves_only_a_file_that_still_says_it_expired(vault: Va
     assert_index_matches_files(vault)
 
 
+def test_the_expiry_sweep_leaves_a_persons_symlink_to_an_expired_memory_in_place(vault: Vault, clock: Clock) -> None:
+    """A link moved into .trash/ would point nowhere (and could never be restored): the
+    file it names is swept under its own name, the link stays where the person put it."""
+    made = vault.remember("Zebra crossing closed this week", ttl_days=1)["memory"]
+    (vault.root / "shortcuts").mkdir()
+    link = vault.root / "shortcuts" / "zebra.md"
+    link.symlink_to(Path("..") / made["path"])
+    old = dt.datetime(2020, 1, 1, tzinfo=dt.timezone.utc).timestamp()
+    os.utime(vault.root / made["path"], (old, old))
+    vault.reindex()  # rows oldest first: the link (dated by its file's mtime, 2020) before the dated path
+    clock.advance(days=2)
+    vault.reconcile()
+    assert link.is_symlink()  # left alone (it now points at nothing: the file it named expired)
+    trashed = [p for p in files(vault) if p.startswith(".trash/")]
+    assert ".trash/" + made["path"] in trashed and not any((vault.root / p).is_symlink() for p in trashed)
+    assert vault.search("zebra crossing")["hits"] == []
+
+
 def test_an_expired_memory_does_not_block_remembering_it_again(vault: Vault, clock: Clock) -> None:
     first = vault.remember(ACME, ttl_days=1)["memory"]
     clock.advance(days=2)
