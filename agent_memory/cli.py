@@ -912,6 +912,8 @@ def gc(older_than: float) -> None:
             click.echo(f"removed {printable(rel)}")
         click.echo(f"Removed {len(result['removed'])} files from the trash; kept {result['kept']}; "
                    f"moved {result['expired_moved']} expired memories there.")
+        if "note" in result:
+            click.echo(printable(result["note"]), err=True)
 
     emit(result, human)
 

@@ -57,7 +57,12 @@ def run(folder: Path, *args: str, task: str, retry: str = "", stdin: bytes | Non
 
 def first_line(data: bytes) -> str:
     lines = data.decode("utf-8", "replace").strip().splitlines()
-    return lines[0].removeprefix("fatal: ") if lines else "git failed"
+    if not lines:
+        return "git failed"
+    for prefix in ("fatal: ", "error: "):
+        if lines[0].startswith(prefix):
+            return lines[0][len(prefix):]
+    return lines[0]
 
 
 def repository(root: Path, *, task: str = "read the history",

@@ -21,6 +21,7 @@ from .limits import MAX_BATCH, check_content, check_limit, check_offset, check_t
 from .models import ExportedMemory, ExportPage, GcResult, ImportResult, RestoreResult, Stats, TrashEntry
 from .staging import Staging
 from .store import is_memory_path
+from .trash import LEDGER_NAME
 
 TRASH_DAYS = 30
 SEARCH_MODE = (
@@ -286,8 +287,14 @@ class Maintenance(Importing):
             raise InvalidInput("older_than_days must be 0 or more.")
         with self._writing():
             moved = self.sweep_expired()
-            removed, kept = self.store.trash.purge(dt.timedelta(days=older_than_days), self.now())
-        return GcResult(removed=removed, kept=kept, expired_moved=moved)
+            removed, kept, refused = self.store.trash.purge(dt.timedelta(days=older_than_days), self.now())
+        result = GcResult(removed=removed, kept=kept, expired_moved=moved)
+        if refused:
+            result["refused"] = refused
+            result["note"] = (f"{len(refused)} line(s) of .trash/{LEDGER_NAME} name a file outside .trash/ "
+                              f"({', '.join(refused[:3])}): nothing was done with them. Remove those lines from "
+                              "the ledger (a pull or a sync may have brought them).")
+        return result
 
     def trash_list(self) -> list[TrashEntry]:
         """What the tool put in the trash and can restore, newest first."""

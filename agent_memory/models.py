@@ -205,6 +205,8 @@ class GcResult(TypedDict):
     removed: list[str]
     kept: int
     expired_moved: int
+    refused: NotRequired[list[str]]  # ledger lines naming a file outside .trash/, left alone
+    note: NotRequired[str]
 
 
 class TrashEntry(TypedDict):

@@ -200,17 +200,24 @@ class Trash:
         return self.move_in(tmp, source, memory_id, reason, now)
 
     # ------------------------------------------------------------------ taking things out
-    def purge(self, older_than: dt.timedelta, now: dt.datetime) -> tuple[list[str], int]:
-        """Delete the tool's own entries older than ``older_than``; returns (removed, kept).
+    def purge(self, older_than: dt.timedelta, now: dt.datetime) -> tuple[list[str], int, list[str]]:
+        """Delete the tool's own entries older than ``older_than``; returns (removed, kept,
+        refused: ledger lines naming a file outside ``.trash/``, left as they are).
 
         A file in the trash the tool did not put there (Obsidian's, a person's), or one
         that no longer holds the recorded bytes, is never deleted."""
         self.check()
         removed: list[str] = []
+        refused: list[str] = []
         keep: list[Entry] = []
         entries = self.entries()
         for entry in entries:
-            path = self._inside(entry.trash)
+            try:
+                path = self._inside(entry.trash)
+            except PathRefused:  # a tampered or mistaken line: never followed, never dropped
+                refused.append(entry.trash)
+                keep.append(entry)
+                continue
             try:
                 at = dt.datetime.fromisoformat(entry.at)
             except ValueError:
@@ -225,7 +232,7 @@ class Trash:
                 keep.append(entry)
         if len(keep) != len(entries):
             self._rewrite(keep)
-        return removed, len(self.live())
+        return removed, len(self.live()), refused
 
     def find(self, key: str) -> Entry | None:
         """The newest live entry for a memory id, its original path or its trash path."""
