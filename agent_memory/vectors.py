@@ -204,7 +204,7 @@ class Loaded:
         self.keys = np.zeros(room, dtype=DIGEST)
         self.codes = np.zeros((room, DIMENSIONS), dtype=np.int8)
         self.scales = np.zeros(room, dtype=np.float32)
-        self.signs = np.zeros((room, DIMENSIONS // 64), dtype=np.uint64)
+        self.signs = np.zeros((DIMENSIONS // 64, room), dtype=np.uint64)  # a line per word: see VectorIndex
         self.count = 0
         self.alive = np.zeros(0, dtype=bool)
         self.order = np.zeros(0, dtype=np.int64)  # rows by key, for ``rows_of``
@@ -226,7 +226,7 @@ class Loaded:
         if end > len(self.keys):  # more rows were committed since they were counted
             raise _NoRoom
         self.keys[at:end], self.codes[at:end], self.scales[at:end] = keys, codes, scales
-        self.signs[at:end] = sign_codes(codes)
+        self.signs[:, at:end] = sign_codes(codes).T
         self.count = end
 
     def _settle(self, alive: np.ndarray) -> None:
@@ -283,7 +283,9 @@ class _NoRoom(Exception):
 
 class VectorIndex:
     """The vectors of the indexed memories: ``rids[i]``'s vector is row ``rows[i]`` of
-    ``Loaded``'s arrays (shared, not copied, between rebuilds)."""
+    ``Loaded``'s arrays (shared, not copied, between rebuilds). ``signs`` holds one
+    64-bit word of every row's sign code per line (6 x rows): a search's Hamming
+    distances are then six passes over contiguous words."""
 
     def __init__(self, rids: np.ndarray, rows: np.ndarray, codes: np.ndarray, scales: np.ndarray,
                  signs: np.ndarray) -> None:
@@ -291,7 +293,7 @@ class VectorIndex:
         self.rows = rows
         self.codes = codes
         self.scales = scales
-        self.signs = signs[: int(rows.max()) + 1 if len(rows) else 0]  # the loaded rows, not the room past them
+        self.signs = signs[:, : int(rows.max()) + 1 if len(rows) else 0]  # the loaded rows, not the room past them
 
     def __len__(self) -> int:
         return len(self.rids)
@@ -300,44 +302,50 @@ class VectorIndex:
                 ) -> list[tuple[int, float]]:
         """Memories by cosine to ``query`` (unit float32), best first, at least ``want``
         of them that ``allowed`` keeps (it gets candidate rids, or None for "every memory
-        within the filters", and returns those it keeps)."""
+        within the filters", and returns those it keeps). The candidates are offered to
+        ``allowed`` best first, a few hundred at a time, until enough pass."""
         if not len(self):
             return []
         if len(self) <= EXACT_MAX:
-            order = self._best(np.arange(len(self)), query, PREFILTER)
+            chosen, sims = self._best(np.arange(len(self)), query, PREFILTER)
         else:
-            order = self._best(np.argpartition(self._hamming(query), PREFILTER)[:PREFILTER], query, PREFILTER)
-        candidates = self.rids[[i for i, _ in order]].tolist()
-        keep = allowed(candidates)
-        found = [(rid, s) for rid, (_, s) in zip(candidates, order) if rid in keep]
-        if len(found) >= want or len(order) == len(self):
+            chosen, sims = self._best(np.argpartition(self._hamming(query), PREFILTER)[:PREFILTER], query, PREFILTER)
+        found: list[tuple[int, float]] = []
+        at, step = 0, max(2 * want, 256)
+        while at < len(chosen) and len(found) < want:
+            rids = self.rids[chosen[at:at + step]].tolist()
+            keep = allowed(rids)
+            found.extend((rid, sim) for rid, sim in zip(rids, sims[at:at + step].tolist()) if rid in keep)
+            at, step = at + step, step * 2
+        if len(found) >= want or len(chosen) == len(self):
             return found
         within = allowed(None)
-        chosen = np.nonzero(np.isin(self.rids, np.fromiter(within, dtype=np.int64, count=len(within))))[0]
-        return [(int(self.rids[i]), s) for i, s in self._best(chosen, query, want)]
+        chosen, sims = self._best(np.nonzero(np.isin(self.rids, np.fromiter(within, dtype=np.int64, count=len(within))))[0],
+                                  query, want)
+        return list(zip(self.rids[chosen].tolist(), sims.tolist()))
 
     def _hamming(self, query: np.ndarray) -> np.ndarray:
-        """Each memory's Hamming distance between its sign code and the query's. Worked
+        """Each memory's Hamming distance between its sign code and the query's: worked
         out over the loaded rows (cheaper than gathering 100k sign codes into the
-        memories' order), a block at a time: a search's scratch stays well under a
-        megabyte, so a server's worker threads do not each keep megabytes of it."""
+        memories' order), one 64-bit word at a time (0.4 ms at 100k; a row at a time
+        took 2 ms), with scratch under a megabyte."""
         code = sign_codes(quantize(query[None, :])[0])[0]
-        distance = np.empty(len(self.signs), dtype=np.int32)
-        for at in range(0, len(self.signs), READ_ROWS):
-            np.bitwise_count(self.signs[at:at + READ_ROWS] ^ code).sum(1, dtype=np.int32, out=distance[at:at + READ_ROWS])
+        distance = np.bitwise_count(self.signs[0] ^ code[0]).astype(np.int32)
+        for words, bits in zip(self.signs[1:], code[1:]):
+            distance += np.bitwise_count(words ^ bits)
         return distance[self.rows]
 
-    def _best(self, chosen: np.ndarray, query: np.ndarray, most: int) -> list[tuple[int, float]]:
+    def _best(self, chosen: np.ndarray, query: np.ndarray, most: int) -> tuple[np.ndarray, np.ndarray]:
         """The ``most`` of ``chosen`` (positions in ``rids``) nearest to ``query`` by
-        exact cosine, best first. Scored a block at a time: 100k codes as float32 at
-        once would be 150 MB."""
+        exact cosine, best first, and their cosines. Scored a block at a time: 100k
+        codes as float32 at once would be 150 MB."""
         sims = np.empty(len(chosen), dtype=np.float32)
         for at in range(0, len(chosen), SCORE_ROWS):
             rows = self.rows[chosen[at:at + SCORE_ROWS]]
             sims[at:at + len(rows)] = (self.codes[rows].astype(np.float32) @ query) / self.scales[rows]
         top = np.argpartition(-sims, most)[:most] if most < len(sims) else np.arange(len(sims))
         top = top[np.argsort(-sims[top], kind="stable")]
-        return [(int(chosen[j]), float(sims[j])) for j in top]
+        return chosen[top], sims[top]
 
 
 class Embedder:

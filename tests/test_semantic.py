@@ -176,7 +176,7 @@ def test_a_large_index_ranks_by_sign_codes_then_exactly() -> None:
     vectors /= np.linalg.norm(vectors, axis=1, keepdims=True)
     codes, scales = quantize(vectors)
     rids = np.arange(1, len(vectors) + 1, dtype=np.int64)
-    index = VectorIndex(rids, np.arange(len(vectors)), codes, scales, sign_codes(codes))
+    index = VectorIndex(rids, np.arange(len(vectors)), codes, scales, np.ascontiguousarray(sign_codes(codes).T))
     target = 12345
     found = index.nearest(vectors[target], lambda rids: set(rids) if rids is not None else set(rids_all(index)), 5)
     assert found[0][0] == target + 1
