@@ -49,6 +49,7 @@ EMBED_CHARS = 2_000  # of title and body: the model reads at most 256 tokens any
 READ_ROWS = 4096  # rows per fetch: bounds what a load holds
 SCORE_ROWS = 512  # rows per scoring block: a search's scratch (< 1 MB), not 150 MB of floats
 ROOM = 1 / 8  # spare rows kept after a full load, for vectors appended later
+CACHE_KIB = -256  # SQLite page cache of our connections (KiB): they read each row once, in order
 
 Progress = Callable[[int, int], None]
 DIGEST = np.dtype("S32")  # a sha256 as raw bytes: half its hex, and one numpy array for 100k
@@ -112,6 +113,7 @@ class VectorStore:
             conn.execute("PRAGMA busy_timeout = 30000")
             conn.execute("PRAGMA journal_mode = WAL")
             conn.execute("PRAGMA synchronous = NORMAL")
+            conn.execute(f"PRAGMA cache_size = {CACHE_KIB}")
             made = f"{MODEL_NAME} {DIMENSIONS} int8 v{VECTORS_VERSION}"
             conn.execute("CREATE TABLE IF NOT EXISTS about (key TEXT PRIMARY KEY, value TEXT NOT NULL)")
             row = conn.execute("SELECT value FROM about WHERE key = 'model'").fetchone()
@@ -208,6 +210,7 @@ class Loaded:
         self.count = 0
         self.alive = np.zeros(0, dtype=bool)
         self.order = np.zeros(0, dtype=np.int64)  # rows by key, for ``rows_of``
+        self.view = (self.keys[:0], self.order, self.alive)
 
     @classmethod
     def read(cls, store: VectorStore) -> Loaded:
@@ -232,6 +235,7 @@ class Loaded:
     def _settle(self, alive: np.ndarray) -> None:
         self.alive = alive
         self.order = np.argsort(self.keys[: self.count], kind="stable")
+        self.view = (self.keys[: self.count], self.order, alive)  # one attribute: read whole by other threads
 
     def rows_of(self, keys: np.ndarray) -> np.ndarray:
         """The row of each of ``keys``, -1 where there is no live one."""
@@ -348,6 +352,14 @@ class VectorIndex:
         return chosen[top], sims[top]
 
 
+def _probe(path: Path) -> sqlite3.Connection:
+    """A connection to the index of our own: it reads the memories' file versions and
+    tells, by ``PRAGMA data_version``, when another connection changed them."""
+    conn = sqlite3.connect(path, check_same_thread=False)
+    conn.execute(f"PRAGMA cache_size = {CACHE_KIB}")
+    return conn
+
+
 class Embedder:
     """Keeps the vectors file equal to the index's memories.
 
@@ -371,7 +383,7 @@ class Embedder:
         self._memories: tuple[Any, np.ndarray, np.ndarray] | None = None  # (index version, rids, keys)
         self._keys: tuple[int, np.ndarray] | None = None  # (vectors file version, its keys)
         self._checked: tuple[Any, np.ndarray, np.ndarray] | None = None  # (versions, missing, unused)
-        self._probe = sqlite3.connect(index.path, check_same_thread=False)  # its data_version sees every commit
+        self._probe = _probe(index.path)  # its data_version sees every commit
         self._probe_lock = threading.Lock()
         self._probe_epoch = getattr(index, "_epoch", 0)
         self.error: str | None = None
@@ -424,29 +436,36 @@ class Embedder:
             self._memories = (version, *found)
             return found
 
-    def _stored_keys(self) -> np.ndarray:
-        """The vectors file's keys (sorted ``DIGEST``), read again only when it changed."""
+    def _stored_keys(self) -> tuple[np.ndarray, np.ndarray | None, np.ndarray | None]:
+        """The vectors file's keys as (keys, the order that sorts them, which are live):
+        the loaded vectors' own while they are current (no second copy of 100k keys),
+        else read from the file (sorted; every one live)."""
         version = self.store.version()
+        loaded = self._loaded
+        if loaded is not None and self._loaded_at_version == version:
+            return loaded.view
         if self._keys is None or self._keys[0] != version:
             self._keys = (version, self.store.keys())
-        return self._keys[1]
+        return self._keys[1], None, None
 
     def _gap(self) -> tuple[np.ndarray, np.ndarray]:
-        """(file versions without a vector, vectors no memory has), both sorted; worked
-        out again only when the index or the vectors file changed since the last time
+        """(file versions without a vector, sorted; vectors no memory has), worked out
+        again only when the index or the vectors file changed since the last time
         (every search asks)."""
         versions = self._index_version(), self.store.version()
         checked = self._checked
         if checked is not None and checked[0] == versions:
             return checked[1], checked[2]
         _, wanted = self._indexed()
-        have = self._stored_keys()
-        spot = find(have, wanted)
-        used = np.zeros(len(have), dtype=bool)
-        used[spot[spot >= 0]] = True
-        missing, unused = np.unique(wanted[spot < 0]), have[~used]
-        self._checked = (versions, missing, unused)
-        return missing, unused
+        have, order, live = self._stored_keys()
+        spot = find(have, wanted, order)
+        if live is not None and len(have):  # a dead row is no vector of the file's
+            spot[(spot >= 0) & ~live[np.maximum(spot, 0)]] = -1
+        unused = np.ones(len(have), dtype=bool) if live is None else live.copy()
+        unused[spot[spot >= 0]] = False
+        missing = np.unique(wanted[spot < 0])
+        self._checked = (versions, missing, have[unused])
+        return missing, have[unused]
 
     def counts(self) -> tuple[int, int]:
         """(memories in the index, memories without a vector)."""
@@ -499,7 +518,7 @@ class Embedder:
         epoch = getattr(self.source, "_epoch", 0)
         if epoch != self._probe_epoch:
             self._probe.close()
-            self._probe = sqlite3.connect(self.source.path, check_same_thread=False)
+            self._probe = _probe(self.source.path)
             self._probe_epoch = epoch
         return epoch, self._probe.execute("PRAGMA data_version").fetchone()[0]
 
@@ -518,11 +537,11 @@ class Embedder:
             fresh = self._loaded is not None and time.monotonic() - self._loaded_at < RELOAD_WHILE_EMBEDDING
             if self._loaded is None or (self._loaded_at_version != stored_at and not (busy and fresh)):
                 self._loaded_at = time.monotonic()
-                if self._loaded is None or not self._loaded.refresh(self.store, self._stored_keys()):
+                if self._loaded is None or not self._loaded.refresh(self.store, self.store.keys()):
                     self._loaded = self._cached = None  # the old arrays go before the new ones come
                     self._loaded = Loaded.read(self.store)
                 self._loaded_at_version = stored_at
-                self._cached = None
+                self._cached = self._keys = None  # the loaded keys serve from now on
             indexed_at = self._index_version()
             cached = self._cached
             if cached is not None and cached[0] == indexed_at:
