@@ -124,7 +124,7 @@ class Encoder:
         # bytes for the words as well moved them 2x as much and lost a LoCoMo hit).
         w = read_safetensors(folder / "model.safetensors", frozenset({words}), frozenset(dense))
         self.words = w[words]
-        self.positions = w["embeddings.position_embeddings.weight"][:MAX_TOKENS]
+        self.positions = w["embeddings.position_embeddings.weight"][:MAX_TOKENS].copy()  # 512 stored, 256 used
         self.token_type = w["embeddings.token_type_embeddings.weight"][0]
         # Matrices stay as stored, (out, in): ``x @ w.T`` is one BLAS call on the
         # transposed view. Query, key and value are one (1152, 384) product.

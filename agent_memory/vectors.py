@@ -232,6 +232,12 @@ class Loaded:
         self.signs[:, at:end] = sign_codes(codes).T
         self.count = end
 
+    def held_bytes(self) -> int:
+        """What the loaded rows take in memory (the room past them is allocated but not
+        touched, so it is not resident)."""
+        per_row = self.keys.itemsize + DIMENSIONS + self.scales.itemsize + self.signs.itemsize * len(self.signs)
+        return self.count * per_row + self.order.nbytes + self.alive.nbytes
+
     def _settle(self, alive: np.ndarray) -> None:
         self.alive = alive
         self.order = np.argsort(self.keys[: self.count], kind="stable")
@@ -552,6 +558,7 @@ class Embedder:
             has = rows >= 0
             built = VectorIndex(rids[has], rows[has], loaded.codes, loaded.scales, loaded.signs)
             self._cached = (indexed_at, built)
+            self._memories = None  # 4 MB at 100k, read again when the index next changes
             return built
 
     def encode_query(self, text: str) -> np.ndarray:
