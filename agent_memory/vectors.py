@@ -312,8 +312,9 @@ class VectorIndex:
                 ) -> list[tuple[int, float]]:
         """Memories by cosine to ``query`` (unit float32), best first, at least ``want``
         of them that ``allowed`` keeps (it gets candidate rids, or None for "every memory
-        within the filters", and returns those it keeps). The candidates are offered to
-        ``allowed`` best first, a few hundred at a time, until enough pass."""
+        within the filters", and returns those it keeps). The best few hundred
+        candidates are offered to ``allowed`` first, then, if enough pass at that rate,
+        the rest; if not, every memory within the filters is scored."""
         if not len(self):
             return []
         if len(self) <= EXACT_MAX:
@@ -326,7 +327,10 @@ class VectorIndex:
             rids = self.rids[chosen[at:at + step]].tolist()
             keep = allowed(rids)
             found.extend((rid, sim) for rid, sim in zip(rids, sims[at:at + step].tolist()) if rid in keep)
-            at, step = at + step, step * 2
+            at += len(rids)
+            if len(found) * len(chosen) < want * at and len(chosen) < len(self):
+                break  # at this rate the rest would not be enough either: every memory within the filters
+            step = len(chosen) - at
         if len(found) >= want or len(chosen) == len(self):
             return found
         within = allowed(None)
