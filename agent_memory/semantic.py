@@ -105,8 +105,8 @@ class Semantic:
 
         def nearest(filters: Filters, now: str, want: int) -> list[tuple[int, float]]:
             found.catch_up(most=INLINE_CATCH_UP, wait=False)
-            query = found.encode_query(question)
-            return found.index().nearest(query, lambda rids: allowed(filters, now, rids), want)
+            vectors = found.index()  # before the model loads: what building it reads is freed by then
+            return vectors.nearest(found.encode_query(question), lambda rids: allowed(filters, now, rids), want)
 
         return nearest
 

@@ -295,9 +295,16 @@ async def test_the_recall_tool_takes_semantic(vault: Vault, filled: dict[str, st
 
 
 def vector_keys(vault: Vault) -> set[str]:
-    conn = sqlite3.connect(vault.index_dir / VECTORS_FILE)
+    """The file versions the vectors file holds: none while it is not made yet (a
+    watcher starts the embedder after its first sweep)."""
+    path = vault.index_dir / VECTORS_FILE
+    if not path.exists():
+        return set()
+    conn = sqlite3.connect(path)
     try:
         return {row[0] for row in conn.execute("SELECT sha256 FROM vectors")}
+    except sqlite3.OperationalError:  # made, its table not yet
+        return set()
     finally:
         conn.close()
 
