@@ -257,6 +257,7 @@ class Watcher:
         if self.watching and voucher is not None and voucher.acquire():
             self._voucher = voucher  # after the watch is up: the first sweep covers what came before
         self._worker = threading.Thread(target=self._run, name="agent-memory-sync", daemon=True)
+        self.vault.vectors.hold()  # semantic recall's vectors load after the first sweep
         self._worker.start()
         return self
 
@@ -264,7 +265,8 @@ class Watcher:
         """With semantic recall on, changed memories get their vectors on the vault's own
         background thread (the index write wakes it): this worker never waits for a model.
         Started after the first sweep: its first pass then sees the files as they are,
-        and its 100k-row reads do not add to the sweep's (a server's peak memory)."""
+        and its 100k-row reads do not add to the sweep's (a server's peak memory); a
+        search that needs the vectors meanwhile waits for the sweep too (``hold``)."""
         try:
             self.vault.keep_vectors()
         except Exception as exc:
@@ -323,6 +325,7 @@ class Watcher:
             self._sweep()
         finally:
             self.swept.set()
+            self.vault.vectors.release()
         self._keep_vectors()
         next_sweep = time.monotonic() + interval
         next_check = time.monotonic() + HEALTH_CHECK
