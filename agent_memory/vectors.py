@@ -257,9 +257,9 @@ class Loaded:
 
     def refresh(self, store: VectorStore, current: np.ndarray) -> bool:
         """These vectors made equal to the file's, whose keys are now ``current``
-        (sorted): the new ones appended, the dropped ones marked. False (nothing
-        changed) when a full load is due instead: the room is used up, or a quarter of
-        the rows are dead (each edit leaves one)."""
+        (sorted): the new ones appended, the dropped ones marked. False when a full load
+        is due instead (these are then to be dropped): the room is used up, or a quarter
+        of the rows are dead (each edit leaves one)."""
         alive = find(current, self.keys[: self.count]) >= 0
         added = current[self.rows_loaded(current) < 0]
         dead = self.count - int(alive.sum())
