@@ -30,6 +30,7 @@ if TYPE_CHECKING:
 
 VECTORS_FILE = "vectors.sqlite3"  # in the index folder, beside index.sqlite3
 INLINE_CATCH_UP = 64  # memories without a vector a search embeds itself before ranking
+SWEEP_WAIT = 120.0  # seconds the vectors wait at most for a watcher's first sweep (``hold``)
 EXTRA_MODULES = ("numpy", "tokenizers")
 INSTALL_HINT = 'pip install "agent-memory[semantic]"'
 
@@ -60,10 +61,24 @@ class Semantic:
         self._lock = threading.Lock()
         self.problem: str | None = None  # why there are no vectors (no model)
         self.background = False
+        self._swept = threading.Event()  # cleared while a watcher's first sweep runs
+        self._swept.set()
+
+    def hold(self) -> None:
+        """A watcher's first sweep is starting: the vectors and the model load after it
+        (``release``). They would be read for an index the sweep is changing, and a
+        100k-memory server's memory peaked with both at once (the sweep's reads, the
+        vectors, the model)."""
+        self._swept.clear()
+
+    def release(self) -> None:
+        self._swept.set()
 
     def embedder(self) -> Embedder | None:
         """The embedder, made on first call; None (``problem`` says why) when the model
         is not installed."""
+        if self._embedder is None:
+            self._swept.wait(SWEEP_WAIT)
         with self._lock:
             if self._embedder is None and self.problem is None:
                 from . import model_files
@@ -105,8 +120,8 @@ class Semantic:
 
         def nearest(filters: Filters, now: str, want: int) -> list[tuple[int, float]]:
             found.catch_up(most=INLINE_CATCH_UP, wait=False)
-            query = found.encode_query(question)
-            return found.index().nearest(query, lambda rids: allowed(filters, now, rids), want)
+            vectors = found.index()  # before the model loads: what building it reads is freed by then
+            return vectors.nearest(found.encode_query(question), lambda rids: allowed(filters, now, rids), want)
 
         return nearest
 

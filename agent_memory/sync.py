@@ -260,14 +260,20 @@ class Watcher:
         if self.watching and voucher is not None and voucher.acquire():
             self._voucher = voucher  # after the watch is up: the first sweep covers what came before
         self._worker = threading.Thread(target=self._run, name="agent-memory-sync", daemon=True)
+        self.vault.vectors.hold()  # semantic recall's vectors load after the first sweep
         self._worker.start()
-        # With semantic recall on, changed memories get their vectors on the vault's own
-        # background thread (the index write wakes it): this worker never waits for a model.
+        return self
+
+    def _keep_vectors(self) -> None:
+        """With semantic recall on, changed memories get their vectors on the vault's own
+        background thread (the index write wakes it): this worker never waits for a model.
+        Started after the first sweep: its first pass then sees the files as they are,
+        and its 100k-row reads do not add to the sweep's (a server's peak memory); a
+        search that needs the vectors meanwhile waits for the sweep too (``hold``)."""
         try:
             self.vault.keep_vectors()
         except Exception as exc:
             print(f"agent-memory: warning: semantic recall's vectors will not be kept current: {exc}", file=sys.stderr)
-        return self
 
     def stop(self) -> None:
         """Stop vouching, stop watching, fold in the paths still pending, join both threads."""
@@ -322,6 +328,8 @@ class Watcher:
             self._sweep()
         finally:
             self.swept.set()
+            self.vault.vectors.release()
+        self._keep_vectors()
         next_sweep = time.monotonic() + interval
         next_check = time.monotonic() + HEALTH_CHECK
         while True:

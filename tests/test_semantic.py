@@ -24,7 +24,7 @@ import numpy as np
 
 from agent_memory import embed, model_files
 from agent_memory.vault import Vault
-from agent_memory.vectors import EXACT_MAX, VectorIndex, quantize, sign_codes
+from agent_memory.vectors import EXACT_MAX, Loaded, VectorIndex, VectorStore, digests, hexes, quantize, sign_codes
 
 
 @pytest.fixture(scope="session")
@@ -92,6 +92,82 @@ def test_an_obvious_paraphrase_is_nearer_than_an_unrelated_sentence() -> None:
     assert question @ car > question @ coffee + 0.2
 
 
+def test_the_forward_pass_stays_in_float32() -> None:
+    """A float64 anywhere in the layers made every product copy its weights to float64
+    first: a question took five times as long."""
+    encoder = embed.shared_encoder()
+    ids = encoder.tokenizer.encode("what car does the family drive").ids
+    assert encoder._forward([ids]).dtype == np.float32
+    assert encoder._forward([ids, ids[:3]]).dtype == np.float32
+
+
+def test_weights_read_as_half_and_bfloat16_keep_their_values(tmp_path: Path) -> None:
+    """read_safetensors on a real file: float16 and bfloat16 copies are within their
+    precision of the stored float32, the others exact, and each keeps its shape."""
+    rng = np.random.default_rng(3)
+    tensors = {"a": rng.standard_normal((300, 7)).astype(np.float32),
+               "b": rng.standard_normal((5, 70000)).astype(np.float32),  # more than one block
+               "c": rng.standard_normal(9).astype(np.float32)}
+    header, offset, data = {}, 0, b""
+    for name, value in tensors.items():
+        raw = value.astype("<f4").tobytes()
+        header[name] = {"dtype": "F32", "shape": list(value.shape), "data_offsets": [offset, offset + len(raw)]}
+        offset, data = offset + len(raw), data + raw
+    head = json.dumps(header).encode()
+    (tmp_path / "m.safetensors").write_bytes(len(head).to_bytes(8, "little") + head + data)
+    read = embed.read_safetensors(tmp_path / "m.safetensors", f16=frozenset({"a"}), bf16=frozenset({"b"}))
+    assert read["a"].dtype == np.float16 and read["a"].shape == (300, 7)
+    assert np.allclose(read["a"], tensors["a"], rtol=1e-3, atol=1e-4)
+    wide = embed.widen(read["b"], np.empty(read["b"].size, dtype=np.uint32))
+    assert wide.dtype == np.float32 and wide.shape == (5, 70000)
+    assert np.abs(wide - tensors["b"]).max() <= np.abs(tensors["b"]).max() * 2.0 ** -8
+    assert np.array_equal(read["c"], tensors["c"])
+
+
+def test_file_versions_survive_the_compact_form() -> None:
+    """A sha256 ending in zero bytes (an S32 item drops them) comes back whole."""
+    found = ["00" * 32, "ab" * 31 + "00", "0f" * 32]
+    assert hexes(digests(found)) == found
+
+
+def test_loaded_vectors_take_new_ones_in_place(tmp_path: Path) -> None:
+    """Vectors committed after the load are read alone and appended: rows already
+    loaded are neither re-read nor moved (a search holding them keeps its answers),
+    a dropped one stops being found, and one that comes back is found again."""
+    rng = np.random.default_rng(11)
+
+    def unit(n: int) -> np.ndarray:
+        v = rng.standard_normal((n, embed.DIMENSIONS)).astype(np.float32)
+        return v / np.linalg.norm(v, axis=1, keepdims=True)
+
+    key = [f"{i:062x}00" for i in range(1, 8)]  # trailing zero bytes, which an S32 item drops when read back
+    store = VectorStore(tmp_path)
+    try:
+        first = unit(4)
+        store.put(key[:4], first)
+        loaded = Loaded.read(store)
+        codes, before = loaded.codes, loaded.codes[:4].copy()
+        assert loaded.rows_of(digests(key[:5])).tolist() == [0, 1, 2, 3, -1]
+        store.put(key[4:6], unit(2))
+        store.drop({key[1]})
+        assert loaded.refresh(store, store.keys()) is True
+        assert loaded.codes is codes and np.array_equal(loaded.codes[:4], before)
+        rows = loaded.rows_of(digests(key[:6]))
+        assert rows[1] == -1 and sorted(rows[[0, 2, 3]].tolist()) == [0, 2, 3] and sorted(rows[4:].tolist()) == [4, 5]
+        assert np.array_equal(loaded.codes[rows[0]], quantize(first[:1])[0][0])
+        store.put([key[1]], first[1:2])
+        assert loaded.refresh(store, store.keys()) is True
+        assert loaded.rows_of(digests([key[1]])).tolist() == [1]
+        # Past the room kept at load time, refresh asks for a new load instead.
+        many = [f"{i:064x}" for i in range(100, 100 + len(loaded.keys))]
+        store.put(many, unit(len(many)))
+        assert loaded.refresh(store, store.keys()) is False
+        again = Loaded.read(store)
+        assert (again.rows_of(digests(key[:6] + many)) >= 0).all()
+    finally:
+        store.close()
+
+
 def test_a_large_index_ranks_by_sign_codes_then_exactly() -> None:
     """Past EXACT_MAX memories the first pass is by Hamming distance of sign codes: a
     memory whose vector is the query's still comes first, with its exact cosine."""
@@ -100,7 +176,7 @@ def test_a_large_index_ranks_by_sign_codes_then_exactly() -> None:
     vectors /= np.linalg.norm(vectors, axis=1, keepdims=True)
     codes, scales = quantize(vectors)
     rids = np.arange(1, len(vectors) + 1, dtype=np.int64)
-    index = VectorIndex(rids, np.arange(len(vectors)), codes, scales, sign_codes(codes))
+    index = VectorIndex(rids, np.arange(len(vectors)), codes, scales, np.ascontiguousarray(sign_codes(codes).T))
     target = 12345
     found = index.nearest(vectors[target], lambda rids: set(rids) if rids is not None else set(rids_all(index)), 5)
     assert found[0][0] == target + 1
@@ -109,6 +185,13 @@ def test_a_large_index_ranks_by_sign_codes_then_exactly() -> None:
     kept = index.nearest(vectors[target], lambda rids: {r for r in (rids if rids is not None else rids_all(index))
                                                          if r % 2 == 0}, 5)
     assert all(rid % 2 == 0 for rid, _ in kept) and len(kept) >= 5
+    # A filter none of the nearest pass: the memories within it, scored exactly, best first.
+    few = {7, 20_001, 333, 4_000}
+    widened = index.nearest(vectors[target], lambda rids: {r for r in rids if r in few} if rids is not None else few, 3)
+    exact = {rid: float(codes[rid - 1].astype(np.float32) @ vectors[target] / scales[rid - 1]) for rid in few}
+    best = sorted(few, key=lambda rid: -exact[rid])[:3]
+    assert [rid for rid, _ in widened] == best
+    assert [s for _, s in widened] == pytest.approx([exact[rid] for rid in best], abs=1e-5)
 
 
 def rids_all(index: VectorIndex) -> list[int]:
@@ -212,9 +295,16 @@ async def test_the_recall_tool_takes_semantic(vault: Vault, filled: dict[str, st
 
 
 def vector_keys(vault: Vault) -> set[str]:
-    conn = sqlite3.connect(vault.index_dir / VECTORS_FILE)
+    """The file versions the vectors file holds: none while it is not made yet (a
+    watcher starts the embedder after its first sweep)."""
+    path = vault.index_dir / VECTORS_FILE
+    if not path.exists():
+        return set()
+    conn = sqlite3.connect(path)
     try:
         return {row[0] for row in conn.execute("SELECT sha256 FROM vectors")}
+    except sqlite3.OperationalError:  # made, its table not yet
+        return set()
     finally:
         conn.close()
 
