@@ -207,10 +207,12 @@ class Encoder:
             scores = np.exp(scores - scores.max(-1, keepdims=True))
             scores /= scores.sum(-1, keepdims=True)
             context = (scores @ v).transpose(0, 2, 1, 3).reshape(n, length, heads * size)
-            x = _layer_norm(x + context @ widen(block["out"], scratch).T + block["out_b"], *block["ln1"], self.eps)
+            ln1_weight, ln1_bias = block["ln1"]
+            x = _layer_norm(x + context @ widen(block["out"], scratch).T + block["out_b"], ln1_weight, ln1_bias, self.eps)
             h = x @ widen(block["up"], scratch).T + block["up_b"]
             h = 0.5 * h * (1.0 + _erf(h * (1.0 / math.sqrt(2.0))))
-            x = _layer_norm(x + h @ widen(block["down"], scratch).T + block["down_b"], *block["ln2"], self.eps)
+            ln2_weight, ln2_bias = block["ln2"]
+            x = _layer_norm(x + h @ widen(block["down"], scratch).T + block["down_b"], ln2_weight, ln2_bias, self.eps)
         pooled = (x * mask[..., None]).sum(1) / mask.sum(1, keepdims=True)
         return pooled / np.maximum(np.linalg.norm(pooled, axis=1, keepdims=True), 1e-12)
 

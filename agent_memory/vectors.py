@@ -156,6 +156,7 @@ class VectorStore:
         (keys, int8 codes, scales), a block of rows at a time: no list of 100k blobs is
         ever held."""
         with self._lock:
+            queries: list[tuple[str, tuple[str, ...]]]
             if keys is None:
                 queries = [("SELECT sha256, code, scale FROM vectors", ())]
             else:
