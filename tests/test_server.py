@@ -267,9 +267,13 @@ async def test_every_library_error_reaches_the_model_as_its_text(client: Client,
                                 "while you were changing it; their save was kept"),
         QueryInterrupted: ("recall", {"query": "fact"}, "was stopped; narrow it"),
         errors.VaultGone: ("recall", {"query": "fact"}, "was moved or deleted while agent-memory was running"),
+        errors.ReadOnlyFile: ("update_memory", {"memory_id": "locked.md", "add_tags": ["x"]},
+                              "locked.md is read-only (its permissions let no one write it)"),
     }
     assert set(cases) == set(errors.MemoryError_.__subclasses__()) | {QueryInterrupted}, \
         "add a case for every new error class"
+    (vault.root / "locked.md").write_text("A note its owner made read-only.\n")
+    (vault.root / "locked.md").chmod(0o444)
     (vault.root / "emptied.md").write_text("")  # an editor truncated it and never wrote it back
     an_hour_ago = time.time() - 3600
     os.utime(vault.root / "emptied.md", (an_hour_ago, an_hour_ago))
