@@ -39,8 +39,8 @@ WEIGHTS = (10.0, 5.0, 1.0, 1.0, 1.0, 1.0)
 TOKENIZER = "porter unicode61 remove_diacritics 2"
 # The vocabulary typos are corrected against: words as written, not porter stems.
 VOCAB_TOKENIZER = "unicode61 remove_diacritics 2"
-# A transaction adding this many rows, and a tenth of the index or more (a rebuild, a
-# large import), ends by merging the full-text segments (``Index._merge_segments``).
+# A transaction adding this many rows (a rebuild, an import, a big reconcile) ends by
+# merging the full-text segments (``Index._merge_segments``).
 MERGE_AFTER = 1000
 RACY_NS = 2_500_000_000  # a tick of the coarsest file system times (FAT: 2 s), and some slack
 
@@ -442,7 +442,7 @@ class Index:
             self._inserted = 0
             try:
                 yield conn
-                merge = self._inserted >= MERGE_AFTER and self._inserted * 10 >= self._rows(conn)
+                merge = self._inserted >= MERGE_AFTER
                 conn.execute("COMMIT")
             except BaseException:
                 if conn.in_transaction:  # also when COMMIT itself failed (a full disk)
@@ -493,18 +493,15 @@ class Index:
         self._insert(conn, [(rid, note, facts)])
 
     @staticmethod
-    def _rows(conn: sqlite3.Connection) -> int:
-        return conn.execute("SELECT memories FROM counts").fetchone()[0]
-
-    @staticmethod
     def _merge_segments(conn: sqlite3.Connection) -> None:
         """Merge each full-text index into one segment. A bulk load leaves FTS5 with
         dozens of segments, and every term lookup seeks in each of them: at 100k memories
         searches run 1.5-2x slower (snippets 6x) until they are merged. Merging costs
         about 0.45 s at 100k, so it runs only after a transaction that added
-        ``MERGE_AFTER`` rows or more and at least a tenth of the index (a rebuild, a
-        large import): editing 1% of a large vault adds a segment or two, which FTS5's
-        own automerge folds in like any small write's."""
+        ``MERGE_AFTER`` rows or more (a rebuild, an import, a reconcile of that many
+        changed files: reconciling 1% of a 100k vault left 17 segments and searches 25%
+        slower), which spent longer than that already; FTS5's own automerge keeps small
+        writes in check."""
         # Its own transaction, after the rows are committed: merging needs room for a
         # copy of the full-text index, and a full disk must not undo the load itself.
         try:

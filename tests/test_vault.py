@@ -1067,6 +1067,12 @@ def test_a_bulk_load_leaves_one_merged_full_text_segment_and_every_note_findable
         assert_index_matches_files(vault)
         vault.reindex()
         assert _fts_segments(vault.index.path) == 1
+        for i in range(100, 1100):  # a person's bulk edit (a find-and-replace), folded in by one reconcile
+            with open(folder / f"n{i}.md", "a", encoding="utf-8") as handle:
+                handle.write("Reviewed by quillon.\n")
+        assert vault.reconcile()["updated"] == 1000
+        found = vault.search("quillon", limit=100)
+        assert _fts_segments(vault.index.path) == 1 and found["count"] == 100 and found["next_offset"] == 100
     finally:
         vault.close()
 
