@@ -80,6 +80,7 @@ CREATE TABLE memories (
 CREATE INDEX memories_id ON memories(id, created, path);
 CREATE INDEX memories_ns_updated ON memories(namespace, updated);
 CREATE INDEX memories_updated ON memories(updated);
+CREATE INDEX memories_rid_updated ON memories(rid, updated);  -- recall's recency of candidates
 CREATE INDEX memories_expires ON memories(expires) WHERE expires IS NOT NULL;
 CREATE INDEX memories_hash ON memories(content_hash, namespace);
 CREATE INDEX memories_path_key ON memories(path_key);

@@ -326,7 +326,7 @@ class Engine:
         return out
 
     def _newest(self, expr: str, filters: Filters, now: str) -> list[int]:
-        return [row[0] for row in self._run(sql.newest_matching(expr, filters, now, self.config.common_pool))]
+        return [row[0] for row in self._run(sql.newest_ids(expr, filters, now, self.config.common_pool))]
 
     def _members(self, expr: str, within: str) -> set[int]:
         return {row[0] for row in self._run(sql.members_within(expr, within))}
