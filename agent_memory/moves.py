@@ -160,10 +160,18 @@ class Moves(VaultCore):
                 return (new[:-3] if by_path or "/" in written else new.rsplit("/", 1)[-1][:-3]) + suffix
             return new_target
 
-        def moved_note(source: str):
+        def moved_note(source: str, moved_to: str | None = None):
             def new_path(target: str) -> str | None:  # a markdown link's note, as a vault path
                 found = links.resolve(target, source)
-                return new if found is not None and found["rid"] == row["rid"] else None
+                if found is not None and found["rid"] == row["rid"]:
+                    return new
+                if found is not None and moved_to is not None:
+                    # The moved note's own link, found nearest first: from its new folder the
+                    # same text may reach another note (a namesake there). Keep it on this one.
+                    again = links.resolve(target, moved_to)
+                    if again is None or again["rid"] != found["rid"]:
+                        return found["path"]
+                return None
             return new_path
 
         sources = sorted({src["path"] for _relation, src in links.incoming(row, 10**9)[0]} - {old})
@@ -182,7 +190,7 @@ class Moves(VaultCore):
         before = self._settled(old)
         after_text, count = notes.retarget_links(before.decode("utf-8", errors="replace"), rewrite_in(old))
         # Its own ./ and ../ links are read from its new folder after the move.
-        after_text, markdown = notes.retarget_markdown_links(after_text, old, moved_note(old), moved_to=new)
+        after_text, markdown = notes.retarget_markdown_links(after_text, old, moved_note(old, new), moved_to=new)
         count += markdown
         if count:  # the note links to itself, or relatively to others: that is an edit of it too
             note = _editable(notes.parse(before, old))
