@@ -242,9 +242,13 @@ def importance_of(meta: dict[str, Any]) -> float | None:
     """The ``importance:`` property as filters and stats read it: a finite number (not
     a boolean), else none."""
     value = meta.get("importance")
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
         return None
-    return float(value)
+    try:
+        number = float(value)
+    except OverflowError:  # an int of hundreds of digits, as YAML reads one
+        return None
+    return number if math.isfinite(number) else None
 
 
 def _row_values(rid: int, note: Note, facts: FileFacts, names: str, body: str, cjk: str,
