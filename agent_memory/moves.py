@@ -151,9 +151,15 @@ class Moves(VaultCore):
         )[0][0]
         by_path = others > 0  # the name is taken elsewhere: links name the path, as Obsidian's would
 
-        def rewrite_in(source: str):
+        def rewrite_in(source: str, moved_to: str | None = None):
             def new_target(written: str) -> str | None:
                 found = links.resolve(written, source)
+                if found is not None and found["rid"] != row["rid"] and moved_to is not None:
+                    # The moved note's own link, found nearest first: from its new folder the
+                    # same name may reach another note (a namesake there). Name this one's path.
+                    again = links.resolve(written, moved_to)
+                    if again is None or again["rid"] != found["rid"]:
+                        return found["path"][:-3] + (written[-3:] if written.casefold().endswith(".md") else "")
                 if found is None or found["rid"] != row["rid"]:
                     return None
                 suffix = written[-3:] if written.casefold().endswith(".md") else ""
@@ -188,7 +194,7 @@ class Moves(VaultCore):
                     raise ReadOnlyFile(path)
                 linking.append(_File(path, before, after.encode("utf-8"), count))
         before = self._settled(old)
-        after_text, count = notes.retarget_links(before.decode("utf-8", errors="replace"), rewrite_in(old))
+        after_text, count = notes.retarget_links(before.decode("utf-8", errors="replace"), rewrite_in(old, new))
         # Its own ./ and ../ links are read from its new folder after the move.
         after_text, markdown = notes.retarget_markdown_links(after_text, old, moved_note(old, new), moved_to=new)
         count += markdown

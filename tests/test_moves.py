@@ -470,3 +470,21 @@ def test_a_crash_right_after_the_old_name_was_taken_away_is_undone(linked: Vault
         assert_index_matches_files(reopened)
     finally:
         reopened.close()
+
+
+def test_mv_keeps_the_moved_notes_wikilink_on_the_note_it_reached(vault: Vault) -> None:
+    """``[[Other]]`` is found nearest first: from ``a/`` it reached ``a/Other.md``. Moved
+    into ``b/``, beside another ``Other.md``, the same text would reach that one (as
+    Obsidian resolves it too): the link names the path of the note it reached, its
+    heading and alias kept; a link whose note is the same from the new folder stays."""
+    for rel, text in (("a/Other.md", "Other in a.\n"), ("b/Other.md", "Other in b.\n"),
+                      ("a/Unique.md", "Only one.\n"),
+                      ("a/Mover.md", "See [[Other#Plan|the plan]] and [[Unique]].\n")):
+        (vault.root / rel).parent.mkdir(parents=True, exist_ok=True)
+        (vault.root / rel).write_text(text, encoding="utf-8")
+    vault.reconcile()
+    vault.move("a/Mover.md", "b/Mover.md")
+    assert (vault.root / "b" / "Mover.md").read_text() == "See [[a/Other#Plan|the plan]] and [[Unique]].\n"
+    outgoing = vault.related("b/Mover.md", direction="out")
+    assert sorted(n["path"] for n in outgoing["nodes"][1:]) == ["a/Other.md", "a/Unique.md"]
+    assert_index_matches_files(vault)
