@@ -81,3 +81,22 @@ def test_mv_keeps_the_moved_notes_plain_named_link_on_the_note_it_reached(vault:
     outgoing = vault.related("b/Mover.md", direction="out")
     assert sorted(n["path"] for n in outgoing["nodes"][1:]) == ["a/Other.md", "a/Unique.md"]
     assert_index_matches_files(vault)
+
+
+def test_mv_rebases_the_moved_notes_relative_links_to_attachments(vault: Vault) -> None:
+    """The moved note's ``./`` and ``../`` links to what is not a note (an image, a PDF)
+    are read from its folder too: moved elsewhere, they pointed at nothing. They are
+    rebased like its note links; a plain name, a web address and code stay as written."""
+    (vault.root / "a").mkdir()
+    (vault.root / "a" / "pic one.png").write_bytes(b"\x89PNG")
+    (vault.root / "files").mkdir()
+    (vault.root / "files" / "doc.pdf").write_bytes(b"%PDF")
+    write(vault, "a/Mover.md", "![pic](./pic%20one.png \"t\") [doc](../files/doc.pdf#page=2) ![x](<./pic one.png>) "
+                               "[plain](doc.pdf) [web](https://example.com/x.png) `![c](./pic.png)`\n")
+    vault.reconcile()
+    result = vault.move("a/Mover.md", "b/c/Mover.md")
+    assert (vault.root / "b" / "c" / "Mover.md").read_text() == (
+        "![pic](../../a/pic%20one.png \"t\") [doc](../../files/doc.pdf#page=2) ![x](<../../a/pic one.png>) "
+        "[plain](doc.pdf) [web](https://example.com/x.png) `![c](./pic.png)`\n")
+    assert result["rewritten"] == [{"path": "b/c/Mover.md", "links": 3}]
+    assert_index_matches_files(vault)
