@@ -29,6 +29,7 @@ import os
 import secrets
 import shutil
 import sqlite3
+import stat
 import sys
 import time
 from dataclasses import dataclass
@@ -267,8 +268,8 @@ class Moves(VaultCore):
         except OSError as exc:
             if exc.errno not in (errno.EPERM, errno.ENOTSUP, errno.EOPNOTSUPP, errno.EXDEV, errno.EMLINK, errno.ENOSYS):
                 raise disk_error(exc, f"move {old}") from exc
-            self.store.write_new_file(new, checked)
-            found = os.stat(source)
+            found = os.stat(source)  # the copy is the person's as the file was: mode and owner from the start
+            self.store.write_new_file(new, checked, stat.S_IMODE(found.st_mode), (found.st_uid, found.st_gid))
             os.utime(target, ns=(found.st_atime_ns, found.st_mtime_ns))
             os.chmod(target, found.st_mode & 0o7777)
         if _bytes(target) != checked:  # saved in place between the check and the link

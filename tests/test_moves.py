@@ -365,6 +365,27 @@ def test_mv_works_where_the_file_system_has_no_hard_links(linked: Vault, monkeyp
     assert_index_matches_files(linked)
 
 
+@pytest.mark.skipif(not hasattr(os, "geteuid") or os.geteuid() != 0, reason="giving a file to another user needs root")
+def test_mv_without_hard_links_keeps_a_persons_note_theirs_when_the_agent_runs_as_root(
+        linked: Vault, monkeypatch: pytest.MonkeyPatch) -> None:
+    """An agent running as root (a container, a service) moves by copying where there are
+    no hard links: the copy was root's, so the person could no longer save their 0600
+    note (and it was created 0644, readable by anyone until its mode was set)."""
+    note = linked.root / "places" / "Kessel Run.md"
+    os.chown(note, 1234, 1234)
+    os.chmod(note, 0o600)
+    linked.reconcile()
+
+    def no_links(*_args: object, **_kwargs: object) -> None:
+        raise OSError(errno.EPERM, "Operation not permitted")
+
+    monkeypatch.setattr(moves_module.os, "link", no_links)
+    linked.move("places/Kessel Run.md", "places/Smuggling Route.md")
+    found = os.stat(linked.root / "places" / "Smuggling Route.md")
+    assert (found.st_uid, found.st_gid, found.st_mode & 0o777) == (1234, 1234, 0o600)
+    assert_index_matches_files(linked)
+
+
 def test_a_full_disk_while_moving_is_one_line_and_changes_nothing(linked: Vault, monkeypatch: pytest.MonkeyPatch) -> None:
     before = _files(linked)
 
