@@ -121,13 +121,13 @@ def _entry(c: dict[str, Any], prefix: str, blobs: dict[str, bytes | None]) -> Hi
     entry = HistoryEntry(
         commit=c["commit"], date=c["date"], author=c["author"], email=c["email"],
         message=message if len(message) <= MAX_MESSAGE_CHARS else message[: MAX_MESSAGE_CHARS - 1] + "…",
-        status=c["status"], path=_shown_path(c["new"] or c["old"] or "", prefix),
+        status=c["status"], path=_redacted(_shown_path(c["new"] or c["old"] or "", prefix)),
         keys_changed=keys, lines_added=len(added), lines_removed=len(removed),
         added=[_cut(line) for line in added[:MAX_LINES_SHOWN]],
         removed=[_cut(line) for line in removed[:MAX_LINES_SHOWN]],
     )
     if c["status"] in ("renamed", "copied") and c["old"] is not None:
-        entry["old_path"] = _shown_path(c["old"], prefix)
+        entry["old_path"] = _redacted(_shown_path(c["old"], prefix))  # a name once held a token
     return entry
 
 

@@ -171,6 +171,10 @@ class FileFacts:
     inode: int
     sha256: str
     racy: bool = field(default=False, compare=False)  # see ``racy``
+    # When the file was read (``indexed_ns``): the racy rule asks whether a save could
+    # have followed the read within the file's time tick, and a row is written later
+    # (after the lock, the transaction, a rebuild's batch), so not its write time.
+    seen_ns: int = field(default_factory=time.time_ns, compare=False)
 
     @classmethod
     def read(cls, data: bytes, stat: os.stat_result) -> FileFacts:
@@ -181,7 +185,7 @@ class FileFacts:
     @classmethod
     def of_row(cls, row: Any) -> FileFacts:
         return cls(row["size"], row["mtime_ns"], row["ctime_ns"], row["inode"], row["sha256"],
-                   racy=racy(row["mtime_ns"], row["ctime_ns"], row["indexed_ns"]))
+                   racy=racy(row["mtime_ns"], row["ctime_ns"], row["indexed_ns"]), seen_ns=row["indexed_ns"])
 
     @property
     def stamp(self) -> tuple[int, int, int, int]:
@@ -238,9 +242,13 @@ def importance_of(meta: dict[str, Any]) -> float | None:
     """The ``importance:`` property as filters and stats read it: a finite number (not
     a boolean), else none."""
     value = meta.get("importance")
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
         return None
-    return float(value)
+    try:
+        number = float(value)
+    except OverflowError:  # an int of hundreds of digits, as YAML reads one
+        return None
+    return number if math.isfinite(number) else None
 
 
 def _row_values(rid: int, note: Note, facts: FileFacts, names: str, body: str, cjk: str,
@@ -266,7 +274,7 @@ def _row_values(rid: int, note: Note, facts: FileFacts, names: str, body: str, c
         facts.mtime_ns,
         facts.ctime_ns,
         facts.inode,
-        time.time_ns(),
+        facts.seen_ns,
         facts.sha256,
         json.dumps(note.problems, ensure_ascii=False) if note.problems else None,
         int(note.conflict),
@@ -576,7 +584,7 @@ class Index:
         remember the stat only, and when it was taken."""
         conn.execute(
             "UPDATE memories SET size = ?, mtime_ns = ?, ctime_ns = ?, inode = ?, indexed_ns = ? WHERE path = ?",
-            (*facts.stamp, time.time_ns(), path),
+            (*facts.stamp, facts.seen_ns, path),
         )
 
     def replace_all(self, conn: sqlite3.Connection, notes: Iterable[tuple[Note, FileFacts]], batch: int = 2000) -> int:

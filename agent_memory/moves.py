@@ -29,6 +29,7 @@ import os
 import secrets
 import shutil
 import sqlite3
+import stat
 import sys
 import time
 from dataclasses import dataclass
@@ -151,19 +152,33 @@ class Moves(VaultCore):
         )[0][0]
         by_path = others > 0  # the name is taken elsewhere: links name the path, as Obsidian's would
 
-        def rewrite_in(source: str):
+        def rewrite_in(source: str, moved_to: str | None = None):
             def new_target(written: str) -> str | None:
                 found = links.resolve(written, source)
+                if found is not None and found["rid"] != row["rid"] and moved_to is not None:
+                    # The moved note's own link, found nearest first: from its new folder the
+                    # same name may reach another note (a namesake there). Name this one's path.
+                    again = links.resolve(written, moved_to)
+                    if again is None or again["rid"] != found["rid"]:
+                        return found["path"][:-3] + (written[-3:] if written.casefold().endswith(".md") else "")
                 if found is None or found["rid"] != row["rid"]:
                     return None
                 suffix = written[-3:] if written.casefold().endswith(".md") else ""
                 return (new[:-3] if by_path or "/" in written else new.rsplit("/", 1)[-1][:-3]) + suffix
             return new_target
 
-        def moved_note(source: str):
+        def moved_note(source: str, moved_to: str | None = None):
             def new_path(target: str) -> str | None:  # a markdown link's note, as a vault path
                 found = links.resolve(target, source)
-                return new if found is not None and found["rid"] == row["rid"] else None
+                if found is not None and found["rid"] == row["rid"]:
+                    return new
+                if found is not None and moved_to is not None:
+                    # The moved note's own link, found nearest first: from its new folder the
+                    # same text may reach another note (a namesake there). Keep it on this one.
+                    again = links.resolve(target, moved_to)
+                    if again is None or again["rid"] != found["rid"]:
+                        return found["path"]
+                return None
             return new_path
 
         sources = sorted({src["path"] for _relation, src in links.incoming(row, 10**9)[0]} - {old})
@@ -180,9 +195,9 @@ class Moves(VaultCore):
                     raise ReadOnlyFile(path)
                 linking.append(_File(path, before, after.encode("utf-8"), count))
         before = self._settled(old)
-        after_text, count = notes.retarget_links(before.decode("utf-8", errors="replace"), rewrite_in(old))
+        after_text, count = notes.retarget_links(before.decode("utf-8", errors="replace"), rewrite_in(old, new))
         # Its own ./ and ../ links are read from its new folder after the move.
-        after_text, markdown = notes.retarget_markdown_links(after_text, old, moved_note(old), moved_to=new)
+        after_text, markdown = notes.retarget_markdown_links(after_text, old, moved_note(old, new), moved_to=new)
         count += markdown
         if count:  # the note links to itself, or relatively to others: that is an edit of it too
             note = _editable(notes.parse(before, old))
@@ -253,8 +268,8 @@ class Moves(VaultCore):
         except OSError as exc:
             if exc.errno not in (errno.EPERM, errno.ENOTSUP, errno.EOPNOTSUPP, errno.EXDEV, errno.EMLINK, errno.ENOSYS):
                 raise disk_error(exc, f"move {old}") from exc
-            self.store.write_new_file(new, checked)
-            found = os.stat(source)
+            found = os.stat(source)  # the copy is the person's as the file was: mode and owner from the start
+            self.store.write_new_file(new, checked, stat.S_IMODE(found.st_mode), (found.st_uid, found.st_gid))
             os.utime(target, ns=(found.st_atime_ns, found.st_mtime_ns))
             os.chmod(target, found.st_mode & 0o7777)
         if _bytes(target) != checked:  # saved in place between the check and the link

@@ -40,6 +40,10 @@ _INLINE_TAG = re.compile(r"(?:(?<=\s)|^)#([^\s#!\"$%&'()*+,.:;<=>?@\[\]^`{|}~\\]
 # optional #heading and "title". Images (![..](..)) and URLs with a scheme are not notes.
 _MDLINK = re.compile(r"(?<!!)\[[^\[\]\n]*\]\((<[^<>\n]+>|[^()\s<>]+)(?:\s+\"[^\"\n]*\")?\)")
 _SCHEME = re.compile(r"[A-Za-z][A-Za-z0-9+.-]*:|//")
+# Any markdown link or image, for the moved note's own relative links to what is not a note.
+_ANYLINK = re.compile(r"\[[^\[\]\n]*\]\((<[^<>\n]+>|[^()\s<>]+)(?:\s+\"[^\"\n]*\")?\)")
+_URL_PARTS = re.compile(r"([^?#]*)(.*)", re.DOTALL)
+_URL_SAFE = "/!$&'*+,;=:@~"
 _CODE = re.compile(r"```.*?(?:```|\Z)|~~~.*?(?:~~~|\Z)|`[^`\n]*`", re.DOTALL)
 _CONFLICT_START = re.compile(r"^<{7}(?: |$)", re.MULTILINE)
 _CONFLICT_END = re.compile(r"^>{7}(?: |$)", re.MULTILINE)
@@ -579,12 +583,16 @@ def retarget_markdown_links(text: str, source_path: str, new_path: Callable[[str
     segment = text[begin:]
     code = [m.span() for m in _CODE.finditer(segment)] if ("`" in segment or "~~~" in segment) else []
     edits: list[tuple[int, int, str]] = []
-    for m in _MDLINK.finditer(segment):
+    for m in (_MDLINK if moved_to is None else _ANYLINK).finditer(segment):
         if any(a <= m.start() < b for a, b in code):
             continue
         url = m.group(1)
-        target = markdown_link_target(url, source_path)
+        image = m.start() > 0 and segment[m.start() - 1] == "!"
+        target = None if image else markdown_link_target(url, source_path)
         if target is None:
+            rebased = _rebased(url, source_path, moved_to) if moved_to is not None else None
+            if rebased is not None and rebased != url:
+                edits.append((begin + m.start(1), begin + m.end(1), rebased))
             continue
         bracketed = url.startswith("<")
         written = url[1:-1] if bracketed else url
@@ -604,13 +612,36 @@ def retarget_markdown_links(text: str, source_path: str, new_path: Callable[[str
         else:
             place = moved
         if not bracketed:
-            place = urllib.parse.quote(place, safe="/!$&'*+,;=:@~")
+            place = urllib.parse.quote(place, safe=_URL_SAFE)
         new_url = ("<" if bracketed else "") + place + hash_ + heading + (">" if bracketed else "")
         if new_url != url:
             edits.append((begin + m.start(1), begin + m.end(1), new_url))
     for at, stop, replacement in reversed(edits):
         text = text[:at] + replacement + text[stop:]
     return text, len(edits)
+
+
+def _rebased(url: str, source_path: str, moved_to: str) -> str | None:
+    """A ``./`` or ``../`` link to what is not a note (an image, a PDF) in a note moving
+    from ``source_path`` to ``moved_to``, rewritten to reach the same file from the new
+    folder (its ``?query`` and ``#fragment`` kept); None for any other link, or one
+    leading out of the vault."""
+    bracketed = url.startswith("<") and url.endswith(">")
+    written = url[1:-1] if bracketed else url
+    if _SCHEME.match(written):
+        return None
+    path_part, rest = _URL_PARTS.fullmatch(written).groups()  # type: ignore[union-attr]
+    if not path_part.startswith(("./", "../")):
+        return None
+    path = posixpath.normpath(posixpath.join(posixpath.dirname(source_path), urllib.parse.unquote(path_part)))
+    if path == ".." or path.startswith("../"):
+        return None
+    place = posixpath.relpath(path, posixpath.dirname(moved_to) or ".")
+    if path_part.startswith("./") and not place.startswith("../"):
+        place = "./" + place
+    if not bracketed:
+        place = urllib.parse.quote(place, safe=_URL_SAFE)
+    return ("<" if bracketed else "") + place + rest + (">" if bracketed else "")
 
 
 def _links_in(value: Any) -> list[str]:

@@ -876,12 +876,13 @@ class Store:
                 continue
         return removed
 
-    def write_new_file(self, rel: str, data: bytes) -> None:
-        """Create ``rel`` exactly (used by import and init); refuses to overwrite."""
+    def write_new_file(self, rel: str, data: bytes, mode: int = 0o644, owner: tuple[int, int] | None = None) -> None:
+        """Create ``rel`` exactly (used by import and init, and by a move's copy, which
+        gives it the original's ``mode`` and ``owner``); refuses to overwrite."""
         target = self.abspath(rel)
         try:
             target.parent.mkdir(parents=True, exist_ok=True)
-            tmp = self._write_temp(target.parent, data)
+            tmp = self._write_temp(target.parent, data, mode, owner)
         except OSError as exc:
             raise disk_error(exc, f"write {rel}") from exc
         try:

@@ -105,6 +105,23 @@ def test_a_credential_a_person_removed_is_not_handed_out_by_the_history(tmp_path
     assert first["message"] == "ops: the bot token [redacted GitHub token]"
 
 
+def test_a_credential_in_an_old_file_name_is_not_handed_out_by_the_history(tmp_path: Path) -> None:
+    """A file once named with a token (an older import kept an export's path as given, or a
+    person pasted one), renamed since: git follows the rename, and the history's old_path
+    handed the token to the model whole."""
+    token = "gh" + "p_" + "aB3dE5fG7hJ9kL1mN3pQ5rS7tU9vW1xY3zA5"
+    repo = new_repo(tmp_path / "team")
+    with Vault.init(repo) as vault:
+        (repo / f"ops {token}.md").write_text("# Ops\nRotate the bot token in March.\n")
+        commit_all(repo, "ops")
+        git(repo, "mv", f"ops {token}.md", "ops.md")
+        commit_all(repo, "ops: a plain name")
+        result = vault.history("ops.md")
+    assert token not in json.dumps(result)
+    renamed = result["commits"][0]
+    assert renamed["status"] == "renamed" and renamed["old_path"] == "ops [redacted GitHub token].md"
+
+
 def test_a_memory_not_committed_has_an_empty_history_that_says_why(tmp_path: Path) -> None:
     repo = new_repo(tmp_path / "fresh")
     with Vault.init(repo) as vault:  # no commit at all yet

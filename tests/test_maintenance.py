@@ -318,3 +318,16 @@ def test_stats_leave_expired_memories_out_of_every_count(vault: Vault, clock) ->
     assert vault.search("freeze")["hits"] == []
     assert [h["path"] for h in vault.search("lee", type="person")["hits"]] == ["people/lee.md"]
     assert vault.search("deploy", min_importance=9)["hits"] == []
+
+
+def test_an_importance_no_float_can_hold_indexes_the_note_like_any_other(vault: Vault) -> None:
+    """A hand-written importance of 400 digits (YAML reads it as an int) is no number the
+    filters or stats can compare, like .inf; it must not stop the index being built
+    (float() of it raised OverflowError, and the open indexed nothing at all)."""
+    (vault.root / "ok.md").write_text("A fine note about invoices.\n", encoding="utf-8")
+    (vault.root / "big.md").write_text("---\nimportance: " + "9" * 400 + "\n---\nBig invoices.\n", encoding="utf-8")
+    vault.reconcile()
+    assert sorted(h["path"] for h in vault.search("invoices")["hits"]) == ["big.md", "ok.md"]
+    assert vault.search("invoices", min_importance=1)["hits"] == []
+    assert vault.stats()["average_importance"] is None
+    assert_index_matches_files(vault)

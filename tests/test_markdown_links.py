@@ -62,3 +62,41 @@ def test_mv_rewrites_markdown_links_as_they_were_written_and_nothing_else(vault:
     outgoing = vault.related("staff/Priya R.md", direction="out")
     assert [n["path"] for n in outgoing["nodes"][1:]] == ["people/team.md"]
     assert_index_matches_files(vault)
+
+
+def test_mv_keeps_the_moved_notes_plain_named_link_on_the_note_it_reached(vault: Vault) -> None:
+    """A plain ``[o](Other.md)`` is found nearest first: from ``a/`` it reached
+    ``a/Other.md``. Moved into ``b/``, beside another ``Other.md``, the same text would
+    reach that one (and, read as a relative path as GitHub or VS Code read it, too), so
+    the link is rewritten to reach the note it reached before; a plain link whose note
+    is the same from the new folder is left as it was."""
+    write(vault, "a/Other.md", "Other in a.\n")
+    write(vault, "b/Other.md", "Other in b.\n")
+    write(vault, "a/Unique.md", "Only one of these.\n")
+    write(vault, "a/Mover.md", "See [o](Other.md) and [u](Unique.md).\n")
+    vault.reconcile()
+    result = vault.move("a/Mover.md", "b/Mover.md")
+    assert (vault.root / "b" / "Mover.md").read_text() == "See [o](../a/Other.md) and [u](Unique.md).\n"
+    assert result["rewritten"] == [{"path": "b/Mover.md", "links": 1}]
+    outgoing = vault.related("b/Mover.md", direction="out")
+    assert sorted(n["path"] for n in outgoing["nodes"][1:]) == ["a/Other.md", "a/Unique.md"]
+    assert_index_matches_files(vault)
+
+
+def test_mv_rebases_the_moved_notes_relative_links_to_attachments(vault: Vault) -> None:
+    """The moved note's ``./`` and ``../`` links to what is not a note (an image, a PDF)
+    are read from its folder too: moved elsewhere, they pointed at nothing. They are
+    rebased like its note links; a plain name, a web address and code stay as written."""
+    (vault.root / "a").mkdir()
+    (vault.root / "a" / "pic one.png").write_bytes(b"\x89PNG")
+    (vault.root / "files").mkdir()
+    (vault.root / "files" / "doc.pdf").write_bytes(b"%PDF")
+    write(vault, "a/Mover.md", "![pic](./pic%20one.png \"t\") [doc](../files/doc.pdf#page=2) ![x](<./pic one.png>) "
+                               "[plain](doc.pdf) [web](https://example.com/x.png) `![c](./pic.png)`\n")
+    vault.reconcile()
+    result = vault.move("a/Mover.md", "b/c/Mover.md")
+    assert (vault.root / "b" / "c" / "Mover.md").read_text() == (
+        "![pic](../../a/pic%20one.png \"t\") [doc](../../files/doc.pdf#page=2) ![x](<../../a/pic one.png>) "
+        "[plain](doc.pdf) [web](https://example.com/x.png) `![c](./pic.png)`\n")
+    assert result["rewritten"] == [{"path": "b/c/Mover.md", "links": 3}]
+    assert_index_matches_files(vault)

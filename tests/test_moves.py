@@ -365,6 +365,27 @@ def test_mv_works_where_the_file_system_has_no_hard_links(linked: Vault, monkeyp
     assert_index_matches_files(linked)
 
 
+@pytest.mark.skipif(not hasattr(os, "geteuid") or os.geteuid() != 0, reason="giving a file to another user needs root")
+def test_mv_without_hard_links_keeps_a_persons_note_theirs_when_the_agent_runs_as_root(
+        linked: Vault, monkeypatch: pytest.MonkeyPatch) -> None:
+    """An agent running as root (a container, a service) moves by copying where there are
+    no hard links: the copy was root's, so the person could no longer save their 0600
+    note (and it was created 0644, readable by anyone until its mode was set)."""
+    note = linked.root / "places" / "Kessel Run.md"
+    os.chown(note, 1234, 1234)
+    os.chmod(note, 0o600)
+    linked.reconcile()
+
+    def no_links(*_args: object, **_kwargs: object) -> None:
+        raise OSError(errno.EPERM, "Operation not permitted")
+
+    monkeypatch.setattr(moves_module.os, "link", no_links)
+    linked.move("places/Kessel Run.md", "places/Smuggling Route.md")
+    found = os.stat(linked.root / "places" / "Smuggling Route.md")
+    assert (found.st_uid, found.st_gid, found.st_mode & 0o777) == (1234, 1234, 0o600)
+    assert_index_matches_files(linked)
+
+
 def test_a_full_disk_while_moving_is_one_line_and_changes_nothing(linked: Vault, monkeypatch: pytest.MonkeyPatch) -> None:
     before = _files(linked)
 
@@ -470,3 +491,21 @@ def test_a_crash_right_after_the_old_name_was_taken_away_is_undone(linked: Vault
         assert_index_matches_files(reopened)
     finally:
         reopened.close()
+
+
+def test_mv_keeps_the_moved_notes_wikilink_on_the_note_it_reached(vault: Vault) -> None:
+    """``[[Other]]`` is found nearest first: from ``a/`` it reached ``a/Other.md``. Moved
+    into ``b/``, beside another ``Other.md``, the same text would reach that one (as
+    Obsidian resolves it too): the link names the path of the note it reached, its
+    heading and alias kept; a link whose note is the same from the new folder stays."""
+    for rel, text in (("a/Other.md", "Other in a.\n"), ("b/Other.md", "Other in b.\n"),
+                      ("a/Unique.md", "Only one.\n"),
+                      ("a/Mover.md", "See [[Other#Plan|the plan]] and [[Unique]].\n")):
+        (vault.root / rel).parent.mkdir(parents=True, exist_ok=True)
+        (vault.root / rel).write_text(text, encoding="utf-8")
+    vault.reconcile()
+    vault.move("a/Mover.md", "b/Mover.md")
+    assert (vault.root / "b" / "Mover.md").read_text() == "See [[a/Other#Plan|the plan]] and [[Unique]].\n"
+    outgoing = vault.related("b/Mover.md", direction="out")
+    assert sorted(n["path"] for n in outgoing["nodes"][1:]) == ["a/Other.md", "a/Unique.md"]
+    assert_index_matches_files(vault)

@@ -1126,6 +1126,32 @@ def test_a_stat_taken_within_a_coarse_timestamp_tick_is_not_trusted(vault: Vault
     assert vault.index.stamps()["notes/acme.md"] != b"racy"
 
 
+def test_a_row_remembers_when_its_file_was_read_not_when_the_row_was_written(vault: Vault) -> None:
+    """The racy rule asks whether a save could have followed the read within the file's
+    time tick; the row must carry the time of the read. Files are read before the lock
+    and the index transaction (a writer waited for, a rebuild's batch of 2,000 files):
+    a row stamped when it was written, seconds later, stopped being racy while a
+    same-size save made just after the read (on FAT, same mtime, ctime and inode) was
+    never indexed. The same holds for a racy row found unchanged and touched."""
+    path = vault.root / "notes" / "acme.md"
+    path.parent.mkdir()
+    path.write_text("ACME deploys on Fridays.\n", encoding="utf-8")
+    examined = vault._examine("notes/acme.md")
+    read_by = time.time_ns()
+    with vault._writing(), vault._index_write() as conn:
+        vault._refresh(conn, "notes/acme.md", None, examined)
+    assert vault.index.by_path("notes/acme.md")["indexed_ns"] <= read_by
+    known = vault.index.file_facts()["notes/acme.md"]
+    with vault.index.transaction() as conn:
+        conn.execute("UPDATE memories SET size = size + 1")  # a stat that differs: the file is read again
+    examined = vault._examine("notes/acme.md", known)
+    read_by = time.time_ns()
+    with vault._writing(), vault._index_write() as conn:
+        vault._refresh(conn, "notes/acme.md", vault.index.file_facts()["notes/acme.md"], examined)
+    row = vault.index.by_path("notes/acme.md")
+    assert row["size"] == path.stat().st_size and row["indexed_ns"] <= read_by
+
+
 # --------------------------------------------------------------------------- rarer refusals and fallbacks (issue 14)
 
 
