@@ -93,9 +93,17 @@ class Writes(VaultCore):
         """The memory already holding this content, checked against its file: a human may
         have edited or deleted it since it was indexed (dedup must not swallow a new fact)."""
         twin = self.index.find_content(namespace, content_hash, now, exclude_path)
-        while twin is not None and self.reconcile_path(twin["path"]) not in ("unchanged", "settling"):
+        while twin is not None:
+            state = self.reconcile_path(twin["path"])
+            if state == "unchanged":
+                return twin
+            if state == "settling":
+                # Empty or half-written: an editor mid-save, or a person who emptied it a
+                # moment ago. Its old row is no proof the fact is still written anywhere:
+                # store it anew (at worst a copy, if the save writes the same text back).
+                return None
             twin = self.index.find_content(namespace, content_hash, now, exclude_path)
-        return twin
+        return None
 
     def remember(
         self,

@@ -162,6 +162,17 @@ def test_different_content_is_not_a_duplicate(vault: Vault) -> None:
     assert_index_matches_files(vault)
 
 
+def test_a_fact_remembered_just_after_a_person_emptied_its_note_is_written_again(vault: Vault) -> None:
+    """An empty file looks like an editor mid-save, so for two seconds its old row
+    stands. Remembering the same fact then must not answer "already stored": the old
+    row is no proof the fact is written anywhere any more."""
+    made = vault.remember(ACME)["memory"]
+    (vault.root / made["path"]).write_text("")  # emptied a moment ago
+    again = vault.remember(ACME)
+    assert again["deduplicated"] is False and again["memory"]["path"] != made["path"]
+    assert (vault.root / again["memory"]["path"]).read_text().endswith(ACME + "\n")
+
+
 def test_dedup_checks_the_file_a_human_changed_since_it_was_indexed(vault: Vault) -> None:
     edited = vault.remember(ACME, tags=["customer"])["memory"]
     deleted = vault.remember("Second fact about ACME", tags=["customer"])["memory"]
