@@ -616,7 +616,8 @@ class Index:
         # an index another version of the tool rebuilt without it must still be readable).
         cursor.execute("SELECT path, size, mtime_ns, ctime_ns, inode, indexed_ns FROM memories")
         # A racy row (``racy``) gets a stamp no file has: the walk hands it back to be hashed.
-        return {path: b"racy" if racy(mtime, ctime, indexed) else packed_stamp(size, mtime, ctime, inode)
+        return {path: b"racy" if mtime % 1_000_000_000 == 0 and racy(mtime, ctime, indexed)
+                else packed_stamp(size, mtime, ctime, inode)
                 for path, size, mtime, ctime, inode, indexed in cursor}
 
     def file_facts(self) -> dict[str, FileFacts]:

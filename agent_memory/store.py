@@ -266,8 +266,12 @@ def signed64(n: int) -> int:
 def packed_stamp(size: int, mtime_ns: int, ctime_ns: int, inode: int) -> bytes:
     """A file's stat as reconcile compares it (size, mtime, ctime, inode, each as
     ``signed64``), in 32 bytes: at 100k memories a snapshot of tuples of ints held
-    ~17 MB more at a server's start."""
-    return _STAMP.pack(signed64(size), signed64(mtime_ns), signed64(ctime_ns), signed64(inode))
+    ~17 MB more at a server's start. Packed as they are first: wrapping only changes a
+    number that does not fit, and a 100k start packs 200k stamps."""
+    try:
+        return _STAMP.pack(size, mtime_ns, ctime_ns, inode)
+    except struct.error:
+        return _STAMP.pack(signed64(size), signed64(mtime_ns), signed64(ctime_ns), signed64(inode))
 
 
 class Store:
