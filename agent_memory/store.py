@@ -403,7 +403,7 @@ class Store:
                 skipped(rel.encode("utf-8", "surrogateescape").decode("utf-8", "replace"), why)
 
         max_bytes = limits.MAX_FILE_BYTES
-        regular = stat_kind.S_ISREG
+        regular, pack = stat_kind.S_ISREG, packed_stamp  # looked up once: this loop runs per file
         aliased = 0
         stack: list[tuple[str, str]] = [(str(self.root), "")]
         while stack:
@@ -430,23 +430,25 @@ class Store:
                         if entry.name.endswith(".md") and not entry.name.startswith(".") and not encodable(entry.name):
                             skip(rel, "file name is not UTF-8 (rename it)")
                         continue
-                    if entry.is_symlink() and not self.inside(rel):
+                    link = entry.is_symlink()
+                    if link and not self.inside(rel):
                         skip(rel, "a symlink to a file outside the vault or in a hidden folder")
                         continue
                     found = entry.stat()  # follows a symlink: the file it names
                 except OSError:  # gone since the listing, a symlink loop, unreadable
                     skip(rel, "cannot be read (a broken symlink, a symlink loop, or no permission)")
                     continue
-                if found.st_nlink > 1 or entry.is_symlink():
+                if link or found.st_nlink > 1:
                     aliased += 1
-                if regular(found.st_mode) and found.st_size <= max_bytes:
-                    if known is not None and known.pop(rel, None) == packed_stamp(
+                file = regular(found.st_mode)
+                if file and found.st_size <= max_bytes:
+                    if known is not None and known.pop(rel, None) == pack(
                             found.st_size, found.st_mtime_ns, found.st_ctime_ns, found.st_ino):
                         if unchanged is not None:
                             unchanged[0] += 1
                         continue
                     yield rel, found
-                elif regular(found.st_mode):
+                elif file:
                     skip(rel, f"{found.st_size / 2**20:,.1f} MB, over the {max_bytes / 2**20:g} MB limit "
                               "for a memory file (split it, or move it out of the vault)")
                 else:
