@@ -206,14 +206,14 @@ def test_export_never_follows_a_memory_replaced_by_a_symlink(vault: Vault, tmp_p
     assert all("PRIVATE KEY" not in m["content"] for m in exported)
 
 
-def test_a_folder_swapped_for_a_symlink_between_check_and_open_is_refused(
-    vault: Vault, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
+def swapped_for_a_symlink_on_open(vault: Vault, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, text: str) -> str:
+    """A memory whose folder is swapped for a symlink to a folder outside the vault (where
+    a file of that name holds ``text``) just before the store opens it; its path."""
     made = vault.remember("An ordinary memory")["memory"]
     folder = (vault.root / made["path"]).parent
     elsewhere = tmp_path / "elsewhere"
     elsewhere.mkdir()
-    (elsewhere / Path(made["path"]).name).write_text("---\nid: x\n---\nPRIVATE KEY MATERIAL\n")
+    (elsewhere / Path(made["path"]).name).write_text(text)
     real_open = os.open
 
     def swap_then_open(path: object, flags: int, *args: object) -> int:
@@ -223,7 +223,14 @@ def test_a_folder_swapped_for_a_symlink_between_check_and_open_is_refused(
         return real_open(path, flags, *args)
 
     monkeypatch.setattr(store_module.os, "open", swap_then_open)
-    assert vault.store.read(made["path"]) is None
+    return made["path"]
+
+
+def test_a_folder_swapped_for_a_symlink_between_check_and_open_is_refused(
+    vault: Vault, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    path = swapped_for_a_symlink_on_open(vault, tmp_path, monkeypatch, "---\nid: x\n---\nPRIVATE KEY MATERIAL\n")
+    assert vault.store.read(path) is None
 
 
 def test_read_file_refuses_a_folder_swapped_for_a_symlink_between_check_and_open(
@@ -232,22 +239,9 @@ def test_read_file_refuses_a_folder_swapped_for_a_symlink_between_check_and_open
     """read_file hands a file to the model: like every read, the file it opened must be
     where it was checked to be. Before, it checked the path, then opened it again, so a
     folder swapped for a symlink in between served a file from outside the vault."""
-    made = vault.remember("An ordinary memory")["memory"]
-    folder = (vault.root / made["path"]).parent
-    elsewhere = tmp_path / "elsewhere"
-    elsewhere.mkdir()
-    (elsewhere / Path(made["path"]).name).write_text("PRIVATE KEY MATERIAL\n")
-    real_open = os.open
-
-    def swap_then_open(path: object, flags: int, *args: object) -> int:
-        if str(path).endswith(made["path"]) and folder.is_dir() and not folder.is_symlink():
-            folder.rename(folder.with_name("real"))
-            folder.symlink_to(elsewhere, target_is_directory=True)
-        return real_open(path, flags, *args)
-
-    monkeypatch.setattr(store_module.os, "open", swap_then_open)
+    path = swapped_for_a_symlink_on_open(vault, tmp_path, monkeypatch, "PRIVATE KEY MATERIAL\n")
     with pytest.raises(PathRefused):
-        vault.read_file(made["path"])
+        vault.read_file(path)
 
 
 # ----------------------------------------------------------------------------- small items
