@@ -367,16 +367,25 @@ def test_sync_refuses_a_detached_head(team: tuple[Path, Path, Path]) -> None:
         vault.sync()
 
 
-def test_sync_conflict_is_left_for_a_person_with_both_texts(team: tuple[Path, Path, Path]) -> None:
-    _remote, a, b = team
+def shared_then_changed_on_a(a: Path, b: Path, content: str, title: str, old: str, new: str) -> dict:
+    """A memory clone ``a`` writes and syncs and ``b`` pulls; then ``a`` replaces ``old``
+    with ``new`` in it and syncs again, ``b`` not pulled since. The memory."""
     with Vault(a) as va:
-        memory = va.remember("The on-call phone is in the red drawer.", title="On-call phone")["memory"]
+        memory = va.remember(content, title=title)["memory"]
         va.sync()
     with Vault(b) as vb:
         vb.sync()
-        with Vault(a) as va:
-            va.update(memory["id"], replace_old="red drawer", replace_new="blue box")
-            va.sync()
+    with Vault(a) as va:
+        va.update(memory["id"], replace_old=old, replace_new=new)
+        va.sync()
+    return memory
+
+
+def test_sync_conflict_is_left_for_a_person_with_both_texts(team: tuple[Path, Path, Path]) -> None:
+    _remote, a, b = team
+    memory = shared_then_changed_on_a(a, b, "The on-call phone is in the red drawer.", "On-call phone",
+                                      "red drawer", "blue box")
+    with Vault(b) as vb:
         vb.update(memory["id"], replace_old="red drawer", replace_new="green shelf")
         with pytest.raises(SyncConflict) as caught:
             vb.sync()
@@ -442,14 +451,9 @@ def test_sync_leaves_one_memory_edited_two_ways_at_one_new_path_as_a_conflict(te
 
 def test_sync_says_how_to_finish_when_a_persons_edit_conflicts_with_the_pull(team: tuple[Path, Path, Path]) -> None:
     _remote, a, b = team
-    with Vault(a) as va:
-        memory = va.remember("The spare keys hang by the red door.", title="Spare keys")["memory"]
-        va.sync()
+    memory = shared_then_changed_on_a(a, b, "The spare keys hang by the red door.", "Spare keys",
+                                      "red door", "blue door")
     with Vault(b) as vb:
-        vb.sync()
-        with Vault(a) as va:
-            va.update(memory["id"], replace_old="red door", replace_new="blue door")
-            va.sync()
         edited = b / memory["path"]
         edited.write_text(edited.read_text().replace("red door", "green door"))  # a person's edit, uncommitted
         with pytest.raises(SyncConflict) as caught:

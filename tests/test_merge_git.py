@@ -93,14 +93,20 @@ def shared_memory(team: Team, content: str = "ACME deploys on Fridays.\nNever af
     return path
 
 
-def edited_on_both_clones(team: Team, path: str, alice: dict, bob: dict) -> subprocess.CompletedProcess[str]:
-    """Alice updates ``path`` and pushes; Bob updates it too, commits and pulls: the pull."""
+def committed_on_both_clones(team: Team, path: str, alice: dict, bob: dict) -> None:
+    """Alice updates ``path`` (at 10:00) and pushes; Bob updates it too (at 11:00) and
+    commits, not pulled yet."""
     with vault_at(team.alice, 10) as vault:
         vault.update(path, **alice)
     team.share(team.alice, "update")
     with vault_at(team.bob, 11) as vault:
         vault.update(path, **bob)
     team.commit(team.bob, "update")
+
+
+def edited_on_both_clones(team: Team, path: str, alice: dict, bob: dict) -> subprocess.CompletedProcess[str]:
+    """``committed_on_both_clones``, then Bob pulls: the pull."""
+    committed_on_both_clones(team, path, alice, bob)
     return team.pull(team.bob)
 
 
@@ -111,12 +117,7 @@ def read(repo: Path, path: str) -> notes.Note:
 def tagged_on_both_clones(team: Team) -> str:
     """One memory that Alice tags "friday" (shared) and Bob tags "ops" (committed, not pulled yet)."""
     path = shared_memory(team)
-    with vault_at(team.alice, 10) as vault:
-        vault.update(path, add_tags=["friday"])
-    team.share(team.alice, "update: tag friday")
-    with vault_at(team.bob, 11) as vault:
-        vault.update(path, add_tags=["ops"])
-    team.commit(team.bob, "update: tag ops")
+    committed_on_both_clones(team, path, {"add_tags": ["friday"]}, {"add_tags": ["ops"]})
     return path
 
 
@@ -134,13 +135,7 @@ def test_tags_added_on_both_clones_merge_cleanly_with_the_later_updated(team: Te
 
 def test_a_tag_removed_on_one_clone_stays_removed(team: Team) -> None:
     path = shared_memory(team, tags=("acme", "deploy", "legacy"))
-    with vault_at(team.alice, 10) as vault:
-        vault.update(path, remove_tags=["legacy"])
-    team.share(team.alice, "update: untag legacy")
-    with vault_at(team.bob, 11) as vault:
-        vault.update(path, add_tags=["ops"])
-    team.commit(team.bob, "update: tag ops")
-    assert team.pull(team.bob).returncode == 0
+    assert edited_on_both_clones(team, path, {"remove_tags": ["legacy"]}, {"add_tags": ["ops"]}).returncode == 0
     assert read(team.bob, path).tags == ["acme", "deploy", "ops"]
 
 
@@ -155,26 +150,18 @@ def test_different_body_lines_merge_cleanly(team: Team) -> None:
 
 def test_both_clones_appending_keep_both_lines(team: Team) -> None:
     path = shared_memory(team)
-    with vault_at(team.alice, 10) as vault:
-        vault.update(path, append="Alice: confirmed for July.")
-    team.share(team.alice, "update: append")
-    with vault_at(team.bob, 11) as vault:
-        vault.update(path, append="Bob: the CFO agrees.")
-    team.commit(team.bob, "update: append")
-    assert team.pull(team.bob).returncode == 0
+    pulled = edited_on_both_clones(team, path, {"append": "Alice: confirmed for July."}, {"append": "Bob: the CFO agrees."})
+    assert pulled.returncode == 0
     body = read(team.bob, path).body
     assert body.endswith("Ask Priya first.\nBob: the CFO agrees.\nAlice: confirmed for July.\n")
 
 
 def test_the_same_line_edited_differently_is_a_conflict_with_both_texts(team: Team) -> None:
     path = shared_memory(team)
-    with vault_at(team.alice, 10) as vault:
-        memory_id = vault.update(path, replace_old="Never after 16:00.", replace_new="Never after 15:00.")["memory"]["id"]
-    team.share(team.alice, "update: 15:00")
-    with vault_at(team.bob, 11) as vault:
-        vault.update(path, replace_old="Never after 16:00.", replace_new="Never after 17:00.", add_tags=["ops"])
-    team.commit(team.bob, "update: 17:00")
-    pulled = team.pull(team.bob)
+    memory_id = read(team.alice, path).id
+    pulled = edited_on_both_clones(
+        team, path, {"replace_old": "Never after 16:00.", "replace_new": "Never after 15:00."},
+        {"replace_old": "Never after 16:00.", "replace_new": "Never after 17:00.", "add_tags": ["ops"]})
     assert pulled.returncode != 0 and "CONFLICT" in pulled.stdout + pulled.stderr
     assert "agent-memory merge-file" in pulled.stderr  # the driver says what conflicted
     text = (team.bob / path).read_text()
@@ -191,13 +178,9 @@ def test_the_same_line_edited_differently_is_a_conflict_with_both_texts(team: Te
 
 def test_a_front_matter_value_changed_on_both_sides_is_a_conflict_doctor_flags(team: Team) -> None:
     path = shared_memory(team)
-    with vault_at(team.alice, 10) as vault:
-        memory_id = vault.update(path, title="ACME deploys on Fridays")["memory"]["id"]
-    team.share(team.alice, "update: title")
-    with vault_at(team.bob, 11) as vault:
-        vault.update(path, title="ACME: Friday deploys", add_tags=["ops"])
-    team.commit(team.bob, "update: title")
-    pulled = team.pull(team.bob)
+    memory_id = read(team.alice, path).id
+    pulled = edited_on_both_clones(team, path, {"title": "ACME deploys on Fridays"},
+                                   {"title": "ACME: Friday deploys", "add_tags": ["ops"]})
     assert pulled.returncode != 0
     text = (team.bob / path).read_text()
     assert "<<<<<<< ours\ntitle: \"ACME: Friday deploys\"\n=======\ntitle: ACME deploys on Fridays\n>>>>>>> theirs\n" in text
@@ -295,13 +278,9 @@ def test_a_driver_that_cannot_run_falls_back_to_gits_merge_not_to_one_side(team:
     driver = git(team.bob, "config", "merge.agent-memory.driver").stdout.strip()
     assert f"; {sys.executable} -m agent_memory merge-file %O %A %B %L %P" in driver
     git(team.bob, "config", "merge.agent-memory.driver", driver.replace(sys.executable, "/nonexistent/python3", 1))
-    with vault_at(team.alice, 10) as vault:
-        vault.update(path, replace_old="Never after 16:00.", replace_new="Never after 15:00.", add_tags=["friday"])
-    team.share(team.alice, "update")
-    with vault_at(team.bob, 11) as vault:
-        vault.update(path, replace_old="Never after 16:00.", replace_new="Never after 17:00.", add_tags=["ops"])
-    team.commit(team.bob, "update")
-    pulled = team.pull(team.bob)
+    pulled = edited_on_both_clones(
+        team, path, {"replace_old": "Never after 16:00.", "replace_new": "Never after 15:00.", "add_tags": ["friday"]},
+        {"replace_old": "Never after 16:00.", "replace_new": "Never after 17:00.", "add_tags": ["ops"]})
     assert pulled.returncode != 0
     text = (team.bob / path).read_text()
     assert "Never after 15:00." in text and "Never after 17:00." in text and "friday" in text and "ops" in text
@@ -327,13 +306,7 @@ def test_a_driver_that_fails_without_writing_falls_back_even_when_the_note_shows
 def test_a_clone_without_setup_uses_gits_own_merge(team: Team) -> None:
     path = shared_memory(team)
     git(team.bob, "config", "--remove-section", "merge.agent-memory")
-    with vault_at(team.alice, 10) as vault:
-        vault.update(path, add_tags=["friday"])
-    team.share(team.alice, "update")
-    with vault_at(team.bob, 11) as vault:
-        vault.update(path, add_tags=["ops"])
-    team.commit(team.bob, "update")
-    pulled = team.pull(team.bob)
+    pulled = edited_on_both_clones(team, path, {"add_tags": ["friday"]}, {"add_tags": ["ops"]})
     assert pulled.returncode != 0  # the tags line and the updated line conflict, line by line
     text = (team.bob / path).read_text()
     assert "friday" in text and "ops" in text and "agent-memory merge-file" not in pulled.stderr
