@@ -58,6 +58,10 @@ def isolated_home(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.
     monkeypatch.setenv("AGENT_MEMORY_DIR", str(home / ".memory"))
     monkeypatch.delenv("AGENT_MEMORY_INDEX_DIR", raising=False)
     monkeypatch.delenv("AGENT_MEMORY_TOKEN", raising=False)
+    # This user's state (the register of open operations, approved settings) stays in the
+    # test's own home, like everything else.
+    monkeypatch.delenv("AGENT_MEMORY_STATE_DIR", raising=False)
+    monkeypatch.delenv("XDG_STATE_HOME", raising=False)
     # Where the semantic extra is installed, recall stays lexical in every test but the
     # semantic ones (tests/test_semantic.py points this at the real weights): no model here.
     monkeypatch.setenv("AGENT_MEMORY_MODEL", str(home / "no-model"))
