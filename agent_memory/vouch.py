@@ -173,11 +173,19 @@ class Voucher:
         or this watcher cannot vouch right now."""
         if self._fd is None:
             return
+        ack = self.cookies / f"{name}{ACK_SUFFIX}"
         try:
-            _write_atomically(self.cookies / f"{name}{ACK_SUFFIX}",
-                              json.dumps({"ok": ok, "generation": self._generation}).encode("utf-8"))
+            _write_atomically(ack, json.dumps({"ok": ok, "generation": self._generation}).encode("utf-8"))
         except OSError:
-            pass  # the command waits out its timeout and walks itself
+            return  # the command waits out its timeout and walks itself
+        # A command that gave up waiting (a busy machine) removes its cookie, then its
+        # answer: an answer written after that would be left behind. The cookie gone
+        # means nobody reads this answer, so it goes too.
+        if not (self.cookies / name).exists():
+            try:
+                os.unlink(ack)
+            except OSError:
+                pass
 
     def tidy(self) -> None:
         """Remove cookies and answers left by commands that died while waiting."""

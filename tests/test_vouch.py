@@ -228,6 +228,7 @@ def test_a_second_watcher_leaves_the_vouching_to_the_first(vault: Vault, watch: 
         (vault.root / "cake.md").write_text(hand_note("Bake the lemon cake on Sundays."))
         assert paths_found(vault.root, "lemon cake") == ["cake.md"]
         assert walks
+        second.stop()  # before its vault closes: a watcher must not outlive the vault it feeds
 
 
 def test_the_file_system_of_a_path_is_its_longest_mount_point() -> None:
@@ -281,6 +282,22 @@ def test_an_unanswered_cookie_means_a_walk_and_leaves_no_cookie_behind(vault: Va
     try:
         assert not quick_vouch(vault)
         assert list((vault.store.control_dir / vouch.COOKIES_DIRNAME).iterdir()) == []
+    finally:
+        voucher.release()
+
+
+def test_an_answer_that_comes_after_the_command_gave_up_is_not_left_behind(vault: Vault) -> None:
+    """On a busy machine the watcher may answer after the command stopped waiting and
+    removed its cookie: that answer must not stay in the cookies folder."""
+    voucher = healthy_voucher(vault)
+    cookies = vault.store.control_dir / vouch.COOKIES_DIRNAME
+    try:
+        assert not quick_vouch(vault)  # nobody answered in time; the command removed its cookie
+        voucher.answer(f"{os.getpid()}-{'ab' * 8}", ok=True)  # the late answer to a cookie that is gone
+        assert list(cookies.iterdir()) == []
+        (cookies / f"{os.getpid()}-{'cd' * 8}").touch()  # a cookie still waiting keeps its answer
+        voucher.answer(f"{os.getpid()}-{'cd' * 8}", ok=True)
+        assert sorted(p.name for p in cookies.iterdir()) == [f"{os.getpid()}-{'cd' * 8}", f"{os.getpid()}-{'cd' * 8}.ack"]
     finally:
         voucher.release()
 
