@@ -9,10 +9,11 @@ import sqlite3
 import subprocess
 import sys
 import threading
-from collections.abc import AsyncIterator, Callable, Iterator
+import time
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import pytest
 
@@ -158,6 +159,58 @@ def parse_calls(monkeypatch: pytest.MonkeyPatch) -> list[str]:
     return calls
 
 
+# --------------------------------------------------------------------------- waiting
+
+# Every deadline in the suite is scaled by this one variable (default 1), so a slow or
+# crowded machine can stretch them all without editing a test:
+#   AGENT_MEMORY_TEST_DEADLINE_SCALE=4 python -m pytest
+# A deadline only bounds how long a test waits for something that should happen; no test
+# asserts how fast anything is (speed is measured in benchmarks/, against a same-run reference).
+DEADLINE_SCALE = float(os.environ.get("AGENT_MEMORY_TEST_DEADLINE_SCALE") or 1)
+T = TypeVar("T")
+
+
+def deadline(seconds: float) -> float:
+    """``seconds`` scaled by ``AGENT_MEMORY_TEST_DEADLINE_SCALE``: every hang guard in the
+    suite (a subprocess's ``timeout``, a thread's ``join``) goes through here."""
+    return seconds * DEADLINE_SCALE
+
+
+def wait_until(condition: Callable[[], T], what: str, seconds: float = 30.0, every: float | None = None) -> T:
+    """Poll ``condition`` until it returns something truthy and return that; fail naming
+    ``what`` after the (scaled) deadline. The one way the suite waits for something.
+    Polls back off from 1 ms to 50 ms, or come ``every`` seconds (to act the moment a
+    file appears)."""
+    limit = deadline(seconds)
+    end = time.monotonic() + limit
+    pause = every or 0.001
+    while True:
+        value = condition()
+        if value:
+            return value
+        if time.monotonic() > end:
+            raise AssertionError(f"timed out after {limit:g} s waiting until {what}")
+        time.sleep(pause)
+        if every is None:
+            pause = min(pause * 2, 0.05)
+
+
+async def wait_until_async(condition: Callable[[], Awaitable[T]], what: str, seconds: float = 30.0) -> T:
+    """``wait_until`` for a condition that must be awaited (an MCP call): the event loop
+    runs while it waits."""
+    import anyio
+
+    limit = deadline(seconds)
+    end = time.monotonic() + limit
+    while True:
+        value = await condition()
+        if value:
+            return value
+        if time.monotonic() > end:
+            raise AssertionError(f"timed out after {limit:g} s waiting until {what}")
+        await anyio.sleep(0.05)
+
+
 CONSOLE_SCRIPT = Path(sys.executable).with_name("agent-memory")
 
 
@@ -198,7 +251,7 @@ def run_cli(
         program = [str(CONSOLE_SCRIPT)] if console_script else [sys.executable, "-m", "agent_memory"]
         environ = {k: v for k, v in {**os.environ, **unset, **(env or {})}.items() if v is not None}
         done = subprocess.run([*program, *command], cwd=cwd, env=environ, input=stdin, capture_output=True, text=True,
-                              timeout=timeout)
+                              timeout=deadline(timeout))
         return CliResult(done.returncode, done.stdout, done.stderr)
     from click.testing import CliRunner
 
@@ -221,23 +274,26 @@ def cli_ok(*args: str, **options: Any) -> str:
     return result.stdout
 
 
-def wait_listening(process: subprocess.Popen[str], address: str, port: int, seconds: float = 20) -> int:
+def wait_listening(process: subprocess.Popen[str], address: str, port: int, seconds: float = 60) -> int:
     """Wait until a server subprocess accepts connections on ``address:port``; fail with
     its stderr if it exits first, or kill it if it never listens. Returns the port."""
     import socket
-    import time
 
-    deadline = time.monotonic() + seconds
-    while time.monotonic() < deadline:
+    def listening() -> bool:
         if process.poll() is not None:
             raise AssertionError(f"server exited: {process.stderr.read() if process.stderr else ''}")
         try:
             socket.create_connection((address, port), timeout=0.2).close()
-            return port
         except OSError:
-            time.sleep(0.05)
-    process.kill()
-    raise AssertionError("server did not start listening")
+            return False
+        return True
+
+    try:
+        wait_until(listening, f"the server listens on {address}:{port}", seconds)
+    except AssertionError:
+        process.kill()
+        raise
+    return port
 
 
 def person_saves_before_the_swap(line: str = "A line a person just typed.\n", path: Path | None = None):
@@ -296,7 +352,7 @@ async def tool_error(client: Any, tool: str, **arguments: Any) -> str:
 
 # --------------------------------------------------------------------------- git and watchers
 
-WATCH_DEADLINE = 15.0  # generous: two shared cores; a healthy start takes milliseconds
+WATCH_DEADLINE = deadline(30.0)  # generous: a busy machine; a healthy start takes milliseconds
 
 
 @pytest.fixture

@@ -23,7 +23,7 @@ from agent_memory import note as notes
 from agent_memory.errors import VaultError
 from agent_memory.vault import Vault
 
-from conftest import assert_index_matches_files
+from conftest import assert_index_matches_files, wait_until
 
 ITEMS = 600
 CHILD = textwrap.dedent(
@@ -49,12 +49,12 @@ def _start_import(root: Path, batch: str, n: int = ITEMS) -> subprocess.Popen[st
 
 def _kill_when(child: subprocess.Popen[str], appeared: Path, timeout: float = 30.0) -> None:
     """SIGKILL the child as soon as ``appeared`` exists (polled from outside)."""
-    end = time.monotonic() + timeout
+    def there() -> bool:
+        assert child.poll() is None, f"the import ended before {appeared.name} appeared: {child.communicate()}"
+        return appeared.exists()
+
     try:
-        while not appeared.exists():
-            assert child.poll() is None, f"the import ended before {appeared.name} appeared: {child.communicate()}"
-            assert time.monotonic() < end, f"{appeared} never appeared"
-            time.sleep(0.0005)
+        wait_until(there, f"{appeared} appears", seconds=timeout, every=0.0005)
         child.kill()
     finally:
         child.kill()

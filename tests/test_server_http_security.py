@@ -16,20 +16,18 @@ import os
 import socket
 import subprocess
 import sys
-import time
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
 
-import anyio
 import httpx2
 import pytest
 from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
 from mcp_types.version import HANDSHAKE_PROTOCOL_VERSIONS, MODERN_PROTOCOL_VERSIONS
 
-from conftest import wait_listening
+from conftest import deadline, wait_listening, wait_until_async
 
 SCRIPT = Path(sys.executable).with_name("agent-memory")
 MARK = "Planted by evil.example"
@@ -69,7 +67,7 @@ def start(vault_dir: Path, host: str, address: str, *args: str) -> tuple[subproc
 
 def stop(process: subprocess.Popen[str]) -> str:
     process.terminate()
-    _, stderr = process.communicate(timeout=15)
+    _, stderr = process.communicate(timeout=deadline(15))
     assert process.returncode == 0, stderr
     assert "Traceback" not in stderr, stderr
     return stderr
@@ -141,7 +139,7 @@ async def test_dns_rebinding_is_refused_however_loopback_is_spelled(
     process, port = start(vault_dir, host, address)
     url = f"http://{url_host}:{port}/mcp"
     try:
-        async with httpx2.AsyncClient(timeout=10) as raw:
+        async with httpx2.AsyncClient(timeout=deadline(10)) as raw:
             for evil in ({"Host": "evil.example", "Origin": "http://evil.example"},
                          {"Host": f"evil.example:{port}", "Origin": f"http://evil.example:{port}"},
                          {"Host": f"evil.example:{port}"},
@@ -186,7 +184,7 @@ async def test_a_session_flood_is_capped_and_clears_while_connected_clients_keep
     url = f"http://127.0.0.1:{port}/mcp"
     try:
         async with connect(url, mode="legacy") as client:  # a session that holds its GET stream open: never idle
-            async with httpx2.AsyncClient(timeout=10) as raw:
+            async with httpx2.AsyncClient(timeout=deadline(10)) as raw:
                 statuses = [(await raw.post(url, json=INITIALIZE, headers=HEADERS)).status_code for _ in range(12)]
                 # The SDK refuses new sessions at the cap (503); it does not evict to make room.
                 assert statuses == [200] * 4 + [503] * 8, statuses
@@ -194,11 +192,12 @@ async def test_a_session_flood_is_capped_and_clears_while_connected_clients_keep
                 assert result.is_error is False, result.content[0].text
                 async with connect(url) as modern:  # 2026-07-28 clients need no session: unaffected
                     assert (await modern.call_tool("memory_stats", {})).is_error is False
-                deadline = time.monotonic() + idle + 5
-                while (status := (await raw.post(url, json=INITIALIZE, headers=HEADERS)).status_code) == 503:
-                    assert time.monotonic() < deadline, "the flood's idle sessions were never ended"
-                    await anyio.sleep(0.25)
-                assert status == 200
+
+                async def admitted() -> bool:
+                    return (await raw.post(url, json=INITIALIZE, headers=HEADERS)).status_code == 200
+
+                await wait_until_async(admitted, "the flood's idle sessions are ended and a new one is admitted",
+                                       seconds=idle + 30)
             # Past the idle timeout the connected client (open GET stream) is still served.
             result = await client.call_tool("recall", {"query": "flood"})
             assert result.is_error is False, result.content[0].text
@@ -217,7 +216,7 @@ async def test_a_session_flood_is_capped_and_clears_while_connected_clients_keep
 def test_session_limits_must_be_positive(tmp_path: Path, args: list[str], message: str) -> None:
     done = subprocess.run(
         [str(SCRIPT), "serve", "--http", "--dir", str(tmp_path / "never"), *args],
-        check=False, capture_output=True, text=True, timeout=30,
+        check=False, capture_output=True, text=True, timeout=deadline(30),
     )
     assert done.returncode == 2 and f"Invalid value for '{message}'" in done.stderr, done.stderr
     assert not (tmp_path / "never").exists()

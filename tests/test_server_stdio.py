@@ -8,7 +8,6 @@ import os
 import subprocess
 import sys
 import threading
-import time
 from pathlib import Path
 
 import anyio
@@ -17,7 +16,7 @@ from mcp import Client, StdioServerParameters
 
 from agent_memory.vault import Vault
 
-from conftest import tool_ok
+from conftest import deadline, tool_ok, wait_until_async
 
 SCRIPT = Path(sys.executable).with_name("agent-memory")
 CODE_UNDER_TEST = {"PYTHONPATH": os.environ["PYTHONPATH"]} if os.environ.get("PYTHONPATH") else {}
@@ -46,13 +45,14 @@ async def test_remember_recall_forget_over_stdio(tmp_path: Path) -> None:
     assert (vault_dir / ".gitignore").exists()
 
 
-async def recall_until(client: Client, query: str, seconds: float = 10.0) -> dict:
-    deadline = time.monotonic() + seconds
-    while True:
-        found = await tool_ok(client, "recall", query=query)
-        if found["count"] or time.monotonic() > deadline:
-            return found
-        await anyio.sleep(0.1)
+async def recall_until(client: Client, query: str) -> dict:
+    """Recall until something is found (the server's watcher folds a hand edit in)."""
+
+    async def found() -> dict | None:
+        answer = await tool_ok(client, "recall", query=query)
+        return answer if answer["count"] else None
+
+    return await wait_until_async(found, f"recall finds {query!r}")
 
 
 async def test_files_made_by_hand_are_found_before_and_while_serving(tmp_path: Path) -> None:
@@ -81,7 +81,7 @@ def test_no_command_serves_stdio_with_nothing_but_protocol_on_stdout(tmp_path: P
     ]
     process = subprocess.Popen([str(SCRIPT), "--dir", str(vault_dir)], stdin=subprocess.PIPE,
                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    killer = threading.Timer(30, process.kill)
+    killer = threading.Timer(deadline(60), process.kill)  # a server that never exits is killed: exit code -9
     killer.start()
     try:
         assert process.stdin and process.stdout and process.stderr
@@ -93,11 +93,9 @@ def test_no_command_serves_stdio_with_nothing_but_protocol_on_stdout(tmp_path: P
             line = process.stdout.readline()
             assert line, "the server closed stdout before answering"
             lines.append(line)
-        closed = time.monotonic()
-        process.stdin.close()  # the client goes away
+        process.stdin.close()  # the client goes away: the server ends by itself, with exit code 0
         rest = process.stdout.read()
         assert process.wait() == 0
-        assert time.monotonic() - closed < 5
         stderr = process.stderr.read()
     finally:
         killer.cancel()

@@ -12,29 +12,16 @@ import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any
 
 import pytest
 
 from agent_memory import core, sync
 from agent_memory.sync import Change, Watcher
 from agent_memory.vault import Vault
-from tests.conftest import assert_index_matches_files
+from tests.conftest import assert_index_matches_files, deadline, wait_until
 
-T = TypeVar("T")
-DEADLINE = 15.0  # generous: two shared cores; a healthy run takes milliseconds
-
-
-def wait_until(predicate: Callable[[], T], what: str, timeout: float = DEADLINE) -> T:
-    """Poll ``predicate`` until it returns something truthy; fail after ``timeout``."""
-    end = time.monotonic() + timeout
-    while True:
-        value = predicate()
-        if value:
-            return value
-        if time.monotonic() > end:
-            raise AssertionError(f"timed out after {timeout}s waiting until {what}")
-        time.sleep(0.01)
+DEADLINE = deadline(30.0)  # generous: a busy machine; a healthy run takes milliseconds
 
 
 def hand_note(body: str, *, tags: str = "[]", extra: str = "") -> str:
@@ -530,7 +517,7 @@ finally:
     resource.setrlimit(resource.RLIMIT_NOFILE, (soft, hard))
 print("watching" if watcher.watching else "sweeping", flush=True)
 (vault.root / "later.md").write_text("written after the watch failed\n")
-deadline = time.monotonic() + 15
+deadline = time.monotonic() + float(sys.argv[2])
 while not vault.search("written after the watch failed")["hits"]:
     if time.monotonic() > deadline:
         sys.exit("not indexed")
@@ -543,8 +530,8 @@ print("indexed", flush=True)
 
 def test_without_a_watch_it_falls_back_to_sweeps_with_a_warning(vault: Vault) -> None:
     """No file descriptor left for inotify (as when the per-user limit is reached)."""
-    done = subprocess.run([sys.executable, "-c", _NO_INOTIFY, str(vault.root)], capture_output=True, text=True,
-                          timeout=60)
+    done = subprocess.run([sys.executable, "-c", _NO_INOTIFY, str(vault.root), str(DEADLINE)],
+                          capture_output=True, text=True, timeout=deadline(60))
     assert done.returncode == 0, done.stderr
     assert done.stdout.split() == ["sweeping", "indexed"]
     assert "warning: cannot watch" in done.stderr and "max_user_watches" in done.stderr
