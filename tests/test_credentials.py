@@ -465,19 +465,18 @@ def test_a_finding_holds_no_part_of_the_secret() -> None:
 # --------------------------------------------------------------------------- speed
 
 
-def _seconds(text: str) -> float:
+def _fastest(text: str, runs: int = 5) -> float:
     best = float("inf")
-    for _ in range(3):
+    for _ in range(runs):
         start = time.perf_counter()
         find_credentials(text)
         best = min(best, time.perf_counter() - start)
     return best
 
 
-def test_a_100k_note_of_prose_is_scanned_in_milliseconds() -> None:
+def prose(chars: int = 100_000) -> str:
     words = ["customer", "acme", "prefers", "deploys", "on", "fridays", "the", "token", "password", "secret", "key", "is"]
-    text = " ".join(random.Random(1).choice(words) for _ in range(25_000))[:100_000]
-    assert _seconds(text) < 0.05  # ~3 ms here; the bound leaves room for a busy machine
+    return " ".join(random.Random(1).choice(words) for _ in range(chars // 4))[:chars]
 
 
 ADVERSARIAL = {
@@ -496,4 +495,9 @@ ADVERSARIAL = {
 
 @pytest.mark.parametrize("text", list(ADVERSARIAL.values()), ids=list(ADVERSARIAL))
 def test_no_input_makes_the_scan_slow(text: str) -> None:
-    assert _seconds(text[:100_000]) < 0.25
+    """A pattern that backtracks or rescans costs hundreds of times a plain note's scan on
+    such input; a sound scanner stays within a small multiple (under 8 here). The bound is
+    against plain prose of the same length scanned in this same test, not a fixed time, so
+    a busy machine slows both sides (how fast a scan is: benchmarks/credentials_scan.py)."""
+    reference = _fastest(prose())
+    assert _fastest(text[:100_000]) < 100 * reference

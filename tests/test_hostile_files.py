@@ -10,7 +10,6 @@ import resource
 import sqlite3
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
@@ -22,6 +21,7 @@ from agent_memory.index import QueryInterrupted
 from agent_memory.recall.engine import SNIPPET_SCORED_BODY
 from agent_memory.store import Store
 from agent_memory.vault import Vault
+from conftest import deadline
 
 COMMON = "the and of to a in is it you that he was for on are with as his they be at one have this from".split()
 
@@ -104,7 +104,7 @@ def test_deep_alias_bombs_cost_the_cli_nothing(tmp_path: Path) -> None:
 
     def run(*args: str) -> subprocess.CompletedProcess[str]:
         return subprocess.run([sys.executable, "-m", "agent_memory", "--dir", str(root), *args, "--json"],
-                              env=env, capture_output=True, text=True, timeout=60, preexec_fn=_limited(1.5), check=False)
+                              env=env, capture_output=True, text=True, timeout=deadline(60), preexec_fn=_limited(1.5), check=False)
 
     indexed = run("reindex")  # reads and parses every file, as the first command on a vault does
     assert indexed.returncode == 0, indexed.stderr
@@ -135,9 +135,9 @@ def test_a_huge_body_is_indexed_up_to_a_prefix_and_searched_quickly(vault_dir: P
         assert len(indexed.encode()) <= limits.MAX_INDEXED_BODY
         assert len(indexed.encode()) > limits.MAX_INDEXED_BODY - 200 and body.startswith(indexed)
 
-        started = time.monotonic()
-        hits = v.search("you that was for with his they have")["hits"]  # took minutes: snippet() over 2 MB
-        assert time.monotonic() - started < 5
+        # snippet() over the whole 2 MB took minutes; over the bounded prefix asserted above
+        # it is quick (benchmarks, not a timed test, say how quick)
+        hits = v.search("you that was for with his they have")["hits"]
         [big] = [h for h in hits if h["path"] == "big.md"]
         shown = big["snippet"].strip("…")
         assert shown.count("[") >= 3 and shown.replace("[", "").replace("]", "") in " ".join(indexed.split())
@@ -202,10 +202,8 @@ RUNAWAY = "WITH RECURSIVE c(x) AS (SELECT 1 UNION ALL SELECT x + 1 FROM c WHERE 
 def test_a_runaway_query_is_interrupted_with_a_clear_error(vault: Vault, monkeypatch: pytest.MonkeyPatch) -> None:
     vault.remember("The team meets for lunch on Fridays")
     monkeypatch.setattr(limits, "MAX_QUERY_SECONDS", 0.2)
-    started = time.monotonic()
     with pytest.raises(QueryInterrupted, match=r"longer than 0.2 s and was stopped; narrow it") as caught:
-        vault.index.query(RUNAWAY)  # about 12 s of work unbounded
-    assert time.monotonic() - started < 5
+        vault.index.query(RUNAWAY)  # unbounded, it runs to the end (about 12 s) and answers: no error
     assert isinstance(caught.value, MemoryError_)  # shown as one line by the CLI and the server
     assert [h["title"] for h in vault.search("lunch")["hits"]] == ["The team meets for lunch on Fridays"]
 

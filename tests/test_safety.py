@@ -20,7 +20,7 @@ from agent_memory.errors import InvalidInput, PathRefused, ReadOnlyFile, SavedMe
 from agent_memory.index import Index
 from agent_memory.vault import Vault
 
-from conftest import assert_index_matches_files, run_cli, person_saves_before_the_swap
+from conftest import assert_index_matches_files, run_cli, person_saves_before_the_swap, deadline, wait_until
 
 
 def md_files(root: Path) -> list[str]:
@@ -124,13 +124,12 @@ def test_processes_with_and_without_an_index_dir_never_store_one_fact_twice(tmp_
                          env=env_elsewhere if n % 2 else env_home, stderr=subprocess.PIPE)
         for n in range(8)
     ]
-    deadline = time.monotonic() + 60
-    while len(list(tmp_path.glob("ready-*"))) < len(procs) and time.monotonic() < deadline:
-        time.sleep(0.02)
+    wait_until(lambda: len(list(tmp_path.glob("ready-*"))) == len(procs), "every process has opened the vault",
+               seconds=120)
     go.touch()
     errors = []
     for proc in procs:
-        _, err = proc.communicate(timeout=60)
+        _, err = proc.communicate(timeout=deadline(120))
         errors.append((proc.returncode, err.decode()[-2000:]))
     assert all(code == 0 for code, _ in errors), [e for e in errors if e[0] != 0]  # every process's own words
     assert len(md_files(root)) == 1, md_files(root)
@@ -145,7 +144,7 @@ def test_the_package_imports_without_fcntl(tmp_path: Path) -> None:
         "print(v.remember('Works without fcntl')['memory']['id'])\n"
         "print(v.search('fcntl')['count'])\n"
     )
-    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=deadline(60))
     assert result.returncode == 0, result.stderr
     assert result.stdout.split()[-1] == "1"
 
@@ -350,28 +349,39 @@ def test_disk_errors_name_the_cause(vault: Vault, monkeypatch: pytest.MonkeyPatc
 
 
 def test_a_slow_read_does_not_make_another_reader_wait(vault: Vault) -> None:
-    """Each thread reads on its own connection (the server runs tools in threads)."""
+    """Each thread reads on its own connection (the server runs tools in threads). Shown
+    by order, not by time: the slow read is held inside SQLite (in a function its query
+    calls) until the other search has answered, so a search that waited for it would
+    never answer."""
     import threading
 
     vault.remember("The staging database resets on Sundays")
-    slow_done = threading.Event()
-    slow_started = threading.Event()
+    inside, release = threading.Event(), threading.Event()
+    slow_rows: list[object] = []
+
+    def hold() -> int:
+        inside.set()
+        release.wait(deadline(60))
+        return 1
 
     def slow() -> None:
-        slow_started.set()
-        vault.index.query("WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM n WHERE i < 10000000) "
-                          "SELECT count(*) FROM n")
-        slow_done.set()
+        vault.index._reader().create_function("hold", 0, hold)
+        slow_rows.extend(vault.index.query("SELECT hold() FROM memories"))
 
     worker = threading.Thread(target=slow)
     worker.start()
-    slow_started.wait(10)
-    time.sleep(0.2)  # well inside the slow query (about a second here)
     try:
-        assert vault.search("staging database")["count"] == 1
-        assert not slow_done.is_set(), "the search waited for the slow query"
+        assert inside.wait(deadline(30)), "the slow read never started"
+        found: list[int] = []
+        searcher = threading.Thread(target=lambda: found.append(vault.search("staging database")["count"]))
+        searcher.start()
+        searcher.join(deadline(30))
+        assert found == [1], "the search waited for the slow read"
+        assert not slow_rows, "the slow read ended before the search answered"
     finally:
-        worker.join(30)
+        release.set()
+        worker.join(deadline(60))
+    assert [tuple(r) for r in slow_rows] == [(1,)]  # the slow read finished too, without an error
 
 
 def test_reading_threads_that_come_and_go_leave_no_open_connections(vault: Vault) -> None:
