@@ -17,7 +17,7 @@ import pytest
 from agent_memory.errors import NotFound
 from agent_memory.vault import Vault
 
-from conftest import assert_index_matches_files
+from conftest import assert_index_matches_files, deadline
 
 WORKER = r'''
 import json, random, sys
@@ -79,11 +79,11 @@ def test_four_processes_making_a_hundred_and_twenty_writes_each(tmp_path: Path) 
         content = f"a fact every process learns, number {i % 8}" if i % 5 == 0 else f"added from the command line {i}"
         namespace = "shared" if i % 5 == 0 else "default"
         done = subprocess.run([str(script), "--dir", str(root), "add", content, "-n", namespace, "-t", "cli"],
-                              capture_output=True, text=True, timeout=120)
+                              capture_output=True, text=True, timeout=deadline(120))
         assert done.returncode == 0, done.stderr
         cli_ids.append((content, namespace, done.stdout.strip()))
     for proc in [*workers, reindexer]:
-        _, err = proc.communicate(timeout=240)
+        _, err = proc.communicate(timeout=deadline(240))
         assert proc.returncode == 0, err
 
     vault = Vault(root)

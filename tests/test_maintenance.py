@@ -13,7 +13,7 @@ import pytest
 from agent_memory.errors import InvalidInput
 from agent_memory.vault import Vault
 
-from conftest import CONSOLE_SCRIPT as SCRIPT, CliResult, assert_index_matches_files, run_cli
+from conftest import CONSOLE_SCRIPT as SCRIPT, CliResult, assert_index_matches_files, run_cli, deadline
 
 
 def run(*args: str, cwd: Path) -> CliResult:
@@ -246,7 +246,7 @@ def _run_with_terminal_stderr(*args: str, cwd: Path) -> tuple[subprocess.Complet
     env = {k: v for k, v in os.environ.items() if k != "AGENT_MEMORY_DIR"}
     env.update(TERM="xterm", COLUMNS="100")
     try:
-        done = subprocess.run([str(SCRIPT), *args], cwd=cwd, env=env, stdout=subprocess.PIPE, stderr=slave, timeout=60)
+        done = subprocess.run([str(SCRIPT), *args], cwd=cwd, env=env, stdout=subprocess.PIPE, stderr=slave, timeout=deadline(60))
         os.close(slave)
         chunks = []
         while True:

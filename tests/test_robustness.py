@@ -12,7 +12,7 @@ from agent_memory import store as store_module
 from agent_memory.errors import InvalidInput, VaultError
 from agent_memory.vault import Vault
 
-from conftest import assert_index_matches_files, run_cli
+from conftest import assert_index_matches_files, deadline, run_cli
 
 
 def test_a_corrupt_index_file_is_rebuilt_from_the_files(vault: Vault) -> None:
@@ -167,7 +167,7 @@ def _finishes(seconds: float, work, fifo: Path) -> None:
 
     thread = threading.Thread(target=run, daemon=True)
     thread.start()
-    thread.join(seconds)
+    thread.join(deadline(seconds))
     blocked = thread.is_alive()
     for _ in range(100):  # a reader stuck on the pipe gets end-of-file, so the thread ends
         if not thread.is_alive():
@@ -178,7 +178,7 @@ def _finishes(seconds: float, work, fifo: Path) -> None:
             pass
         time.sleep(0.05)
     if blocked:
-        pytest.fail(f"still running after {seconds} s: blocked reading a file")
+        pytest.fail(f"still running after {deadline(seconds):g} s: blocked reading a file")
     if errors:
         raise errors[0]
 

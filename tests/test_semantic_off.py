@@ -19,6 +19,7 @@ from agent_memory.recall import rank
 from agent_memory.recall.rank import FACTS, Scored
 from agent_memory.semantic import extra_installed
 from agent_memory.vault import Vault
+from conftest import deadline
 
 PROBE = r"""
 import sys
@@ -51,7 +52,7 @@ def test_nothing_optional_is_imported_without_the_extra_or_with_it_off(tmp_path:
     mode = "off" if extra_installed() else "absent"
     env = {k: v for k, v in os.environ.items() if not k.startswith("AGENT_MEMORY")}
     done = subprocess.run([sys.executable, "-c", PROBE, str(tmp_path / "vault"), mode], env=env, check=False,
-                          capture_output=True, text=True, timeout=120)
+                          capture_output=True, text=True, timeout=deadline(120))
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip().splitlines()[-1] == "[]"
 

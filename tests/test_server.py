@@ -26,7 +26,7 @@ from agent_memory.server import build_server
 from agent_memory.server.instructions import INSTRUCTIONS
 from agent_memory.vault import Vault
 
-from conftest import assert_index_matches_files, person_saves_before_the_swap
+from conftest import assert_index_matches_files, person_saves_before_the_swap, deadline
 from conftest import tool_error as fails, tool_ok as ok
 
 pytestmark = pytest.mark.anyio
@@ -510,7 +510,7 @@ async def test_each_server_is_its_own(vault: Vault, tmp_path: Path) -> None:
 
 def test_cli_search_does_not_import_mcp_or_watchdog() -> None:
     code = "import sys, agent_memory.cli; print(sorted(m for m in ('mcp', 'watchdog') if m in sys.modules))"
-    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=dict(os.environ), timeout=60)
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=dict(os.environ), timeout=deadline(60))
     assert done.returncode == 0 and done.stdout.strip() == "[]"
 
 

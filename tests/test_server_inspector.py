@@ -17,6 +17,7 @@ from pathlib import Path
 import pytest
 
 from agent_memory.vault import Vault
+from conftest import deadline
 
 INSPECTOR = "@modelcontextprotocol/inspector@2.12.0"
 SCRIPT = Path(sys.executable).with_name("agent-memory")
@@ -35,8 +36,11 @@ def inspector(vault_dir: Path, *args: str, cwd: Path) -> subprocess.CompletedPro
     # that the server runs the code under test.
     code = ["-e", f"PYTHONPATH={os.environ['PYTHONPATH']}"] if os.environ.get("PYTHONPATH") else []
     return subprocess.run(
-        [str(NPX), "-y", INSPECTOR, "--cli", *code, str(SCRIPT), "serve", "--dir", str(vault_dir), *args],
-        cwd=LOCAL_INSTALL if local.is_dir() else cwd, env=env, capture_output=True, text=True, timeout=300,
+        # The Inspector gives a server 15 s to connect; a busy machine can take longer to
+        # start Node and Python both, so it gets the suite's (scaled) deadline instead.
+        [str(NPX), "-y", INSPECTOR, "--cli", "--connect-timeout", str(int(deadline(120) * 1000)), *code, str(SCRIPT),
+         "serve", "--dir", str(vault_dir), *args],
+        cwd=LOCAL_INSTALL if local.is_dir() else cwd, env=env, capture_output=True, text=True, timeout=deadline(300),
     )
 
 

@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 
 from agent_memory.server.prompts import bundled_prompts_dir
+from conftest import deadline
 
 REPO = Path(__file__).resolve().parent.parent
 # Read at import, before the autouse fixture points HOME at a temporary folder.
@@ -21,7 +22,7 @@ PIP_CACHE = os.environ.get("PIP_CACHE_DIR") or str(Path.home() / ".cache" / "pip
 
 def pip(*args: str) -> None:
     done = subprocess.run([sys.executable, "-m", "pip", *args, "--quiet", "--disable-pip-version-check"],
-                          env={**os.environ, "PIP_CACHE_DIR": PIP_CACHE}, capture_output=True, text=True, timeout=300)
+                          env={**os.environ, "PIP_CACHE_DIR": PIP_CACHE}, capture_output=True, text=True, timeout=deadline(300))
     assert done.returncode == 0, done.stderr
 
 
@@ -62,7 +63,7 @@ anyio.run(main)
 """
     env = {**os.environ, "PYTHONPATH": str(target)}  # ahead of the editable install's path entry
     done = subprocess.run([sys.executable, "-c", probe, str(tmp_path / "vault")], env=env,
-                          capture_output=True, text=True, timeout=120, cwd=tmp_path)
+                          capture_output=True, text=True, timeout=deadline(120), cwd=tmp_path)
     assert done.returncode == 0, done.stderr
     seen = json.loads(done.stdout)
     assert seen["package"].startswith(str(target))
