@@ -1,0 +1,350 @@
+"""This user's register of open operations, kept outside every vault.
+
+Each record the tool leaves itself in a vault (a move's journal, an import's staging, a
+parked write, a trash ledger line, a git journal line) could as well have been put
+there by someone else: a teammate's push, a synced folder, a copy of an old genuine one.
+So before writing a record the tool enters it here, in this user's state folder
+(``userstate.vault_state_dir``): its kind, the vault's real path and the sha256 of the
+record's bytes. A record is acted on only while the register lists it, for this vault,
+this kind and exactly those bytes, and its entry is removed once it is done: a replay
+of an old record is not listed any more.
+
+One small file per entry (``register/<kind>.<hash prefix>``), written atomically (temp,
+fsync, rename): processes never rewrite a shared file, so concurrent writers cannot
+lose each other's entries. A register that cannot be read lists nothing (records are
+then set aside, never acted on); one that cannot be written refuses the operation
+before it starts.
+
+``Tracked`` says which records git tracks (never read as records), and ``set_aside``
+moves a record that is not listed into ``.index/set-aside/`` (never read as a record;
+``agent-memory doctor`` lists it and can apply or discard it).
+"""
+
+from __future__ import annotations
+
+import errno
+import hashlib
+import json
+import os
+import secrets
+import sys
+import time
+from collections.abc import Iterable
+from pathlib import Path
+
+from .errors import VaultError
+from .userstate import vault_state_dir
+
+REGISTER_DIRNAME = "register"
+SET_ASIDE_DIRNAME = "set-aside"  # in the vault's .index/: records set aside, never read as records
+ABOUT = "about.json"  # in each set-aside record's folder: what it is, why it was set aside, what it would do
+KINDS = ("move", "import", "parked", "trash", "git-pending")
+KEY_CHARS = 32  # hex digits of a record's hash that name its entry
+
+
+class RegisterError(VaultError):
+    """This user's register of open operations cannot be written."""
+
+
+def digest(data: bytes) -> str:
+    """A record's hash, as the register keeps it."""
+    return hashlib.sha256(data).hexdigest()
+
+
+def record_id(kind: str, record_hash: str) -> str:
+    """How ``doctor`` names a record: its kind and the start of its hash."""
+    return f"{kind}-{record_hash[:12]}"
+
+
+class Register:
+    """This user's register of one vault's open operations."""
+
+    def __init__(self, root: Path) -> None:
+        self._root = root
+        self._vault: str | None = None
+        self._folder: Path | None = None
+        self._ready = False
+        self._said = False
+
+    @property
+    def vault(self) -> str:
+        """The vault's real path (symlinks resolved), as entries name it."""
+        if self._vault is None:
+            self._vault = os.path.realpath(self._root)
+        return self._vault
+
+    @property
+    def folder(self) -> Path:
+        if self._folder is None:
+            self._folder = vault_state_dir(self._root) / REGISTER_DIRNAME
+        return self._folder
+
+    def _name(self, kind: str, record_hash: str) -> Path:
+        if kind not in KINDS or len(record_hash) < KEY_CHARS or not all(c in "0123456789abcdef" for c in record_hash):
+            raise ValueError(f"not a register key: {kind} {record_hash!r}")
+        return self.folder / f"{kind}.{record_hash[:KEY_CHARS]}"
+
+    def problem(self) -> str | None:
+        """Why this register cannot be trusted or used, in a sentence; None when it is fine
+        (a register not made yet is fine: it lists nothing)."""
+        folder = self.folder
+        real = os.path.realpath(folder)
+        if real == self.vault or real.startswith(self.vault.rstrip(os.sep) + os.sep):
+            return (f"this user's state folder {folder} is inside the vault, where anyone who shares the vault "
+                    "could write it; set AGENT_MEMORY_STATE_DIR to a folder outside every vault")
+        try:
+            found = os.lstat(folder)
+        except FileNotFoundError:
+            return None
+        except OSError as exc:
+            return f"this user's register {folder} cannot be read ({exc.strerror or exc})"
+        if not os.path.isdir(folder) or os.path.islink(folder):
+            return f"this user's register {folder} is not a folder"
+        if not os.access(folder, os.R_OK | os.X_OK) or found.st_uid != os.geteuid():
+            return f"this user's register {folder} is not this user's, or cannot be read"
+        return None
+
+    def exists(self) -> bool:
+        return self.folder.is_dir()
+
+    # ------------------------------------------------------------------ writing
+    def enter(self, kind: str, record_hash: str, *, durable: bool = True) -> None:
+        """List a record before it is written (``RegisterError`` when that cannot be done:
+        the caller then writes no record and changes nothing). ``durable``: the entry's
+        name is made durable too (one more fsync, of its folder)."""
+        path = self._name(kind, record_hash)
+        body = json.dumps({"kind": kind, "vault": self.vault, "hash": record_hash,
+                           "at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), "pid": os.getpid()})
+        try:
+            self._make_folder()
+            tmp = path.with_name(f".{path.name}.{secrets.token_hex(4)}.tmp")
+            fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0), 0o600)
+            try:
+                os.write(fd, body.encode("utf-8"))
+                os.fsync(fd)
+            finally:
+                os.close(fd)
+            os.replace(tmp, path)
+            if durable:
+                _fsync_folder(path.parent)
+        except OSError as exc:
+            reason = {errno.EROFS: "it is on a read-only file system", errno.ENOSPC: "the disk is full",
+                      errno.EACCES: "permission denied", errno.EPERM: "permission denied",
+                      errno.EDQUOT: "the disk quota is exceeded"}.get(exc.errno or 0, exc.strerror or str(exc))
+            raise RegisterError(
+                f"Could not write this user's register of open operations ({self.folder}): {reason}. Nothing was "
+                "changed; free space or fix permissions (AGENT_MEMORY_STATE_DIR names another folder) and retry."
+            ) from exc
+
+    def _make_folder(self) -> None:
+        if self._ready:
+            return
+        problem = self.problem()
+        if problem:
+            raise OSError(problem)
+        self.folder.mkdir(parents=True, exist_ok=True, mode=0o700)
+        self._ready = True
+
+    def done(self, kind: str, record_hash: str) -> None:
+        """The record was acted on (or removed): it is never listed again. A failure here
+        leaves an entry that lists bytes no record holds any more: harmless."""
+        try:
+            self._name(kind, record_hash).unlink(missing_ok=True)
+        except (OSError, ValueError):
+            pass
+
+    # ------------------------------------------------------------------ reading
+    def listed(self, kind: str, record_hash: str) -> bool:
+        """Whether the register lists this record, for this vault and kind, with exactly
+        this hash. Anything in doubt (no register, one that cannot be read, an entry
+        for another vault) is not listed."""
+        try:
+            path = self._name(kind, record_hash)
+        except ValueError:
+            return False
+        if self.problem():
+            self._say_problem()
+            return False
+        entry = _read_entry(path)
+        return entry is not None and entry == {"kind": kind, "vault": self.vault, "hash": record_hash}
+
+    def _say_problem(self) -> None:
+        if not self._said:
+            self._said = True
+            warn(f"{self.problem()}; no record the tool left in {self._root} is acted on until that is fixed "
+                 "(`agent-memory doctor` lists them)")
+
+    def entries(self) -> list[dict[str, str]]:
+        """Every entry for this vault (for ``doctor``)."""
+        out: list[dict[str, str]] = []
+        try:
+            names = sorted(os.listdir(self.folder))
+        except OSError:
+            return out
+        for name in names:
+            entry = _read_entry(self.folder / name)
+            if entry is not None and entry["vault"] == self.vault:
+                out.append(entry)
+        return out
+
+
+def _fsync_folder(folder: Path) -> None:
+    try:
+        fd = os.open(folder, os.O_RDONLY)
+    except OSError:  # Windows cannot open a folder; its renames are durable enough
+        return
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def _read_entry(path: Path) -> dict[str, str] | None:
+    """An entry's kind, vault and hash; None when it is missing, damaged or not a file."""
+    try:
+        fd = os.open(path, os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_NONBLOCK", 0))
+    except OSError:
+        return None
+    try:
+        data = os.read(fd, 4096)
+        loaded = json.loads(data)
+    except (OSError, ValueError):
+        return None
+    finally:
+        os.close(fd)
+    if not isinstance(loaded, dict):
+        return None
+    entry = {key: loaded.get(key) for key in ("kind", "vault", "hash")}
+    return entry if all(isinstance(v, str) for v in entry.values()) else None  # type: ignore[return-value]
+
+
+def warn(sentence: str) -> None:
+    """Name a record once on stderr (never stdout: the stdio server speaks there)."""
+    print(f"agent-memory: warning: {sentence}", file=sys.stderr)
+
+
+# --------------------------------------------------------------------------- tracked by git
+
+
+class Tracked:
+    """Which of a vault's control files (``.index/``, ``.trash/``) git tracks: such a file
+    came with a commit, so it is never read as a record. Asked of git only when a record
+    exists and only when git's index changed since the last answer (one ``stat``)."""
+
+    RECHECK = 10.0  # seconds before a vault not in git is looked at again (git init)
+
+    def __init__(self, root: Path) -> None:
+        self.root = root
+        self._marker: Path | None = None
+        self._looked = float("-inf")
+        self._key: tuple[int, int, int] | None = None
+        self._paths: frozenset[str] = frozenset()
+
+    def among(self, rels: Iterable[str]) -> set[str]:
+        """Those of ``rels`` (vault-relative files or folders) that git tracks, or that
+        hold a file git tracks."""
+        wanted = list(rels)
+        if not wanted:
+            return set()
+        paths = self._tracked()
+        if not paths:
+            return set()
+        return {r for r in wanted if r in paths or any(p.startswith(r.rstrip("/") + "/") for p in paths)}
+
+    def _tracked(self) -> frozenset[str]:
+        index = self._git_index()
+        if index is None:
+            return frozenset()
+        try:
+            found = os.stat(index)
+            key = (found.st_mtime_ns, found.st_size, found.st_ino)
+        except OSError:
+            return frozenset()  # no index file: nothing is tracked yet
+        if key != self._key:
+            self._paths = self._ask_git()
+            self._key = key
+        return self._paths
+
+    def _git_index(self) -> Path | None:
+        """git's index file for the repository holding the vault, found by looking for
+        ``.git`` from the vault up (no git process for a vault that is in no repository)."""
+        now = time.monotonic()
+        if self._marker is None and now - self._looked > self.RECHECK:
+            self._looked = now
+            here = Path(os.path.realpath(self.root))
+            for folder in (here, *here.parents):
+                if os.path.lexists(folder / ".git"):
+                    self._marker = folder / ".git"
+                    break
+        if self._marker is None:
+            return None
+        if self._marker.is_dir():
+            return self._marker / "index"
+        try:
+            line = self._marker.read_text(encoding="utf-8", errors="replace").strip()
+        except OSError:
+            return None
+        if not line.startswith("gitdir:"):
+            return None
+        return (self._marker.parent / line[len("gitdir:"):].strip()) / "index"
+
+    def _ask_git(self) -> frozenset[str]:
+        from . import gitrepo
+
+        try:
+            done = gitrepo.run(self.root, "ls-files", "-z", "--", ".index", ".trash", task="list tracked files")
+        except VaultError:
+            return frozenset()
+        if done.returncode != 0:
+            return frozenset()
+        return frozenset(p for p in done.stdout.decode("utf-8", "surrogateescape").split("\0") if p)
+
+
+
+# --------------------------------------------------------------------------- setting records aside
+
+
+def set_aside(control_dir: Path, kind: str, record_hash: str, paths: list[Path], origin: str, why: str,
+              what: str) -> str | None:
+    """Move a record that is not to be acted on (its folder, or its files) into
+    ``.index/set-aside/<kind>-<hash>/record/``, with ``about.json`` saying where it was,
+    why it was set aside and what applying it would do; name it once on stderr. Returns
+    its id (None when it could not be moved: it stays where it is, still not acted on)."""
+    rid = record_id(kind, record_hash)
+    base = control_dir / SET_ASIDE_DIRNAME
+    folder = base / rid
+    n = 1
+    while os.path.lexists(folder):
+        n += 1
+        folder = base / f"{rid}-{n}"
+    try:
+        (folder / "record").mkdir(parents=True)
+        about = {"kind": kind, "hash": record_hash, "from": origin, "why": why, "what": what,
+                 "at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}
+        (folder / ABOUT).write_text(json.dumps(about, ensure_ascii=False, indent=1), encoding="utf-8")
+        for path in paths:
+            if os.path.lexists(path):
+                os.rename(path, folder / "record" / path.name)
+    except OSError as exc:
+        warn(f"{origin} is {why}; it was not acted on, and could not be set aside ({exc.strerror or exc})")
+        return None
+    warn(f"{origin} was not acted on: {why}. It would {what}. It is set aside as {folder.name} "
+         f"(`agent-memory doctor` lists it; `agent-memory doctor --apply {folder.name}` or `--discard` decides)")
+    return folder.name
+
+
+def refusal(register: Register, tracked: Tracked, kind: str, record_hash: str, origin: str) -> str | None:
+    """Why a record may not be acted on, or None when the register lists it and git does
+    not track it."""
+    if tracked.among([origin]):
+        return "tracked by git (a commit brought it, so it is not this machine's record)"
+    if register.listed(kind, record_hash):
+        return None
+    problem = register.problem()
+    if problem:
+        return f"not checked against this user's register ({problem})"
+    if not register.exists():
+        return (f"not in this user's register of open operations ({register.folder} does not exist: a record from "
+                "another machine, or this user's state folder was lost)")
+    return ("not in this user's register of open operations (planted, copied in by a sync, from another machine, "
+            "or a replay of one already done)")
