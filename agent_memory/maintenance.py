@@ -197,10 +197,13 @@ class Maintenance(Importing):
             ids = {row["path"]: row["id"] for row in rows}
         written = [rel for _n, rel, _stat in published if rel in ids]
         updated = sum(1 for n, _rel, _stat in published if plan.files[n][2] is not None)
-        return ImportResult(imported=len(published) - updated, updated=updated, unchanged=plan.unchanged,
-                            duplicates=plan.duplicates, expired=plan.expired, links=plan.links, kept=plan.kept,
-                            forgotten=plan.forgotten,
-                            ids=[ids[rel] for rel in written], paths=written)
+        result = ImportResult(imported=len(published) - updated, updated=updated, unchanged=plan.unchanged,
+                              duplicates=plan.duplicates, expired=plan.expired, links=plan.links, kept=plan.kept,
+                              forgotten=plan.forgotten,
+                              ids=[ids[rel] for rel in written], paths=written)
+        if staging.dropped:
+            result["not_imported"] = staging.dropped
+        return result
 
     def _plan_import(self, items: list[Any], now: dt.datetime) -> tuple[list[tuple[str, bytes]], int, int]:
         plans: list[tuple[str, bytes]] = []

@@ -110,8 +110,9 @@ class Register:
     # ------------------------------------------------------------------ writing
     def enter(self, kind: str, record_hash: str, *, durable: bool = True) -> None:
         """List a record before it is written (``RegisterError`` when that cannot be done:
-        the caller then writes no record and changes nothing). ``durable``: the entry's
-        name is made durable too (one more fsync, of its folder)."""
+        the caller then writes no record and changes nothing). ``durable``: the entry is
+        fsynced, and its folder; without it (for records that are not fsynced either) a
+        crash may lose the entry, which only sets its record aside."""
         path = self._name(kind, record_hash)
         body = json.dumps({"kind": kind, "vault": self.vault, "hash": record_hash,
                            "at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), "pid": os.getpid()})
@@ -121,7 +122,8 @@ class Register:
             fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0), 0o600)
             try:
                 os.write(fd, body.encode("utf-8"))
-                os.fsync(fd)
+                if durable:
+                    os.fsync(fd)
             finally:
                 os.close(fd)
             os.replace(tmp, path)
@@ -305,11 +307,12 @@ class Tracked:
 
 
 def set_aside(control_dir: Path, kind: str, record_hash: str, paths: list[Path], origin: str, why: str,
-              what: str) -> str | None:
+              what: str, written: dict[str, bytes] | None = None) -> str | None:
     """Move a record that is not to be acted on (its folder, or its files) into
     ``.index/set-aside/<kind>-<hash>/record/``, with ``about.json`` saying where it was,
     why it was set aside and what applying it would do; name it once on stderr. Returns
-    its id (None when it could not be moved: it stays where it is, still not acted on)."""
+    its id (None when it could not be moved: it stays where it is, still not acted on).
+    ``written``: files to write there instead (lines taken out of a journal)."""
     rid = record_id(kind, record_hash)
     base = control_dir / SET_ASIDE_DIRNAME
     folder = base / rid
@@ -322,6 +325,8 @@ def set_aside(control_dir: Path, kind: str, record_hash: str, paths: list[Path],
         about = {"kind": kind, "hash": record_hash, "from": origin, "why": why, "what": what,
                  "at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}
         (folder / ABOUT).write_text(json.dumps(about, ensure_ascii=False, indent=1), encoding="utf-8")
+        for name, data in (written or {}).items():
+            (folder / "record" / name).write_bytes(data)
         for path in paths:
             if os.path.lexists(path):
                 os.rename(path, folder / "record" / path.name)
