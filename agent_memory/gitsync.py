@@ -45,7 +45,7 @@ from .gitrepo import SAFE_CONFIG, replace_file
 from .gitrepo import env as git_env
 from .locking import WriteLock, move_no_replace
 from .models import SyncResult
-from .register import digest, refusal, set_aside
+from .register import digest, read_record, refusal, set_aside
 from .store import INDEX_DIRNAME, TMP_SUFFIX, is_memory_path
 
 log = logging.getLogger("agent_memory.git")
@@ -203,8 +203,11 @@ class Pending:
         """The pending entries (a damaged line is skipped) and how many lines were read."""
         with self._lock.hold():
             try:
-                data = self.path.read_bytes()
+                data = read_record(self.path)
             except FileNotFoundError:
+                return [], 0
+            except (OSError, ValueError) as exc:  # a symlink, a pipe: no journal the tool wrote
+                log.warning("%s is not read: %s", self.path, exc)
                 return [], 0
             lines = data.split(b"\n")[:-1]  # a line being written has no newline yet
             lines = self._listed(lines, data[data.rfind(b"\n") + 1:])

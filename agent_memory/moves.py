@@ -43,7 +43,7 @@ from .errors import InvalidInput, NotFound, PathRefused, ReadOnlyFile, SavedMean
 from .index import link_key
 from .limits import check_text
 from .models import MoveResult, Rewritten
-from .register import digest, refusal, set_aside
+from .register import digest, read_record, refusal, set_aside
 from .store import INDEX_DIRNAME, TMP_SUFFIX, encodable
 from .writes import Writes, _editable
 
@@ -402,24 +402,17 @@ _COPY_NAME = re.compile(r"[0-9]{1,6}\.md")
 
 
 def _raw_manifest(folder: Path) -> bytes | None:
-    """The journal's manifest as written (None: there is none, or it cannot be read)."""
+    """The journal's manifest as written (None: there is none, or it is no plain file)."""
     try:
-        fd = os.open(folder / MANIFEST, os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_NONBLOCK", 0))
-    except OSError:
+        return read_record(folder / MANIFEST)
+    except (OSError, ValueError):
         return None
-    with os.fdopen(fd, "rb") as handle:
-        return handle.read(MAX_MANIFEST + 1)
-
-
-MAX_MANIFEST = 16 << 20  # a move's manifest is a few hundred bytes per linking file
 
 
 def _checked_manifest(root: Path, folder: Path, raw: bytes) -> dict:
     """A journal's manifest, refused (``PathRefused``, ``ValueError``) unless every path
     in it is a memory path (``confine``), every copy a file of the journal holding the
     bytes the manifest names, and the moved note the first file."""
-    if len(raw) > MAX_MANIFEST:
-        raise ValueError("the manifest is too large to be a move's")
     manifest = json.loads(raw)
     if not isinstance(manifest, dict) or not isinstance(manifest.get("files"), list) or not manifest["files"]:
         raise ValueError("the manifest is not a move's")
@@ -434,8 +427,7 @@ def _checked_manifest(root: Path, folder: Path, raw: bytes) -> dict:
         confine.memory_path(root, entry.get("path"))
         if not _COPY_NAME.fullmatch(entry["copy"]):
             raise PathRefused(f"{entry['copy']!r} is not a copy in the move's journal")
-        copy = folder / entry["copy"]
-        if os.path.islink(copy) or notes.file_version(_bytes(copy)) != entry["before"]:
+        if notes.file_version(read_record(folder / entry["copy"])) != entry["before"]:
             raise ValueError(f"the journal's copy of {entry['path']} does not hold the bytes its manifest names")
     return manifest
 

@@ -27,6 +27,7 @@ import hashlib
 import json
 import os
 import secrets
+import stat
 import sys
 import time
 from collections.abc import Iterable
@@ -218,6 +219,20 @@ def _read_entry(path: Path) -> dict[str, str] | None:
         return None
     entry = {key: loaded.get(key) for key in ("kind", "vault", "hash")}
     return entry if all(isinstance(v, str) for v in entry.values()) else None  # type: ignore[return-value]
+
+
+def read_record(path: Path, limit: int = 64 << 20) -> bytes:
+    """A record's bytes, read as untrusted: never through a symlink, never blocking on a
+    pipe, only a regular file, at most ``limit`` bytes (``OSError`` or ``ValueError``
+    otherwise; ``FileNotFoundError`` when there is none)."""
+    fd = os.open(path, os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_NONBLOCK", 0))
+    with os.fdopen(fd, "rb") as handle:
+        found = os.fstat(handle.fileno())
+        if not stat.S_ISREG(found.st_mode):
+            raise ValueError(f"{path.name} is not a regular file")
+        if found.st_size > limit:
+            raise ValueError(f"{path.name} is {found.st_size:,} bytes, too large for a record")
+        return handle.read(limit + 1)
 
 
 def warn(sentence: str) -> None:

@@ -44,7 +44,7 @@ from pathlib import Path
 from . import confine
 from . import note as notes
 from .errors import InvalidInput, MemoryError_, VaultError
-from .register import digest, refusal, set_aside
+from .register import digest, read_record, refusal, set_aside
 from .store import INDEX_DIRNAME, Store
 
 STAGING_DIRNAME = "import"
@@ -168,8 +168,7 @@ class Staging:
     def _manifest_bytes(self) -> bytes:
         if self._record is not None:
             return self._record
-        with open(self.folder / MANIFEST, "rb") as handle:
-            return handle.read()
+        return read_record(self.folder / MANIFEST)
 
     def _put_replacement(self, staged: Path, rel: str) -> str:
         """An update: the new bytes in place of the checked ones (see ``replace``)."""
@@ -274,14 +273,13 @@ def _checked_items(folder: Path, root: Path, raw: bytes) -> list[dict]:
         if problem:
             raise ValueError(f"item {item['n']} would write {item.get('path')!r}, which {problem}")
         staged = folder / "files" / f"{item['n']}.md"
-        if os.path.islink(staged):
-            raise ValueError(f"item {item['n']}'s staged file is a symlink")
         try:
-            with open(staged, "rb") as handle:
-                if hashlib.file_digest(handle, "sha256").hexdigest() != item["sha256"]:
-                    raise ValueError(f"item {item['n']}'s staged file does not hold the bytes its manifest names")
+            if digest(read_record(staged)) != item["sha256"]:
+                raise ValueError(f"item {item['n']}'s staged file does not hold the bytes its manifest names")
         except FileNotFoundError:
             continue  # published before a crash
+        except OSError as exc:
+            raise ValueError(f"item {item['n']}'s staged file cannot be read ({exc.strerror or exc})") from exc
         if item.get("replaces") is not None and (item["replaces"] is not True or os.path.islink(staged.with_suffix(".old"))
                                                  or not staged.with_suffix(".old").is_file()):
             raise ValueError(f"item {item['n']} replaces a file but its replaced bytes are not staged")

@@ -27,7 +27,7 @@ from slugify import slugify
 
 from . import confine, locking
 from .errors import NoVault, PathRefused, SavedMeanwhile, VaultError, disk_error
-from .register import digest, refusal, set_aside
+from .register import digest, read_record, refusal, set_aside
 from .trash import TRASH_DIRNAME, Trash
 
 VAULT_DIRNAME = ".memory"
@@ -851,7 +851,7 @@ class Store:
     def _drop_record(self, record: Path, known: str | None = None) -> None:
         """Remove a parked file's record and its register entry."""
         try:
-            found = known or digest(_bytes_of(record))
+            found = known or digest(read_record(record))
         except OSError:
             found = None
         if found:
@@ -890,19 +890,33 @@ class Store:
                 print(f"agent-memory: warning: could not look at {self.parked_dir / name}: {exc}", file=sys.stderr)
         return kept
 
-    def _settle_one(self, stem: str) -> list[str]:
+    def set_aside_unlisted_parked(self) -> None:
+        """Set aside every parked record this user's register does not list, young ones too
+        (``doctor --apply`` and ``--discard`` first gather every such record)."""
+        try:
+            stems = sorted(p.name[:-5] for p in self.parked_dir.iterdir() if p.suffix == ".json")
+        except OSError:
+            return
+        for stem in stems:
+            try:
+                self._settle_one(stem, settle=False)
+            except (OSError, ValueError) as exc:
+                print(f"agent-memory: warning: could not look at {self.parked_dir / stem}.json: {exc}", file=sys.stderr)
+
+    def _settle_one(self, stem: str, settle: bool = True) -> list[str]:
         """Settle one parked record, if this user's register lists it; else set it aside."""
         record = self.parked_dir / f"{stem}.json"
         files = [self.parked_dir / f"{stem}.md", self.parked_dir / f"{stem}.held"]
-        raw = _bytes_of(record)
+        raw = read_record(record)
         found = digest(raw)
         origin = f"{INDEX_DIRNAME}/parked/{record.name}"
         why = refusal(self.register, self.tracked, "parked", found, origin)
-        if why is None:
-            note = json.loads(raw)
-        else:
-            set_aside(self.control_dir, "parked", found, [record, *files], origin, why, _parked_would(raw))
+        if why is not None:
+            set_aside(self.control_dir, "parked", found, [record, *files], origin, why, parked_would(raw))
             return []
+        if not settle:
+            return []
+        note = json.loads(raw)
         if not isinstance(note, dict):
             note = {}  # listed, so ours: never happens, and then each file is kept in the trash
         kept = []
@@ -955,7 +969,7 @@ class Store:
             tmp.unlink(missing_ok=True)
 
 
-def _parked_would(raw: bytes) -> str:
+def parked_would(raw: bytes) -> str:
     """What settling a parked file's record would do, for a person deciding about it."""
     try:
         note = json.loads(raw)
