@@ -1,0 +1,433 @@
+"""Records the tool leaves itself in a vault (move journals, import staging, parked writes,
+trash ledger lines, git journal lines) act only when this user's register lists them and
+their paths pass the confinement rule: plants copied in by a sync, pushed through git,
+and replays of genuine old records are set aside, named once, listed by ``doctor``, and
+applied or discarded only when a person says so."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import shutil
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from agent_memory import note as notes
+from agent_memory.errors import PathRefused
+from agent_memory.register import Register
+from agent_memory.store import Store
+from agent_memory.vault import Vault
+
+from conftest import assert_index_matches_files, run_cli
+
+PAYLOAD = b"#!/bin/sh\necho pwned > /tmp/agent-memory-pwned\n"
+
+
+def _version(data: bytes) -> str:
+    return notes.file_version(data)
+
+
+def _files(root: Path) -> dict[str, bytes]:
+    return {rel: (root / rel).read_bytes() for rel, _ in Store(root).walk()}
+
+
+def _set_aside(root: Path) -> list[str]:
+    folder = root / ".index" / "set-aside"
+    return sorted(p.name for p in folder.iterdir()) if folder.exists() else []
+
+
+def plant_move(root: Path, old: str, new: str, copy: bytes, linking: list[tuple[str, bytes, bytes]] = ()) -> None:
+    """A move journal as a sync or a teammate would bring it: a manifest and its copies."""
+    journal = root / ".index" / "move"
+    journal.mkdir(parents=True)
+    (journal / "0.md").write_bytes(copy)
+    files = [{"path": old, "before": _version(copy), "after": _version(copy), "copy": "0.md"}]
+    for n, (path, before, after) in enumerate(linking, 1):
+        (journal / f"{n}.md").write_bytes(before)
+        files.append({"path": path, "before": _version(before), "after": _version(after), "copy": f"{n}.md"})
+    (journal / "manifest.json").write_text(json.dumps({"old": old, "new": new, "files": files}))
+
+
+def plant_import(root: Path, items: list[dict], files: dict[str, bytes]) -> None:
+    staging = root / ".index" / "import"
+    (staging / "files").mkdir(parents=True)
+    for name, data in files.items():
+        (staging / "files" / name).write_bytes(data)
+    (staging / "manifest.json").write_text(json.dumps({"items": items}))
+
+
+@pytest.fixture
+def closed(vault: Vault) -> Path:
+    """A vault with a person's note, closed: what a plant lands in between two commands."""
+    (vault.root / "people").mkdir()
+    (vault.root / "people" / "priya.md").write_text("Priya owns the billing service.\n")
+    vault.reconcile()
+    vault.close()
+    return vault.root
+
+
+# --------------------------------------------------------------------------- plants, copied in without git
+
+
+def test_a_planted_move_journal_never_writes_a_git_hook(closed: Path) -> None:
+    root = closed
+    (root / ".git" / "hooks").mkdir(parents=True)
+    (root / "payload.md").write_bytes(PAYLOAD)
+    (root / "payload.md").chmod(0o755)
+    plant_move(root, ".git/hooks/post-merge", "payload.md", PAYLOAD)
+    first = run_cli("list", vault=root)
+    assert first.returncode == 0, first.stderr
+    assert not (root / ".git" / "hooks" / "post-merge").exists()
+    assert (root / "payload.md").read_bytes() == PAYLOAD
+    assert ".index/move was not acted on: not in this user's register" in first.stderr
+    [aside] = _set_aside(root)
+    assert aside.startswith("move-") and f"--apply {aside}" in first.stderr
+    second = run_cli("list", vault=root)
+    assert "not acted on" not in second.stderr  # named once
+    assert not (root / ".git" / "hooks" / "post-merge").exists()
+    assert (root / ".index" / "set-aside" / aside / "record" / "move" / "manifest.json").exists()  # kept, untouched
+
+
+def test_a_planted_move_journal_never_deletes_a_file_outside_the_vault(closed: Path, tmp_path: Path) -> None:
+    root = closed
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    (outside / "x.md").write_text("Someone's file outside the vault.\n")
+    plant_move(root, "../outside/x.md", "../outside/x.md", b"Someone's file outside the vault.\n")
+    with Vault(root) as reopened:
+        reopened.remember("A write after the plant")
+    assert (outside / "x.md").read_text() == "Someone's file outside the vault.\n"
+
+
+def test_a_planted_import_never_moves_a_file_from_outside_nor_rewrites_a_note(closed: Path, tmp_path: Path) -> None:
+    """The item number of a planted staging is a path (its staged file would be the
+    diary), an item's path leaves the vault, and one replaces a person's note."""
+    root = closed
+    (tmp_path / "private").mkdir()
+    (tmp_path / "private" / "diary.md").write_text("My private diary.\n")
+    priya = (root / "people" / "priya.md").read_bytes()
+    plant_import(root, [
+        {"n": "../../../../private/diary", "path": "stolen.md"},
+        {"n": 1, "path": "../../outside.md"},
+        {"n": 2, "path": "people/priya.md", "replaces": True},
+    ], {"1.md": b"Planted.\n", "2.md": b"Priya's note, rewritten by someone else.\n", "2.old": priya})
+    for _ in range(2):
+        with Vault(root) as reopened:
+            reopened.import_memories([{"content": "An import of my own"}])
+    assert (tmp_path / "private" / "diary.md").read_text() == "My private diary.\n"
+    assert not (root / "stolen.md").exists() and not (tmp_path / "outside.md").exists()
+    assert not (root.parent / "outside.md").exists()
+    assert (root / "people" / "priya.md").read_bytes() == priya
+    assert [n for n in _set_aside(root) if n.startswith("import-")]
+
+
+def test_a_planted_parked_record_never_writes_outside_the_vault(closed: Path, tmp_path: Path) -> None:
+    root = closed
+    parked = root / ".index" / "parked"
+    parked.mkdir(parents=True)
+    (parked / "1000-deadbeef.json").write_text(json.dumps({"source": "../../evil.md", "checked": "", "ours": ""}))
+    (parked / "1000-deadbeef.md").write_bytes(PAYLOAD)
+    with Vault(root) as reopened:
+        made = reopened.remember("A note to edit")["memory"]
+        reopened.update(made["id"], add_tags=["edited"])  # every write settles parked files first
+    assert not (tmp_path / "evil.md").exists() and not (root.parent / "evil.md").exists()
+    assert not any(p.name.startswith("evil") for p in tmp_path.rglob("*") if ".index" not in p.parts)
+    assert [n for n in _set_aside(root) if n.startswith("parked-")]
+
+
+def test_a_forged_ledger_line_never_lets_gc_delete_or_restore_move_a_persons_file(vault: Vault) -> None:
+    """A person's own file in .trash/ (Obsidian's trash too) and a ledger line naming it
+    with its sha256 and no inode: gc must not delete it, restore must not move it."""
+    mine = vault.root / ".trash" / "mine.md"
+    mine.parent.mkdir()
+    mine.write_text("A note I deleted in Obsidian and keep for now.\n")
+    line = {"trash": ".trash/mine.md", "source": "mine.md", "id": "mine", "reason": "forgotten",
+            "at": "2020-01-01T00:00:00Z", "sha256": hashlib.sha256(mine.read_bytes()).hexdigest()}
+    (vault.root / ".trash" / ".agent-memory.jsonl").write_text(json.dumps(line) + "\n")
+    result = vault.gc(older_than_days=0)
+    assert result["removed"] == [] and result["refused"] == [".trash/mine.md"]
+    with pytest.raises(PathRefused, match="not in this user's register.*nothing was restored.*doctor"):
+        vault.restore("mine")
+    assert mine.read_text() == "A note I deleted in Obsidian and keep for now.\n"
+    assert not (vault.root / "mine.md").exists()
+    assert vault.trash_list() == []
+
+
+# --------------------------------------------------------------------------- replays of genuine records
+
+INTERRUPT = textwrap.dedent("""
+    import os, sys
+    from agent_memory import moves, staging
+    from agent_memory.vault import Vault
+    what = sys.argv[2]
+    if what == "move":
+        moves.Moves._retire_old_name = lambda *a: os._exit(3)
+        Vault(sys.argv[1]).move(sys.argv[3], sys.argv[4])
+    else:
+        staging.Staging.publish = lambda *a, **k: os._exit(3)
+        Vault(sys.argv[1]).import_memories([{"content": c} for c in sys.argv[3:]])
+""")
+
+
+def interrupted(root: Path, *args: str, env: dict[str, str] | None = None) -> None:
+    """A move or an import killed after its record was written, before it finished."""
+    done = subprocess.run([sys.executable, "-c", INTERRUPT, str(root), *args], capture_output=True, text=True,
+                          timeout=120, env=env)
+    assert done.returncode == 3, done.stderr
+
+
+def test_a_replayed_move_journal_is_not_acted_on_again(closed: Path, tmp_path: Path) -> None:
+    root = closed
+    (root / "hub.md").write_text("See [[priya]].\n")
+    with Vault(root) as vault:
+        vault.reconcile()
+    interrupted(root, "move", "people/priya.md", "people/priya-k.md")
+    shutil.copytree(root / ".index" / "move", tmp_path / "old-journal")  # a copy of the genuine record
+    with Vault(root) as vault:  # the crash's move is undone, once
+        assert (root / "people" / "priya.md").exists() and not (root / "people" / "priya-k.md").exists()
+        vault.move("people/priya.md", "people/priya-k.md")  # later, the person makes that move
+    moved = _files(root)
+    shutil.copytree(tmp_path / "old-journal", root / ".index" / "move")  # the replay
+    with Vault(root) as vault:
+        vault.reconcile()
+        assert _files(root) == moved  # the move stands: the old journal undid nothing
+        assert vault.get("people/priya-k.md")["path"] == "people/priya-k.md"
+        assert_index_matches_files(vault)
+    assert [n for n in _set_aside(root) if n.startswith("move-")]
+
+
+def test_a_replayed_import_staging_does_not_bring_back_what_was_forgotten(closed: Path, tmp_path: Path) -> None:
+    root = closed
+    interrupted(root, "import", "Imported fact one", "Imported fact two")
+    shutil.copytree(root / ".index" / "import", tmp_path / "old-staging")
+    with Vault(root) as vault:  # the import is finished, once
+        hits = vault.search("Imported fact")["hits"]
+        assert len(hits) == 2
+        for hit in hits:
+            vault.forget(hit["id"])
+    shutil.copytree(tmp_path / "old-staging", root / ".index" / "import")  # the replay
+    with Vault(root) as vault:
+        assert vault.search("Imported fact")["count"] == 0
+        assert len(vault.trash_list()) == 2
+        assert_index_matches_files(vault)
+    assert [n for n in _set_aside(root) if n.startswith("import-")]
+
+
+def test_a_genuine_interrupted_move_and_import_still_finish(closed: Path) -> None:
+    """What the register lists acts as before: a move is undone, an import finished, and
+    their entries are gone from the register once done."""
+    root = closed
+    before = _files(root)
+    interrupted(root, "move", "people/priya.md", "people/priya-k.md")
+    interrupted(root, "import", "Imported fact one", "Imported fact two")
+    with Vault(root) as vault:
+        assert vault.search("Imported fact")["count"] == 2
+        assert {k: v for k, v in _files(root).items() if k in before} == before
+        assert _set_aside(root) == []
+        assert Register(root).entries() == []
+        assert_index_matches_files(vault)
+
+
+# --------------------------------------------------------------------------- operations in several steps
+
+
+def accounted(vault: Vault, memories: list[dict]) -> None:
+    """Every memory is found, or restorable from the trash: never neither."""
+    restorable = {e["id"] for e in vault.trash_list()}
+    for memory in memories:
+        try:
+            vault.get(memory["id"])
+        except Exception:  # noqa: BLE001 - not found: then the trash must hold it
+            assert memory["id"] in restorable, f"{memory['path']} is neither found nor restorable"
+
+
+def _ledger_is_a_symlink(vault: Vault, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    (tmp_path / "elsewhere.jsonl").write_text("")
+    (vault.root / ".trash").mkdir(exist_ok=True)
+    (vault.root / ".trash" / ".agent-memory.jsonl").symlink_to(tmp_path / "elsewhere.jsonl")
+
+
+def _ledger_is_a_folder(vault: Vault, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    (vault.root / ".trash" / ".agent-memory.jsonl").mkdir(parents=True)
+
+
+def _disk_fills_mid_line(vault: Vault, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    import errno
+
+    def half_then_full(self, entry) -> None:
+        with open(self.ledger, "ab") as ledger:
+            ledger.write(entry.to_json().encode()[:20])  # what reached the disk before it was full
+        raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+
+    monkeypatch.setattr("agent_memory.trash.Trash._append", half_then_full)
+
+
+@pytest.mark.parametrize("breaks", [_ledger_is_a_symlink, _ledger_is_a_folder, _disk_fills_mid_line],
+                         ids=["ledger symlink", "ledger folder", "disk full"])
+def test_forget_whose_ledger_line_cannot_be_written_leaves_the_memory_where_it_was(
+        vault: Vault, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, breaks) -> None:
+    kept = vault.remember("A fact that must not vanish")["memory"]
+    breaks(vault, tmp_path, monkeypatch)
+    with pytest.raises(Exception, match="Nothing was changed|could not be recorded|trash ledger"):
+        vault.forget(kept["id"])
+    assert (vault.root / kept["path"]).read_text().endswith("A fact that must not vanish\n")
+    assert vault.get(kept["id"])["id"] == kept["id"]
+    assert not [p for p in (vault.root / ".trash").rglob("*.md")]
+    monkeypatch.undo()
+    ledger = vault.root / ".trash" / ".agent-memory.jsonl"
+    if ledger.is_dir() and not ledger.is_symlink():  # the person fixes what broke
+        ledger.rmdir()
+    elif ledger.is_symlink():
+        ledger.unlink()
+    other = vault.remember("A second fact, forgotten once the disk has room")["memory"]
+    vault.forget(kept["id"])
+    vault.forget(other["id"])
+    assert {e["id"] for e in vault.trash_list()} == {kept["id"], other["id"]}  # a line cut short damages only itself
+    vault.restore(kept["id"])
+    assert vault.get(kept["id"])["id"] == kept["id"]
+    accounted(vault, [kept, other])
+    assert_index_matches_files(vault)
+
+
+def test_forget_whose_register_cannot_be_written_changes_nothing(vault: Vault) -> None:
+    kept = vault.remember("A fact that must not vanish")["memory"]
+    register = Register(vault.root).folder
+    register.parent.mkdir(parents=True, exist_ok=True)
+    register.write_text("not a folder")  # a broken state folder
+    with pytest.raises(Exception, match="register of open operations.*Nothing was changed"):
+        vault.forget(kept["id"])
+    assert vault.get(kept["id"])["id"] == kept["id"]
+    assert not list(vault.root.glob(".trash/**/*.md"))
+
+
+def test_an_import_item_with_a_name_too_long_is_one_line_and_later_imports_work(vault: Vault, tmp_path: Path) -> None:
+    items = tmp_path / "items.json"
+    items.write_text(json.dumps([{"content": "A fact", "path": "a/" + "x" * 300 + ".md"}]))
+    failed = run_cli("import", str(items), vault=vault.root)
+    assert failed.returncode == 1 and "Traceback" not in failed.stderr
+    assert "over the 255-byte limit" in failed.stderr and "Nothing was imported" in failed.stderr
+    assert not (vault.root / ".index" / "import").exists()
+    items.write_text(json.dumps([{"content": "A later import"}]))
+    later = run_cli("import", str(items), vault=vault.root)
+    assert later.returncode == 0 and "could not finish" not in later.stderr, later.stderr
+    assert vault.search("later import")["count"] == 1
+
+
+def test_an_import_item_that_cannot_be_put_in_place_is_named_and_the_rest_lands(
+        vault: Vault, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    import errno
+
+    real = Store.place
+
+    def place(self, staged, folder, slug, data=b""):
+        if slug.startswith("the-second"):
+            raise OSError(errno.ENAMETOOLONG, os.strerror(errno.ENAMETOOLONG))
+        return real(self, staged, folder, slug, data)
+
+    monkeypatch.setattr(Store, "place", place)
+    result = vault.import_memories([{"content": "The first fact", "title": "The first"},
+                                    {"content": "The second fact", "title": "The second"},
+                                    {"content": "The third fact", "title": "The third"}])
+    assert result["imported"] == 2 and len(result["not_imported"]) == 1
+    assert "the-second" in result["not_imported"][0] and "File name too long" in result["not_imported"][0]
+    assert "could not be put in place and were dropped" in capsys.readouterr().err
+    assert not (vault.root / ".index" / "import").exists()
+    monkeypatch.undo()
+    assert vault.import_memories([{"content": "A later import"}])["imported"] == 1
+    assert_index_matches_files(vault)
+
+
+def test_an_interrupted_import_that_cannot_be_finished_is_dropped_naming_its_items(
+        closed: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    import errno
+
+    root = closed
+    interrupted(root, "import", "The first fact", "The second fact")
+    real = Store.place
+
+    def place(self, staged, folder, slug, data=b""):
+        if slug.startswith("the-second"):
+            raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+        return real(self, staged, folder, slug, data)
+
+    monkeypatch.setattr(Store, "place", place)
+    with Vault(root) as vault:
+        said = capsys.readouterr().err
+        assert "could not be put in place and were dropped" in said and "the-second-fact.md" in said
+        assert vault.search("first fact")["count"] == 1
+        assert not (root / ".index" / "import").exists()
+        monkeypatch.undo()
+        assert vault.import_memories([{"content": "A later import"}])["imported"] == 1
+        assert Register(root).entries() == []
+
+
+@pytest.mark.parametrize("step", ["copy", "register", "manifest"])
+def test_a_move_whose_journal_cannot_be_written_changes_nothing(closed: Path, monkeypatch: pytest.MonkeyPatch,
+                                                                  step: str) -> None:
+    import errno
+
+    from agent_memory.register import RegisterError
+
+    root = closed
+    (root / "hub.md").write_text("See [[priya]].\n")
+    with Vault(root) as vault:
+        vault.reconcile()
+        before = _files(root)
+        real_temp, real_enter = Store._write_temp, Register.enter
+
+        def write_temp(self, folder, data, *args):
+            is_manifest = data.startswith(b'{"old"')
+            if folder.name == "move" and (step == "copy" and not is_manifest or step == "manifest" and is_manifest):
+                raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+            return real_temp(self, folder, data, *args)
+
+        def enter(self, kind, record_hash, **kwargs):
+            if kind == "move":
+                raise RegisterError("Could not write this user's register: the disk is full.")
+            return real_enter(self, kind, record_hash, **kwargs)
+
+        monkeypatch.setattr(Store, "_write_temp", write_temp)
+        monkeypatch.setattr(Register, "enter", enter if step == "register" else real_enter)
+        with pytest.raises(Exception, match="disk is full|No space"):
+            vault.move("people/priya.md", "people/priya-k.md")
+        monkeypatch.undo()
+        assert _files(root) == before
+        assert not (root / ".index" / "move").exists() and Register(root).entries() == []
+        vault.move("people/priya.md", "people/priya-k.md")  # and the next move works
+        assert (root / "hub.md").read_text() == "See [[priya-k]].\n"
+
+
+@pytest.mark.parametrize("step", ["move back", "ledger"])
+def test_a_restore_failing_at_a_step_leaves_the_memory_found_or_restorable(
+        vault: Vault, monkeypatch: pytest.MonkeyPatch, step: str) -> None:
+    import errno
+
+    from agent_memory import locking
+    from agent_memory.trash import Trash
+
+    made = vault.remember("A fact to bring back")["memory"]
+    vault.forget(made["id"])
+
+    def fails(*args, **kwargs):
+        raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+
+    if step == "move back":
+        monkeypatch.setattr(locking, "move_no_replace", fails)
+        with pytest.raises(Exception, match="disk is full"):
+            vault.restore(made["id"])
+    else:
+        monkeypatch.setattr(Trash, "_rewrite", fails)
+        vault.restore(made["id"])  # the file is back; its stale line acts no more
+    monkeypatch.undo()
+    accounted(vault, [made])
+    if step == "ledger":
+        assert vault.get(made["id"])["id"] == made["id"]
+        assert vault.gc(older_than_days=0)["removed"] == []  # its stale line deletes nothing
+        assert vault.get(made["id"])["id"] == made["id"]
+    else:
+        assert vault.restore(made["id"])["id"] == made["id"]  # once the disk has room
