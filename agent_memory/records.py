@@ -181,6 +181,7 @@ def apply(vault: Vault, rid: str) -> str:
         gather(vault)
         entry = _ledger_line(vault, rid)
         if entry is not None:
+            _not_tracked(vault, f"{TRASH_DIRNAME}/{LEDGER_NAME}")
             vault.store.trash.adopt(entry)
             return (f"{rid}: {entry.trash} is the tool's again: gc deletes it after its retention, "
                     f"`agent-memory restore {entry.trash}` puts it back at {entry.source}")

@@ -248,12 +248,9 @@ class Tracked:
     came with a commit, so it is never read as a record. Asked of git only when a record
     exists and only when git's index changed since the last answer (one ``stat``)."""
 
-    RECHECK = 10.0  # seconds before a vault not in git is looked at again (git init)
-
     def __init__(self, root: Path) -> None:
         self.root = root
         self._marker: Path | None = None
-        self._looked = float("-inf")
         self._key: tuple[int, int, int] | None = None
         self._paths: frozenset[str] = frozenset()
 
@@ -285,9 +282,9 @@ class Tracked:
     def _git_index(self) -> Path | None:
         """git's index file for the repository holding the vault, found by looking for
         ``.git`` from the vault up (no git process for a vault that is in no repository)."""
-        now = time.monotonic()
-        if self._marker is None and now - self._looked > self.RECHECK:
-            self._looked = now
+        if self._marker is not None and not os.path.lexists(self._marker):
+            self._marker = None
+        if self._marker is None:  # a few lstat calls, only when a record exists: a git init is seen at once
             here = Path(os.path.realpath(self.root))
             for folder in (here, *here.parents):
                 if os.path.lexists(folder / ".git"):

@@ -28,7 +28,7 @@ from pathlib import Path
 
 from . import confine, locking
 from .errors import PathRefused, VaultError, disk_error
-from .register import Register, Tracked, digest, record_id
+from .register import Register, Tracked, digest, record_id, refusal
 
 TRASH_DIRNAME = ".trash"
 LEDGER_NAME = ".agent-memory.jsonl"
@@ -159,11 +159,7 @@ class Trash:
         problem = confine.trash_problem(entry.trash) or confine.memory_problem(entry.source)
         if problem:
             return f"names {entry.trash!r} from {entry.source!r}, which " + problem
-        if self.tracked.among([f"{TRASH_DIRNAME}/{LEDGER_NAME}"]):
-            return "in a ledger git tracks (a commit brought it, so it is not this machine's record)"
-        if not self.register.listed("trash", entry.record_hash):
-            return "not in this user's register of open operations (a line from elsewhere, or one already done)"
-        return None
+        return refusal(self.register, self.tracked, "trash", entry.record_hash, f"{TRASH_DIRNAME}/{LEDGER_NAME}")
 
     def unlisted(self) -> list[tuple[Entry, str]]:
         """The ledger lines that may not act, with why (``doctor`` lists them)."""

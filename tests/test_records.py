@@ -21,6 +21,7 @@ from agent_memory import note as notes
 from agent_memory.errors import PathRefused
 from agent_memory.register import Register
 from agent_memory.store import Store
+from agent_memory.userstate import state_dir
 from agent_memory.vault import Vault
 
 from conftest import assert_index_matches_files, run_cli
@@ -431,3 +432,258 @@ def test_a_restore_failing_at_a_step_leaves_the_memory_found_or_restorable(
         assert vault.get(made["id"])["id"] == made["id"]
     else:
         assert vault.restore(made["id"])["id"] == made["id"]  # once the disk has room
+
+
+# --------------------------------------------------------------------------- plants pushed through git
+
+
+def git(repo: Path, *args: str) -> str:
+    done = subprocess.run(["git", "-C", str(repo), *args], capture_output=True, text=True, check=False)
+    assert done.returncode == 0, f"git {' '.join(args)}: {done.stderr}"
+    return done.stdout
+
+
+@pytest.fixture
+def clones(tmp_path: Path, git_isolated: None, monkeypatch: pytest.MonkeyPatch) -> tuple[Path, Path]:
+    """A bare remote, a teammate's clone (the attacker) and the victim's clone of one vault."""
+    monkeypatch.setenv("GIT_CONFIG_GLOBAL", "/dev/null")
+    for name in ("AUTHOR", "COMMITTER"):
+        monkeypatch.setenv(f"GIT_{name}_NAME", "A Teammate")
+        monkeypatch.setenv(f"GIT_{name}_EMAIL", "teammate@example.com")
+    remote = tmp_path / "remote.git"
+    git(tmp_path, "init", "-q", "--bare", "-b", "main", str(remote))
+    attacker = tmp_path / "attacker"
+    attacker.mkdir()
+    git(attacker, "init", "-q", "-b", "main")
+    Vault.init(attacker).close()
+    (attacker / "people.md").write_text("The team's people.\n")
+    git(attacker, "add", "-A")
+    git(attacker, "commit", "-q", "-m", "a vault")
+    git(attacker, "remote", "add", "origin", str(remote))
+    git(attacker, "push", "-q", "-u", "origin", "main")
+    git(tmp_path, "clone", "-q", str(remote), str(tmp_path / "victim"))
+    Vault(tmp_path / "victim").close()
+    return attacker, tmp_path / "victim"
+
+
+def test_records_pushed_through_git_are_never_acted_on(clones: tuple[Path, Path], tmp_path: Path) -> None:
+    """A teammate force-adds a move journal naming .git/hooks/post-merge with an executable
+    payload, an import staging whose item number reaches a private diary, and a parked
+    record aimed outside; the victim syncs, then runs any command."""
+    attacker, victim = clones
+    (tmp_path / "private").mkdir()
+    (tmp_path / "private" / "diary.md").write_text("My private diary.\n")
+    (attacker / "payload.md").write_bytes(PAYLOAD)
+    (attacker / "payload.md").chmod(0o755)
+    shutil.rmtree(attacker / ".index")
+    plant_move(attacker, ".git/hooks/post-merge", "payload.md", PAYLOAD)
+    # victim/.index/import/files/<n>.md -> tmp_path/private/diary.md
+    plant_import(attacker, [{"n": "../../../../private/diary", "path": "stolen.md"}], {})
+    parked = attacker / ".index" / "parked"
+    parked.mkdir()
+    (parked / "1000-cafe.json").write_text(json.dumps({"source": "../../../private/evil.md", "checked": "", "ours": ""}))
+    (parked / "1000-cafe.md").write_bytes(PAYLOAD)
+    git(attacker, "add", "-f", ".index", "payload.md")
+    git(attacker, "commit", "-q", "-m", "helpful notes")
+    git(attacker, "push", "-q", "origin", "main")
+
+    synced = run_cli("sync", vault=victim)
+    assert synced.returncode == 0, synced.stderr
+    assert (victim / ".index" / "move" / "manifest.json").exists() or _set_aside(victim)  # it arrived
+    for _ in range(2):
+        later = run_cli("add", "A fact of my own", vault=victim)
+        assert later.returncode == 0, later.stderr
+        run_cli("sync", vault=victim)
+    assert not (victim / ".git" / "hooks" / "post-merge").exists()
+    assert (tmp_path / "private" / "diary.md").read_text() == "My private diary.\n"
+    assert not (tmp_path / "private" / "evil.md").exists() and not (victim / "stolen.md").exists()
+    kinds = {name.split("-")[0] for name in _set_aside(victim)}
+    assert kinds == {"move", "import", "parked"}
+    git(attacker, "pull", "-q", "origin", "main")
+    assert not (attacker / "stolen.md").exists() and "diary" not in git(attacker, "log", "--all", "--name-only")
+
+
+def test_a_genuine_record_git_tracks_is_not_read_as_one(vault: Vault, git_isolated: None) -> None:
+    """This user's own trash ledger, force-added to the repository: a checkout or a pull
+    may change any of its lines, so none of them acts."""
+    made = vault.remember("A fact to forget")["memory"]
+    vault.forget(made["id"])
+    assert [e["id"] for e in vault.trash_list()] == [made["id"]]
+    git(vault.root, "init", "-q")
+    git(vault.root, "add", "-f", ".trash/.agent-memory.jsonl")
+    assert vault.trash_list() == []
+    assert vault.gc(older_than_days=0)["removed"] == []
+    with pytest.raises(PathRefused, match="tracked by git"):
+        vault.restore(made["id"])
+    git(vault.root, "rm", "-q", "--cached", ".trash/.agent-memory.jsonl")
+    assert vault.restore(made["id"])["id"] == made["id"]
+
+
+def test_planted_git_journal_lines_are_never_committed(tmp_path: Path, git_isolated: None,
+                                                       monkeypatch: pytest.MonkeyPatch) -> None:
+    from agent_memory.gitsync import Committer
+
+    monkeypatch.setenv("GIT_CONFIG_GLOBAL", "/dev/null")
+    for name in ("AUTHOR", "COMMITTER"):
+        monkeypatch.setenv(f"GIT_{name}_NAME", "Ada")
+        monkeypatch.setenv(f"GIT_{name}_EMAIL", "ada@example.com")
+    repo = tmp_path / "team"
+    repo.mkdir()
+    git(repo, "init", "-q", "-b", "main")
+    Vault.init(repo).close()
+    (repo / ".agent-memory.toml").write_text("[git]\ncommit = true\n")
+    git(repo, "add", "-A")
+    git(repo, "commit", "-q", "-m", "a vault")
+    (repo / "draft.md").write_text("A person's draft, never for the team.\n")
+    line = {"paths": ["draft.md"], "message": "remember: a draft", "at": 1.0}
+    (repo / ".index" / "git-pending.jsonl").write_text(json.dumps(line) + "\n")  # a synced folder brought it
+    with Vault(repo) as vault:
+        vault.remember("A fact the tool wrote.", title="Mine")
+        with Committer(vault) as committer:
+            committer.flush()
+    assert "draft.md" not in git(repo, "ls-files")
+    assert git(repo, "log", "-1", "--format=%s").strip() == "remember: Mine"
+    [aside] = _set_aside(repo)
+    assert aside.startswith("git-pending-")
+    listed = run_cli("doctor", vault=repo)
+    assert aside in listed.stdout and "commit 'draft.md'" in listed.stdout
+
+
+# --------------------------------------------------------------------------- the register itself
+
+
+def test_after_the_state_folder_is_lost_nothing_acts_until_doctor_applies(vault: Vault) -> None:
+    made = vault.remember("A fact to forget")["memory"]
+    trashed = vault.forget(made["id"])["trashed_to"]
+    shutil.rmtree(state_dir())
+    assert vault.gc(older_than_days=0)["removed"] == []
+    with pytest.raises(PathRefused, match="does not exist.*state folder was lost.*doctor"):
+        vault.restore(made["id"])
+    assert (vault.root / trashed).exists()
+    doctor = run_cli("doctor", vault=vault.root)
+    assert doctor.returncode == 1
+    [line] = [ln for ln in doctor.stdout.splitlines() if "trash-" in ln]
+    rid = line.split(":")[0].strip()
+    assert f"restore put it back at '{made['path']}'" in line
+    applied = run_cli("doctor", "--apply", rid, vault=vault.root)
+    assert applied.returncode == 0, applied.stderr
+    assert vault.restore(made["id"])["id"] == made["id"]
+    assert run_cli("doctor", vault=vault.root).stdout.count("trash-") == 0
+
+
+def test_a_state_folder_inside_the_vault_is_refused(vault: Vault, monkeypatch: pytest.MonkeyPatch) -> None:
+    made = vault.remember("A fact to forget")["memory"]
+    monkeypatch.setenv("AGENT_MEMORY_STATE_DIR", str(vault.root / "state"))
+    with Vault(vault.root, clock=vault.clock) as inside:
+        with pytest.raises(Exception, match="inside the vault.*AGENT_MEMORY_STATE_DIR"):
+            inside.forget(made["id"])
+        assert inside.get(made["id"])["id"] == made["id"]
+    assert not (vault.root / "state").exists()
+
+
+WRITER = textwrap.dedent("""
+    import sys
+    from agent_memory.vault import Vault
+    with Vault(sys.argv[1]) as vault:
+        for i in range(12):
+            made = vault.remember(f"Writer {sys.argv[2]} fact {i} about the queue")["memory"]
+            seen = vault.get(made["id"])
+            vault.update(made["id"], content=seen["content"] + " (revised)", expected_version=seen["version"])
+            if i % 3 == 0:
+                vault.forget(made["id"])
+""")
+
+
+def test_writers_in_several_processes_keep_the_register_whole(vault: Vault) -> None:
+    """Each process enters and removes its own entries (one file each, never a shared file
+    rewritten): afterwards every ledger line is listed and every other entry is gone."""
+    vault.close()
+    writers = [subprocess.Popen([sys.executable, "-c", WRITER, str(vault.root), str(n)], stderr=subprocess.PIPE,
+                                text=True) for n in range(3)]
+    for writer in writers:
+        _out, err = writer.communicate(timeout=300)
+        assert writer.returncode == 0, err
+    with Vault(vault.root) as reopened:
+        reopened.store.settle_parked(grace=0)
+        lines = reopened.store.trash.entries()
+        assert len(lines) == 3 * (12 + 4)  # a version copy per update, and the forgotten ones
+        assert len(reopened.trash_list()) == len(lines)
+        assert sorted(e["kind"] for e in Register(vault.root).entries()) == ["trash"] * len(lines)
+        assert _set_aside(vault.root) == []
+
+
+# --------------------------------------------------------------------------- doctor, through the CLI
+
+
+def test_doctor_applies_a_genuine_record_from_another_machine(closed: Path, tmp_path: Path) -> None:
+    """A move interrupted on another of this user's machines (another register), synced in:
+    set aside here, listed with what it would do, and undone once the person applies it."""
+    root = closed
+    (root / "hub.md").write_text("See [[priya]].\n")
+    with Vault(root) as vault:
+        vault.reconcile()
+    before = _files(root)
+    interrupted(root, "move", "people/priya.md", "people/priya-k.md",
+                env={**os.environ, "AGENT_MEMORY_STATE_DIR": str(tmp_path / "other-machine")})
+    first = run_cli("list", vault=root)
+    assert "not acted on" in first.stderr
+    doctor = run_cli("doctor", vault=root)
+    assert doctor.returncode == 1
+    [line] = [ln for ln in doctor.stdout.splitlines() if "move-" in ln]
+    rid = line.split(":")[0].strip()
+    assert "undo a move of 'people/priya.md' to 'people/priya-k.md'" in line
+    applied = run_cli("doctor", "--apply", rid, vault=root)
+    assert applied.returncode == 0, applied.stderr
+    assert "was undone" in applied.stdout
+    assert _files(root) == before
+    # The other machine's write of hub.md also left a displaced copy in .index/parked/: its record too.
+    [parked] = [ln.split(":")[0].strip() for ln in run_cli("doctor", vault=root).stdout.splitlines() if "parked-" in ln]
+    assert run_cli("doctor", "--apply", parked, vault=root).returncode == 0
+    assert "[  ok] records" in run_cli("doctor", vault=root).stdout
+    assert _files(root) == before
+    assert run_cli("doctor", "--apply", rid, vault=root).returncode == 1  # once only
+
+
+def test_doctor_apply_still_refuses_what_the_rule_refuses_and_discard_deletes(closed: Path) -> None:
+    root = closed
+    (root / ".git" / "hooks").mkdir(parents=True)
+    (root / "payload.md").write_bytes(PAYLOAD)
+    plant_move(root, ".git/hooks/post-merge", "payload.md", PAYLOAD)
+    doctor = run_cli("doctor", vault=root)
+    [line] = [ln for ln in doctor.stdout.splitlines() if "move-" in ln]
+    rid = line.split(":")[0].strip()
+    assert "in place" in line  # no command has met it yet
+    refused = run_cli("doctor", "--apply", rid, vault=root)
+    assert refused.returncode == 1 and "Traceback" not in refused.stderr
+    assert "'.git/hooks/post-merge' is in a hidden folder" in refused.stderr
+    assert len(refused.stderr.strip().splitlines()) <= 2  # the set-aside note, then the one-line error
+    assert not (root / ".git" / "hooks" / "post-merge").exists()
+    assert rid in run_cli("doctor", vault=root).stdout  # still listed, for the person to discard
+    discarded = run_cli("doctor", "--discard", rid, vault=root)
+    assert discarded.returncode == 0 and f"{rid}: deleted" in discarded.stdout
+    assert "[  ok] records" in run_cli("doctor", vault=root).stdout
+    assert (root / "payload.md").read_bytes() == PAYLOAD  # a memory like any other: the person decides
+
+
+def test_doctor_discards_a_forged_ledger_line_and_leaves_its_file(vault: Vault) -> None:
+    mine = vault.root / ".trash" / "mine.md"
+    mine.parent.mkdir()
+    mine.write_text("A note I deleted in Obsidian.\n")
+    line = {"trash": ".trash/mine.md", "source": "mine.md", "id": "mine", "reason": "forgotten",
+            "at": "2020-01-01T00:00:00Z", "sha256": hashlib.sha256(mine.read_bytes()).hexdigest()}
+    (vault.root / ".trash" / ".agent-memory.jsonl").write_text(json.dumps(line) + "\n")
+    doctor = run_cli("--json", "doctor", vault=vault.root)
+    [check] = [c for c in json.loads(doctor.stdout)["checks"] if c["name"] == "records"]
+    [item] = check["items"]
+    rid = item.split(":")[0]
+    done = run_cli("doctor", "--discard", rid, vault=vault.root)
+    assert done.returncode == 0, done.stderr
+    assert (vault.root / ".trash" / ".agent-memory.jsonl").read_text() == ""
+    assert mine.read_text() == "A note I deleted in Obsidian.\n"
+
+
+@pytest.mark.parametrize("rid", ["move-000000000000", "../../etc", "trash-000000000000"])
+def test_doctor_apply_of_an_unknown_record_is_one_line(vault: Vault, rid: str) -> None:
+    done = run_cli("doctor", "--apply", rid, vault=vault.root)
+    assert done.returncode == 1 and "Traceback" not in done.stderr
+    assert len(done.stderr.strip().splitlines()) == 1
