@@ -19,7 +19,7 @@ from .importing import Importing, SyncPlan
 from .index import SCHEMA_VERSION, TOKENIZER, FileFacts, Filters
 from .limits import MAX_BATCH, check_content, check_limit, check_offset, check_text, namespace_filter
 from .models import ExportedMemory, ExportPage, GcResult, ImportResult, RestoreResult, Stats, TrashEntry
-from .staging import Staging
+from .staging import NotPublished, Staging
 from .trash import LEDGER_NAME
 
 TRASH_DAYS = 30
@@ -178,7 +178,11 @@ class Maintenance(Importing):
                 if isinstance(exc, OSError):
                     raise disk_error(exc, "stage the import") from exc
                 raise
-            published = staging.publish(report)  # past the manifest: finished, here or on the next open
+            try:
+                published = staging.publish(report)  # past the manifest: finished, here or on the next open
+            except NotPublished:
+                staging.clear()  # taken back: nothing of it is in the vault, nothing is left to finish
+                raise
             staging.clear()
             # Indexed in one transaction from the bytes just written and each published
             # file's stat, not read back (one that changed since is: ``_refresh`` checks).
@@ -197,13 +201,10 @@ class Maintenance(Importing):
             ids = {row["path"]: row["id"] for row in rows}
         written = [rel for _n, rel, _stat in published if rel in ids]
         updated = sum(1 for n, _rel, _stat in published if plan.files[n][2] is not None)
-        result = ImportResult(imported=len(published) - updated, updated=updated, unchanged=plan.unchanged,
-                              duplicates=plan.duplicates, expired=plan.expired, links=plan.links, kept=plan.kept,
-                              forgotten=plan.forgotten,
-                              ids=[ids[rel] for rel in written], paths=written)
-        if staging.dropped:
-            result["not_imported"] = staging.dropped
-        return result
+        return ImportResult(imported=len(published) - updated, updated=updated, unchanged=plan.unchanged,
+                            duplicates=plan.duplicates, expired=plan.expired, links=plan.links, kept=plan.kept,
+                            forgotten=plan.forgotten,
+                            ids=[ids[rel] for rel in written], paths=written)
 
     def _plan_import(self, items: list[Any], now: dt.datetime) -> tuple[list[tuple[str, bytes]], int, int]:
         plans: list[tuple[str, bytes]] = []

@@ -199,7 +199,6 @@ class ImportResult(TypedDict):
     forgotten: int  # memories forgotten here since an earlier import: not brought back (restore does that)
     ids: list[str]
     paths: list[str]  # vault-relative, of the files written
-    not_imported: NotRequired[list[str]]  # "path: why" of items that could not be put in place (dropped)
 
 
 class GcResult(TypedDict):

@@ -32,6 +32,7 @@ import sys
 import time
 from collections.abc import Iterable
 from pathlib import Path
+from typing import Any
 
 from .errors import VaultError
 from .userstate import vault_state_dir
@@ -41,6 +42,7 @@ SET_ASIDE_DIRNAME = "set-aside"  # in the vault's .index/: records set aside, ne
 ABOUT = "about.json"  # in each set-aside record's folder: what it is, why it was set aside, what it would do
 KINDS = ("move", "import", "parked", "trash", "git-pending")
 KEY_CHARS = 32  # hex digits of a record's hash that name its entry
+INTENTS_DIRNAME = "intents"  # in the register: operations under way whose record is not written yet
 
 
 class RegisterError(VaultError):
@@ -119,25 +121,33 @@ class Register:
                            "at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), "pid": os.getpid()})
         try:
             self._make_folder()
-            tmp = path.with_name(f".{path.name}.{secrets.token_hex(4)}.tmp")
-            fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0), 0o600)
-            try:
-                os.write(fd, body.encode("utf-8"))
-                if durable:
-                    os.fsync(fd)
-            finally:
-                os.close(fd)
-            os.replace(tmp, path)
-            if durable:
-                _fsync_folder(path.parent)
+            self._write(path, body.encode("utf-8"), durable)
         except OSError as exc:
-            reason = {errno.EROFS: "it is on a read-only file system", errno.ENOSPC: "the disk is full",
-                      errno.EACCES: "permission denied", errno.EPERM: "permission denied",
-                      errno.EDQUOT: "the disk quota is exceeded"}.get(exc.errno or 0, exc.strerror or str(exc))
-            raise RegisterError(
-                f"Could not write this user's register of open operations ({self.folder}): {reason}. Nothing was "
-                "changed; free space or fix permissions (AGENT_MEMORY_STATE_DIR names another folder) and retry."
-            ) from exc
+            raise self._error(exc) from exc
+
+    @staticmethod
+    def _write(path: Path, body: bytes, durable: bool) -> None:
+        """A small file, atomically: a temp file (fsynced when ``durable``), renamed."""
+        tmp = path.with_name(f".{path.name}.{secrets.token_hex(4)}.tmp")
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0), 0o600)
+        try:
+            os.write(fd, body)
+            if durable:
+                os.fsync(fd)
+        finally:
+            os.close(fd)
+        os.replace(tmp, path)
+        if durable:
+            _fsync_folder(path.parent)
+
+    def _error(self, exc: OSError) -> RegisterError:
+        reason = {errno.EROFS: "it is on a read-only file system", errno.ENOSPC: "the disk is full",
+                  errno.EACCES: "permission denied", errno.EPERM: "permission denied",
+                  errno.EDQUOT: "the disk quota is exceeded"}.get(exc.errno or 0, exc.strerror or str(exc))
+        return RegisterError(
+            f"Could not write this user's register of open operations ({self.folder}): {reason}. Nothing was "
+            "changed; free space or fix permissions (AGENT_MEMORY_STATE_DIR names another folder) and retry."
+        )
 
     def _make_folder(self) -> None:
         if self._ready:
@@ -154,6 +164,46 @@ class Register:
         try:
             self._name(kind, record_hash).unlink(missing_ok=True)
         except (OSError, ValueError):
+            pass
+
+    # ------------------------------------------------------------------ intents
+    def intend(self, intent: dict[str, Any], *, durable: bool = True) -> Path:
+        """Note an operation about to change the vault before its record can be written
+        (a file moved into ``.trash/`` is recorded from the file as it lands): if the
+        process dies in between, ``intents`` tells the next one what to finish or undo.
+        Kept here, never in the vault. ``RegisterError`` when it cannot be written."""
+        path = self.folder / INTENTS_DIRNAME / f"{time.time_ns()}-{secrets.token_hex(4)}.json"
+        body = json.dumps({**intent, "vault": self.vault, "pid": os.getpid()}).encode("utf-8")
+        try:
+            self._make_folder()
+            path.parent.mkdir(exist_ok=True, mode=0o700)
+            self._write(path, body, durable)
+        except OSError as exc:
+            raise self._error(exc) from exc
+        return path
+
+    def intents(self) -> list[tuple[Path, dict[str, Any]]]:
+        """This vault's intents whose process is gone (a live one is still at work)."""
+        folder = self.folder / INTENTS_DIRNAME
+        try:
+            names = sorted(os.listdir(folder))
+        except OSError:
+            return []
+        out = []
+        for name in names:
+            try:
+                loaded = json.loads(read_record(folder / name, 1 << 16))
+            except (OSError, ValueError):
+                continue
+            if isinstance(loaded, dict) and loaded.get("vault") == self.vault and not _alive(loaded.get("pid")):
+                out.append((folder / name, loaded))
+        return out
+
+    @staticmethod
+    def drop_intent(path: Path) -> None:
+        try:
+            path.unlink(missing_ok=True)
+        except OSError:
             pass
 
     # ------------------------------------------------------------------ reading
@@ -189,6 +239,19 @@ class Register:
             if entry is not None and entry["vault"] == self.vault:
                 out.append(entry)
         return out
+
+
+def _alive(pid: object) -> bool:
+    """Whether a process of that id runs (an intent it noted is still its business)."""
+    if not isinstance(pid, int) or pid <= 0:
+        return False
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except OSError:  # another user's process, or no such call: alive, to be safe
+        return True
+    return True
 
 
 def _fsync_folder(folder: Path) -> None:

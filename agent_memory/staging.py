@@ -25,8 +25,9 @@ entered in this user's register (``register.py``) before it is written, and an
 interrupted import is finished only if the register lists its manifest and every item's
 path passes the memory rule (``confine.py``) and every staged file holds the bytes the
 manifest names. Otherwise it is set aside, untouched. An item that cannot be put in
-place (a name the file system refuses, a full disk) is named and dropped; the rest is
-finished, and the staging folder never stays to block later imports.
+place (a name the file system refuses, a full disk) undoes the import it is part of;
+after a crash, when the import must be finished, it is named and dropped and the rest
+is finished: the staging folder never stays to block later imports.
 """
 
 from __future__ import annotations
@@ -48,6 +49,11 @@ from .register import digest, read_record, refusal, set_aside
 from .store import INDEX_DIRNAME, Store
 
 STAGING_DIRNAME = "import"
+
+
+class NotPublished(VaultError):
+    """An item of an import could not be put in place; what was placed was taken back."""
+
 MANIFEST = "manifest.json"
 
 
@@ -71,6 +77,7 @@ class Staging:
         self._replace = replace  # (path, new bytes, bytes checked) -> path, or "" when it was left alone
         self._ours = False  # whether this import made the staging folder (only then may clear() remove it)
         self._record: bytes | None = None  # this import's manifest, as entered in the register
+        self._plans: list[tuple[str, bytes, bytes | None]] = []  # what this import stages, to take it back
         self.dropped: list[str] = []  # "path: why" of each item that could not be put in place
 
     def pending(self) -> bool:
@@ -89,6 +96,7 @@ class Staging:
                 raise InvalidInput(f"The import would write {rel!r}, which {problem}; give that item another path. "
                                    "Nothing was imported.")
         self._ours = True  # under the vault's lock, with no staging folder: what appears now is this import's
+        self._plans = plans
         self.files.mkdir(parents=True)
         items = []
         with self._store.durable_together():  # every staged file and name is durable before the commit point...
@@ -134,6 +142,11 @@ class Staging:
                 try:
                     outcome = self._publish_one(item, staged, found, after_crash)
                 except (OSError, MemoryError_) as exc:  # a name the file system refuses, a full disk...
+                    if not after_crash:  # all or nothing: what this import put in place is taken back
+                        self._take_back(published)
+                        raise NotPublished(f"Could not put {item['path']} in the vault ({_why(exc)}); nothing was "
+                                         "imported. Free space or give that item another path, then import "
+                                         "again.") from exc
                     self.dropped.append(f"{item['path']}: {_why(exc)}")
                     staged.unlink(missing_ok=True)
                     continue
@@ -149,6 +162,23 @@ class Staging:
             print(f"agent-memory: warning: {len(self.dropped)} imported item(s) could not be put in place and were "
                   "dropped (import them again once fixed): " + "; ".join(self.dropped[:10]), file=sys.stderr)
         return published
+
+    def _take_back(self, published: list[tuple[int, str, os.stat_result | None]]) -> None:
+        """Undo what this import put in place so far (a later item failed): a new file is
+        removed while it is still the one written, an update swapped back while the file
+        still holds the import's bytes. A person's save since stands."""
+        for n, rel, _stat in reversed(published):
+            data, replaced = self._plans[n][1], self._plans[n][2]
+            path = self._root / rel
+            try:
+                if replaced is not None:
+                    if self._replace is not None:
+                        self._replace(rel, replaced, data)
+                elif path.read_bytes() == data:
+                    path.unlink()
+                    self._store._fsync_dir(path.parent)
+            except (OSError, MemoryError_):
+                continue  # changed since, or gone: it stands as it is
 
     def _publish_one(self, item: dict, staged: Path, found: os.stat_result,
                      after_crash: bool) -> tuple[str, os.stat_result | None] | None:

@@ -870,6 +870,7 @@ class Store:
         conflict copy. Returns those copies' trash paths. Never raises: one odd file
         must not stop every write."""
         kept: list[str] = []
+        self.trash.finish_interrupted()  # a move into the trash a crash cut short, first
         try:
             listed = list(self.parked_dir.iterdir())
         except OSError:

@@ -23,6 +23,7 @@ import hashlib
 import json
 import os
 import stat as stat_kind
+import sys
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
@@ -226,19 +227,55 @@ class Trash:
         self.check()
         target = self._free_name(source, reason, now)
         self._make_folder(target.parent)
-        try:
-            locking.move_no_replace(path, target)  # never over a file already in the trash
-        except FileExistsError:
-            return self._move_in(path, source, memory_id, reason, now)
         rel = target.relative_to(self.root).as_posix()
+        # Noted first in this user's register: a crash between the move and the ledger
+        # line is finished or undone by the next write (``finish_interrupted``).
+        intent = self.register.intend({"op": "trash", "from": str(path), "to": rel, "source": source,
+                                       "id": memory_id, "reason": reason, "at": now}, durable=reason != "replaced")
         try:
-            self._record(target, rel, source, memory_id, reason, now)
-        except BaseException as exc:
-            self._move_back(target, path, rel, source, exc)  # never a file in the trash that nothing records
-            raise
+            try:
+                locking.move_no_replace(path, target)  # never over a file already in the trash
+            except FileExistsError:
+                return self._move_in(path, source, memory_id, reason, now)
+            try:
+                self._record(target, rel, source, memory_id, reason, now)
+            except BaseException as exc:
+                self._move_back(target, path, rel, source, exc)  # never a file in the trash that nothing records
+                raise
+        finally:
+            self.register.drop_intent(intent)
         if self._changed is not None and path == self.root / source:  # a memory left the vault (not a parked copy)
             self._changed(source, reason, rel)
         return rel
+
+    def finish_interrupted(self) -> list[str]:
+        """Moves into the trash a crash cut between the move and the ledger line (their
+        intents are in this user's register): a file that landed without its line goes
+        back where it came from, or, where that name is taken now, gets its line. Returns
+        the trash paths looked at. Never raises: one odd intent must not stop every write."""
+        done = []
+        for noted, intent in self.register.intents():
+            try:
+                if intent.get("op") == "trash":
+                    self._finish_one(intent)
+                    done.append(str(intent.get("to")))
+            except (OSError, VaultError, ValueError, TypeError) as exc:
+                print(f"agent-memory: warning: could not finish a move into the trash a crash interrupted ({exc}); "
+                      f"it is noted in {noted}", file=sys.stderr)
+                continue
+            self.register.drop_intent(noted)
+        return done
+
+    def _finish_one(self, intent: dict) -> None:
+        rel, origin = str(intent["to"]), Path(str(intent["from"]))
+        target = self._inside(rel)
+        if not os.path.lexists(target) or any(e.trash == rel for e in self.entries()):
+            return  # never moved, or recorded: nothing to do
+        if not os.path.lexists(origin) and origin.parent.is_dir():
+            locking.move_no_replace(target, origin)  # undone: the vault as it was
+            self._fsync_dir(origin.parent)
+            return
+        self._record(target, rel, str(intent["source"]), str(intent["id"]), str(intent["reason"]), str(intent["at"]))
 
     def _record(self, target: Path, rel: str, source: str, memory_id: str, reason: str, now: str) -> None:
         """Enter a file just moved in: in the register, then its ledger line."""

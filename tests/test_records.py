@@ -295,6 +295,29 @@ def test_forget_whose_ledger_line_cannot_be_written_leaves_the_memory_where_it_w
     assert_index_matches_files(vault)
 
 
+KILLED_FORGET = textwrap.dedent("""
+    import os, sys
+    from agent_memory import trash
+    from agent_memory.vault import Vault
+    trash.Trash._append = lambda *a: os._exit(3)  # killed between the move into .trash/ and its ledger line
+    Vault(sys.argv[1]).forget(sys.argv[2])
+""")
+
+
+def test_a_forget_killed_before_its_ledger_line_is_undone_at_the_next_open(closed: Path) -> None:
+    root = closed
+    before = _files(root)
+    done = subprocess.run([sys.executable, "-c", KILLED_FORGET, str(root), "people/priya.md"], capture_output=True,
+                          text=True, timeout=120)
+    assert done.returncode == 3, done.stderr
+    assert not (root / "people" / "priya.md").exists()  # in .trash/, with no line that could restore it
+    with Vault(root) as vault:
+        assert vault.get("people/priya.md")["path"] == "people/priya.md"
+        assert _files(root) == before and not list(root.glob(".trash/**/*.md"))
+        assert vault.forget("people/priya.md")["trashed_to"]  # and forgetting it works, once
+        assert [e["source"] for e in vault.trash_list()] == ["people/priya.md"]
+
+
 def test_forget_whose_register_cannot_be_written_changes_nothing(vault: Vault) -> None:
     kept = vault.remember("A fact that must not vanish")["memory"]
     register = Register(vault.root).folder
@@ -319,8 +342,10 @@ def test_an_import_item_with_a_name_too_long_is_one_line_and_later_imports_work(
     assert vault.search("later import")["count"] == 1
 
 
-def test_an_import_item_that_cannot_be_put_in_place_is_named_and_the_rest_lands(
-        vault: Vault, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+def test_an_import_item_that_cannot_be_put_in_place_takes_the_import_back(
+        vault: Vault, monkeypatch: pytest.MonkeyPatch) -> None:
+    """All or nothing: the first item was put in place when the second failed; it is
+    taken back, the error names the item, and no staging is left to block later imports."""
     import errno
 
     real = Store.place
@@ -330,16 +355,17 @@ def test_an_import_item_that_cannot_be_put_in_place_is_named_and_the_rest_lands(
             raise OSError(errno.ENAMETOOLONG, os.strerror(errno.ENAMETOOLONG))
         return real(self, staged, folder, slug, data)
 
+    before = _files(vault.root)
     monkeypatch.setattr(Store, "place", place)
-    result = vault.import_memories([{"content": "The first fact", "title": "The first"},
-                                    {"content": "The second fact", "title": "The second"},
-                                    {"content": "The third fact", "title": "The third"}])
-    assert result["imported"] == 2 and len(result["not_imported"]) == 1
-    assert "the-second" in result["not_imported"][0] and "File name too long" in result["not_imported"][0]
-    assert "could not be put in place and were dropped" in capsys.readouterr().err
-    assert not (vault.root / ".index" / "import").exists()
+    with pytest.raises(Exception, match=r"Could not put .*the-second.md in the vault \(File name too long\); nothing "
+                                        "was imported"):
+        vault.import_memories([{"content": "The first fact", "title": "The first"},
+                               {"content": "The second fact", "title": "The second"},
+                               {"content": "The third fact", "title": "The third"}])
+    assert _files(vault.root) == before
+    assert not (vault.root / ".index" / "import").exists() and Register(vault.root).entries() == []
     monkeypatch.undo()
-    assert vault.import_memories([{"content": "A later import"}])["imported"] == 1
+    assert vault.import_memories([{"content": "The first fact"}])["imported"] == 1
     assert_index_matches_files(vault)
 
 
