@@ -228,10 +228,12 @@ class Trash:
         target = self._free_name(source, reason, now)
         self._make_folder(target.parent)
         rel = target.relative_to(self.root).as_posix()
-        # Noted first in this user's register: a crash between the move and the ledger
-        # line is finished or undone by the next write (``finish_interrupted``).
+        # Noted first in this user's register: a process killed between the move and the
+        # ledger line is finished or undone by the next write (``finish_interrupted``).
+        # Not fsynced (two more flushes per forget): a power cut in that window can still
+        # leave the file in .trash/ without its line, as before there was a note.
         intent = self.register.intend({"op": "trash", "from": str(path), "to": rel, "source": source,
-                                       "id": memory_id, "reason": reason, "at": now}, durable=reason != "replaced")
+                                       "id": memory_id, "reason": reason, "at": now}, durable=False)
         try:
             try:
                 locking.move_no_replace(path, target)  # never over a file already in the trash
