@@ -42,6 +42,7 @@ SET_ASIDE_DIRNAME = "set-aside"  # in the vault's .index/: records set aside, ne
 ABOUT = "about.json"  # in each set-aside record's folder: what it is, why it was set aside, what it would do
 KINDS = ("move", "import", "parked", "trash", "git-pending")
 KEY_CHARS = 32  # hex digits of a record's hash that name its entry
+PROBLEM_TTL = 1.0  # seconds a look at the register folder's health is trusted
 INTENTS_DIRNAME = "intents"  # in the register: operations under way whose record is not written yet
 
 
@@ -68,6 +69,8 @@ class Register:
         self._folder: Path | None = None
         self._ready = False
         self._said = False
+        self._problem: str | None = None
+        self._looked = float("-inf")
 
     @property
     def vault(self) -> str:
@@ -89,7 +92,14 @@ class Register:
 
     def problem(self) -> str | None:
         """Why this register cannot be trusted or used, in a sentence; None when it is fine
-        (a register not made yet is fine: it lists nothing)."""
+        (a register not made yet is fine: it lists nothing). Looked at again after a
+        second at most: a trash listing asks once per ledger line."""
+        now = time.monotonic()
+        if now - self._looked > PROBLEM_TTL:
+            self._problem, self._looked = self._find_problem(), now
+        return self._problem
+
+    def _find_problem(self) -> str | None:
         folder = self.folder
         real = os.path.realpath(folder)
         if real == self.vault or real.startswith(self.vault.rstrip(os.sep) + os.sep):
@@ -101,7 +111,7 @@ class Register:
             return None
         except OSError as exc:
             return f"this user's register {folder} cannot be read ({exc.strerror or exc})"
-        if not os.path.isdir(folder) or os.path.islink(folder):
+        if not stat.S_ISDIR(found.st_mode):
             return f"this user's register {folder} is not a folder"
         if not os.access(folder, os.R_OK | os.X_OK) or found.st_uid != os.geteuid():
             return f"this user's register {folder} is not this user's, or cannot be read"
@@ -120,10 +130,22 @@ class Register:
         body = json.dumps({"kind": kind, "vault": self.vault, "hash": record_hash,
                            "at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), "pid": os.getpid()})
         try:
-            self._make_folder()
-            self._write(path, body.encode("utf-8"), durable)
+            self._written(path, body.encode("utf-8"), durable)
         except OSError as exc:
             raise self._error(exc) from exc
+
+    def _written(self, path: Path, body: bytes, durable: bool) -> None:
+        """``_write`` into the register, making its folders first (again, if someone
+        removed them while this process ran)."""
+        self._make_folder()
+        try:
+            path.parent.mkdir(exist_ok=True, mode=0o700)
+            self._write(path, body, durable)
+        except FileNotFoundError:
+            self._ready = False
+            self._make_folder()
+            path.parent.mkdir(exist_ok=True, mode=0o700)
+            self._write(path, body, durable)
 
     @staticmethod
     def _write(path: Path, body: bytes, durable: bool) -> None:
@@ -152,6 +174,7 @@ class Register:
     def _make_folder(self) -> None:
         if self._ready:
             return
+        self._looked = float("-inf")  # look afresh before writing
         problem = self.problem()
         if problem:
             raise OSError(problem)
@@ -175,9 +198,7 @@ class Register:
         path = self.folder / INTENTS_DIRNAME / f"{time.time_ns()}-{secrets.token_hex(4)}.json"
         body = json.dumps({**intent, "vault": self.vault, "pid": os.getpid()}).encode("utf-8")
         try:
-            self._make_folder()
-            path.parent.mkdir(exist_ok=True, mode=0o700)
-            self._write(path, body, durable)
+            self._written(path, body, durable)
         except OSError as exc:
             raise self._error(exc) from exc
         return path

@@ -713,3 +713,28 @@ def test_doctor_apply_of_an_unknown_record_is_one_line(vault: Vault, rid: str) -
     done = run_cli("doctor", "--apply", rid, vault=vault.root)
     assert done.returncode == 1 and "Traceback" not in done.stderr
     assert len(done.stderr.strip().splitlines()) == 1
+
+
+def test_a_state_folder_removed_while_the_vault_is_open_is_made_again(vault: Vault) -> None:
+    """A long-running server whose state folder someone removed: the next forget enters
+    its record in a register made afresh, and that record acts."""
+    first = vault.remember("A fact forgotten before")["memory"]
+    vault.forget(first["id"])
+    shutil.rmtree(state_dir())
+    made = vault.remember("A fact forgotten after")["memory"]
+    vault.forget(made["id"])
+    assert [e["id"] for e in vault.trash_list()] == [made["id"]]  # the earlier line is listed no more
+    assert vault.restore(made["id"])["id"] == made["id"]
+
+
+@pytest.mark.anyio
+async def test_over_mcp_a_forget_whose_ledger_cannot_be_written_is_a_clear_error(vault: Vault) -> None:
+    from conftest import mcp_client, tool_error, tool_ok
+
+    made = vault.remember("A fact that must not vanish")["memory"]
+    (vault.root / ".trash" / ".agent-memory.jsonl").mkdir(parents=True)  # a ledger that is a folder
+    async with mcp_client(vault) as client:
+        said = await tool_error(client, "forget", memory_id=made["id"])
+        assert "Nothing was changed" in said and "Traceback" not in said
+        found = await tool_ok(client, "get_memory", memory_id=made["id"])
+    assert found["id"] == made["id"] and not list(vault.root.glob(".trash/**/*.md"))
