@@ -366,8 +366,7 @@ class Moves(VaultCore):
             if raw is not None and not self._may_undo(folder, raw):
                 return []
             try:
-                manifest = _checked_manifest(self.root, folder, raw) if raw is not None else None
-                kept = self._undo(folder)
+                return self.undo_recorded_move(folder, raw)
             except (OSError, VaultError, PathRefused, ValueError, KeyError, TypeError) as exc:
                 # Failing again at every open would stop every walk: set the record aside
                 # (it keeps every file's original bytes) and let the vault work on.
@@ -375,11 +374,17 @@ class Moves(VaultCore):
                 set_aside(self.store.control_dir, "move", digest(raw or b""), [folder], _ORIGIN,
                           f"could not be undone ({exc})", _move_would(raw))
                 return []
-            if manifest:
-                with self._index_write() as conn:
-                    for rel in {manifest["old"], manifest["new"], *(f["path"] for f in manifest["files"])}:
-                        self._refresh(conn, rel, None)
-            return kept
+
+    def undo_recorded_move(self, folder: Path, raw: bytes | None) -> list[str]:
+        """Undo the move a journal the register lists records (under the vault's lock), and
+        bring the index up to date; raises when it cannot."""
+        manifest = _checked_manifest(self.root, folder, raw) if raw is not None else None
+        kept = self._undo(folder)
+        if manifest:
+            with self._index_write() as conn:
+                for rel in {manifest["old"], manifest["new"], *(f["path"] for f in manifest["files"])}:
+                    self._refresh(conn, rel, None)
+        return kept
 
     def _may_undo(self, folder: Path, raw: bytes) -> bool:
         """Whether this user's register lists the journal (and git does not track it);

@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from . import confine
-from .errors import InvalidInput, NotFound, PathRefused
+from .errors import InvalidInput, PathRefused
 from .register import ABOUT, SET_ASIDE_DIRNAME, Register, Tracked, digest, read_record, record_id, refusal
 from .store import INDEX_DIRNAME
 from .trash import LEDGER_NAME, TRASH_DIRNAME, Trash
@@ -211,7 +211,7 @@ def _ledger_line(vault: Vault, rid: str) -> Any:
     for entry, _why in vault.store.trash.unlisted():
         if entry.record == rid:
             return entry
-    raise NotFound(rid)
+    raise _unknown(rid)
 
 
 def _found(root: Path, rid: str) -> tuple[Path, str]:
@@ -219,9 +219,14 @@ def _found(root: Path, rid: str) -> tuple[Path, str]:
         raise InvalidInput(f"{rid!r} is not a record's id; `agent-memory doctor` lists them (e.g. move-3fa2c1d0e9b8).")
     folder = root / INDEX_DIRNAME / SET_ASIDE_DIRNAME / rid
     if folder.is_symlink() or not (folder / "record").is_dir() or (folder / "record").is_symlink():
-        raise NotFound(rid)
+        raise _unknown(rid)
     kind = "git-pending" if rid.startswith("git-pending-") else rid.split("-")[0]
     return folder, kind
+
+
+def _unknown(rid: str) -> InvalidInput:
+    return InvalidInput(f"No record {rid!r} is waiting for a decision (applied or discarded already?); "
+                        "`agent-memory doctor` lists the records the tool did not act on.")
 
 
 def _apply_move(vault: Vault, record: Path) -> str:
@@ -232,8 +237,14 @@ def _apply_move(vault: Vault, record: Path) -> str:
     if raw is None:
         raise InvalidInput("This record holds no move's manifest; nothing can be undone from it. Discard it.")
     manifest = _checked_manifest(vault.root, journal, raw)  # PathRefused: a path no memory may have
-    _put_back(vault, journal, MOVE_DIRNAME, "move", raw)
-    kept = vault.finish_interrupted_move()
+    place = _put_back(vault, journal, MOVE_DIRNAME, "move", raw)
+    try:
+        kept = vault.undo_recorded_move(place, raw)
+    except BaseException:
+        if place.exists():  # still set aside, under the same id, for the person to look at again
+            os.rename(place, journal)
+        vault.store.register.done("move", digest(raw))
+        raise
     return (f"the move of {manifest['old']} to {manifest['new']} was undone"
             + (f"; saves made since stand in {', '.join(kept)}" if kept else ""))
 
@@ -298,7 +309,7 @@ def _apply_pending(vault: Vault, record: Path) -> str:
     return f"{len(entries)} write(s) will be committed at the next commit or sync"
 
 
-def _put_back(vault: Vault, folder: Path, name: str, kind: str, raw: bytes) -> None:
+def _put_back(vault: Vault, folder: Path, name: str, kind: str, raw: bytes) -> Path:
     """A set-aside journal back where the tool looks for it, entered in the register."""
     place = vault.store.control_dir / name
     _not_tracked(vault, f"{INDEX_DIRNAME}/{name}")
@@ -311,6 +322,7 @@ def _put_back(vault: Vault, folder: Path, name: str, kind: str, raw: bytes) -> N
     except OSError:
         vault.store.register.done(kind, digest(raw))
         raise
+    return place
 
 
 def _not_tracked(vault: Vault, origin: str) -> None:

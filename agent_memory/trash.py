@@ -141,8 +141,10 @@ class Trash:
         try:
             size = os.fstat(fd).st_size
             line = (entry.to_json() + "\n").encode("utf-8")
-            if size and os.pread(fd, 1, size - 1) != b"\n":
-                line = b"\n" + line
+            if size:
+                os.lseek(fd, size - 1, os.SEEK_SET)  # (O_APPEND writes at the end whatever the offset)
+                if os.read(fd, 1) != b"\n":
+                    line = b"\n" + line
             view = memoryview(line)
             while view:
                 view = view[os.write(fd, view):]
