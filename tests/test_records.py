@@ -738,3 +738,19 @@ async def test_over_mcp_a_forget_whose_ledger_cannot_be_written_is_a_clear_error
         assert "Nothing was changed" in said and "Traceback" not in said
         found = await tool_ok(client, "get_memory", memory_id=made["id"])
     assert found["id"] == made["id"] and not list(vault.root.glob(".trash/**/*.md"))
+
+
+def test_a_register_that_cannot_be_read_lets_nothing_act_and_says_so(closed: Path,
+                                                                     capsys: pytest.CaptureFixture[str]) -> None:
+    """A genuine interrupted move, then this user's register is damaged (a file where its
+    folder was): the journal is not acted on, and the warning says why."""
+    root = closed
+    interrupted(root, "move", "people/priya.md", "people/priya-k.md")
+    register = Register(root).folder
+    shutil.rmtree(register)
+    register.write_text("damaged")
+    with Vault(root):
+        said = capsys.readouterr().err
+    assert "not checked against this user's register" in said and "is not a folder" in said
+    assert (root / "people" / "priya-k.md").exists()  # as the crash left it: nothing acted
+    assert [n for n in _set_aside(root) if n.startswith("move-")]
