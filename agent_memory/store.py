@@ -852,7 +852,7 @@ class Store:
         """Remove a parked file's record and its register entry."""
         try:
             found = known or digest(read_record(record))
-        except OSError:
+        except (OSError, ValueError):
             found = None
         if found:
             self.register.done("parked", found)
