@@ -920,13 +920,27 @@ def gc(older_than: float) -> None:
 
 @cli.command()
 @common
-def doctor() -> None:
+@click.option("--apply", "apply_ids", multiple=True, metavar="RECORD",
+              help="Let a record doctor lists as not acted on act (it is yours: from another of your machines, or "
+                   "your state folder was lost). Repeatable.")
+@click.option("--discard", "discard_ids", multiple=True, metavar="RECORD",
+              help="Delete a record doctor lists as not acted on (it is not yours). Repeatable.")
+@handle_errors
+def doctor(apply_ids: tuple[str, ...] = (), discard_ids: tuple[str, ...] = ()) -> None:
     """Read-only health check; exits 1 when something needs attention.
 
+    With --apply or --discard it decides about records the tool set aside instead (the
+    "records" check lists them, with what applying each would do).
+
     \b
-    Example:
+    Examples:
       agent-memory doctor
+      agent-memory doctor --apply move-3fa2c1d0e9b8
+      agent-memory doctor --discard trash-91be0c44a7d2
     """
+    if apply_ids or discard_ids:
+        _decide_records(apply_ids, discard_ids)
+        return
     from .doctor import diagnose
 
     checks = diagnose(locate_vault(settings().dir))
@@ -943,6 +957,27 @@ def doctor() -> None:
     emit({"ok": all(c.ok for c in checks), "checks": [c.to_dict() for c in checks]}, human)
     if not all(c.ok for c in checks):
         sys.exit(1)
+
+
+def _decide_records(apply_ids: tuple[str, ...], discard_ids: tuple[str, ...]) -> None:
+    """``doctor --apply`` / ``--discard``: one library call per record, in the order given."""
+    from . import records
+
+    both = set(apply_ids) & set(discard_ids)
+    if both:
+        raise click.UsageError(f"{', '.join(sorted(both))}: give a record to --apply or to --discard, not both.")
+    done: dict[str, list[str]] = {"applied": [], "discarded": []}
+    with open_vault() as vault:
+        for rid in apply_ids:
+            done["applied"].append(records.apply(vault, rid.strip()))
+        for rid in discard_ids:
+            done["discarded"].append(records.discard(vault, rid.strip()))
+
+    def human() -> None:
+        for line in done["applied"] + done["discarded"]:
+            click.echo(printable(line))
+
+    emit(done, human)
 
 
 @cli.command()

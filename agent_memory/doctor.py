@@ -129,10 +129,25 @@ def check_vault(root: Path, index_dir: Path | None = None) -> list[Check]:
                         "one with its fingerprint in secrets.allow of .agent-memory.toml", secrets))
     checks.append(_check_index(index_folder(root, index_dir), facts))
     checks.append(_check_semantic(root, index_folder(root, index_dir), facts))
+    checks.append(check_records(root))
     driver = gitrepo.driver_problem(root)
     if driver is not None:
         checks.append(Check("merge driver", False, driver))
     return checks
+
+
+def check_records(root: Path) -> Check:
+    """Records the tool left itself that it does not act on: not in this user's register
+    (planted, synced in, from another machine, after the state folder was lost), tracked
+    by git, or failing the rule for their paths. Each with what applying it would do."""
+    from .records import listing
+
+    found = listing(root)
+    if not found:
+        return Check("records", True, "none set aside: every record in .index/ and .trash/ is this user's")
+    return Check("records", False, f"{len(found)} record(s) not acted on: look at each, then `agent-memory doctor "
+                 "--apply ID` if it is yours (from another of your machines, or your state folder was lost) or "
+                 "`--discard ID`", [r.line() for r in found])
 
 
 def _check_semantic(root: Path, folder: Path, facts: dict[str, FileFacts]) -> Check:

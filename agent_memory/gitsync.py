@@ -29,6 +29,7 @@ from __future__ import annotations
 import json
 import logging
 import os
+import secrets
 import subprocess
 import threading
 import time
@@ -36,6 +37,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Self
 
+from . import confine
 from . import note as notes
 from .core import VaultCore
 from .errors import GitError, SyncConflict
@@ -43,7 +45,8 @@ from .gitrepo import SAFE_CONFIG, replace_file
 from .gitrepo import env as git_env
 from .locking import WriteLock, move_no_replace
 from .models import SyncResult
-from .store import TMP_SUFFIX, is_memory_path
+from .register import digest, read_record, refusal, set_aside
+from .store import INDEX_DIRNAME, TMP_SUFFIX, is_memory_path
 
 log = logging.getLogger("agent_memory.git")
 
@@ -175,18 +178,24 @@ def _state_problem(repo: Repo) -> tuple[str, str] | None:
 
 class Pending:
     """Tool writes not committed yet: one JSON line each (``paths``, ``message``), appended
-    under the vault's write lock, dropped by the committer or ``sync`` once committed."""
+    under the vault's write lock, dropped by the committer or ``sync`` once committed.
+    Each line is entered in this user's register first; a line it does not list (or a
+    journal git tracks) is set aside when read, never committed."""
 
-    def __init__(self, folder: Path) -> None:
+    def __init__(self, folder: Path, store: Any = None) -> None:
         self.path = folder / PENDING_FILE
         self._lock = WriteLock(folder / "git-pending.lock")
+        self._folder = folder
+        self._store = store  # the vault's Store: its register and tracked files (None: no checks, for tests)
 
     def add(self, entry: dict[str, Any]) -> None:
-        line = (json.dumps(entry, ensure_ascii=False) + "\n").encode("utf-8")
+        text = json.dumps({**entry, "record": secrets.token_hex(8)}, ensure_ascii=False).encode("utf-8")
         with self._lock.hold():
+            if self._store is not None:  # the journal is not fsynced: neither is its entry
+                self._store.register.enter("git-pending", digest(text), durable=False)
             fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | getattr(os, "O_NOFOLLOW", 0), 0o644)
             try:
-                os.write(fd, line)
+                os.write(fd, text + b"\n")
             finally:
                 os.close(fd)
 
@@ -194,9 +203,14 @@ class Pending:
         """The pending entries (a damaged line is skipped) and how many lines were read."""
         with self._lock.hold():
             try:
-                lines = self.path.read_bytes().split(b"\n")[:-1]  # a line being written has no newline yet
+                data = read_record(self.path)
             except FileNotFoundError:
                 return [], 0
+            except (OSError, ValueError) as exc:  # a symlink, a pipe: no journal the tool wrote
+                log.warning("%s is not read: %s", self.path, exc)
+                return [], 0
+            lines = data.split(b"\n")[:-1]  # a line being written has no newline yet
+            lines = self._listed(lines, data[data.rfind(b"\n") + 1:])
         entries = []
         for line in lines:
             try:
@@ -208,6 +222,26 @@ class Pending:
                 entries.append({"paths": [p for p in paths if _safe_path(p)], "message": entry["message"]})
         return entries, len(lines)
 
+    def _listed(self, lines: list[bytes], tail: bytes) -> list[bytes]:
+        """The lines this user's register lists; the others are taken out of the journal
+        and set aside (under the journal's lock)."""
+        if self._store is None or not lines:
+            return lines
+        origin = f"{INDEX_DIRNAME}/{PENDING_FILE}"
+        tracked = bool(self._store.tracked.among([origin]))
+        keep = [line for line in lines if not tracked and self._store.register.listed("git-pending", digest(line))]
+        if len(keep) == len(lines):
+            return lines
+        aside = [line for line in lines if line not in keep]
+        why = refusal(self._store.register, self._store.tracked, "git-pending", digest(aside[0]), origin)
+        tmp = self.path.with_name(f".{PENDING_FILE}.{os.getpid()}.tmp")
+        tmp.write_bytes(b"".join(line + b"\n" for line in keep) + tail)
+        os.replace(tmp, self.path)
+        text = b"".join(line + b"\n" for line in aside)
+        set_aside(self._folder, "git-pending", digest(text), [], origin,
+                  f"{len(aside)} line(s) {why or 'not listed'}", _pending_would(aside), {PENDING_FILE: text})
+        return keep
+
     def drop(self, count: int) -> None:
         """Forget the first ``count`` lines (committed); later ones stay."""
         if count <= 0:
@@ -218,6 +252,9 @@ class Pending:
             except FileNotFoundError:
                 return
             rest = lines[count:]
+            if self._store is not None:
+                for line in lines[:count]:
+                    self._store.register.done("git-pending", digest(line))
             if not rest:
                 self.path.unlink(missing_ok=True)
                 return
@@ -226,9 +263,24 @@ class Pending:
             os.replace(tmp, self.path)
 
 
+def _pending_would(lines: list[bytes]) -> str:
+    """What committing journal lines would do, for a person deciding about them."""
+    paths: list[str] = []
+    for line in lines:
+        try:
+            found = json.loads(line).get("paths")
+        except (ValueError, AttributeError):
+            continue
+        if isinstance(found, list):
+            paths.extend(str(p) for p in found)
+    shown = ", ".join(repr(p) for p in paths[:5]) + (f" and {len(paths) - 5} more" if len(paths) > 5 else "")
+    return f"commit {shown or 'nothing'} at the next commit or sync"
+
+
 def _safe_path(path: Any) -> bool:
-    """A vault-relative memory path (the journal's paths become git pathspecs)."""
-    return isinstance(path, str) and is_memory_path(path) and ".." not in path.split("/")
+    """A vault-relative memory path (the journal's paths become git pathspecs): the memory
+    rule every record's paths pass."""
+    return confine.memory_problem(path) is None
 
 
 # --------------------------------------------------------------------------- per-vault state
@@ -242,7 +294,7 @@ class GitState:
 
     def __init__(self, vault: VaultCore) -> None:
         self.vault = vault
-        self.pending = Pending(vault.store.control_dir)
+        self.pending = Pending(vault.store.control_dir, vault.store)
         self.lock = WriteLock(vault.store.control_dir / "git.lock")
         self.wake: Any = None  # the running committer's wake(), if any
         self._repo: Repo | None = None

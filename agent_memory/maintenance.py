@@ -10,7 +10,7 @@ import sqlite3
 from typing import TYPE_CHECKING, Any
 
 from . import note as notes
-from . import graph, importers, transfer
+from . import confine, graph, importers, transfer
 from .importers.knowledge_graph import entity_name, observations, records, relation_type
 from .clock import iso
 from .core import _UNREAD, Progress
@@ -19,8 +19,7 @@ from .importing import Importing, SyncPlan
 from .index import SCHEMA_VERSION, TOKENIZER, FileFacts, Filters
 from .limits import MAX_BATCH, check_content, check_limit, check_offset, check_text, namespace_filter
 from .models import ExportedMemory, ExportPage, GcResult, ImportResult, RestoreResult, Stats, TrashEntry
-from .staging import Staging
-from .store import is_memory_path
+from .staging import NotPublished, Staging
 from .trash import LEDGER_NAME
 
 TRASH_DAYS = 30
@@ -179,7 +178,11 @@ class Maintenance(Importing):
                 if isinstance(exc, OSError):
                     raise disk_error(exc, "stage the import") from exc
                 raise
-            published = staging.publish(report)  # past the manifest: finished, here or on the next open
+            try:
+                published = staging.publish(report)  # past the manifest: finished, here or on the next open
+            except NotPublished:
+                staging.clear()  # taken back: nothing of it is in the vault, nothing is left to finish
+                raise
             staging.clear()
             # Indexed in one transaction from the bytes just written and each published
             # file's stat, not read back (one that changed since is: ``_refresh`` checks).
@@ -291,9 +294,10 @@ class Maintenance(Importing):
         result = GcResult(removed=removed, kept=kept, expired_moved=moved)
         if refused:
             result["refused"] = refused
-            result["note"] = (f"{len(refused)} line(s) of .trash/{LEDGER_NAME} name a file outside .trash/ "
-                              f"({', '.join(refused[:3])}): nothing was done with them. Remove those lines from "
-                              "the ledger (a pull or a sync may have brought them).")
+            result["note"] = (f"{len(refused)} line(s) of .trash/{LEDGER_NAME} were left alone "
+                              f"({', '.join(refused[:3])}): each names a file outside .trash/, or is not in this "
+                              "user's register of open operations (a pull or a sync may have brought them). "
+                              "`agent-memory doctor` lists them; --apply or --discard decides.")
         return result
 
     def trash_list(self) -> list[TrashEntry]:
@@ -310,11 +314,17 @@ class Maintenance(Importing):
         with self._writing():
             entry = self.store.trash.find(key)
             if entry is None:
-                raise NotFound(key)
-            if not (is_memory_path(entry.source) and self.store.unaliased(entry.source)):
+                refused = self.store.trash.find_refused(key)
+                if refused is None:
+                    raise NotFound(key)
                 # The ledger is a file in the vault: a sync tool or a pull can bring any line.
+                raise PathRefused(f"The trash ledger's line for {key!r} ({refused[0].record}) {refused[1]}; nothing "
+                                  "was restored. `agent-memory doctor` lists it, and can apply it if it is yours.")
+            try:
+                confine.memory_path(self.root, entry.source)
+            except PathRefused as exc:
                 raise PathRefused(f"{entry.trash} is recorded as coming from {entry.source!r}, which is not a place "
-                                  "in the vault a memory can be restored to; move the file by hand.")
+                                  f"in the vault a memory can be restored to ({exc}); move the file by hand.") from None
             if os.path.lexists(self.store.abspath(entry.source)):
                 raise InvalidInput(
                     f"{entry.source} exists, so {entry.trash} was not restored over it. Move or rename the current "

@@ -26,25 +26,25 @@ from __future__ import annotations
 import errno
 import json
 import os
+import re
 import secrets
 import shutil
 import sqlite3
 import stat
-import sys
-import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from . import credentials, graph
+from . import confine, credentials, graph
 from . import note as notes
 from .clock import iso
 from .core import VaultCore
-from .errors import InvalidInput, NotFound, ReadOnlyFile, SavedMeanwhile, VaultError, disk_error
+from .errors import InvalidInput, NotFound, PathRefused, ReadOnlyFile, SavedMeanwhile, VaultError, disk_error
 from .index import link_key
 from .limits import check_text
 from .models import MoveResult, Rewritten
-from .store import TMP_SUFFIX, encodable, is_memory_path
+from .register import digest, read_record, refusal, set_aside
+from .store import INDEX_DIRNAME, TMP_SUFFIX, encodable
 from .writes import Writes, _editable
 
 MOVE_DIRNAME = "move"
@@ -114,10 +114,11 @@ class Moves(VaultCore):
         if not rel.endswith(".md"):
             rel += ".md"
         name = rel.rsplit("/", 1)[-1][:-3]
-        if rel.startswith("/") or ".." in rel.split("/") or not is_memory_path(rel) or not encodable(rel):
+        problem = confine.memory_problem(rel)
+        if problem or not encodable(rel):
             raise InvalidInput(
-                f"{wanted!r} is not a place for a note: give a vault-relative path of a .md file outside "
-                "hidden folders (no '..', no absolute path)."
+                f"{wanted!r} is not a place for a note ({problem or 'not UTF-8'}): give a vault-relative path of a "
+                ".md file outside hidden folders (no '..', no absolute path)."
             )
         refused = sorted(_NAME_REFUSED & set(name))
         if refused or not name.strip() or name != name.strip():
@@ -223,26 +224,42 @@ class Moves(VaultCore):
         # from its new place for a spare copy, and a new file under the old name (a person's,
         # before the next open) for the original.
         os.close(os.open(journal / DONE, os.O_WRONLY | os.O_CREAT, 0o644))
+        self._forget_record(_raw_manifest(journal))
         shutil.rmtree(journal, ignore_errors=True)
         self.store.changed(new, "moved", old)
 
     def _journal(self, old: str, new: str, moved: _File, linking: list[_File]) -> Path:
-        """The originals and a manifest in ``.index/move/``: what undoing needs after a crash."""
+        """The originals and a manifest in ``.index/move/``: what undoing needs after a crash.
+        The manifest is entered in this user's register before it is written."""
         folder = self.store.control_dir / MOVE_DIRNAME
         if folder.exists():
             raise VaultError(f"An earlier move is still recorded in {folder}; reopen the vault to undo it.")
         folder.mkdir(parents=True)
-        entries = []
-        for n, f in enumerate([moved, *linking]):
-            tmp = self.store._write_temp(folder, f.before)
-            os.replace(tmp, folder / f"{n}.md")
-            entries.append({"path": f.path, "before": notes.file_version(f.before),
-                            "after": notes.file_version(f.after), "copy": f"{n}.md"})
-        manifest = {"old": old, "new": new, "files": entries}
-        tmp = self.store._write_temp(folder, json.dumps(manifest).encode("utf-8"))
-        os.replace(tmp, folder / MANIFEST)  # the commit point: from here a crash is undone
-        self.store._fsync_dir(folder)
+        try:
+            entries = []
+            for n, f in enumerate([moved, *linking]):
+                tmp = self.store._write_temp(folder, f.before)
+                os.replace(tmp, folder / f"{n}.md")
+                entries.append({"path": f.path, "before": notes.file_version(f.before),
+                                "after": notes.file_version(f.after), "copy": f"{n}.md"})
+            manifest = json.dumps({"old": old, "new": new, "files": entries, "record": secrets.token_hex(8)})
+            data = manifest.encode("utf-8")
+            self.store.register.enter("move", digest(data))
+            tmp = self.store._write_temp(folder, data)
+            os.replace(tmp, folder / MANIFEST)  # the commit point: from here a crash is undone
+            self.store._fsync_dir(folder)
+        except BaseException:
+            if (folder / MANIFEST).exists():
+                self._undo(folder)
+            else:
+                shutil.rmtree(folder, ignore_errors=True)  # nothing of it reached the vault
+                self._forget_record(data if "data" in locals() else None)
+            raise
         return folder
+
+    def _forget_record(self, data: bytes | None) -> None:
+        if data is not None:
+            self.store.register.done("move", digest(data))
 
     def _link_new_name(self, old: str, new: str, checked: bytes) -> None:
         """Give the file its new name: a hard link (the same file under two names, never
@@ -293,15 +310,18 @@ class Moves(VaultCore):
     # ------------------------------------------------------------------ undoing
     def _undo(self, folder: Path) -> list[str]:
         """Put every file of a recorded move back as it was, where it still holds what
-        the move wrote (a save made since stands, and is named in the result)."""
-        try:
-            manifest = json.loads((folder / MANIFEST).read_text(encoding="utf-8"))
-        except (OSError, ValueError):
+        the move wrote (a save made since stands, and is named in the result). The
+        manifest's paths pass the memory rule first (``confine``), and each original's
+        copy must hold the bytes the manifest names."""
+        raw = _raw_manifest(folder)
+        if raw is None:
             shutil.rmtree(folder, ignore_errors=True)  # no manifest: nothing of it reached the vault
             return []
         if (folder / DONE).exists():  # every file was in place: the move stands
+            self._forget_record(raw)
             shutil.rmtree(folder, ignore_errors=True)
             return []
+        manifest = _checked_manifest(self.root, folder, raw)
         kept: list[str] = []
         old, new = manifest["old"], manifest["new"]
         moved, *linking = manifest["files"]
@@ -328,35 +348,53 @@ class Moves(VaultCore):
         if read is not None and notes.file_version(read[0]) == moved["after"] != moved["before"]:
             self.store.replace_checked(old, (folder / moved["copy"]).read_bytes(), read[0])
         _remove_empty_folders(target.parent, self.root)
+        self._forget_record(raw)
         shutil.rmtree(folder, ignore_errors=True)
         return kept
 
     def finish_interrupted_move(self) -> list[str]:
         """Undo a move a crash interrupted (its journal is in ``.index/move/``); the
-        files whose save since then stands are returned."""
+        files whose save since then stands are returned. A journal this user's register
+        does not list (planted, synced in, a replay), or git tracks, is set aside."""
         folder = self.store.control_dir / MOVE_DIRNAME
         if self._moving or self.read_only or not folder.exists():
             return []
         with self._lock.hold():
             if not folder.exists():
                 return []
-            manifest = _manifest(folder)
+            raw = _raw_manifest(folder)
+            if raw is not None and not self._may_undo(folder, raw):
+                return []
             try:
-                kept = self._undo(folder)
-            except (OSError, VaultError, ValueError, KeyError, TypeError) as exc:
+                return self.undo_recorded_move(folder, raw)
+            except (OSError, VaultError, PathRefused, ValueError, KeyError, TypeError) as exc:
                 # Failing again at every open would stop every walk: set the record aside
                 # (it keeps every file's original bytes) and let the vault work on.
-                aside = folder.with_name(f"{MOVE_DIRNAME}.failed-{time.time_ns()}")
-                os.rename(folder, aside)
-                print(f"agent-memory: warning: could not undo a move a crash interrupted ({exc}); the files are as "
-                      f"the crash left them, and its record, with each file's original bytes, is kept in {aside}",
-                      file=sys.stderr)
-                kept = []
-            if manifest:
-                with self._index_write() as conn:
-                    for rel in {manifest["old"], manifest["new"], *(f["path"] for f in manifest["files"])}:
-                        self._refresh(conn, rel, None)
-            return kept
+                self._forget_record(raw)
+                set_aside(self.store.control_dir, "move", digest(raw or b""), [folder], _ORIGIN,
+                          f"could not be undone ({exc})", _move_would(raw))
+                return []
+
+    def undo_recorded_move(self, folder: Path, raw: bytes | None) -> list[str]:
+        """Undo the move a journal the register lists records (under the vault's lock), and
+        bring the index up to date; raises when it cannot."""
+        manifest = _checked_manifest(self.root, folder, raw) if raw is not None else None
+        kept = self._undo(folder)
+        if manifest:
+            with self._index_write() as conn:
+                for rel in {manifest["old"], manifest["new"], *(f["path"] for f in manifest["files"])}:
+                    self._refresh(conn, rel, None)
+        return kept
+
+    def _may_undo(self, folder: Path, raw: bytes) -> bool:
+        """Whether this user's register lists the journal (and git does not track it);
+        if not, it is set aside, untouched."""
+        found = digest(raw)
+        why = refusal(self.store.register, self.store.tracked, "move", found, _ORIGIN)
+        if why is None:
+            return True
+        set_aside(self.store.control_dir, "move", found, [folder], _ORIGIN, why, _move_would(raw))
+        return False
 
     def reconcile(self):
         """Undo a move a crash interrupted, then reconcile (see ``Reconcile.reconcile``)."""
@@ -364,11 +402,50 @@ class Moves(VaultCore):
         return super().reconcile()
 
 
-def _manifest(folder: Path) -> dict | None:
+_ORIGIN = f"{INDEX_DIRNAME}/{MOVE_DIRNAME}"
+_COPY_NAME = re.compile(r"[0-9]{1,6}\.md")
+
+
+def _raw_manifest(folder: Path) -> bytes | None:
+    """The journal's manifest as written (None: there is none, or it is no plain file)."""
     try:
-        return json.loads((folder / MANIFEST).read_text(encoding="utf-8"))
+        return read_record(folder / MANIFEST)
     except (OSError, ValueError):
         return None
+
+
+def _checked_manifest(root: Path, folder: Path, raw: bytes) -> dict:
+    """A journal's manifest, refused (``PathRefused``, ``ValueError``) unless every path
+    in it is a memory path (``confine``), every copy a file of the journal holding the
+    bytes the manifest names, and the moved note the first file."""
+    manifest = json.loads(raw)
+    if not isinstance(manifest, dict) or not isinstance(manifest.get("files"), list) or not manifest["files"]:
+        raise ValueError("the manifest is not a move's")
+    for rel in (manifest.get("old"), manifest.get("new")):
+        confine.memory_path(root, rel)
+    first = manifest["files"][0]
+    if not isinstance(first, dict) or first.get("path") != manifest["old"]:
+        raise ValueError("the manifest's first file is not the moved note")
+    for entry in manifest["files"]:
+        if not isinstance(entry, dict) or not all(isinstance(entry.get(k), str) for k in ("before", "after", "copy")):
+            raise ValueError("a file of the manifest is not a move's")
+        confine.memory_path(root, entry.get("path"))
+        if not _COPY_NAME.fullmatch(entry["copy"]):
+            raise PathRefused(f"{entry['copy']!r} is not a copy in the move's journal")
+        if notes.file_version(read_record(folder / entry["copy"])) != entry["before"]:
+            raise ValueError(f"the journal's copy of {entry['path']} does not hold the bytes its manifest names")
+    return manifest
+
+
+def _move_would(raw: bytes | None) -> str:
+    """What undoing a move's journal would do, for a person deciding about it."""
+    try:
+        manifest = json.loads(raw or b"")
+        old, new, files = manifest["old"], manifest["new"], manifest["files"]
+        return (f"undo a move of {old!r} to {new!r}: put {old!r} back from the journal's copy and give "
+                f"{max(len(files) - 1, 0)} linking file(s) their links back")
+    except (ValueError, TypeError, KeyError):
+        return "drop it: it is no journal a move could be undone from"
 
 
 def _same_entry(a: Path, b: Path) -> bool:

@@ -25,8 +25,9 @@ from pathlib import Path
 
 from slugify import slugify
 
-from . import locking
+from . import confine, locking
 from .errors import NoVault, PathRefused, SavedMeanwhile, VaultError, disk_error
+from .register import digest, read_record, refusal, set_aside
 from .trash import TRASH_DIRNAME, Trash
 
 VAULT_DIRNAME = ".memory"
@@ -283,6 +284,9 @@ class Store:
         self.control_dir = root / INDEX_DIRNAME  # lock, staging, parked files: always the vault's own
         self.parked_dir = self.control_dir / "parked"
         self.trash = Trash(root, self._fsync_dir, lambda folder, data: self._write_temp(folder, data), self.changed)
+        # This user's register of open operations and git's tracked files: every record the
+        # tool leaves in .index/ or .trash/ is checked against both before it is acted on.
+        self.register, self.tracked = self.trash.register, self.trash.tracked
         # What the write in progress did to the vault's files, in order: (path, how, detail).
         # ``VaultCore._writing`` takes them when the write ends (``gitsync`` commits them).
         self.changes: list[tuple[str, str, str]] = []
@@ -804,15 +808,14 @@ class Store:
         folder = self.parked_dir
         name = f"{time.time_ns()}-{secrets.token_hex(4)}"
         record = folder / f"{name}.json"
+        note = {"source": rel, "checked": hashlib.sha256(checked).hexdigest(), "ours": hashlib.sha256(data).hexdigest()}
         try:
             folder.mkdir(parents=True, exist_ok=True)
-            note = {"source": rel, "checked": hashlib.sha256(checked).hexdigest(),
-                    "ours": hashlib.sha256(data).hexdigest()}
-            record.write_text(json.dumps(note), encoding="utf-8")
+            self._write_record(record, note)
             tmp = self._write_temp(folder, data, mode, owner)
             os.rename(tmp, folder / f"{name}.md")
         except OSError as exc:
-            record.unlink(missing_ok=True)
+            self._drop_record(record)
             raise disk_error(exc, f"write {rel}") from exc
         return folder / f"{name}.md"
 
@@ -824,14 +827,40 @@ class Store:
         name = f"{time.time_ns()}-{secrets.token_hex(4)}"
         folder.mkdir(parents=True, exist_ok=True)
         note = {"source": rel, "checked": hashlib.sha256(checked).hexdigest(), "ours": ""}
-        (folder / f"{name}.json").write_text(json.dumps(note), encoding="utf-8")
-        os.rename(displaced, folder / f"{name}.md")
+        record = folder / f"{name}.json"
+        self._write_record(record, note)
+        try:
+            os.rename(displaced, folder / f"{name}.md")
+        except OSError:
+            self._drop_record(record)
+            raise
         return folder / f"{name}.md"
 
-    @staticmethod
-    def _unpark(parked: Path) -> None:
+    def _write_record(self, record: Path, note: dict[str, str]) -> None:
+        """A parked file's record, entered in this user's register first (not made durable:
+        neither is the record; a crash that loses the entry only sets the record aside)."""
+        note["record"] = secrets.token_hex(8)  # two parkings of the same bytes are two records
+        data = json.dumps(note).encode("utf-8")
+        self.register.enter("parked", digest(data), durable=False)
+        try:
+            record.write_bytes(data)
+        except BaseException:
+            self._drop_record(record, digest(data))
+            raise
+
+    def _drop_record(self, record: Path, known: str | None = None) -> None:
+        """Remove a parked file's record and its register entry."""
+        try:
+            found = known or digest(read_record(record))
+        except (OSError, ValueError):
+            found = None
+        if found:
+            self.register.done("parked", found)
+        record.unlink(missing_ok=True)
+
+    def _unpark(self, parked: Path) -> None:
         parked.unlink(missing_ok=True)
-        parked.with_suffix(".json").unlink(missing_ok=True)
+        self._drop_record(parked.with_suffix(".json"))
 
     def settle_parked(self, grace: float = PARKED_GRACE) -> list[str]:
         """Look again at parked files older than ``grace``. One holding the bytes that
@@ -841,6 +870,7 @@ class Store:
         conflict copy. Returns those copies' trash paths. Never raises: one odd file
         must not stop every write."""
         kept: list[str] = []
+        self.trash.finish_interrupted()  # a move into the trash a crash cut short, first
         try:
             listed = list(self.parked_dir.iterdir())
         except OSError:
@@ -853,20 +883,57 @@ class Store:
             try:
                 if now - int(stem.split("-", 1)[0]) < grace * 1e9:
                     break  # names start with their time: the rest are younger
-                note = json.loads((self.parked_dir / name).read_text(encoding="utf-8"))
-                for parked in (self.parked_dir / f"{stem}.md", self.parked_dir / f"{stem}.held"):
-                    if not parked.exists():
-                        continue
-                    if hashlib.sha256(_bytes_of(parked)).hexdigest() in (note.get("checked"), note.get("ours")):
-                        parked.unlink()
-                        continue
-                    source = str(note.get("source") or "displaced.md")
-                    kept.append(self.trash.move_in(parked, source, "", "conflict", _utc_stamp()))
-                    print(f"agent-memory: warning: {source} was written to while the tool replaced it; "
-                          f"those bytes are kept in {kept[-1]}", file=sys.stderr)
-                (self.parked_dir / name).unlink(missing_ok=True)
+            except ValueError:
+                pass  # not a name the tool gives: looked at (and set aside) below
+            try:
+                kept.extend(self._settle_one(stem))
             except (OSError, ValueError, VaultError) as exc:
                 print(f"agent-memory: warning: could not look at {self.parked_dir / name}: {exc}", file=sys.stderr)
+        return kept
+
+    def set_aside_unlisted_parked(self) -> None:
+        """Set aside every parked record this user's register does not list, young ones too
+        (``doctor --apply`` and ``--discard`` first gather every such record)."""
+        try:
+            stems = sorted(p.name[:-5] for p in self.parked_dir.iterdir() if p.suffix == ".json")
+        except OSError:
+            return
+        for stem in stems:
+            try:
+                self._settle_one(stem, settle=False)
+            except (OSError, ValueError) as exc:
+                print(f"agent-memory: warning: could not look at {self.parked_dir / stem}.json: {exc}", file=sys.stderr)
+
+    def _settle_one(self, stem: str, settle: bool = True) -> list[str]:
+        """Settle one parked record, if this user's register lists it; else set it aside."""
+        record = self.parked_dir / f"{stem}.json"
+        files = [self.parked_dir / f"{stem}.md", self.parked_dir / f"{stem}.held"]
+        raw = read_record(record)
+        found = digest(raw)
+        origin = f"{INDEX_DIRNAME}/parked/{record.name}"
+        why = refusal(self.register, self.tracked, "parked", found, origin)
+        if why is not None:
+            set_aside(self.control_dir, "parked", found, [record, *files], origin, why, parked_would(raw))
+            return []
+        if not settle:
+            return []
+        note = json.loads(raw)
+        if not isinstance(note, dict):
+            note = {}  # listed, so ours: never happens, and then each file is kept in the trash
+        kept = []
+        for parked in files:
+            if not parked.exists():
+                continue
+            if hashlib.sha256(_bytes_of(parked)).hexdigest() in (note.get("checked"), note.get("ours")):
+                parked.unlink()
+                continue
+            source = note.get("source")
+            source = source if confine.memory_problem(source) is None else "displaced.md"
+            kept.append(self.trash.move_in(parked, str(source), "", "conflict", _utc_stamp()))
+            print(f"agent-memory: warning: {source} was written to while the tool replaced it; "
+                  f"those bytes are kept in {kept[-1]}", file=sys.stderr)
+        record.unlink(missing_ok=True)
+        self.register.done("parked", found)
         return kept
 
     def remove_orphans(self, found: list[Path]) -> int:
@@ -901,3 +968,15 @@ class Store:
             raise disk_error(exc, f"write {rel}") from exc
         finally:
             tmp.unlink(missing_ok=True)
+
+
+def parked_would(raw: bytes) -> str:
+    """What settling a parked file's record would do, for a person deciding about it."""
+    try:
+        note = json.loads(raw)
+        source = note.get("source") if isinstance(note, dict) else None
+    except ValueError:
+        source = None
+    shown = source if confine.memory_problem(source) is None else "displaced.md"
+    return (f"delete a displaced copy of {shown!s} kept in .index/parked/ if it holds the bytes a write checked, "
+            "else keep it in .trash/ as a conflict copy")

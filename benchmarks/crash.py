@@ -40,6 +40,22 @@ import) and checked; every row of the table must be 0, else the script exits 1:
   older than a minute, opens those vaults once more and counts what is still there.
 - errors: a writer that exited with an error, an unexpected refusal, a warning or a
   traceback when the vault is reopened.
+
+Then each step of an operation in several steps is made to fail, one at a time, in a
+fresh vault: the trash ledger line and the register entry of ``forget`` (and the move
+into ``.trash/``), the staged files, register entry, manifest and publishing of an
+import, and the journal copies, register entry, manifest, new name, linking files and
+old name of ``mv``. Each fails twice: with an error (a full disk) and with ``kill -9``
+at that step. After a reopen (which finishes or undoes what the record says), two
+counts must be 0, else the script exits 1:
+
+- lost: a memory neither found by its id nor restorable from the trash, or an
+  operation that said it succeeded whose effect is missing;
+- hidden: a file the tool put somewhere (in the vault, in ``.trash/``, left in
+  ``.index/move/`` or ``.index/import/``) that neither ``get`` nor the trash listing
+  shows, or a record set aside (this machine's own records never are).
+
+    python benchmarks/crash.py --steps-only     # just the failed steps (~a minute)
 """
 
 from __future__ import annotations
@@ -653,6 +669,9 @@ class Run:
         home.mkdir()
         self.env = {k: v for k, v in os.environ.items() if not k.startswith("AGENT_MEMORY")}
         self.env.update(HOME=str(home), XDG_CACHE_HOME=str(home / ".cache"), PYTHONDONTWRITEBYTECODE="1")
+        # The writers' register of open operations is the one this process reopens with:
+        # records a killed writer left are this user's, to be finished, not set aside.
+        self.env["AGENT_MEMORY_STATE_DIR"] = os.environ["AGENT_MEMORY_STATE_DIR"] = str(home / "state")
         self.totals = Totals()
         self._deck: list[str] = []
 
@@ -766,6 +785,211 @@ def run(args: argparse.Namespace) -> int:
     return 1 if any(totals.rows[name] for name in names) else 0
 
 
+# =========================================================================== failed steps
+# Run as `crash.py --fail OP:STEP:HOW --vault V` in a child: the step fails (an error, or
+# kill -9 of the child) the first time it is reached, during one operation.
+
+STEPS = {
+    "forget": ("move to trash", "register", "ledger"),
+    "import": ("staged file", "register", "manifest", "publish"),
+    "mv": ("journal copy", "register", "manifest", "new name", "linking file", "old name"),
+}
+HOWS = ("error", "kill")
+HUB = "See [[target]] and [[other]].\n"
+
+
+def _fail_at(step: str, how: str) -> None:
+    """Make ``step`` fail once: install the failure where that step happens."""
+    import errno
+
+    from agent_memory import locking, moves, register, staging, store, trash
+
+    fired: list[bool] = []
+
+    def fail() -> None:
+        if fired:
+            return
+        fired.append(True)
+        if how == "kill":
+            os.kill(os.getpid(), signal.SIGKILL)
+        raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+
+    def before(owner: Any, name: str, when: Any = None) -> None:
+        real = getattr(owner, name)
+
+        def wrapped(*args: Any, **kwargs: Any) -> Any:
+            if when is None or when(*args, **kwargs):
+                fail()
+            return real(*args, **kwargs)
+
+        setattr(owner, name, wrapped)
+
+    def in_folder(name: str, manifest: bool | None = None) -> Any:
+        def when(_self: Any, folder: Path, data: bytes, *args: Any, **kwargs: Any) -> bool:
+            is_manifest = data.startswith((b'{"old"', b'{"items"'))
+            return folder.name == name and (manifest is None or manifest == is_manifest)
+        return when
+
+    kind = {"forget": "trash", "import": "import", "mv": "move"}
+    if step == "move to trash":
+        before(locking, "move_no_replace", lambda src, dst: ".trash" in Path(dst).parts)
+    elif step == "register":
+        before(register.Register, "enter", lambda _self, k, *a, **kw: k == kind[OP[0]])
+    elif step == "ledger":
+        before(trash.Trash, "_append")
+    elif step == "staged file":
+        before(store.Store, "_write_temp", in_folder("files"))
+    elif step == "manifest":
+        before(store.Store, "_write_temp", in_folder("import" if OP[0] == "import" else "move", manifest=True))
+    elif step == "publish":
+        before(store.Store, "place")
+    elif step == "journal copy":
+        before(store.Store, "_write_temp", in_folder("move", manifest=False))
+    elif step == "new name":
+        before(moves.Moves, "_link_new_name")
+    elif step == "linking file":
+        before(store.Store, "replace_checked", lambda _self, rel, *a: rel == "hub.md")
+    elif step == "old name":
+        before(moves.Moves, "_retire_old_name")
+    del staging  # imported so that its classes are the patched modules' own
+
+
+OP: list[str] = [""]
+
+
+def run_failing(args: argparse.Namespace) -> int:
+    """The child: one operation, with one of its steps failing."""
+    from agent_memory.errors import MemoryError_
+    from agent_memory.vault import Vault
+
+    op, step, how = args.fail.split(":")
+    OP[0] = op
+    vault = Vault(args.vault)
+    state = json.loads(Path(args.state).read_text(encoding="utf-8"))
+    _fail_at(step, how)
+    try:
+        if op == "forget":
+            vault.forget(state["target"])
+        elif op == "import":
+            vault.import_memories(import_items("failed", 5))
+        else:
+            vault.move("target.md", "moved/renamed.md")
+    except (MemoryError_, OSError) as exc:  # the step failed with an error: the operation says so
+        print(f"refused: {type(exc).__name__}: {exc}", file=sys.stderr)
+        vault.close()
+        return 2
+    vault.close()
+    return 0
+
+
+def _seed_steps(folder: Path) -> dict[str, Any]:
+    from agent_memory.vault import Vault
+
+    folder.mkdir(parents=True)
+    vault_dir = folder / "vault"
+    with Vault.init(vault_dir) as vault:
+        ids = [vault.remember(f"Seeded fact {k} for the failed steps.", namespace="seeded")["memory"]["id"]
+               for k in range(20)]
+        (vault_dir / "target.md").write_text("The note that is forgotten or moved.\n## Part\n")
+        (vault_dir / "other.md").write_text("Back to [[target#Part]].\n")
+        (vault_dir / "hub.md").write_text(HUB)
+        vault.reconcile()
+        state = {"ids": ids + ["target.md", "other.md", "hub.md"], "target": "target.md"}
+    (folder / "state.json").write_text(json.dumps(state), encoding="utf-8")
+    return state
+
+
+def _hidden(vault: Any, root: Path) -> list[str]:
+    """Files the tool put somewhere that nothing shows: memory files get cannot find,
+    files in .trash/ the trash listing does not name, records left or set aside."""
+    hidden = []
+    listed = {e["trash"] for e in vault.trash_list()}
+    for path in vault.store.trash.files():
+        rel = path.relative_to(root).as_posix()
+        if rel not in listed:
+            hidden.append(rel)
+    from agent_memory.store import Store
+
+    for rel, _stat in Store(root).walk():
+        try:
+            vault.get(rel)
+        except Exception:  # noqa: BLE001 - any refusal means the file is not shown
+            hidden.append(rel)
+    for left in ("move", "import", "set-aside"):
+        if (root / ".index" / left).exists():
+            hidden.append(f".index/{left}/")
+    return hidden
+
+
+def run_steps(work: Path, env: dict[str, str]) -> int:
+    """Every step of forget, import and mv failing, by error and by kill: lost and hidden."""
+    from agent_memory.vault import Vault
+
+    print()
+    print("Each step of an operation failing (an error, or kill -9 at that step), then a reopen:")
+    print()
+    print(f"| {'operation':<9} | {'step failed':<13} | {'how':<5} | {'outcome':<9} | {'lost':>4} | {'hidden':>6} |")
+    print(f"|{'-' * 11}|{'-' * 15}|{'-' * 7}|{'-' * 11}|{'-' * 5}:|{'-' * 7}:|")
+    lost_total = hidden_total = 0
+    details: list[str] = []
+    for op, steps in STEPS.items():
+        for step in steps:
+            for how in HOWS:
+                folder = work / f"steps-{op}-{step.replace(' ', '-')}-{how}"
+                state = _seed_steps(folder)
+                done = subprocess.run(
+                    [sys.executable, os.path.abspath(__file__), "--fail", f"{op}:{step}:{how}", "--vault",
+                     str(folder / "vault"), "--state", str(folder / "state.json")],
+                    env=env, capture_output=True, text=True, timeout=300, check=False)
+                outcome = {0: "done", 2: "refused", -signal.SIGKILL: "killed"}.get(done.returncode, "ERROR")
+                if outcome == "ERROR":
+                    details.append(f"{op}/{step}/{how}: exited {done.returncode}: {done.stderr.strip()[-400:]}")
+                said = io.StringIO()
+                with contextlib.redirect_stderr(said), Vault(folder / "vault") as vault:
+                    lost = _lost(vault, state, op, outcome, folder / "vault")
+                    hidden = _hidden(vault, folder / "vault")
+                if "Traceback" in said.getvalue():
+                    details.append(f"{op}/{step}/{how}: the reopen: {said.getvalue().strip()[-400:]}")
+                lost_total += len(lost)
+                hidden_total += len(hidden)
+                details.extend(f"{op}/{step}/{how}: lost {what}" for what in lost)
+                details.extend(f"{op}/{step}/{how}: hidden {what}" for what in hidden)
+                print(f"| {op:<9} | {step:<13} | {how:<5} | {outcome:<9} | {len(lost):>4} | {len(hidden):>6} |",
+                      flush=True)
+    print()
+    print(f"{lost_total} lost, {hidden_total} hidden")
+    for line in details[:40]:
+        print("  " + line)
+    return 1 if lost_total or hidden_total or any("exited" in d or "reopen" in d for d in details) else 0
+
+
+def _lost(vault: Any, state: dict[str, Any], op: str, outcome: str, root: Path) -> list[str]:
+    """Seeded memories neither found nor restorable, and a finished operation whose
+    effect is missing."""
+    restorable = {e["id"] for e in vault.trash_list()} | {e["source"] for e in vault.trash_list()}
+    lost = []
+    for memory_id in state["ids"]:
+        found = True
+        try:
+            vault.get(memory_id)
+        except Exception:  # noqa: BLE001
+            found = False
+        if op == "mv" and memory_id == "target.md" and not found:
+            found = (root / "moved" / "renamed.md").exists() and bool(vault.get("moved/renamed.md"))
+        if not found and memory_id not in restorable:
+            lost.append(memory_id)
+    if outcome == "done":
+        if op == "forget" and "target.md" not in restorable:
+            lost.append("forget said done, target.md is not in the trash")
+        if op == "import" and vault.search("Imported fact", namespace="imports")["count"] != 5:
+            lost.append("import said done, not all 5 items are there")
+        if op == "mv" and not (root / "moved" / "renamed.md").exists():
+            lost.append("mv said done, moved/renamed.md is not there")
+    if op == "import" and vault.search("Imported fact", namespace="imports")["count"] not in (0, 5):
+        lost.append("a partial import")
+    return lost
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--kills", type=int, default=200, help="how many writers to kill (default 200)")
@@ -778,20 +1002,37 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--work", default=None, help="parent folder of the temporary work folder (default: $TMPDIR)")
     parser.add_argument("--keep", action="store_true", help="keep the vaults and ack logs")
     parser.add_argument("--no-age-wait", action="store_true", help="do not wait for temp files to be a minute old")
+    parser.add_argument("--steps-only", action="store_true", help="only fail each step of forget, import and mv")
     # A writer child (internal).
     parser.add_argument("--writer", choices=KINDS, help=argparse.SUPPRESS)
     for name in ("--vault", "--ack", "--state", "--wid"):
         parser.add_argument(name, help=argparse.SUPPRESS)
     parser.add_argument("--import-size", type=int, default=0, help=argparse.SUPPRESS)
+    parser.add_argument("--fail", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     if args.writer:
         return run_writer(args)
+    if args.fail:
+        return run_failing(args)
+    if args.steps_only:
+        return failed_steps(args)
     if args.quick:
         args.no_age_wait = True
     if args.seed is None:
         args.seed = random.randrange(1 << 30)
     print(f"seed {args.seed}")
-    return run(args)
+    killed = run(args)
+    return failed_steps(args) or killed
+
+
+def failed_steps(args: argparse.Namespace) -> int:
+    """``run_steps`` in a work folder of its own."""
+    runner = Run(args)
+    try:
+        return run_steps(runner.work, runner.env)
+    finally:
+        if not args.keep:
+            shutil.rmtree(runner.work, ignore_errors=True)
 
 
 if __name__ == "__main__":

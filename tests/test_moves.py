@@ -295,9 +295,9 @@ def test_a_crashed_move_that_cannot_be_undone_is_kept_aside_and_the_vault_works_
     vault.close()
     capsys.readouterr()
     with Vault(vault.root, clock=vault.clock) as reopened:
-        assert "could not undo a move" in capsys.readouterr().err
+        assert ".index/move was not acted on: could not be undone" in capsys.readouterr().err
         assert [h["path"] for h in reopened.search("note a person wrote after the crash", match="all")["hits"]] == ["new.md"]
-        [aside] = [p for p in (vault.root / ".index").iterdir() if p.name.startswith(MOVE_DIRNAME + ".failed-")]
+        [aside] = (vault.root / ".index" / "set-aside").glob(f"move-*/record/{MOVE_DIRNAME}")
         assert (aside / "manifest.json").exists() and not journal.exists()
         assert_index_matches_files(reopened)
         reopened.move("hub.md", "hubs/hub.md")  # and moves work again
