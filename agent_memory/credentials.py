@@ -528,7 +528,8 @@ def refusal_message(findings: Found, where: str = "the content") -> str:
         "Remove the secret and remember where it lives instead (e.g. \"the deploy token is in the team "
         f"password manager under 'CI'\"). If it is not a secret, approve it by adding its fingerprint to "
         f"secrets.allow in {SETTINGS_FILE_NAME} ([secrets] allow = [{_fingerprints(found)}]), or set "
-        f'secrets.mode = "warn" there to store such text with a warning.'
+        f'secrets.mode = "warn" there to store such text with a warning; either applies once approved in this '
+        "clone (agent-memory trust)."
     )
 
 
@@ -537,7 +538,7 @@ def warning_message(findings: Found, where: str = "the content") -> str:
     return (
         f"Warning: stored, but found what looks like {_describe(_by_where(findings, where))}. "
         f"If it is a secret, remove it from the memory (and from git history); if not, add its "
-        f"fingerprint to secrets.allow in {SETTINGS_FILE_NAME} to silence this."
+        f"fingerprint to secrets.allow in {SETTINGS_FILE_NAME} (then agent-memory trust) to silence this."
     )
 
 

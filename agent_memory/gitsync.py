@@ -38,7 +38,7 @@ from typing import Any, Self
 
 from . import note as notes
 from .core import VaultCore
-from .errors import GitError, SyncConflict
+from .errors import GitError, SettingsError, SyncConflict
 from .gitrepo import SAFE_CONFIG, replace_file
 from .gitrepo import env as git_env
 from .locking import WriteLock, move_no_replace
@@ -600,9 +600,19 @@ class GitSync(VaultCore):
                 result = step if result is None else _added(result, step)
                 refused, result["pushed"] = _push(repo, remote, merge_ref)
                 if not refused:
+                    self._settings_pulled(result)
                     return result
         raise GitError(f"The remote kept refusing the push (others pushed meanwhile, {PUSH_TRIES} tries); "
                        "run agent-memory sync again.")
+
+    def _settings_pulled(self, result: SyncResult) -> None:
+        """Read the settings again after a pull: a loosening value that came with it is
+        named now (``settings`` warns), and a broken file is said, not raised: the sync
+        itself went through."""
+        try:
+            self.settings  # noqa: B018 - read for its warning
+        except SettingsError as exc:
+            result["note"] = f"{result.get('note', '')} {exc}".strip()
 
     def _integrate(self, repo: Repo, branch: str, remote: str, merge_ref: str) -> SyncResult:
         """Join the upstream branch into HEAD and update the index; under both locks."""
