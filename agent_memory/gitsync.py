@@ -8,8 +8,10 @@ the server) commits the journal after a short quiet spell, so writes that come c
 together make one commit; ``sync`` commits whatever is still pending, from any process.
 
 A commit touches only the journal's paths (``git commit --only``: a person's staged or
-unstaged work elsewhere is never included), runs the repository's hooks (a failing hook
-is logged and the writes stay pending: the files are the truth, the commit a record),
+unstaged work elsewhere is never included), runs no hook of the repository unless this
+clone opted in (``git.hooks = true``, approved; then a failing hook is logged and the
+writes stay pending: the files are the truth, the commit a record), runs no program the
+repository's own config names (``gitrepo.repository_overrides``),
 and is not attempted in a state this module does not understand — a detached HEAD, a
 rebase, merge or cherry-pick in progress, unmerged paths — which is said once in the
 log. A busy repository (someone else's ``index.lock``) is retried a few seconds later.
@@ -26,10 +28,13 @@ rewrite only). The committer never takes the vault's lock, so a commit never blo
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import logging
 import os
+import re
 import subprocess
+import tempfile
 import threading
 import time
 from dataclasses import dataclass, field
@@ -39,7 +44,8 @@ from typing import Any, Self
 from . import note as notes
 from .core import VaultCore
 from .errors import GitError, SettingsError, SyncConflict
-from .gitrepo import SAFE_CONFIG, replace_file
+from .gitrepo import (BASE_CONFIG, DRIVER, DRIVER_NAME, HOOKS_OFF, SAFE_CONFIG, dubious_owner, driver_command,
+                      replace_file, repository_overrides)
 from .gitrepo import env as git_env
 from .locking import WriteLock, move_no_replace
 from .models import SyncResult
@@ -69,11 +75,18 @@ class Repo:
     top: Path
     prefix: str
     git_dir: Path
+    config_files: tuple[Path, ...] = ()  # the repository's own config files (.git/config, config.worktree)
+    hooks: bool = False  # the repository's hooks run (``git.hooks = true``, approved)
 
     def run(self, *args: str, timeout: float = LOCAL_TIMEOUT, env: dict[str, str] | None = None,
-            optional_locks: bool = False) -> subprocess.CompletedProcess[bytes]:
-        """``git -C <vault> <args>``: no shell, literal pathspecs, a timeout, no prompts."""
-        return _git(self.vault, *args, timeout=timeout, env=env, optional_locks=optional_locks)
+            optional_locks: bool = False, stdin: bytes | None = None) -> subprocess.CompletedProcess[bytes]:
+        """``git -C <vault> <args>``: no shell, literal pathspecs, a timeout, no prompts,
+        no hooks (unless opted in) and no program the repository's own config names but
+        our merge driver, pinned to this install's command."""
+        config = (*BASE_CONFIG, *(() if self.hooks else HOOKS_OFF), *_DRIVER_PIN,
+                  *repository_overrides(self.vault, self.config_files, keep=DRIVER))
+        return _git(self.vault, *args, timeout=timeout, env=env, optional_locks=optional_locks, config=config,
+                    stdin=stdin)
 
     def ok(self, *args: str, **kwargs: Any) -> str:
         """Run git; its stdout, or ``GitError`` with git's first line."""
@@ -112,16 +125,22 @@ _OPERATIONS = (
 )
 
 
+# Our merge driver as this install runs it, whatever a .git/config synced from elsewhere says.
+_DRIVER_PIN = ("-c", f"merge.{DRIVER}.name={DRIVER_NAME}", "-c", f"merge.{DRIVER}.driver={driver_command()}")
+
+
 def _git(cwd: Path, *args: str, timeout: float = LOCAL_TIMEOUT, env: dict[str, str] | None = None,
-         optional_locks: bool = False) -> subprocess.CompletedProcess[bytes]:
+         optional_locks: bool = False, config: tuple[str, ...] = SAFE_CONFIG,
+         stdin: bytes | None = None) -> subprocess.CompletedProcess[bytes]:
     environment = git_env()
     environment.update(GIT_LITERAL_PATHSPECS="1", GIT_EDITOR="true", GIT_MERGE_AUTOEDIT="no")
     if optional_locks:
         environment.pop("GIT_OPTIONAL_LOCKS", None)
     environment.update(env or {})
     try:
-        return subprocess.run(["git", "-C", str(cwd), *SAFE_CONFIG, *args], capture_output=True,
-                              stdin=subprocess.DEVNULL, timeout=timeout, env=environment, check=False)
+        return subprocess.run(["git", "-C", str(cwd), *config, *args], capture_output=True, input=stdin,
+                              stdin=None if stdin is not None else subprocess.DEVNULL, timeout=timeout,
+                              env=environment, check=False)
     except FileNotFoundError:
         raise GitError("git is not installed (or not on PATH); agent-memory cannot commit or sync the vault.") from None
     except subprocess.TimeoutExpired:
@@ -144,13 +163,18 @@ def first_line(done: subprocess.CompletedProcess[bytes]) -> str:
 
 def find_repo(vault: Path) -> Repo | None:
     """The repository holding ``vault``, or None when it is not in one."""
-    done = _git(vault, "rev-parse", "--show-toplevel", "--show-prefix", "--absolute-git-dir")
+    done = _git(vault, "rev-parse", "--show-toplevel", "--show-prefix", "--absolute-git-dir",
+                "--git-path", "config", "--git-path", "config.worktree")
     if done.returncode != 0:
         if b"not a git repository" in done.stderr:
             return None
+        refused = dubious_owner(done.stderr)
+        if refused:
+            raise GitError(refused + ".")
         raise GitError(f"git cannot read the vault's repository: {first_line(done)}.")
-    top, prefix, git_dir = (done.stdout.decode("utf-8", "surrogateescape").split("\n") + ["", "", ""])[:3]
-    return Repo(vault=vault, top=Path(top), prefix=prefix, git_dir=Path(git_dir))
+    top, prefix, git_dir, config, worktree = (done.stdout.decode("utf-8", "surrogateescape").split("\n") + [""] * 5)[:5]
+    return Repo(vault=vault, top=Path(top), prefix=prefix, git_dir=Path(git_dir),
+                config_files=(vault / config, vault / worktree))
 
 
 def _state_problem(repo: Repo) -> tuple[str, str] | None:
@@ -250,9 +274,12 @@ class GitState:
         self._said: set[str] = set()
 
     def repository(self) -> Repo | None:
+        """The vault's repository; its hooks run only when ``git.hooks`` is on (approved)."""
         if self._repo is None and time.monotonic() - self._looked > self.RECHECK:
             self._looked = time.monotonic()
             self._repo = find_repo(self.vault.root)
+        if self._repo is not None and self._repo.hooks != self.vault.settings.git_hooks:
+            self._repo = dataclasses.replace(self._repo, hooks=self.vault.settings.git_hooks)
         return self._repo
 
     def say_once(self, key: str, sentence: str) -> None:
@@ -630,6 +657,7 @@ class GitSync(VaultCore):
         if base == up:
             return result  # only local commits: nothing to pull
         result["pulled"] = int(repo.ok("rev-list", "--count", f"{base}..{up}").strip() or 0)
+        _check_merge_attributes(repo, old, up)
         dirty = _dirty(repo)
         stashes = _stash_count(repo)
         if base == old:
@@ -722,6 +750,48 @@ def _commit_for_sync(vault: VaultCore, state: GitState, repo: Repo) -> int:
     return outcome.writes if outcome.status == "committed" else 0
 
 
+# How git may merge a memory file: its own text merge (unspecified, set, "text") or ours.
+_MERGES_KEPT = {"unspecified", "set", "text", DRIVER}
+
+
+def _check_merge_attributes(repo: Repo, old: str, up: str) -> None:
+    """Refuse to pull when git would merge memory files some other way than by its text
+    merge or ours — ``binary`` or ``-merge`` (one side silently kept), ``union``, another
+    driver — as the attributes say now, or as a pulled ``.gitattributes`` would say: a
+    teammate's line must not silently change how this clone merges memories. ``git
+    setup`` pins ours in ``.git/info/attributes``, which no pull changes."""
+    found = _merge_attributes(repo, repo.ok("ls-files", "-z").split("\0"))
+    if any(name.rsplit("/", 1)[-1] == ".gitattributes" for name in _names(repo, old, up, whole=True)):
+        with tempfile.TemporaryDirectory(prefix="agent-memory-attributes-") as folder:
+            index = {"GIT_INDEX_FILE": str(Path(folder) / "index")}  # the pulled tree; the real index untouched
+            repo.ok("read-tree", up, env=index)
+            pulled = repo.ok("ls-tree", "-r", "-z", "--name-only", up).split("\0")
+            found.update(_merge_attributes(repo, pulled, cached=True, env=index))
+    if found:
+        shown = ", ".join(f"{path} (merge={how})" for path, how in sorted(found.items())[:3])
+        more = f" and {len(found) - 3} more" if len(found) > 3 else ""
+        raise GitError(f"Cannot sync: git would merge memory files another way than line by line or with "
+                       f"agent-memory's driver: {shown}{more}, set by a .gitattributes here or in what would be "
+                       "pulled. Nothing was pulled or pushed. Run agent-memory git setup (it pins memory files to "
+                       "agent-memory's merge in .git/info/attributes, which no pull changes), or remove that line, "
+                       "then sync again.")
+
+
+def _merge_attributes(repo: Repo, paths: list[str], *, cached: bool = False,
+                      env: dict[str, str] | None = None) -> dict[str, str]:
+    """Memory files among ``paths`` (vault-relative) whose merge attribute is not one we keep."""
+    memory = [p for p in paths if p and is_memory_path(p)]
+    if not memory:
+        return {}
+    done = repo.run("check-attr", *(["--cached"] if cached else []), "-z", "--stdin", "merge", env=env,
+                    stdin=("\0".join(memory) + "\0").encode("utf-8", "surrogateescape"))
+    if done.returncode != 0:
+        raise GitError(f"git check-attr failed in {repo.top}: {first_line(done)}.")
+    fields = done.stdout.decode("utf-8", "surrogateescape").split("\0")
+    return {path: how for path, _attr, how in zip(fields[::3], fields[1::3], fields[2::3], strict=False)
+            if how not in _MERGES_KEPT}
+
+
 def _upstream(repo: Repo) -> tuple[str, str, str]:
     """The branch, its remote and the remote branch it follows; refused with what to do."""
     problem = _state_problem(repo)
@@ -740,8 +810,25 @@ def _upstream(repo: Repo) -> tuple[str, str, str]:
     return branch, remote, merge_ref
 
 
+_URL_SCHEME = re.compile(r"[A-Za-z][A-Za-z0-9+.-]*://")
+_SCP_LIKE = re.compile(r"[^/\\:]{2,}:")  # user@host:path (one letter before ':' is a Windows drive)
+
+
+def _local_pack_programs(repo: Repo, remote: str, option: str, program: str) -> list[str]:
+    """For a remote on this machine (a path, file://), ``--upload-pack``/``--receive-pack``
+    naming git's own program: git runs it here, and the repository's config
+    (``remote.<name>.uploadpack``, which a ``.git/`` synced from elsewhere can set, and
+    which ``-c`` cannot override) must not choose it. Remotes elsewhere run theirs there."""
+    url = repo.run("remote", "get-url", remote).stdout.decode("utf-8", "surrogateescape").strip()
+    scheme = _URL_SCHEME.match(url)
+    local = url.startswith("file://") if scheme else not _SCP_LIKE.match(url)
+    return [f"{option}={program}"] if local else []
+
+
 def _fetch(repo: Repo, remote: str) -> None:
-    done = repo.run("fetch", "--quiet", "--no-write-fetch-head", remote, timeout=NETWORK_TIMEOUT, optional_locks=True)
+    done = repo.run("fetch", "--quiet", "--no-write-fetch-head",
+                    *_local_pack_programs(repo, remote, "--upload-pack", "git-upload-pack"), remote,
+                    timeout=NETWORK_TIMEOUT, optional_locks=True)
     if done.returncode != 0:
         url = repo.run("remote", "get-url", remote).stdout.decode("utf-8", "replace").strip()
         raise GitError(f"Cannot reach the remote {remote} ({url}): {first_line(done)}. Nothing was pulled or pushed; "
@@ -754,7 +841,8 @@ def _push(repo: Repo, remote: str, merge_ref: str) -> tuple[bool, int]:
     ahead = int(repo.ok("rev-list", "--count", f"{tracking}..HEAD").strip() or 0) if _rev(repo, tracking) else 1
     if not ahead:
         return False, 0
-    done = repo.run("push", "--porcelain", remote, f"HEAD:{merge_ref}", timeout=NETWORK_TIMEOUT, optional_locks=True)
+    done = repo.run("push", "--porcelain", *_local_pack_programs(repo, remote, "--receive-pack", "git-receive-pack"),
+                    remote, f"HEAD:{merge_ref}", timeout=NETWORK_TIMEOUT, optional_locks=True)
     if done.returncode == 0:
         return False, ahead
     # Porcelain: "!<TAB>HEAD:refs/heads/main<TAB>[rejected] (fetch first)". Only "[rejected]"
@@ -772,9 +860,10 @@ def _rev(repo: Repo, name: str) -> str | None:
     return done.stdout.decode().strip() or None if done.returncode == 0 else None
 
 
-def _names(repo: Repo, a: str, b: str) -> list[str]:
-    """Vault-relative files that differ between two commits (inside the vault only)."""
-    out = repo.ok("diff", "--name-only", "-z", "--no-renames", "--relative", a, b)
+def _names(repo: Repo, a: str, b: str, *, whole: bool = False) -> list[str]:
+    """Vault-relative files that differ between two commits (inside the vault only; with
+    ``whole``, the whole repository's, repository-relative)."""
+    out = repo.ok("diff", "--name-only", "-z", "--no-renames", *(() if whole else ("--relative",)), a, b)
     return [p for p in out.split("\0") if p]
 
 

@@ -182,7 +182,7 @@ def test_commits_are_off_by_default(tmp_path: Path) -> None:
 
 
 def test_a_failing_pre_commit_hook_is_logged_and_the_write_stands(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
-    repo = new_vault_repo(tmp_path / "team")
+    repo = new_vault_repo(tmp_path / "team", SETTINGS + "hooks = true\n")  # this clone opted in to its hooks
     hook = repo / ".git" / "hooks" / "pre-commit"
     hook.write_text("#!/bin/sh\necho 'lint says no' >&2\nexit 1\n")
     hook.chmod(0o755)
@@ -645,6 +645,7 @@ def test_sync_refuses_to_join_unrelated_histories(team: tuple[Path, Path, Path],
 
 def test_sync_with_writes_a_hook_refuses_to_commit_pushes_nothing(team: tuple[Path, Path, Path]) -> None:
     remote, a, _b = team
+    write_settings(a, SETTINGS + "hooks = true\n")  # this clone opted in to its hooks
     hook = a / ".git" / "hooks" / "pre-commit"
     hook.write_text("#!/bin/sh\necho 'lint says no' >&2\nexit 1\n")
     hook.chmod(0o755)

@@ -6,9 +6,6 @@ teammate's clone and the victim's), the CLI as a user runs it, and the MCP clien
 from __future__ import annotations
 
 import json
-import random
-import string
-import subprocess
 from pathlib import Path
 
 import pytest
@@ -22,10 +19,7 @@ from agent_memory.userstate import state_dir
 from agent_memory.vault import Vault
 
 from conftest import run_cli
-
-AUTHOR = {"GIT_AUTHOR_NAME": "Ada", "GIT_AUTHOR_EMAIL": "ada@example.com",
-          "GIT_COMMITTER_NAME": "Ada", "GIT_COMMITTER_EMAIL": "ada@example.com"}
-
+from gitteam import AUTHOR, Team, make_team, token
 
 @pytest.fixture(autouse=True)
 def isolated_git(git_isolated: None, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -34,42 +28,14 @@ def isolated_git(git_isolated: None, monkeypatch: pytest.MonkeyPatch) -> None:
         monkeypatch.setenv(name, value)
 
 
-def git(repo: Path, *args: str) -> str:
-    done = subprocess.run(["git", "-C", str(repo), *args], capture_output=True, text=True, check=False)
-    assert done.returncode == 0, f"git {' '.join(args)}: {done.stderr}"
-    return done.stdout
-
-
-def token(seed: int = 1) -> str:
-    rng = random.Random(seed)
-    return "gh" + "p_" + "".join(rng.choice(string.ascii_letters + string.digits) for _ in range(36))
-
-
 def settings(vault: Path, text: str) -> None:
     (vault / ".agent-memory.toml").write_text(text)
 
 
 @pytest.fixture
-def team(tmp_path: Path) -> tuple[Path, Path, Path]:
-    """A bare remote, the teammate's clone (a vault at its top) and the victim's clone."""
-    remote = tmp_path / "remote.git"
-    git(tmp_path, "init", "-q", "--bare", "-b", "main", str(remote))
-    mate = tmp_path / "mate"
-    mate.mkdir()
-    git(mate, "init", "-q", "-b", "main")
-    Vault.init(mate).close()
-    git(mate, "add", "-A")
-    git(mate, "commit", "-q", "-m", "a vault")
-    git(mate, "remote", "add", "origin", str(remote))
-    git(mate, "push", "-q", "-u", "origin", "main")
-    git(tmp_path, "clone", "-q", str(remote), str(tmp_path / "victim"))
-    return remote, mate, tmp_path / "victim"
-
-
-def push(mate: Path, message: str) -> None:
-    git(mate, "add", "-A")
-    git(mate, "commit", "-q", "-m", message)
-    git(mate, "push", "-q")
+def team(tmp_path: Path) -> Team:
+    """A bare remote, the teammate's clone and the victim's, no settings yet."""
+    return make_team(tmp_path, settings="")
 
 
 # --------------------------------------------------------------------------- each loosening value
@@ -138,10 +104,10 @@ def test_approvals_live_outside_the_vault_and_per_clone(vault: Vault, tmp_path: 
 # --------------------------------------------------------------------------- pulled from a teammate
 
 
-def test_a_pulled_warn_mode_and_commit_setting_are_ignored_until_approved(team: tuple[Path, Path, Path]) -> None:
-    remote, mate, victim = team
+def test_a_pulled_warn_mode_and_commit_setting_are_ignored_until_approved(team: Team) -> None:
+    mate, victim = team.mate, team.victim
     settings(mate, '[secrets]\nmode = "warn"\n[git]\ncommit = true\n')
-    push(mate, "relax the guard")
+    team.push("relax the guard")
     synced = run_cli("sync", vault=victim)
     assert synced.returncode == 0, synced.stderr
     assert "secrets.mode = \"warn\", git.commit = true, which this clone has not approved" in synced.stderr
@@ -150,28 +116,28 @@ def test_a_pulled_warn_mode_and_commit_setting_are_ignored_until_approved(team: 
     assert refused.returncode == 1 and "Refused" in refused.stderr and token() not in refused.stderr
     assert run_cli("add", "Deploys happen on Fridays.", vault=victim).returncode == 0
     assert run_cli("sync", vault=victim).returncode == 0
-    assert git(remote, "log", "--format=%s", "main").splitlines() == ["relax the guard", "a vault"]  # not committed
+    assert team.remote_log() == ["relax the guard", "a vault"]  # not committed
     listed = run_cli("trust", vault=victim)
     assert listed.returncode == 0 and "git.commit = true  (not approved: ignored)" in listed.stdout
     approved = run_cli("trust", "git.commit", vault=victim)
     assert approved.returncode == 0 and "git.commit = true" in approved.stdout
     assert run_cli("add", "Backups run at 02:00 UTC.", vault=victim).returncode == 0
     assert run_cli("sync", vault=victim).returncode == 0
-    assert git(remote, "log", "-1", "--format=%s", "main").strip() == "remember: Backups run at 02:00 UTC."
+    assert team.remote_log()[0] == "remember: Backups run at 02:00 UTC."
     still = run_cli("add", f"The release bot token {token()}", vault=victim)  # warn mode is still not approved
     assert still.returncode == 1 and "Refused" in still.stderr
 
 
-def test_a_second_pulled_fingerprint_needs_its_own_approval(team: tuple[Path, Path, Path]) -> None:
-    _remote, mate, victim = team
+def test_a_second_pulled_fingerprint_needs_its_own_approval(team: Team) -> None:
+    mate, victim = team.mate, team.victim
     fingerprints = [f.fingerprint for f in find_credentials(f"{token(1)} {token(2)}")]
     settings(mate, f'[secrets]\nallow = ["{fingerprints[0]}"]\n')
-    push(mate, "allow one")
+    team.push("allow one")
     assert run_cli("sync", vault=victim).returncode == 0
     assert run_cli("trust", "secrets.allow", vault=victim).returncode == 0
     assert run_cli("add", f"Sample token for the docs {token(1)}", vault=victim).returncode == 0
     settings(mate, f'[secrets]\nallow = ["{fingerprints[0]}", "{fingerprints[1]}"]\n')
-    push(mate, "allow another")
+    team.push("allow another")
     assert run_cli("sync", vault=victim).returncode == 0
     with Vault(victim) as pulled, pytest.raises(SecretRefused):
         pulled.remember(f"Another token {token(2)}")
