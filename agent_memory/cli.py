@@ -1075,6 +1075,9 @@ def sync() -> None:
             click.echo(printable(f"  merged: {', '.join(result['merged'])}"))
         if result.get("split"):
             click.echo(printable(f"  two memories had one path; theirs kept as: {', '.join(result['split'])}"))
+        for item in result.get("withheld", []):
+            click.echo(printable(f"  not committed or pushed: {item} — remove it from the file (or approve its "
+                                 "fingerprint in secrets.allow), then sync again"), err=True)
         if "note" in result:
             click.echo(printable(result["note"]))
 

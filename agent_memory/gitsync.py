@@ -33,6 +33,7 @@ import json
 import logging
 import os
 import re
+import stat
 import subprocess
 import tempfile
 import threading
@@ -41,6 +42,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Self
 
+from . import credentials
 from . import note as notes
 from .core import VaultCore
 from .errors import GitError, SettingsError, SyncConflict
@@ -353,7 +355,7 @@ def describe(vault: VaultCore, changes: list[tuple[str, str, str]]) -> tuple[lis
         message = one_or_many("remember", kinds["created"], "import")
     else:
         message = one_or_many("update", kinds.get("changed", []), "update")
-    return [p for p in paths if _safe_path(p)], message
+    return [p for p in paths if _safe_path(p)], credentials.redact_for_names(message)
 
 
 # --------------------------------------------------------------------------- committing
@@ -369,6 +371,7 @@ class Outcome:
     message: str = ""
     paths: list[str] = field(default_factory=list)
     problem: str = ""  # for "busy"/"refused": which state ("busy", "detached", "unmerged")
+    withheld: list[str] = field(default_factory=list)  # "path: kind (fingerprint …)": not committed
 
 
 def _changed_paths(repo: Repo, paths: list[str]) -> tuple[list[str], list[str]]:
@@ -401,7 +404,8 @@ def _identity(repo: Repo, author: str) -> tuple[list[str], dict[str, str]]:
 
 
 def _message(entries: list[dict[str, Any]]) -> str:
-    messages = [e["message"] for e in entries]
+    """The commit's message: never a credential, nor a password's value (SPEC §3)."""
+    messages = [credentials.redact_for_names(e["message"]) for e in entries]
     if len(messages) == 1:
         return messages[0]
     return f"{messages[0]} (+{len(messages) - 1} more)\n\n" + "\n".join(f"- {m}" for m in messages) + "\n"
@@ -419,9 +423,13 @@ def commit_pending(vault: VaultCore, state: GitState, repo: Repo) -> Outcome:
         return Outcome("busy" if kind == "busy" else "refused", len(entries), message=sentence, problem=kind)
     paths = list(dict.fromkeys(p for e in entries for p in e["paths"]))
     changed, untracked = _changed_paths(repo, paths) if paths else ([], [])
-    if not changed:  # undone since, or committed by a person already
-        state.pending.drop(taken)
-        return Outcome("nothing", len(entries))
+    held = _holding_credentials(vault, changed)
+    withheld = [f"{rel}: {why}" for rel, why in held.items()]
+    changed = [p for p in changed if p not in held]
+    untracked = [p for p in untracked if p not in held]
+    if not changed:  # undone since, committed by a person already, or all withheld
+        _keep_pending(state, taken, entries, held)
+        return Outcome("nothing", len(entries), withheld=withheld)
     if untracked:
         added = repo.run("add", "-A", "--", *untracked, optional_locks=True)
         if added.returncode != 0:
@@ -433,9 +441,54 @@ def commit_pending(vault: VaultCore, state: GitState, repo: Repo) -> Outcome:
         if untracked:  # give the person's staging area back as it was
             repo.run("reset", "-q", "--", *untracked, optional_locks=True)
         return _failed(repo, done, len(entries), changed)
-    state.pending.drop(taken)
+    _keep_pending(state, taken, entries, held)
     head = repo.run("rev-parse", "HEAD").stdout.decode().strip()
-    return Outcome("committed", len(entries), head, _message(entries).split("\n")[0], changed)
+    return Outcome("committed", len(entries), head, _message(entries).split("\n")[0], changed, withheld=withheld)
+
+
+def _holding_credentials(vault: VaultCore, paths: list[str]) -> dict[str, str]:
+    """Of the files about to be committed, those holding a credential not in
+    ``secrets.allow`` (a person's hand edit included), or that cannot be read to be
+    checked: path -> what was found (kinds and fingerprints, never the value). A file
+    that is gone is a deletion: nothing of it leaves."""
+    settings = vault.settings
+    held: dict[str, str] = {}
+    for rel in paths:
+        try:
+            data = _as_committed(vault.root / rel)
+        except FileNotFoundError:
+            continue
+        except OSError as exc:
+            held[rel] = f"cannot be read to check it for credentials ({exc.strerror or exc})"
+            continue
+        found = credentials.check_text(data.decode("utf-8", "replace"), settings)
+        if found:
+            held[rel] = ", ".join(f"{f.kind} (line {f.line}, fingerprint {f.fingerprint})" for f in found[:3]) + (
+                f" and {len(found) - 3} more" if len(found) > 3 else "")
+    return held
+
+
+def _as_committed(path: Path) -> bytes:
+    """What git would commit for ``path``: a regular file's bytes, a symlink's target text
+    (git stores the link, never what it points to); nothing for anything else."""
+    info = os.lstat(path)
+    if stat.S_ISLNK(info.st_mode):
+        return os.fsencode(os.readlink(path))
+    if not stat.S_ISREG(info.st_mode):
+        return b""
+    fd = os.open(path, os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_NONBLOCK", 0))
+    with os.fdopen(fd, "rb") as handle:
+        return handle.read()
+
+
+def _keep_pending(state: GitState, taken: int, entries: list[dict[str, Any]], held: dict[str, str]) -> None:
+    """Drop the committed journal lines; a withheld file stays pending, so the next commit
+    takes it once the credential is removed (or its fingerprint approved)."""
+    state.pending.drop(taken)
+    for entry in entries:
+        kept = [p for p in entry["paths"] if p in held]
+        if kept:
+            state.pending.add({"paths": kept, "message": entry["message"], "at": time.time()})
 
 
 def _failed(repo: Repo, done: subprocess.CompletedProcess[bytes], writes: int, paths: list[str]) -> Outcome:
@@ -555,6 +608,9 @@ class Committer:
                 outcome = commit_pending(self.vault, state, repo)
         except Exception as exc:  # noqa: BLE001 - the committer outlives any one failure, and says it
             outcome = Outcome("failed", message=str(exc))
+        for item in outcome.withheld:
+            state.say_once(f"withheld {item}", f"not committed: {item}, not in secrets.allow; remove it from the "
+                           "file (or approve its fingerprint), and the next commit takes it")
         if outcome.status == "committed":
             state.all_well()
             log.info("%s: committed %s (%d write%s)", self.vault.root, outcome.message, outcome.writes,
@@ -620,10 +676,12 @@ class GitSync(VaultCore):
             for _attempt in range(PUSH_TRIES):
                 with self._writing():  # tool writes wait; each round commits what they left first
                     branch, remote, merge_ref = _upstream(repo)
-                    committed = _commit_for_sync(self, state, repo)
+                    committed, withheld = _commit_for_sync(self, state, repo)
                     _fetch(repo, remote)
                     step = self._integrate(repo, branch, remote, merge_ref)
                 step["committed"] = committed
+                if withheld:
+                    step["withheld"] = withheld
                 result = step if result is None else _added(result, step)
                 refused, result["pushed"] = _push(repo, remote, merge_ref)
                 if not refused:
@@ -733,12 +791,14 @@ def _added(before: SyncResult, after: SyncResult) -> SyncResult:
     for key in ("committed", "pulled", "indexed"):
         after[key] += before[key]
     after["merged"] = sorted({*before["merged"], *after["merged"]})
+    if "withheld" in before:
+        after["withheld"] = sorted({*before["withheld"], *after.get("withheld", [])})
     if after["method"] == "none":
         after["method"] = before["method"]
     return after
 
 
-def _commit_for_sync(vault: VaultCore, state: GitState, repo: Repo) -> int:
+def _commit_for_sync(vault: VaultCore, state: GitState, repo: Repo) -> tuple[int, list[str]]:
     problem = _state_problem(repo)
     if problem is not None:
         raise GitError(f"Cannot sync: {problem[1]}.")
@@ -747,7 +807,7 @@ def _commit_for_sync(vault: VaultCore, state: GitState, repo: Repo) -> int:
         raise GitError(f"Cannot sync: the pending tool writes could not be committed: {outcome.message}.")
     if outcome.status in ("busy", "refused"):
         raise GitError(f"Cannot sync: {outcome.message}.")
-    return outcome.writes if outcome.status == "committed" else 0
+    return (outcome.writes if outcome.status == "committed" else 0), outcome.withheld
 
 
 # How git may merge a memory file: its own text merge (unspecified, set, "text") or ours.

@@ -327,8 +327,8 @@ def import_path(store: Store, path: Any, meta: dict[str, Any], content: str, now
     if isinstance(path, str):
         rel = path.replace("\\", "/").strip("/")
         safe = is_memory_path(rel) and ".." not in rel.split("/") and not rel.startswith(TRASH_DIRNAME + "/")
-        if safe and not credentials.find_credentials(rel) and store.unaliased(rel):  # a name never carries one
+        if safe and credentials.redact_for_names(rel) == rel and store.unaliased(rel):  # a name never carries one
             return rel
     created = dt.datetime.fromisoformat(notes.to_utc(meta.get("created") or notes.to_utc(now)))
-    title = str(meta.get("title") or "") or notes.derive_title(content, "")
-    return f"{dated_folder(created)}/{make_slug(credentials.redact(title, credentials.find_credentials(title)))}.md"
+    title = str(meta.get("title") or "") or notes.derive_title(credentials.redact_for_names(content), "")
+    return f"{dated_folder(created)}/{make_slug(title)}.md"  # make_slug leaves out credentials
