@@ -1075,6 +1075,11 @@ def sync() -> None:
             click.echo(printable(f"  merged: {', '.join(result['merged'])}"))
         if result.get("split"):
             click.echo(printable(f"  two memories had one path; theirs kept as: {', '.join(result['split'])}"))
+        if result.get("tracked_private"):
+            click.echo(printable(f"  git tracks {', '.join(result['tracked_private'][:5])}"
+                                 f"{' and more' if len(result['tracked_private']) > 5 else ''}: this machine's index "
+                                 "and trash, never read as records, committed or pushed by agent-memory; take them "
+                                 "out of git: git rm -r --cached .index .trash, then commit"), err=True)
         for item in result.get("withheld", []):
             click.echo(printable(f"  not committed or pushed: {item} — remove it from the file (or approve its "
                                  "fingerprint in secrets.allow), then sync again"), err=True)

@@ -51,7 +51,8 @@ from .gitrepo import (BASE_CONFIG, DRIVER, DRIVER_NAME, HOOKS_OFF, SAFE_CONFIG, 
 from .gitrepo import env as git_env
 from .locking import WriteLock, move_no_replace
 from .models import SyncResult
-from .store import TMP_SUFFIX, is_memory_path
+from .store import INDEX_DIRNAME, TMP_SUFFIX, is_memory_path
+from .trash import TRASH_DIRNAME
 
 log = logging.getLogger("agent_memory.git")
 
@@ -682,6 +683,9 @@ class GitSync(VaultCore):
                 step["committed"] = committed
                 if withheld:
                     step["withheld"] = withheld
+                private = tracked_private(repo)
+                if private:
+                    step["tracked_private"] = private
                 result = step if result is None else _added(result, step)
                 refused, result["pushed"] = _push(repo, remote, merge_ref)
                 if not refused:
@@ -716,6 +720,12 @@ class GitSync(VaultCore):
             return result  # only local commits: nothing to pull
         result["pulled"] = int(repo.ok("rev-list", "--count", f"{base}..{up}").strip() or 0)
         _check_merge_attributes(repo, old, up)
+        planted = _private_changes(repo, base, up)
+        if planted:
+            raise GitError(f"Cannot sync: the commits to pull add or change {_shown(planted)}, under the vault's "
+                           f"{INDEX_DIRNAME}/ or {TRASH_DIRNAME}/: pulling them would overwrite this machine's index, "
+                           "records or trash. Nothing was pulled or pushed. Whoever pushed them should take them out "
+                           f"of git (git rm -r --cached {INDEX_DIRNAME} {TRASH_DIRNAME}, commit, push); then sync again.")
         dirty = _dirty(repo)
         stashes = _stash_count(repo)
         if base == old:
@@ -810,6 +820,30 @@ def _commit_for_sync(vault: VaultCore, state: GitState, repo: Repo) -> tuple[int
     return (outcome.writes if outcome.status == "committed" else 0), outcome.withheld
 
 
+_PRIVATE = (INDEX_DIRNAME, TRASH_DIRNAME)  # this machine's index, records and trash: never shared
+
+
+def _private_changes(repo: Repo, a: str | None, b: str) -> list[str]:
+    """Files under the vault's ``.index/`` or ``.trash/`` that commit ``b`` adds or changes
+    since ``a`` (None: every such file ``b`` holds); deletions are fine: they take them out."""
+    if a is None:
+        out = repo.ok("ls-tree", "-r", "-z", "--name-only", b, "--", *_PRIVATE)
+    else:
+        out = repo.ok("diff", "--name-only", "-z", "--no-renames", "--diff-filter=AMTC", "--relative", a, b,
+                      "--", *_PRIVATE)
+    return sorted(p for p in out.split("\0") if p)
+
+
+def tracked_private(repo: Repo) -> list[str]:
+    """Files under the vault's ``.index/`` or ``.trash/`` that git tracks (force-added by
+    someone): never read as records, never committed or pushed by the tool."""
+    return sorted(p for p in repo.ok("ls-files", "-z", "--", *_PRIVATE).split("\0") if p)
+
+
+def _shown(paths: list[str]) -> str:
+    return ", ".join(paths[:5]) + (f" and {len(paths) - 5} more" if len(paths) > 5 else "")
+
+
 # How git may merge a memory file: its own text merge (unspecified, set, "text") or ours.
 _MERGES_KEPT = {"unspecified", "set", "text", DRIVER}
 
@@ -898,9 +932,16 @@ def _fetch(repo: Repo, remote: str) -> None:
 def _push(repo: Repo, remote: str, merge_ref: str) -> tuple[bool, int]:
     """Push HEAD to the upstream branch: (refused because the remote moved on, commits sent)."""
     tracking = f"refs/remotes/{remote}/{merge_ref.removeprefix('refs/heads/')}"
-    ahead = int(repo.ok("rev-list", "--count", f"{tracking}..HEAD").strip() or 0) if _rev(repo, tracking) else 1
+    known = _rev(repo, tracking)
+    ahead = int(repo.ok("rev-list", "--count", f"{tracking}..HEAD").strip() or 0) if known else 1
     if not ahead:
         return False, 0
+    sent = _private_changes(repo, known, "HEAD")
+    if sent:
+        raise GitError(f"Cannot push: the commits to push add or change {_shown(sent)}, under the vault's "
+                       f"{INDEX_DIRNAME}/ or {TRASH_DIRNAME}/, which hold this machine's index and trash and are never "
+                       f"pushed by agent-memory. Take them out of git (git rm -r --cached {INDEX_DIRNAME} "
+                       f"{TRASH_DIRNAME}, then commit), then sync again; the commits are kept locally.")
     done = repo.run("push", "--porcelain", *_local_pack_programs(repo, remote, "--receive-pack", "git-receive-pack"),
                     remote, f"HEAD:{merge_ref}", timeout=NETWORK_TIMEOUT, optional_locks=True)
     if done.returncode == 0:
