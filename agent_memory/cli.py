@@ -918,11 +918,10 @@ def import_(source: str, source_format: str | None) -> None:
             result = vault.import_memories(path, progress=progress, format=source_format)
         _import_summary(result)
         return
-    raw = sys.stdin.read() if source == "-" else _read_text(source)
-    try:
-        items = json.loads(raw)
-    except json.JSONDecodeError as exc:
-        raise click.ClickException(f"{source} is not valid JSON ({exc.msg} at line {exc.lineno}); nothing was imported.")
+    from .limits import load_json
+
+    raw = _decoded(sys.stdin.buffer.read(), "standard input") if source == "-" else _read_text(source)
+    items = load_json(raw, "standard input" if source == "-" else source)
     with open_vault() as vault, progress_bar("Importing memories") as progress:
         result = vault.import_memories(items, progress=progress)
     _import_summary(result)
@@ -951,9 +950,18 @@ IMPORT_PATHS_SHOWN = 20
 
 def _read_text(path: str) -> str:
     try:
-        return Path(path).read_text(encoding="utf-8")
+        data = Path(path).read_bytes()
     except OSError as exc:
         raise click.ClickException(f"Cannot read {path}: {exc.strerror}.") from exc
+    return _decoded(data, path)
+
+
+def _decoded(data: bytes, where: str) -> str:
+    try:
+        return data.decode("utf-8-sig")
+    except UnicodeDecodeError as exc:
+        raise click.ClickException(f"{where} is not UTF-8 text (byte {exc.start}); save it as UTF-8 and import it "
+                                   "again. Nothing was imported.") from None
 
 
 @cli.command()

@@ -191,7 +191,7 @@ def _jwt_header(value: str) -> bool:
     head = value.split(".", 1)[0]
     try:
         decoded = json.loads(base64.urlsafe_b64decode(head + "=" * (-len(head) % 4)))
-    except (ValueError, binascii.Error, UnicodeDecodeError):
+    except (ValueError, binascii.Error, UnicodeDecodeError, RecursionError):
         return False
     return isinstance(decoded, dict) and ("alg" in decoded or "typ" in decoded)
 

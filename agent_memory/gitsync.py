@@ -228,7 +228,7 @@ class Pending:
         for line in lines:
             try:
                 entry = json.loads(line)
-            except ValueError:
+            except (ValueError, RecursionError):
                 continue
             paths = entry.get("paths") if isinstance(entry, dict) else None
             if isinstance(paths, list) and isinstance(entry.get("message"), str):

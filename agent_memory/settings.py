@@ -296,6 +296,9 @@ def _parse(text: str, shown: Path) -> dict[str, Any]:
     quotes that line (shortened) so the mistake is visible in the message itself."""
     try:
         return tomllib.loads(text)
+    except RecursionError:
+        raise SettingsError(f"The settings file {shown} nests arrays or tables too deeply to read; a settings "
+                            "file holds a few plain keys.") from None
     except tomllib.TOMLDecodeError as exc:
         message = str(exc)
         at = _TOML_AT.search(message)

@@ -125,7 +125,7 @@ def load_approvals(root: Path) -> dict[str, set[str]]:
     """key -> approved values. A missing or damaged file approves nothing (the safe side)."""
     try:
         data = json.loads(approvals_path(root).read_bytes())
-    except (OSError, ValueError):
+    except (OSError, ValueError, RecursionError):
         return {}
     found = data.get("approved") if isinstance(data, dict) else None
     if not isinstance(found, dict):
