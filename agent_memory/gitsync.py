@@ -486,10 +486,9 @@ def _keep_pending(state: GitState, taken: int, entries: list[dict[str, Any]], he
     """Drop the committed journal lines; a withheld file stays pending, so the next commit
     takes it once the credential is removed (or its fingerprint approved)."""
     state.pending.drop(taken)
-    for entry in entries:
-        kept = [p for p in entry["paths"] if p in held]
-        if kept:
-            state.pending.add({"paths": kept, "message": entry["message"], "at": time.time()})
+    waiting = [entry for entry in entries if any(p in held for p in entry["paths"])]
+    if waiting:  # one line for them all: edits of a withheld file never pile up in the journal
+        state.pending.add({"paths": list(held), "message": waiting[0]["message"], "at": time.time()})
 
 
 def _failed(repo: Repo, done: subprocess.CompletedProcess[bytes], writes: int, paths: list[str]) -> Outcome:

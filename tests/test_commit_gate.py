@@ -71,6 +71,10 @@ def test_a_token_a_person_appended_by_hand_is_neither_committed_nor_pushed(team:
     as_json = json.loads(run_cli("--json", "sync", vault=team.victim).stdout)
     line = path_lines(team.victim / memory["path"]).index(f"CI token for publishing: {secret}") + 1
     assert as_json["withheld"] == [f"{memory['path']}: GitHub token (line {line}, fingerprint {fingerprint})"]
+    for tag in ("a", "b", "c"):  # more edits while it waits: one journal line, not one per edit
+        assert run_cli("edit", memory["id"], "--add-tag", tag, vault=team.victim).returncode == 0
+        assert run_cli("sync", vault=team.victim).returncode == 0
+    assert len((team.victim / ".index" / "git-pending.jsonl").read_text().splitlines()) == 1
     # The person removes the token: the next sync takes the tag edit that waited.
     path = team.victim / memory["path"]
     path.write_text(path.read_text().replace(f"CI token for publishing: {secret}\n", ""))
