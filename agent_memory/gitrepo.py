@@ -72,7 +72,7 @@ def dubious_owner(stderr: bytes) -> str | None:
 # reaches the remote, core.sshCommand and credential helpers, is the person's and is left
 # alone; a local remote's upload/receive-pack program is named on the command line by
 # ``sync``, as the first value in the config would win over ``-c``.)
-_PROGRAM_KEYS: tuple[tuple[re.Pattern[str], str | None], ...] = (
+_PROGRAM_KEYS: tuple[tuple[re.Pattern[str], str], ...] = (
     (re.compile(r"filter\..+\.(?:clean|smudge|process)"), ""),
     (re.compile(r"filter\..+\.required"), "false"),
     (re.compile(r"merge\.(.+)\.driver"), TEXT_MERGE),
@@ -117,7 +117,7 @@ def repository_overrides(folder: Path, config_files: tuple[Path, ...], keep: str
         key = entry.split("\n", 1)[0]
         for pattern, value in _PROGRAM_KEYS:
             match = pattern.fullmatch(key.lower())
-            if match and value is not None and not (match.groups() and match[1] == keep.lower()):
+            if match and not (match.groups() and match[1] == keep.lower()):
                 out += ["-c", f"{key}={value}"]
                 break
     result = tuple(out)
