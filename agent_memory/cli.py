@@ -682,6 +682,72 @@ def git_setup() -> None:
     emit(result, human)
 
 
+@cli.command()
+@common
+@click.argument("keys", nargs=-1)
+@click.option("--all", "approve_all", is_flag=True, help="Approve everything the vault asks for that is not approved yet.")
+@click.option("--revoke", is_flag=True, help="Withdraw this clone's approval of KEYS (all with --all).")
+@handle_errors
+def trust(keys: tuple[str, ...], approve_all: bool, revoke: bool) -> None:
+    """Approve vault settings that loosen a guard (this clone only).
+
+    The vault's .agent-memory.toml and .prompts/ may come from a teammate (git, a
+    synced folder), so a value that loosens a guard — secrets.mode = "warn", a
+    secrets.allow entry, git.commit, git.subfolder, git.hooks, a .prompts/ file —
+    is ignored until you approve it here. An approval is of the value now in the
+    file, kept outside the vault: a later change to it needs approving again.
+    Without KEYS, lists what the vault asks for and whether it is approved.
+
+    \b
+    Examples:
+      agent-memory trust                  # review
+      agent-memory trust git.commit       # approve the current git.commit value
+      agent-memory trust secrets.allow .prompts
+      agent-memory trust --all
+      agent-memory trust --revoke git.commit
+    """
+    from . import trust as approvals  # only here: nothing else needs the command's part
+
+    root = vault_path()
+    wanted = list(keys) or None
+    if revoke:
+        if not keys and not approve_all:
+            raise click.ClickException("Name the keys to withdraw (or --all); `agent-memory trust` lists them.")
+        gone = approvals.revoke(root, wanted)
+        emit({"revoked": gone}, lambda: click.echo(
+            f"Withdrew the approval of {', '.join(gone)}." if gone else "Nothing was approved for those keys."))
+        return
+    if keys or approve_all:
+        done = approvals.approve(root, wanted)
+        emit({"approved": [item.to_dict() for item in done]}, lambda: _print_approved(done))
+        return
+    items = approvals.review(root)
+    emit({"settings": [item.to_dict() for item in items]}, lambda: _print_review(items, root))
+
+
+def _print_approved(done: list[Any]) -> None:
+    if not done:
+        click.echo("Nothing to approve: everything the vault asks for is approved already (or it asks for nothing).")
+        return
+    click.echo("Approved for this clone:")
+    for item in done:
+        click.echo(f"  {printable(item.shown)}")
+
+
+def _print_review(items: list[Any], root: Path) -> None:
+    if not items:
+        click.echo("The vault asks for nothing that loosens a guard.")
+        return
+    for item in items:
+        state = "approved" if item.approved else click.style("not approved: ignored", fg="yellow")
+        click.echo(f"  {printable(item.shown)}  ({state})")
+    pending = list(dict.fromkeys(item.key for item in items if not item.approved))
+    if pending:
+        from .trust import approve_hint
+
+        click.echo(f"To approve: {printable(approve_hint(root, pending))}")
+
+
 @cli.command(name="merge-file")
 @click.argument("base", type=click.Path(dir_okay=False, path_type=Path))
 @click.argument("ours", type=click.Path(dir_okay=False, path_type=Path))
@@ -852,11 +918,10 @@ def import_(source: str, source_format: str | None) -> None:
             result = vault.import_memories(path, progress=progress, format=source_format)
         _import_summary(result)
         return
-    raw = sys.stdin.read() if source == "-" else _read_text(source)
-    try:
-        items = json.loads(raw)
-    except json.JSONDecodeError as exc:
-        raise click.ClickException(f"{source} is not valid JSON ({exc.msg} at line {exc.lineno}); nothing was imported.")
+    from .limits import load_json
+
+    raw = _decoded(sys.stdin.buffer.read(), "standard input") if source == "-" else _read_text(source)
+    items = load_json(raw, "standard input" if source == "-" else source)
     with open_vault() as vault, progress_bar("Importing memories") as progress:
         result = vault.import_memories(items, progress=progress)
     _import_summary(result)
@@ -885,9 +950,18 @@ IMPORT_PATHS_SHOWN = 20
 
 def _read_text(path: str) -> str:
     try:
-        return Path(path).read_text(encoding="utf-8")
+        data = Path(path).read_bytes()
     except OSError as exc:
         raise click.ClickException(f"Cannot read {path}: {exc.strerror}.") from exc
+    return _decoded(data, path)
+
+
+def _decoded(data: bytes, where: str) -> str:
+    try:
+        return data.decode("utf-8-sig")
+    except UnicodeDecodeError as exc:
+        raise click.ClickException(f"{where} is not UTF-8 text (byte {exc.start}); save it as UTF-8 and import it "
+                                   "again. Nothing was imported.") from None
 
 
 @cli.command()
@@ -1044,6 +1118,14 @@ def sync() -> None:
             click.echo(printable(f"  merged: {', '.join(result['merged'])}"))
         if result.get("split"):
             click.echo(printable(f"  two memories had one path; theirs kept as: {', '.join(result['split'])}"))
+        if result.get("tracked_private"):
+            click.echo(printable(f"  git tracks {', '.join(result['tracked_private'][:5])}"
+                                 f"{' and more' if len(result['tracked_private']) > 5 else ''}: this machine's index "
+                                 "and trash, never read as records, committed or pushed by agent-memory; take them "
+                                 "out of git: git rm -r --cached .index .trash, then commit"), err=True)
+        for item in result.get("withheld", []):
+            click.echo(printable(f"  not committed or pushed: {item} — remove it from the file (or approve its "
+                                 "fingerprint in secrets.allow), then sync again"), err=True)
         if "note" in result:
             click.echo(printable(result["note"]))
 

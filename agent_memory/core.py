@@ -18,7 +18,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, Self
 
-from . import credentials
+from . import credentials, trust
 from . import note as notes
 from .clock import Clock, humanize_age, iso, utcnow
 from .errors import InvalidInput, NotFound, StillSaving, VaultError, VaultGone
@@ -131,15 +131,21 @@ class VaultCore:
 
     @property
     def settings(self) -> Settings:
-        """``<vault>/.agent-memory.toml``, read again when it changes (a running server
-        follows a person's edit of it; a broken edit is a clear error on the next use)."""
+        """``<vault>/.agent-memory.toml`` as this clone approved it (``trust``): a value
+        that loosens a guard and is not approved is ignored, with a one-line warning on
+        stderr. Read again when the file or the approvals change (a running server follows
+        a person's edit; a broken edit is a clear error on the next use)."""
         try:
             found = os.stat(self.root / SETTINGS_FILE)
-            stamp: object = (found.st_mtime_ns, found.st_size, found.st_ino)
+            stamp: object = (found.st_mtime_ns, found.st_size, found.st_ino, trust.approvals_stamp(self.root))
         except OSError:
-            stamp = None
+            stamp = trust.approvals_stamp(self.root)
         if self._settings is None or self._settings[0] != stamp:
-            self._settings = (stamp, load_settings(self.root))
+            applied, asked = trust.effective(load_settings(self.root), trust.load_approvals(self.root))
+            self._settings = (stamp, applied)
+            pending = [item for item in asked if not item.approved]
+            if pending:
+                print(f"agent-memory: warning: {trust.ignored_warning(self.root, pending)}", file=sys.stderr)
         return self._settings[1]
 
     def guard_credentials(self, fields: dict[str, str], already: str = "") -> list[str]:

@@ -191,7 +191,7 @@ def _jwt_header(value: str) -> bool:
     head = value.split(".", 1)[0]
     try:
         decoded = json.loads(base64.urlsafe_b64decode(head + "=" * (-len(head) % 4)))
-    except (ValueError, binascii.Error, UnicodeDecodeError):
+    except (ValueError, binascii.Error, UnicodeDecodeError, RecursionError):
         return False
     return isinstance(decoded, dict) and ("alg" in decoded or "typ" in decoded)
 
@@ -481,6 +481,67 @@ def redact(text: str, findings: Sequence[Finding]) -> str:
     return "".join(out)
 
 
+# A credential word, then ":", "=", ":=", "=>", "is" or "was", then its value: in a file
+# name or a commit message the value goes, whatever it looks like ("password: hunter2").
+# A word glued to letters or digits is another word ("tokens", "spin"); "_" and "-" join
+# words of one name ("DB_PASSWORD=…"), and so does an upper-case name ("DBPASSWORD=…").
+# A phrase without such a value stays intact.
+_CREDENTIAL_WORD = (
+    r"(?<![A-Za-z0-9])(?:pass(?:word|phrase|wd|code)|pwd|pin|secret|token|credentials?|otp"
+    r"|(?:api|access|auth|private|secret|signing|ssh)[ _-]?key|apikey"
+    # an upper-case name with the word glued on: DBPASSWORD (DB_PASSWORD once markdown took the "_")
+    r"|(?-i:[A-Z0-9]+(?:PASSWORD|PASSWD|PASSPHRASE|PWD|SECRET|TOKEN|APIKEY)))"
+    r"(?:[ _-]?(?:key|token|value|code|number|string))?(?![A-Za-z0-9])"
+)
+_NAMED_VALUE = re.compile(
+    _CREDENTIAL_WORD + r"[\"']?(?:[ \t]*(?P<sign>:=|=>|[:=])|[ \t]+(?P<verb>is|was|are|were)(?![A-Za-z0-9])[ \t]*:?)"
+    r"[ \t]*(?P<value>[^\n]*)",
+    re.IGNORECASE,
+)
+# After "is"/"was" these words start no value: "the token is in the vault", "… is not set".
+_NOT_A_VALUE = frozenset(
+    "a an the in on at of for from to into under with within not no now still being been here there also only "
+    "kept stored saved set rotated expired revoked valid invalid missing required needed managed shared "
+    "available unknown empty same different".split()
+)
+_CLAUSE_END = re.compile(r"[,;|]|\.(?:\s|$)|\s[-–—]\s")
+REDACTED = "[redacted]"
+
+
+def redact_named_values(text: str) -> str:
+    """``text`` with the value after each credential word redacted, up to the end of its
+    clause (``,``, ``;``, ``. ``, a dash, the line): "The wifi password: hunter2, ask Bo"
+    becomes "The wifi password: [redacted], ask Bo". "token budget", "pin numpy", "the
+    password policy" and "the token is in the vault" have no value and stay."""
+    out: list[str] = []
+    pos = 0
+    for match in _NAMED_VALUE.finditer(text):
+        if match.start() < pos:
+            continue
+        start = match.start("value")
+        rest = text[start:]
+        end = _CLAUSE_END.search(rest)
+        value = rest[: end.start()] if end else rest
+        value = value.rstrip(" \t.:!?)")
+        if not value.strip():
+            continue
+        first = value.split()[0].strip("\"'`").lower()
+        if match["verb"] and first in _NOT_A_VALUE:
+            continue
+        out.append(text[pos:start])
+        out.append(REDACTED)
+        pos = start + len(value)
+    out.append(text[pos:])
+    return "".join(out)
+
+
+def redact_for_names(text: str) -> str:
+    """``text`` fit for a file name or a commit message (SPEC §3): every credential found
+    (approved or not: a name is shown everywhere) as ``[redacted <kind>]``, and every
+    value that follows a credential word as ``[redacted]``."""
+    return redact_named_values(redact(text, find_credentials(text)))
+
+
 _LISTED = 5  # findings named in one message; the rest are counted
 
 Found = Sequence[Finding] | Mapping[str, Sequence[Finding]]  # one text, or where -> findings
@@ -528,7 +589,8 @@ def refusal_message(findings: Found, where: str = "the content") -> str:
         "Remove the secret and remember where it lives instead (e.g. \"the deploy token is in the team "
         f"password manager under 'CI'\"). If it is not a secret, approve it by adding its fingerprint to "
         f"secrets.allow in {SETTINGS_FILE_NAME} ([secrets] allow = [{_fingerprints(found)}]), or set "
-        f'secrets.mode = "warn" there to store such text with a warning.'
+        f'secrets.mode = "warn" there to store such text with a warning; either applies once approved in this '
+        "clone (agent-memory trust)."
     )
 
 
@@ -537,7 +599,7 @@ def warning_message(findings: Found, where: str = "the content") -> str:
     return (
         f"Warning: stored, but found what looks like {_describe(_by_where(findings, where))}. "
         f"If it is a secret, remove it from the memory (and from git history); if not, add its "
-        f"fingerprint to secrets.allow in {SETTINGS_FILE_NAME} to silence this."
+        f"fingerprint to secrets.allow in {SETTINGS_FILE_NAME} (then agent-memory trust) to silence this."
     )
 
 

@@ -14,7 +14,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from . import credentials, gitrepo
+from . import credentials, gitrepo, trust
 from . import note as notes
 from .errors import SettingsError
 from .index import SCHEMA_VERSION, FileFacts, Index, link_key
@@ -84,7 +84,7 @@ def check_vault(root: Path, index_dir: Path | None = None) -> list[Check]:
     links: list[tuple[str, str, str]] = []  # (file, relation, target as written)
     secrets: list[str] = []
     try:
-        allowed = frozenset(load_settings(root).secrets_allow)
+        allowed = frozenset(trust.settings_for(root).secrets_allow)  # as this clone approved it
     except SettingsError as exc:
         allowed = frozenset()
         problems.append(f"{exc}")
@@ -133,6 +133,7 @@ def check_vault(root: Path, index_dir: Path | None = None) -> list[Check]:
     driver = gitrepo.driver_problem(root)
     if driver is not None:
         checks.append(Check("merge driver", False, driver))
+    checks.append(_check_approvals(root))
     return checks
 
 
@@ -148,6 +149,21 @@ def check_records(root: Path) -> Check:
     return Check("records", False, f"{len(found)} record(s) not acted on: look at each, then `agent-memory doctor "
                  "--apply ID` if it is yours (from another of your machines, or your state folder was lost) or "
                  "`--discard ID`", [r.line() for r in found])
+
+
+def _check_approvals(root: Path) -> Check:
+    """What the vault's settings and .prompts/ ask for that loosens a guard and this
+    clone has not approved: ignored, which is safe, so no problem — but said."""
+    try:
+        pending = [item for item in trust.review(root) if not item.approved]
+    except SettingsError:
+        pending = []  # the files check reports the broken settings file
+    if not pending:
+        return Check("settings approval", True, "nothing waits for approval")
+    keys = [item.key for item in pending]
+    return Check("settings approval", True, f"{len(pending)} value{'s' if len(pending) != 1 else ''} that loosen a "
+                 f"guard {'are' if len(pending) != 1 else 'is'} ignored until approved: {trust.approve_hint(root, keys)}",
+                 [item.shown for item in pending])
 
 
 def _check_semantic(root: Path, folder: Path, facts: dict[str, FileFacts]) -> Check:

@@ -8,8 +8,10 @@ the server) commits the journal after a short quiet spell, so writes that come c
 together make one commit; ``sync`` commits whatever is still pending, from any process.
 
 A commit touches only the journal's paths (``git commit --only``: a person's staged or
-unstaged work elsewhere is never included), runs the repository's hooks (a failing hook
-is logged and the writes stay pending: the files are the truth, the commit a record),
+unstaged work elsewhere is never included), runs no hook of the repository unless this
+clone opted in (``git.hooks = true``, approved; then a failing hook is logged and the
+writes stay pending: the files are the truth, the commit a record), runs no program the
+repository's own config names (``gitrepo.repository_overrides``),
 and is not attempted in a state this module does not understand — a detached HEAD, a
 rebase, merge or cherry-pick in progress, unmerged paths — which is said once in the
 log. A busy repository (someone else's ``index.lock``) is retried a few seconds later.
@@ -26,11 +28,15 @@ rewrite only). The committer never takes the vault's lock, so a commit never blo
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import logging
 import os
 import secrets
+import re
+import stat
 import subprocess
+import tempfile
 import threading
 import time
 from dataclasses import dataclass, field
@@ -38,15 +44,18 @@ from pathlib import Path
 from typing import Any, Self
 
 from . import confine
+from . import credentials
 from . import note as notes
 from .core import VaultCore
-from .errors import GitError, SyncConflict
-from .gitrepo import SAFE_CONFIG, replace_file
+from .errors import GitError, SettingsError, SyncConflict
+from .gitrepo import (BASE_CONFIG, DRIVER, DRIVER_NAME, HOOKS_OFF, SAFE_CONFIG, dubious_owner, driver_command,
+                      replace_file, repository_overrides)
 from .gitrepo import env as git_env
 from .locking import WriteLock, move_no_replace
 from .models import SyncResult
 from .register import digest, read_record, refusal, set_aside
 from .store import INDEX_DIRNAME, TMP_SUFFIX, is_memory_path
+from .trash import TRASH_DIRNAME
 
 log = logging.getLogger("agent_memory.git")
 
@@ -72,11 +81,18 @@ class Repo:
     top: Path
     prefix: str
     git_dir: Path
+    config_files: tuple[Path, ...] = ()  # the repository's own config files (.git/config, config.worktree)
+    hooks: bool = False  # the repository's hooks run (``git.hooks = true``, approved)
 
     def run(self, *args: str, timeout: float = LOCAL_TIMEOUT, env: dict[str, str] | None = None,
-            optional_locks: bool = False) -> subprocess.CompletedProcess[bytes]:
-        """``git -C <vault> <args>``: no shell, literal pathspecs, a timeout, no prompts."""
-        return _git(self.vault, *args, timeout=timeout, env=env, optional_locks=optional_locks)
+            optional_locks: bool = False, stdin: bytes | None = None) -> subprocess.CompletedProcess[bytes]:
+        """``git -C <vault> <args>``: no shell, literal pathspecs, a timeout, no prompts,
+        no hooks (unless opted in) and no program the repository's own config names but
+        our merge driver, pinned to this install's command."""
+        config = (*BASE_CONFIG, *(() if self.hooks else HOOKS_OFF), *_DRIVER_PIN,
+                  *repository_overrides(self.vault, self.config_files, keep=DRIVER))
+        return _git(self.vault, *args, timeout=timeout, env=env, optional_locks=optional_locks, config=config,
+                    stdin=stdin)
 
     def ok(self, *args: str, **kwargs: Any) -> str:
         """Run git; its stdout, or ``GitError`` with git's first line."""
@@ -115,16 +131,22 @@ _OPERATIONS = (
 )
 
 
+# Our merge driver as this install runs it, whatever a .git/config synced from elsewhere says.
+_DRIVER_PIN = ("-c", f"merge.{DRIVER}.name={DRIVER_NAME}", "-c", f"merge.{DRIVER}.driver={driver_command()}")
+
+
 def _git(cwd: Path, *args: str, timeout: float = LOCAL_TIMEOUT, env: dict[str, str] | None = None,
-         optional_locks: bool = False) -> subprocess.CompletedProcess[bytes]:
+         optional_locks: bool = False, config: tuple[str, ...] = SAFE_CONFIG,
+         stdin: bytes | None = None) -> subprocess.CompletedProcess[bytes]:
     environment = git_env()
     environment.update(GIT_LITERAL_PATHSPECS="1", GIT_EDITOR="true", GIT_MERGE_AUTOEDIT="no")
     if optional_locks:
         environment.pop("GIT_OPTIONAL_LOCKS", None)
     environment.update(env or {})
     try:
-        return subprocess.run(["git", "-C", str(cwd), *SAFE_CONFIG, *args], capture_output=True,
-                              stdin=subprocess.DEVNULL, timeout=timeout, env=environment, check=False)
+        return subprocess.run(["git", "-C", str(cwd), *config, *args], capture_output=True, input=stdin,
+                              stdin=None if stdin is not None else subprocess.DEVNULL, timeout=timeout,
+                              env=environment, check=False)
     except FileNotFoundError:
         raise GitError("git is not installed (or not on PATH); agent-memory cannot commit or sync the vault.") from None
     except subprocess.TimeoutExpired:
@@ -147,13 +169,18 @@ def first_line(done: subprocess.CompletedProcess[bytes]) -> str:
 
 def find_repo(vault: Path) -> Repo | None:
     """The repository holding ``vault``, or None when it is not in one."""
-    done = _git(vault, "rev-parse", "--show-toplevel", "--show-prefix", "--absolute-git-dir")
+    done = _git(vault, "rev-parse", "--show-toplevel", "--show-prefix", "--absolute-git-dir",
+                "--git-path", "config", "--git-path", "config.worktree")
     if done.returncode != 0:
         if b"not a git repository" in done.stderr:
             return None
+        refused = dubious_owner(done.stderr)
+        if refused:
+            raise GitError(refused + ".")
         raise GitError(f"git cannot read the vault's repository: {first_line(done)}.")
-    top, prefix, git_dir = (done.stdout.decode("utf-8", "surrogateescape").split("\n") + ["", "", ""])[:3]
-    return Repo(vault=vault, top=Path(top), prefix=prefix, git_dir=Path(git_dir))
+    top, prefix, git_dir, config, worktree = (done.stdout.decode("utf-8", "surrogateescape").split("\n") + [""] * 5)[:5]
+    return Repo(vault=vault, top=Path(top), prefix=prefix, git_dir=Path(git_dir),
+                config_files=(vault / config, vault / worktree))
 
 
 def _state_problem(repo: Repo) -> tuple[str, str] | None:
@@ -215,7 +242,7 @@ class Pending:
         for line in lines:
             try:
                 entry = json.loads(line)
-            except ValueError:
+            except (ValueError, RecursionError):
                 continue
             paths = entry.get("paths") if isinstance(entry, dict) else None
             if isinstance(paths, list) and isinstance(entry.get("message"), str):
@@ -302,9 +329,12 @@ class GitState:
         self._said: set[str] = set()
 
     def repository(self) -> Repo | None:
+        """The vault's repository; its hooks run only when ``git.hooks`` is on (approved)."""
         if self._repo is None and time.monotonic() - self._looked > self.RECHECK:
             self._looked = time.monotonic()
             self._repo = find_repo(self.vault.root)
+        if self._repo is not None and self._repo.hooks != self.vault.settings.git_hooks:
+            self._repo = dataclasses.replace(self._repo, hooks=self.vault.settings.git_hooks)
         return self._repo
 
     def say_once(self, key: str, sentence: str) -> None:
@@ -378,7 +408,7 @@ def describe(vault: VaultCore, changes: list[tuple[str, str, str]]) -> tuple[lis
         message = one_or_many("remember", kinds["created"], "import")
     else:
         message = one_or_many("update", kinds.get("changed", []), "update")
-    return [p for p in paths if _safe_path(p)], message
+    return [p for p in paths if _safe_path(p)], credentials.redact_for_names(message)
 
 
 # --------------------------------------------------------------------------- committing
@@ -394,6 +424,7 @@ class Outcome:
     message: str = ""
     paths: list[str] = field(default_factory=list)
     problem: str = ""  # for "busy"/"refused": which state ("busy", "detached", "unmerged")
+    withheld: list[str] = field(default_factory=list)  # "path: kind (fingerprint …)": not committed
 
 
 def _changed_paths(repo: Repo, paths: list[str]) -> tuple[list[str], list[str]]:
@@ -426,7 +457,8 @@ def _identity(repo: Repo, author: str) -> tuple[list[str], dict[str, str]]:
 
 
 def _message(entries: list[dict[str, Any]]) -> str:
-    messages = [e["message"] for e in entries]
+    """The commit's message: never a credential, nor a password's value (SPEC §3)."""
+    messages = [credentials.redact_for_names(e["message"]) for e in entries]
     if len(messages) == 1:
         return messages[0]
     return f"{messages[0]} (+{len(messages) - 1} more)\n\n" + "\n".join(f"- {m}" for m in messages) + "\n"
@@ -444,9 +476,13 @@ def commit_pending(vault: VaultCore, state: GitState, repo: Repo) -> Outcome:
         return Outcome("busy" if kind == "busy" else "refused", len(entries), message=sentence, problem=kind)
     paths = list(dict.fromkeys(p for e in entries for p in e["paths"]))
     changed, untracked = _changed_paths(repo, paths) if paths else ([], [])
-    if not changed:  # undone since, or committed by a person already
-        state.pending.drop(taken)
-        return Outcome("nothing", len(entries))
+    held = _holding_credentials(vault, changed)
+    withheld = [f"{rel}: {why}" for rel, why in held.items()]
+    changed = [p for p in changed if p not in held]
+    untracked = [p for p in untracked if p not in held]
+    if not changed:  # undone since, committed by a person already, or all withheld
+        _keep_pending(state, taken, entries, held)
+        return Outcome("nothing", len(entries), withheld=withheld)
     if untracked:
         added = repo.run("add", "-A", "--", *untracked, optional_locks=True)
         if added.returncode != 0:
@@ -458,9 +494,53 @@ def commit_pending(vault: VaultCore, state: GitState, repo: Repo) -> Outcome:
         if untracked:  # give the person's staging area back as it was
             repo.run("reset", "-q", "--", *untracked, optional_locks=True)
         return _failed(repo, done, len(entries), changed)
-    state.pending.drop(taken)
+    _keep_pending(state, taken, entries, held)
     head = repo.run("rev-parse", "HEAD").stdout.decode().strip()
-    return Outcome("committed", len(entries), head, _message(entries).split("\n")[0], changed)
+    return Outcome("committed", len(entries), head, _message(entries).split("\n")[0], changed, withheld=withheld)
+
+
+def _holding_credentials(vault: VaultCore, paths: list[str]) -> dict[str, str]:
+    """Of the files about to be committed, those holding a credential not in
+    ``secrets.allow`` (a person's hand edit included), or that cannot be read to be
+    checked: path -> what was found (kinds and fingerprints, never the value). A file
+    that is gone is a deletion: nothing of it leaves."""
+    settings = vault.settings
+    held: dict[str, str] = {}
+    for rel in paths:
+        try:
+            data = _as_committed(vault.root / rel)
+        except FileNotFoundError:
+            continue
+        except OSError as exc:
+            held[rel] = f"cannot be read to check it for credentials ({exc.strerror or exc})"
+            continue
+        found = credentials.check_text(data.decode("utf-8", "replace"), settings)
+        if found:
+            held[rel] = ", ".join(f"{f.kind} (line {f.line}, fingerprint {f.fingerprint})" for f in found[:3]) + (
+                f" and {len(found) - 3} more" if len(found) > 3 else "")
+    return held
+
+
+def _as_committed(path: Path) -> bytes:
+    """What git would commit for ``path``: a regular file's bytes, a symlink's target text
+    (git stores the link, never what it points to); nothing for anything else."""
+    info = os.lstat(path)
+    if stat.S_ISLNK(info.st_mode):
+        return os.fsencode(os.readlink(path))
+    if not stat.S_ISREG(info.st_mode):
+        return b""
+    fd = os.open(path, os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_NONBLOCK", 0))
+    with os.fdopen(fd, "rb") as handle:
+        return handle.read()
+
+
+def _keep_pending(state: GitState, taken: int, entries: list[dict[str, Any]], held: dict[str, str]) -> None:
+    """Drop the committed journal lines; a withheld file stays pending, so the next commit
+    takes it once the credential is removed (or its fingerprint approved)."""
+    state.pending.drop(taken)
+    waiting = [entry for entry in entries if any(p in held for p in entry["paths"])]
+    if waiting:  # one line for them all: edits of a withheld file never pile up in the journal
+        state.pending.add({"paths": list(held), "message": waiting[0]["message"], "at": time.time()})
 
 
 def _failed(repo: Repo, done: subprocess.CompletedProcess[bytes], writes: int, paths: list[str]) -> Outcome:
@@ -580,6 +660,9 @@ class Committer:
                 outcome = commit_pending(self.vault, state, repo)
         except Exception as exc:  # noqa: BLE001 - the committer outlives any one failure, and says it
             outcome = Outcome("failed", message=str(exc))
+        for item in outcome.withheld:
+            state.say_once(f"withheld {item}", f"not committed: {item}, not in secrets.allow; remove it from the "
+                           "file (or approve its fingerprint), and the next commit takes it")
         if outcome.status == "committed":
             state.all_well()
             log.info("%s: committed %s (%d write%s)", self.vault.root, outcome.message, outcome.writes,
@@ -645,16 +728,31 @@ class GitSync(VaultCore):
             for _attempt in range(PUSH_TRIES):
                 with self._writing():  # tool writes wait; each round commits what they left first
                     branch, remote, merge_ref = _upstream(repo)
-                    committed = _commit_for_sync(self, state, repo)
+                    committed, withheld = _commit_for_sync(self, state, repo)
                     _fetch(repo, remote)
                     step = self._integrate(repo, branch, remote, merge_ref)
                 step["committed"] = committed
+                if withheld:
+                    step["withheld"] = withheld
+                private = tracked_private(repo)
+                if private:
+                    step["tracked_private"] = private
                 result = step if result is None else _added(result, step)
                 refused, result["pushed"] = _push(repo, remote, merge_ref)
                 if not refused:
+                    self._settings_pulled(result)
                     return result
         raise GitError(f"The remote kept refusing the push (others pushed meanwhile, {PUSH_TRIES} tries); "
                        "run agent-memory sync again.")
+
+    def _settings_pulled(self, result: SyncResult) -> None:
+        """Read the settings again after a pull: a loosening value that came with it is
+        named now (``settings`` warns), and a broken file is said, not raised: the sync
+        itself went through."""
+        try:
+            self.settings  # noqa: B018 - read for its warning
+        except SettingsError as exc:
+            result["note"] = f"{result.get('note', '')} {exc}".strip()
 
     def _integrate(self, repo: Repo, branch: str, remote: str, merge_ref: str) -> SyncResult:
         """Join the upstream branch into HEAD and update the index; under both locks."""
@@ -672,6 +770,13 @@ class GitSync(VaultCore):
         if base == up:
             return result  # only local commits: nothing to pull
         result["pulled"] = int(repo.ok("rev-list", "--count", f"{base}..{up}").strip() or 0)
+        _check_merge_attributes(repo, old, up)
+        planted = _private_changes(repo, base, up)
+        if planted:
+            raise GitError(f"Cannot sync: the commits to pull add or change {_shown(planted)}, under the vault's "
+                           f"{INDEX_DIRNAME}/ or {TRASH_DIRNAME}/: pulling them would overwrite this machine's index, "
+                           "records or trash. Nothing was pulled or pushed. Whoever pushed them should take them out "
+                           f"of git (git rm -r --cached {INDEX_DIRNAME} {TRASH_DIRNAME}, commit, push); then sync again.")
         dirty = _dirty(repo)
         stashes = _stash_count(repo)
         if base == old:
@@ -747,12 +852,14 @@ def _added(before: SyncResult, after: SyncResult) -> SyncResult:
     for key in ("committed", "pulled", "indexed"):
         after[key] += before[key]
     after["merged"] = sorted({*before["merged"], *after["merged"]})
+    if "withheld" in before:
+        after["withheld"] = sorted({*before["withheld"], *after.get("withheld", [])})
     if after["method"] == "none":
         after["method"] = before["method"]
     return after
 
 
-def _commit_for_sync(vault: VaultCore, state: GitState, repo: Repo) -> int:
+def _commit_for_sync(vault: VaultCore, state: GitState, repo: Repo) -> tuple[int, list[str]]:
     problem = _state_problem(repo)
     if problem is not None:
         raise GitError(f"Cannot sync: {problem[1]}.")
@@ -761,7 +868,73 @@ def _commit_for_sync(vault: VaultCore, state: GitState, repo: Repo) -> int:
         raise GitError(f"Cannot sync: the pending tool writes could not be committed: {outcome.message}.")
     if outcome.status in ("busy", "refused"):
         raise GitError(f"Cannot sync: {outcome.message}.")
-    return outcome.writes if outcome.status == "committed" else 0
+    return (outcome.writes if outcome.status == "committed" else 0), outcome.withheld
+
+
+_PRIVATE = (INDEX_DIRNAME, TRASH_DIRNAME)  # this machine's index, records and trash: never shared
+
+
+def _private_changes(repo: Repo, a: str | None, b: str) -> list[str]:
+    """Files under the vault's ``.index/`` or ``.trash/`` that commit ``b`` adds or changes
+    since ``a`` (None: every such file ``b`` holds); deletions are fine: they take them out."""
+    if a is None:
+        out = repo.ok("ls-tree", "-r", "-z", "--name-only", b, "--", *_PRIVATE)
+    else:
+        out = repo.ok("diff", "--name-only", "-z", "--no-renames", "--diff-filter=AMTC", "--relative", a, b,
+                      "--", *_PRIVATE)
+    return sorted(p for p in out.split("\0") if p)
+
+
+def tracked_private(repo: Repo) -> list[str]:
+    """Files under the vault's ``.index/`` or ``.trash/`` that git tracks (force-added by
+    someone): never read as records, never committed or pushed by the tool."""
+    return sorted(p for p in repo.ok("ls-files", "-z", "--", *_PRIVATE).split("\0") if p)
+
+
+def _shown(paths: list[str]) -> str:
+    return ", ".join(paths[:5]) + (f" and {len(paths) - 5} more" if len(paths) > 5 else "")
+
+
+# How git may merge a memory file: its own text merge (unspecified, set, "text") or ours.
+_MERGES_KEPT = {"unspecified", "set", "text", DRIVER}
+
+
+def _check_merge_attributes(repo: Repo, old: str, up: str) -> None:
+    """Refuse to pull when git would merge memory files some other way than by its text
+    merge or ours — ``binary`` or ``-merge`` (one side silently kept), ``union``, another
+    driver — as the attributes say now, or as a pulled ``.gitattributes`` would say: a
+    teammate's line must not silently change how this clone merges memories. ``git
+    setup`` pins ours in ``.git/info/attributes``, which no pull changes."""
+    found = _merge_attributes(repo, repo.ok("ls-files", "-z").split("\0"))
+    if any(name.rsplit("/", 1)[-1] == ".gitattributes" for name in _names(repo, old, up, whole=True)):
+        with tempfile.TemporaryDirectory(prefix="agent-memory-attributes-") as folder:
+            index = {"GIT_INDEX_FILE": str(Path(folder) / "index")}  # the pulled tree; the real index untouched
+            repo.ok("read-tree", up, env=index)
+            pulled = repo.ok("ls-tree", "-r", "-z", "--name-only", up).split("\0")
+            found.update(_merge_attributes(repo, pulled, cached=True, env=index))
+    if found:
+        shown = ", ".join(f"{path} (merge={how})" for path, how in sorted(found.items())[:3])
+        more = f" and {len(found) - 3} more" if len(found) > 3 else ""
+        raise GitError(f"Cannot sync: git would merge memory files another way than line by line or with "
+                       f"agent-memory's driver: {shown}{more}, set by a .gitattributes here or in what would be "
+                       "pulled. Nothing was pulled or pushed. Run agent-memory git setup (it pins memory files to "
+                       "agent-memory's merge in .git/info/attributes, which no pull changes), or remove that line, "
+                       "then sync again.")
+
+
+def _merge_attributes(repo: Repo, paths: list[str], *, cached: bool = False,
+                      env: dict[str, str] | None = None) -> dict[str, str]:
+    """Memory files among ``paths`` (vault-relative) whose merge attribute is not one we keep."""
+    memory = [p for p in paths if p and is_memory_path(p)]
+    if not memory:
+        return {}
+    done = repo.run("check-attr", *(["--cached"] if cached else []), "-z", "--stdin", "merge", env=env,
+                    stdin=("\0".join(memory) + "\0").encode("utf-8", "surrogateescape"))
+    if done.returncode != 0:
+        raise GitError(f"git check-attr failed in {repo.top}: {first_line(done)}.")
+    fields = done.stdout.decode("utf-8", "surrogateescape").split("\0")
+    return {path: how for path, _attr, how in zip(fields[::3], fields[1::3], fields[2::3], strict=False)
+            if how not in _MERGES_KEPT}
 
 
 def _upstream(repo: Repo) -> tuple[str, str, str]:
@@ -782,8 +955,25 @@ def _upstream(repo: Repo) -> tuple[str, str, str]:
     return branch, remote, merge_ref
 
 
+_URL_SCHEME = re.compile(r"[A-Za-z][A-Za-z0-9+.-]*://")
+_SCP_LIKE = re.compile(r"[^/\\:]{2,}:")  # user@host:path (one letter before ':' is a Windows drive)
+
+
+def _local_pack_programs(repo: Repo, remote: str, option: str, program: str) -> list[str]:
+    """For a remote on this machine (a path, file://), ``--upload-pack``/``--receive-pack``
+    naming git's own program: git runs it here, and the repository's config
+    (``remote.<name>.uploadpack``, which a ``.git/`` synced from elsewhere can set, and
+    which ``-c`` cannot override) must not choose it. Remotes elsewhere run theirs there."""
+    url = repo.run("remote", "get-url", remote).stdout.decode("utf-8", "surrogateescape").strip()
+    scheme = _URL_SCHEME.match(url)
+    local = url.startswith("file://") if scheme else not _SCP_LIKE.match(url)
+    return [f"{option}={program}"] if local else []
+
+
 def _fetch(repo: Repo, remote: str) -> None:
-    done = repo.run("fetch", "--quiet", "--no-write-fetch-head", remote, timeout=NETWORK_TIMEOUT, optional_locks=True)
+    done = repo.run("fetch", "--quiet", "--no-write-fetch-head",
+                    *_local_pack_programs(repo, remote, "--upload-pack", "git-upload-pack"), remote,
+                    timeout=NETWORK_TIMEOUT, optional_locks=True)
     if done.returncode != 0:
         url = repo.run("remote", "get-url", remote).stdout.decode("utf-8", "replace").strip()
         raise GitError(f"Cannot reach the remote {remote} ({url}): {first_line(done)}. Nothing was pulled or pushed; "
@@ -793,10 +983,18 @@ def _fetch(repo: Repo, remote: str) -> None:
 def _push(repo: Repo, remote: str, merge_ref: str) -> tuple[bool, int]:
     """Push HEAD to the upstream branch: (refused because the remote moved on, commits sent)."""
     tracking = f"refs/remotes/{remote}/{merge_ref.removeprefix('refs/heads/')}"
-    ahead = int(repo.ok("rev-list", "--count", f"{tracking}..HEAD").strip() or 0) if _rev(repo, tracking) else 1
+    known = _rev(repo, tracking)
+    ahead = int(repo.ok("rev-list", "--count", f"{tracking}..HEAD").strip() or 0) if known else 1
     if not ahead:
         return False, 0
-    done = repo.run("push", "--porcelain", remote, f"HEAD:{merge_ref}", timeout=NETWORK_TIMEOUT, optional_locks=True)
+    sent = _private_changes(repo, known, "HEAD")
+    if sent:
+        raise GitError(f"Cannot push: the commits to push add or change {_shown(sent)}, under the vault's "
+                       f"{INDEX_DIRNAME}/ or {TRASH_DIRNAME}/, which hold this machine's index and trash and are never "
+                       f"pushed by agent-memory. Take them out of git (git rm -r --cached {INDEX_DIRNAME} "
+                       f"{TRASH_DIRNAME}, then commit), then sync again; the commits are kept locally.")
+    done = repo.run("push", "--porcelain", *_local_pack_programs(repo, remote, "--receive-pack", "git-receive-pack"),
+                    remote, f"HEAD:{merge_ref}", timeout=NETWORK_TIMEOUT, optional_locks=True)
     if done.returncode == 0:
         return False, ahead
     # Porcelain: "!<TAB>HEAD:refs/heads/main<TAB>[rejected] (fetch first)". Only "[rejected]"
@@ -814,9 +1012,10 @@ def _rev(repo: Repo, name: str) -> str | None:
     return done.stdout.decode().strip() or None if done.returncode == 0 else None
 
 
-def _names(repo: Repo, a: str, b: str) -> list[str]:
-    """Vault-relative files that differ between two commits (inside the vault only)."""
-    out = repo.ok("diff", "--name-only", "-z", "--no-renames", "--relative", a, b)
+def _names(repo: Repo, a: str, b: str, *, whole: bool = False) -> list[str]:
+    """Vault-relative files that differ between two commits (inside the vault only; with
+    ``whole``, the whole repository's, repository-relative)."""
+    out = repo.ok("diff", "--name-only", "-z", "--no-renames", *(() if whole else ("--relative",)), a, b)
     return [p for p in out.split("\0") if p]
 
 

@@ -57,6 +57,19 @@ class SyncPlan:
     forgotten: int = 0  # memories forgotten here since an earlier import: not brought back
 
 
+def _twin(item: dict[str, Any], claimed: dict[str, str]) -> dict[str, Any]:
+    """The item, under an id derived from its id and content (``transfer.twin_id``) when an
+    earlier item of the batch claimed that id with other content: both are kept."""
+    memory_id = transfer.own_id(item)
+    content = item.get("content")
+    if memory_id is None or not isinstance(content, str) or item.get("placeholder"):
+        return item
+    first = claimed.setdefault(memory_id, content)
+    if transfer.plain(first) == transfer.plain(content):
+        return item
+    return {**item, "id": transfer.twin_id(memory_id, content)}
+
+
 class Importing(VaultCore):
     def _plan_sync(self, items: list[Any], now: dt.datetime) -> SyncPlan:
         """Check every item and compute every file, before anything is written."""
@@ -67,10 +80,12 @@ class Importing(VaultCore):
         taken: set[str] = set()
         updating: dict[str, str] = {}  # a vault file an item updates -> the item
         forgotten = {e.id for e in self.store.trash.entries() if e.reason == "forgotten"}  # by a tool or a person
+        claimed: dict[str, str] = {}  # an id -> the content of the first item that claimed it
         for n, item in enumerate(items):
             where = f"Item {n}"
             if not isinstance(item, dict):
                 raise InvalidInput(f"{where} is not an object; nothing was imported.")
+            item = _twin(item, claimed)
             try:
                 entry = self._sync_entry(where, item, now)
             except (InvalidInput, ValueError) as exc:

@@ -39,6 +39,10 @@ MAX_OFFSET = 1_000_000_000
 # A TTL shorter than this would expire before the caller could read the memory back.
 MIN_TTL_DAYS = 1 / 1440  # one minute
 MAX_TTL_DAYS = 36500
+# How deep an import's data may nest (lists and objects in one another): an item's values
+# become front matter, a few levels at most; deeper data is a mistake or an attack on the
+# recursive code that reads and writes it.
+MAX_NESTING = 32
 
 
 def check_text(value: str | None, what: str) -> str | None:
@@ -47,6 +51,74 @@ def check_text(value: str | None, what: str) -> str | None:
     if isinstance(value, str) and "\x00" in value:
         raise InvalidInput(f"{what} contains a NUL character (\\x00); remove it.")
     return value
+
+
+MAX_NAME_BYTES = 255  # one file or folder name, in UTF-8: what common file systems hold
+MAX_PATH_BYTES = 3072  # a whole vault-relative path: room under PATH_MAX (4096) for the vault's own
+
+
+def long_name(path: str, suffix: str = "") -> str | None:
+    """The first name in ``path`` (``/``-separated) over ``MAX_NAME_BYTES``, the last one
+    with ``suffix`` added unless it ends so already; None when every name fits."""
+    parts = path.replace("\\", "/").split("/")
+    if suffix and parts and not parts[-1].endswith(suffix):
+        parts[-1] += suffix
+    return next((p for p in parts if len(p.encode("utf-8", "surrogatepass")) > MAX_NAME_BYTES), None)
+
+
+def check_names(path: str, what: str, suffix: str = "") -> str:
+    """Refuse a path with a file or folder name the file system cannot hold, in one line
+    (the OS would say "File name too long" from deep inside a write)."""
+    total = len(path.encode("utf-8", "surrogatepass"))
+    if total > MAX_PATH_BYTES:
+        raise InvalidInput(f"{what} is {total:,} bytes long; a path holds at most {MAX_PATH_BYTES:,}. Choose a "
+                           "shorter one.")
+    name = long_name(path, suffix)
+    if name is not None:
+        size = len(name.encode("utf-8", "surrogatepass"))
+        raise InvalidInput(f"{what} has a name of {size} bytes ({name[:24]}…); file and folder names hold at most "
+                           f"{MAX_NAME_BYTES} bytes. Choose a shorter name.")
+    return path
+
+
+def load_json(text: str, where: str) -> Any:
+    """JSON text parsed; ``InvalidInput`` in one line for a syntax error or for nesting
+    deeper than the parser can follow (``[[[[…`` would otherwise be a RecursionError)."""
+    import json
+
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise InvalidInput(f"{where} is not valid JSON ({exc.msg} at line {exc.lineno}); nothing was imported.") from None
+    except RecursionError:
+        raise InvalidInput(f"{where} nests lists or objects too deeply to read (at most {MAX_NESTING} levels "
+                           "are imported); nothing was imported.") from None
+
+
+def check_import_data(data: Any, where: str = "The import") -> Any:
+    """What an import writes, refused in one line when it nests deeper than
+    ``MAX_NESTING`` or holds a NUL character in any text or key (no file name, YAML
+    value or SQLite query holds one faithfully). Walked without recursion."""
+    stack: list[tuple[Any, int, str]] = [(data, 0, where)]
+    while stack:
+        value, depth, at = stack.pop()
+        if isinstance(value, str):
+            if "\x00" in value:
+                raise InvalidInput(f"{at} contains a NUL character (\\x00); remove it. Nothing was imported.")
+            continue
+        if not isinstance(value, (list, dict)):
+            continue
+        if depth >= MAX_NESTING:
+            raise InvalidInput(f"{at} nests lists or objects more than {MAX_NESTING} levels deep; nothing was imported.")
+        if isinstance(value, dict):
+            for key, item in value.items():
+                if isinstance(key, str) and "\x00" in key:
+                    raise InvalidInput(f"{at} has a key that contains a NUL character (\\x00); remove it. "
+                                       "Nothing was imported.")
+                stack.append((item, depth + 1, f"{at}, {str(key)[:40]!r}" if depth else f"{at}"))
+        else:
+            stack.extend((item, depth + 1, f"Item {n}" if depth == 0 else at) for n, item in enumerate(value))
+    return data
 
 
 def check_content(content: str) -> str:

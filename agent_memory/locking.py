@@ -151,7 +151,7 @@ class Generations:
     def _read(self) -> dict[str, int]:
         try:
             loaded = json.loads(self.path.read_text(encoding="utf-8"))
-        except (OSError, ValueError):
+        except (OSError, ValueError, RecursionError):  # damaged or planted: no counts
             return {}
         return {str(k): v for k, v in loaded.items() if isinstance(v, int)} if isinstance(loaded, dict) else {}
 

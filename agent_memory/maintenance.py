@@ -17,7 +17,8 @@ from .core import _UNREAD, Progress
 from .errors import InvalidInput, NotFound, PathRefused, disk_error
 from .importing import Importing, SyncPlan
 from .index import SCHEMA_VERSION, TOKENIZER, FileFacts, Filters
-from .limits import MAX_BATCH, check_content, check_limit, check_offset, check_text, namespace_filter
+from .limits import (MAX_BATCH, check_content, check_import_data, check_limit, check_offset, check_text,
+                     namespace_filter)
 from .models import ExportedMemory, ExportPage, GcResult, ImportResult, RestoreResult, Stats, TrashEntry
 from .staging import NotPublished, Staging
 from .trash import LEDGER_NAME
@@ -154,6 +155,7 @@ class Maintenance(Importing):
             items = importers.importer(format)(items)
         if not isinstance(items, list):
             raise InvalidInput("Import expects a JSON array of memories (as written by export).")
+        check_import_data(items)  # no NUL, no nesting past MAX_NESTING, anywhere it would be written
         with self._writing():
             # Under the lock no other import runs: a staging folder now is one a crash left.
             # Finish or drop it first (a long-running server would otherwise refuse imports).
@@ -207,6 +209,8 @@ class Maintenance(Importing):
                             ids=[ids[rel] for rel in written], paths=written)
 
     def _plan_import(self, items: list[Any], now: dt.datetime) -> tuple[list[tuple[str, bytes]], int, int]:
+        """Every item checked and its file computed, before anything is written:
+        (files, duplicates, expired)."""
         plans: list[tuple[str, bytes]] = []
         seen: set[tuple[str, str]] = set()
         seen_ids: set[str] = set()
@@ -251,6 +255,12 @@ class Maintenance(Importing):
             if not by_id and (key in seen or self.index.find_content(namespace, key[1], iso(now)) is not None):
                 duplicates += 1
                 continue
+            if memory_id is not None and memory_id in seen_ids:
+                # An earlier item of this import claimed the id with other content: both are
+                # kept, this one under an id derived from the id and its content.
+                memory_id = transfer.twin_id(memory_id, content)
+                data = _with_id(data, memory_id)
+                meta = {**meta, "id": memory_id}
             if memory_id is not None and (memory_id in seen_ids or self.index.by_id(memory_id, iso(now)) is not None):
                 duplicates += 1  # an older copy of a live memory: a second file would claim its id
                 continue
@@ -340,3 +350,9 @@ class Maintenance(Importing):
             row = self.index.by_path(entry.source)
         return RestoreResult(path=entry.source, id=row["id"] if row else entry.id, restored_from=entry.trash,
                              reason=entry.reason)
+
+
+def _with_id(data: bytes, memory_id: str) -> bytes:
+    """A file's bytes with its ``id`` set to ``memory_id`` (only that key rewritten)."""
+    text = data.decode("utf-8")
+    return notes.patch(text, {"id": memory_id}).encode("utf-8")

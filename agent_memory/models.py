@@ -367,6 +367,10 @@ class SyncResult(TypedDict):
     indexed: int  # files the index was brought up to date with
     note: NotRequired[str]
     split: NotRequired[list[str]]  # new names given to their side of two memories added at one path
+    # Files left uncommitted (and unpushed): "path: kind (fingerprint sha256:…)" for a
+    # credential not in secrets.allow; files under .index/ or .trash/ that git tracks.
+    withheld: NotRequired[list[str]]
+    tracked_private: NotRequired[list[str]]
 
 
 class FileContent(TypedDict):

@@ -462,7 +462,7 @@ def split_tags(value: Any) -> list[str]:
         if text.startswith("["):
             try:
                 parsed = json.loads(text)
-            except ValueError:
+            except (ValueError, RecursionError):  # "[[[[…": not a list of tags
                 parsed = None
             if isinstance(parsed, list):
                 return split_tags(parsed)

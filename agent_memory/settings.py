@@ -27,6 +27,11 @@ Example::
     commit = false
     author = "Agent <agent@example.com>"
     subfolder = false
+    hooks = false
+
+Values that loosen a guard (``secrets.mode = "warn"``, ``secrets.allow`` entries,
+``git.commit``, ``git.subfolder``, ``git.hooks``) apply only once this clone approved
+them (``trust.py``); ``load_settings`` reads the file as it is.
 """
 
 from __future__ import annotations
@@ -172,6 +177,8 @@ class Settings:
     git_commit: bool = _key("git.commit", False, _bool, "true or false")
     git_author: str = _key("git.author", "", _author, 'a string "Name <email>", or "" for git\'s own')
     git_subfolder: bool = _key("git.subfolder", False, _bool, "true or false")
+    # The repository's hooks run for the tool's own commits and pulls only when this is true.
+    git_hooks: bool = _key("git.hooks", False, _bool, "true or false")
 
 
 def _keys() -> dict[str, tuple[str, Key]]:
@@ -289,6 +296,9 @@ def _parse(text: str, shown: Path) -> dict[str, Any]:
     quotes that line (shortened) so the mistake is visible in the message itself."""
     try:
         return tomllib.loads(text)
+    except RecursionError:
+        raise SettingsError(f"The settings file {shown} nests arrays or tables too deeply to read; a settings "
+                            "file holds a few plain keys.") from None
     except tomllib.TOMLDecodeError as exc:
         message = str(exc)
         at = _TOML_AT.search(message)

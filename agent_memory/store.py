@@ -25,7 +25,7 @@ from pathlib import Path
 
 from slugify import slugify
 
-from . import confine, locking
+from . import confine, credentials, locking
 from .errors import NoVault, PathRefused, SavedMeanwhile, VaultError, disk_error
 from .register import digest, read_record, refusal, set_aside
 from .trash import TRASH_DIRNAME, Trash
@@ -81,7 +81,9 @@ def derived_id(now_ms: int, key: str) -> str:
 
 
 def make_slug(text: str) -> str:
-    slug = slugify(text, max_length=SLUG_MAX, word_boundary=True, save_order=True)
+    """A file name's stem from a title: never a credential, nor the value after a
+    credential word ("The wifi password: hunter2" -> ``the-wifi-password-redacted``)."""
+    slug = slugify(credentials.redact_for_names(text), max_length=SLUG_MAX, word_boundary=True, save_order=True)
     return slug or "memory"
 
 

@@ -18,8 +18,8 @@ from typing import Any
 from . import credentials
 from . import note as notes
 from .errors import InvalidInput
-from .limits import check_namespace, check_tags, check_text, check_written_tags
-from .store import TRASH_DIRNAME, Store, dated_folder, is_memory_path, make_slug, new_id
+from .limits import check_namespace, check_tags, check_text, check_written_tags, long_name
+from .store import TRASH_DIRNAME, Store, dated_folder, derived_id, is_memory_path, make_slug, new_id
 
 # A front-matter key import may write as it is: a YAML plain scalar that reads back as
 # itself (no ': ', ' #', leading indicator, newline or trailing space), in any script.
@@ -35,6 +35,24 @@ def own_id(meta: dict[str, Any]) -> str | None:
     if not isinstance(raw, (str, int)) or not str(raw).strip():
         return None
     return str(raw).strip()
+
+
+_CROCKFORD = "0123456789abcdefghjkmnpqrstvwxyz"
+
+
+def twin_id(memory_id: str, content: str) -> str:
+    """The id of an item that claims ``memory_id`` after an earlier item of the same
+    import did, with other content: derived from the id and the content's hash, so both
+    memories are kept and importing the same data again finds this one (no third copy).
+    An id in the tool's own format gives one in that format, of the same time (so a TTL
+    still applies); any other id gets ``-`` and 8 hex digits."""
+    digest = notes.content_hash(content)
+    if notes.is_tool_id(memory_id):
+        millis = 0
+        for char in memory_id[:10]:
+            millis = (millis << 5) | _CROCKFORD.index(char)
+        return derived_id(millis, f"{memory_id}:{digest}")
+    return f"{memory_id}-{digest[:8]}"
 
 
 def exported_file(item: dict[str, Any]) -> notes.Note | None:
@@ -326,9 +344,10 @@ def import_path(store: Store, path: Any, meta: dict[str, Any], content: str, now
     symlinked folder on its way, else lay the memory out by its creation date like a new one."""
     if isinstance(path, str):
         rel = path.replace("\\", "/").strip("/")
-        safe = is_memory_path(rel) and ".." not in rel.split("/") and not rel.startswith(TRASH_DIRNAME + "/")
-        if safe and not credentials.find_credentials(rel) and store.unaliased(rel):  # a name never carries one
+        safe = (is_memory_path(rel) and ".." not in rel.split("/") and not rel.startswith(TRASH_DIRNAME + "/")
+                and long_name(rel) is None)
+        if safe and credentials.redact_for_names(rel) == rel and store.unaliased(rel):  # a name never carries one
             return rel
     created = dt.datetime.fromisoformat(notes.to_utc(meta.get("created") or notes.to_utc(now)))
-    title = str(meta.get("title") or "") or notes.derive_title(content, "")
-    return f"{dated_folder(created)}/{make_slug(credentials.redact(title, credentials.find_credentials(title)))}.md"
+    title = str(meta.get("title") or "") or notes.derive_title(credentials.redact_for_names(content), "")
+    return f"{dated_folder(created)}/{make_slug(title)}.md"  # make_slug leaves out credentials

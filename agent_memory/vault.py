@@ -38,6 +38,7 @@ from .models import (
     HistoryResult,
     Hit,
     ListResult,
+    MoveResult,
     Memory,
     RecallGraph,
     RelatedNode,
@@ -47,7 +48,8 @@ from .models import (
     Statement,
     Summary,
 )
-from .limits import check_importance, check_limit, check_offset, check_tags, check_text, check_type, namespace_filter
+from .limits import (check_importance, check_limit, check_names, check_offset, check_tags, check_text, check_type,
+                     namespace_filter)
 from .reconcile import Reconcile
 from .settings import SETTINGS_FILE, checked_value
 from .store import GITIGNORE, Store, is_memory_path
@@ -470,6 +472,13 @@ class Vault(Writes, Links, Moves, Maintenance, Reconcile, GitSync):
     def _summary_of(memory: Memory) -> Summary:
         return Summary(**{key: memory[key] for key in Summary.__annotations__})  # type: ignore[typeddict-item, literal-required]
 
+    def move(self, memory_id: str, new_path: str) -> MoveResult:
+        """``Moves.move``, with a new path whose names the file system cannot hold (over
+        255 bytes, ``.md`` included) refused in one line first."""
+        if isinstance(new_path, str):
+            check_names(new_path.strip(), "new_path", suffix=".md")
+        return super().move(memory_id, new_path)
+
     def read_file(self, path: str, max_bytes: int = MAX_READ_BYTES) -> FileContent:
         """A text file inside the vault, as it is on disk.
 
@@ -481,7 +490,8 @@ class Vault(Writes, Links, Moves, Maintenance, Reconcile, GitSync):
         """
         if not isinstance(path, str) or not path.strip():
             raise InvalidInput("path is empty; give a vault-relative path such as 2026/07/20/some-memory.md.")
-        resolved = self.store.confine(check_text(path, "path").strip())  # type: ignore[union-attr]
+        check_text(path, "path")
+        resolved = self.store.confine(check_names(path.strip(), "path"))
         rel = resolved.relative_to(self.root.resolve()).as_posix()
         if resolved.is_dir():
             raise InvalidInput(f"{rel or '.'} is a folder in the vault; give the path of a file "

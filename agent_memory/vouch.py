@@ -241,7 +241,7 @@ def _lock_held(control_dir: Path) -> bool:
 def _health(control_dir: Path) -> dict[str, Any] | None:
     try:
         found = json.loads((control_dir / HEALTH_NAME).read_text(encoding="utf-8"))
-    except (OSError, ValueError):
+    except (OSError, ValueError, RecursionError):
         return None
     return found if isinstance(found, dict) else None
 
@@ -270,7 +270,7 @@ def vouched(control_dir: Path, root: Path, index_path: Path, wait: float | None 
                 answer = json.loads(ack.read_text(encoding="utf-8"))
             except FileNotFoundError:
                 answer = None
-            except (OSError, ValueError):
+            except (OSError, ValueError, RecursionError):
                 return False
             if answer is not None:
                 return isinstance(answer, dict) and answer.get("ok") is True and _lock_held(control_dir)

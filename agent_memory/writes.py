@@ -149,8 +149,10 @@ class Writes(VaultCore):
                 "importance": weight,
             }
             data = notes.render_new(fields, content).encode("utf-8")
-            named = title or notes.derive_title(content, "")
-            slug = make_slug(credentials.redact(named, credentials.find_credentials(named)))  # never in a file name
+            # Never a credential, nor a password's value, in a file name: redacted before the
+            # title is derived too (its markdown clean-up can glue "DB_PASSWORD" into one word).
+            named = title or notes.derive_title(credentials.redact_for_names(content), "")
+            slug = make_slug(named)
             folder = "/".join(p for p in (self.settings.memories_folder, dated_folder(now)) if p)
             rel, published = self.store.place(None, folder, slug, data)
             result = RememberResult(memory=self._as_written(rel, data, self._index_new(rel, data, published)),

@@ -82,6 +82,7 @@ def set_up(base: Path, shared: int, driver: bool) -> tuple[Path, list[Path], lis
         ids = [vault.remember(f"Shared fact {n}: the {WORDS[n % len(WORDS)]} owner is on the wiki.",
                               title=f"Shared {n}", tags=["shared"])["memory"]["id"] for n in range(shared)]
     (first / ".agent-memory.toml").write_text("[git]\ncommit = true\n")
+    cli(first, "trust", "git.commit")  # each clone's person approves the team's commit setting once
     if driver:
         done = cli(first, "git", "setup")
         if done.returncode != 0:
@@ -94,6 +95,7 @@ def set_up(base: Path, shared: int, driver: bool) -> tuple[Path, list[Path], lis
     for name in NAMES[1:]:
         clone = base / name
         subprocess.run(["git", "clone", "-q", str(remote), str(clone)], env=ENV, check=True)
+        cli(clone, "trust", "git.commit")
         if driver:
             cli(clone, "git", "setup")
         clones.append(clone)

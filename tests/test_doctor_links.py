@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 
+from agent_memory import trust
 from agent_memory.credentials import find_credentials
 from agent_memory.doctor import check_vault
 from agent_memory.vault import Vault
@@ -65,6 +66,8 @@ def test_a_hand_written_credential_is_named_by_kind_and_fingerprint_never_shown(
     assert AWS_KEY not in as_json.stdout + as_json.stderr and json.loads(as_json.stdout)["ok"] is False
     # approved in the vault's settings: no longer a problem
     (vault.root / ".agent-memory.toml").write_text(f'[secrets]\nallow = ["{finding.fingerprint}"]\n')
+    assert not _checks(vault.root)["credentials"].ok  # not until this clone approves it
+    trust.approve(vault.root, ["secrets.allow"])
     assert _checks(vault.root)["credentials"].ok
 
 

@@ -16,6 +16,7 @@ import pytest
 from click.testing import CliRunner
 from mcp import Client, StdioServerParameters
 
+from agent_memory import trust
 from agent_memory.cli import cli
 from agent_memory.errors import GitError, SyncConflict
 from agent_memory.gitsync import Committer
@@ -54,12 +55,19 @@ def files_of(repo: Path, rev: str = "HEAD") -> list[str]:
 SETTINGS = "[git]\ncommit = true\n"
 
 
+def write_settings(vault_dir: Path, text: str) -> None:
+    """The vault's settings as this clone's person writes them, and approves them
+    (``agent-memory trust``): values that loosen a guard apply only once approved."""
+    (vault_dir / ".agent-memory.toml").write_text(text)
+    trust.approve(vault_dir)
+
+
 def new_vault_repo(path: Path, settings: str = SETTINGS) -> Path:
     """A repository whose top folder is a vault with commits on, its first commit made."""
     path.mkdir(parents=True)
     git(path, "init", "-q", "-b", "main")
     Vault.init(path).close()
-    (path / ".agent-memory.toml").write_text(settings)
+    write_settings(path, settings)
     git(path, "add", "-A")
     git(path, "commit", "-q", "-m", "a vault")
     return path
@@ -74,6 +82,7 @@ def team(tmp_path: Path) -> tuple[Path, Path, Path]:
     git(a, "remote", "add", "origin", str(remote))
     git(a, "push", "-q", "-u", "origin", "main")
     git(tmp_path, "clone", "-q", str(remote), str(tmp_path / "b"))
+    trust.approve(tmp_path / "b")  # the second clone's person trusts the team's settings too
     return remote, a, tmp_path / "b"
 
 
@@ -173,7 +182,7 @@ def test_commits_are_off_by_default(tmp_path: Path) -> None:
 
 
 def test_a_failing_pre_commit_hook_is_logged_and_the_write_stands(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
-    repo = new_vault_repo(tmp_path / "team")
+    repo = new_vault_repo(tmp_path / "team", SETTINGS + "hooks = true\n")  # this clone opted in to its hooks
     hook = repo / ".git" / "hooks" / "pre-commit"
     hook.write_text("#!/bin/sh\necho 'lint says no' >&2\nexit 1\n")
     hook.chmod(0o755)
@@ -234,7 +243,7 @@ def test_a_vault_in_a_subfolder_commits_only_when_opted_in(tmp_path: Path, caplo
     (repo / "app.py").write_text("print('v2, unfinished')\n")  # a person's work in progress
     vault_dir = repo / "docs" / ".memory"
     Vault.init(vault_dir).close()
-    (vault_dir / ".agent-memory.toml").write_text(SETTINGS)
+    write_settings(vault_dir, SETTINGS)
     caplog.set_level(logging.INFO, "agent_memory.git")
     with Vault(vault_dir) as vault, Committer(vault) as committer:
         vault.remember("Not committed: the vault is a subfolder.", title="Sub one")
@@ -245,7 +254,7 @@ def test_a_vault_in_a_subfolder_commits_only_when_opted_in(tmp_path: Path, caplo
         assert len(said) == 1
         with pytest.raises(GitError, match="subfolder = true"):
             vault.sync()
-        (vault_dir / ".agent-memory.toml").write_text(SETTINGS + "subfolder = true\n")
+        write_settings(vault_dir, SETTINGS + "subfolder = true\n")
         memory = vault.remember("Committed once opted in.", title="Sub three")["memory"]
         committer.flush()
     assert commits(repo)[0] == "remember: Sub three"
@@ -474,12 +483,13 @@ def test_sync_of_an_opted_in_subfolder_vault_indexes_vault_paths(tmp_path: Path)
     git(first, "init", "-q", "-b", "main")
     (first / "app.py").write_text("print('hi')\n")
     Vault.init(first / "docs" / ".memory").close()
-    (first / "docs" / ".memory" / ".agent-memory.toml").write_text(SETTINGS + "subfolder = true\n")
+    write_settings(first / "docs" / ".memory", SETTINGS + "subfolder = true\n")
     git(first, "add", "-A")
     git(first, "commit", "-q", "-m", "code and a vault")
     git(first, "remote", "add", "origin", str(remote))
     git(first, "push", "-q", "-u", "origin", "main")
     git(tmp_path, "clone", "-q", str(remote), str(tmp_path / "other"))
+    trust.approve(tmp_path / "other" / "docs" / ".memory")
     with Vault(first / "docs" / ".memory") as va:
         memory = va.remember("The release train leaves on Tuesdays.", title="Release train")["memory"]
         va.sync()
@@ -510,7 +520,7 @@ def test_commits_on_in_a_vault_not_in_git_log_once_and_every_write_stands(
     tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
     Vault.init(tmp_path / "plain").close()
-    (tmp_path / "plain" / ".agent-memory.toml").write_text(SETTINGS)
+    write_settings(tmp_path / "plain", SETTINGS)
     caplog.set_level(logging.INFO, "agent_memory.git")
     with Vault(tmp_path / "plain") as vault, Committer(vault) as committer:
         made = [vault.remember(f"Fact {n} written outside git.", title=f"Outside {n}")["memory"] for n in range(2)]
@@ -635,6 +645,7 @@ def test_sync_refuses_to_join_unrelated_histories(team: tuple[Path, Path, Path],
 
 def test_sync_with_writes_a_hook_refuses_to_commit_pushes_nothing(team: tuple[Path, Path, Path]) -> None:
     remote, a, _b = team
+    write_settings(a, SETTINGS + "hooks = true\n")  # this clone opted in to its hooks
     hook = a / ".git" / "hooks" / "pre-commit"
     hook.write_text("#!/bin/sh\necho 'lint says no' >&2\nexit 1\n")
     hook.chmod(0o755)

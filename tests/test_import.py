@@ -10,6 +10,8 @@ from pathlib import Path
 import pytest
 
 from agent_memory import note as notes
+from agent_memory import transfer
+from agent_memory.note import is_tool_id
 from agent_memory.errors import InvalidInput
 from agent_memory.vault import Vault
 
@@ -33,15 +35,30 @@ def test_an_old_export_does_not_take_back_an_edited_memory(vault: Vault) -> None
     assert_index_matches_files(vault)
 
 
-def test_two_items_with_one_id_import_once(vault: Vault) -> None:
+def test_two_items_with_one_id_and_different_content_are_both_kept(vault: Vault) -> None:
+    """The second gets an id derived from the id and its content; importing the same data
+    again adds nothing (once silently dropped as a duplicate)."""
     items = [
         {"path": "a.md", "front_matter": {"id": "abc123"}, "content": "First copy\n"},
         {"path": "b.md", "front_matter": {"id": "abc123"}, "content": "Second copy, edited\n"},
+        {"path": "c.md", "front_matter": {"id": "abc123"}, "content": "First copy\n"},  # the same again: a duplicate
     ]
     result = vault.import_memories(items)
-    assert (result["imported"], result["duplicates"], result["ids"]) == (1, 1, ["abc123"])
-    assert _files(vault) == ["a.md"]
+    twin = transfer.twin_id("abc123", "Second copy, edited\n")
+    assert (result["imported"], result["duplicates"], result["ids"]) == (2, 1, ["abc123", twin])
+    assert twin.startswith("abc123-") and _files(vault) == ["a.md", "b.md"]
+    assert vault.get(twin)["content"] == "Second copy, edited\n" and vault.get("abc123")["path"] == "a.md"
+    assert "id: " + twin in (vault.root / "b.md").read_text()
+    again = vault.import_memories(items)
+    assert (again["imported"], again["duplicates"]) == (0, 3) and _files(vault) == ["a.md", "b.md"]
     assert_index_matches_files(vault)
+
+
+def test_a_twin_of_a_tool_id_keeps_the_tool_format_and_its_time(vault: Vault) -> None:
+    first = vault.remember("The original.")["memory"]["id"]
+    twin = transfer.twin_id(first, "Another text.")
+    assert twin != first and twin[:10] == first[:10] and is_tool_id(twin)
+    assert transfer.twin_id(first, "Another text.") == twin  # the same every time
 
 
 @pytest.mark.parametrize(

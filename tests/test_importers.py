@@ -382,13 +382,13 @@ def _agentmemory_db(path: Path, create: str) -> Path:
 
 REFUSED = [
     # (format, source: data, or a function of tmp_path making the file, the message)
-    ("mcp-knowledge-graph", lambda t: _write(t, "memory.jsonl", b"\xff\xfe not text"), r"Cannot read .*memory\.jsonl as JSON lines: "),
+    ("mcp-knowledge-graph", lambda t: _write(t, "memory.jsonl", b"\xff\xfe not text"), r"memory\.jsonl is not UTF-8 text \(byte 0\), so it cannot be read as JSON lines; save it as UTF-8"),
     ("mcp-knowledge-graph", {"type": "entity"}, r"An mcp-knowledge-graph import is the list of memory\.jsonl records"),
     ("mcp-knowledge-graph", [{"type": "entity", "name": "A", "observations": "one text"}], r"Record 1: observations must be a list of text"),
     ("mcp-knowledge-graph", [{"type": "entity", "name": "A", "entityType": 7}], r"Record 1: entityType must be text"),
     ("mcp-knowledge-graph", [{"type": "relation", "from": "A", "to": "B"}], r"Record 1: relationType must be text"),
     ("mcp-knowledge-graph", [{"type": "entity", "name": "  "}], r"Record 1: name must be a non-empty name"),
-    ("mcp-memory-vault", lambda t: _write(t, "export.json", b'{"memories": [}'), r"export\.json is not JSON \(.* at line 1\)"),
+    ("mcp-memory-vault", lambda t: _write(t, "export.json", b'{"memories": [}'), r"export\.json is not valid JSON \(.* at line 1\)"),
     ("mcp-memory-vault", {"memories": "not a list"}, r"An mcp-memory-vault import is its export"),
     ("mcp-memory-vault", {"memories": ["just text"]}, r"Memory 1 is not an object"),
     ("memory-mcp", ["just text"], r"Memory 1 is not an object"),

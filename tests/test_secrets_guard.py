@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from agent_memory import credentials
+from agent_memory import credentials, trust
 from agent_memory.errors import SecretRefused, SettingsError
 from agent_memory.vault import Vault
 
@@ -34,8 +34,12 @@ def md_files(root: Path) -> list[str]:
     return sorted(p.relative_to(root).as_posix() for p in root.rglob("*.md") if ".trash" not in p.parts)
 
 
-def settings_file(vault: Vault, text: str) -> None:
+def settings_file(vault: Vault, text: str, approve: bool = True) -> None:
+    """The vault's settings as its person writes them, approved for this clone
+    (``agent-memory trust``): a value that loosens a guard applies only then."""
     (vault.root / ".agent-memory.toml").write_text(text)
+    if approve:
+        trust.approve(vault.root)
 
 
 def test_remember_refuses_a_credential_and_writes_nothing(vault: Vault) -> None:
@@ -152,7 +156,7 @@ def test_mv_never_names_a_file_after_a_credential_even_in_warn_mode(vault: Vault
 
 
 def test_a_broken_settings_file_is_a_clear_error_naming_the_key(vault: Vault) -> None:
-    settings_file(vault, '[secrets]\nmod = "warn"\n')
+    settings_file(vault, '[secrets]\nmod = "warn"\n', approve=False)
     with pytest.raises(SettingsError, match="secrets.mode"):
         vault.remember("Anything at all")
     assert md_files(vault.root) == []

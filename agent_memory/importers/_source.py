@@ -3,12 +3,12 @@
 from __future__ import annotations
 
 import datetime as dt
-import json
 import os
 from typing import Any
 
 from .. import note as notes
 from ..errors import InvalidInput
+from ..limits import load_json
 
 
 def read_text(source: Any, what: str) -> str | None:
@@ -18,8 +18,12 @@ def read_text(source: Any, what: str) -> str | None:
     try:
         with open(source, encoding="utf-8-sig") as handle:
             return handle.read()
-    except (OSError, UnicodeDecodeError) as exc:
-        raise InvalidInput(f"Cannot read {os.fspath(source)} as {what}: {exc}; nothing was imported.") from exc
+    except UnicodeDecodeError as exc:
+        raise InvalidInput(f"{os.fspath(source)} is not UTF-8 text (byte {exc.start}), so it cannot be read as {what}; "
+                           "save it as UTF-8 and import it again. Nothing was imported.") from None
+    except OSError as exc:
+        raise InvalidInput(f"Cannot read {os.fspath(source)} as {what}: {exc.strerror or exc}; "
+                           "nothing was imported.") from exc
 
 
 def read_json(source: Any) -> Any:
@@ -27,11 +31,7 @@ def read_json(source: Any) -> Any:
     text = read_text(source, "JSON")
     if text is None:
         return source
-    try:
-        return json.loads(text)
-    except json.JSONDecodeError as exc:
-        raise InvalidInput(f"{os.fspath(source)} is not JSON ({exc.msg} at line {exc.lineno}); "
-                           "nothing was imported.") from exc
+    return load_json(text, os.fspath(source))
 
 
 def millis(value: Any, what: str) -> int:

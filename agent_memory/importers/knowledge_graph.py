@@ -19,6 +19,7 @@ from ._source import read_text
 # Characters Obsidian refuses in a note name, or that would end or split a [[wikilink]].
 _NOT_IN_NAME = re.compile(r'[\\/#|\[\]^:*?"<>\x00-\x1f\x7f]+')
 _NAME_LENGTH = 100
+_NAME_BYTES = 200  # room for " 2" and ".md" under a file system's 255 bytes
 
 
 def knowledge_graph(source: Any) -> list[dict[str, Any]]:
@@ -106,6 +107,9 @@ def _jsonl(text: str, where: str) -> list[Any]:
                 records.append(json.loads(line))
             except json.JSONDecodeError as exc:
                 raise InvalidInput(f"{where} line {number} is not JSON ({exc.msg}); nothing was imported.") from exc
+            except RecursionError:
+                raise InvalidInput(f"{where} line {number} nests lists or objects too deeply to read; nothing was "
+                                   "imported.") from None
     return records
 
 
@@ -116,8 +120,10 @@ def _name(value: Any, what: str) -> str:
 
 
 def _clean(name: str) -> str:
-    """A file name for ``name``: what Obsidian or a wikilink cannot hold becomes '-'."""
-    clean = " ".join(_NOT_IN_NAME.sub("-", name).split()).strip(" .-")[:_NAME_LENGTH].strip(" .-")
+    """A file name for ``name``: what Obsidian or a wikilink cannot hold becomes '-'; at
+    most ``_NAME_LENGTH`` characters and ``_NAME_BYTES`` bytes (100 CJK characters are 300)."""
+    clean = " ".join(_NOT_IN_NAME.sub("-", name).split()).strip(" .-")[:_NAME_LENGTH]
+    clean = clean.encode("utf-8")[:_NAME_BYTES].decode("utf-8", "ignore").strip(" .-")
     return clean or "entity"
 
 

@@ -147,7 +147,7 @@ def _tags_text(text: str) -> list[str]:
     """Tags stored as text: a JSON array (memory-mcp's column), else comma-separated."""
     try:
         parsed = json.loads(text)
-    except ValueError:
+    except (ValueError, RecursionError):
         parsed = None
     if isinstance(parsed, list):
         return [str(t) for t in parsed]

@@ -25,6 +25,7 @@ from mcp.server.mcpserver import MCPServer
 from mcp.server.mcpserver.prompts.base import Prompt, PromptArgument, UserMessage
 
 from .. import note as notes
+from .. import trust
 from ..errors import MemoryError_
 from ..vault import Vault
 
@@ -146,15 +147,25 @@ def _bundled() -> list[PromptFile]:
 
 def _from_vault(vault: Vault) -> list[PromptFile]:
     """The vault's ``.prompts/*.md``, read through ``Vault.read_file`` (confined to the
-    vault, symlinks resolved, text only, size-capped)."""
+    vault, symlinks resolved, text only, size-capped). A file this clone has not approved
+    with its current content (``agent-memory trust .prompts``) is left out, said in one
+    line: its text would reach every agent, and it may be a teammate's."""
     folder = vault.root / VAULT_PROMPTS
     found = []
+    pending: list[trust.Loosening] = []
     for path in sorted(folder.glob("*.md")) if folder.is_dir() else []:
         rel = f"{VAULT_PROMPTS}/{path.name}"
         try:
-            found.append(parse_prompt(vault.read_file(rel)["content"], rel))
+            text = vault.read_file(rel)["content"]
+            if not trust.prompt_approved(vault.root, path.name, text.encode("utf-8")):
+                pending.append(trust.Loosening(trust.PROMPTS_KEY, trust.prompt_value(path.name, text.encode("utf-8")),
+                                               approved=False))
+                continue
+            found.append(parse_prompt(text, rel))
         except (MemoryError_, ValueError) as exc:
             log.warning("skipping prompt %s: %s", rel, exc)
+    if pending:
+        log.warning("%s", trust.ignored_warning(vault.root, pending))
     return found
 
 
