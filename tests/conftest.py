@@ -176,7 +176,7 @@ def deadline(seconds: float) -> float:
     return seconds * DEADLINE_SCALE
 
 
-def wait_until(condition: Callable[[], T], what: str, seconds: float = 30.0, every: float | None = None) -> T:
+def wait_until(condition: Callable[[], T], what: str, seconds: float = 120.0, every: float | None = None) -> T:
     """Poll ``condition`` until it returns something truthy and return that; fail naming
     ``what`` after the (scaled) deadline. The one way the suite waits for something.
     Polls back off from 1 ms to 50 ms, or come ``every`` seconds (to act the moment a
@@ -195,7 +195,7 @@ def wait_until(condition: Callable[[], T], what: str, seconds: float = 30.0, eve
             pause = min(pause * 2, 0.05)
 
 
-async def wait_until_async(condition: Callable[[], Awaitable[T]], what: str, seconds: float = 30.0) -> T:
+async def wait_until_async(condition: Callable[[], Awaitable[T]], what: str, seconds: float = 120.0) -> T:
     """``wait_until`` for a condition that must be awaited (an MCP call): the event loop
     runs while it waits."""
     import anyio
@@ -274,7 +274,7 @@ def cli_ok(*args: str, **options: Any) -> str:
     return result.stdout
 
 
-def wait_listening(process: subprocess.Popen[str], address: str, port: int, seconds: float = 60) -> int:
+def wait_listening(process: subprocess.Popen[str], address: str, port: int, seconds: float = 120) -> int:
     """Wait until a server subprocess accepts connections on ``address:port``; fail with
     its stderr if it exits first, or kill it if it never listens. Returns the port."""
     import socket
@@ -352,7 +352,7 @@ async def tool_error(client: Any, tool: str, **arguments: Any) -> str:
 
 # --------------------------------------------------------------------------- git and watchers
 
-WATCH_DEADLINE = deadline(30.0)  # generous: a busy machine; a healthy start takes milliseconds
+WATCH_DEADLINE = deadline(120)  # generous: a busy machine; a healthy start takes milliseconds
 
 
 @pytest.fixture

@@ -47,7 +47,7 @@ def _start_import(root: Path, batch: str, n: int = ITEMS) -> subprocess.Popen[st
     return child
 
 
-def _kill_when(child: subprocess.Popen[str], appeared: Path, timeout: float = 30.0) -> None:
+def _kill_when(child: subprocess.Popen[str], appeared: Path, timeout: float = 120.0) -> None:
     """SIGKILL the child as soon as ``appeared`` exists (polled from outside)."""
     def there() -> bool:
         assert child.poll() is None, f"the import ended before {appeared.name} appeared: {child.communicate()}"

@@ -104,7 +104,7 @@ def test_deep_alias_bombs_cost_the_cli_nothing(tmp_path: Path) -> None:
 
     def run(*args: str) -> subprocess.CompletedProcess[str]:
         return subprocess.run([sys.executable, "-m", "agent_memory", "--dir", str(root), *args, "--json"],
-                              env=env, capture_output=True, text=True, timeout=deadline(60), preexec_fn=_limited(1.5), check=False)
+                              env=env, capture_output=True, text=True, timeout=deadline(120), preexec_fn=_limited(1.5), check=False)
 
     indexed = run("reindex")  # reads and parses every file, as the first command on a vault does
     assert indexed.returncode == 0, indexed.stderr

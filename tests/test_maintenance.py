@@ -246,7 +246,7 @@ def _run_with_terminal_stderr(*args: str, cwd: Path) -> tuple[subprocess.Complet
     env = {k: v for k, v in os.environ.items() if k != "AGENT_MEMORY_DIR"}
     env.update(TERM="xterm", COLUMNS="100")
     try:
-        done = subprocess.run([str(SCRIPT), *args], cwd=cwd, env=env, stdout=subprocess.PIPE, stderr=slave, timeout=deadline(60))
+        done = subprocess.run([str(SCRIPT), *args], cwd=cwd, env=env, stdout=subprocess.PIPE, stderr=slave, timeout=deadline(120))
         os.close(slave)
         chunks = []
         while True:

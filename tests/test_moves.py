@@ -224,7 +224,7 @@ def test_a_crash_half_way_is_undone_on_the_next_open(linked: Vault, crash_at: in
         vault = Vault(sys.argv[1])
         vault.move("places/Kessel Run.md", "places/Smuggling Route.md")
     """)
-    done = subprocess.run([sys.executable, "-c", script, str(vault.root)], capture_output=True, text=True, timeout=deadline(60))
+    done = subprocess.run([sys.executable, "-c", script, str(vault.root)], capture_output=True, text=True, timeout=deadline(120))
     assert done.returncode == 3, done.stderr
     assert (vault.root / ".index" / MOVE_DIRNAME / "manifest.json").exists()
     assert _files(vault) != before  # the crash left a half-made move
@@ -261,7 +261,7 @@ def test_a_crash_at_the_end_never_costs_the_note_when_a_new_one_took_its_old_nam
         from agent_memory.vault import Vault
         Vault(sys.argv[1]).move("places/Kessel Run.md", "places/Smuggling Route.md")
     """)
-    done = subprocess.run([sys.executable, "-c", script, str(vault.root)], capture_output=True, text=True, timeout=deadline(60))
+    done = subprocess.run([sys.executable, "-c", script, str(vault.root)], capture_output=True, text=True, timeout=deadline(120))
     assert done.returncode == 3, done.stderr
     moved = vault.root / "places" / "Smuggling Route.md"
     assert moved.read_bytes() == original and not (vault.root / "places" / "Kessel Run.md").exists()
@@ -287,7 +287,7 @@ def test_a_crashed_move_that_cannot_be_undone_is_kept_aside_and_the_vault_works_
         from agent_memory.vault import Vault
         Vault(sys.argv[1]).move("places/Kessel Run.md", "places/Smuggling Route.md")
     """)
-    done = subprocess.run([sys.executable, "-c", script, str(vault.root)], capture_output=True, text=True, timeout=deadline(60))
+    done = subprocess.run([sys.executable, "-c", script, str(vault.root)], capture_output=True, text=True, timeout=deadline(120))
     assert done.returncode == 3, done.stderr
     journal = vault.root / ".index" / MOVE_DIRNAME
     (journal / "1.md").unlink()  # one of the originals it keeps
@@ -480,7 +480,7 @@ def test_a_crash_right_after_the_old_name_was_taken_away_is_undone(linked: Vault
         moves.Moves._retire_old_name = dies_after_the_rename
         Vault(sys.argv[1]).move("places/Kessel Run.md", "places/Smuggling Route.md")
     """)
-    done = subprocess.run([sys.executable, "-c", script, str(linked.root)], capture_output=True, text=True, timeout=deadline(60))
+    done = subprocess.run([sys.executable, "-c", script, str(linked.root)], capture_output=True, text=True, timeout=deadline(120))
     assert done.returncode == 3, done.stderr
     assert not (linked.root / "places" / "Kessel Run.md").exists()  # only the new name is left
     linked.close()

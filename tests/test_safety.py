@@ -144,7 +144,7 @@ def test_the_package_imports_without_fcntl(tmp_path: Path) -> None:
         "print(v.remember('Works without fcntl')['memory']['id'])\n"
         "print(v.search('fcntl')['count'])\n"
     )
-    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=deadline(60))
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=deadline(120))
     assert result.returncode == 0, result.stderr
     assert result.stdout.split()[-1] == "1"
 
@@ -361,7 +361,7 @@ def test_a_slow_read_does_not_make_another_reader_wait(vault: Vault) -> None:
 
     def hold() -> int:
         inside.set()
-        release.wait(deadline(60))
+        release.wait(deadline(120))
         return 1
 
     def slow() -> None:
@@ -371,16 +371,16 @@ def test_a_slow_read_does_not_make_another_reader_wait(vault: Vault) -> None:
     worker = threading.Thread(target=slow)
     worker.start()
     try:
-        assert inside.wait(deadline(30)), "the slow read never started"
+        assert inside.wait(deadline(120)), "the slow read never started"
         found: list[int] = []
         searcher = threading.Thread(target=lambda: found.append(vault.search("staging database")["count"]))
         searcher.start()
-        searcher.join(deadline(30))
+        searcher.join(deadline(120))
         assert found == [1], "the search waited for the slow read"
         assert not slow_rows, "the slow read ended before the search answered"
     finally:
         release.set()
-        worker.join(deadline(60))
+        worker.join(deadline(120))
     assert [tuple(r) for r in slow_rows] == [(1,)]  # the slow read finished too, without an error
 
 

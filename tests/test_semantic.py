@@ -356,7 +356,7 @@ def test_remember_does_not_wait_for_the_model(vault: Vault) -> None:
 
         writer = threading.Thread(target=write)
         writer.start()
-        writer.join(timeout=deadline(60))
+        writer.join(timeout=deadline(120))
         assert done.is_set()
         assert vault.stats()["semantic"]["current"] is False
     wait_until(lambda: vault.stats()["semantic"].get("current") is True, "the memory's vector once the embedder is free", seconds=120)

@@ -511,7 +511,7 @@ async def test_each_server_is_its_own(vault: Vault, tmp_path: Path) -> None:
 
 def test_cli_search_does_not_import_mcp_or_watchdog() -> None:
     code = "import sys, agent_memory.cli; print(sorted(m for m in ('mcp', 'watchdog') if m in sys.modules))"
-    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=dict(os.environ), timeout=deadline(60))
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=dict(os.environ), timeout=deadline(120))
     assert done.returncode == 0 and done.stdout.strip() == "[]"
 
 

@@ -81,7 +81,7 @@ def test_no_command_serves_stdio_with_nothing_but_protocol_on_stdout(tmp_path: P
     ]
     process = subprocess.Popen([str(SCRIPT), "--dir", str(vault_dir)], stdin=subprocess.PIPE,
                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    killer = threading.Timer(deadline(60), process.kill)  # a server that never exits is killed: exit code -9
+    killer = threading.Timer(deadline(120), process.kill)  # a server that never exits is killed: exit code -9
     killer.start()
     try:
         assert process.stdin and process.stdout and process.stderr
