@@ -18,6 +18,7 @@ from pathlib import Path
 import pytest
 
 from agent_memory import note as notes
+from agent_memory import trust
 from agent_memory.errors import PathRefused
 from agent_memory.register import Register
 from agent_memory.store import Store
@@ -329,13 +330,16 @@ def test_forget_whose_register_cannot_be_written_changes_nothing(vault: Vault) -
     assert not list(vault.root.glob(".trash/**/*.md"))
 
 
-def test_an_import_item_with_a_name_too_long_is_one_line_and_later_imports_work(vault: Vault, tmp_path: Path) -> None:
+def test_an_import_item_with_a_name_too_long_is_placed_and_later_imports_work(vault: Vault, tmp_path: Path) -> None:
+    """A path no file system can hold (a 300-byte name) is no reason to lose the item nor
+    to leave a staging area that blocks the next import: it goes to the dated layout."""
     items = tmp_path / "items.json"
     items.write_text(json.dumps([{"content": "A fact", "path": "a/" + "x" * 300 + ".md"}]))
-    failed = run_cli("import", str(items), vault=vault.root)
-    assert failed.returncode == 1 and "Traceback" not in failed.stderr
-    assert "over the 255-byte limit" in failed.stderr and "Nothing was imported" in failed.stderr
+    first = run_cli("import", str(items), vault=vault.root)
+    assert first.returncode == 0 and "Traceback" not in first.stderr, first.stderr
     assert not (vault.root / ".index" / "import").exists()
+    [hit] = vault.search("A fact")["hits"]
+    assert "x" * 255 not in hit["path"]
     items.write_text(json.dumps([{"content": "A later import"}]))
     later = run_cli("import", str(items), vault=vault.root)
     assert later.returncode == 0 and "could not finish" not in later.stderr, later.stderr
@@ -513,9 +517,10 @@ def test_records_pushed_through_git_are_never_acted_on(clones: tuple[Path, Path]
     git(attacker, "commit", "-q", "-m", "helpful notes")
     git(attacker, "push", "-q", "origin", "main")
 
-    synced = run_cli("sync", vault=victim)
-    assert synced.returncode == 0, synced.stderr
-    assert (victim / ".index" / "move" / "manifest.json").exists() or _set_aside(victim)  # it arrived
+    refused = run_cli("sync", vault=victim)  # sync never pulls files under .index/ or .trash/
+    assert refused.returncode == 1 and ".index/move/manifest.json" in refused.stderr, refused.stderr
+    git(victim, "pull", "-q", "--no-rebase", "origin", "main")  # the victim pulls by hand: the plants arrive
+    assert (victim / ".index" / "move" / "manifest.json").exists()
     for _ in range(2):
         later = run_cli("add", "A fact of my own", vault=victim)
         assert later.returncode == 0, later.stderr
@@ -558,6 +563,7 @@ def test_planted_git_journal_lines_are_never_committed(tmp_path: Path, git_isola
     git(repo, "init", "-q", "-b", "main")
     Vault.init(repo).close()
     (repo / ".agent-memory.toml").write_text("[git]\ncommit = true\n")
+    trust.approve(repo)  # this person's own setting, approved for this clone
     git(repo, "add", "-A")
     git(repo, "commit", "-q", "-m", "a vault")
     (repo / "draft.md").write_text("A person's draft, never for the team.\n")
