@@ -1,4 +1,4 @@
-"""Find credentials in text before it reaches the vault (SPEC §3, issue 10).
+"""Find credentials in text before it reaches the vault (SPEC §3).
 
 A memory is a file that gets committed, synced and shown to models; a token pasted into
 one is in git history for good. So every tool write scans its text here first.

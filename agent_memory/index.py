@@ -197,12 +197,9 @@ class FileFacts:
 
 
 def racy(mtime_ns: int, ctime_ns: int, indexed_ns: int) -> bool:
-    """Whether a file's stat was taken so soon after it changed, on a file system that
-    keeps times in whole seconds (FAT: 2 s; some network file systems: 1 s), that a
-    second same-size edit within that tick would keep the same stat. Such a file is
-    read and hashed again, however its stat compares, until a stat is taken more than
-    ``RACY_NS`` after its change (git's racy-clean rule). Files with sub-second times
-    (ext4, APFS, NTFS, tmpfs) never need it: any later write gives another ctime."""
+    """Whether a file's stat was taken within ``RACY_NS`` of its change on a file system
+    with whole-second times, where a second same-size edit in that tick would keep the
+    same stat: such a file is hashed again (git's racy-clean rule; docs/design/reconcile.md)."""
     coarse = mtime_ns % 1_000_000_000 == 0 and ctime_ns % 1_000_000_000 == 0
     return coarse and max(mtime_ns, ctime_ns) >= indexed_ns - RACY_NS
 

@@ -1,7 +1,9 @@
 """Whole-vault sync: fold new, changed, moved and deleted files into the index.
 
 ``reconcile`` (every open, and the watcher's sweep), ``reindex`` (a rebuild from the
-files alone) and the expiry sweep. One file at a time goes through ``_refresh``.
+files alone) and the expiry sweep. One file at a time goes through ``_refresh``. The
+protocol (the stat snapshot, examining outside the lock, the racy-stamp rule):
+docs/design/reconcile.md.
 """
 
 from __future__ import annotations
@@ -64,16 +66,10 @@ class Reconcile(VaultCore):
         with nothing changed reads no file. Expired memories go to the trash.
         """
         counts = {"added": 0, "updated": 0, "removed": 0, "unchanged": 0, "absent": 0, "settling": 0}
-        # Walk, compare and read changed files first, outside the vault's lock and the
-        # index transaction: holding either for the whole walk (~0.5 s at 100k files) or
-        # while parsing a slow file would stall other writers and this process's
-        # searches. Under the lock each changed path is checked again (its row re-read,
-        # its stat compared), so a write that landed meanwhile is never undone.
+        # Walk, compare and read changed files outside the lock and the transaction; under
+        # the lock each changed path is checked again (docs/design/reconcile.md).
         temp_files: list[Path] = []
-        # The index's side as a compact snapshot (path, size, mtime, ctime, inode) read
-        # from a covering index: no rows built, no bodies read. The walk compares each
-        # file's stat against it as it goes and yields only the ones that differ; only
-        # those get their row (and its hash) fetched.
+        # The index's side as a compact stat snapshot; the walk yields only what differs.
         with _collector_paused():
             known = self.index.stamps()
         if not known:

@@ -11,11 +11,10 @@ Events are lossy (a watch set up late, a full inotify queue, a laptop that slept
 the worker also runs a full ``reconcile()`` when it starts and every
 ``sweep_interval`` seconds; with nothing changed that is a walk of ``stat`` calls.
 
-While it watches, it vouches for the index (``vouch.py``): it holds the vault's
-watcher lock and answers the cookie a command writes into ``.index/cookies/`` once it
-has folded in everything queued before it, so the command can skip its own walk. An
-inotify overflow (watchdog only logs it: a log handler hears it), a watch that is gone
-or a path it could not fold in make it answer "cannot vouch" until a sweep has run.
+While it watches, it vouches for the index (``vouch.py``, docs/design/vouching.md), so
+commands can skip their own walk. An inotify overflow (watchdog only logs it: a log
+handler hears it), a watch that is gone or a path it could not fold in make it answer
+"cannot vouch" until a sweep has run.
 
 The tool's own writes need no special case: after a write the index row already
 holds the file's hash, so the event for it ends in "unchanged" after one read and

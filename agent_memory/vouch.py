@@ -1,26 +1,10 @@
 """A running watcher vouches for the index, the way git's fsmonitor does, so a command
 that opens the vault can skip its start-up walk.
 
-Three things in the vault's own ``.index/`` (its control folder, gitignored, never a
-memory; always the vault's, wherever the database is):
-
-- ``watcher.lock``: the vouching watcher holds an ``flock`` on it for as long as it
-  runs. The kernel drops it when that process ends, however it ends (``kill -9``):
-  a lock nobody holds means no live watcher.
-- ``watcher.json``: the watcher's health, replaced atomically: its pid, the vault's
-  identity (device, inode), the index file it keeps current, when it started, a
-  heartbeat, a generation bumped each time it may have lost events, and ``healthy``.
-- ``cookies/``: a command writes ``<pid>-<random>`` there and waits (at most
-  ``COOKIE_WAIT``) for ``<name>.ack``. The observer watches the whole vault tree,
-  ``.index/`` included, and inotify delivers one watch's events in the order they
-  happened, so the cookie's event comes after every change made before it; the
-  watcher folds in everything it has queued, then acknowledges, saying whether it can
-  vouch (``{"ok": true}``) or not (it lost events and has not swept since).
-
-Any doubt means a full reconcile: no lock held, no health file or one for another
-vault or another index, a watcher that says it is unhealthy, a cookie not answered in
-time (a watcher busy sweeping, frozen, or one that cannot see ``.index/``), a read-only
-vault. Vouching only ever saves a walk; it never decides what a file holds.
+In the vault's own ``.index/``: ``watcher.lock`` (the watcher's ``flock``),
+``watcher.json`` (its health) and ``cookies/`` (a command asks, the watcher answers once
+it has folded in every change made before). Any doubt means a full reconcile; vouching
+only ever saves a walk. The protocol: docs/design/vouching.md.
 """
 
 from __future__ import annotations

@@ -1,11 +1,9 @@
 """Writes: remember, update, forget and link, each a change to one file, then its row.
 
-A person's editor and an agent may change one file at the same instant. So every write
-takes the vault's lock, reads the file until its bytes have settled (an editor that
-saves in place truncates first: a half-written file is never patched), computes the
-change from exactly those bytes, and swaps the new file in only if the file still
-holds them (``Store.replace_checked``); a save that landed meanwhile stands and the
-tool's change is refused. Replacing a body keeps the old bytes in the trash.
+A person's editor and an agent may change one file at the same instant: every edit takes
+the vault's lock, reads the file until its bytes settle, computes the change from exactly
+those bytes and swaps it in only if the file still holds them; a save that landed
+meanwhile stands. The protocol: docs/design/checked-writes.md.
 """
 
 from __future__ import annotations

@@ -11,8 +11,9 @@ watcher (beside a plain scandir + stat walk plus the CLI's import time) and with
 watcher live (beside CLI `search` on a 1k vault), the MCP path (a real server spawned
 over stdio by the SDK client: spawn to first answer beside the SDK's import time,
 `recall` p50/p95, the server's peak RSS; ``benchmarks/mcp_path.py``), CLI import of
-10,000 items, remember/s with fsync (in the library and over MCP stdio), and peak RSS. Every row of issue 14's targets this script
-covers is printed with its target and the reference measured in the same run.
+10,000 items, remember/s with fsync (in the library and over MCP stdio), and peak RSS. Every
+row that has a target is printed with it and with the reference measured in the same run
+(results: benchmarks/RESULTS.md).
 """
 
 from __future__ import annotations
@@ -253,7 +254,7 @@ def main() -> None:
     qrng = random.Random(3)
     all_q = [question(qrng, 2) for _ in range(args.queries)]
     any_q = [question(qrng, 4) + " zzznothing" for _ in range(args.queries)]
-    # Issue 11's target for recall in the library at 100k: p50 ≤ 5 ms, p95 ≤ 20 ms.
+    # The target for recall in the library at 100k: p50 ≤ 5 ms, p95 ≤ 20 ms.
     for label, queries, match in (
         ("search all-terms (library)", all_q, "all"),
         ("search partial, OR (library)", any_q, "auto"),

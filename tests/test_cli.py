@@ -68,10 +68,10 @@ def vault(project: Path) -> Path:
     return project / ".memory"
 
 
-# --------------------------------------------------------------------------- the issue's session
+# --------------------------------------------------------------------------- a newcomer's first session
 
 
-def test_the_session_from_the_issue(project: Path) -> None:
+def test_a_newcomers_first_session(project: Path) -> None:
     out = ok(run(project, "init"))
     vault = project / ".memory"
     assert str(vault) in out

@@ -1,7 +1,7 @@
 """What the CLI's human output shows where the library reports more than the common
 case: relations, problems and conflict markers in ``show``, the editor for ``edit``,
 the trash list of ``restore``, problems in ``reindex`` and ``stats``, what ``gc``
-removed, the cap on ``doctor``'s items (issue 14)."""
+removed, the cap on ``doctor``'s items."""
 
 from __future__ import annotations
 

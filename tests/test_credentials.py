@@ -1,4 +1,4 @@
-"""The guard against credentials (SPEC §3, issue 10): a table of real-shaped fakes that
+"""The guard against credentials (SPEC §3): a table of real-shaped fakes that
 must be found, one per kind, and of look-alikes that must pass; messages that name the
 kind and never the secret; fingerprints that are stable and approve a value.
 

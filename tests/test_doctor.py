@@ -1,5 +1,5 @@
 """``doctor`` on a broken installation or vault: each fault is one failing line saying what
-to do, the exit code is 1, and nothing on disk changes (issue 14)."""
+to do, the exit code is 1, and nothing on disk changes."""
 
 from __future__ import annotations
 

@@ -1,5 +1,5 @@
-"""`forget` of several memories at once, all or nothing, and its dry run (SPEC §3/§7,
-issue 12): over the library, the real MCP client in memory and the CLI."""
+"""`forget` of several memories at once, all or nothing, and its dry run (SPEC §3/§7):
+over the library, the real MCP client in memory and the CLI."""
 
 from __future__ import annotations
 

@@ -513,7 +513,7 @@ def test_sync_json_through_the_cli(team: tuple[Path, Path, Path]) -> None:
     assert got.exit_code == 0 and "pulled 1 commit (fast-forward)" in got.output
 
 
-# --------------------------------------------------------------------------- rarer states (issue 14)
+# --------------------------------------------------------------------------- rarer states
 
 
 def test_commits_on_in_a_vault_not_in_git_log_once_and_every_write_stands(
@@ -688,7 +688,7 @@ def test_a_missing_identity_names_the_setting_that_fixes_it(tmp_path: Path, monk
 
 def test_a_push_the_remote_refuses_says_why_and_keeps_the_commit(team: tuple[Path, Path, Path]) -> None:
     """A pre-receive hook or a protected branch refuses the push: that is no race with
-    another clone, so sync says what the remote said instead of retrying (issue 14)."""
+    another clone, so sync says what the remote said instead of retrying."""
     remote, a, _b = team
     hook = remote / "hooks" / "pre-receive"
     hook.write_text("#!/bin/sh\necho 'pushes are frozen today' >&2\nexit 1\n")

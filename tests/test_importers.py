@@ -361,7 +361,7 @@ def test_a_vault_of_its_own_exports_as_a_knowledge_graph(vault: Vault) -> None:
         vault.export_memories(format="mem0")
 
 
-# ---------------------------------------------------------------- sources an import refuses (issue 14)
+# ---------------------------------------------------------------- sources an import refuses
 
 
 def _write(tmp_path: Path, name: str, data: bytes) -> Path:
@@ -434,7 +434,7 @@ def test_memory_mcp_tags_stored_as_text_and_items_without_a_hash(vault: Vault) -
     assert_index_matches_files(vault)
 
 
-# ---------------------------------------------------------------- importing again, when the vault changed (issue 14)
+# ---------------------------------------------------------------- importing again, when the vault changed
 
 
 def test_a_memory_twice_in_one_export_is_imported_once(vault: Vault) -> None:

@@ -2,7 +2,7 @@
 (no ``renameat2``, or a file system that refuses ``RENAME_EXCHANGE``), where there is no
 ``RENAME_NOREPLACE`` or no hard links, and a lock file deleted while a process waits on
 it. On Linux the fast paths run everywhere else in the suite; here each fallback is
-forced and must still keep every byte a person saved (issue 14)."""
+forced and must still keep every byte a person saved ."""
 
 from __future__ import annotations
 

@@ -288,7 +288,7 @@ def test_a_failed_write_leaves_ours_whole(tmp_path: Path, monkeypatch: pytest.Mo
     assert sorted(p.name for p in tmp_path.iterdir()) == ["A", "B", "O"]
 
 
-# ---------------------------------------------------------------- one side unchanged, and no git (issue 14)
+# ---------------------------------------------------------------- one side unchanged, and no git
 
 
 def test_a_side_that_did_not_change_takes_the_other_sides_bytes_exactly() -> None:

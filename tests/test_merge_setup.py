@@ -148,7 +148,7 @@ def test_doctor_says_when_this_clone_would_not_run_the_current_merge_driver(tmp_
     assert setup(repo)[0] == 0 and driver_check() is None  # git setup again fixes it
 
 
-# ---------------------------------------------------------------- when setup cannot be done (issue 14)
+# ---------------------------------------------------------------- when setup cannot be done
 
 
 def _repo_vault(tmp_path: Path) -> Path:

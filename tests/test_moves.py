@@ -322,7 +322,7 @@ async def test_move_memory_over_mcp(linked: Vault) -> None:
     assert_index_matches_files(linked)
 
 
-# ---------------------------------------------------------------- the rarer paths (issue 14)
+# ---------------------------------------------------------------- the rarer paths
 
 
 def test_mv_refuses_a_symlinked_folder_and_writes_nothing_through_it(linked: Vault, tmp_path: Path) -> None:

@@ -1,4 +1,4 @@
-"""Notes have names (SPEC §2, issue 10): the file name, aliases and a title key are searched
+"""Notes have names (SPEC §2): the file name, aliases and a title key are searched
 with title weight; a memory can be named as Obsidian resolves [[Note name]]; nested tags."""
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """A person saving a memory file while the tool edits it: no save of theirs is ever lost.
 
-SPEC §3, issue 9 items 1-3. The races run real processes on real files: a saver
+SPEC §3. The races run real processes on real files: a saver
 process plays the person (``benchmarks/races.py`` holds it, the tool's side of each
 scenario and the checks; ``python benchmarks/races.py`` is the long version), saving
 in place (truncate, then write, as Node's ``fs.writeFile`` and many editors do) or
@@ -21,7 +21,7 @@ Each race is one short round (20 CLI edits, 60 library updates, 100 updates agai
 the atomic saver, 30 MCP calls; the script's rounds are 60/60/150/60, as long as asked).
 Nothing asserts how often each outcome happens (that depends on timing); the counts are
 printed. A race catches a broken write path in every run: with the checked swap
-replaced by a plain rename (as before issue 9), each of four runs of this file lost saves.
+replaced by a plain rename (as it once was), each of four runs of this file lost saves.
 
 The first tests are the races' findings as exact sequences: a person's actions run at
 one point of the tool's write (a hook around the real ``locking.swap``, which still

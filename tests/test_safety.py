@@ -1,6 +1,6 @@
 """Nothing a person wrote is lost, moved or leaked: full disks, vanished vaults, two index
 locations, symlinked control folders, files swapped at read time, crash leftovers,
-read-only vaults (issue 9, items 8-12 and the small ones)."""
+read-only vaults."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Semantic recall (issue 15): the optional extra's vectors and how recall uses them.
+"""Semantic recall: the optional extra's vectors and how recall uses them.
 
 Skipped with a reason where the extra (numpy, tokenizers) or the all-MiniLM-L6-v2
 weights are not installed; ``test_semantic_off.py`` checks the vault without them.

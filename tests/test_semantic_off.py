@@ -1,5 +1,5 @@
 """Without the semantic extra (or with it switched off) nothing changes: recall is
-lexical, and numpy, tokenizers and the model are never imported (issue 15)."""
+lexical, and numpy, tokenizers and the model are never imported."""
 
 from __future__ import annotations
 

@@ -543,7 +543,7 @@ def test_symlinks_to_files_outside_the_vault_are_not_memories(vault: Vault, tmp_
     assert_index_matches_files(vault)
 
 
-# --------------------------------------------------------------------------- fallbacks and late failures (issue 14)
+# --------------------------------------------------------------------------- fallbacks and late failures
 
 
 @pytest.fixture

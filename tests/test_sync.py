@@ -553,7 +553,7 @@ def test_a_file_with_broken_yaml_is_reported_as_a_problem_not_added(vault: Vault
     assert_index_matches_files(vault)
 
 
-# --------------------------------------------------------------------------- the watcher's own failures (issue 14)
+# --------------------------------------------------------------------------- the watcher's own failures
 
 
 @pytest.mark.parametrize("options", [{"debounce": -1}, {"sweep_interval": 0}])

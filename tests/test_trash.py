@@ -1,6 +1,6 @@
 """``.trash/`` when things go wrong: a damaged ledger, a file removed by hand, a name
 taken at the last moment, a full disk during restore. Nothing a person has is lost or
-overwritten, and each refusal is one line saying what to do (issue 14)."""
+overwritten, and each refusal is one line saying what to do."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""A memory's `type` and `importance` (SPEC §2, issue 12): set by remember and update,
+"""A memory's `type` and `importance` (SPEC §2): set by remember and update,
 written as front-matter keys, filtered in SQL by recall, list and retrieve_context,
 counted by memory_stats; over the library, the real MCP client in memory and the CLI."""
 

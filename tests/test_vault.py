@@ -1163,7 +1163,7 @@ def test_a_row_remembers_when_its_file_was_read_not_when_the_row_was_written(vau
     assert row["size"] == path.stat().st_size and row["indexed_ns"] <= read_by
 
 
-# --------------------------------------------------------------------------- rarer refusals and fallbacks (issue 14)
+# --------------------------------------------------------------------------- rarer refusals and fallbacks
 
 
 def test_an_interrupted_import_that_cannot_be_finished_does_not_lock_the_vault(

@@ -261,7 +261,7 @@ def test_a_watcher_on_a_network_file_system_never_vouches(vault: Vault, watch: C
     assert walks  # the command looked at the files itself
 
 
-# ---------------------------------------------------------------- the voucher's own fallbacks (issue 14)
+# ---------------------------------------------------------------- the voucher's own fallbacks
 # A Voucher is the watcher's side alone (a real flock, real files): each doubt below must
 # make ``vouched`` answer False, so the command walks, and must never raise.
 

@@ -73,3 +73,18 @@ anyio.run(main)
 
 def test_a_source_checkout_serves_the_repository_prompts() -> None:
     assert bundled_prompts_dir() == REPO / "prompts"
+
+
+def test_the_wheel_carries_the_licence_and_the_short_readme(wheel: Path) -> None:
+    """What a package index shows: the README as the long description (short enough to
+    read there), and the MIT licence the metadata declares, as a file."""
+    with zipfile.ZipFile(wheel) as archive:
+        (metadata,) = [n for n in archive.namelist() if n.endswith(".dist-info/METADATA")]
+        text = archive.read(metadata).decode("utf-8")
+        licences = [n for n in archive.namelist() if n.endswith(".dist-info/licenses/LICENSE")]
+        assert licences and archive.read(licences[0]) == (REPO / "LICENSE").read_bytes()
+    headers, _, description = text.partition("\n\n")
+    assert "License-Expression: MIT" in headers.splitlines()
+    assert "Description-Content-Type: text/markdown" in headers.splitlines()
+    assert description.strip() == (REPO / "README.md").read_text(encoding="utf-8").strip()
+    assert len(description.encode("utf-8")) <= 20_000

@@ -2,7 +2,7 @@
 
 Nothing here touches the database: ``recall.engine`` fetches (term matches, BM25,
 neighbours, update times) and hands the numbers in, so each rule can be tested on a
-list of records. The numbers behind the defaults are in benchmarks/README.md.
+list of records. The numbers behind the defaults are in benchmarks/RESULTS.md.
 """
 
 from __future__ import annotations
@@ -263,7 +263,7 @@ def some_terms(short: list[int], rest: list[int], scores: Mapping[int, float], c
 def by_meaning(nearest: list[tuple[int, float]], partial: list[Scored], updated: Mapping[int, str],
                config: RecallConfig, newest: bool = False) -> list[Scored]:
     """The ranking when no memory holds every term (the gate chosen on the fact-store
-    set's tuning half, benchmarks/README.md): memories by cosine similarity to the
+    set's tuning half, benchmarks/RESULTS.md): memories by cosine similarity to the
     question (``nearest``, best first) down to ``semantic_floor``; then the partial
     lexical hits not among them, in their order. ``newest`` (the question asks for the
     current state): among the hits within ``semantic_newest_margin`` of the best, the
@@ -287,7 +287,7 @@ def by_meaning(nearest: list[tuple[int, float]], partial: list[Scored], updated:
 
 def fuse(close: list[tuple[int, float]], lexical: list[Scored], config: RecallConfig) -> list[Scored]:
     """The lexical ranking and the memories closest in meaning fused (the rule chosen on
-    LoCoMo's tuning conversations for dialog, benchmarks/README.md): each memory scores
+    LoCoMo's tuning conversations for dialog, benchmarks/RESULTS.md): each memory scores
     1 / (k + place) for its place in the first ``fusion_pool`` lexical hits, plus
     ``fusion_weight`` / (k + place) for its place among the first ``fusion_pool``
     semantic ones; ties keep the lexical order. The lexical ranking continues past
