@@ -1,0 +1,196 @@
+"""HTTP connections no client can hold forever: uvicorn's h11 protocol with deadlines and a cap.
+
+uvicorn times only the gap between requests (``timeout_keep_alive``, armed after a
+response); a connection that never sends a whole request has no timer at all, and ASGI
+middleware runs only once the headers are parsed. So the rules live in the protocol:
+
+- From accept (or from the first byte of a later request on a kept-alive connection) the
+  request must be fully received — headers and body — within ``request_timeout``
+  seconds, else the client gets 408 (when it sent part of one) and the socket is closed.
+- A client that stops reading a response for ``request_timeout`` seconds is cut off too.
+- Idle keep-alive lasts ``keep_alive`` seconds, announced as ``Keep-Alive: timeout=N`` so
+  clients that honour it (undici, in Node's fetch) close first instead of reusing a
+  socket the server is closing.
+- At most ``max_connections`` are open. A new one over the cap closes the open connection
+  that has been waiting longest for a request (idle keep-alive, or a request still
+  arriving); only when every connection is busy answering is the newcomer refused (503).
+  So a crowd of idle or half-sent connections never keeps a real client out.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from dataclasses import dataclass
+from typing import Any, ClassVar
+
+import h11
+from uvicorn.protocols.http.h11_impl import H11Protocol
+
+log = logging.getLogger("agent_memory.server")
+
+DEFAULT_REQUEST_TIMEOUT = 20.0
+DEFAULT_KEEP_ALIVE = 75
+CONNECTIONS_CEILING = 1000
+
+
+def default_max_connections() -> int:
+    """1,000, or half this process's open-file limit where that is lower (each connection
+    is a file descriptor; running out would stop ``accept`` itself)."""
+    try:
+        import resource
+    except ImportError:  # not POSIX
+        return CONNECTIONS_CEILING
+    soft, _ = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if soft == resource.RLIM_INFINITY:
+        return CONNECTIONS_CEILING
+    return max(16, min(CONNECTIONS_CEILING, soft // 2))
+
+
+@dataclass(frozen=True)
+class ConnectionLimits:
+    request_timeout: float = DEFAULT_REQUEST_TIMEOUT
+    keep_alive: int = DEFAULT_KEEP_ALIVE
+    max_connections: int = CONNECTIONS_CEILING
+
+
+def _plain_response(status: bytes, text: str, *extra: bytes) -> bytes:
+    body = text.encode()
+    head = [b"HTTP/1.1 " + status, b"content-type: text/plain; charset=utf-8", b"connection: close",
+            b"content-length: " + str(len(body)).encode(), *extra]
+    return b"\r\n".join(head) + b"\r\n\r\n" + body
+
+
+class GuardedH11Protocol(H11Protocol):
+    """uvicorn's h11 protocol with the deadlines and the cap above. Use
+    :func:`guarded_protocol` to get the class for one set of limits."""
+
+    limits: ClassVar[ConnectionLimits] = ConnectionLimits()
+    _last_refusal_logged: ClassVar[float] = -1e9
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self._deadline: asyncio.TimerHandle | None = None
+        self._write_deadline: asyncio.TimerHandle | None = None
+        self._waiting_since = time.monotonic()
+        """When it last started waiting for a request (accept, or the end of a response)."""
+
+    # -- the request deadline
+
+    def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
+        super().connection_made(transport)
+        self._watch()
+        if len(self.connections) > self.limits.max_connections:
+            self._make_room()
+
+    def data_received(self, data: bytes) -> None:
+        super().data_received(data)
+        self._watch()
+
+    def on_response_complete(self) -> None:
+        self._waiting_since = time.monotonic()
+        super().on_response_complete()
+        self._watch()
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self._disarm()
+        self._disarm_write()
+        super().connection_lost(exc)
+
+    def _watch(self) -> None:
+        """Keep the request deadline running exactly while a request is awaited or arriving
+        and uvicorn's keep-alive timer is not the one in charge."""
+        state = self.conn.their_state
+        awaited = state is h11.SEND_BODY or (state is h11.IDLE and (
+            self._partly_received() or self.timeout_keep_alive_task is None))
+        if awaited and not self.transport.is_closing():
+            if self._deadline is None:
+                self._deadline = self.loop.call_later(self.limits.request_timeout, self._timed_out)
+        else:  # the request is in (the app may take its time), or idle keep-alive (its own timer)
+            self._disarm()
+
+    def _disarm(self) -> None:
+        if self._deadline is not None:
+            self._deadline.cancel()
+            self._deadline = None
+
+    def _timed_out(self) -> None:
+        self._deadline = None
+        if self.transport.is_closing():
+            return
+        if self._partly_received() and not (self.cycle is not None and self.cycle.response_started
+                                            and not self.cycle.response_complete):
+            self.transport.write(_plain_response(
+                b"408 Request Timeout",
+                f"The request was not received within {self.limits.request_timeout:g} s; send it whole.\n"))
+        log.debug("closed a connection from %s: no whole request within %g s", self.client, self.limits.request_timeout)
+        self.transport.close()
+
+    def _partly_received(self) -> bool:
+        state = self.conn.their_state
+        return state is h11.SEND_BODY or (state is h11.IDLE and bool(self.conn.trailing_data[0]))
+
+    # -- a client that stops reading
+
+    def pause_writing(self) -> None:
+        super().pause_writing()
+        if self._write_deadline is None:
+            self._write_deadline = self.loop.call_later(self.limits.request_timeout, self._stopped_reading)
+
+    def resume_writing(self) -> None:
+        self._disarm_write()
+        super().resume_writing()
+
+    def _disarm_write(self) -> None:
+        if self._write_deadline is not None:
+            self._write_deadline.cancel()
+            self._write_deadline = None
+
+    def _stopped_reading(self) -> None:
+        self._write_deadline = None
+        log.debug("closed a connection from %s: it read nothing for %g s", self.client, self.limits.request_timeout)
+        self.transport.abort()  # close() would wait to flush what the client will not read
+
+    # -- the cap
+
+    def _busy(self) -> bool:
+        """A whole request is in and its answer is not complete yet."""
+        return (self.conn.their_state in (h11.DONE, h11.MUST_CLOSE) and self.cycle is not None
+                and not self.cycle.response_complete)
+
+    def _make_room(self) -> None:
+        waiting = [c for c in self.connections
+                   if c is not self and isinstance(c, GuardedH11Protocol) and not c.transport.is_closing()
+                   and not c._busy()]
+        if waiting:
+            oldest = min(waiting, key=lambda c: c._waiting_since)
+            log.debug("closed a connection from %s waiting %.1f s for a request, to make room (%d at most)",
+                      oldest.client, time.monotonic() - oldest._waiting_since, self.limits.max_connections)
+            oldest.transport.close()
+            return
+        now = time.monotonic()
+        if now - GuardedH11Protocol._last_refusal_logged > 10:
+            GuardedH11Protocol._last_refusal_logged = now
+            log.warning("refusing connections: all %d are busy answering requests (--max-connections)",
+                        self.limits.max_connections)
+        self.transport.write(_plain_response(
+            b"503 Service Unavailable", "Every connection is busy; try again in a moment.\n", b"retry-after: 1"))
+        self.transport.close()
+
+
+def guarded_protocol(limits: ConnectionLimits) -> type[GuardedH11Protocol]:
+    """The protocol class to pass uvicorn as ``http=`` for these limits."""
+    return type("GuardedH11Protocol", (GuardedH11Protocol,), {"limits": limits})
+
+
+def uvicorn_config(app: Any, sock_host: str, port: int, limits: ConnectionLimits) -> Any:
+    """uvicorn's settings for serving ``app`` with ``limits``: the guarded protocol, the
+    keep-alive it announces, no WebSocket upgrades (MCP has none)."""
+    import uvicorn
+
+    return uvicorn.Config(
+        app, host=sock_host, port=port, log_level="warning", lifespan="on", ws="none",
+        http=guarded_protocol(limits), timeout_keep_alive=limits.keep_alive,
+        headers=[("Keep-Alive", f"timeout={limits.keep_alive}")],
+    )
