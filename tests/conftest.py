@@ -333,3 +333,61 @@ def watch(vault: Vault) -> Iterator[Callable[..., Any]]:
             watcher.stop()
         leftover = [t for t in threading.enumerate() if t not in before and t.is_alive()]
         assert not leftover, f"threads still running after stop(): {leftover}"
+
+
+class Served:
+    """``agent-memory serve --http --port 0 …`` as a real process: the port it logged,
+    and its log (stderr, read as it comes on a thread)."""
+
+    SCRIPT = Path(sys.executable).with_name("agent-memory")
+
+    def __init__(self, vault_dir: Path, *args: str, host: str = "127.0.0.1", env: dict[str, str] | None = None,
+                 seconds: float = 30) -> None:
+        import re
+        import time
+
+        environment = {k: v for k, v in os.environ.items() if k != "AGENT_MEMORY_TOKEN"}
+        self.process = subprocess.Popen(
+            [str(self.SCRIPT), "serve", "--http", "--host", host, "--port", "0", "--dir", str(vault_dir), *args],
+            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, env={**environment, **(env or {})},
+        )
+        self._lines: list[str] = []
+        self._reader = threading.Thread(target=self._read, daemon=True)
+        self._reader.start()
+        deadline = time.monotonic() + seconds
+        while not (found := re.search(r"serving .* on http://(\S+):(\d+)/mcp", self.log())):
+            if self.process.poll() is not None or time.monotonic() > deadline:
+                self.process.kill()
+                raise AssertionError(f"server did not start:\n{self.stop(check=False)}")
+            time.sleep(0.05)
+        self.host, self.port = found.group(1), int(found.group(2))
+        self.url = f"http://{self.host}:{self.port}/mcp"
+
+    def _read(self) -> None:
+        assert self.process.stderr is not None
+        for line in self.process.stderr:
+            self._lines.append(line)
+
+    def log(self) -> str:
+        return "".join(self._lines)
+
+    def wait_log(self, text: str, seconds: float = 30) -> None:
+        import time
+
+        deadline = time.monotonic() + seconds
+        while text not in self.log():
+            assert time.monotonic() < deadline, f"never logged {text!r}:\n{self.log()}"
+            time.sleep(0.05)
+
+    def stop(self, check: bool = True) -> str:
+        """SIGTERM: uvicorn shuts the app down and the server exits cleanly (status 0, no
+        traceback), as a service manager expects. Returns the whole log."""
+        if self.process.poll() is None:
+            self.process.terminate()
+        self.process.wait(timeout=30)
+        self._reader.join(timeout=10)
+        log = self.log()
+        if check:
+            assert self.process.returncode == 0, log
+            assert "Traceback" not in log, log
+        return log
