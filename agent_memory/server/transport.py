@@ -220,6 +220,37 @@ class OriginGuard:
         return self.match_host and host is not None and name == _host_header_name(host.decode("latin-1"))
 
 
+class WholeRequests:
+    """Pure ASGI, right in front of the SDK's app: a request's body is read whole before
+    the app sees the request. A client that hangs up mid-body (or is cut off at the
+    request deadline) then ends there, quietly; the SDK would log it as an application
+    error with a traceback. Bodies are read up to ``max_body`` bytes, past which the rest
+    streams on to the app (which refuses it, 413), as the SDK's own size check expects."""
+
+    def __init__(self, app: Any, max_body: int) -> None:
+        self.app = app
+        self.max_body = max_body
+
+    async def __call__(self, scope: Scope, receive: Any, send: Any) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        messages: list[dict[str, Any]] = []
+        size = 0
+        while not messages or (messages[-1].get("more_body", False) and size <= self.max_body):
+            message = await receive()
+            if message["type"] == "http.disconnect":
+                log.debug("client hung up before its request was in")
+                return
+            messages.append(message)
+            size += len(message.get("body", b""))
+
+        async def replay() -> dict[str, Any]:
+            return messages.pop(0) if messages else await receive()
+
+        await self.app(scope, replay, send)
+
+
 async def _refuse_origin(send: Any, origin: str) -> None:
     body = (f"Origin {origin[:200]!r} is not this server's: a page elsewhere may not call it. To let a page in, "
             "start the server with --allow-origin ORIGIN.\n").encode("utf-8", "replace")
@@ -286,7 +317,7 @@ def build_http_app(vault: Vault, *, host: str = "127.0.0.1", token: str | None =
     ``host`` only loopback ``Host`` headers pass (:func:`loopback_security`); elsewhere a
     token is required and is the guard. One app serves one run (the SDK's session manager
     starts once)."""
-    from mcp.server.transport_security import TransportSecuritySettings
+    from mcp.server.transport_security import DEFAULT_MAX_REQUEST_BODY_SIZE, TransportSecuritySettings
 
     from .sessions import SessionGuard, SessionTable
 
@@ -306,6 +337,7 @@ def build_http_app(vault: Vault, *, host: str = "127.0.0.1", token: str | None =
         max_sessions=None,
         session_idle_timeout=None,
     )
+    app = WholeRequests(app, DEFAULT_MAX_REQUEST_BODY_SIZE)
     table = SessionTable(limits.max_sessions, limits.max_sessions, float(limits.session_idle_timeout))
     app = SessionGuard(app, table, host_header=f"[{address}]" if ":" in address else address, path=MCP_PATH)
     if token:
