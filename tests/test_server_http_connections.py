@@ -12,7 +12,9 @@ from __future__ import annotations
 
 import asyncio
 import json
+import shutil
 import socket
+import subprocess
 import time
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
@@ -283,3 +285,27 @@ async def test_a_client_that_stops_reading_is_cut_off() -> None:
         listener.close()
         for task in state.tasks:
             task.cancel()
+
+
+NODE = shutil.which("node")
+CI_NODE = Path(__file__).resolve().parent.parent / ".ci" / "node"
+TS_PAUSE = Path(__file__).resolve().parent.parent / "benchmarks" / "ts_client_pause.mjs"
+
+
+@pytest.mark.skipif(NODE is None, reason="node is not installed, so the TypeScript SDK client cannot run")
+@pytest.mark.skipif(not CI_NODE.is_dir(), reason=".ci/node is absent: run the npm lines of .ci/run first")
+def test_the_typescript_sdk_client_survives_a_blocked_event_loop(tmp_path: Path) -> None:
+    """The TypeScript SDK client (installed by .ci/run into .ci/node) calls a tool, its event
+    loop is blocked for 6 s (undici cannot drop a socket meanwhile), then calls again on
+    the same kept-alive socket: past uvicorn's old 5 s keep-alive, that one failed with
+    "other side closed". benchmarks/ts_client_pause.mjs is the script; 10 s there."""
+    sdk = CI_NODE / "node_modules" / "@modelcontextprotocol" / "sdk"
+    assert sdk.is_dir(), "the TypeScript SDK is missing: npm install --prefix .ci/node @modelcontextprotocol/sdk@1.32.2"
+    server = Served(tmp_path / ".memory")
+    try:
+        done = subprocess.run([str(NODE), str(TS_PAUSE), server.url, "6", "block"],
+                              capture_output=True, text=True, timeout=300)
+    finally:
+        server.stop()
+    assert done.returncode == 0, (done.stdout, done.stderr)
+    assert json.loads(done.stdout)["second"]["ok"] is True

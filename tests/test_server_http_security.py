@@ -424,6 +424,19 @@ def test_limits_must_be_positive(tmp_path: Path, args: list[str], message: str) 
     assert not (tmp_path / "never").exists()
 
 
+def test_the_cli_defaults_are_the_library_defaults() -> None:
+    from agent_memory.cli import serve
+    from agent_memory.server.transport import HttpLimits
+
+    defaults = {p.name: p.default for p in serve.params}
+    limits = HttpLimits()
+    assert {name: defaults[name] for name in ("max_sessions", "session_idle_timeout", "request_timeout",
+                                              "keep_alive", "max_connections")} == {
+        "max_sessions": limits.max_sessions, "session_idle_timeout": limits.session_idle_timeout,
+        "request_timeout": limits.request_timeout, "keep_alive": limits.keep_alive,
+        "max_connections": limits.max_connections}
+
+
 @pytest.mark.parametrize("origin", ["localhost:6274", "http://localhost:6274/app", "*", "null"])
 def test_an_allowed_origin_must_be_an_origin(tmp_path: Path, origin: str) -> None:
     done = subprocess.run(
