@@ -12,9 +12,12 @@ middleware runs only once the headers are parsed. So the rules live in the proto
   clients that honour it (undici, in Node's fetch) close first instead of reusing a
   socket the server is closing.
 - At most ``max_connections`` are open. A new one over the cap closes the open connection
-  that has been waiting longest for a request (idle keep-alive, or a request still
-  arriving); only when every connection is busy answering is the newcomer refused (503).
-  So a crowd of idle or half-sent connections never keeps a real client out.
+  that has been waiting longest for its first request (or still receiving it), else the
+  kept-alive one waiting longest for its next. Only when every other connection is busy
+  answering is the newcomer refused (503, ``Retry-After: 1``). So a crowd of idle or
+  half-sent connections never keeps a real client out (it sends its request at once, so
+  it is the newest in line, and busy soon), and a connection that has been answered
+  outlives any number of connections that never sent a whole request.
 """
 
 from __future__ import annotations
@@ -67,40 +70,53 @@ class GuardedH11Protocol(H11Protocol):
     :func:`guarded_protocol` to get the class for one set of limits."""
 
     limits: ClassVar[ConnectionLimits] = ConnectionLimits()
+    fresh: ClassVar[dict[GuardedH11Protocol, float]] = {}
+    """This server's connections waiting for their first request, the one waiting longest
+    first, each with the time it started waiting (so shedding is O(1))."""
+    kept: ClassVar[dict[GuardedH11Protocol, float]] = {}
+    """Likewise for connections that have had a request answered and wait for the next."""
     _last_refusal_logged: ClassVar[float] = -1e9
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self._deadline: asyncio.TimerHandle | None = None
         self._write_deadline: asyncio.TimerHandle | None = None
-        self._waiting_since = time.monotonic()
-        """When it last started waiting for a request (accept, or the end of a response)."""
+        self._answered = False
 
     # -- the request deadline
 
     def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
         super().connection_made(transport)
-        self._watch()
         if len(self.connections) > self.limits.max_connections:
             self._make_room()
+        if not transport.is_closing():
+            self._watch()
 
     def data_received(self, data: bytes) -> None:
         super().data_received(data)
         self._watch()
 
     def on_response_complete(self) -> None:
-        self._waiting_since = time.monotonic()
+        self._answered = True
+        self._leave_line()  # waiting again from now: to the back of the line
         super().on_response_complete()
         self._watch()
 
     def connection_lost(self, exc: Exception | None) -> None:
+        self._leave_line()
         self._disarm()
         self._disarm_write()
         super().connection_lost(exc)
 
     def _watch(self) -> None:
-        """Keep the request deadline running exactly while a request is awaited or arriving
-        and uvicorn's keep-alive timer is not the one in charge."""
+        """Keep the lines of waiting connections and the request deadline up to date: the
+        deadline runs exactly while a request is awaited or arriving and uvicorn's
+        keep-alive timer is not the one in charge."""
+        line = self.kept if self._answered else self.fresh
+        if self._busy() or self.transport.is_closing():
+            self._leave_line()
+        elif self not in line:
+            line[self] = time.monotonic()
         state = self.conn.their_state
         awaited = state is h11.SEND_BODY or (state is h11.IDLE and (
             self._partly_received() or self.timeout_keep_alive_task is None))
@@ -109,6 +125,10 @@ class GuardedH11Protocol(H11Protocol):
                 self._deadline = self.loop.call_later(self.limits.request_timeout, self._timed_out)
         else:  # the request is in (the app may take its time), or idle keep-alive (its own timer)
             self._disarm()
+
+    def _leave_line(self) -> None:
+        self.fresh.pop(self, None)
+        self.kept.pop(self, None)
 
     def _disarm(self) -> None:
         if self._deadline is not None:
@@ -160,16 +180,20 @@ class GuardedH11Protocol(H11Protocol):
                 and not self.cycle.response_complete)
 
     def _make_room(self) -> None:
-        waiting = [c for c in self.connections
-                   if c is not self and isinstance(c, GuardedH11Protocol) and not c.transport.is_closing()
-                   and not c._busy()]
-        if waiting:
-            oldest = min(waiting, key=lambda c: c._waiting_since)
-            log.debug("closed a connection from %s waiting %.1f s for a request, to make room (%d at most)",
-                      oldest.client, time.monotonic() - oldest._waiting_since, self.limits.max_connections)
-            oldest.transport.close()
-            return
+        """Over the cap: close the connection waiting longest for its first request, else
+        the one waiting longest for its next, else refuse this one (every other connection
+        is busy answering)."""
         now = time.monotonic()
+        for line in (self.fresh, self.kept):
+            for oldest, since in line.items():
+                if oldest is self:
+                    continue
+                del line[oldest]
+                log.debug("closed a connection from %s waiting %.1f s for its %s request, to make room (%d at most)",
+                          oldest.client, now - since, "next" if line is self.kept else "first",
+                          self.limits.max_connections)
+                oldest.transport.close()
+                return
         if now - GuardedH11Protocol._last_refusal_logged > 10:
             GuardedH11Protocol._last_refusal_logged = now
             log.warning("refusing connections: all %d are busy answering requests (--max-connections)",
@@ -181,16 +205,18 @@ class GuardedH11Protocol(H11Protocol):
 
 def guarded_protocol(limits: ConnectionLimits) -> type[GuardedH11Protocol]:
     """The protocol class to pass uvicorn as ``http=`` for these limits."""
-    return type("GuardedH11Protocol", (GuardedH11Protocol,), {"limits": limits})
+    return type("GuardedH11Protocol", (GuardedH11Protocol,), {"limits": limits, "fresh": {}, "kept": {}})
 
 
 def uvicorn_config(app: Any, sock_host: str, port: int, limits: ConnectionLimits) -> Any:
     """uvicorn's settings for serving ``app`` with ``limits``: the guarded protocol, the
-    keep-alive it announces, no WebSocket upgrades (MCP has none)."""
+    keep-alive it announces, no WebSocket upgrades (MCP has none), and no
+    ``X-Forwarded-*`` rewriting (uvicorn trusts it from any local process by default; the
+    server reads neither the client's address nor the scheme)."""
     import uvicorn
 
     return uvicorn.Config(
-        app, host=sock_host, port=port, log_level="warning", lifespan="on", ws="none",
+        app, host=sock_host, port=port, log_level="warning", lifespan="on", ws="none", proxy_headers=False,
         http=guarded_protocol(limits), timeout_keep_alive=limits.keep_alive,
         headers=[("Keep-Alive", f"timeout={limits.keep_alive}")],
     )
