@@ -128,7 +128,8 @@ def _header(scope: Scope, name: bytes) -> bytes | None:
 def owner_of(scope: Scope) -> str:
     """Who a request speaks for: a digest of its ``Authorization`` header (the bearer check
     in front has let only right tokens through), or ``""`` without one."""
-    credentials = _header(scope, b"authorization")
+    _, _, credentials = (_header(scope, b"authorization") or b"").partition(b" ")
+    credentials = credentials.strip()  # the scheme's case and spacing do not make another owner
     return hashlib.sha256(credentials).hexdigest()[:32] if credentials else ""
 
 
