@@ -23,7 +23,8 @@ Each probe has 10 s to succeed; a failure counts 10 s. Usage::
     python benchmarks/http_abuse.py                   # every scenario, 8 s each
     python benchmarks/http_abuse.py --seconds 4 quiet init-flood
     python benchmarks/http_abuse.py --tree /path/to/other/checkout   # the same against other code
-    python benchmarks/http_abuse.py --nofile 1024     # the server under a common open-file limit
+    python benchmarks/http_abuse.py --nofile 1024     # the server started under a common soft open-file limit
+    python benchmarks/http_abuse.py --nofile 1024:1024  # ... which it may not raise (soft:hard)
 
 Loopback only. Prints a table (milliseconds) and what the abuser saw.
 """
@@ -56,7 +57,7 @@ def free_port() -> int:
         return probe.getsockname()[1]
 
 
-def start_server(vault: Path, port: int, tree: str | None, extra: list[str], nofile: int | None,
+def start_server(vault: Path, port: int, tree: str | None, extra: list[str], nofile: tuple[int, int] | None,
                  log: str | None = None) -> subprocess.Popen[bytes]:
     env = {k: v for k, v in os.environ.items() if k != "AGENT_MEMORY_TOKEN"}
     if tree:
@@ -64,8 +65,8 @@ def start_server(vault: Path, port: int, tree: str | None, extra: list[str], nof
 
     # The open-file limit is set in the server's own process, before it imports anything.
     launcher = ("import resource, runpy, sys\n"
-                f"if {nofile or 0}:\n"
-                f"    resource.setrlimit(resource.RLIMIT_NOFILE, ({nofile or 0}, resource.getrlimit(resource.RLIMIT_NOFILE)[1]))\n"
+                f"if {nofile!r}:\n"
+                f"    resource.setrlimit(resource.RLIMIT_NOFILE, {nofile!r})\n"
                 f"if {bool(log)}:\n"
                 "    import logging\n"
                 "    logging.basicConfig(stream=sys.stderr, level=logging.DEBUG, format='%(asctime)s %(name)s %(message)s')\n"
@@ -267,6 +268,11 @@ async def probe(url: str, seconds: float, interval: float
     return fresh_results, connected_results, held["error"]
 
 
+def nofile_limits(value: str) -> tuple[int, int]:
+    soft, _, hard = value.partition(":")
+    return int(soft), int(hard) if hard else resource.getrlimit(resource.RLIMIT_NOFILE)[1]
+
+
 def summary(results: list[tuple[bool, float]]) -> tuple[str, str, str]:
     ms = sorted(latency for _, latency in results)
     ok = sum(1 for good, _ in results if good)
@@ -284,9 +290,9 @@ def main() -> None:
     parser.add_argument("--server-arg", action="append", default=[], help="pass on to serve (repeatable)")
     parser.add_argument("--server-log", default=None, metavar="FILE",
                         help="append the server's log (debug level for agent_memory) to FILE")
-    parser.add_argument("--nofile", type=int, default=None,
-                        help="the server's open-file limit (1024 is a common default; here it is "
-                        f"{resource.getrlimit(resource.RLIMIT_NOFILE)[0]})")
+    parser.add_argument("--nofile", type=nofile_limits, default=None, metavar="SOFT[:HARD]",
+                        help="the server's open-file limit at start (1024 is a common soft limit; here it is "
+                        "{}:{})".format(*resource.getrlimit(resource.RLIMIT_NOFILE)))
     args = parser.parse_args()
     if unknown := set(args.scenarios) - set(SCENARIOS):
         parser.error(f"unknown scenario(s) {', '.join(sorted(unknown))}; choose from {', '.join(SCENARIOS)}")
@@ -314,9 +320,9 @@ def main() -> None:
             finally:
                 server.terminate()
                 server.wait(timeout=60)
-    files = args.nofile or resource.getrlimit(resource.RLIMIT_NOFILE)[0]
+    files = "{}:{}".format(*(args.nofile or resource.getrlimit(resource.RLIMIT_NOFILE)))
     print(f"\nserver: {'tree ' + args.tree if args.tree else 'this checkout'} {' '.join(args.server_arg)}, "
-          f"open-file limit {files}; "
+          f"open-file limit at start {files}; "
           f"{args.seconds:g} s per scenario; socket abusers keep {sockets} sockets open\n")
     print("| abuse | new client: ok | p50 ms | p95 ms | connected: ok | p50 ms | p95 ms | abuser saw |")
     print("|---|---|---|---|---|---|---|---|")

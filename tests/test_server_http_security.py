@@ -166,28 +166,28 @@ async def test_dns_rebinding_is_refused_however_loopback_is_spelled(
     assert "no token: loopback only" in stderr
 
 
-def test_the_table_ends_bare_sessions_first_then_the_longest_idle_and_busy_ones_last() -> None:
+def test_the_table_ends_unused_sessions_first_then_the_longest_idle_and_busy_ones_last() -> None:
     now = [0.0]
     table = SessionTable(max_sessions=2, max_per_owner=2, idle_timeout=60, clock=lambda: now[0])
 
-    def answered(session_id: str) -> None:
+    def used(session_id: str) -> None:
         session = table.get(session_id, "")
         assert session is not None
         table.begin(session)
-        table.end(session, 200)
+        table.end(session)
 
     assert table.add("a", "") == []
     now[0] = 1
-    answered("a")
+    used("a")
     now[0] = 5
-    table.add("b", "")  # a bare initialize: never had a request answered
+    table.add("b", "")  # a bare initialize: no request on it since
     now[0] = 6
-    assert [s.id for s in table.add("c", "")] == ["b"]  # bare goes first, though a has been idle longer
+    assert [s.id for s in table.add("c", "")] == ["b"]  # unused goes first, though a has been idle longer
     now[0] = 7
-    answered("c")
+    used("c")
     now[0] = 8
     assert [s.id for s in table.add("d", "")] == ["a"]  # then the longest idle (a since 1, c since 7)
-    answered("d")
+    used("d")
     busy = table.get("c", "")
     assert busy is not None
     table.begin(busy)  # a request in flight since 8: it goes last, though d has been idle since 8 too

@@ -38,17 +38,45 @@ DEFAULT_KEEP_ALIVE = 75
 CONNECTIONS_CEILING = 1000
 
 
-def default_max_connections() -> int:
-    """1,000, or half this process's open-file limit where that is lower (each connection
-    is a file descriptor; running out would stop ``accept`` itself)."""
+ACCEPT_BATCH = 2048
+"""uvicorn's listen backlog, which asyncio also takes as the most connections it accepts
+at once, before any of them can be closed to make room."""
+SPARE_FILES = 128
+"""Open files kept for everything else: the vault, its index, the watcher, logs."""
+
+
+def open_file_limit(wanted: int = CONNECTIONS_CEILING + 2 * ACCEPT_BATCH + SPARE_FILES) -> int | None:
+    """This process's open-file limit, raised toward ``wanted`` as far as the hard limit
+    allows (each connection is a file; running out makes ``accept`` itself fail, and
+    asyncio then stops accepting anyone for a second). None where there is no such limit."""
     try:
         import resource
     except ImportError:  # not POSIX
-        return CONNECTIONS_CEILING
-    soft, _ = resource.getrlimit(resource.RLIMIT_NOFILE)
+        return None
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
     if soft == resource.RLIM_INFINITY:
-        return CONNECTIONS_CEILING
-    return max(16, min(CONNECTIONS_CEILING, soft // 2))
+        return None
+    if soft < wanted:
+        target = wanted if hard == resource.RLIM_INFINITY else min(wanted, hard)
+        try:
+            resource.setrlimit(resource.RLIMIT_NOFILE, (target, hard))
+            soft = target
+        except (ValueError, OSError):  # not allowed here: live with the limit as it is
+            pass
+    return soft
+
+
+def default_max_connections(files: int | None) -> int:
+    """1,000, or half the open-file limit ``files`` where that is lower."""
+    return CONNECTIONS_CEILING if files is None else max(16, min(CONNECTIONS_CEILING, files // 2))
+
+
+def accept_batch(files: int | None, max_connections: int) -> int:
+    """The listen backlog, so that a cap's worth of connections and two batches accepted
+    before the first could be closed still fit in the open-file limit."""
+    if files is None:
+        return ACCEPT_BATCH
+    return max(16, min(ACCEPT_BATCH, (files - max_connections - SPARE_FILES) // 2))
 
 
 @dataclass(frozen=True)
@@ -56,6 +84,7 @@ class ConnectionLimits:
     request_timeout: float = DEFAULT_REQUEST_TIMEOUT
     keep_alive: int = DEFAULT_KEEP_ALIVE
     max_connections: int = CONNECTIONS_CEILING
+    backlog: int = ACCEPT_BATCH
 
 
 def _plain_response(status: bytes, text: str, *extra: bytes) -> bytes:
@@ -217,6 +246,6 @@ def uvicorn_config(app: Any, sock_host: str, port: int, limits: ConnectionLimits
 
     return uvicorn.Config(
         app, host=sock_host, port=port, log_level="warning", lifespan="on", ws="none", proxy_headers=False,
-        http=guarded_protocol(limits), timeout_keep_alive=limits.keep_alive,
+        http=guarded_protocol(limits), timeout_keep_alive=limits.keep_alive, backlog=limits.backlog,
         headers=[("Keep-Alive", f"timeout={limits.keep_alive}")],
     )

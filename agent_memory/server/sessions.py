@@ -7,8 +7,9 @@ stream) locks every new client out. Here the table is ours, in front of the SDK'
 - A session is *idle* when it has sent no request (POST or DELETE) for a while; an open GET
   stream does not keep it busy, and a session may hold one GET stream at a time.
 - At the cap (overall, and per token) the session idle longest is ended to make room:
-  first the ones that never had a request answered (a bare ``initialize``, as a flood
-  sends), then the rest. A session with a request in flight goes last.
+  first among those that never sent a request after the ``initialize`` that opened them
+  (as a flood of ``initialize`` calls does; a client sends ``initialized`` at once), then
+  among the rest. A session with a request in flight goes last.
 - A session idle for ``idle_timeout`` seconds ends.
 
 Ending a session goes through the SDK's own door: a ``DELETE`` with its id, sent to the
@@ -46,8 +47,8 @@ class Session:
     owner: str
     last_request: float
     in_flight: int = 0
-    answered: bool = False
-    """A request of its own (not the ``initialize``, not a notification) got a 200 answer."""
+    used: bool = False
+    """It has sent a request of its own, after the ``initialize`` that opened it."""
     streaming: bool = False
     """Its one GET stream is open."""
 
@@ -93,13 +94,12 @@ class SessionTable:
     def begin(self, session: Session) -> None:
         """A POST or DELETE of this session started: it is busy until :meth:`end`."""
         session.in_flight += 1
+        session.used = True
         session.last_request = self._clock()
 
-    def end(self, session: Session, status: int | None) -> None:
+    def end(self, session: Session) -> None:
         session.in_flight -= 1
         session.last_request = self._clock()
-        if status == 200:
-            session.answered = True
 
     def remove(self, session_id: str) -> Session | None:
         return self._sessions.pop(session_id, None)
@@ -110,11 +110,11 @@ class SessionTable:
         return [self._drop(s) for s in list(self._sessions.values()) if s.idle(now) >= self.idle_timeout]
 
     def _victim(self, sessions: Iterable[Session], spare: str) -> Session:
-        """Never-answered sessions first, then the longest idle (busy ones last, the one whose
+        """Unused sessions first, then the longest idle (busy ones last, the one whose
         request started earliest first); never the session being admitted."""
         now = self._clock()
         candidates = [s for s in sessions if s.id != spare]
-        return min(candidates, key=lambda s: (s.answered, -s.idle(now), s.last_request))
+        return min(candidates, key=lambda s: (s.used, -s.idle(now), s.last_request))
 
     def _drop(self, session: Session) -> Session:
         del self._sessions[session.id]
@@ -206,8 +206,8 @@ class SessionGuard:
                 opened = next((v for k, v in message.get("headers", []) if k.lower() == SESSION_HEADER), None)
                 if opened is not None:
                     for dropped in self.table.add(opened.decode("latin-1"), owner):
-                        log.info("session %s ended to make room for a new one (%d open at most%s)",
-                                 dropped.id[:12], self.table.max_sessions, ", per token too" if owner else "")
+                        log.info("session %s ended to make room for a new one (%d open at most)",
+                                 dropped.id[:12], self.table.max_sessions)
                         self._end(dropped)
             await send(message)
 
@@ -233,7 +233,7 @@ class SessionGuard:
             try:
                 status = await self._forward(scope, receive, send)
             finally:
-                self.table.end(session, status)
+                self.table.end(session)
         if status == 404 or (scope["method"] == "DELETE" and status is not None and status < 300):
             self.table.remove(session_id)  # ended by its client, or gone from the SDK already
 

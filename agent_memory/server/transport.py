@@ -43,7 +43,13 @@ import anyio
 from ..errors import InvalidInput
 from ..vault import Vault
 from .app import build_server
-from .connections import DEFAULT_KEEP_ALIVE, DEFAULT_REQUEST_TIMEOUT, ConnectionLimits, default_max_connections
+from .connections import (
+    DEFAULT_KEEP_ALIVE,
+    DEFAULT_REQUEST_TIMEOUT,
+    ConnectionLimits,
+    accept_batch,
+    default_max_connections,
+)
 
 log = logging.getLogger("agent_memory.server")
 
@@ -135,9 +141,10 @@ class HttpLimits:
                     f"no path); got {origin!r}."
                 )
 
-    def connections(self) -> ConnectionLimits:
-        return ConnectionLimits(self.request_timeout, self.keep_alive,
-                                self.max_connections or default_max_connections())
+    def connections(self, files: int | None) -> ConnectionLimits:
+        """The connection limits under the open-file limit ``files`` (None: unlimited)."""
+        most = self.max_connections or default_max_connections(files)
+        return ConnectionLimits(self.request_timeout, self.keep_alive, most, accept_batch(files, most))
 
 
 Origin = tuple[str, str, int]
@@ -408,10 +415,15 @@ def _open(path: Path) -> Vault:
 def _serve_http(vault: Vault, host: str, port: int, token: str | None, limits: HttpLimits) -> None:
     import uvicorn
 
-    from .connections import uvicorn_config
+    from .connections import SPARE_FILES, open_file_limit, uvicorn_config
 
     app = build_http_app(vault, host=host, token=token, limits=limits)
-    connections = limits.connections()
+    files = open_file_limit()
+    connections = limits.connections(files)
+    if files is not None and connections.max_connections + SPARE_FILES > files:
+        log.warning("--max-connections %d is more than this process's open-file limit (%d) allows: connections "
+                    "past about %d will fail; raise the limit (ulimit -n) or lower --max-connections",
+                    connections.max_connections, files, files - SPARE_FILES)
     address = bind_address(host)
     if port == 0 and address == "localhost":
         address = "127.0.0.1"  # one socket: both families would each get a different free port
