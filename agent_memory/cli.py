@@ -965,7 +965,7 @@ def doctor() -> None:
               help="Seconds an idle --http connection stays open (sent as Keep-Alive: timeout=N).")
 @click.option("--max-connections", default=None, type=click.IntRange(min=1),
               help="Open --http connections at most; a new one closes the one waiting longest for a request "
-                   "[default: 1000, or half the open-file limit if lower].")
+                   "[default: 1000, or fewer to fit the open-file limit].")
 @click.option("--allow-origin", "allow_origins", multiple=True, metavar="ORIGIN",
               help="Also accept requests from web pages on ORIGIN, e.g. http://localhost:6274 (repeatable). "
                    "Otherwise a browser's Origin must be this server's own host and port.")

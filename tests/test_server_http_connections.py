@@ -15,6 +15,7 @@ import json
 import shutil
 import socket
 import subprocess
+import sys
 import time
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
@@ -325,3 +326,22 @@ def test_the_typescript_sdk_client_survives_a_blocked_event_loop(tmp_path: Path)
         server.stop()
     assert done.returncode == 0, (done.stdout, done.stderr)
     assert json.loads(done.stdout)["second"]["ok"] is True
+
+
+def test_connections_fit_the_open_file_limit() -> None:
+    """asyncio accepts a whole listen backlog before any connection can be closed: a cap's
+    worth of connections and two backlogs must fit in the open-file limit, else accept
+    fails and asyncio stops accepting anyone for a second."""
+    from agent_memory.server.connections import SPARE_FILES, accept_batch, default_max_connections
+
+    assert default_max_connections(None) == 1000 and default_max_connections(1024) == 448
+    for files in (256, 1024, 4096, 65536):
+        most = default_max_connections(files)
+        assert most + 2 * accept_batch(files, most) + SPARE_FILES <= files
+    script = ("import resource\nfrom agent_memory.server.connections import open_file_limit\n"
+              "soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)\n"
+              "resource.setrlimit(resource.RLIMIT_NOFILE, (256, hard))\n"
+              "print(open_file_limit(), resource.getrlimit(resource.RLIMIT_NOFILE)[0], hard)\n")
+    raised, now, hard = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
+                                       check=True, timeout=60).stdout.split()
+    assert int(raised) == int(now) == min(int(hard), 1000 + 2 * 2048 + SPARE_FILES)

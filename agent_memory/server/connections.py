@@ -67,8 +67,9 @@ def open_file_limit(wanted: int = CONNECTIONS_CEILING + 2 * ACCEPT_BATCH + SPARE
 
 
 def default_max_connections(files: int | None) -> int:
-    """1,000, or half the open-file limit ``files`` where that is lower."""
-    return CONNECTIONS_CEILING if files is None else max(16, min(CONNECTIONS_CEILING, files // 2))
+    """1,000, or fewer under a low open-file limit ``files``: half of what the spare files
+    leave, the other half being for the accept batches (:func:`accept_batch`)."""
+    return CONNECTIONS_CEILING if files is None else max(16, min(CONNECTIONS_CEILING, (files - SPARE_FILES) // 2))
 
 
 def accept_batch(files: int | None, max_connections: int) -> int:
