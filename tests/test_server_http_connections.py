@@ -258,12 +258,30 @@ async def test_when_every_connection_is_busy_a_newcomer_is_told_to_retry(tmp_pat
     assert "refusing connections: all 3 are busy answering requests" in log
 
 
-async def test_a_client_that_stops_reading_is_cut_off() -> None:
-    """The guarded protocol on a real socket, in process: an app that streams without end
-    to a client that reads nothing; once the buffers fill, the connection is dropped after
-    the deadline instead of waiting forever for the client to read."""
+@asynccontextmanager
+async def in_process(app: Any, limits: ConnectionLimits) -> AsyncIterator[tuple[int, Any]]:
+    """The guarded protocol serving ``app`` on a real loopback socket, in this event loop:
+    its port and uvicorn's server state (the open connections)."""
     import uvicorn
     from uvicorn.server import ServerState
+
+    config = uvicorn.Config(app, http=guarded_protocol(limits), lifespan="off")
+    config.load()
+    state = ServerState()
+    listener = await asyncio.get_running_loop().create_server(
+        lambda: config.http_protocol_class(config=config, server_state=state, app_state={}),  # type: ignore[call-arg]
+        "127.0.0.1", 0)
+    try:
+        yield listener.sockets[0].getsockname()[1], state
+    finally:
+        listener.close()
+        for task in state.tasks:
+            task.cancel()
+
+
+async def test_a_client_that_stops_reading_is_cut_off() -> None:
+    """An app that streams without end to a client that reads nothing: once the buffers
+    fill, the connection is dropped after the deadline instead of waiting forever."""
 
     async def endless(scope: dict[str, Any], receive: Any, send: Any) -> None:
         gone = asyncio.Event()
@@ -280,15 +298,7 @@ async def test_a_client_that_stops_reading_is_cut_off() -> None:
             await asyncio.sleep(0)
         await watcher
 
-    config = uvicorn.Config(endless, http=guarded_protocol(ConnectionLimits(request_timeout=0.5)), lifespan="off")
-    config.load()
-    state = ServerState()
-    loop = asyncio.get_running_loop()
-    listener = await loop.create_server(
-        lambda: config.http_protocol_class(config=config, server_state=state, app_state={}),  # type: ignore[call-arg]
-        "127.0.0.1", 0)
-    try:
-        port = listener.sockets[0].getsockname()[1]
+    async with in_process(endless, ConnectionLimits(request_timeout=0.5)) as (port, state):
         wire = Wire(port, SO_RCVBUF=4096)
         wire.send(b"GET / HTTP/1.1\r\nHost: x\r\n\r\n")
         deadline = time.monotonic() + POLL_SECONDS
@@ -298,10 +308,27 @@ async def test_a_client_that_stops_reading_is_cut_off() -> None:
             assert time.monotonic() < deadline, "a client that reads nothing held its connection"
             await asyncio.sleep(0.05)
         wire.close()
-    finally:
-        listener.close()
-        for task in state.tasks:
-            task.cancel()
+
+
+async def test_a_request_not_yet_read_is_not_closed_to_make_room() -> None:
+    """A client connects and sends its request; before the server has read it, another
+    connection arrives over the cap. The client's connection is the oldest waiting one,
+    but its request is in the socket: the newcomer is refused instead (503)."""
+
+    async def hello(scope: dict[str, Any], receive: Any, send: Any) -> None:
+        await send({"type": "http.response.start", "status": 200, "headers": [(b"content-length", b"5")]})
+        await send({"type": "http.response.body", "body": b"hello"})
+
+    async with in_process(hello, ConnectionLimits(max_connections=1)) as (port, _):
+        client = Wire(port)
+        client.h11.send(h11.Request(method="GET", target="/", headers=[("Host", "x")]))
+        client.h11.send(h11.EndOfMessage())
+        client.send(b"GET / HTTP/1.1\r\nHost: x\r\n\r\n")
+        newcomer = Wire(port)  # the event loop has not run since: both wait to be accepted together
+        refused = await asyncio.to_thread(newcomer.closed_by_server)
+        assert refused.startswith(b"HTTP/1.1 503"), refused
+        status, _, body = await asyncio.to_thread(client.response)
+        assert (status, body) == (200, b"hello")
 
 
 NODE = shutil.which("node")

@@ -12,18 +12,21 @@ middleware runs only once the headers are parsed. So the rules live in the proto
   clients that honour it (undici, in Node's fetch) close first instead of reusing a
   socket the server is closing.
 - At most ``max_connections`` are open. A new one over the cap closes the open connection
-  that has been waiting longest for its first request (or still receiving it), else the
-  kept-alive one waiting longest for its next. Only when every other connection is busy
-  answering is the newcomer refused (503, ``Retry-After: 1``). So a crowd of idle or
-  half-sent connections never keeps a real client out (it sends its request at once, so
-  it is the newest in line, and busy soon), and a connection that has been answered
-  outlives any number of connections that never sent a whole request.
+  that has been waiting longest for its first request (or still receiving it), else (if
+  there is none) the kept-alive one waiting longest for its next, passing over those
+  whose request is already in the socket, unread. Only when none can go is the newcomer
+  refused (503, ``Retry-After: 1``). So a crowd of idle or half-sent connections never
+  keeps a real client out (it sends its request at once, so it is soon busy, and until
+  it is read it is passed over), and a connection that has been answered outlives any
+  number of connections that never sent a whole request.
 """
 
 from __future__ import annotations
 
 import asyncio
+import itertools
 import logging
+import sys
 import time
 from dataclasses import dataclass
 from typing import Any, ClassVar
@@ -31,11 +34,19 @@ from typing import Any, ClassVar
 import h11
 from uvicorn.protocols.http.h11_impl import H11Protocol
 
+try:
+    import fcntl
+    import termios
+except ImportError:  # not POSIX: _unread cannot tell, and says so
+    pass
+
 log = logging.getLogger("agent_memory.server")
 
 DEFAULT_REQUEST_TIMEOUT = 20.0
 DEFAULT_KEEP_ALIVE = 75
 CONNECTIONS_CEILING = 1000
+SHED_SCAN = 64
+"""Waiting connections looked at, at most, to find one to close."""
 
 
 ACCEPT_BATCH = 2048
@@ -210,27 +221,38 @@ class GuardedH11Protocol(H11Protocol):
                 and not self.cycle.response_complete)
 
     def _make_room(self) -> None:
-        """Over the cap: close the connection waiting longest for its first request, else
-        the one waiting longest for its next, else refuse this one (every other connection
-        is busy answering)."""
+        """Over the cap: close the connection waiting longest for its first request (else,
+        when there is none, the one waiting longest for its next), passing over any whose
+        request has arrived but not been read yet; if all are like that, or every other
+        connection is busy answering, refuse this one."""
         now = time.monotonic()
-        for line in (self.fresh, self.kept):
-            for oldest, since in line.items():
-                if oldest is self:
-                    continue
-                del line[oldest]
-                log.debug("closed a connection from %s waiting %.1f s for its %s request, to make room (%d at most)",
-                          oldest.client, now - since, "next" if line is self.kept else "first",
-                          self.limits.max_connections)
-                oldest.transport.close()
-                return
+        line = self.fresh if any(c is not self for c in itertools.islice(self.fresh, 2)) else self.kept
+        for oldest, since in itertools.islice(line.items(), SHED_SCAN):
+            if oldest is self or oldest._unread():
+                continue
+            del line[oldest]
+            log.debug("closed a connection from %s waiting %.1f s for its %s request, to make room (%d at most)",
+                      oldest.client, now - since, "next" if line is self.kept else "first",
+                      self.limits.max_connections)
+            oldest.transport.close()
+            return
         if now - GuardedH11Protocol._last_refusal_logged > 10:
             GuardedH11Protocol._last_refusal_logged = now
-            log.warning("refusing connections: all %d are busy answering requests (--max-connections)",
-                        self.limits.max_connections)
+            log.warning("refusing connections: all %d are busy answering requests or about to be read "
+                        "(--max-connections)", self.limits.max_connections)
         self.transport.write(_plain_response(
             b"503 Service Unavailable", "Every connection is busy; try again in a moment.\n", b"retry-after: 1"))
         self.transport.close()
+
+    def _unread(self) -> bool:
+        """Bytes from the client wait in the socket, not read yet: in a burst of connections
+        a real client's request can still be in the kernel when a crowd arrives behind it."""
+        try:
+            sock = self.transport.get_extra_info("socket")
+            waiting = fcntl.ioctl(sock.fileno(), termios.FIONREAD, b"\0\0\0\0")
+        except (OSError, AttributeError, NameError):  # closed, or not POSIX: no way to tell
+            return False
+        return int.from_bytes(waiting, sys.byteorder) > 0
 
 
 def guarded_protocol(limits: ConnectionLimits) -> type[GuardedH11Protocol]:
