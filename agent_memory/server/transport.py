@@ -7,8 +7,8 @@ into a login flow that cannot succeed. A static bearer token is what the clients
 files can carry (an ``Authorization`` header). Tokens are compared in constant time.
 
 On a loopback address (always the case without a token) the SDK's transport security
-accepts only loopback ``Host`` and ``Origin`` headers (DNS-rebinding protection), however
-the address was spelled (``127.0.0.2``, ``LOCALHOST``, ``[::1]``, ``0:0:0:0:0:0:0:1``):
+accepts only loopback ``Host`` headers (DNS-rebinding protection), however the address
+was spelled (``127.0.0.2``, ``LOCALHOST``, ``[::1]``, ``0:0:0:0:0:0:0:1``):
 the SDK turns it on by itself only for the exact strings ``127.0.0.1``, ``localhost`` and
 ``::1``, so the settings are always given explicitly here.
 
