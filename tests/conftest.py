@@ -389,3 +389,60 @@ def watch(vault: Vault) -> Iterator[Callable[..., Any]]:
             watcher.stop()
         leftover = [t for t in threading.enumerate() if t not in before and t.is_alive()]
         assert not leftover, f"threads still running after stop(): {leftover}"
+
+
+class Served:
+    """``agent-memory serve --http --port 0 …`` as a real process: the port it logged,
+    and its log (stderr, read as it comes on a thread)."""
+
+    SCRIPT = Path(sys.executable).with_name("agent-memory")
+
+    def __init__(self, vault_dir: Path, *args: str, host: str = "127.0.0.1", env: dict[str, str] | None = None,
+                 seconds: float = 120) -> None:
+        import re
+
+        environment = {k: v for k, v in os.environ.items() if k != "AGENT_MEMORY_TOKEN"}
+        self.process = subprocess.Popen(
+            [str(self.SCRIPT), "serve", "--http", "--host", host, "--port", "0", "--dir", str(vault_dir), *args],
+            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, env={**environment, **(env or {})},
+        )
+        self._lines: list[str] = []
+        self._reader = threading.Thread(target=self._read, daemon=True)
+        self._reader.start()
+
+        def listening() -> re.Match[str] | None:
+            if self.process.poll() is not None:
+                raise AssertionError(f"server exited:\n{self.stop(check=False)}")
+            return re.search(r"serving .* on http://(\S+):(\d+)/mcp", self.log())
+
+        try:
+            found = wait_until(listening, "the server logs where it listens", seconds)
+        except AssertionError:
+            self.process.kill()
+            raise
+        self.host, self.port = found.group(1), int(found.group(2))
+        self.url = f"http://{self.host}:{self.port}/mcp"
+
+    def _read(self) -> None:
+        assert self.process.stderr is not None
+        for line in self.process.stderr:
+            self._lines.append(line)
+
+    def log(self) -> str:
+        return "".join(self._lines)
+
+    def wait_log(self, text: str, seconds: float = 120) -> None:
+        wait_until(lambda: text in self.log(), f"the server logs {text!r}", seconds)
+
+    def stop(self, check: bool = True) -> str:
+        """SIGTERM: uvicorn shuts the app down and the server exits cleanly (status 0, no
+        traceback), as a service manager expects. Returns the whole log."""
+        if self.process.poll() is None:
+            self.process.terminate()
+        self.process.wait(timeout=deadline(120))
+        self._reader.join(timeout=deadline(120))
+        log = self.log()
+        if check:
+            assert self.process.returncode == 0, log
+            assert "Traceback" not in log, log
+        return log

@@ -70,7 +70,7 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Any]]
 async def connect(url: str, token: str | None = TOKEN) -> AsyncIterator[Client]:
     headers = {"Authorization": f"Bearer {token}"} if token else {}
     async with (
-        httpx2.AsyncClient(headers=headers, timeout=httpx2.Timeout(30, read=60)) as http,
+        httpx2.AsyncClient(headers=headers, timeout=httpx2.Timeout(deadline(120), read=deadline(120))) as http,
         Client(streamable_http_client(url, http_client=http)) as client,
     ):
         yield client
@@ -176,3 +176,19 @@ def test_token_sources_and_their_errors(tmp_path: Path) -> None:
     ]:
         with pytest.raises(InvalidInput, match=message):
             read_token(token, path)
+
+
+async def test_a_session_follows_its_token_however_the_scheme_is_spelled(server: dict[str, Any]) -> None:
+    from mcp_types.version import HANDSHAKE_PROTOCOL_VERSIONS
+
+    headers = {"Accept": "application/json, text/event-stream", "Content-Type": "application/json"}
+    initialize = {"jsonrpc": "2.0", "id": 1, "method": "initialize",
+                  "params": {"protocolVersion": HANDSHAKE_PROTOCOL_VERSIONS[-1], "capabilities": {},
+                             "clientInfo": {"name": "raw", "version": "1"}}}
+    async with httpx2.AsyncClient(timeout=deadline(120)) as raw:
+        opened = await raw.post(server["url"], json=initialize, headers={**headers, "Authorization": f"Bearer {TOKEN}"})
+        assert opened.status_code == 200, opened.text
+        session = {**headers, "mcp-session-id": opened.headers["mcp-session-id"], "Authorization": f"bearer  {TOKEN}"}
+        await raw.post(server["url"], json={"jsonrpc": "2.0", "method": "notifications/initialized"}, headers=session)
+        listed = await raw.post(server["url"], json={"jsonrpc": "2.0", "id": 2, "method": "tools/list"}, headers=session)
+        assert listed.status_code == 200 and '"remember"' in listed.text, listed.text
