@@ -19,7 +19,8 @@ from pathlib import Path
 from typing import Any, Self
 
 from . import credentials, trust
-from . import note as notes
+from .note import parse
+from .note.parse import Note, file_version
 from .clock import Clock, humanize_age, iso, utcnow
 from .errors import InvalidInput, NotFound, StillSaving, VaultError, VaultGone
 from .index import FileFacts, Index, link_key
@@ -42,7 +43,7 @@ _CONTROL_FOLDERS = (INDEX_DIRNAME, TRASH_DIRNAME, ".prompts")
 
 # A file as read before the lock: its note (None: not parsed, its bytes were already
 # indexed) and facts; None: no memory file there.
-Examined = tuple[notes.Note | None, FileFacts] | None
+Examined = tuple[Note | None, FileFacts] | None
 _UNREAD: Any = object()  # _refresh's "not examined yet"
 
 
@@ -55,7 +56,7 @@ def _still(stat: os.stat_result | None, examined: Examined) -> bool:
     return facts.same_stat(stat)
 
 
-def _mid_save(note: notes.Note, facts: FileFacts) -> bool:
+def _mid_save(note: Note, facts: FileFacts) -> bool:
     """A file that looks like one an editor is saving right now: empty, or its front
     matter not closed yet, and modified moments ago (broken YAML is reported at once)."""
     return note.half_written and time.time_ns() - facts.mtime_ns < SETTLE_GIVE_UP * 1e9
@@ -261,9 +262,9 @@ class VaultCore:
         file never stops a command."""
         return self.store.read(rel, MAX_FILE_BYTES)
 
-    def _note_for(self, rel: str, data: bytes, stat: os.stat_result) -> notes.Note:
+    def _note_for(self, rel: str, data: bytes, stat: os.stat_result) -> Note:
         """Parse a file, filling times a hand-written file may lack from its mtime."""
-        note = notes.parse(data, rel)
+        note = parse.parse(data, rel)
         if note.created is None or note.updated is None:
             try:
                 mtime = iso(dt.datetime.fromtimestamp(stat.st_mtime, dt.timezone.utc))
@@ -407,12 +408,12 @@ class VaultCore:
         )
 
     def _memory(self, rel: str, data: bytes, row: sqlite3.Row) -> Memory:
-        note = notes.parse(data, rel)
+        note = parse.parse(data, rel)
         relations: dict[str, list[str]] = {}
         for relation, target in note.links:
             relations.setdefault(relation, []).append(target)
         summary = self._summary(row)
-        summary["version"] = notes.file_version(data)
+        summary["version"] = file_version(data)
         summary["conflict"] = note.conflict
         return Memory(
             **summary,
@@ -446,7 +447,7 @@ class VaultCore:
             if not data.strip():
                 if age > SETTLE_GIVE_UP:
                     raise StillSaving(rel, "is empty")
-            elif data == last or age > SETTLE_GIVE_UP or not notes.parse(data, rel).unreadable:
+            elif data == last or age > SETTLE_GIVE_UP or not parse.parse(data, rel).unreadable:
                 return data  # complete, or broken and not changing: _editable says why
             last = data
             time.sleep(SETTLE_WAIT * 3)
@@ -467,7 +468,7 @@ class VaultCore:
                 self.reconcile_path(row["path"])
                 raise NotFound(memory_id)
             data, _ = read
-        if notes.file_version(data) != row["sha256"]:
+        if file_version(data) != row["sha256"]:
             self.reconcile_path(row["path"])
             row = self._resolve(memory_id)
         return row, data

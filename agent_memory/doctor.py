@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from . import credentials, gitrepo, trust
-from . import note as notes
+from .note import parse
 from .errors import SettingsError
 from .index import SCHEMA_VERSION, FileFacts, Index, link_key
 from .settings import load_settings
@@ -96,7 +96,7 @@ def check_vault(root: Path, index_dir: Path | None = None) -> list[Check]:
             continue
         st = (root / rel).stat()
         facts[rel] = FileFacts.read(data, st)
-        note = notes.parse(data, rel)
+        note = parse.parse(data, rel)
         found = [f"{rel}: {p}" for p in note.problems]
         if found and note.unreadable:
             found[-1] += " (tools will not change this file until it is fixed)"

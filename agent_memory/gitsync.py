@@ -45,7 +45,7 @@ from typing import Any, Self
 
 from . import confine
 from . import credentials
-from . import note as notes
+from .note import parse
 from .core import VaultCore
 from .errors import GitError, SettingsError, SyncConflict
 from .gitrepo import (BASE_CONFIG, DRIVER, DRIVER_NAME, HOOKS_OFF, SAFE_CONFIG, dubious_owner, driver_command,
@@ -382,7 +382,7 @@ def describe(vault: VaultCore, changes: list[tuple[str, str, str]]) -> tuple[lis
     def title(rel: str, detail: str = "", trashed: bool = False) -> str:
         if trashed:  # gone from the vault: its title from the copy in the trash
             try:
-                return _clean(notes.parse((vault.root / detail).read_bytes(), rel).title)
+                return _clean(parse.parse((vault.root / detail).read_bytes(), rel).title)
             except OSError:
                 return rel
         row = vault.index.by_path(rel)
@@ -1047,7 +1047,7 @@ def _keep_both_added(repo: Repo, conflicted: list[str]) -> dict[str, str]:
         if set(stages) != {"2", "3"}:  # a base exists (an edit two ways), or a side deleted it
             continue
         ours, theirs = (repo.run("cat-file", "blob", stages[n]).stdout for n in ("2", "3"))
-        a, b = notes.parse(ours, rel), notes.parse(theirs, rel)
+        a, b = parse.parse(ours, rel), parse.parse(theirs, rel)
         if a.unreadable or b.unreadable or not a.own_id or not b.own_id or a.id == b.id:
             continue
         place = repo.vault / rel

@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from . import credentials, gitrepo
-from . import note as notes
+from .note import parse
 from .errors import VaultError
 from .models import HistoryEntry
 
@@ -133,8 +133,8 @@ def _entry(c: dict[str, Any], prefix: str, blobs: dict[str, bytes | None]) -> Hi
 
 def _changes(old: bytes | None, new: bytes | None, path: str) -> tuple[list[str], list[str], list[str]]:
     """The front-matter keys that differ and the body lines added and removed."""
-    before = notes.parse(old, path) if old is not None else None
-    after = notes.parse(new, path) if new is not None else None
+    before = parse.parse(old, path) if old is not None else None
+    after = parse.parse(new, path) if new is not None else None
     old_meta = before.meta if before else {}
     new_meta = after.meta if after else {}
     keys = sorted(k for k in set(old_meta) | set(new_meta) if old_meta.get(k, _MISSING) != new_meta.get(k, _MISSING))

@@ -20,7 +20,10 @@ import os
 from pathlib import Path
 from typing import Any
 
-from . import note as notes
+from .note import parse
+from .note.parse import Note, content_hash
+from .note.patch import patch
+from .note.render import render_new
 from . import transfer
 from .clock import iso
 from .core import VaultCore
@@ -41,7 +44,7 @@ class _Entry:
     meta: dict[str, Any]
     content: str | None
     rel: str
-    existing: tuple[bytes, notes.Note] | None  # the file it updates, as read
+    existing: tuple[bytes, Note] | None  # the file it updates, as read
 
 
 @dataclasses.dataclass
@@ -105,7 +108,7 @@ class Importing(VaultCore):
                 plan.duplicates += 1
                 continue
             if entry.existing is None and entry.item.get("unique_by") != "id":
-                key = (entry.meta["namespace"], notes.content_hash(entry.content or ""))
+                key = (entry.meta["namespace"], content_hash(entry.content or ""))
                 twin = seen.get(key)
                 if twin is None:
                     row = self.index.find_content(key[0], key[1], iso(now))
@@ -196,7 +199,7 @@ class Importing(VaultCore):
         relations = [k for k in fields if k in resolved]
         if entry.existing is None:
             fields[transfer.IMPORT_BASE] = transfer.source_digest(fields, entry.item, entry.content)
-            data = notes.render_new(fields, entry.content or "").encode("utf-8")
+            data = render_new(fields, entry.content or "").encode("utf-8")
             plan.files.append((entry.rel, data, None))
             plan.links += sum(len(fields[k]) for k in relations)
             return
@@ -206,11 +209,11 @@ class Importing(VaultCore):
         if not changes and body is None:
             plan.unchanged += 1
             return
-        text = notes.patch(old.decode("utf-8"), changes, body=body)
+        text = patch(old.decode("utf-8"), changes, body=body)
         plan.files.append((entry.rel, text.encode("utf-8"), old))
         plan.links += sum(len(changes[k]) - len(transfer.as_list(note.meta.get(k))) for k in relations if k in changes)
 
-    def _adopted(self, item: dict[str, Any]) -> tuple[str, bytes, notes.Note] | None:
+    def _adopted(self, item: dict[str, Any]) -> tuple[str, bytes, Note] | None:
         """The vault's own memory file an item was read from (``origin``), if it is one:
         that file is the memory, to be given its keys in place, never copied into itself."""
         origin = item.get("origin")
@@ -224,13 +227,13 @@ class Importing(VaultCore):
             return None
         return self._readable(rel)
 
-    def _readable(self, rel: str) -> tuple[str, bytes, notes.Note] | None:
+    def _readable(self, rel: str) -> tuple[str, bytes, Note] | None:
         """A memory file's settled bytes and note, refused if a tool must not patch it."""
         try:
             data = self._settled(rel)
         except NotFound:
             return None
-        note = notes.parse(data, rel)
+        note = parse.parse(data, rel)
         if note.unreadable or note.conflict:
             why = "; ".join(note.problems) if note.unreadable else "it holds git conflict markers"
             raise InvalidInput(f"{rel} is this item's memory but cannot be updated ({why}); fix the file by hand, "
@@ -287,7 +290,7 @@ class Importing(VaultCore):
             return rel
         if read[0] != old or self.store.read_only(rel):  # a person's save, or their read-only file, stands
             return ""
-        before, after = notes.parse(old, rel), notes.parse(new, rel)
+        before, after = parse.parse(old, rel), parse.parse(new, rel)
         if transfer.plain(before.body) != transfer.plain(after.body):  # the old body stays restorable
             self.store.trash.copy_in(old, rel, before.id, "replaced", iso(self.now()))
         try:

@@ -26,7 +26,7 @@ from typing import Any
 from . import limits
 from .errors import MemoryError_
 from .locking import ignore_folder
-from .note import Note, file_version, hand_named, note_name
+from .note.parse import Note, file_version, hand_named, note_name
 from .recall.sql import Filters
 from .recall.terms import cjk_index_text, date_tokens
 from .store import packed_stamp, signed64

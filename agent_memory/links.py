@@ -12,7 +12,9 @@ import sqlite3
 from typing import TYPE_CHECKING
 
 from . import graph
-from . import note as notes
+from .note.links import wikilinks
+from .note.parse import Note, RESERVED_KEYS
+from .note.patch import patch
 from .clock import iso
 from .core import VaultCore
 from .errors import InvalidInput, NotFound
@@ -23,7 +25,7 @@ from .writes import Writes, _RELATION_NAME
 
 class Links(VaultCore):
     if TYPE_CHECKING:  # Vault composes this with Writes, whose safe write it uses
-        def _checked(self, memory_id: str, expected_version: str | None) -> tuple[sqlite3.Row, bytes, notes.Note]: ...
+        def _checked(self, memory_id: str, expected_version: str | None) -> tuple[sqlite3.Row, bytes, Note]: ...
         def _put(self, rel: str, checked: bytes, text: str) -> sqlite3.Row | None: ...
 
     def unlink(self, memory_id: str, target_id: str, relation: str = "related_to") -> UnlinkResult:
@@ -35,7 +37,7 @@ class Links(VaultCore):
         is not linked changes nothing. Links in the body text are the person's prose:
         they are not touched (edit the content for those)."""
         relation = (relation or "").strip()
-        if not _RELATION_NAME.fullmatch(relation) or relation in notes.RESERVED_KEYS:
+        if not _RELATION_NAME.fullmatch(relation) or relation in RESERVED_KEYS:
             raise InvalidInput(
                 f"Relation {relation!r} cannot be unlinked: give the one-word relation the link was made with "
                 "(related_to, depends_on…), not one of the reserved keys."
@@ -59,7 +61,7 @@ class Links(VaultCore):
             kept: list[object] = []
             removed: list[str] = []
             for item in items:
-                written = notes.wikilinks(item) if isinstance(item, str) else []
+                written = wikilinks(item) if isinstance(item, str) else []
                 hits = [w for w in written if names_target(w)]
                 if not hits:
                     kept.append(item)
@@ -74,7 +76,7 @@ class Links(VaultCore):
                 raise NotFound(target_id)
             if removed:
                 value = kept or None  # the last link takes its property with it
-                self._put(source["path"], data, notes.patch(data.decode("utf-8"), {relation: value}))
+                self._put(source["path"], data, patch(data.decode("utf-8"), {relation: value}))
                 source = self.index.by_path(source["path"]) or source
             return UnlinkResult(
                 source=self._summary(source), target=self._summary(target) if target is not None else None,

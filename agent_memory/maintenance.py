@@ -9,7 +9,11 @@ import os
 import sqlite3
 from typing import TYPE_CHECKING, Any
 
-from . import note as notes
+from .note import parse
+from .note.links import BODY_LINK_RELATION
+from .note.parse import Note, content_hash
+from .note.patch import patch
+from .note.render import render_front_matter, render_new, to_utc
 from . import confine, graph, importers, transfer
 from .importers.knowledge_graph import entity_name, observations, records, relation_type
 from .clock import iso
@@ -82,13 +86,13 @@ class Maintenance(Importing):
 
     def _knowledge_graph(self, rows: list[sqlite3.Row]) -> list[dict[str, Any]]:
         links = graph.Links(self.index, iso(self.now()))
-        read: list[tuple[sqlite3.Row, notes.Note]] = []
+        read: list[tuple[sqlite3.Row, Note]] = []
         names: dict[int, str] = {}
         for row in rows:
             found = self._read(row["path"])
             if found is None:
                 continue
-            note = notes.parse(found[0], row["path"])
+            note = parse.parse(found[0], row["path"])
             read.append((row, note))
             names[row["rid"]] = entity_name(note.aliases, note.title)
         entities = []
@@ -96,7 +100,7 @@ class Maintenance(Importing):
             name = names[row["rid"]]
             relations = []
             for prop, target in note.links:
-                if prop == notes.BODY_LINK_RELATION:
+                if prop == BODY_LINK_RELATION:
                     continue  # a [[link]] in the text is part of an observation
                 to = links.resolve(target, row["path"])
                 relations.append((relation_type(prop, note.meta.get("relation_types")),
@@ -127,7 +131,7 @@ class Maintenance(Importing):
             read = self._read(row["path"])
             if read is None:
                 continue
-            note = notes.parse(read[0], row["path"])
+            note = parse.parse(read[0], row["path"])
             item = ExportedMemory(id=note.id, path=note.path, front_matter=note.meta, content=note.body)
             try:
                 item["raw"] = read[0].decode("utf-8")  # the file as written: import puts it back byte for byte
@@ -235,13 +239,13 @@ class Maintenance(Importing):
                     if "front_matter" in item:  # an export: its front matter is the file's, as written
                         meta, namespace = transfer.exported_front_matter(item["front_matter"])
                         content = item["content"]  # byte for byte: export -> import -> export is stable
-                        data = notes.render_front_matter(meta, content).encode("utf-8")
+                        data = render_front_matter(meta, content).encode("utf-8")
                     else:  # a hand-made item {content, namespace, tags, title, source, created, ...}
                         meta = transfer.new_fields(item, now)
                         namespace = meta["namespace"]
-                        data = notes.render_new(meta, content).encode("utf-8")  # the file remember would write
+                        data = render_new(meta, content).encode("utf-8")  # the file remember would write
                     written = meta.get("expires")
-                    expires = None if written in (None, "") else notes.to_utc(written)
+                    expires = None if written in (None, "") else to_utc(written)
                     memory_id = transfer.own_id(meta)
                     self.guard_credentials({"the content": content, "the front matter": json.dumps(meta, default=str)})
             except (InvalidInput, ValueError) as exc:  # the same kind of error, naming the item
@@ -250,7 +254,7 @@ class Maintenance(Importing):
             if expires is not None and expires <= iso(now):
                 expired += 1
                 continue
-            key = (namespace, notes.content_hash(content))
+            key = (namespace, content_hash(content))
             by_id = item.get("unique_by") == "id" and memory_id is not None  # an importer's: entities are told apart by name
             if not by_id and (key in seen or self.index.find_content(namespace, key[1], iso(now)) is not None):
                 duplicates += 1
@@ -355,4 +359,4 @@ class Maintenance(Importing):
 def _with_id(data: bytes, memory_id: str) -> bytes:
     """A file's bytes with its ``id`` set to ``memory_id`` (only that key rewritten)."""
     text = data.decode("utf-8")
-    return notes.patch(text, {"id": memory_id}).encode("utf-8")
+    return patch(text, {"id": memory_id}).encode("utf-8")

@@ -2,7 +2,7 @@
 merge-file %O %A %B %L %P``), key by key instead of line by line.
 
 The result starts from our side's bytes and patches in their side's changes through
-``note.py`` (only the keys that change are rewritten): list keys (``tags``,
+``note.patch`` (only the keys that change are rewritten): list keys (``tags``,
 ``aliases``, relation properties) by a 3-way set merge that honours removals on either
 side, ``updated`` the later, ``created`` the earlier, any other key changed differently
 on both sides a conflict; the body by git's own 3-way text merge (``git merge-file``),
@@ -36,7 +36,13 @@ from pathlib import Path
 from typing import Any
 
 from . import gitrepo
-from . import note as notes
+from .note import parse
+from .note.links import wikilinks
+from .note.parse import Note, RESERVED_KEYS
+from .note.patch import key_span, patch
+from .note.render import to_utc
+from .note.split import front_matter_span
+from .note.tags import normalise_tag, split_tags
 
 _MISSING: Any = object()
 MERGE_TIMEOUT = 60.0  # seconds for one git merge-file
@@ -65,7 +71,7 @@ class MergeResult:
 @dataclass
 class _Side:
     text: str
-    note: notes.Note
+    note: Note
     fm_lines: list[str]  # the front matter's lines, ends kept ([] when there is none)
     body: str
     has_front_matter: bool
@@ -92,7 +98,7 @@ def merge(base: bytes | None, ours: bytes, theirs: bytes, *, path: str = "", mar
             return _one_memory_written_twice(o, t)
         return both_kept(ours, theirs, marker_size=marker_size)
     result = _merge_keys(b, o, t, marker_size)
-    check = notes.parse(result.data, path)
+    check = parse.parse(result.data, path)
     if check.unreadable or (result.clean and check.conflict):
         return merge_whole(base, ours, theirs, marker_size=marker_size)  # never hand back what cannot be read
     if _drops_a_comment(b or _empty_side(), (o, t), result, check):
@@ -106,10 +112,10 @@ def _read(data: bytes, path: str) -> _Side | None:
         text = data.decode("utf-8")
     except UnicodeDecodeError:
         return None
-    note = notes.parse(data, path)
+    note = parse.parse(data, path)
     if note.conflict or (note.unreadable and text.strip()):
         return None
-    span = notes.front_matter_span(text)
+    span = front_matter_span(text)
     if span is None:
         return _Side(text, note, [], text, False)
     start, end, body_start = span
@@ -121,7 +127,7 @@ def _comments(lines: list[str], skipped: set[str] | None = None) -> Counter[str]
     a value line), leaving out the lines of the keys ``skipped``."""
     left_out: set[int] = set()
     for key in skipped or ():
-        span = notes.key_span(lines, key)
+        span = key_span(lines, key)
         if span is not None:
             left_out.update(range(span[0], span[1]))
     found: Counter[str] = Counter()
@@ -133,13 +139,13 @@ def _comments(lines: list[str], skipped: set[str] | None = None) -> Counter[str]
     return found
 
 
-def _drops_a_comment(base: _Side, sides: tuple[_Side, ...], result: MergeResult, merged: notes.Note) -> bool:
+def _drops_a_comment(base: _Side, sides: tuple[_Side, ...], result: MergeResult, merged: Note) -> bool:
     """Whether the key-by-key merge would lose a comment one side added to the front
     matter: it carries values, and a comment is none (a person's ``# ask Priya first``
     on a line whose value the other side changed, or a comment line of its own). Only
     the lines of a key a side changed and whose value did not get into the merge may go."""
     text = result.data.decode("utf-8")
-    span = notes.front_matter_span(text)
+    span = front_matter_span(text)
     kept = _comments(text[span[0]:span[1]].splitlines(keepends=True) if span else text.splitlines())
     had = _comments(base.fm_lines)
     for side in sides:
@@ -152,7 +158,7 @@ def _drops_a_comment(base: _Side, sides: tuple[_Side, ...], result: MergeResult,
 
 
 def _empty_side() -> _Side:
-    return _Side("", notes.parse(b"", ""), [], "", False)
+    return _Side("", parse.parse(b"", ""), [], "", False)
 
 
 # --------------------------------------------------------------------------- keys
@@ -185,8 +191,8 @@ def _merge_keys(b: _Side | None, o: _Side, t: _Side, marker_size: int) -> MergeR
                 changes[key] = items
         else:
             conflicted.append(key)
-    text = notes.patch(o.text, changes) if changes else o.text
-    start, end, body_start = notes.front_matter_span(text) or (0, 0, 0)
+    text = patch(o.text, changes) if changes else o.text
+    start, end, body_start = front_matter_span(text) or (0, 0, 0)
     nl = "\r\n" if o.fm_lines and o.fm_lines[0].endswith("\r\n") else "\n"
     lines = text[start:end].splitlines(keepends=True)
     for key in taken:
@@ -204,7 +210,7 @@ def _merge_keys(b: _Side | None, o: _Side, t: _Side, marker_size: int) -> MergeR
 def _pick_time(ours: Any, theirs: Any, *, later: bool) -> str | None:
     """``ours``/``theirs``: the later (or earlier) instant; None if one is not a time."""
     try:
-        a, b = notes.to_utc(ours), notes.to_utc(theirs)
+        a, b = to_utc(ours), to_utc(theirs)
     except (ValueError, OverflowError, TypeError):
         return None
     if a == b:
@@ -220,7 +226,7 @@ def is_list_key(key: str, *values: Any) -> bool:
         return False  # a number, a mapping: a value, not a set
     if key in LIST_KEYS or any(isinstance(v, list) for v in present):
         return True
-    return key not in notes.RESERVED_KEYS and any(notes.wikilinks(v) for v in present)
+    return key not in RESERVED_KEYS and any(wikilinks(v) for v in present)
 
 
 def merge_list(key: str, base: Any, ours: Any, theirs: Any) -> list[Any]:
@@ -246,7 +252,7 @@ def _items(key: str, value: Any) -> list[Any]:
     if isinstance(value, list):
         return [v for v in value if v is not None]
     if key == "tags":  # Obsidian reads a string of tags split on commas and spaces
-        return [word for piece in notes.split_tags(value) for word in piece.split()]
+        return [word for piece in split_tags(value) for word in piece.split()]
     if key == "aliases":
         return [piece.strip() for piece in str(value).split(",") if piece.strip()]
     return [value]
@@ -254,7 +260,7 @@ def _items(key: str, value: Any) -> list[Any]:
 
 def _ident(key: str, item: Any) -> str:
     if key == "tags":
-        return notes.normalise_tag(str(item))
+        return normalise_tag(str(item))
     if isinstance(item, str):
         return item.strip()
     return json.dumps(item, sort_keys=True, ensure_ascii=False)
@@ -262,7 +268,7 @@ def _ident(key: str, item: Any) -> str:
 
 def _lines_of(side: _Side, key: str, nl: str) -> list[str]:
     """``key``'s lines as ``side`` writes them, in our line ends ([] when it has none)."""
-    span = notes.key_span(side.fm_lines, key)
+    span = key_span(side.fm_lines, key)
     if span is None:
         return []
     return [line.rstrip("\r\n") + nl for line in side.fm_lines[span[0] : span[1]]]
@@ -270,7 +276,7 @@ def _lines_of(side: _Side, key: str, nl: str) -> list[str]:
 
 def _put_lines(lines: list[str], key: str, new: list[str], nl: str) -> list[str]:
     """``lines`` with ``key``'s lines replaced by ``new`` (appended when ``key`` is not there)."""
-    span = notes.key_span(lines, key)
+    span = key_span(lines, key)
     if span is None:
         if lines and not lines[-1].endswith("\n"):
             lines = [*lines[:-1], lines[-1] + nl]
@@ -280,7 +286,7 @@ def _put_lines(lines: list[str], key: str, new: list[str], nl: str) -> list[str]
 
 def _conflict_lines(lines: list[str], key: str, theirs: list[str], nl: str, size: int) -> list[str]:
     """Both sides' lines for ``key`` between markers, where our side writes it."""
-    span = notes.key_span(lines, key)
+    span = key_span(lines, key)
     ours = lines[span[0] : span[1]] if span else []
     block = ["<" * size + " ours" + nl, *ours, "=" * size + nl, *theirs, ">" * size + " theirs" + nl]
     if span is None:
@@ -313,17 +319,17 @@ def _one_memory_written_twice(o: _Side, t: _Side) -> MergeResult:
                 changes[key] = merged
         elif mine is _MISSING and isinstance(key, str):
             taken.append(key)
-        elif key not in notes.RESERVED_KEYS and key not in _TOOL_KEYS:
+        elif key not in RESERVED_KEYS and key not in _TOOL_KEYS:
             return both_kept(o.text.encode("utf-8"), t.text.encode("utf-8"))  # a person's value two ways
-    text = notes.patch(owner.text, changes) if changes else owner.text
+    text = patch(owner.text, changes) if changes else owner.text
     if taken:
-        start, end, _body = notes.front_matter_span(text) or (0, 0, 0)
+        start, end, _body = front_matter_span(text) or (0, 0, 0)
         nl = "\r\n" if owner.fm_lines and owner.fm_lines[0].endswith("\r\n") else "\n"
         lines = text[start:end].splitlines(keepends=True)
         for key in taken:
             lines = _put_lines(lines, key, _lines_of(other, key, nl), nl)
         text = text[:start] + "".join(lines) + text[end:]
-    span = notes.front_matter_span(text)
+    span = front_matter_span(text)
     if span and _comments(other.fm_lines) - _comments(text[span[0]:span[1]].splitlines(keepends=True)):
         return both_kept(o.text.encode("utf-8"), t.text.encode("utf-8"))  # a comment only the other side has
     side = "ours" if owner is o else "theirs"

@@ -36,7 +36,9 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from . import confine, credentials, graph
-from . import note as notes
+from .note import parse
+from .note.links import retarget_links, retarget_markdown_links
+from .note.parse import Note, file_version
 from .clock import iso
 from .core import VaultCore
 from .errors import InvalidInput, NotFound, PathRefused, ReadOnlyFile, SavedMeanwhile, VaultError, disk_error
@@ -186,9 +188,9 @@ class Moves(VaultCore):
         linking: list[_File] = []
         for path in sources:
             before = self._settled(path)
-            note = _editable(notes.parse(before, path))
-            after, count = notes.retarget_links(before.decode("utf-8"), rewrite_in(path))
-            after, markdown = notes.retarget_markdown_links(after, path, moved_note(path))
+            note = _editable(parse.parse(before, path))
+            after, count = retarget_links(before.decode("utf-8"), rewrite_in(path))
+            after, markdown = retarget_markdown_links(after, path, moved_note(path))
             count += markdown
             if count:
                 _check_rewrite(note, after, path)
@@ -196,12 +198,12 @@ class Moves(VaultCore):
                     raise ReadOnlyFile(path)
                 linking.append(_File(path, before, after.encode("utf-8"), count))
         before = self._settled(old)
-        after_text, count = notes.retarget_links(before.decode("utf-8", errors="replace"), rewrite_in(old, new))
+        after_text, count = retarget_links(before.decode("utf-8", errors="replace"), rewrite_in(old, new))
         # Its own ./ and ../ links are read from its new folder after the move.
-        after_text, markdown = notes.retarget_markdown_links(after_text, old, moved_note(old, new), moved_to=new)
+        after_text, markdown = retarget_markdown_links(after_text, old, moved_note(old, new), moved_to=new)
         count += markdown
         if count:  # the note links to itself, or relatively to others: that is an edit of it too
-            note = _editable(notes.parse(before, old))
+            note = _editable(parse.parse(before, old))
             _check_rewrite(note, after_text, old)
             if self.store.read_only(old):
                 raise ReadOnlyFile(old)
@@ -240,8 +242,8 @@ class Moves(VaultCore):
             for n, f in enumerate([moved, *linking]):
                 tmp = self.store._write_temp(folder, f.before)
                 os.replace(tmp, folder / f"{n}.md")
-                entries.append({"path": f.path, "before": notes.file_version(f.before),
-                                "after": notes.file_version(f.after), "copy": f"{n}.md"})
+                entries.append({"path": f.path, "before": file_version(f.before),
+                                "after": file_version(f.after), "copy": f"{n}.md"})
             manifest = json.dumps({"old": old, "new": new, "files": entries, "record": secrets.token_hex(8)})
             data = manifest.encode("utf-8")
             self.store.register.enter("move", digest(data))
@@ -328,7 +330,7 @@ class Moves(VaultCore):
         for entry in linking:
             original = (folder / entry["copy"]).read_bytes()
             read = self._read(entry["path"])
-            if read is None or notes.file_version(read[0]) != entry["after"]:
+            if read is None or file_version(read[0]) != entry["after"]:
                 continue  # not written yet, or saved since: as it is
             try:
                 self.store.replace_checked(entry["path"], original, read[0])
@@ -340,12 +342,12 @@ class Moves(VaultCore):
                 _put_back(target, source)  # the old name was already taken away
             elif _same_entry(source, target):
                 target.unlink()  # the name this move added to the file
-            elif notes.file_version(data := _bytes(target)) in (moved["before"], moved["after"]):
+            elif file_version(data := _bytes(target)) in (moved["before"], moved["after"]):
                 self.store.park(target, new, data)  # the move's own copy; the original is at the old name
             else:
                 kept.append(new)  # not the move's: someone's file, left as it is
         read = self._read(old)
-        if read is not None and notes.file_version(read[0]) == moved["after"] != moved["before"]:
+        if read is not None and file_version(read[0]) == moved["after"] != moved["before"]:
             self.store.replace_checked(old, (folder / moved["copy"]).read_bytes(), read[0])
         _remove_empty_folders(target.parent, self.root)
         self._forget_record(raw)
@@ -432,7 +434,7 @@ def _checked_manifest(root: Path, folder: Path, raw: bytes) -> dict:
         confine.memory_path(root, entry.get("path"))
         if not _COPY_NAME.fullmatch(entry["copy"]):
             raise PathRefused(f"{entry['copy']!r} is not a copy in the move's journal")
-        if notes.file_version(read_record(folder / entry["copy"])) != entry["before"]:
+        if file_version(read_record(folder / entry["copy"])) != entry["before"]:
             raise ValueError(f"the journal's copy of {entry['path']} does not hold the bytes its manifest names")
     return manifest
 
@@ -484,10 +486,10 @@ def _remove_empty_folders(folder: Path, root: Path) -> None:
         folder = folder.parent
 
 
-def _check_rewrite(note: notes.Note, after: str, path: str) -> None:
+def _check_rewrite(note: Note, after: str, path: str) -> None:
     """A rewritten file must read as it did, but for its links (a name with a quote
     inside a quoted YAML value would break the front matter)."""
-    again = notes.parse(after.encode("utf-8"), path)
+    again = parse.parse(after.encode("utf-8"), path)
     if again.unreadable or set(again.meta) != set(note.meta) or {r for r, _ in again.links} != {r for r, _ in note.links}:
         raise InvalidInput(
             f"Rewriting the links in {path} would change how its front matter reads; rename by another name, "

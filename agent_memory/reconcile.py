@@ -16,7 +16,7 @@ from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
-from . import note as notes
+from .note.parse import Note, file_version
 from .clock import iso
 from .core import Progress, VaultCore
 from .index import FileFacts
@@ -136,7 +136,7 @@ class Reconcile(VaultCore):
             paths = sorted(paths)
         self.store.remove_orphans(temp_files)  # temp files a crash left (callers hold the lock)
 
-        def parsed() -> Iterator[tuple[notes.Note, FileFacts]]:
+        def parsed() -> Iterator[tuple[Note, FileFacts]]:
             for done, rel in enumerate(paths, 1):
                 if progress is not None and (done % 500 == 0 or done == len(paths)):
                     progress(done, len(paths))
@@ -174,7 +174,7 @@ class Reconcile(VaultCore):
         with self._writing():
             for row in rows:
                 indexed, read = self.index.by_path(row["path"]), self._read(row["path"])
-                if indexed is not None and read is not None and notes.file_version(read[0]) != indexed["sha256"]:
+                if indexed is not None and read is not None and file_version(read[0]) != indexed["sha256"]:
                     # Changed since it was indexed (a person kept it, or another file took
                     # its place): only the file as it is now may say it expired.
                     with self._index_write() as conn:

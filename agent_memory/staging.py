@@ -43,7 +43,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from . import confine
-from . import note as notes
+from .note import parse
 from .errors import InvalidInput, MemoryError_, VaultError
 from .register import digest, read_record, refusal, set_aside
 from .store import INDEX_DIRNAME, Store
@@ -60,7 +60,7 @@ MANIFEST = "manifest.json"
 def _own_id(path: Path) -> str:
     """The id a file's front matter gives itself ("" for none, or unreadable)."""
     try:
-        note = notes.parse(path.read_bytes(), path.name)
+        note = parse.parse(path.read_bytes(), path.name)
     except OSError:
         return ""
     return note.id if note.own_id else ""

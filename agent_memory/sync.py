@@ -56,7 +56,7 @@ from watchdog.events import (
 from watchdog.observers import Observer
 from watchdog.observers.api import BaseObserver
 
-from . import note as notes
+from .note import parse
 from .core import SETTLE_GIVE_UP
 from .limits import MAX_FILE_BYTES
 from .models import ReconcileReport
@@ -471,7 +471,7 @@ class Watcher:
         read = self.vault.store.read(rel, MAX_FILE_BYTES)
         if read is None:
             return ""
-        note = notes.parse(read[0], rel)
+        note = parse.parse(read[0], rel)
         return "; ".join(note.problems) if note.unreadable else ""
 
     def _sweep(self) -> None:

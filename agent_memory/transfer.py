@@ -16,7 +16,11 @@ import re
 from typing import Any
 
 from . import credentials
-from . import note as notes
+from .note import parse
+from .note.links import RELATION_NAME, wikilinks
+from .note.parse import Note, RESERVED_KEYS, content_hash, derive_title, is_tool_id
+from .note.render import NEW_FILE_ORDER, to_utc
+from .note.tags import normalise_tag
 from .errors import InvalidInput
 from .limits import check_namespace, check_tags, check_text, check_written_tags, long_name
 from .store import TRASH_DIRNAME, Store, dated_folder, derived_id, is_memory_path, make_slug, new_id
@@ -46,8 +50,8 @@ def twin_id(memory_id: str, content: str) -> str:
     memories are kept and importing the same data again finds this one (no third copy).
     An id in the tool's own format gives one in that format, of the same time (so a TTL
     still applies); any other id gets ``-`` and 8 hex digits."""
-    digest = notes.content_hash(content)
-    if notes.is_tool_id(memory_id):
+    digest = content_hash(content)
+    if is_tool_id(memory_id):
         millis = 0
         for char in memory_id[:10]:
             millis = (millis << 5) | _CROCKFORD.index(char)
@@ -55,7 +59,7 @@ def twin_id(memory_id: str, content: str) -> str:
     return f"{memory_id}-{digest[:8]}"
 
 
-def exported_file(item: dict[str, Any]) -> notes.Note | None:
+def exported_file(item: dict[str, Any]) -> Note | None:
     """An export item's ``raw`` text (the file as it was) parsed, to be written back byte
     for byte: comments, block lists, ``archived: no``, offsets, CRLF and a BOM all kept.
     None when the item has no raw text, or when its ``front_matter`` or ``content`` no
@@ -67,7 +71,7 @@ def exported_file(item: dict[str, Any]) -> notes.Note | None:
         raise InvalidInput("raw must be text (the file as it was exported).")
     check_text(raw, "raw")
     path = item.get("path")
-    note = notes.parse(raw.encode("utf-8"), path if isinstance(path, str) and path else "imported.md")
+    note = parse.parse(raw.encode("utf-8"), path if isinstance(path, str) and path else "imported.md")
     if "content" in item and item["content"] != note.body:
         return None
     if "front_matter" in item and item["front_matter"] != json.loads(json.dumps(note.meta, default=str)):
@@ -93,7 +97,7 @@ def exported_front_matter(front_matter: Any) -> tuple[dict[str, Any], str]:
     check_written_tags(meta.get("tags"))
     for key in ("created", "updated", "expires"):
         if meta.get(key) not in (None, ""):
-            notes.to_utc(meta[key])
+            to_utc(meta[key])
     return meta, namespace
 
 
@@ -110,7 +114,7 @@ def new_fields(item: dict[str, Any], now: dt.datetime) -> dict[str, Any]:
         raise InvalidInput(f"This item has {', '.join(foreign)}, as an mcp-memory-vault export does: import it "
                            "with format mcp-memory-vault (CLI: import --from mcp-memory-vault FILE) so its times "
                            "are kept; nothing was imported.")
-    created = _item_time(item, "created") or notes.to_utc(now)
+    created = _item_time(item, "created") or to_utc(now)
     return {
         "id": own_id(item) or new_id(int(now.timestamp() * 1000)),
         "namespace": check_namespace(item.get("namespace")),
@@ -154,7 +158,7 @@ def link_fields(links: Any, originals: Any) -> dict[str, Any]:
         raise InvalidInput("links must be an object of {relation: [note names]}.")
     extras: dict[str, Any] = {}
     for relation, targets in links.items():
-        if not isinstance(relation, str) or not notes.RELATION_NAME.fullmatch(relation) or relation in notes.RESERVED_KEYS:
+        if not isinstance(relation, str) or not RELATION_NAME.fullmatch(relation) or relation in RESERVED_KEYS:
             raise InvalidInput(f"Relation {relation!r} is not a relation name (letters, digits, '_' or '-', "
                                "up to 64 characters, not a reserved key).")
         if not isinstance(targets, list) or not all(isinstance(t, str) and t.strip() and not _NOT_IN_LINK.search(t)
@@ -187,12 +191,12 @@ def _given(item: dict[str, Any], key: str) -> bool:
     return ("expires" in item) if key == "expires" else item.get(key) not in (None, "")
 
 
-def _current(note: notes.Note, key: str) -> Any:
+def _current(note: Note, key: str) -> Any:
     """The file's value of a source scalar, as compared with the source's."""
     current = note.namespace if key == "namespace" else note.meta.get(key)
     if key in _TIMES and current not in (None, ""):
         try:
-            current = notes.to_utc(current)
+            current = to_utc(current)
         except ValueError:
             pass
     return current
@@ -201,7 +205,7 @@ def _current(note: notes.Note, key: str) -> Any:
 def import_digest(body: str | None, scalars: dict[str, Any], tags: list[Any], aliases: list[Any]) -> str:
     """What an import set, as one short digest: equal digests, the same memory."""
     payload = {"body": plain(body or ""), "scalars": scalars,
-               "tags": sorted({notes.normalise_tag(str(t)) for t in tags if t is not None}),
+               "tags": sorted({normalise_tag(str(t)) for t in tags if t is not None}),
                "aliases": sorted({str(a).casefold() for a in aliases if a is not None})}
     return hashlib.sha256(json.dumps(payload, sort_keys=True, default=str, ensure_ascii=False).encode()).hexdigest()[:16]
 
@@ -212,15 +216,15 @@ def source_digest(fields: dict[str, Any], item: dict[str, Any], content: str | N
     return import_digest(content, scalars, as_list(fields.get("tags")), as_list(fields.get("aliases")))
 
 
-def _file_digest(note: notes.Note, item: dict[str, Any]) -> str:
+def _file_digest(note: Note, item: dict[str, Any]) -> str:
     scalars = {key: _current(note, key) for key in _SOURCE_SCALARS if _given(item, key)}
     return import_digest(note.body, scalars, as_list(note.meta.get("tags")), as_list(note.meta.get("aliases")))
 
 
-def resync(note: notes.Note, fields: dict[str, Any], item: dict[str, Any], content: str | None,
+def resync(note: Note, fields: dict[str, Any], item: dict[str, Any], content: str | None,
            now: dt.datetime) -> tuple[dict[str, Any], str | None, bool]:
     """What an import of a memory already in the vault changes in its file: (front-matter
-    changes for ``notes.patch``, the new body or None, whether a person's edits were
+    changes for ``patch``, the new body or None, whether a person's edits were
     kept over the source's). Empty, None and False: unchanged.
 
     Three-way, with what the last import wrote (``imported_hash``) as the base, so a
@@ -259,7 +263,7 @@ def resync(note: notes.Note, fields: dict[str, Any], item: dict[str, Any], conte
         if not same:
             changes[key] = value
     for key in ("tags", "aliases"):
-        added = _gained(note, key, fields.get(key) or [], notes.normalise_tag if key == "tags" else str.casefold)
+        added = _gained(note, key, fields.get(key) or [], normalise_tag if key == "tags" else str.casefold)
         if added is not None:
             changes[key] = added
     changes.update(_links_gained(note, fields))
@@ -267,23 +271,23 @@ def resync(note: notes.Note, fields: dict[str, Any], item: dict[str, Any], conte
     if fill_only and body is not None and plain(note.body):
         body = None  # a body the file already has is never replaced without a base
     if (body is not None or len(changes) > (0 if note.own_id else 1)) and item.get("updated") in (None, ""):
-        changes.setdefault("updated", notes.to_utc(now))
+        changes.setdefault("updated", to_utc(now))
     scalars = {key: changes[key] if key in changes else _current(note, key)
                for key in _SOURCE_SCALARS if _given(item, key)}
     after = import_digest(body if body is not None else note.body, scalars,
                           as_list(changes.get("tags", meta.get("tags"))), as_list(changes.get("aliases", meta.get("aliases"))))
     if after == theirs:
         changes[IMPORT_BASE] = theirs  # the file now says what the source says: the next import's base
-    order = {key: n for n, key in enumerate(notes.NEW_FILE_ORDER)}  # keys a file lacks are added in this order
+    order = {key: n for n, key in enumerate(NEW_FILE_ORDER)}  # keys a file lacks are added in this order
     return dict(sorted(changes.items(), key=lambda kv: order.get(kv[0], len(order)))), body, False
 
 
-def _links_gained(note: notes.Note, fields: dict[str, Any]) -> dict[str, Any]:
+def _links_gained(note: Note, fields: dict[str, Any]) -> dict[str, Any]:
     """The relation properties (and original relation names) the source adds to the file."""
     meta = note.meta
     changes: dict[str, Any] = {}
     for key, value in fields.items():
-        if key in notes.RESERVED_KEYS or key in _SOURCE_SCALARS or key == IMPORT_BASE:
+        if key in RESERVED_KEYS or key in _SOURCE_SCALARS or key == IMPORT_BASE:
             continue
         if key == "relation_types":
             written = meta.get(key)
@@ -297,7 +301,7 @@ def _links_gained(note: notes.Note, fields: dict[str, Any]) -> dict[str, Any]:
     return changes
 
 
-def _gained(note: notes.Note, name: str, new: list[Any], key: Any) -> list[Any] | None:
+def _gained(note: Note, name: str, new: list[Any], key: Any) -> list[Any] | None:
     """The file's ``name`` list (or one value, as written) with what ``new`` adds; None: nothing added."""
     current = note.meta.get(name)
     if current is not None and not isinstance(current, (list, str, int, float)):
@@ -311,7 +315,7 @@ def _gained(note: notes.Note, name: str, new: list[Any], key: Any) -> list[Any] 
 
 def link_target_key(link: str) -> str:
     """A wikilink as compared for "already linked": its target, case-insensitively."""
-    found = notes.wikilinks(link)
+    found = wikilinks(link)
     return (found[0] if found else link).strip().casefold()
 
 
@@ -327,7 +331,7 @@ def as_list(value: Any) -> list[Any]:
 
 def _item_time(item: dict[str, Any], key: str) -> str | None:
     value = item.get(key)
-    return None if value in (None, "") else notes.to_utc(value)
+    return None if value in (None, "") else to_utc(value)
 
 
 def _item_text(item: dict[str, Any], key: str) -> str | None:
@@ -348,6 +352,6 @@ def import_path(store: Store, path: Any, meta: dict[str, Any], content: str, now
                 and long_name(rel) is None)
         if safe and credentials.redact_for_names(rel) == rel and store.unaliased(rel):  # a name never carries one
             return rel
-    created = dt.datetime.fromisoformat(notes.to_utc(meta.get("created") or notes.to_utc(now)))
-    title = str(meta.get("title") or "") or notes.derive_title(credentials.redact_for_names(content), "")
+    created = dt.datetime.fromisoformat(to_utc(meta.get("created") or to_utc(now)))
+    title = str(meta.get("title") or "") or derive_title(credentials.redact_for_names(content), "")
     return f"{dated_folder(created)}/{make_slug(title)}.md"  # make_slug leaves out credentials

@@ -17,7 +17,9 @@ from pathlib import Path
 from typing import Any
 
 from . import graph, vouch
-from . import note as notes
+from .note import parse
+from .note.parse import file_version
+from .note.render import to_utc
 from .clock import Clock, iso, utcnow
 from .core import STALE_MARK
 from .errors import InvalidInput, NotFound, PathRefused, VaultError
@@ -523,12 +525,12 @@ class Vault(Writes, Links, Moves, Maintenance, Reconcile, GitSync):
         except UnicodeError:
             raise InvalidInput(f"{rel} is a binary file, not UTF-8 text; read_file returns text files only.") from None
         if is_memory_path(rel):
-            expires = notes.parse(data, rel).expires  # the file's own word, even before the index saw it
+            expires = parse.parse(data, rel).expires  # the file's own word, even before the index saw it
             if expires is not None and expires <= iso(self.now()):
                 raise NotFound(rel)  # SPEC §3: an expired memory is never returned by any read
         row = self.index.by_path(rel)
         return FileContent(
-            path=rel, exists=True, size=len(data), version=notes.file_version(data),
+            path=rel, exists=True, size=len(data), version=file_version(data),
             memory_id=row["id"] if row is not None else None, content=text,
         )
 
@@ -569,7 +571,7 @@ def _bound(value: str | None, name: str) -> str | None:
     if not value:
         return None
     try:
-        return notes.to_utc(value)
+        return to_utc(value)
     except ValueError as exc:
         raise InvalidInput(f"{name} must be a date or timestamp like 2026-07-20; got {value!r}.") from exc
 

@@ -15,7 +15,12 @@ from collections.abc import Iterable
 from typing import Any
 
 from . import credentials, graph
-from . import note as notes
+from .note import parse
+from .note.links import RELATION_NAME, wikilinks
+from .note.parse import Note, RESERVED_KEYS, content_hash, derive_title, file_version, is_tool_id
+from .note.patch import edit_body, patch
+from .note.render import render_new
+from .note.tags import as_tag_list, normalise_tag, split_tags
 from .clock import iso
 from .core import Examined, VaultCore
 from .index import FileFacts
@@ -26,10 +31,10 @@ from .models import (ForgetBatchResult, ForgetResult, ForgottenMemory, LinkResul
                      UpdateResult)
 from .store import dated_folder, make_slug, new_id
 
-_RELATION_NAME = notes.RELATION_NAME
+_RELATION_NAME = RELATION_NAME
 
 
-def _editable(note: notes.Note) -> notes.Note:
+def _editable(note: Note) -> Note:
     """``note``, unless a tool must not patch it: its front matter could not be read as
     written (decided by the parser's flag, never by its messages), or it holds git
     conflict markers (SPEC §2: refused until resolved)."""
@@ -48,15 +53,15 @@ def _editable(note: notes.Note) -> notes.Note:
 
 class Writes(VaultCore):
     # ------------------------------------------------------------------ the safe edit
-    def _checked(self, memory_id: str, expected_version: str | None) -> tuple[sqlite3.Row, bytes, notes.Note]:
+    def _checked(self, memory_id: str, expected_version: str | None) -> tuple[sqlite3.Row, bytes, Note]:
         """The memory's row, the settled bytes the change is computed from, and their
         note; refused if the caller's version is not those bytes' or the file is not
         one a tool may patch."""
         row, data = self._load(memory_id, settle=True)
-        version = notes.file_version(data)
+        version = file_version(data)
         if expected_version and expected_version != version:
             raise VersionConflict(memory_id, expected_version, version)
-        return row, data, _editable(notes.parse(data, row["path"]))
+        return row, data, _editable(parse.parse(data, row["path"]))
 
     def _put(self, rel: str, checked: bytes, text: str) -> sqlite3.Row | None:
         """Swap the new text in if the file still holds ``checked``, then index it (from
@@ -82,7 +87,7 @@ class Writes(VaultCore):
     def _as_written(self, rel: str, data: bytes, row: sqlite3.Row | None) -> Memory:
         """The memory a write just made, from the bytes it wrote when the index row is
         of those very bytes (else, a save landed since: read the file as it is now)."""
-        if row is not None and row["sha256"] == notes.file_version(data):
+        if row is not None and row["sha256"] == file_version(data):
             return self._memory(rel, data, row)
         return self.get(rel)
 
@@ -131,7 +136,7 @@ class Writes(VaultCore):
                                            "the type": kind or ""})
         with self._writing():
             now = self.now()
-            existing = self._twin(namespace, notes.content_hash(content), iso(now))
+            existing = self._twin(namespace, content_hash(content), iso(now))
             if existing is not None:
                 return self._merge_tags_into(existing, tag_list)
             fields = {
@@ -146,10 +151,10 @@ class Writes(VaultCore):
                 "type": kind,
                 "importance": weight,
             }
-            data = notes.render_new(fields, content).encode("utf-8")
+            data = render_new(fields, content).encode("utf-8")
             # Never a credential, nor a password's value, in a file name: redacted before the
             # title is derived too (its markdown clean-up can glue "DB_PASSWORD" into one word).
-            named = title or notes.derive_title(credentials.redact_for_names(content), "")
+            named = title or derive_title(credentials.redact_for_names(content), "")
             slug = make_slug(named)
             folder = "/".join(p for p in (self.settings.memories_folder, dated_folder(now)) if p)
             rel, published = self.store.place(None, folder, slug, data)
@@ -214,7 +219,7 @@ class Writes(VaultCore):
         weight = check_importance(importance)
         with self._writing():
             row, data, note = self._checked(memory_id, expected_version)
-            if ttl is not None and not notes.is_tool_id(note.id):
+            if ttl is not None and not is_tool_id(note.id):
                 raise InvalidInput(
                     f"{row['path']} is a note of yours, not a memory the tool made (its id is not in the tool's "
                     "format), so it never expires; ttl_days is refused. Set an expiry on a memory from remember."
@@ -222,12 +227,12 @@ class Writes(VaultCore):
             now = self.now()
             changes: dict[str, Any] = {}
             if whole_set is not None:
-                current = [notes.normalise_tag(t) for t in notes.as_tag_list(note.meta.get("tags"))]
+                current = [normalise_tag(t) for t in as_tag_list(note.meta.get("tags"))]
                 adding = [*adding, *(t for t in whole_set if t not in current)]
                 removing = [*removing, *(t for t in current if t not in whole_set)]
             new_tags = _retag(note, adding, removing)
             if new_tags is not None:
-                if len(new_tags) > MAX_TAGS and len(new_tags) > len(notes.as_tag_list(note.meta.get("tags"))):
+                if len(new_tags) > MAX_TAGS and len(new_tags) > len(as_tag_list(note.meta.get("tags"))):
                     raise InvalidInput(
                         f"{row['path']} would have {len(new_tags)} tags; the limit is {MAX_TAGS} per memory. "
                         "Remove some with remove_tags."
@@ -253,13 +258,13 @@ class Writes(VaultCore):
                     changes["expires"] = expires
             text = data.decode("utf-8")
             edited = edits(text, row["path"]) if edits is not None else text
-            body_after = notes.parse(edited.encode("utf-8"), row["path"]).body
+            body_after = parse.parse(edited.encode("utf-8"), row["path"]).body
             body_changed = _plain(body_after) != _plain(note.body)
             if body_changed:
                 check_content(body_after)
             if body_changed or "namespace" in changes:
                 other = self._twin(
-                    changes.get("namespace", note.namespace), notes.content_hash(body_after), iso(now),
+                    changes.get("namespace", note.namespace), content_hash(body_after), iso(now),
                     exclude_path=row["path"],
                 )
                 if other is not None:
@@ -277,7 +282,7 @@ class Writes(VaultCore):
             changes["updated"] = iso(now)
             if body_changed and new_body is not None:  # kept before the write: a crash or a full disk
                 self.store.trash.copy_in(data, row["path"], row["id"], "replaced", iso(now))  # loses nothing
-            written = notes.patch(edited if body_changed else text, changes).encode("utf-8")
+            written = patch(edited if body_changed else text, changes).encode("utf-8")
             new_row = self._put(row["path"], data, written.decode("utf-8"))
             result = UpdateResult(memory=self._as_written(row["path"], written, new_row), changed=True)
             if warnings:
@@ -288,13 +293,13 @@ class Writes(VaultCore):
         """Move a memory's file to ``.trash/``; nothing is deleted outright."""
         with self._writing():
             row, data = self._load(memory_id, settle=True)
-            version = notes.file_version(data)
+            version = file_version(data)
             if expected_version and expected_version != version:
                 raise VersionConflict(memory_id, expected_version, version)
             self._not_a_link(row["path"])
             trashed = self.store.trash.move_in(self.store.abspath(row["path"]), row["path"], row["id"], "forgotten",
                                                iso(self.now()))
-            if notes.file_version(self.store.abspath(trashed).read_bytes()) != version:
+            if file_version(self.store.abspath(trashed).read_bytes()) != version:
                 self._put_back(trashed, row["path"])  # a save landed after the check: it stands
             with self._index_write() as conn:
                 self.index.delete(conn, row["path"])
@@ -319,7 +324,7 @@ class Writes(VaultCore):
             picked: dict[str, tuple[sqlite3.Row, str]] = {}
             for memory_id in ids:
                 row, data = self._load(memory_id, settle=True)
-                version = notes.file_version(data)
+                version = file_version(data)
                 if expected_version and expected_version != version:
                     raise VersionConflict(memory_id, expected_version, version)
                 self._not_a_link(row["path"])
@@ -363,7 +368,7 @@ class Writes(VaultCore):
         after the check is put back and the forget refused."""
         trashed = self.store.trash.move_in(self.store.abspath(row["path"]), row["path"], row["id"], "forgotten",
                                            iso(self.now()))
-        if notes.file_version(self.store.abspath(trashed).read_bytes()) != version:
+        if file_version(self.store.abspath(trashed).read_bytes()) != version:
             self._put_back(trashed, row["path"])
         with self._index_write() as conn:
             self.index.delete(conn, row["path"])
@@ -392,11 +397,11 @@ class Writes(VaultCore):
         changes nothing.
         """
         relation = (relation or "").strip()
-        if not _RELATION_NAME.fullmatch(relation) or relation in notes.RESERVED_KEYS:
+        if not _RELATION_NAME.fullmatch(relation) or relation in RESERVED_KEYS:
             raise InvalidInput(
                 f"Relation {relation!r} cannot be used: give one word such as related_to or depends_on "
                 "(letters, digits, '_' or '-', up to 64 characters), not one of the reserved keys "
-                f"{', '.join(notes.RESERVED_KEYS)}."
+                f"{', '.join(RESERVED_KEYS)}."
             )
         warnings = self.guard_credentials({"the relation": relation})  # it becomes a key of the file
         with self._writing():
@@ -410,11 +415,11 @@ class Writes(VaultCore):
                 (found := links.resolve(written, source["path"])) is not None and found["rid"] == target["rid"]
                 for item in items
                 if isinstance(item, str)
-                for written in notes.wikilinks(item)
+                for written in wikilinks(item)
             )
             wikilink = f"[[{self._link_text(target)}]]"
             if not already:
-                self._put(source["path"], data, notes.patch(data.decode("utf-8"), {relation: [*items, wikilink]}))
+                self._put(source["path"], data, patch(data.decode("utf-8"), {relation: [*items, wikilink]}))
                 source = self.index.by_path(source["path"]) or source
             result = LinkResult(
                 source=self._summary(source), target=self._summary(target), relation=relation,
@@ -452,7 +457,7 @@ class Writes(VaultCore):
 
 
 
-def _retag(note: notes.Note, adding: list[str], removing: list[str]) -> list[Any] | None:
+def _retag(note: Note, adding: list[str], removing: list[str]) -> list[Any] | None:
     """The front matter's new tags list, or None when it stays as it is.
 
     Tags nobody asked to change keep their spelling (``Customer`` stays ``Customer``;
@@ -464,9 +469,9 @@ def _retag(note: notes.Note, adding: list[str], removing: list[str]) -> list[Any
     for item in value if isinstance(value, list) else [value]:
         if item is None:
             continue  # an empty list item is no tag (the reader skips it too)
-        pieces = notes.split_tags([item]) if isinstance(item, str) else [item]
-        written.extend(pieces if isinstance(value, list) else notes.as_tag_list(value))
-    names = [notes.normalise_tag(str(t)) for t in written]
+        pieces = split_tags([item]) if isinstance(item, str) else [item]
+        written.extend(pieces if isinstance(value, list) else as_tag_list(value))
+    names = [normalise_tag(str(t)) for t in written]
     inline_only = [t for t in removing if t not in names and t in note.tags]
     if inline_only:
         raise InvalidInput(
@@ -496,18 +501,18 @@ def _body_edit(content: str | None, append: str | None, old: str | None, new: st
     if len(asked) > 1:
         raise InvalidInput(f"Give one body edit at a time; got {' and '.join(asked)}.")
     if content is not None:
-        return lambda text, _path: notes.patch(text, {}, body=content)
+        return lambda text, _path: patch(text, {}, body=content)
     if append is not None:
         if not append.strip():
             raise InvalidInput("append is empty; give the text to add at the end of the content.")
-        return lambda text, _path: notes.edit_body(text, append=append)
+        return lambda text, _path: edit_body(text, append=append)
     if old is not None:
         if not old:
             raise InvalidInput("replace_old is empty; give the exact text to replace.")
 
         def replace(text: str, path: str) -> str:
             try:
-                return notes.edit_body(text, old=old, new=new or "")
+                return edit_body(text, old=old, new=new or "")
             except ValueError as exc:
                 raise InvalidInput(f"In {path}, {exc}. Read it with get_memory and quote a unique passage.") from exc
 

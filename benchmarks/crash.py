@@ -23,7 +23,7 @@ After the round the vault is opened again (which finishes or drops an interrupte
 import) and checked; every row of the table must be 0, else the script exits 1:
 
 - torn files: a memory file that is empty or whose front matter does not parse
-  (``note.parse(...).unreadable``);
+  (``parse(...).unreadable``);
 - lost acknowledged writes: an acknowledged remember whose id is gone or lacks its
   content; an acknowledged update whose token is not in the memory (updates here only
   add, so none is superseded); an acknowledged forget whose memory is still there or
@@ -458,7 +458,7 @@ class Round:
 
     # ------------------------------------------------------------------ checking
     def check(self) -> None:
-        from agent_memory import note as notes
+        from agent_memory.note.parse import content_hash, parse
         from agent_memory.vault import Vault
 
         totals, rows = self.run.totals, collections.Counter()
@@ -497,13 +497,13 @@ class Round:
                 path = Path(folder) / name
                 rel = path.relative_to(self.vault).as_posix()
                 data = path.read_bytes()
-                note = notes.parse(data, rel)
+                note = parse(data, rel)
                 if not data.strip() or note.unreadable:
                     rows["torn files"] += 1
                     totals.details.append(f"round {self.number}: torn file {rel}: {data[:120]!r}")
                     continue
                 by_id[note.id].append(rel)
-                by_content[(note.namespace, notes.content_hash(note.body))].append(rel)
+                by_content[(note.namespace, content_hash(note.body))].append(rel)
                 notes_by_id[note.id] = note
                 for batch, k in TOKEN.findall(note.body):
                     if note.namespace == "imports":

@@ -321,13 +321,13 @@ def settle(root: Path, memory_id: str, wait_grace: bool) -> None:
 
 def check(root: Path, scenario: str, memory_id: str, rel: str, saver: dict, outcomes: list[str]) -> Round:
     """What the round left behind, judged as the module docstring says."""
-    from agent_memory import note as notes
+    from agent_memory.note.parse import parse
     from agent_memory.vault import Vault
 
     result = Round(scenario, outcomes, saves=saver["count"], broken_reads=saver["broken_reads"],
                    missing_reads=saver["missing_reads"])
     final = (root / rel).read_bytes()
-    note = notes.parse(final, rel)
+    note = parse(final, rel)
     if note.unreadable or note.problems:
         result.damage.append(f"does not parse ({'; '.join(note.problems)})")
     if note.id != memory_id:

@@ -25,7 +25,7 @@ import threading
 import time
 from pathlib import Path
 
-from agent_memory import note as notes
+from agent_memory.note.render import render_new
 from agent_memory.store import new_id
 from agent_memory.sync import Watcher
 from agent_memory.vault import Vault, iso
@@ -50,7 +50,7 @@ def memory_text(i: int, rng: random.Random) -> str:
         "created": iso(start),
         "updated": iso(start),
     }
-    return notes.render_new(fields, f"Memory {i}: {body}")
+    return render_new(fields, f"Memory {i}: {body}")
 
 
 def memory_path(i: int) -> str:

@@ -17,7 +17,8 @@ from typing import Any, TypeVar
 
 import pytest
 
-from agent_memory import note as notes
+from agent_memory.note import parse as parsing
+from agent_memory.note.parse import Note
 from agent_memory.vault import Vault
 
 # Columns that must be equal between a live index and a fresh rebuild (rid is an
@@ -149,13 +150,13 @@ def assert_index_matches_files(vault: Vault) -> None:
 def parse_calls(monkeypatch: pytest.MonkeyPatch) -> list[str]:
     """Record every file parse (a spy: the real parser still runs)."""
     calls: list[str] = []
-    real = notes.parse
+    real = parsing.parse
 
-    def spy(data: bytes, path: str) -> notes.Note:
+    def spy(data: bytes, path: str) -> Note:
         calls.append(path)
         return real(data, path)
 
-    monkeypatch.setattr(notes, "parse", spy)
+    monkeypatch.setattr(parsing, "parse", spy)
     return calls
 
 

@@ -19,7 +19,7 @@ from pathlib import Path
 
 import pytest
 
-from agent_memory import note as notes
+from agent_memory.note.parse import parse
 from agent_memory.errors import VaultError
 from agent_memory.vault import Vault
 
@@ -166,7 +166,7 @@ def _files_with_id(root: Path, memory_id: str) -> list[Path]:
         dirs[:] = [d for d in dirs if not d.startswith(".")]
         for name in names:
             path = Path(folder) / name
-            if name.endswith(".md") and notes.parse(path.read_bytes(), name).id == memory_id:
+            if name.endswith(".md") and parse(path.read_bytes(), name).id == memory_id:
                 found.append(path)
     return found
 

@@ -9,9 +9,9 @@ from pathlib import Path
 
 import pytest
 
-from agent_memory import note as notes
+from agent_memory.note.render import render_new
 from agent_memory import transfer
-from agent_memory.note import is_tool_id
+from agent_memory.note.parse import is_tool_id
 from agent_memory.errors import InvalidInput
 from agent_memory.vault import Vault
 
@@ -151,7 +151,7 @@ def test_a_hand_made_item_becomes_the_file_remember_writes(tmp_path: Path, clock
         second = imported.get(result["ids"][1])
         assert second["path"].startswith("2031/03/04/")
         text = (imported.root / second["path"]).read_text()
-        assert text == notes.render_new({"id": second["id"], "namespace": "default", "tags": [],
+        assert text == render_new({"id": second["id"], "namespace": "default", "tags": [],
                                          "created": "2031-03-04T05:06:07Z", "updated": "2031-03-04T05:06:07Z"},
                                         "A second fact, no fields")
         assert_index_matches_files(imported)

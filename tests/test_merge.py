@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from agent_memory import merge as merging
-from agent_memory import note as notes
+from agent_memory.note.parse import parse
 from agent_memory.merge import MergeFailed, merge, merge_list, run_driver
 
 BASE = """---
@@ -112,7 +112,7 @@ def test_a_value_changed_on_both_sides_is_a_conflict_around_its_lines() -> None:
     result = merge(BASE.encode(), ours, theirs, path="2026/07/20/acme-deploys.md")
     assert result.conflicts == ["front matter: status"]
     assert b"<<<<<<< ours\nstatus: done\n=======\nstatus: doing\n>>>>>>> theirs\n---\n" in result.data
-    merged = notes.parse(result.data, "2026/07/20/acme-deploys.md")
+    merged = parse(result.data, "2026/07/20/acme-deploys.md")
     assert merged.conflict and not merged.unreadable
     assert merged.id == "01jd8x4k2m9q7r3t" and merged.meta["status"] == "done" and "x" in merged.tags
 
@@ -225,7 +225,7 @@ def test_two_memories_added_at_one_path_are_both_kept_whole() -> None:
     result = merge(None, ours, theirs)
     assert result.conflicts == ["two memories added at one path"]
     assert result.data == b"<<<<<<< ours\n" + ours + b"=======\n" + theirs + b">>>>>>> theirs\n"
-    parsed = notes.parse(result.data, "2026/07/20/deploy-freeze.md")
+    parsed = parse(result.data, "2026/07/20/deploy-freeze.md")
     assert parsed.conflict and parsed.id == "0000000000000bbb" and "Deploys are frozen in August." in parsed.body
 
 

@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from agent_memory import note as notes
+from agent_memory.note.parse import file_version
 from agent_memory import trust
 from agent_memory.errors import PathRefused
 from agent_memory.register import Register
@@ -31,7 +31,7 @@ PAYLOAD = b"#!/bin/sh\necho pwned > /tmp/agent-memory-pwned\n"
 
 
 def _version(data: bytes) -> str:
-    return notes.file_version(data)
+    return file_version(data)
 
 
 def _files(root: Path) -> dict[str, bytes]:

@@ -367,10 +367,10 @@ TAG_SPELLINGS = [  # as sent (CLI, library, model) or written in a file's tags p
 
 @pytest.mark.parametrize(("value", "expected"), TAG_SPELLINGS, ids=[repr(v) for v, _ in TAG_SPELLINGS])
 def test_tags_mean_the_same_given_to_remember_or_written_in_a_file(vault: Vault, value: object, expected: list[str]) -> None:
-    from agent_memory import note as notes
+    from agent_memory.note.render import yaml_scalar
 
     given = vault.remember(f"Tagged by the library {value!r}", tags=value)["memory"]  # type: ignore[arg-type]
-    (vault.root / "hand.md").write_text(f"---\ntags: {notes.yaml_scalar(value)}\n---\nTagged by hand\n")
+    (vault.root / "hand.md").write_text(f"---\ntags: {yaml_scalar(value)}\n---\nTagged by hand\n")
     assert given["tags"] == expected
     assert vault.get("hand.md")["tags"] == expected
     assert [h["id"] for h in vault.search("tagged library", tags=value, match="all")["hits"]] == [given["id"]]  # type: ignore[arg-type]
@@ -384,9 +384,9 @@ def test_tags_mean_the_same_given_to_remember_or_written_in_a_file(vault: Vault,
 def test_a_quoted_list_item_holding_a_comma_reads_as_yaml_reads_it(front_matter: str) -> None:
     import yaml
 
-    from agent_memory import note as notes
+    from agent_memory.note.parse import parse
 
-    parsed = notes.parse(f"---\n{front_matter}---\nbody\n".encode(), "x.md")
+    parsed = parse(f"---\n{front_matter}---\nbody\n".encode(), "x.md")
     assert parsed.meta == yaml.safe_load(front_matter)
 
 

@@ -21,7 +21,7 @@ from mcp_types import PromptReference, ResourceTemplateReference
 from agent_memory import errors, limits, locking, trust
 from agent_memory import index as index_module
 from agent_memory.index import QueryInterrupted
-from agent_memory.note import split_tags as as_tags
+from agent_memory.note.tags import split_tags as as_tags
 from agent_memory.server import build_server
 from agent_memory.server.instructions import INSTRUCTIONS
 from agent_memory.vault import Vault

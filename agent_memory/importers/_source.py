@@ -6,7 +6,7 @@ import datetime as dt
 import os
 from typing import Any
 
-from .. import note as notes
+from ..note.render import to_utc
 from ..errors import InvalidInput
 from ..limits import load_json
 
@@ -37,6 +37,6 @@ def read_json(source: Any) -> Any:
 def millis(value: Any, what: str) -> int:
     """A source's time as milliseconds since the epoch (UTC), to date a derived id."""
     try:
-        return int(dt.datetime.fromisoformat(notes.to_utc(value)).timestamp() * 1000)
+        return int(dt.datetime.fromisoformat(to_utc(value)).timestamp() * 1000)
     except (TypeError, ValueError) as exc:
         raise InvalidInput(f"{what} {value!r} is not a time; nothing was imported.") from exc

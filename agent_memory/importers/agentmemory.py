@@ -16,7 +16,8 @@ import urllib.parse
 from pathlib import Path
 from typing import Any
 
-from .. import note as notes
+from ..note import parse
+from ..note.tags import normalise_tag
 from ..errors import InvalidInput
 from ..store import derived_id
 from ._source import millis
@@ -55,7 +56,7 @@ def agentmemory(source: Any) -> list[dict[str, Any]]:
             raise InvalidInput(f"{where}: cannot read {file} as text ({exc}); nothing was imported.") from exc
         # Front matter an earlier import added is known by the id it wrote; a body that merely
         # starts with '---' (a YAML document the agent stored) is the memory's text, kept whole.
-        parsed = notes.parse(data, file.name) if text.startswith("---") else None
+        parsed = parse.parse(data, file.name) if text.startswith("---") else None
         adopted = parsed is not None and not parsed.unreadable and parsed.own_id and parsed.id == memory_id
         body = parsed.body if adopted and parsed is not None else text
         if parsed is not None and not adopted and parsed.meta:
@@ -66,7 +67,7 @@ def agentmemory(source: Any) -> list[dict[str, Any]]:
             "id": memory_id,
             "content": body,
             "title": (row["summary"] or "").strip() or None,
-            "tags": [notes.normalise_tag(k) for k in keywords.get(row["id"], []) if k and k.strip()],
+            "tags": [normalise_tag(k) for k in keywords.get(row["id"], []) if k and k.strip()],
             "created": created,
             "updated": created,
             "path": file.relative_to(folder).as_posix(),

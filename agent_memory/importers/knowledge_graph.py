@@ -12,7 +12,8 @@ import os
 import re
 from typing import Any
 
-from .. import note as notes
+from ..note.links import RELATION_NAME
+from ..note.parse import RESERVED_KEYS
 from ..errors import InvalidInput
 from ._source import read_text
 
@@ -146,13 +147,13 @@ def note_names(names: list[str]) -> dict[str, str]:
 def relation_property(kind: str) -> str:
     """A relation type as a front-matter property name (SPEC §5): ``works_at`` stays,
     ``works at`` becomes ``works_at``, ``2nd-cousin`` becomes ``rel_2nd-cousin``."""
-    if notes.RELATION_NAME.fullmatch(kind) and kind not in notes.RESERVED_KEYS:
+    if RELATION_NAME.fullmatch(kind) and kind not in RESERVED_KEYS:
         return kind
     prop = re.sub(r"[^A-Za-z0-9_-]+", "_", kind).strip("_") or "related_to"
     if not prop[0].isalpha():
         prop = "rel_" + prop
     prop = prop[:64]
-    return prop + "_" if prop in notes.RESERVED_KEYS else prop
+    return prop + "_" if prop in RESERVED_KEYS else prop
 
 
 def _entity_body(name: str, observations: list[str]) -> str:

@@ -24,7 +24,7 @@ from mcp.server.context import CallNext, HandlerResult, ServerRequestContext
 from mcp.server.mcpserver import MCPServer
 from mcp.server.mcpserver.prompts.base import Prompt, PromptArgument, UserMessage
 
-from .. import note as notes
+from ..note import parse
 from .. import trust
 from ..errors import MemoryError_
 from ..vault import Vault
@@ -90,7 +90,7 @@ class PromptFile:
 
 def parse_prompt(text: str, origin: str) -> PromptFile:
     """One prompt file; ValueError says what is wrong with it."""
-    note = notes.parse(text.encode("utf-8"), origin)
+    note = parse.parse(text.encode("utf-8"), origin)
     meta: dict[str, Any] = note.meta
     name = meta.get("name")
     if not isinstance(name, str) or not _NAME.fullmatch(name.strip()):

@@ -14,7 +14,7 @@ from mcp_types import Completion, ResourceTemplateReference
 
 from ..errors import MemoryError_, NotFound
 from ..index import SCHEMA
-from ..note import NEW_FILE_ORDER
+from ..note.render import NEW_FILE_ORDER
 from ..vault import Vault
 from .instructions import INSTRUCTIONS
 

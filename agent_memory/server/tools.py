@@ -74,7 +74,7 @@ Namespace = Annotated[
         max_length=MAX_TAG_LEN,
     ),
 ]
-Tags = Annotated[  # passed as sent: the vault splits them (note.split_tags), also '["a", "b"]'
+Tags = Annotated[  # passed as sent: the vault splits them (note.tags.split_tags), also '["a", "b"]'
     list[str] | str | None,
     Field(
         description="Tags as a list (['billing', 'acme']) or one comma-separated string ('billing, acme'); "
