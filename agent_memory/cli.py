@@ -706,7 +706,7 @@ def trust(keys: tuple[str, ...], approve_all: bool, revoke: bool) -> None:
       agent-memory trust --all
       agent-memory trust --revoke git.commit
     """
-    from . import trust as approvals  # only here: nothing else needs the command's part
+    from .trust import approvals  # only here: nothing else needs the command's part
 
     root = vault_path()
     wanted = list(keys) or None
@@ -743,7 +743,7 @@ def _print_review(items: list[Any], root: Path) -> None:
         click.echo(f"  {printable(item.shown)}  ({state})")
     pending = list(dict.fromkeys(item.key for item in items if not item.approved))
     if pending:
-        from .trust import approve_hint
+        from .trust.approvals import approve_hint
 
         click.echo(f"To approve: {printable(approve_hint(root, pending))}")
 
@@ -1035,7 +1035,7 @@ def doctor(apply_ids: tuple[str, ...] = (), discard_ids: tuple[str, ...] = ()) -
 
 def _decide_records(apply_ids: tuple[str, ...], discard_ids: tuple[str, ...]) -> None:
     """``doctor --apply`` / ``--discard``: one library call per record, in the order given."""
-    from . import records
+    from .trust import records
 
     both = set(apply_ids) & set(discard_ids)
     if both:

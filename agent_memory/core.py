@@ -18,7 +18,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, Self
 
-from . import credentials, trust
+from .trust import approvals, credentials
 from .note import parse
 from .note.parse import Note, file_version
 from .clock import Clock, humanize_age, iso, utcnow
@@ -132,21 +132,21 @@ class VaultCore:
 
     @property
     def settings(self) -> Settings:
-        """``<vault>/.agent-memory.toml`` as this clone approved it (``trust``): a value
+        """``<vault>/.agent-memory.toml`` as this clone approved it (``trust/approvals.py``): a value
         that loosens a guard and is not approved is ignored, with a one-line warning on
         stderr. Read again when the file or the approvals change (a running server follows
         a person's edit; a broken edit is a clear error on the next use)."""
         try:
             found = os.stat(self.root / SETTINGS_FILE)
-            stamp: object = (found.st_mtime_ns, found.st_size, found.st_ino, trust.approvals_stamp(self.root))
+            stamp: object = (found.st_mtime_ns, found.st_size, found.st_ino, approvals.approvals_stamp(self.root))
         except OSError:
-            stamp = trust.approvals_stamp(self.root)
+            stamp = approvals.approvals_stamp(self.root)
         if self._settings is None or self._settings[0] != stamp:
-            applied, asked = trust.effective(load_settings(self.root), trust.load_approvals(self.root))
+            applied, asked = approvals.effective(load_settings(self.root), approvals.load_approvals(self.root))
             self._settings = (stamp, applied)
             pending = [item for item in asked if not item.approved]
             if pending:
-                print(f"agent-memory: warning: {trust.ignored_warning(self.root, pending)}", file=sys.stderr)
+                print(f"agent-memory: warning: {approvals.ignored_warning(self.root, pending)}", file=sys.stderr)
         return self._settings[1]
 
     def guard_credentials(self, fields: dict[str, str], already: str = "") -> list[str]:

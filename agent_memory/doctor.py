@@ -14,7 +14,8 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from . import credentials, gitrepo, trust
+from . import gitrepo
+from .trust import approvals, credentials
 from .note import parse
 from .errors import SettingsError
 from .index import SCHEMA_VERSION, FileFacts, Index, link_key
@@ -84,7 +85,7 @@ def check_vault(root: Path, index_dir: Path | None = None) -> list[Check]:
     links: list[tuple[str, str, str]] = []  # (file, relation, target as written)
     secrets: list[str] = []
     try:
-        allowed = frozenset(trust.settings_for(root).secrets_allow)  # as this clone approved it
+        allowed = frozenset(approvals.settings_for(root).secrets_allow)  # as this clone approved it
     except SettingsError as exc:
         allowed = frozenset()
         problems.append(f"{exc}")
@@ -141,7 +142,7 @@ def check_records(root: Path) -> Check:
     """Records the tool left itself that it does not act on: not in this user's register
     (planted, synced in, from another machine, after the state folder was lost), tracked
     by git, or failing the rule for their paths. Each with what applying it would do."""
-    from .records import listing
+    from .trust.records import listing
 
     found = listing(root)
     if not found:
@@ -155,14 +156,14 @@ def _check_approvals(root: Path) -> Check:
     """What the vault's settings and .prompts/ ask for that loosens a guard and this
     clone has not approved: ignored, which is safe, so no problem — but said."""
     try:
-        pending = [item for item in trust.review(root) if not item.approved]
+        pending = [item for item in approvals.review(root) if not item.approved]
     except SettingsError:
         pending = []  # the files check reports the broken settings file
     if not pending:
         return Check("settings approval", True, "nothing waits for approval")
     keys = [item.key for item in pending]
     return Check("settings approval", True, f"{len(pending)} value{'s' if len(pending) != 1 else ''} that loosen a "
-                 f"guard {'are' if len(pending) != 1 else 'is'} ignored until approved: {trust.approve_hint(root, keys)}",
+                 f"guard {'are' if len(pending) != 1 else 'is'} ignored until approved: {approvals.approve_hint(root, keys)}",
                  [item.shown for item in pending])
 
 

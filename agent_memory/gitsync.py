@@ -43,8 +43,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Self
 
-from . import confine
-from . import credentials
+from .trust import confine
+from .trust import credentials
 from .note import parse
 from .core import VaultCore
 from .errors import GitError, SettingsError, SyncConflict
@@ -53,7 +53,7 @@ from .gitrepo import (BASE_CONFIG, DRIVER, DRIVER_NAME, HOOKS_OFF, SAFE_CONFIG, 
 from .gitrepo import env as git_env
 from .locking import WriteLock, move_no_replace
 from .models import SyncResult
-from .register import digest, read_record, refusal, set_aside
+from .trust.register import digest, read_record, refusal, set_aside
 from .store import INDEX_DIRNAME, TMP_SUFFIX, is_memory_path
 from .trash import TRASH_DIRNAME
 

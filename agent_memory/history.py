@@ -16,7 +16,8 @@ import subprocess
 from pathlib import Path
 from typing import Any
 
-from . import credentials, gitrepo
+from . import gitrepo
+from .trust import credentials
 from .note import parse
 from .errors import VaultError
 from .models import HistoryEntry

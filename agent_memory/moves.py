@@ -35,7 +35,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from . import confine, credentials, graph
+from . import graph
+from .trust import confine, credentials
 from .note import parse
 from .note.links import retarget_links, retarget_markdown_links
 from .note.parse import Note, file_version
@@ -45,7 +46,7 @@ from .errors import InvalidInput, NotFound, PathRefused, ReadOnlyFile, SavedMean
 from .index import link_key
 from .limits import check_text
 from .models import MoveResult, Rewritten
-from .register import digest, read_record, refusal, set_aside
+from .trust.register import digest, read_record, refusal, set_aside
 from .store import INDEX_DIRNAME, TMP_SUFFIX, encodable
 from .writes import Writes, _editable
 

@@ -31,7 +31,7 @@ Example::
 
 Values that loosen a guard (``secrets.mode = "warn"``, ``secrets.allow`` entries,
 ``git.commit``, ``git.subfolder``, ``git.hooks``) apply only once this clone approved
-them (``trust.py``); ``load_settings`` reads the file as it is.
+them (``trust/approvals.py``); ``load_settings`` reads the file as it is.
 """
 
 from __future__ import annotations
@@ -46,7 +46,7 @@ from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any, Literal
 
-from .credentials import FINGERPRINT_PREFIX, is_fingerprint
+from .trust.credentials import FINGERPRINT_PREFIX, is_fingerprint
 from .errors import SettingsError
 
 SETTINGS_FILE = ".agent-memory.toml"

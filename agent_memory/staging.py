@@ -21,9 +21,9 @@ item is staged with the bytes it replaces (``<n>.old``) and put in place by ``re
 file that already holds the new bytes is done, one a person saved since stays theirs.
 
 The staging folder is in the vault, so it may come from someone else: the manifest is
-entered in this user's register (``register.py``) before it is written, and an
+entered in this user's register (``trust/register.py``) before it is written, and an
 interrupted import is finished only if the register lists its manifest and every item's
-path passes the memory rule (``confine.py``) and every staged file holds the bytes the
+path passes the memory rule (``trust/confine.py``) and every staged file holds the bytes the
 manifest names. Otherwise it is set aside, untouched. An item that cannot be put in
 place (a name the file system refuses, a full disk) undoes the import it is part of;
 after a crash, when the import must be finished, it is named and dropped and the rest
@@ -42,10 +42,10 @@ import sys
 from collections.abc import Callable
 from pathlib import Path
 
-from . import confine
+from .trust import confine
 from .note import parse
 from .errors import InvalidInput, MemoryError_, VaultError
-from .register import digest, read_record, refusal, set_aside
+from .trust.register import digest, read_record, refusal, set_aside
 from .store import INDEX_DIRNAME, Store
 
 STAGING_DIRNAME = "import"

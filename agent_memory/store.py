@@ -25,9 +25,10 @@ from pathlib import Path
 
 from slugify import slugify
 
-from . import confine, credentials, locking
+from . import locking
+from .trust import confine, credentials
 from .errors import NoVault, PathRefused, SavedMeanwhile, VaultError, disk_error
-from .register import digest, read_record, refusal, set_aside
+from .trust.register import digest, read_record, refusal, set_aside
 from .trash import TRASH_DIRNAME, Trash
 
 VAULT_DIRNAME = ".memory"

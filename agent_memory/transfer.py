@@ -15,7 +15,7 @@ import json
 import re
 from typing import Any
 
-from . import credentials
+from .trust import credentials
 from .note import parse
 from .note.links import RELATION_NAME, wikilinks
 from .note.parse import Note, RESERVED_KEYS, content_hash, derive_title, is_tool_id

@@ -10,7 +10,7 @@ or live elsewhere); losing it only means nothing is purged.
 
 The ledger is a file in the vault, so any line may come from someone else: a line
 acts (``gc``, ``restore``, the trash listing) only while this user's register lists it
-(``register.py``), its paths pass the trash rule (``confine.py``) and git does not track
+(``trust/register.py``), its paths pass the trash rule (``trust/confine.py``) and git does not track
 the ledger. Moving a file in is one operation in steps (move, register, ledger line):
 if a later step fails the file goes back where it was.
 """
@@ -27,9 +27,10 @@ import sys
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
-from . import confine, locking
+from . import locking
+from .trust import confine
 from .errors import PathRefused, VaultError, disk_error
-from .register import Register, Tracked, digest, record_id, refusal
+from .trust.register import Register, Tracked, digest, record_id, refusal
 
 TRASH_DIRNAME = ".trash"
 LEDGER_NAME = ".agent-memory.jsonl"

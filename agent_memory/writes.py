@@ -14,7 +14,8 @@ import sqlite3
 from collections.abc import Iterable
 from typing import Any
 
-from . import credentials, graph
+from . import graph
+from .trust import credentials
 from .note import parse
 from .note.links import RELATION_NAME, wikilinks
 from .note.parse import Note, RESERVED_KEYS, content_hash, derive_title, file_version, is_tool_id

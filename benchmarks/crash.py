@@ -802,7 +802,8 @@ def _fail_at(step: str, how: str) -> None:
     """Make ``step`` fail once: install the failure where that step happens."""
     import errno
 
-    from agent_memory import locking, moves, register, staging, store, trash
+    from agent_memory import locking, moves, staging, store, trash
+    from agent_memory.trust import register
 
     fired: list[bool] = []
 

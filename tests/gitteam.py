@@ -10,7 +10,7 @@ import subprocess
 from dataclasses import dataclass
 from pathlib import Path
 
-from agent_memory import trust
+from agent_memory.trust import approvals
 from agent_memory.gitrepo import ATTRIBUTES_LINE
 from agent_memory.vault import Vault
 
@@ -75,5 +75,5 @@ def make_team(tmp_path: Path, settings: str = "[git]\ncommit = true\n") -> Team:
     victim = tmp_path / "victim"
     git(tmp_path, "clone", "-q", str(remote), str(victim))
     if settings:
-        trust.approve(victim)
+        approvals.approve(victim)
     return Team(remote, mate, victim)

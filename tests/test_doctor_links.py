@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from agent_memory import trust
-from agent_memory.credentials import find_credentials
+from agent_memory.trust import approvals
+from agent_memory.trust.credentials import find_credentials
 from agent_memory.doctor import check_vault
 from agent_memory.vault import Vault
 
@@ -67,7 +67,7 @@ def test_a_hand_written_credential_is_named_by_kind_and_fingerprint_never_shown(
     # approved in the vault's settings: no longer a problem
     (vault.root / ".agent-memory.toml").write_text(f'[secrets]\nallow = ["{finding.fingerprint}"]\n')
     assert not _checks(vault.root)["credentials"].ok  # not until this clone approves it
-    trust.approve(vault.root, ["secrets.allow"])
+    approvals.approve(vault.root, ["secrets.allow"])
     assert _checks(vault.root)["credentials"].ok
 
 

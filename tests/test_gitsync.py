@@ -16,7 +16,7 @@ import pytest
 from click.testing import CliRunner
 from mcp import Client, StdioServerParameters
 
-from agent_memory import trust
+from agent_memory.trust import approvals
 from agent_memory.cli import cli
 from agent_memory.errors import GitError, SyncConflict
 from agent_memory.gitsync import Committer
@@ -59,7 +59,7 @@ def write_settings(vault_dir: Path, text: str) -> None:
     """The vault's settings as this clone's person writes them, and approves them
     (``agent-memory trust``): values that loosen a guard apply only once approved."""
     (vault_dir / ".agent-memory.toml").write_text(text)
-    trust.approve(vault_dir)
+    approvals.approve(vault_dir)
 
 
 def new_vault_repo(path: Path, settings: str = SETTINGS) -> Path:
@@ -82,7 +82,7 @@ def team(tmp_path: Path) -> tuple[Path, Path, Path]:
     git(a, "remote", "add", "origin", str(remote))
     git(a, "push", "-q", "-u", "origin", "main")
     git(tmp_path, "clone", "-q", str(remote), str(tmp_path / "b"))
-    trust.approve(tmp_path / "b")  # the second clone's person trusts the team's settings too
+    approvals.approve(tmp_path / "b")  # the second clone's person trusts the team's settings too
     return remote, a, tmp_path / "b"
 
 
@@ -489,7 +489,7 @@ def test_sync_of_an_opted_in_subfolder_vault_indexes_vault_paths(tmp_path: Path)
     git(first, "remote", "add", "origin", str(remote))
     git(first, "push", "-q", "-u", "origin", "main")
     git(tmp_path, "clone", "-q", str(remote), str(tmp_path / "other"))
-    trust.approve(tmp_path / "other" / "docs" / ".memory")
+    approvals.approve(tmp_path / "other" / "docs" / ".memory")
     with Vault(first / "docs" / ".memory") as va:
         memory = va.remember("The release train leaves on Tuesdays.", title="Release train")["memory"]
         va.sync()

@@ -18,11 +18,11 @@ from pathlib import Path
 import pytest
 
 from agent_memory.note.parse import file_version
-from agent_memory import trust
+from agent_memory.trust import approvals
 from agent_memory.errors import PathRefused
-from agent_memory.register import Register
+from agent_memory.trust.register import Register
 from agent_memory.store import Store
-from agent_memory.userstate import state_dir
+from agent_memory.trust.state import state_dir
 from agent_memory.vault import Vault
 
 from conftest import assert_index_matches_files, run_cli
@@ -402,7 +402,7 @@ def test_a_move_whose_journal_cannot_be_written_changes_nothing(closed: Path, mo
                                                                   step: str) -> None:
     import errno
 
-    from agent_memory.register import RegisterError
+    from agent_memory.trust.register import RegisterError
 
     root = closed
     (root / "hub.md").write_text("See [[priya]].\n")
@@ -563,7 +563,7 @@ def test_planted_git_journal_lines_are_never_committed(tmp_path: Path, git_isola
     git(repo, "init", "-q", "-b", "main")
     Vault.init(repo).close()
     (repo / ".agent-memory.toml").write_text("[git]\ncommit = true\n")
-    trust.approve(repo)  # this person's own setting, approved for this clone
+    approvals.approve(repo)  # this person's own setting, approved for this clone
     git(repo, "add", "-A")
     git(repo, "commit", "-q", "-m", "a vault")
     (repo / "draft.md").write_text("A person's draft, never for the team.\n")

@@ -25,7 +25,7 @@ from mcp.server.mcpserver import MCPServer
 from mcp.server.mcpserver.prompts.base import Prompt, PromptArgument, UserMessage
 
 from ..note import parse
-from .. import trust
+from ..trust import approvals
 from ..errors import MemoryError_
 from ..vault import Vault
 
@@ -152,20 +152,20 @@ def _from_vault(vault: Vault) -> list[PromptFile]:
     line: its text would reach every agent, and it may be a teammate's."""
     folder = vault.root / VAULT_PROMPTS
     found = []
-    pending: list[trust.Loosening] = []
+    pending: list[approvals.Loosening] = []
     for path in sorted(folder.glob("*.md")) if folder.is_dir() else []:
         rel = f"{VAULT_PROMPTS}/{path.name}"
         try:
             text = vault.read_file(rel)["content"]
-            if not trust.prompt_approved(vault.root, path.name, text.encode("utf-8")):
-                pending.append(trust.Loosening(trust.PROMPTS_KEY, trust.prompt_value(path.name, text.encode("utf-8")),
+            if not approvals.prompt_approved(vault.root, path.name, text.encode("utf-8")):
+                pending.append(approvals.Loosening(approvals.PROMPTS_KEY, approvals.prompt_value(path.name, text.encode("utf-8")),
                                                approved=False))
                 continue
             found.append(parse_prompt(text, rel))
         except (MemoryError_, ValueError) as exc:
             log.warning("skipping prompt %s: %s", rel, exc)
     if pending:
-        log.warning("%s", trust.ignored_warning(vault.root, pending))
+        log.warning("%s", approvals.ignored_warning(vault.root, pending))
     return found
 
 

@@ -38,9 +38,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from .errors import InvalidInput
-from .settings import SETTINGS_FILE, Settings, load_settings
-from .userstate import vault_state_dir
+from ..errors import InvalidInput
+from ..settings import SETTINGS_FILE, Settings, load_settings
+from .state import vault_state_dir
 
 APPROVALS_FILE = "approved.json"
 PROMPTS_KEY = ".prompts"

@@ -28,7 +28,7 @@ import stat
 import unicodedata
 from pathlib import Path
 
-from .errors import PathRefused
+from ..errors import PathRefused
 
 TRASH = ".trash"
 NAME_MAX = 255  # bytes of one file name on ext4, APFS, NTFS (UTF-16 units there), and most others

@@ -21,13 +21,13 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from . import confine
-from .errors import InvalidInput, PathRefused
+from ..errors import InvalidInput, PathRefused
 from .register import ABOUT, SET_ASIDE_DIRNAME, Register, Tracked, digest, read_record, record_id, refusal
-from .store import INDEX_DIRNAME
-from .trash import LEDGER_NAME, TRASH_DIRNAME, Trash
+from ..store import INDEX_DIRNAME
+from ..trash import LEDGER_NAME, TRASH_DIRNAME, Trash
 
 if TYPE_CHECKING:
-    from .vault import Vault
+    from ..vault import Vault
 
 _ID = re.compile(r"(move|import|parked|trash|git-pending)-[0-9a-f]{12}(-[0-9]{1,4})?")
 IN_PLACE = "in place: set aside by the next command that meets it"
@@ -89,11 +89,11 @@ def _text(value: object) -> str:
 
 def _in_place(root: Path, register: Register, tracked: Tracked) -> list[Record]:
     """Records still where the tool would look for them that it will not act on."""
-    from .moves import MANIFEST as MOVE_MANIFEST
-    from .moves import MOVE_DIRNAME, _move_would
-    from .staging import MANIFEST as IMPORT_MANIFEST
-    from .staging import STAGING_DIRNAME, import_would
-    from .store import parked_would
+    from ..moves import MANIFEST as MOVE_MANIFEST
+    from ..moves import MOVE_DIRNAME, _move_would
+    from ..staging import MANIFEST as IMPORT_MANIFEST
+    from ..staging import STAGING_DIRNAME, import_would
+    from ..store import parked_would
 
     control = root / INDEX_DIRNAME
     found: list[tuple[str, str, bytes, str]] = []
@@ -126,7 +126,7 @@ def _in_place(root: Path, register: Register, tracked: Tracked) -> list[Record]:
 def _pending_in_place(control: Path, register: Register, tracked: Tracked) -> list[tuple[str, str, bytes, str]]:
     """The git journal's lines the register does not list, as the one record they become
     when the committer sets them aside."""
-    from .gitsync import PENDING_FILE, _pending_would
+    from ..gitsync import PENDING_FILE, _pending_would
 
     origin = f"{INDEX_DIRNAME}/{PENDING_FILE}"
     try:
@@ -153,7 +153,7 @@ def _ledger(root: Path) -> list[Record]:
 
 
 def _trash(root: Path) -> Trash:
-    from .store import fsync_folder
+    from ..store import fsync_folder
 
     def no_write(_folder: Path, _data: bytes) -> Path:
         raise InvalidInput("reading only")
@@ -167,7 +167,7 @@ def _trash(root: Path) -> Trash:
 def gather(vault: Vault) -> None:
     """Set aside every record still in place that the register does not list, so each
     has its one id and place (opening the vault already did this for moves and imports)."""
-    from .gitsync import state_of
+    from ..gitsync import state_of
 
     vault.finish_interrupted_move()
     vault.store.set_aside_unlisted_parked()
@@ -230,7 +230,7 @@ def _unknown(rid: str) -> InvalidInput:
 
 
 def _apply_move(vault: Vault, record: Path) -> str:
-    from .moves import MOVE_DIRNAME, _checked_manifest, _raw_manifest
+    from ..moves import MOVE_DIRNAME, _checked_manifest, _raw_manifest
 
     journal = record / MOVE_DIRNAME
     raw = _raw_manifest(journal)
@@ -250,7 +250,7 @@ def _apply_move(vault: Vault, record: Path) -> str:
 
 
 def _apply_import(vault: Vault, record: Path) -> str:
-    from .staging import MANIFEST, STAGING_DIRNAME, _checked_items
+    from ..staging import MANIFEST, STAGING_DIRNAME, _checked_items
 
     staging = record / STAGING_DIRNAME
     try:
@@ -288,7 +288,7 @@ def _apply_parked(vault: Vault, record: Path) -> str:
 
 
 def _apply_pending(vault: Vault, record: Path) -> str:
-    from .gitsync import PENDING_FILE, state_of
+    from ..gitsync import PENDING_FILE, state_of
 
     lines = read_record(record / PENDING_FILE).split(b"\n")
     entries = []

@@ -4,7 +4,7 @@ Each record the tool leaves itself in a vault (a move's journal, an import's sta
 parked write, a trash ledger line, a git journal line) could as well have been put
 there by someone else: a teammate's push, a synced folder, a copy of an old genuine one.
 So before writing a record the tool enters it here, in this user's state folder
-(``userstate.vault_state_dir``): its kind, the vault's real path and the sha256 of the
+(``state.vault_state_dir``): its kind, the vault's real path and the sha256 of the
 record's bytes. A record is acted on only while the register lists it, for this vault,
 this kind and exactly those bytes, and its entry is removed once it is done: a replay
 of an old record is not listed any more.
@@ -34,8 +34,8 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
-from .errors import VaultError
-from .userstate import vault_state_dir
+from ..errors import VaultError
+from .state import vault_state_dir
 
 REGISTER_DIRNAME = "register"
 SET_ASIDE_DIRNAME = "set-aside"  # in the vault's .index/: records set aside, never read as records
@@ -387,7 +387,7 @@ class Tracked:
         return (self._marker.parent / line[len("gitdir:"):].strip()) / "index"
 
     def _ask_git(self) -> frozenset[str]:
-        from . import gitrepo
+        from .. import gitrepo
 
         try:
             done = gitrepo.run(self.root, "ls-files", "-z", "--", ".index", ".trash", task="list tracked files")

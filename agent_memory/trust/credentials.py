@@ -54,12 +54,21 @@ import re
 from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import Protocol
 
-from .errors import SecretRefused
+from ..errors import SecretRefused
 
-if TYPE_CHECKING:  # only for the type hint: settings imports this module at runtime
-    from .settings import Settings
+
+class SecretsSettings(Protocol):
+    """What the guard reads of a vault's settings (``settings.Settings`` is one; settings
+    imports this module to check fingerprints, so this one names only what it reads)."""
+
+    @property
+    def secrets_mode(self) -> str: ...
+
+    @property
+    def secrets_allow(self) -> tuple[str, ...]: ...
+
 
 SETTINGS_FILE_NAME = ".agent-memory.toml"  # named in messages; settings.py owns the loading
 FINGERPRINT_PREFIX = "sha256:"
@@ -456,11 +465,11 @@ def find_credentials(text: str) -> list[Finding]:
     return findings
 
 
-def _allowed(settings: Settings | None) -> frozenset[str]:
+def _allowed(settings: SecretsSettings | None) -> frozenset[str]:
     return frozenset(getattr(settings, "secrets_allow", ()) or ())
 
 
-def check_text(text: str, settings: Settings | None = None) -> list[Finding]:
+def check_text(text: str, settings: SecretsSettings | None = None) -> list[Finding]:
     """The findings in ``text`` that the vault has not approved (``secrets.allow``)."""
     allowed = _allowed(settings)
     return [f for f in find_credentials(text) if f.fingerprint not in allowed]
@@ -603,11 +612,11 @@ def warning_message(findings: Found, where: str = "the content") -> str:
     )
 
 
-def _refuses(settings: Settings | None) -> bool:
+def _refuses(settings: SecretsSettings | None) -> bool:
     return getattr(settings, "secrets_mode", "refuse") != "warn"
 
 
-def enforce(text: str, settings: Settings | None = None, where: str = "the content") -> list[Finding]:
+def enforce(text: str, settings: SecretsSettings | None = None, where: str = "the content") -> list[Finding]:
     """The write-path guard: raise ``SecretRefused`` when ``text`` holds an unapproved
     credential and ``secrets.mode`` is ``refuse`` (the default, also without settings);
     in ``warn`` mode return the findings so the caller can pass ``warning_message`` on."""
@@ -617,7 +626,7 @@ def enforce(text: str, settings: Settings | None = None, where: str = "the conte
     return findings
 
 
-def refuse_in_name(name: str, settings: Settings | None = None, where: str = "the new name") -> None:
+def refuse_in_name(name: str, settings: SecretsSettings | None = None, where: str = "the new name") -> None:
     """A file name never carries a credential (SPEC §3), whatever ``secrets.mode`` says:
     unlike a body it cannot be stored with a warning, it shows in every listing, link
     and commit. Approved fingerprints pass."""
@@ -628,7 +637,7 @@ def refuse_in_name(name: str, settings: Settings | None = None, where: str = "th
                             "Choose another name.")
 
 
-def enforce_fields(fields: Mapping[str, str], settings: Settings | None = None) -> dict[str, list[Finding]]:
+def enforce_fields(fields: Mapping[str, str], settings: SecretsSettings | None = None) -> dict[str, list[Finding]]:
     """``enforce`` over several fields of one write at once (``{"the content": …,
     "the title": …, "the tags": " ".join(tags)}``), so one refusal names every field
     that holds a credential. Returns field -> findings (only fields with findings)."""
