@@ -21,7 +21,7 @@ import click
 
 from .errors import MemoryError_
 from .semantic import vector_summary
-from .store import VAULT_DIRNAME, locate_vault, require_vault
+from .disk.layout import VAULT_DIRNAME, locate_vault, require_vault
 from .vault import MATCH_MODES, Vault
 
 

@@ -24,13 +24,14 @@ from .note.parse import Note, file_version
 from .clock import Clock, humanize_age, iso, utcnow
 from .errors import InvalidInput, NotFound, StillSaving, VaultError, VaultGone
 from .index import FileFacts, Index, link_key
-from .locking import Generations, WriteLock
+from .disk.locking import Generations, WriteLock
 from .semantic import Semantic, wanted
 from .settings import SETTINGS_FILE, Settings, load_settings
 from .models import Memory, ReconcileReport, Summary
 from .limits import MAX_FILE_BYTES, check_text
-from .store import INDEX_DIRNAME, Store, cache_folder, encodable, index_folder, is_memory_path
-from .trash import TRASH_DIRNAME
+from .disk.layout import INDEX_DIRNAME, cache_folder, encodable, index_folder, is_memory_path
+from .disk.store import Store
+from .disk.layout import TRASH_DIRNAME
 
 Progress = Callable[[int, int], None]
 SETTLED_AGE = 0.1  # seconds: a file not modified for this long is not being saved

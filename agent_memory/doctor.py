@@ -20,7 +20,8 @@ from .note import parse
 from .errors import SettingsError
 from .index import SCHEMA_VERSION, FileFacts, Index, link_key
 from .settings import load_settings
-from .store import Store, index_folder, is_ignored_dir
+from .disk.layout import index_folder, is_ignored_dir
+from .disk.store import Store
 
 
 @dataclass

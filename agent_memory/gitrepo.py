@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from .errors import VaultError
-from .store import TMP_SUFFIX
+from .disk.layout import TMP_SUFFIX
 
 GIT_TIMEOUT = 30.0  # seconds for one git command
 DRIVER = "agent-memory"  # the merge driver's name in .gitattributes and in merge.<name>.* config

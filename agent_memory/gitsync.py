@@ -51,11 +51,11 @@ from .errors import GitError, SettingsError, SyncConflict
 from .gitrepo import (BASE_CONFIG, DRIVER, DRIVER_NAME, HOOKS_OFF, SAFE_CONFIG, dubious_owner, driver_command,
                       replace_file, repository_overrides)
 from .gitrepo import env as git_env
-from .locking import WriteLock, move_no_replace
+from .disk.locking import WriteLock, move_no_replace
 from .models import SyncResult
 from .trust.register import digest, read_record, refusal, set_aside
-from .store import INDEX_DIRNAME, TMP_SUFFIX, is_memory_path
-from .trash import TRASH_DIRNAME
+from .disk.layout import INDEX_DIRNAME, TMP_SUFFIX, is_memory_path
+from .disk.layout import TRASH_DIRNAME
 
 log = logging.getLogger("agent_memory.git")
 

@@ -8,7 +8,7 @@ is updated through the same checked swap as every tool edit: only the keys that 
 are rewritten, unknown keys and untouched body bytes stay, and a replaced body's old
 bytes go to the trash. Links name their target by id, so they resolve to the target's
 file in this batch or in the vault, whichever batch brought it. New files and updates
-are staged together (``staging.py``): all or nothing, even across a crash.
+are staged together (``disk/staging.py``): all or nothing, even across a crash.
 """
 
 from __future__ import annotations
@@ -30,7 +30,7 @@ from .core import VaultCore
 from .errors import InvalidInput, NotFound, SavedMeanwhile
 from .index import link_key
 from .limits import check_content
-from .store import is_memory_path
+from .disk.layout import is_memory_path
 
 _NOT_IN_LINK = set("[]|#^\n")
 

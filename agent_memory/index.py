@@ -25,11 +25,11 @@ from typing import Any
 
 from . import limits
 from .errors import MemoryError_
-from .locking import ignore_folder
+from .disk.locking import ignore_folder
 from .note.parse import Note, file_version, hand_named, note_name
 from .recall.sql import Filters
 from .recall.terms import cjk_index_text, date_tokens
-from .store import packed_stamp, signed64
+from .disk.store import packed_stamp, signed64
 
 SCHEMA_VERSION = 8
 DB_NAME = "index.sqlite3"

@@ -25,8 +25,8 @@ from .index import SCHEMA_VERSION, TOKENIZER, FileFacts, Filters
 from .limits import (MAX_BATCH, check_content, check_import_data, check_limit, check_offset, check_text,
                      namespace_filter)
 from .models import ExportedMemory, ExportPage, GcResult, ImportResult, RestoreResult, Stats, TrashEntry
-from .staging import NotPublished, Staging
-from .trash import LEDGER_NAME
+from .disk.staging import NotPublished, Staging
+from .disk.trash import LEDGER_NAME
 
 TRASH_DAYS = 30
 SEARCH_MODE = (

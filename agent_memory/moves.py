@@ -47,7 +47,7 @@ from .index import link_key
 from .limits import check_text
 from .models import MoveResult, Rewritten
 from .trust.register import digest, read_record, refusal, set_aside
-from .store import INDEX_DIRNAME, TMP_SUFFIX, encodable
+from .disk.layout import INDEX_DIRNAME, TMP_SUFFIX, encodable
 from .writes import Writes, _editable
 
 MOVE_DIRNAME = "move"

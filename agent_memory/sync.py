@@ -60,7 +60,7 @@ from .note import parse
 from .core import SETTLE_GIVE_UP
 from .limits import MAX_FILE_BYTES
 from .models import ReconcileReport
-from .store import is_ignored_dir, is_memory_path
+from .disk.layout import is_ignored_dir, is_memory_path
 from .vault import Vault
 from .vouch import Voucher, is_cookie
 

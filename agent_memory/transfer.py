@@ -23,7 +23,8 @@ from .note.render import NEW_FILE_ORDER, to_utc
 from .note.tags import normalise_tag
 from .errors import InvalidInput
 from .limits import check_namespace, check_tags, check_text, check_written_tags, long_name
-from .store import TRASH_DIRNAME, Store, dated_folder, derived_id, is_memory_path, make_slug, new_id
+from .disk.layout import TRASH_DIRNAME, dated_folder, derived_id, is_memory_path, make_slug, new_id
+from .disk.store import Store
 
 # A front-matter key import may write as it is: a YAML plain scalar that reads back as
 # itself (no ': ', ' #', leading indicator, newline or trailing space), in any script.

@@ -54,7 +54,8 @@ from .limits import (check_importance, check_limit, check_names, check_offset, c
                      namespace_filter)
 from .reconcile import Reconcile
 from .settings import SETTINGS_FILE, checked_value
-from .store import GITIGNORE, Store, is_memory_path
+from .disk.layout import GITIGNORE, is_memory_path
+from .disk.store import Store
 from .writes import Writes
 from .links import Links
 from .moves import Moves

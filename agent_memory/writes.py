@@ -30,7 +30,7 @@ from .limits import (MAX_TAGS, check_content, check_importance, check_namespace,
                      check_type)
 from .models import (ForgetBatchResult, ForgetResult, ForgottenMemory, LinkResult, Memory, RememberResult,
                      UpdateResult)
-from .store import dated_folder, make_slug, new_id
+from .disk.layout import dated_folder, make_slug, new_id
 
 _RELATION_NAME = RELATION_NAME
 

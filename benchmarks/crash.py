@@ -802,7 +802,8 @@ def _fail_at(step: str, how: str) -> None:
     """Make ``step`` fail once: install the failure where that step happens."""
     import errno
 
-    from agent_memory import locking, moves, staging, store, trash
+    from agent_memory import moves
+    from agent_memory.disk import locking, staging, store, trash
     from agent_memory.trust import register
 
     fired: list[bool] = []
@@ -909,7 +910,7 @@ def _hidden(vault: Any, root: Path) -> list[str]:
         rel = path.relative_to(root).as_posix()
         if rel not in listed:
             hidden.append(rel)
-    from agent_memory.store import Store
+    from agent_memory.disk.store import Store
 
     for rel, _stat in Store(root).walk():
         try:

@@ -304,7 +304,7 @@ def settle(root: Path, memory_id: str, wait_grace: bool) -> None:
     once a displaced file is ``PARKED_GRACE`` old; with ``wait_grace`` this waits for that
     and makes one more (no-op) write, as the next use of the tool would. Without it (every
     writer has been joined, so no descriptor is left open) it looks at them at once."""
-    from agent_memory import store
+    from agent_memory.disk import store
     from agent_memory.errors import MemoryError_
     from agent_memory.vault import Vault
 

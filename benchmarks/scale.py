@@ -43,7 +43,7 @@ from agent_memory.note.parse import parse  # noqa: E402
 from agent_memory import vouch  # noqa: E402
 from agent_memory.index import FileFacts, Index  # noqa: E402
 from agent_memory.note.render import render_new  # noqa: E402
-from agent_memory.store import new_id  # noqa: E402
+from agent_memory.disk.layout import new_id  # noqa: E402
 from agent_memory.vault import Vault  # noqa: E402
 
 WORDS = (

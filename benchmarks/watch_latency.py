@@ -26,7 +26,7 @@ import time
 from pathlib import Path
 
 from agent_memory.note.render import render_new
-from agent_memory.store import new_id
+from agent_memory.disk.layout import new_id
 from agent_memory.sync import Watcher
 from agent_memory.vault import Vault, iso
 

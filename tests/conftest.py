@@ -301,7 +301,7 @@ def person_saves_before_the_swap(line: str = "A line a person just typed.\n", pa
     """``locking.swap`` as it is now, except that a person saves the target (``path``, or
     any) once, just before the tool's swap: a save landing between the tool's check and
     its write. Once only: the tool's own swap back is no save."""
-    from agent_memory import locking
+    from agent_memory.disk import locking
 
     real_swap = locking.swap
     saved: list[int] = []

@@ -317,7 +317,7 @@ def test_a_batch_import_is_durable_and_indexed_as_a_rebuild_would(vault: Vault, 
     """Files written together, made durable once (syncfs, or each file and folder
     fsynced where there is none), indexed in one go from the bytes written: the index
     is what a rebuild from the files gives, and the staging folder is gone."""
-    from agent_memory import store as store_module
+    from agent_memory.disk import store as store_module
 
     if not syncfs:
         monkeypatch.setattr(store_module, "_syncfs", None)

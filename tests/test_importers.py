@@ -489,7 +489,7 @@ def test_importing_again_refuses_to_update_a_file_with_git_conflict_markers(vaul
 
 
 def test_a_save_landing_while_an_import_updates_a_file_stands(vault: Vault, monkeypatch: pytest.MonkeyPatch) -> None:
-    from agent_memory import locking
+    from agent_memory.disk import locking
 
     from conftest import person_saves_before_the_swap
 

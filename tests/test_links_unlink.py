@@ -8,7 +8,7 @@ import json
 import pytest
 from mcp import Client
 
-from agent_memory import locking
+from agent_memory.disk import locking
 from agent_memory.errors import InvalidInput, NotFound, SavedMeanwhile
 from agent_memory.vault import Vault
 

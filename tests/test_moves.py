@@ -13,11 +13,11 @@ from pathlib import Path
 
 import pytest
 
-from agent_memory import locking
+from agent_memory.disk import locking
 from agent_memory import moves as moves_module
 from agent_memory.errors import InvalidInput, SavedMeanwhile, VaultError
 from agent_memory.moves import MOVE_DIRNAME
-from agent_memory.store import Store
+from agent_memory.disk.store import Store
 from agent_memory.vault import Vault
 
 from conftest import assert_index_matches_files, cli_ok, mcp_client, person_saves_before_the_swap, run_cli, tool_error, tool_ok, deadline
@@ -207,7 +207,7 @@ def test_a_crash_half_way_is_undone_on_the_next_open(linked: Vault, crash_at: in
     before = _files(vault)
     script = textwrap.dedent(f"""
         import os, sys
-        from agent_memory import store
+        from agent_memory.disk import store
         from agent_memory.vault import Vault
         real = store.Store.replace_checked
         done = [0]

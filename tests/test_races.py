@@ -39,7 +39,7 @@ from pathlib import Path
 import pytest
 from conftest import assert_index_matches_files, run_cli
 
-from agent_memory import locking
+from agent_memory.disk import locking
 from agent_memory.errors import SavedMeanwhile
 from agent_memory.vault import Vault
 

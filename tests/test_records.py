@@ -21,7 +21,7 @@ from agent_memory.note.parse import file_version
 from agent_memory.trust import approvals
 from agent_memory.errors import PathRefused
 from agent_memory.trust.register import Register
-from agent_memory.store import Store
+from agent_memory.disk.store import Store
 from agent_memory.trust.state import state_dir
 from agent_memory.vault import Vault
 
@@ -164,7 +164,8 @@ def test_a_forged_ledger_line_never_lets_gc_delete_or_restore_move_a_persons_fil
 
 INTERRUPT = textwrap.dedent("""
     import os, sys
-    from agent_memory import moves, staging
+    from agent_memory import moves
+    from agent_memory.disk import staging
     from agent_memory.vault import Vault
     what = sys.argv[2]
     if what == "move":
@@ -266,7 +267,7 @@ def _disk_fills_mid_line(vault: Vault, tmp_path: Path, monkeypatch: pytest.Monke
             ledger.write(entry.to_json().encode()[:20])  # what reached the disk before it was full
         raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
 
-    monkeypatch.setattr("agent_memory.trash.Trash._append", half_then_full)
+    monkeypatch.setattr("agent_memory.disk.trash.Trash._append", half_then_full)
 
 
 @pytest.mark.parametrize("breaks", [_ledger_is_a_symlink, _ledger_is_a_folder, _disk_fills_mid_line],
@@ -298,7 +299,7 @@ def test_forget_whose_ledger_line_cannot_be_written_leaves_the_memory_where_it_w
 
 KILLED_FORGET = textwrap.dedent("""
     import os, sys
-    from agent_memory import trash
+    from agent_memory.disk import trash
     from agent_memory.vault import Vault
     trash.Trash._append = lambda *a: os._exit(3)  # killed between the move into .trash/ and its ledger line
     Vault(sys.argv[1]).forget(sys.argv[2])
@@ -438,8 +439,8 @@ def test_a_restore_failing_at_a_step_leaves_the_memory_found_or_restorable(
         vault: Vault, monkeypatch: pytest.MonkeyPatch, step: str) -> None:
     import errno
 
-    from agent_memory import locking
-    from agent_memory.trash import Trash
+    from agent_memory.disk import locking
+    from agent_memory.disk.trash import Trash
 
     made = vault.remember("A fact to bring back")["memory"]
     vault.forget(made["id"])

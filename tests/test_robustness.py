@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from agent_memory import store as store_module
+from agent_memory.disk import store as store_module
 from agent_memory.errors import InvalidInput, VaultError
 from agent_memory.vault import Vault
 

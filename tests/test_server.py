@@ -18,7 +18,8 @@ from mcp import Client
 from mcp.shared.exceptions import MCPError
 from mcp_types import PromptReference, ResourceTemplateReference
 
-from agent_memory import errors, limits, locking
+from agent_memory import errors, limits
+from agent_memory.disk import locking
 from agent_memory.trust import approvals
 from agent_memory import index as index_module
 from agent_memory.index import QueryInterrupted

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from agent_memory import locking
+from agent_memory.disk import locking
 from agent_memory.errors import InvalidInput, NotFound, PathRefused, VaultError
 from agent_memory.vault import Vault
 

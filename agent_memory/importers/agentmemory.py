@@ -19,7 +19,7 @@ from typing import Any
 from ..note import parse
 from ..note.tags import normalise_tag
 from ..errors import InvalidInput
-from ..store import derived_id
+from ..disk.layout import derived_id
 from ._source import millis
 
 DATABASE = "memories.db"

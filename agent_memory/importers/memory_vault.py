@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from ..errors import InvalidInput
-from ..store import derived_id
+from ..disk.layout import derived_id
 from ._source import millis, read_json
 
 

@@ -66,7 +66,7 @@ _TOOL_ID = re.compile(r"0[0-7][0-9abcdefghjkmnpqrstvwxyz]{14}")
 
 
 def is_tool_id(value: str) -> bool:
-    """An id in the tool's own format (``store.new_id``: 16 Crockford base-32 characters,
+    """An id in the tool's own format (``disk.layout.new_id``: 16 Crockford base-32 characters,
     the first ten a plausible time).
 
 

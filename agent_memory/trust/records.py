@@ -23,8 +23,9 @@ from typing import TYPE_CHECKING, Any
 from . import confine
 from ..errors import InvalidInput, PathRefused
 from .register import ABOUT, SET_ASIDE_DIRNAME, Register, Tracked, digest, read_record, record_id, refusal
-from ..store import INDEX_DIRNAME
-from ..trash import LEDGER_NAME, TRASH_DIRNAME, Trash
+from ..disk.layout import INDEX_DIRNAME
+from ..disk.layout import TRASH_DIRNAME
+from ..disk.trash import LEDGER_NAME, Trash
 
 if TYPE_CHECKING:
     from ..vault import Vault
@@ -91,9 +92,9 @@ def _in_place(root: Path, register: Register, tracked: Tracked) -> list[Record]:
     """Records still where the tool would look for them that it will not act on."""
     from ..moves import MANIFEST as MOVE_MANIFEST
     from ..moves import MOVE_DIRNAME, _move_would
-    from ..staging import MANIFEST as IMPORT_MANIFEST
-    from ..staging import STAGING_DIRNAME, import_would
-    from ..store import parked_would
+    from ..disk.staging import MANIFEST as IMPORT_MANIFEST
+    from ..disk.staging import STAGING_DIRNAME, import_would
+    from ..disk.store import parked_would
 
     control = root / INDEX_DIRNAME
     found: list[tuple[str, str, bytes, str]] = []
@@ -153,7 +154,7 @@ def _ledger(root: Path) -> list[Record]:
 
 
 def _trash(root: Path) -> Trash:
-    from ..store import fsync_folder
+    from ..disk.store import fsync_folder
 
     def no_write(_folder: Path, _data: bytes) -> Path:
         raise InvalidInput("reading only")
@@ -250,7 +251,7 @@ def _apply_move(vault: Vault, record: Path) -> str:
 
 
 def _apply_import(vault: Vault, record: Path) -> str:
-    from ..staging import MANIFEST, STAGING_DIRNAME, _checked_items
+    from ..disk.staging import MANIFEST, STAGING_DIRNAME, _checked_items
 
     staging = record / STAGING_DIRNAME
     try:

@@ -20,7 +20,7 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
-from .errors import VaultError
+from ..errors import VaultError
 
 try:  # POSIX
     import fcntl

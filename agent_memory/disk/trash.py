@@ -28,11 +28,11 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 
 from . import locking
-from .trust import confine
-from .errors import PathRefused, VaultError, disk_error
-from .trust.register import Register, Tracked, digest, record_id, refusal
+from ..trust import confine
+from ..errors import PathRefused, VaultError, disk_error
+from ..trust.register import Register, Tracked, digest, record_id, refusal
+from .layout import TRASH_DIRNAME
 
-TRASH_DIRNAME = ".trash"
 LEDGER_NAME = ".agent-memory.jsonl"
 REASONS = ("forgotten", "expired", "replaced", "conflict")
 

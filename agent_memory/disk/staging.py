@@ -42,11 +42,12 @@ import sys
 from collections.abc import Callable
 from pathlib import Path
 
-from .trust import confine
-from .note import parse
-from .errors import InvalidInput, MemoryError_, VaultError
-from .trust.register import digest, read_record, refusal, set_aside
-from .store import INDEX_DIRNAME, Store
+from ..trust import confine
+from ..note import parse
+from ..errors import InvalidInput, MemoryError_, VaultError
+from ..trust.register import digest, read_record, refusal, set_aside
+from .layout import INDEX_DIRNAME
+from .store import Store
 
 STAGING_DIRNAME = "import"
 
