@@ -23,7 +23,7 @@ from .note import parse
 from .note.parse import Note, file_version
 from .clock import Clock, humanize_age, iso, utcnow
 from .errors import InvalidInput, NotFound, StillSaving, VaultError, VaultGone
-from .index import FileFacts, Index, link_key
+from .index.db import FileFacts, Index, link_key
 from .disk.locking import Generations, WriteLock
 from .semantic import Semantic, wanted
 from .settings import SETTINGS_FILE, Settings, load_settings

@@ -18,7 +18,7 @@ from . import gitrepo
 from .trust import approvals, credentials
 from .note import parse
 from .errors import SettingsError
-from .index import SCHEMA_VERSION, FileFacts, Index, link_key
+from .index.db import SCHEMA_VERSION, FileFacts, Index, link_key
 from .settings import load_settings
 from .disk.layout import index_folder, is_ignored_dir
 from .disk.store import Store

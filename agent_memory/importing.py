@@ -28,7 +28,7 @@ from . import transfer
 from .clock import iso
 from .core import VaultCore
 from .errors import InvalidInput, NotFound, SavedMeanwhile
-from .index import link_key
+from .index.db import link_key
 from .limits import check_content
 from .disk.layout import is_memory_path
 

@@ -18,7 +18,7 @@ from .note.patch import patch
 from .clock import iso
 from .core import VaultCore
 from .errors import InvalidInput, NotFound
-from .index import link_key
+from .index.db import link_key
 from .models import UnlinkResult
 from .writes import Writes, _RELATION_NAME
 

@@ -21,7 +21,7 @@ from .clock import iso
 from .core import _UNREAD, Progress
 from .errors import InvalidInput, NotFound, PathRefused, disk_error
 from .importing import Importing, SyncPlan
-from .index import SCHEMA_VERSION, TOKENIZER, FileFacts, Filters
+from .index.db import SCHEMA_VERSION, TOKENIZER, FileFacts, Filters
 from .limits import (MAX_BATCH, check_content, check_import_data, check_limit, check_offset, check_text,
                      namespace_filter)
 from .models import ExportedMemory, ExportPage, GcResult, ImportResult, RestoreResult, Stats, TrashEntry

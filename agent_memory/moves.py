@@ -43,7 +43,7 @@ from .note.parse import Note, file_version
 from .clock import iso
 from .core import VaultCore
 from .errors import InvalidInput, NotFound, PathRefused, ReadOnlyFile, SavedMeanwhile, VaultError, disk_error
-from .index import link_key
+from .index.db import link_key
 from .limits import check_text
 from .models import MoveResult, Rewritten
 from .trust.register import digest, read_record, refusal, set_aside

@@ -25,7 +25,7 @@ from .models import SemanticStatus
 from .recall.sql import Filters
 
 if TYPE_CHECKING:
-    from .index import Index
+    from .index.db import Index
     from .vectors import Embedder
 
 VECTORS_FILE = "vectors.sqlite3"  # in the index folder, beside index.sqlite3

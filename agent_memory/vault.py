@@ -29,7 +29,7 @@ from .recall.records import MemoryRecord
 from .recall.sql import Filters, expired_rids, within_filters
 from .recall.terms import MAX_QUERY_CHARS, plan
 from .history import log as history_log
-from .index import name_key
+from .index.db import name_key
 from .maintenance import Maintenance
 from .models import (
     ContextMemory,
@@ -52,7 +52,7 @@ from .models import (
 )
 from .limits import (check_importance, check_limit, check_names, check_offset, check_tags, check_text, check_type,
                      namespace_filter)
-from .reconcile import Reconcile
+from .index.reconcile import Reconcile
 from .settings import SETTINGS_FILE, checked_value
 from .disk.layout import GITIGNORE, is_memory_path
 from .disk.store import Store

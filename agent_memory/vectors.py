@@ -383,7 +383,7 @@ class Embedder:
     the in-memory ``VectorIndex`` of the current rows."""
 
     def __init__(self, index: Any, folder: Path, encoder: Callable[[], Encoder] = shared_encoder) -> None:
-        self.source = index  # agent_memory.index.Index
+        self.source = index  # agent_memory.index.db.Index
         self.store = VectorStore(folder)
         self.model = MODEL_NAME
         self._encoder = encoder

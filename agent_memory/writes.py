@@ -24,7 +24,7 @@ from .note.render import render_new
 from .note.tags import as_tag_list, normalise_tag, split_tags
 from .clock import iso
 from .core import Examined, VaultCore
-from .index import FileFacts
+from .index.db import FileFacts
 from .errors import Duplicate, InvalidInput, ReadOnlyFile, SavedMeanwhile, VersionConflict
 from .limits import (MAX_TAGS, check_content, check_importance, check_namespace, check_tags, check_text, check_ttl,
                      check_type)

@@ -17,7 +17,7 @@ import pytest
 
 from agent_memory.disk import store as store_module
 from agent_memory.errors import InvalidInput, PathRefused, ReadOnlyFile, SavedMeanwhile, VaultError, VaultGone
-from agent_memory.index import Index
+from agent_memory.index.db import Index
 from agent_memory.vault import Vault
 
 from conftest import assert_index_matches_files, run_cli, person_saves_before_the_swap, deadline, wait_until

@@ -21,8 +21,8 @@ from mcp_types import PromptReference, ResourceTemplateReference
 from agent_memory import errors, limits
 from agent_memory.disk import locking
 from agent_memory.trust import approvals
-from agent_memory import index as index_module
-from agent_memory.index import QueryInterrupted
+from agent_memory.index import db as index_module
+from agent_memory.index.db import QueryInterrupted
 from agent_memory.note.tags import split_tags as as_tags
 from agent_memory.server import build_server
 from agent_memory.server.instructions import INSTRUCTIONS

@@ -18,7 +18,7 @@ from agent_memory.note.parse import file_version
 from agent_memory.errors import Duplicate, InvalidInput, NotFound, VaultError, VersionConflict
 from agent_memory.vault import Vault
 
-from agent_memory.index import racy
+from agent_memory.index.db import racy
 from conftest import Clock, assert_index_matches_files, index_snapshot
 
 ACME = "Customer ACME prefers deploys on Fridays."
@@ -1089,7 +1089,7 @@ def test_a_bulk_load_leaves_one_merged_full_text_segment_and_every_note_findable
 
 
 def test_a_full_disk_while_merging_the_full_text_index_keeps_every_note_indexed(vault_dir: Path, monkeypatch) -> None:
-    from agent_memory.index import Index
+    from agent_memory.index.db import Index
 
     merge = Index._merge_segments
 

@@ -42,7 +42,7 @@ from .terms import (
 )
 
 if TYPE_CHECKING:
-    from ..index import Index
+    from ..index.db import Index
 
 MATCH_MODES = ("auto", "all", "any")
 # Semantic recall's part (the optional extra): (filters, now, how many wanted) -> memories

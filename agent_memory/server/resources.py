@@ -13,7 +13,7 @@ from mcp.server.mcpserver.exceptions import ResourceError, ResourceNotFoundError
 from mcp_types import Completion, ResourceTemplateReference
 
 from ..errors import MemoryError_, NotFound
-from ..index import SCHEMA
+from ..index.db import SCHEMA
 from ..note.render import NEW_FILE_ORDER
 from ..vault import Vault
 from .instructions import INSTRUCTIONS

@@ -23,13 +23,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from . import limits
-from .errors import MemoryError_
-from .disk.locking import ignore_folder
-from .note.parse import Note, file_version, hand_named, note_name
-from .recall.sql import Filters
-from .recall.terms import cjk_index_text, date_tokens
-from .disk.store import packed_stamp, signed64
+from .. import limits
+from ..errors import MemoryError_
+from ..disk.locking import ignore_folder
+from ..note.parse import Note, file_version, hand_named, note_name
+from ..recall.sql import Filters
+from ..recall.terms import cjk_index_text, date_tokens
+from ..disk.store import packed_stamp, signed64
 
 SCHEMA_VERSION = 8
 DB_NAME = "index.sqlite3"

@@ -16,11 +16,11 @@ from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
-from .note.parse import Note, file_version
-from .clock import iso
-from .core import Progress, VaultCore
-from .index import FileFacts
-from .models import ReconcileReport
+from ..note.parse import Note, file_version
+from ..clock import iso
+from ..core import Progress, VaultCore
+from .db import FileFacts
+from ..models import ReconcileReport
 
 
 @contextmanager
