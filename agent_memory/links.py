@@ -11,7 +11,7 @@ from __future__ import annotations
 import sqlite3
 from typing import TYPE_CHECKING
 
-from . import graph
+from .recall import graph
 from .note.links import wikilinks
 from .note.parse import Note, RESERVED_KEYS
 from .note.patch import patch

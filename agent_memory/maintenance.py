@@ -14,7 +14,8 @@ from .note.links import BODY_LINK_RELATION
 from .note.parse import Note, content_hash
 from .note.patch import patch
 from .note.render import render_front_matter, render_new, to_utc
-from . import graph, importers, transfer
+from . import importers, transfer
+from .recall import graph
 from .trust import confine
 from .importers.knowledge_graph import entity_name, observations, records, relation_type
 from .clock import iso

@@ -35,7 +35,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from . import graph
+from .recall import graph
 from .trust import confine, credentials
 from .note import parse
 from .note.links import retarget_links, retarget_markdown_links

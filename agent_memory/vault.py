@@ -16,7 +16,8 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
-from . import graph, vouch
+from . import vouch
+from .recall import graph
 from .note import parse
 from .note.parse import file_version
 from .note.render import to_utc

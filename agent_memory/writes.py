@@ -14,7 +14,7 @@ import sqlite3
 from collections.abc import Iterable
 from typing import Any
 
-from . import graph
+from .recall import graph
 from .trust import credentials
 from .note import parse
 from .note.links import RELATION_NAME, wikilinks

@@ -25,7 +25,7 @@ from mcp.server.mcpserver.utilities.func_metadata import FuncMetadata, func_meta
 from mcp_types import CallToolResult, TextContent, ToolAnnotations
 from pydantic import Field, ValidationError
 
-from .. import graph
+from ..recall import graph
 from ..errors import MemoryError_
 from ..models import (
     ContextResult,
