@@ -20,7 +20,7 @@ from typing import Any
 import click
 
 from .errors import MemoryError_
-from .semantic import vector_summary
+from .semantic.status import vector_summary
 from .disk.layout import VAULT_DIRNAME, locate_vault, require_vault
 from .vault import MATCH_MODES, Vault
 

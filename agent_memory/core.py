@@ -25,7 +25,7 @@ from .clock import Clock, humanize_age, iso, utcnow
 from .errors import InvalidInput, NotFound, StillSaving, VaultError, VaultGone
 from .index.db import FileFacts, Index, link_key
 from .disk.locking import Generations, WriteLock
-from .semantic import Semantic, wanted
+from .semantic.status import Semantic, wanted
 from .settings import SETTINGS_FILE, Settings, load_settings
 from .models import Memory, ReconcileReport, Summary
 from .limits import MAX_FILE_BYTES, check_text

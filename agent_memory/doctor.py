@@ -171,7 +171,8 @@ def _check_approvals(root: Path) -> Check:
 def _check_semantic(root: Path, folder: Path, facts: dict[str, FileFacts]) -> Check:
     """Semantic recall: off (and why), or whether every memory file has its vector
     (read-only: the vectors file is opened for reading only)."""
-    from .semantic import INSTALL_HINT, VECTORS_FILE, extra_installed
+    from .semantic.model_files import VECTORS_FILE
+    from .semantic.status import INSTALL_HINT, extra_installed
 
     if not extra_installed():
         return Check("semantic recall", True, f"off: the optional extra is not installed ({INSTALL_HINT})")
@@ -181,7 +182,7 @@ def _check_semantic(root: Path, folder: Path, facts: dict[str, FileFacts]) -> Ch
         setting = None  # the files check reports the broken settings file
     if setting is False:
         return Check("semantic recall", True, "off (recall.semantic = false)")
-    from . import model_files
+    from .semantic import model_files
 
     try:
         model_files.model_dir(extract=False)

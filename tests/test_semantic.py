@@ -14,7 +14,8 @@ from pathlib import Path
 
 import pytest
 
-from agent_memory.semantic import VECTORS_FILE, extra_installed
+from agent_memory.semantic.model_files import VECTORS_FILE
+from agent_memory.semantic.status import extra_installed
 
 # CI's second environment installs the extra and its weights and sets this: there a
 # missing piece is a failure, not a skip.
@@ -27,9 +28,9 @@ if not extra_installed():
 
 import numpy as np
 
-from agent_memory import embed, model_files
+from agent_memory.semantic import embed, model_files
 from agent_memory.vault import Vault
-from agent_memory.vectors import EXACT_MAX, Loaded, VectorIndex, VectorStore, digests, hexes, quantize, sign_codes
+from agent_memory.semantic.vectors import EXACT_MAX, Loaded, VectorIndex, VectorStore, digests, hexes, quantize, sign_codes
 from conftest import deadline, wait_until
 
 

@@ -17,7 +17,7 @@ from agent_memory.cli import cli
 from agent_memory.errors import InvalidInput
 from agent_memory.recall import rank
 from agent_memory.recall.rank import FACTS, Scored
-from agent_memory.semantic import extra_installed
+from agent_memory.semantic.status import extra_installed
 from agent_memory.vault import Vault
 from conftest import deadline
 
@@ -42,7 +42,7 @@ with Watcher(vault, sweep_interval=3600):
 build_server(vault)
 agent_memory.doctor.diagnose(root)
 vault.close()
-print(sorted(m for m in ("numpy", "tokenizers", "agent_memory.embed", "agent_memory.vectors") if m in sys.modules))
+print(sorted(m for m in ("numpy", "tokenizers", "agent_memory.semantic.embed", "agent_memory.semantic.vectors") if m in sys.modules))
 """
 
 

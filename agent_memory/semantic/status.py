@@ -1,8 +1,8 @@
 """Whether semantic recall is on for a vault, and its vectors when it is.
 
 Importing this module imports nothing optional: numpy, ``tokenizers`` and the model
-load only when a vault with semantic recall on first needs them (``agent_memory.vectors``,
-``agent_memory.embed``). Without the ``semantic`` extra, recall is exactly lexical.
+load only when a vault with semantic recall on first needs them (``vectors``, ``embed``).
+Without the ``semantic`` extra, recall is exactly lexical.
 
 On (``recall.semantic`` unset, or true, and the extra installed) a vault keeps one
 vector per memory beside its index (``vectors.VectorStore``). A watcher or server keeps
@@ -20,15 +20,14 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from .errors import InvalidInput
-from .models import SemanticStatus
-from .recall.sql import Filters
+from ..errors import InvalidInput
+from ..models import SemanticStatus
+from ..recall.sql import Filters
 
 if TYPE_CHECKING:
-    from .index.db import Index
+    from ..index.db import Index
     from .vectors import Embedder
 
-VECTORS_FILE = "vectors.sqlite3"  # in the index folder, beside index.sqlite3
 INLINE_CATCH_UP = 64  # memories without a vector a search embeds itself before ranking
 SWEEP_WAIT = 120.0  # seconds the vectors wait at most for a watcher's first sweep (``hold``)
 EXTRA_MODULES = ("numpy", "tokenizers")

@@ -20,7 +20,7 @@ or a ``remember`` never re-reads the 100k others.
 
 Embedding (``Embedder``) runs on a background thread: writes only wake it, so
 ``remember`` and edits never wait for the model. A search embeds a few memories still
-waiting itself (``semantic.INLINE_CATCH_UP``: a one-shot ``search`` after a ``remember``
+waiting itself (``status.INLINE_CATCH_UP``: a one-shot ``search`` after a ``remember``
 in another process), and ranks the rest once they are done.
 """
 
@@ -37,8 +37,7 @@ from typing import Any
 import numpy as np
 
 from .embed import DIMENSIONS, Encoder, shared_encoder
-from .model_files import MODEL_NAME
-from .semantic import VECTORS_FILE
+from .model_files import MODEL_NAME, VECTORS_FILE
 
 VECTORS_VERSION = 1
 EXACT_MAX = 20_000  # up to this many memories every one is scored exactly

@@ -1,6 +1,6 @@
 """Sentence embeddings for semantic recall (the ``semantic`` extra): all-MiniLM-L6-v2 in numpy.
 
-Only imported when the extra is installed (``semantic.extra_installed``), so a vault without
+Only imported when the extra is installed (``status.extra_installed``), so a vault without
 it never loads numpy. The model is the BERT encoder of sentence-transformers'
 all-MiniLM-L6-v2 (6 layers, 384 dimensions), run by our own forward pass over its
 ``model.safetensors`` weights: embeddings, 6 x (self-attention, feed-forward), mean
