@@ -668,7 +668,7 @@ def git_setup() -> None:
     Example:
       agent-memory git setup
     """
-    from .gitrepo import setup  # only here: nothing else needs it
+    from .git.setup import setup  # only here: nothing else needs it
 
     result = setup(vault_path())
 
@@ -767,7 +767,7 @@ def merge_file(ctx: click.Context, base: Path, ours: Path, theirs: Path, marker_
     Example (what git runs; by hand, OURS is overwritten):
       agent-memory merge-file base.md ours.md theirs.md 7 2026/07/20/acme.md
     """
-    from .merge import run_driver
+    from .git.merge import run_driver
 
     ctx.exit(run_driver(base, ours, theirs, marker_size, path))
 

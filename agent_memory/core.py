@@ -127,7 +127,7 @@ class VaultCore:
         self._settings: tuple[object, Settings] | None = None
         # Commit tool writes: True (``serve --git-commit``), or None to follow ``git.commit``.
         self.git_commit: bool | None = None
-        self.git_state: Any = None  # gitsync's per-vault state (repository, pending writes, committer)
+        self.git_state: Any = None  # git.commits' per-vault state (repository, pending writes, committer)
         self.settings  # noqa: B018 - a broken settings file is a clear error at open, not at the first write
         self.vectors = Semantic(self.index, self.index_dir)  # loads nothing until semantic recall is used
 
@@ -213,7 +213,7 @@ class VaultCore:
 
     def _written(self, changes: list[tuple[str, str, str]]) -> None:
         """A write succeeded and changed these files (still under the lock): the hook
-        ``gitsync.GitSync`` fills in to commit tool writes."""
+        ``git.sync.GitSync`` fills in to commit tool writes."""
 
     def _catch_up(self) -> None:
         """Another process may have written through an index of its own (one of them with

@@ -14,7 +14,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from . import gitrepo
+from .git.setup import driver_problem
 from .trust import approvals, credentials
 from .note import parse
 from .errors import SettingsError
@@ -132,7 +132,7 @@ def check_vault(root: Path, index_dir: Path | None = None) -> list[Check]:
     checks.append(_check_index(index_folder(root, index_dir), facts))
     checks.append(_check_semantic(root, index_folder(root, index_dir), facts))
     checks.append(check_records(root))
-    driver = gitrepo.driver_problem(root)
+    driver = driver_problem(root)
     if driver is not None:
         checks.append(Check("merge driver", False, driver))
     checks.append(_check_approvals(root))

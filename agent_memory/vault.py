@@ -29,7 +29,7 @@ from .recall.rank import PROFILES, RecallConfig, Scored
 from .recall.records import MemoryRecord
 from .recall.sql import Filters, expired_rids, within_filters
 from .recall.terms import MAX_QUERY_CHARS, plan
-from .history import log as history_log
+from .git.history import log as history_log
 from .index.db import name_key
 from .maintenance import Maintenance
 from .models import (
@@ -60,7 +60,7 @@ from .disk.store import Store
 from .writes import Writes
 from .links import Links
 from .moves import Moves
-from .gitsync import GitSync
+from .git.sync import GitSync
 
 CONTENT_IN_HITS = 1500  # a hit carries the whole body up to this many characters (SPEC §5)
 SEARCH_RELATED_LIMIT = 50  # most linked memories search(depth=...) adds beside the hits

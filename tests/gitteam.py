@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from agent_memory.trust import approvals
-from agent_memory.gitrepo import ATTRIBUTES_LINE
+from agent_memory.git.setup import ATTRIBUTES_LINE
 from agent_memory.vault import Vault
 
 AUTHOR = {"GIT_AUTHOR_NAME": "Ada", "GIT_AUTHOR_EMAIL": "ada@example.com",

@@ -14,7 +14,7 @@ import pytest
 from mcp import Client
 
 from agent_memory.trust import approvals, credentials
-from agent_memory.gitsync import Committer
+from agent_memory.git.commits import Committer
 from agent_memory.server import build_server
 from agent_memory.vault import Vault
 

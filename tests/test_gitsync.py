@@ -19,7 +19,7 @@ from mcp import Client, StdioServerParameters
 from agent_memory.trust import approvals
 from agent_memory.cli import cli
 from agent_memory.errors import GitError, SyncConflict
-from agent_memory.gitsync import Committer
+from agent_memory.git.commits import Committer
 from agent_memory.server import build_server
 from agent_memory.vault import Vault
 
@@ -706,7 +706,7 @@ def test_a_push_the_remote_refuses_says_why_and_keeps_the_commit(team: tuple[Pat
 def test_a_push_that_loses_a_race_to_another_clone_is_pulled_and_pushed_again(
     team: tuple[Path, Path, Path], monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from agent_memory import gitsync
+    from agent_memory.git import sync as gitsync
 
     remote, a, b = team
     real_push = gitsync._push

@@ -1,4 +1,4 @@
-"""The merge of two versions of a memory file, over bytes (``agent_memory.merge``): the
+"""The merge of two versions of a memory file, over bytes (``agent_memory.git.merge``): the
 set merge of list keys, the time keys, conflicts written as markers, the body's merge
 (git merge-file for real), the fall-backs, add/add, and the driver's file handling."""
 
@@ -8,9 +8,10 @@ from pathlib import Path
 
 import pytest
 
-from agent_memory import merge as merging
+from agent_memory.git import merge as merging
 from agent_memory.note.parse import parse
-from agent_memory.merge import MergeFailed, merge, merge_list, run_driver
+from agent_memory.disk import store
+from agent_memory.git.merge import MergeFailed, merge, merge_list, run_driver
 
 BASE = """---
 id: 01jd8x4k2m9q7r3t
@@ -282,7 +283,7 @@ def test_a_failed_write_leaves_ours_whole(tmp_path: Path, monkeypatch: pytest.Mo
 
     ours = edit(BASE, ("tags: [acme, deploy]", "tags: [acme, deploy, a]"))
     o, a, b = write_sides(tmp_path, BASE.encode(), ours, edit(BASE, ("status: open", "status: shut")))
-    monkeypatch.setattr(merging.gitrepo.os, "replace", refuse)
+    monkeypatch.setattr(store.os, "replace", refuse)
     assert run_driver(o, a, b, 7, "x.md") == 2
     assert a.read_bytes() == ours  # git then reports a conflict, with every side in its index
     assert sorted(p.name for p in tmp_path.iterdir()) == ["A", "B", "O"]

@@ -553,7 +553,7 @@ def test_a_genuine_record_git_tracks_is_not_read_as_one(vault: Vault, git_isolat
 
 def test_planted_git_journal_lines_are_never_committed(tmp_path: Path, git_isolated: None,
                                                        monkeypatch: pytest.MonkeyPatch) -> None:
-    from agent_memory.gitsync import Committer
+    from agent_memory.git.commits import Committer
 
     monkeypatch.setenv("GIT_CONFIG_GLOBAL", "/dev/null")
     for name in ("AUTHOR", "COMMITTER"):

@@ -47,6 +47,31 @@ def _utc_stamp() -> str:
     return dt.datetime.now(dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
+def replace_file(path: Path, data: bytes) -> None:
+    """Write ``path`` whole or not at all: a temp file beside it (fsynced), then a rename.
+
+    A crash or an error leaves the old file as it was, never a truncated one."""
+    tmp = path.with_name(f".{secrets.token_hex(6)}{TMP_SUFFIX}")
+    try:
+        mode = path.stat().st_mode & 0o7777
+    except OSError:
+        mode = 0o644
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, mode)
+    try:
+        view = memoryview(data)
+        while view:
+            view = view[os.write(fd, view):]
+        os.fsync(fd)
+        os.close(fd)
+        fd = -1
+        os.replace(tmp, path)
+    except BaseException:
+        if fd >= 0:
+            os.close(fd)
+        tmp.unlink(missing_ok=True)
+        raise
+
+
 def fsync_folder(folder: Path) -> None:
     """fsync a folder, so the names in it (a new file, a rename) survive a crash."""
     try:
@@ -127,7 +152,7 @@ class Store:
         # tool leaves in .index/ or .trash/ is checked against both before it is acted on.
         self.register, self.tracked = self.trash.register, self.trash.tracked
         # What the write in progress did to the vault's files, in order: (path, how, detail).
-        # ``VaultCore._writing`` takes them when the write ends (``gitsync`` commits them).
+        # ``VaultCore._writing`` takes them when the write ends (``git.commits`` commits them).
         self.changes: list[tuple[str, str, str]] = []
         self._batch: set[Path] | None = None  # inside ``durable_together``: folders to fsync at its end
         # Memories the last whole walk found with a second name (a symlink, or a hard link

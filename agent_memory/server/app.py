@@ -13,7 +13,7 @@ import anyio.to_thread
 from mcp.server.mcpserver import MCPServer
 
 from .. import __version__
-from ..gitsync import Committer
+from ..git.commits import Committer
 from ..vault import Vault
 from .instructions import INSTRUCTIONS
 from .prompts import register_prompts

@@ -127,7 +127,7 @@ def _in_place(root: Path, register: Register, tracked: Tracked) -> list[Record]:
 def _pending_in_place(control: Path, register: Register, tracked: Tracked) -> list[tuple[str, str, bytes, str]]:
     """The git journal's lines the register does not list, as the one record they become
     when the committer sets them aside."""
-    from ..gitsync import PENDING_FILE, _pending_would
+    from ..git.commits import PENDING_FILE, _pending_would
 
     origin = f"{INDEX_DIRNAME}/{PENDING_FILE}"
     try:
@@ -168,7 +168,7 @@ def _trash(root: Path) -> Trash:
 def gather(vault: Vault) -> None:
     """Set aside every record still in place that the register does not list, so each
     has its one id and place (opening the vault already did this for moves and imports)."""
-    from ..gitsync import state_of
+    from ..git.commits import state_of
 
     vault.finish_interrupted_move()
     vault.store.set_aside_unlisted_parked()
@@ -289,7 +289,7 @@ def _apply_parked(vault: Vault, record: Path) -> str:
 
 
 def _apply_pending(vault: Vault, record: Path) -> str:
-    from ..gitsync import PENDING_FILE, state_of
+    from ..git.commits import PENDING_FILE, state_of
 
     lines = read_record(record / PENDING_FILE).split(b"\n")
     entries = []

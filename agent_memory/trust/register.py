@@ -35,6 +35,7 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import VaultError
+from ..git.run import run
 from .state import vault_state_dir
 
 REGISTER_DIRNAME = "register"
@@ -387,10 +388,8 @@ class Tracked:
         return (self._marker.parent / line[len("gitdir:"):].strip()) / "index"
 
     def _ask_git(self) -> frozenset[str]:
-        from .. import gitrepo
-
         try:
-            done = gitrepo.run(self.root, "ls-files", "-z", "--", ".index", ".trash", task="list tracked files")
+            done = run(self.root, "ls-files", "-z", "--", ".index", ".trash", task="list tracked files")
         except VaultError:
             return frozenset()
         if done.returncode != 0:

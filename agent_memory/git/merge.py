@@ -28,29 +28,28 @@ from __future__ import annotations
 
 import json
 from collections import Counter
-import subprocess
 import sys
 import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from . import gitrepo
-from .note import parse
-from .note.links import wikilinks
-from .note.parse import Note, RESERVED_KEYS
-from .note.patch import key_span, patch
-from .note.render import to_utc
-from .note.split import front_matter_span
-from .note.tags import normalise_tag, split_tags
+from ..disk.store import replace_file
+from ..errors import GitError
+from ..note import parse
+from ..note.links import wikilinks
+from ..note.parse import Note, RESERVED_KEYS
+from ..note.patch import key_span, patch
+from ..note.render import to_utc
+from ..note.split import front_matter_span
+from ..note.tags import normalise_tag, split_tags
+from .run import first_line, run
 
 _MISSING: Any = object()
 MERGE_TIMEOUT = 60.0  # seconds for one git merge-file
 LIST_KEYS = ("tags", "aliases")
 # Keys the tool writes besides SPEC §2's: one memory written twice keeps its owner's.
 _TOOL_KEYS = ("type", "importance", "imported_hash")
-# The environment of the git that runs us names its repository; merge-file needs none.
-_REPOSITORY_ENV = ("GIT_DIR", "GIT_WORK_TREE", "GIT_COMMON_DIR", "GIT_PREFIX", "GIT_INDEX_FILE")
 
 
 class MergeFailed(Exception):
@@ -384,26 +383,19 @@ def _both_appended(base: str, ours: str, theirs: str) -> str | None:
 def merge_text(base: bytes, ours: bytes, theirs: bytes, *, marker_size: int = 7) -> tuple[bytes, int]:
     """``git merge-file -p`` over three texts, in temp files outside any repository; the
     result and its number of conflicts. Raises ``MergeFailed`` when git cannot merge."""
-    env = gitrepo.env()
-    for name in _REPOSITORY_ENV:
-        env.pop(name, None)
     with tempfile.TemporaryDirectory(prefix="agent-memory-merge-") as folder:
         names = []
         for label, data in (("ours", ours), ("base", base), ("theirs", theirs)):
             (Path(folder) / label).write_bytes(data)
             names.append(label)
         try:
-            done = subprocess.run(
-                ["git", *gitrepo.SAFE_CONFIG, "merge-file", "-p", f"--marker-size={marker_size}",
-                 "-L", "ours", "-L", "base", "-L", "theirs", *names],
-                cwd=folder, capture_output=True, env=env, timeout=MERGE_TIMEOUT, check=False,
-            )
-        except FileNotFoundError:
-            raise MergeFailed("git is not installed (or not on PATH)") from None
-        except subprocess.TimeoutExpired:
-            raise MergeFailed(f"git merge-file took more than {MERGE_TIMEOUT:.0f} s") from None
+            done = run(Path(folder), "merge-file", "-p", f"--marker-size={marker_size}",
+                       "-L", "ours", "-L", "base", "-L", "theirs", *names,
+                       task="merge the two versions", timeout=MERGE_TIMEOUT, outside_repository=True)
+        except GitError as exc:
+            raise MergeFailed(str(exc)) from None
     if not 0 <= done.returncode < 128:
-        raise MergeFailed(f"git merge-file failed: {gitrepo.first_line(done.stderr)}")
+        raise MergeFailed(f"git merge-file failed: {first_line(done)}")
     return done.stdout, done.returncode
 
 
@@ -442,7 +434,7 @@ def run_driver(base: Path, ours: Path, theirs: Path, marker_size: int = 7, path:
             print(f"agent-memory merge-file: {name}: {failed}", file=sys.stderr)
             return 2
     try:
-        gitrepo.replace_file(ours, result.data)
+        replace_file(ours, result.data)
     except OSError as exc:
         print(f"agent-memory merge-file: cannot write the merge of {name}: {exc}", file=sys.stderr)
         return 2

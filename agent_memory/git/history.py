@@ -12,15 +12,14 @@ from __future__ import annotations
 
 import difflib
 import re
-import subprocess
 from pathlib import Path
 from typing import Any
 
-from . import gitrepo
-from .trust import credentials
-from .note import parse
-from .errors import VaultError
-from .models import HistoryEntry
+from ..errors import VaultError
+from ..models import HistoryEntry
+from ..note import parse
+from ..trust import credentials
+from .run import first_line, repository, run
 
 MAX_LINES_SHOWN = 20  # body lines added/removed listed per commit (all are counted)
 MAX_LINE_CHARS = 200
@@ -28,30 +27,26 @@ MAX_MESSAGE_CHARS = 2000
 
 _STATUS = {"A": "added", "M": "modified", "R": "renamed", "C": "copied", "D": "deleted", "T": "modified"}
 _HASH = re.compile(r"[0-9a-f]{40,64}")
-
-
-def _git(root: Path, *args: str, stdin: bytes | None = None) -> subprocess.CompletedProcess[bytes]:
-    return gitrepo.run(root, *args, stdin=stdin, task="read the history", retry="Retry with a smaller limit.")
-
-
-_first_line = gitrepo.first_line
-repository = gitrepo.repository
+_TASK = "read the history"  # what git was asked, for its errors
+_RETRY = "Retry with a smaller limit."
 
 
 def log(root: Path, rel: str, limit: int) -> tuple[list[HistoryEntry], bool, Path]:
     """Up to ``limit`` commits that changed ``rel`` (vault-relative), newest first, and
     whether there are more. Each says what changed between its parent's version of the
     file and its own."""
-    top, prefix = repository(root)
-    done = _git(
+    repo = repository(root)
+    top, prefix = repo.top, repo.prefix
+    done = run(
         root, "log", "--follow", "-M", "-z", "--name-status", "--no-color", "--no-ext-diff", "--no-textconv",
         f"-n{limit + 1}", "--format=%x1e%H%x1f%P%x1f%aI%x1f%an%x1f%ae%x1f%B%x1f", "--", rel,
+        task=_TASK, retry=_RETRY,
     )
     if done.returncode != 0:
         message = done.stderr.decode("utf-8", "replace")
         if "does not have any commits" in message or "bad default revision" in message:
             return [], False, top  # a repository without a first commit: no history yet
-        raise VaultError(f"git could not read the history of {rel}: {_first_line(done.stderr)}.")
+        raise VaultError(f"git could not read the history of {rel}: {first_line(done)}.")
     parsed = [_parse(record) for record in done.stdout.decode("utf-8", "surrogateescape").split("\x1e")[1:]]
     commits = [c for c in parsed if c is not None]
     more = len(commits) > limit
@@ -93,9 +88,10 @@ def _read_blobs(root: Path, commits: list[dict[str, Any]]) -> dict[str, bytes | 
     wanted = [w for w in dict.fromkeys(wanted) if "\n" not in w]
     if not wanted:
         return {}
-    done = _git(root, "cat-file", "--batch", stdin="".join(w + "\n" for w in wanted).encode("utf-8", "surrogateescape"))
+    done = run(root, "cat-file", "--batch", stdin="".join(w + "\n" for w in wanted).encode("utf-8", "surrogateescape"),
+               task=_TASK, retry=_RETRY)
     if done.returncode != 0:
-        raise VaultError(f"git could not read old versions of the file: {_first_line(done.stderr)}.")
+        raise VaultError(f"git could not read old versions of the file: {first_line(done)}.")
     out, at = done.stdout, 0
     blobs: dict[str, bytes | None] = {}
     for name in wanted:
