@@ -829,7 +829,7 @@ def stats() -> None:
     emit(result, human)
 
 
-EXPORT_FORMATS = ("json", "mcp-knowledge-graph")  # json: this tool's own; importers.EXPORT_FORMATS
+EXPORT_FORMATS = ("json", "mcp-knowledge-graph")  # json: this tool's own; transfer.formats.EXPORT_FORMATS
 
 
 @cli.command()
@@ -871,7 +871,7 @@ def export(output: str, namespace: str | None, export_format: str) -> None:
         click.echo(f"Exported {what} to {output}", err=True)
 
 
-# importers.FORMATS, not imported on every start (tests/test_importers.py checks they agree)
+# transfer.formats.FORMATS, not imported on every start (tests/test_importers.py checks they agree)
 IMPORT_FORMATS = ("mcp-knowledge-graph", "mcp-memory-vault", "memory-mcp", "agentmemory")
 
 

@@ -14,14 +14,15 @@ from .note.links import BODY_LINK_RELATION
 from .note.parse import Note, content_hash
 from .note.patch import patch
 from .note.render import render_front_matter, render_new, to_utc
-from . import importers, transfer
+from .transfer.formats import EXPORT_FORMATS, importer
+from .transfer.items import exported_file, exported_front_matter, import_path, new_fields, own_id, twin_id
 from .recall import graph
 from .trust import confine
-from .importers.knowledge_graph import entity_name, observations, records, relation_type
+from .transfer.importers.knowledge_graph import entity_name, observations, records, relation_type
 from .clock import iso
 from .core import _UNREAD, Progress
 from .errors import InvalidInput, NotFound, PathRefused, disk_error
-from .importing import Importing, SyncPlan
+from .transfer.importing import Importing, SyncPlan
 from .index.db import SCHEMA_VERSION, TOKENIZER, FileFacts, Filters
 from .limits import (MAX_BATCH, check_content, check_import_data, check_limit, check_offset, check_text,
                      namespace_filter)
@@ -73,7 +74,7 @@ class Maintenance(Importing):
         """Every live memory as written: its path, all front-matter keys, the body.
 
         ``format="mcp-knowledge-graph"``: the MCP reference memory server's memory.jsonl
-        records instead (``importers.knowledge_graph.records``): one entity per memory,
+        records instead (``transfer.importers.knowledge_graph.records``): one entity per memory,
         named by its first alias (where importing one keeps the entity's name) or its
         title, ``type`` as ``entityType``, the body's items as observations, and every
         link property to another memory as a relation, its type given back from
@@ -82,8 +83,8 @@ class Maintenance(Importing):
         rows = self.index.live_rows(iso(self.now()), namespace_filter(namespace))
         if format is None or format == "json":
             return self._exported(rows)
-        if format not in importers.EXPORT_FORMATS:
-            raise InvalidInput(f"Unknown export format {format!r}; use json or {', '.join(importers.EXPORT_FORMATS)}.")
+        if format not in EXPORT_FORMATS:
+            raise InvalidInput(f"Unknown export format {format!r}; use json or {', '.join(EXPORT_FORMATS)}.")
         return self._knowledge_graph(rows)
 
     def _knowledge_graph(self, rows: list[sqlite3.Row]) -> list[dict[str, Any]]:
@@ -145,10 +146,10 @@ class Maintenance(Importing):
     def import_memories(self, items: Any, progress: Progress | None = None, format: str | None = None) -> ImportResult:
         """All or nothing: the whole batch is checked first, then written in one go.
 
-        ``format`` names another memory server's data (``importers.FORMATS``): ``items``
+        ``format`` names another memory server's data (``transfer.formats.FORMATS``): ``items``
         is then its file (a path) or that data parsed, turned into import items first,
         whose ids are the source's keys: a memory the source gave before is updated in
-        place where the source changed it (``importing.py``), and counted as unchanged
+        place where the source changed it (``transfer/importing.py``), and counted as unchanged
         where it did not.
 
         Otherwise (this tool's export, or items made by hand), same content in the same
@@ -158,7 +159,7 @@ class Maintenance(Importing):
         gets the next free ``-2``-style name; nothing is overwritten.
         """
         if format is not None:
-            items = importers.importer(format)(items)
+            items = importer(format)(items)
         if not isinstance(items, list):
             raise InvalidInput("Import expects a JSON array of memories (as written by export).")
         check_import_data(items)  # no NUL, no nesting past MAX_NESTING, anywhere it would be written
@@ -228,7 +229,7 @@ class Maintenance(Importing):
                 raise InvalidInput(f"{where} is not an object; nothing was imported.")
             try:
                 check_text(item.get("path"), "path")
-                exported = transfer.exported_file(item)
+                exported = exported_file(item)
                 if exported is not None:  # an export's raw text: the file exactly as it was
                     check_content(exported.body)
                     meta, namespace, content = exported.meta, exported.namespace, exported.body
@@ -239,16 +240,16 @@ class Maintenance(Importing):
                 else:
                     content = check_content(item.get("content"))  # type: ignore[arg-type]
                     if "front_matter" in item:  # an export: its front matter is the file's, as written
-                        meta, namespace = transfer.exported_front_matter(item["front_matter"])
+                        meta, namespace = exported_front_matter(item["front_matter"])
                         content = item["content"]  # byte for byte: export -> import -> export is stable
                         data = render_front_matter(meta, content).encode("utf-8")
                     else:  # a hand-made item {content, namespace, tags, title, source, created, ...}
-                        meta = transfer.new_fields(item, now)
+                        meta = new_fields(item, now)
                         namespace = meta["namespace"]
                         data = render_new(meta, content).encode("utf-8")  # the file remember would write
                     written = meta.get("expires")
                     expires = None if written in (None, "") else to_utc(written)
-                    memory_id = transfer.own_id(meta)
+                    memory_id = own_id(meta)
                     self.guard_credentials({"the content": content, "the front matter": json.dumps(meta, default=str)})
             except (InvalidInput, ValueError) as exc:  # the same kind of error, naming the item
                 kind = type(exc) if isinstance(exc, InvalidInput) else InvalidInput
@@ -264,7 +265,7 @@ class Maintenance(Importing):
             if memory_id is not None and memory_id in seen_ids:
                 # An earlier item of this import claimed the id with other content: both are
                 # kept, this one under an id derived from the id and its content.
-                memory_id = transfer.twin_id(memory_id, content)
+                memory_id = twin_id(memory_id, content)
                 data = _with_id(data, memory_id)
                 meta = {**meta, "id": memory_id}
             if memory_id is not None and (memory_id in seen_ids or self.index.by_id(memory_id, iso(now)) is not None):
@@ -273,7 +274,7 @@ class Maintenance(Importing):
             seen.add(key)
             if memory_id is not None:
                 seen_ids.add(memory_id)
-            rel = transfer.import_path(self.store, item.get("path"), meta, content, now)
+            rel = import_path(self.store, item.get("path"), meta, content, now)
             folder = rel.rsplit("/", 1)[0] if "/" in rel else ""
             if folder and folder not in plain:
                 plain[folder] = self._plain_folder(folder)

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from agent_memory.note.render import render_new
-from agent_memory import transfer
+from agent_memory.transfer.items import twin_id
 from agent_memory.note.parse import is_tool_id
 from agent_memory.errors import InvalidInput
 from agent_memory.vault import Vault
@@ -44,7 +44,7 @@ def test_two_items_with_one_id_and_different_content_are_both_kept(vault: Vault)
         {"path": "c.md", "front_matter": {"id": "abc123"}, "content": "First copy\n"},  # the same again: a duplicate
     ]
     result = vault.import_memories(items)
-    twin = transfer.twin_id("abc123", "Second copy, edited\n")
+    twin = twin_id("abc123", "Second copy, edited\n")
     assert (result["imported"], result["duplicates"], result["ids"]) == (2, 1, ["abc123", twin])
     assert twin.startswith("abc123-") and _files(vault) == ["a.md", "b.md"]
     assert vault.get(twin)["content"] == "Second copy, edited\n" and vault.get("abc123")["path"] == "a.md"
@@ -56,9 +56,9 @@ def test_two_items_with_one_id_and_different_content_are_both_kept(vault: Vault)
 
 def test_a_twin_of_a_tool_id_keeps_the_tool_format_and_its_time(vault: Vault) -> None:
     first = vault.remember("The original.")["memory"]["id"]
-    twin = transfer.twin_id(first, "Another text.")
+    twin = twin_id(first, "Another text.")
     assert twin != first and twin[:10] == first[:10] and is_tool_id(twin)
-    assert transfer.twin_id(first, "Another text.") == twin  # the same every time
+    assert twin_id(first, "Another text.") == twin  # the same every time
 
 
 @pytest.mark.parametrize(

@@ -1,5 +1,5 @@
 """Moving in from another memory server: its own files, imported with their dates, types
-and links (agent_memory/importers/), through the vault, the CLI and the MCP tool."""
+and links (agent_memory/transfer/importers/), through the vault, the CLI and the MCP tool."""
 
 from __future__ import annotations
 
@@ -9,7 +9,9 @@ from typing import Any
 
 import pytest
 
-from agent_memory import cli, importers
+from agent_memory import cli
+from agent_memory.transfer.formats import FORMATS
+from agent_memory.transfer.importers.knowledge_graph import relation_property
 from agent_memory.note.links import RELATION_NAME
 from agent_memory.note.parse import RESERVED_KEYS, is_tool_id, parse
 from agent_memory.errors import InvalidInput
@@ -39,7 +41,7 @@ def _jsonl(tmp_path: Path, records: list[dict]) -> Path:
 
 
 def test_the_cli_knows_every_format() -> None:
-    assert cli.IMPORT_FORMATS == tuple(importers.FORMATS)
+    assert cli.IMPORT_FORMATS == tuple(FORMATS)
 
 
 def test_an_unknown_format_is_refused_naming_the_ones_there_are(vault: Vault) -> None:
@@ -212,7 +214,7 @@ def test_two_entities_with_the_same_observations_stay_two(vault: Vault) -> None:
      ("tags", "tags_"), ("is part of!", "is_part_of"), ("", "related_to")],
 )
 def test_a_relation_type_becomes_a_link_property(kind: str, prop: str) -> None:
-    assert importers.relation_property(kind) == prop
+    assert relation_property(kind) == prop
     assert RELATION_NAME.fullmatch(prop) and prop not in RESERVED_KEYS
 
 

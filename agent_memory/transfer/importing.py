@@ -20,17 +20,18 @@ import os
 from pathlib import Path
 from typing import Any
 
-from .note import parse
-from .note.parse import Note, content_hash
-from .note.patch import patch
-from .note.render import render_new
-from . import transfer
-from .clock import iso
-from .core import VaultCore
-from .errors import InvalidInput, NotFound, SavedMeanwhile
-from .index.db import link_key
-from .limits import check_content
-from .disk.layout import is_memory_path
+from ..note import parse
+from ..note.parse import Note, content_hash
+from ..note.patch import patch
+from ..note.render import render_new
+from .items import (IMPORT_BASE, as_list, import_path, link_fields, new_fields, own_id, plain, resync, source_digest,
+                    twin_id)
+from ..clock import iso
+from ..core import VaultCore
+from ..errors import InvalidInput, NotFound, SavedMeanwhile
+from ..index.db import link_key
+from ..limits import check_content
+from ..disk.layout import is_memory_path
 
 _NOT_IN_LINK = set("[]|#^\n")
 
@@ -63,14 +64,14 @@ class SyncPlan:
 def _twin(item: dict[str, Any], claimed: dict[str, str]) -> dict[str, Any]:
     """The item, under an id derived from its id and content (``transfer.twin_id``) when an
     earlier item of the batch claimed that id with other content: both are kept."""
-    memory_id = transfer.own_id(item)
+    memory_id = own_id(item)
     content = item.get("content")
     if memory_id is None or not isinstance(content, str) or item.get("placeholder"):
         return item
     first = claimed.setdefault(memory_id, content)
-    if transfer.plain(first) == transfer.plain(content):
+    if plain(first) == plain(content):
         return item
-    return {**item, "id": transfer.twin_id(memory_id, content)}
+    return {**item, "id": twin_id(memory_id, content)}
 
 
 class Importing(VaultCore):
@@ -155,7 +156,7 @@ class Importing(VaultCore):
     def _sync_entry(self, where: str, item: dict[str, Any], now: dt.datetime) -> _Entry | None:
         """The item checked: the file it updates (adopted, or by id), or where a new one goes."""
         existing = self._adopted(item)
-        memory_id = transfer.own_id(item)
+        memory_id = own_id(item)
         if existing is None and memory_id is not None:
             row = self.index.by_id(memory_id, iso(now))
             if row is not None:
@@ -168,7 +169,7 @@ class Importing(VaultCore):
             if item.get("content") in (None, ""):
                 return None
         content = check_content(item.get("content"))  # type: ignore[arg-type]
-        meta = transfer.new_fields({k: v for k, v in item.items() if k not in ("links", "relation_types")}, now)
+        meta = new_fields({k: v for k, v in item.items() if k not in ("links", "relation_types")}, now)
         if existing is not None:
             rel, data, note = existing
             if note.own_id:
@@ -177,7 +178,7 @@ class Importing(VaultCore):
                                    already=data.decode("utf-8", "replace"))
             return _Entry(where, item, meta, content, rel, (data, note))
         self.guard_credentials({"the content": content, "the front matter": json.dumps(meta, default=str)})
-        rel = transfer.import_path(self.store, item.get("path"), meta, content, now)
+        rel = import_path(self.store, item.get("path"), meta, content, now)
         folder = rel.rsplit("/", 1)[0] if "/" in rel else ""
         if folder and not self._plain_folder(folder):
             raise InvalidInput(f"{folder}/ in the vault is (or goes through) a symlink; imports are not "
@@ -195,23 +196,23 @@ class Importing(VaultCore):
                 raise InvalidInput(f"links[{relation!r}] must be a list of note names.")
             names = [link_text(t) for t in targets]
             resolved[relation] = [t for t in dict.fromkeys(names) if t and not _NOT_IN_LINK & set(t)]
-        fields = {**entry.meta, **transfer.link_fields(resolved, entry.item.get("relation_types"))}
+        fields = {**entry.meta, **link_fields(resolved, entry.item.get("relation_types"))}
         relations = [k for k in fields if k in resolved]
         if entry.existing is None:
-            fields[transfer.IMPORT_BASE] = transfer.source_digest(fields, entry.item, entry.content)
+            fields[IMPORT_BASE] = source_digest(fields, entry.item, entry.content)
             data = render_new(fields, entry.content or "").encode("utf-8")
             plan.files.append((entry.rel, data, None))
             plan.links += sum(len(fields[k]) for k in relations)
             return
         old, note = entry.existing
-        changes, body, kept = transfer.resync(note, fields, entry.item, entry.content, now)
+        changes, body, kept = resync(note, fields, entry.item, entry.content, now)
         plan.kept += kept
         if not changes and body is None:
             plan.unchanged += 1
             return
         text = patch(old.decode("utf-8"), changes, body=body)
         plan.files.append((entry.rel, text.encode("utf-8"), old))
-        plan.links += sum(len(changes[k]) - len(transfer.as_list(note.meta.get(k))) for k in relations if k in changes)
+        plan.links += sum(len(changes[k]) - len(as_list(note.meta.get(k))) for k in relations if k in changes)
 
     def _adopted(self, item: dict[str, Any]) -> tuple[str, bytes, Note] | None:
         """The vault's own memory file an item was read from (``origin``), if it is one:
@@ -291,7 +292,7 @@ class Importing(VaultCore):
         if read[0] != old or self.store.read_only(rel):  # a person's save, or their read-only file, stands
             return ""
         before, after = parse.parse(old, rel), parse.parse(new, rel)
-        if transfer.plain(before.body) != transfer.plain(after.body):  # the old body stays restorable
+        if plain(before.body) != plain(after.body):  # the old body stays restorable
             self.store.trash.copy_in(old, rel, before.id, "replaced", iso(self.now()))
         try:
             self.store.replace_checked(rel, new, old)

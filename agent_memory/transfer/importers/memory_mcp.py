@@ -16,7 +16,7 @@ import sqlite3
 import urllib.parse
 from typing import Any
 
-from ..errors import InvalidInput
+from ...errors import InvalidInput
 from ._source import read_json
 from .knowledge_graph import relation_property
 

@@ -12,9 +12,9 @@ import os
 import re
 from typing import Any
 
-from ..note.links import RELATION_NAME
-from ..note.parse import RESERVED_KEYS
-from ..errors import InvalidInput
+from ...note.links import RELATION_NAME
+from ...note.parse import RESERVED_KEYS
+from ...errors import InvalidInput
 from ._source import read_text
 
 # Characters Obsidian refuses in a note name, or that would end or split a [[wikilink]].

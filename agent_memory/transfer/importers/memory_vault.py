@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..errors import InvalidInput
-from ..disk.layout import derived_id
+from ...errors import InvalidInput
+from ...disk.layout import derived_id
 from ._source import millis, read_json
 
 

@@ -15,16 +15,16 @@ import json
 import re
 from typing import Any
 
-from .trust import credentials
-from .note import parse
-from .note.links import RELATION_NAME, wikilinks
-from .note.parse import Note, RESERVED_KEYS, content_hash, derive_title, is_tool_id
-from .note.render import NEW_FILE_ORDER, to_utc
-from .note.tags import normalise_tag
-from .errors import InvalidInput
-from .limits import check_namespace, check_tags, check_text, check_written_tags, long_name
-from .disk.layout import TRASH_DIRNAME, dated_folder, derived_id, is_memory_path, make_slug, new_id
-from .disk.store import Store
+from ..trust import credentials
+from ..note import parse
+from ..note.links import RELATION_NAME, wikilinks
+from ..note.parse import Note, RESERVED_KEYS, content_hash, derive_title, is_tool_id
+from ..note.render import NEW_FILE_ORDER, to_utc
+from ..note.tags import normalise_tag
+from ..errors import InvalidInput
+from ..limits import check_namespace, check_tags, check_text, check_written_tags, long_name
+from ..disk.layout import TRASH_DIRNAME, dated_folder, derived_id, is_memory_path, make_slug, new_id
+from ..disk.store import Store
 
 # A front-matter key import may write as it is: a YAML plain scalar that reads back as
 # itself (no ': ', ' #', leading indicator, newline or trailing space), in any script.
@@ -130,7 +130,7 @@ def new_fields(item: dict[str, Any], now: dt.datetime) -> dict[str, Any]:
 
 
 def _item_extras(item: dict[str, Any]) -> dict[str, Any]:
-    """What an importer adds to a hand-made item (agent_memory/importers/): ``aliases``,
+    """What an importer adds to a hand-made item (agent_memory/transfer/importers/): ``aliases``,
     ``type``, ``importance`` (0-10) and ``links`` ({relation: [target note names]}, written as
     one wikilink property per relation, as ``link_memories`` writes them)."""
     extras: dict[str, Any] = {}

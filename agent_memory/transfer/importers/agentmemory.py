@@ -16,10 +16,10 @@ import urllib.parse
 from pathlib import Path
 from typing import Any
 
-from ..note import parse
-from ..note.tags import normalise_tag
-from ..errors import InvalidInput
-from ..disk.layout import derived_id
+from ...note import parse
+from ...note.tags import normalise_tag
+from ...errors import InvalidInput
+from ...disk.layout import derived_id
 from ._source import millis
 
 DATABASE = "memories.db"

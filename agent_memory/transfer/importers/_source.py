@@ -6,9 +6,9 @@ import datetime as dt
 import os
 from typing import Any
 
-from ..note.render import to_utc
-from ..errors import InvalidInput
-from ..limits import load_json
+from ...note.render import to_utc
+from ...errors import InvalidInput
+from ...limits import load_json
 
 
 def read_text(source: Any, what: str) -> str | None:
