@@ -1153,7 +1153,7 @@ def watch(debounce: float, sweep_interval: float) -> None:
     import threading
     import time
 
-    from .sync import Change, Watcher  # imports watchdog: only here
+    from .watch.watcher import Change, Watcher  # imports watchdog: only here
 
     as_json = settings().json
 

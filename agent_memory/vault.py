@@ -16,7 +16,7 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
-from . import vouch
+from .watch import vouch
 from .recall import graph
 from .note import parse
 from .note.parse import file_version

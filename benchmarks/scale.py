@@ -40,7 +40,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import mcp_path  # noqa: E402  (benchmarks/ is on sys.path: this script's folder)
 from agent_memory.note.parse import parse  # noqa: E402
-from agent_memory import vouch  # noqa: E402
+from agent_memory.watch import vouch  # noqa: E402
 from agent_memory.index.db import FileFacts, Index  # noqa: E402
 from agent_memory.note.render import render_new  # noqa: E402
 from agent_memory.disk.layout import new_id  # noqa: E402

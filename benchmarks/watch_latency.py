@@ -27,7 +27,7 @@ from pathlib import Path
 
 from agent_memory.note.render import render_new
 from agent_memory.disk.layout import new_id
-from agent_memory.sync import Watcher
+from agent_memory.watch.watcher import Watcher
 from agent_memory.vault import Vault, iso
 
 WORDS = (
@@ -161,7 +161,7 @@ def main() -> None:
 
     root = (args.dir or Path(tempfile.gettempdir()) / f"agent-memory-bench-{args.n}").absolute()
     build(root, args.n)
-    from agent_memory.sync import DEFAULT_DEBOUNCE
+    from agent_memory.watch.watcher import DEFAULT_DEBOUNCE
 
     debounce = DEFAULT_DEBOUNCE if args.debounce is None else args.debounce
     latencies = edit_latencies(root, args.n, args.edits, debounce)

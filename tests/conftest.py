@@ -371,7 +371,7 @@ def watch(vault: Vault) -> Iterator[Callable[..., Any]]:
     """Start watchers (each back once its start-up sweep is done, so every later change
     reaches the index through its event); every one is stopped and joined, and no
     thread is left behind."""
-    from agent_memory.sync import Watcher
+    from agent_memory.watch.watcher import Watcher
 
     before = set(threading.enumerate())
     started: list[Watcher] = []

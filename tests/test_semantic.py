@@ -364,7 +364,7 @@ def test_remember_does_not_wait_for_the_model(vault: Vault) -> None:
 
 
 def test_a_hand_edit_seen_by_the_watcher_gets_its_vector(vault: Vault) -> None:
-    from agent_memory.sync import Watcher
+    from agent_memory.watch.watcher import Watcher
 
     with Watcher(vault, debounce=0.05, sweep_interval=3600):
         (vault.root / "car.md").write_text(f"# Car\n\n{CAR}\n")

@@ -30,7 +30,7 @@ if sys.argv[2] == "off":
     (root / ".agent-memory.toml").write_text("[recall]\nsemantic = false\n")
 import agent_memory.cli, agent_memory.doctor, agent_memory.server
 from agent_memory.server import build_server
-from agent_memory.sync import Watcher
+from agent_memory.watch.watcher import Watcher
 from agent_memory.vault import Vault
 vault = Vault.init(root)
 vault.remember("The family vehicle is a leased Skoda Octavia.")

@@ -18,7 +18,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from .disk.layout import INDEX_DIRNAME
+from ..disk.layout import INDEX_DIRNAME
 
 try:  # POSIX
     import fcntl
