@@ -22,7 +22,7 @@ import click
 from .errors import MemoryError_
 from .semantic.status import vector_summary
 from .disk.layout import VAULT_DIRNAME, locate_vault, require_vault
-from .vault import MATCH_MODES, Vault
+from .vault.vault import MATCH_MODES, Vault
 
 
 class Settings:
@@ -1015,7 +1015,7 @@ def doctor(apply_ids: tuple[str, ...] = (), discard_ids: tuple[str, ...] = ()) -
     if apply_ids or discard_ids:
         _decide_records(apply_ids, discard_ids)
         return
-    from .doctor import diagnose
+    from .vault.doctor import diagnose
 
     checks = diagnose(locate_vault(settings().dir))
 

@@ -138,7 +138,7 @@ def import_items(batch: str, n: int) -> list[dict[str, Any]]:
 
 def run_writer(args: argparse.Namespace) -> int:
     from agent_memory.errors import MemoryError_, NotFound
-    from agent_memory.vault import Vault
+    from agent_memory.vault.vault import Vault
 
     rng = random.Random(args.seed)
     ack, wid = args.ack, args.wid
@@ -297,7 +297,7 @@ class Round:
 
     # ------------------------------------------------------------------ setup
     def seed(self) -> None:
-        from agent_memory.vault import Vault
+        from agent_memory.vault.vault import Vault
 
         self.dir.mkdir(parents=True)
         with Vault.init(self.vault) as vault:
@@ -459,7 +459,7 @@ class Round:
     # ------------------------------------------------------------------ checking
     def check(self) -> None:
         from agent_memory.note.parse import content_hash, parse
-        from agent_memory.vault import Vault
+        from agent_memory.vault.vault import Vault
 
         totals, rows = self.run.totals, collections.Counter()
         records = []
@@ -606,7 +606,7 @@ class Round:
         return _temp_files(self.vault)
 
     def _index_differences(self, vault: Any) -> int:
-        from agent_memory.vault import Vault
+        from agent_memory.vault.vault import Vault
 
         fresh_dir = Path(tempfile.mkdtemp(prefix="fresh-index-", dir=self.dir))
         try:
@@ -695,7 +695,7 @@ class Run:
             print(f"waiting {wait:.0f} s until the temp files left by killed writers are older than a minute...",
                   flush=True)
             time.sleep(wait)
-        from agent_memory.vault import Vault
+        from agent_memory.vault.vault import Vault
 
         aged = left = 0
         for vault_dir, _m in pending:
@@ -802,7 +802,7 @@ def _fail_at(step: str, how: str) -> None:
     """Make ``step`` fail once: install the failure where that step happens."""
     import errno
 
-    from agent_memory import moves
+    from agent_memory.vault import moves
     from agent_memory.disk import locking, staging, store, trash
     from agent_memory.trust import register
 
@@ -862,7 +862,7 @@ OP: list[str] = [""]
 def run_failing(args: argparse.Namespace) -> int:
     """The child: one operation, with one of its steps failing."""
     from agent_memory.errors import MemoryError_
-    from agent_memory.vault import Vault
+    from agent_memory.vault.vault import Vault
 
     op, step, how = args.fail.split(":")
     OP[0] = op
@@ -885,7 +885,7 @@ def run_failing(args: argparse.Namespace) -> int:
 
 
 def _seed_steps(folder: Path) -> dict[str, Any]:
-    from agent_memory.vault import Vault
+    from agent_memory.vault.vault import Vault
 
     folder.mkdir(parents=True)
     vault_dir = folder / "vault"
@@ -925,7 +925,7 @@ def _hidden(vault: Any, root: Path) -> list[str]:
 
 def run_steps(work: Path, env: dict[str, str]) -> int:
     """Every step of forget, import and mv failing, by error and by kill: lost and hidden."""
-    from agent_memory.vault import Vault
+    from agent_memory.vault.vault import Vault
 
     print()
     print("Each step of an operation failing (an error, or kill -9 at that step), then a reopen:")

@@ -44,7 +44,7 @@ from agent_memory.watch import vouch  # noqa: E402
 from agent_memory.index.db import FileFacts, Index  # noqa: E402
 from agent_memory.note.render import render_new  # noqa: E402
 from agent_memory.disk.layout import new_id  # noqa: E402
-from agent_memory.vault import Vault  # noqa: E402
+from agent_memory.vault.vault import Vault  # noqa: E402
 
 WORDS = (
     "deploy release customer billing invoice contract api database postgres index cache queue worker "

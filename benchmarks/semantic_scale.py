@@ -34,7 +34,7 @@ import numpy as np
 from scale import generate, question
 
 from agent_memory.semantic import embed, vectors
-from agent_memory.vault import Vault
+from agent_memory.vault.vault import Vault
 
 SAMPLE = 256  # memories embedded with the real model, for its throughput
 

@@ -43,7 +43,7 @@ from mcp.client.stdio import stdio_client
 from agent_memory.note.parse import parse
 from agent_memory.note.patch import patch
 from agent_memory.note.tags import as_tag_list
-from agent_memory.vault import Vault
+from agent_memory.vault.vault import Vault
 
 NAMES = ("ada", "grace", "linus")
 WORDS = ("deploy invoice billing schema backup latency budget roadmap incident pager dashboard quota region "

@@ -19,7 +19,7 @@ import pytest
 
 from agent_memory.note import parse as parsing
 from agent_memory.note.parse import Note
-from agent_memory.vault import Vault
+from agent_memory.vault.vault import Vault
 
 # Columns that must be equal between a live index and a fresh rebuild (rid is an
 # internal row number and may differ).

@@ -12,7 +12,7 @@ from pathlib import Path
 
 from agent_memory.trust import approvals
 from agent_memory.git.setup import ATTRIBUTES_LINE
-from agent_memory.vault import Vault
+from agent_memory.vault.vault import Vault
 
 AUTHOR = {"GIT_AUTHOR_NAME": "Ada", "GIT_AUTHOR_EMAIL": "ada@example.com",
           "GIT_COMMITTER_NAME": "Ada", "GIT_COMMITTER_EMAIL": "ada@example.com"}

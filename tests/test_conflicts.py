@@ -13,9 +13,9 @@ import pytest
 from mcp import Client
 
 from agent_memory.note.parse import parse
-from agent_memory.doctor import diagnose
+from agent_memory.vault.doctor import diagnose
 from agent_memory.errors import InvalidInput
-from agent_memory.vault import Vault
+from agent_memory.vault.vault import Vault
 
 from conftest import assert_index_matches_files, tool_error, tool_ok
 

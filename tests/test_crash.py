@@ -21,7 +21,7 @@ import pytest
 
 from agent_memory.note.parse import parse
 from agent_memory.errors import VaultError
-from agent_memory.vault import Vault
+from agent_memory.vault.vault import Vault
 
 from conftest import assert_index_matches_files, wait_until
 
@@ -29,7 +29,7 @@ ITEMS = 600
 CHILD = textwrap.dedent(
     """
     import sys
-    from agent_memory.vault import Vault
+    from agent_memory.vault.vault import Vault
     root, batch, n = sys.argv[1], sys.argv[2], int(sys.argv[3])
     items = [{"content": f"Imported fact tok-{batch}-{k} of a crash test.", "namespace": "imports"} for k in range(n)]
     vault = Vault(root)

@@ -10,8 +10,8 @@ import pytest
 
 from agent_memory.trust import approvals
 from agent_memory.trust.credentials import find_credentials
-from agent_memory.doctor import check_vault
-from agent_memory.vault import Vault
+from agent_memory.vault.doctor import check_vault
+from agent_memory.vault.vault import Vault
 
 from conftest import run_cli
 
@@ -87,6 +87,6 @@ def test_on_obsidian_help_no_link_to_an_existing_note_is_called_broken() -> None
     ("3.0.0", False), ("2.3.0rc1", True), ("garbage", False),
 ])
 def test_doctor_accepts_the_mcp_range_the_package_pins(version: str, supported: bool) -> None:
-    from agent_memory.doctor import _supported_mcp
+    from agent_memory.vault.doctor import _supported_mcp
 
     assert _supported_mcp(version) is supported

@@ -15,12 +15,12 @@ from pathlib import Path
 import pytest
 
 from agent_memory import limits
-from agent_memory.doctor import check_vault
+from agent_memory.vault.doctor import check_vault
 from agent_memory.errors import MemoryError_
 from agent_memory.index.db import QueryInterrupted
 from agent_memory.recall.engine import SNIPPET_SCORED_BODY
 from agent_memory.disk.store import Store
-from agent_memory.vault import Vault
+from agent_memory.vault.vault import Vault
 from conftest import deadline
 
 COMMON = "the and of to a in is it you that he was for on are with as his they be at one have this from".split()

@@ -13,7 +13,7 @@ from agent_memory.note.render import render_new
 from agent_memory.transfer.items import twin_id
 from agent_memory.note.parse import is_tool_id
 from agent_memory.errors import InvalidInput
-from agent_memory.vault import Vault
+from agent_memory.vault.vault import Vault
 
 from conftest import CliResult, assert_index_matches_files, mcp_client, run_cli
 

@@ -15,7 +15,7 @@ from agent_memory.transfer.importers.knowledge_graph import relation_property
 from agent_memory.note.links import RELATION_NAME
 from agent_memory.note.parse import RESERVED_KEYS, is_tool_id, parse
 from agent_memory.errors import InvalidInput
-from agent_memory.vault import Vault
+from agent_memory.vault.vault import Vault
 
 from conftest import assert_index_matches_files, run_cli, tool_error, tool_ok
 

@@ -13,7 +13,7 @@ import pytest
 
 from agent_memory.note.parse import is_tool_id, parse
 from agent_memory.errors import InvalidInput
-from agent_memory.vault import Vault
+from agent_memory.vault.vault import Vault
 
 from conftest import assert_index_matches_files, run_cli
 

@@ -7,8 +7,8 @@ from __future__ import annotations
 from pathlib import Path
 
 from agent_memory.note.links import markdown_links
-from agent_memory.doctor import check_vault
-from agent_memory.vault import Vault
+from agent_memory.vault.doctor import check_vault
+from agent_memory.vault.vault import Vault
 
 from conftest import assert_index_matches_files
 

@@ -18,7 +18,7 @@ from agent_memory.disk import store
 from agent_memory.git import setup as git_setup
 from agent_memory.git.run import DRIVER_NAME, driver_command
 from agent_memory.cli import cli
-from agent_memory.vault import Vault
+from agent_memory.vault.vault import Vault
 
 pytestmark = pytest.mark.usefixtures("git_isolated")
 

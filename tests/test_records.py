@@ -23,7 +23,7 @@ from agent_memory.errors import PathRefused
 from agent_memory.trust.register import Register
 from agent_memory.disk.store import Store
 from agent_memory.trust.state import state_dir
-from agent_memory.vault import Vault
+from agent_memory.vault.vault import Vault
 
 from conftest import assert_index_matches_files, run_cli
 
@@ -164,9 +164,9 @@ def test_a_forged_ledger_line_never_lets_gc_delete_or_restore_move_a_persons_fil
 
 INTERRUPT = textwrap.dedent("""
     import os, sys
-    from agent_memory import moves
+    from agent_memory.vault import moves
     from agent_memory.disk import staging
-    from agent_memory.vault import Vault
+    from agent_memory.vault.vault import Vault
     what = sys.argv[2]
     if what == "move":
         moves.Moves._retire_old_name = lambda *a: os._exit(3)
@@ -300,7 +300,7 @@ def test_forget_whose_ledger_line_cannot_be_written_leaves_the_memory_where_it_w
 KILLED_FORGET = textwrap.dedent("""
     import os, sys
     from agent_memory.disk import trash
-    from agent_memory.vault import Vault
+    from agent_memory.vault.vault import Vault
     trash.Trash._append = lambda *a: os._exit(3)  # killed between the move into .trash/ and its ledger line
     Vault(sys.argv[1]).forget(sys.argv[2])
 """)
@@ -616,7 +616,7 @@ def test_a_state_folder_inside_the_vault_is_refused(vault: Vault, monkeypatch: p
 
 WRITER = textwrap.dedent("""
     import sys
-    from agent_memory.vault import Vault
+    from agent_memory.vault.vault import Vault
     with Vault(sys.argv[1]) as vault:
         for i in range(12):
             made = vault.remember(f"Writer {sys.argv[2]} fact {i} about the queue")["memory"]

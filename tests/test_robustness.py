@@ -10,7 +10,7 @@ import pytest
 
 from agent_memory.disk import store as store_module
 from agent_memory.errors import InvalidInput, VaultError
-from agent_memory.vault import Vault
+from agent_memory.vault.vault import Vault
 
 from conftest import assert_index_matches_files, deadline, run_cli
 
@@ -188,7 +188,7 @@ def test_one_odd_file_breaks_no_command(
     vault_dir: Path, clock, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str],
     case: str, make, rel: str, problem: str | None,
 ) -> None:
-    from agent_memory.doctor import diagnose
+    from agent_memory.vault.doctor import diagnose
     from agent_memory.errors import NotFound
 
     with Vault.init(vault_dir, clock=clock) as first:
@@ -253,7 +253,7 @@ def test_a_symlink_into_a_dot_folder_is_not_a_memory(vault: Vault) -> None:
 def test_two_vaults_sharing_an_index_dir_get_an_index_each(
     tmp_path: Path, clock, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from agent_memory.doctor import diagnose
+    from agent_memory.vault.doctor import diagnose
 
     shared = tmp_path / "cache"
     monkeypatch.setenv("AGENT_MEMORY_INDEX_DIR", str(shared))

@@ -18,7 +18,7 @@ import pytest
 from agent_memory.disk import store as store_module
 from agent_memory.errors import InvalidInput, PathRefused, ReadOnlyFile, SavedMeanwhile, VaultError, VaultGone
 from agent_memory.index.db import Index
-from agent_memory.vault import Vault
+from agent_memory.vault.vault import Vault
 
 from conftest import assert_index_matches_files, run_cli, person_saves_before_the_swap, deadline, wait_until
 
@@ -110,7 +110,7 @@ def test_processes_with_and_without_an_index_dir_never_store_one_fact_twice(tmp_
     # Every process opens the vault (and reconciles) before any of them writes: the
     # worst case for a process whose index is elsewhere than the others'.
     script = (
-        "import sys, time, pathlib\nfrom agent_memory.vault import Vault\n"
+        "import sys, time, pathlib\nfrom agent_memory.vault.vault import Vault\n"
         "with Vault(sys.argv[1]) as v:\n"
         "    pathlib.Path(sys.argv[2]).touch()\n"
         "    while not pathlib.Path(sys.argv[3]).exists(): time.sleep(0.01)\n"
@@ -139,7 +139,7 @@ def test_the_package_imports_without_fcntl(tmp_path: Path) -> None:
     """Windows has no fcntl: the package must still import and work in one process."""
     code = (
         "import sys\nsys.modules['fcntl'] = None\n"
-        "from agent_memory.vault import Vault\n"
+        "from agent_memory.vault.vault import Vault\n"
         f"v = Vault.init({str(tmp_path / 'v')!r})\n"
         "print(v.remember('Works without fcntl')['memory']['id'])\n"
         "print(v.search('fcntl')['count'])\n"

@@ -13,7 +13,7 @@ import pytest
 
 from agent_memory.trust import approvals, credentials
 from agent_memory.errors import SecretRefused, SettingsError
-from agent_memory.vault import Vault
+from agent_memory.vault.vault import Vault
 
 from conftest import assert_index_matches_files, mcp_client, tool_error
 

@@ -29,7 +29,7 @@ if not extra_installed():
 import numpy as np
 
 from agent_memory.semantic import embed, model_files
-from agent_memory.vault import Vault
+from agent_memory.vault.vault import Vault
 from agent_memory.semantic.vectors import EXACT_MAX, Loaded, VectorIndex, VectorStore, digests, hexes, quantize, sign_codes
 from conftest import deadline, wait_until
 

@@ -26,7 +26,7 @@ from agent_memory.index.db import QueryInterrupted
 from agent_memory.note.tags import split_tags as as_tags
 from agent_memory.server import build_server
 from agent_memory.server.instructions import INSTRUCTIONS
-from agent_memory.vault import Vault
+from agent_memory.vault.vault import Vault
 
 from conftest import assert_index_matches_files, person_saves_before_the_swap, deadline
 from conftest import tool_error as fails, tool_ok as ok

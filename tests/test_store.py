@@ -24,7 +24,7 @@ from agent_memory.disk.layout import (
     require_vault,
 )
 from agent_memory.disk.store import Store
-from agent_memory.vault import Vault
+from agent_memory.vault.vault import Vault
 
 from conftest import assert_index_matches_files, index_snapshot
 

@@ -16,10 +16,10 @@ from typing import Any
 
 import pytest
 
-from agent_memory import core
+from agent_memory.vault import core
 from agent_memory.watch import watcher
 from agent_memory.watch.watcher import Change, Watcher
-from agent_memory.vault import Vault
+from agent_memory.vault.vault import Vault
 from tests.conftest import assert_index_matches_files, deadline, wait_until
 
 DEADLINE = deadline(120)  # generous: a busy machine; a healthy run takes milliseconds
@@ -504,7 +504,7 @@ def watched_in(out: Path, changes: list[Change]) -> int:
 _NO_INOTIFY = r"""
 import os, resource, sys, time
 from agent_memory.watch.watcher import Watcher
-from agent_memory.vault import Vault
+from agent_memory.vault.vault import Vault
 
 vault = Vault(sys.argv[1])
 soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)

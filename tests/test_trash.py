@@ -13,7 +13,7 @@ import pytest
 
 from agent_memory.disk import locking
 from agent_memory.errors import InvalidInput, NotFound, PathRefused, VaultError
-from agent_memory.vault import Vault
+from agent_memory.vault.vault import Vault
 
 from conftest import assert_index_matches_files
 

@@ -16,7 +16,7 @@ from agent_memory.trust.credentials import find_credentials
 from agent_memory.errors import SecretRefused
 from agent_memory.server import build_server
 from agent_memory.trust.state import state_dir
-from agent_memory.vault import Vault
+from agent_memory.vault.vault import Vault
 
 from conftest import run_cli
 from gitteam import AUTHOR, Team, make_team, token

@@ -16,7 +16,7 @@ import pytest
 
 from agent_memory.note.parse import file_version
 from agent_memory.errors import Duplicate, InvalidInput, NotFound, VaultError, VersionConflict
-from agent_memory.vault import Vault
+from agent_memory.vault.vault import Vault
 
 from agent_memory.index.db import racy
 from conftest import Clock, assert_index_matches_files, index_snapshot

@@ -43,7 +43,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Self
 
-from ..core import VaultCore
+from ..vault.core import VaultCore
 from ..disk.layout import INDEX_DIRNAME
 from ..disk.locking import WriteLock
 from ..errors import GitError

@@ -14,7 +14,7 @@ import re
 import tempfile
 from pathlib import Path
 
-from ..core import VaultCore
+from ..vault.core import VaultCore
 from ..disk.layout import INDEX_DIRNAME, TMP_SUFFIX, TRASH_DIRNAME, is_memory_path
 from ..disk.locking import move_no_replace
 from ..disk.store import replace_file

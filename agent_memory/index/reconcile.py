@@ -18,7 +18,7 @@ from pathlib import Path
 
 from ..note.parse import Note, file_version
 from ..clock import iso
-from ..core import Progress, VaultCore
+from ..vault.core import Progress, VaultCore
 from .db import FileFacts
 from ..models import ReconcileReport
 

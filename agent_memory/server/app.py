@@ -14,7 +14,7 @@ from mcp.server.mcpserver import MCPServer
 
 from .. import __version__
 from ..git.commits import Committer
-from ..vault import Vault
+from ..vault.vault import Vault
 from .instructions import INSTRUCTIONS
 from .prompts import register_prompts
 from .resources import register_resources

@@ -15,7 +15,7 @@ from mcp_types import Completion, ResourceTemplateReference
 from ..errors import MemoryError_, NotFound
 from ..index.db import SCHEMA
 from ..note.render import NEW_FILE_ORDER
-from ..vault import Vault
+from ..vault.vault import Vault
 from .instructions import INSTRUCTIONS
 
 MEMORY_TEMPLATE = "memory://{+id}"

@@ -34,7 +34,7 @@ from typing import Any
 import anyio
 
 from ..errors import InvalidInput
-from ..vault import Vault
+from ..vault.vault import Vault
 from .app import build_server
 
 log = logging.getLogger("agent_memory.server")

@@ -27,7 +27,7 @@ from ..note.render import render_new
 from .items import (IMPORT_BASE, as_list, import_path, link_fields, new_fields, own_id, plain, resync, source_digest,
                     twin_id)
 from ..clock import iso
-from ..core import VaultCore
+from ..vault.core import VaultCore
 from ..errors import InvalidInput, NotFound, SavedMeanwhile
 from ..index.db import link_key
 from ..limits import check_content

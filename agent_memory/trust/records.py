@@ -28,7 +28,7 @@ from ..disk.layout import TRASH_DIRNAME
 from ..disk.trash import LEDGER_NAME, Trash
 
 if TYPE_CHECKING:
-    from ..vault import Vault
+    from ..vault.vault import Vault
 
 _ID = re.compile(r"(move|import|parked|trash|git-pending)-[0-9a-f]{12}(-[0-9]{1,4})?")
 IN_PLACE = "in place: set aside by the next command that meets it"
@@ -90,8 +90,8 @@ def _text(value: object) -> str:
 
 def _in_place(root: Path, register: Register, tracked: Tracked) -> list[Record]:
     """Records still where the tool would look for them that it will not act on."""
-    from ..moves import MANIFEST as MOVE_MANIFEST
-    from ..moves import MOVE_DIRNAME, _move_would
+    from ..vault.moves import MANIFEST as MOVE_MANIFEST
+    from ..vault.moves import MOVE_DIRNAME, _move_would
     from ..disk.staging import MANIFEST as IMPORT_MANIFEST
     from ..disk.staging import STAGING_DIRNAME, import_would
     from ..disk.store import parked_would
@@ -231,7 +231,7 @@ def _unknown(rid: str) -> InvalidInput:
 
 
 def _apply_move(vault: Vault, record: Path) -> str:
-    from ..moves import MOVE_DIRNAME, _checked_manifest, _raw_manifest
+    from ..vault.moves import MOVE_DIRNAME, _checked_manifest, _raw_manifest
 
     journal = record / MOVE_DIRNAME
     raw = _raw_manifest(journal)

@@ -57,11 +57,11 @@ from watchdog.observers import Observer
 from watchdog.observers.api import BaseObserver
 
 from ..note import parse
-from ..core import SETTLE_GIVE_UP
+from ..vault.core import SETTLE_GIVE_UP
 from ..limits import MAX_FILE_BYTES
 from ..models import ReconcileReport
 from ..disk.layout import is_ignored_dir, is_memory_path
-from ..vault import Vault
+from ..vault.vault import Vault
 from .vouch import Voucher, is_cookie
 
 DEFAULT_DEBOUNCE = 0.05

@@ -11,15 +11,15 @@ from __future__ import annotations
 import sqlite3
 from typing import TYPE_CHECKING
 
-from .recall import graph
-from .note.links import wikilinks
-from .note.parse import Note, RESERVED_KEYS
-from .note.patch import patch
-from .clock import iso
+from ..recall import graph
+from ..note.links import wikilinks
+from ..note.parse import Note, RESERVED_KEYS
+from ..note.patch import patch
+from ..clock import iso
 from .core import VaultCore
-from .errors import InvalidInput, NotFound
-from .index.db import link_key
-from .models import UnlinkResult
+from ..errors import InvalidInput, NotFound
+from ..index.db import link_key
+from ..models import UnlinkResult
 from .writes import Writes, _RELATION_NAME
 
 

@@ -16,23 +16,23 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
-from .watch import vouch
-from .recall import graph
-from .note import parse
-from .note.parse import file_version
-from .note.render import to_utc
-from .clock import Clock, iso, utcnow
+from ..watch import vouch
+from ..recall import graph
+from ..note import parse
+from ..note.parse import file_version
+from ..note.render import to_utc
+from ..clock import Clock, iso, utcnow
 from .core import STALE_MARK
-from .errors import InvalidInput, NotFound, PathRefused, VaultError
-from .recall.engine import MATCH_MODES, Engine, Outcome
-from .recall.rank import PROFILES, RecallConfig, Scored
-from .recall.records import MemoryRecord
-from .recall.sql import Filters, expired_rids, within_filters
-from .recall.terms import MAX_QUERY_CHARS, plan
-from .git.history import log as history_log
-from .index.db import name_key
+from ..errors import InvalidInput, NotFound, PathRefused, VaultError
+from ..recall.engine import MATCH_MODES, Engine, Outcome
+from ..recall.rank import PROFILES, RecallConfig, Scored
+from ..recall.records import MemoryRecord
+from ..recall.sql import Filters, expired_rids, within_filters
+from ..recall.terms import MAX_QUERY_CHARS, plan
+from ..git.history import log as history_log
+from ..index.db import name_key
 from .maintenance import Maintenance
-from .models import (
+from ..models import (
     ContextMemory,
     ContextResult,
     Explanation,
@@ -51,16 +51,16 @@ from .models import (
     Statement,
     Summary,
 )
-from .limits import (check_importance, check_limit, check_names, check_offset, check_tags, check_text, check_type,
+from ..limits import (check_importance, check_limit, check_names, check_offset, check_tags, check_text, check_type,
                      namespace_filter)
-from .index.reconcile import Reconcile
-from .settings import SETTINGS_FILE, checked_value
-from .disk.layout import GITIGNORE, is_memory_path
-from .disk.store import Store
+from ..index.reconcile import Reconcile
+from ..settings import SETTINGS_FILE, checked_value
+from ..disk.layout import GITIGNORE, is_memory_path
+from ..disk.store import Store
 from .writes import Writes
-from .links import Links
+from .relations import Links
 from .moves import Moves
-from .git.sync import GitSync
+from ..git.sync import GitSync
 
 CONTENT_IN_HITS = 1500  # a hit carries the whole body up to this many characters (SPEC §5)
 SEARCH_RELATED_LIMIT = 50  # most linked memories search(depth=...) adds beside the hits

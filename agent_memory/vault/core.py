@@ -18,20 +18,20 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, Self
 
-from .trust import approvals, credentials
-from .note import parse
-from .note.parse import Note, file_version
-from .clock import Clock, humanize_age, iso, utcnow
-from .errors import InvalidInput, NotFound, StillSaving, VaultError, VaultGone
-from .index.db import FileFacts, Index, link_key
-from .disk.locking import Generations, WriteLock
-from .semantic.status import Semantic, wanted
-from .settings import SETTINGS_FILE, Settings, load_settings
-from .models import Memory, ReconcileReport, Summary
-from .limits import MAX_FILE_BYTES, check_text
-from .disk.layout import INDEX_DIRNAME, cache_folder, encodable, index_folder, is_memory_path
-from .disk.store import Store
-from .disk.layout import TRASH_DIRNAME
+from ..trust import approvals, credentials
+from ..note import parse
+from ..note.parse import Note, file_version
+from ..clock import Clock, humanize_age, iso, utcnow
+from ..errors import InvalidInput, NotFound, StillSaving, VaultError, VaultGone
+from ..index.db import FileFacts, Index, link_key
+from ..disk.locking import Generations, WriteLock
+from ..semantic.status import Semantic, wanted
+from ..settings import SETTINGS_FILE, Settings, load_settings
+from ..models import Memory, ReconcileReport, Summary
+from ..limits import MAX_FILE_BYTES, check_text
+from ..disk.layout import INDEX_DIRNAME, cache_folder, encodable, index_folder, is_memory_path
+from ..disk.store import Store
+from ..disk.layout import TRASH_DIRNAME
 
 Progress = Callable[[int, int], None]
 SETTLED_AGE = 0.1  # seconds: a file not modified for this long is not being saved

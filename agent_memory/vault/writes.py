@@ -14,23 +14,23 @@ import sqlite3
 from collections.abc import Iterable
 from typing import Any
 
-from .recall import graph
-from .trust import credentials
-from .note import parse
-from .note.links import RELATION_NAME, wikilinks
-from .note.parse import Note, RESERVED_KEYS, content_hash, derive_title, file_version, is_tool_id
-from .note.patch import edit_body, patch
-from .note.render import render_new
-from .note.tags import as_tag_list, normalise_tag, split_tags
-from .clock import iso
+from ..recall import graph
+from ..trust import credentials
+from ..note import parse
+from ..note.links import RELATION_NAME, wikilinks
+from ..note.parse import Note, RESERVED_KEYS, content_hash, derive_title, file_version, is_tool_id
+from ..note.patch import edit_body, patch
+from ..note.render import render_new
+from ..note.tags import as_tag_list, normalise_tag, split_tags
+from ..clock import iso
 from .core import Examined, VaultCore
-from .index.db import FileFacts
-from .errors import Duplicate, InvalidInput, ReadOnlyFile, SavedMeanwhile, VersionConflict
-from .limits import (MAX_TAGS, check_content, check_importance, check_namespace, check_tags, check_text, check_ttl,
+from ..index.db import FileFacts
+from ..errors import Duplicate, InvalidInput, ReadOnlyFile, SavedMeanwhile, VersionConflict
+from ..limits import (MAX_TAGS, check_content, check_importance, check_namespace, check_tags, check_text, check_ttl,
                      check_type)
-from .models import (ForgetBatchResult, ForgetResult, ForgottenMemory, LinkResult, Memory, RememberResult,
+from ..models import (ForgetBatchResult, ForgetResult, ForgottenMemory, LinkResult, Memory, RememberResult,
                      UpdateResult)
-from .disk.layout import dated_folder, make_slug, new_id
+from ..disk.layout import dated_folder, make_slug, new_id
 
 _RELATION_NAME = RELATION_NAME
 

@@ -14,14 +14,14 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from .git.setup import driver_problem
-from .trust import approvals, credentials
-from .note import parse
-from .errors import SettingsError
-from .index.db import SCHEMA_VERSION, FileFacts, Index, link_key
-from .settings import load_settings
-from .disk.layout import index_folder, is_ignored_dir
-from .disk.store import Store
+from ..git.setup import driver_problem
+from ..trust import approvals, credentials
+from ..note import parse
+from ..errors import SettingsError
+from ..index.db import SCHEMA_VERSION, FileFacts, Index, link_key
+from ..settings import load_settings
+from ..disk.layout import index_folder, is_ignored_dir
+from ..disk.store import Store
 
 
 @dataclass
@@ -143,7 +143,7 @@ def check_records(root: Path) -> Check:
     """Records the tool left itself that it does not act on: not in this user's register
     (planted, synced in, from another machine, after the state folder was lost), tracked
     by git, or failing the rule for their paths. Each with what applying it would do."""
-    from .trust.records import listing
+    from ..trust.records import listing
 
     found = listing(root)
     if not found:
@@ -171,8 +171,8 @@ def _check_approvals(root: Path) -> Check:
 def _check_semantic(root: Path, folder: Path, facts: dict[str, FileFacts]) -> Check:
     """Semantic recall: off (and why), or whether every memory file has its vector
     (read-only: the vectors file is opened for reading only)."""
-    from .semantic.model_files import VECTORS_FILE
-    from .semantic.status import INSTALL_HINT, extra_installed
+    from ..semantic.model_files import VECTORS_FILE
+    from ..semantic.status import INSTALL_HINT, extra_installed
 
     if not extra_installed():
         return Check("semantic recall", True, f"off: the optional extra is not installed ({INSTALL_HINT})")
@@ -182,7 +182,7 @@ def _check_semantic(root: Path, folder: Path, facts: dict[str, FileFacts]) -> Ch
         setting = None  # the files check reports the broken settings file
     if setting is False:
         return Check("semantic recall", True, "off (recall.semantic = false)")
-    from .semantic import model_files
+    from ..semantic import model_files
 
     try:
         model_files.model_dir(extract=False)

@@ -35,19 +35,19 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from .recall import graph
-from .trust import confine, credentials
-from .note import parse
-from .note.links import retarget_links, retarget_markdown_links
-from .note.parse import Note, file_version
-from .clock import iso
+from ..recall import graph
+from ..trust import confine, credentials
+from ..note import parse
+from ..note.links import retarget_links, retarget_markdown_links
+from ..note.parse import Note, file_version
+from ..clock import iso
 from .core import VaultCore
-from .errors import InvalidInput, NotFound, PathRefused, ReadOnlyFile, SavedMeanwhile, VaultError, disk_error
-from .index.db import link_key
-from .limits import check_text
-from .models import MoveResult, Rewritten
-from .trust.register import digest, read_record, refusal, set_aside
-from .disk.layout import INDEX_DIRNAME, TMP_SUFFIX, encodable
+from ..errors import InvalidInput, NotFound, PathRefused, ReadOnlyFile, SavedMeanwhile, VaultError, disk_error
+from ..index.db import link_key
+from ..limits import check_text
+from ..models import MoveResult, Rewritten
+from ..trust.register import digest, read_record, refusal, set_aside
+from ..disk.layout import INDEX_DIRNAME, TMP_SUFFIX, encodable
 from .writes import Writes, _editable
 
 MOVE_DIRNAME = "move"
