@@ -22,7 +22,8 @@ import click
 from .errors import MemoryError_
 from .semantic.status import vector_summary
 from .disk.layout import VAULT_DIRNAME, locate_vault, require_vault
-from .vault.vault import MATCH_MODES, Vault
+from .recall.engine import MATCH_MODES
+from .vault.vault import Vault
 
 
 class Settings:

@@ -28,7 +28,8 @@ from pathlib import Path
 from agent_memory.note.render import render_new
 from agent_memory.disk.layout import new_id
 from agent_memory.watch.watcher import Watcher
-from agent_memory.vault.vault import Vault, iso
+from agent_memory.clock import iso
+from agent_memory.vault.vault import Vault
 
 WORDS = (
     "customer deploy friday invoice billing acme priya release server database backup "

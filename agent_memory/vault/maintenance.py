@@ -17,13 +17,14 @@ from ..note.render import render_front_matter, render_new, to_utc
 from ..transfer.formats import EXPORT_FORMATS, importer
 from ..transfer.items import exported_file, exported_front_matter, import_path, new_fields, own_id, twin_id
 from ..recall import graph
+from ..recall.sql import Filters
 from ..trust import confine
 from ..transfer.importers.knowledge_graph import entity_name, observations, records, relation_type
 from ..clock import iso
 from .core import _UNREAD, Progress
 from ..errors import InvalidInput, NotFound, PathRefused, disk_error
 from ..transfer.importing import Importing, SyncPlan
-from ..index.db import SCHEMA_VERSION, TOKENIZER, FileFacts, Filters
+from ..index.db import SCHEMA_VERSION, TOKENIZER, FileFacts
 from ..limits import (MAX_BATCH, check_content, check_import_data, check_limit, check_offset, check_text,
                      namespace_filter)
 from ..models import ExportedMemory, ExportPage, GcResult, ImportResult, RestoreResult, Stats, TrashEntry
