@@ -20,9 +20,10 @@ from typing import Any
 import click
 
 from .errors import MemoryError_
-from .semantic import vector_summary
-from .store import VAULT_DIRNAME, locate_vault, require_vault
-from .vault import MATCH_MODES, Vault
+from .semantic.status import vector_summary
+from .disk.layout import VAULT_DIRNAME, locate_vault, require_vault
+from .recall.engine import MATCH_MODES
+from .vault.vault import Vault
 
 
 class Settings:
@@ -668,7 +669,7 @@ def git_setup() -> None:
     Example:
       agent-memory git setup
     """
-    from .gitrepo import setup  # only here: nothing else needs it
+    from .git.setup import setup  # only here: nothing else needs it
 
     result = setup(vault_path())
 
@@ -706,7 +707,7 @@ def trust(keys: tuple[str, ...], approve_all: bool, revoke: bool) -> None:
       agent-memory trust --all
       agent-memory trust --revoke git.commit
     """
-    from . import trust as approvals  # only here: nothing else needs the command's part
+    from .trust import approvals  # only here: nothing else needs the command's part
 
     root = vault_path()
     wanted = list(keys) or None
@@ -743,7 +744,7 @@ def _print_review(items: list[Any], root: Path) -> None:
         click.echo(f"  {printable(item.shown)}  ({state})")
     pending = list(dict.fromkeys(item.key for item in items if not item.approved))
     if pending:
-        from .trust import approve_hint
+        from .trust.approvals import approve_hint
 
         click.echo(f"To approve: {printable(approve_hint(root, pending))}")
 
@@ -767,7 +768,7 @@ def merge_file(ctx: click.Context, base: Path, ours: Path, theirs: Path, marker_
     Example (what git runs; by hand, OURS is overwritten):
       agent-memory merge-file base.md ours.md theirs.md 7 2026/07/20/acme.md
     """
-    from .merge import run_driver
+    from .git.merge import run_driver
 
     ctx.exit(run_driver(base, ours, theirs, marker_size, path))
 
@@ -829,7 +830,7 @@ def stats() -> None:
     emit(result, human)
 
 
-EXPORT_FORMATS = ("json", "mcp-knowledge-graph")  # json: this tool's own; importers.EXPORT_FORMATS
+EXPORT_FORMATS = ("json", "mcp-knowledge-graph")  # json: this tool's own; transfer.formats.EXPORT_FORMATS
 
 
 @cli.command()
@@ -871,7 +872,7 @@ def export(output: str, namespace: str | None, export_format: str) -> None:
         click.echo(f"Exported {what} to {output}", err=True)
 
 
-# importers.FORMATS, not imported on every start (tests/test_importers.py checks they agree)
+# transfer.formats.FORMATS, not imported on every start (tests/test_importers.py checks they agree)
 IMPORT_FORMATS = ("mcp-knowledge-graph", "mcp-memory-vault", "memory-mcp", "agentmemory")
 
 
@@ -1015,7 +1016,7 @@ def doctor(apply_ids: tuple[str, ...] = (), discard_ids: tuple[str, ...] = ()) -
     if apply_ids or discard_ids:
         _decide_records(apply_ids, discard_ids)
         return
-    from .doctor import diagnose
+    from .vault.doctor import diagnose
 
     checks = diagnose(locate_vault(settings().dir))
 
@@ -1035,7 +1036,7 @@ def doctor(apply_ids: tuple[str, ...] = (), discard_ids: tuple[str, ...] = ()) -
 
 def _decide_records(apply_ids: tuple[str, ...], discard_ids: tuple[str, ...]) -> None:
     """``doctor --apply`` / ``--discard``: one library call per record, in the order given."""
-    from . import records
+    from .trust import records
 
     both = set(apply_ids) & set(discard_ids)
     if both:
@@ -1172,7 +1173,7 @@ def watch(debounce: float, sweep_interval: float) -> None:
     import threading
     import time
 
-    from .sync import Change, Watcher  # imports watchdog: only here
+    from .watch.watcher import Change, Watcher  # imports watchdog: only here
 
     as_json = settings().json
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Any
 
-from . import note as notes
+from .note.tags import as_tag_list, normalise_tag, split_tags
 from .errors import InvalidInput
 
 MAX_CONTENT = 100_000
@@ -131,7 +131,7 @@ def check_content(content: str) -> str:
 
 
 def check_tags(tags: Iterable[str] | str | None) -> list[str]:
-    """Tags a caller passes, split as ``notes.split_tags`` splits them (a list, a comma
+    """Tags a caller passes, split as ``split_tags`` splits them (a list, a comma
     string, a list in a string); case-insensitive, and no whitespace inside a tag."""
     listed = isinstance(tags, (list, tuple, set, frozenset)) and all(_is_word(t) for t in tags)
     if not (tags is None or isinstance(tags, str) or listed):
@@ -139,7 +139,7 @@ def check_tags(tags: Iterable[str] | str | None) -> list[str]:
             f"Tags must be a list of words or one comma-separated string, e.g. ['billing', 'acme']; got {tags!r}."
         )
     out: list[str] = []
-    for raw in notes.split_tags(tags):
+    for raw in split_tags(tags):
         tag = raw.lstrip("#")
         if not tag:
             continue
@@ -147,7 +147,7 @@ def check_tags(tags: Iterable[str] | str | None) -> list[str]:
         if any(c.isspace() for c in tag):
             raise InvalidInput(f"Tag {tag!r} contains whitespace; use '-' or '_' instead (e.g. {'-'.join(tag.split())!r}).")
         _check_tag_length(tag)
-        tag = notes.normalise_tag(tag)
+        tag = normalise_tag(tag)
         if tag not in out:
             out.append(tag)
     return _check_tag_count(out)
@@ -173,7 +173,7 @@ def check_written_tags(value: Any) -> list[str]:
         isinstance(value, list) and all(v is None or isinstance(v, scalar) for v in value)
     )):
         raise InvalidInput(f"front_matter tags must be a list or a string, as in a file's tags property; got {value!r}.")
-    tags = notes.as_tag_list(value)
+    tags = as_tag_list(value)
     for tag in tags:
         _check_tag_length(tag)
     return _check_tag_count(tags)

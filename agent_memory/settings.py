@@ -31,7 +31,7 @@ Example::
 
 Values that loosen a guard (``secrets.mode = "warn"``, ``secrets.allow`` entries,
 ``git.commit``, ``git.subfolder``, ``git.hooks``) apply only once this clone approved
-them (``trust.py``); ``load_settings`` reads the file as it is.
+them (``trust/approvals.py``); ``load_settings`` reads the file as it is.
 """
 
 from __future__ import annotations
@@ -46,7 +46,7 @@ from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any, Literal
 
-from .credentials import FINGERPRINT_PREFIX, is_fingerprint
+from .trust.credentials import FINGERPRINT_PREFIX, is_fingerprint
 from .errors import SettingsError
 
 SETTINGS_FILE = ".agent-memory.toml"
@@ -172,7 +172,7 @@ class Settings:
         "secrets.allow", (), _fingerprints, f'a list of fingerprints such as ["{FINGERPRINT_PREFIX}1a5d44a2dca19669"]', secret=True
     )
     recall_profile: Literal["facts", "conversation"] = _key("recall.profile", "facts", _choice("facts", "conversation"), '"facts" or "conversation"')
-    # None (unset): on when the optional semantic extra is installed (``semantic.wanted``).
+    # None (unset): on when the optional semantic extra is installed (``semantic.status.wanted``).
     recall_semantic: bool | None = _key("recall.semantic", None, _bool, "true or false")
     git_commit: bool = _key("git.commit", False, _bool, "true or false")
     git_author: str = _key("git.author", "", _author, 'a string "Name <email>", or "" for git\'s own')

@@ -23,7 +23,7 @@ After the round the vault is opened again (which finishes or drops an interrupte
 import) and checked; every row of the table must be 0, else the script exits 1:
 
 - torn files: a memory file that is empty or whose front matter does not parse
-  (``note.parse(...).unreadable``);
+  (``parse(...).unreadable``);
 - lost acknowledged writes: an acknowledged remember whose id is gone or lacks its
   content; an acknowledged update whose token is not in the memory (updates here only
   add, so none is superseded); an acknowledged forget whose memory is still there or
@@ -138,7 +138,7 @@ def import_items(batch: str, n: int) -> list[dict[str, Any]]:
 
 def run_writer(args: argparse.Namespace) -> int:
     from agent_memory.errors import MemoryError_, NotFound
-    from agent_memory.vault import Vault
+    from agent_memory.vault.vault import Vault
 
     rng = random.Random(args.seed)
     ack, wid = args.ack, args.wid
@@ -297,7 +297,7 @@ class Round:
 
     # ------------------------------------------------------------------ setup
     def seed(self) -> None:
-        from agent_memory.vault import Vault
+        from agent_memory.vault.vault import Vault
 
         self.dir.mkdir(parents=True)
         with Vault.init(self.vault) as vault:
@@ -458,8 +458,8 @@ class Round:
 
     # ------------------------------------------------------------------ checking
     def check(self) -> None:
-        from agent_memory import note as notes
-        from agent_memory.vault import Vault
+        from agent_memory.note.parse import content_hash, parse
+        from agent_memory.vault.vault import Vault
 
         totals, rows = self.run.totals, collections.Counter()
         records = []
@@ -497,13 +497,13 @@ class Round:
                 path = Path(folder) / name
                 rel = path.relative_to(self.vault).as_posix()
                 data = path.read_bytes()
-                note = notes.parse(data, rel)
+                note = parse(data, rel)
                 if not data.strip() or note.unreadable:
                     rows["torn files"] += 1
                     totals.details.append(f"round {self.number}: torn file {rel}: {data[:120]!r}")
                     continue
                 by_id[note.id].append(rel)
-                by_content[(note.namespace, notes.content_hash(note.body))].append(rel)
+                by_content[(note.namespace, content_hash(note.body))].append(rel)
                 notes_by_id[note.id] = note
                 for batch, k in TOKEN.findall(note.body):
                     if note.namespace == "imports":
@@ -606,7 +606,7 @@ class Round:
         return _temp_files(self.vault)
 
     def _index_differences(self, vault: Any) -> int:
-        from agent_memory.vault import Vault
+        from agent_memory.vault.vault import Vault
 
         fresh_dir = Path(tempfile.mkdtemp(prefix="fresh-index-", dir=self.dir))
         try:
@@ -695,7 +695,7 @@ class Run:
             print(f"waiting {wait:.0f} s until the temp files left by killed writers are older than a minute...",
                   flush=True)
             time.sleep(wait)
-        from agent_memory.vault import Vault
+        from agent_memory.vault.vault import Vault
 
         aged = left = 0
         for vault_dir, _m in pending:
@@ -802,7 +802,9 @@ def _fail_at(step: str, how: str) -> None:
     """Make ``step`` fail once: install the failure where that step happens."""
     import errno
 
-    from agent_memory import locking, moves, register, staging, store, trash
+    from agent_memory.vault import moves
+    from agent_memory.disk import locking, staging, store, trash
+    from agent_memory.trust import register
 
     fired: list[bool] = []
 
@@ -860,7 +862,7 @@ OP: list[str] = [""]
 def run_failing(args: argparse.Namespace) -> int:
     """The child: one operation, with one of its steps failing."""
     from agent_memory.errors import MemoryError_
-    from agent_memory.vault import Vault
+    from agent_memory.vault.vault import Vault
 
     op, step, how = args.fail.split(":")
     OP[0] = op
@@ -883,7 +885,7 @@ def run_failing(args: argparse.Namespace) -> int:
 
 
 def _seed_steps(folder: Path) -> dict[str, Any]:
-    from agent_memory.vault import Vault
+    from agent_memory.vault.vault import Vault
 
     folder.mkdir(parents=True)
     vault_dir = folder / "vault"
@@ -908,7 +910,7 @@ def _hidden(vault: Any, root: Path) -> list[str]:
         rel = path.relative_to(root).as_posix()
         if rel not in listed:
             hidden.append(rel)
-    from agent_memory.store import Store
+    from agent_memory.disk.store import Store
 
     for rel, _stat in Store(root).walk():
         try:
@@ -923,7 +925,7 @@ def _hidden(vault: Any, root: Path) -> list[str]:
 
 def run_steps(work: Path, env: dict[str, str]) -> int:
     """Every step of forget, import and mv failing, by error and by kill: lost and hidden."""
-    from agent_memory.vault import Vault
+    from agent_memory.vault.vault import Vault
 
     print()
     print("Each step of an operation failing (an error, or kill -9 at that step), then a reopen:")

@@ -19,7 +19,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from agent_memory.credentials import find_credentials  # noqa: E402
+from agent_memory.trust.credentials import find_credentials  # noqa: E402
 
 WORDS = ["customer", "acme", "prefers", "deploys", "on", "fridays", "the", "token", "password", "secret", "key", "is"]
 ALNUM = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789"

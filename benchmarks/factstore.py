@@ -41,7 +41,7 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
 from agent_memory.recall.rank import PROFILES  # noqa: E402
-from agent_memory.vault import Vault  # noqa: E402
+from agent_memory.vault.vault import Vault  # noqa: E402
 
 DATA = Path(__file__).resolve().parent / "factstore" / "factstore.json"
 # The hash written in benchmarks/README.md when the set was frozen (before any measuring).

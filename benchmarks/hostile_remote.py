@@ -181,7 +181,7 @@ def pushed_allow_entry(team: Team) -> None:
     secret = token(2)
     team.secrets.append(secret)
     sys.path.insert(0, str(ROOT))
-    from agent_memory.credentials import find_credentials
+    from agent_memory.trust.credentials import find_credentials
 
     [fingerprint] = [f.fingerprint for f in find_credentials(secret)]
     (team.attacker / ".agent-memory.toml").write_text(f'[git]\ncommit = true\n[secrets]\nallow = ["{fingerprint}"]\n')

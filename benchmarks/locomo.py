@@ -39,7 +39,7 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
 from agent_memory.recall.rank import DEFAULT, PROFILES, RecallConfig  # noqa: E402
-from agent_memory.vault import Vault  # noqa: E402
+from agent_memory.vault.vault import Vault  # noqa: E402
 
 DEFAULT_ZIP = REPO.parent / "shared" / "corpora" / "locomo" / "locomo10.zip"
 CATEGORIES = {1: "multi-hop", 2: "temporal", 3: "open-domain", 4: "single-hop"}

@@ -169,7 +169,7 @@ def library_main(root: str, memory_id: str, count: int, mode: str, out: str) -> 
     outcome to ``out``. ``mode`` "tags": each adds a tag and removes the previous one (so
     a long run stays under the limit of tags); "mixed": every other update replaces the
     content instead (read with get first, passing its expected_version)."""
-    from agent_memory.vault import Vault
+    from agent_memory.vault.vault import Vault
 
     outcomes: list[str] = []
     vault = Vault(root)
@@ -289,7 +289,7 @@ class Round:
 
 def new_vault(root: Path) -> tuple[str, str]:
     """A vault with the memory both sides will edit (and one bystander); its id and path."""
-    from agent_memory.vault import Vault
+    from agent_memory.vault.vault import Vault
 
     with Vault.init(root) as vault:
         vault.remember("Priya owns the billing service.", namespace="team")
@@ -304,9 +304,9 @@ def settle(root: Path, memory_id: str, wait_grace: bool) -> None:
     once a displaced file is ``PARKED_GRACE`` old; with ``wait_grace`` this waits for that
     and makes one more (no-op) write, as the next use of the tool would. Without it (every
     writer has been joined, so no descriptor is left open) it looks at them at once."""
-    from agent_memory import store
+    from agent_memory.disk import store
     from agent_memory.errors import MemoryError_
-    from agent_memory.vault import Vault
+    from agent_memory.vault.vault import Vault
 
     with Vault(root) as vault:
         if wait_grace:
@@ -321,13 +321,13 @@ def settle(root: Path, memory_id: str, wait_grace: bool) -> None:
 
 def check(root: Path, scenario: str, memory_id: str, rel: str, saver: dict, outcomes: list[str]) -> Round:
     """What the round left behind, judged as the module docstring says."""
-    from agent_memory import note as notes
-    from agent_memory.vault import Vault
+    from agent_memory.note.parse import parse
+    from agent_memory.vault.vault import Vault
 
     result = Round(scenario, outcomes, saves=saver["count"], broken_reads=saver["broken_reads"],
                    missing_reads=saver["missing_reads"])
     final = (root / rel).read_bytes()
-    note = notes.parse(final, rel)
+    note = parse(final, rel)
     if note.unreadable or note.problems:
         result.damage.append(f"does not parse ({'; '.join(note.problems)})")
     if note.id != memory_id:
@@ -373,7 +373,7 @@ _COMPARED = (
 def index_differences(root: Path) -> list[str]:
     """Paths whose index row differs from a fresh rebuild of the files (the vault is
     opened first, as any command would: that reconciles what the person changed)."""
-    from agent_memory.vault import Vault
+    from agent_memory.vault.vault import Vault
 
     def rows(db: Path) -> dict[str, tuple]:
         conn = sqlite3.connect(db)

@@ -39,12 +39,12 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import mcp_path  # noqa: E402  (benchmarks/ is on sys.path: this script's folder)
-from agent_memory import note as notes  # noqa: E402
-from agent_memory import vouch  # noqa: E402
-from agent_memory.index import FileFacts, Index  # noqa: E402
-from agent_memory.note import render_new  # noqa: E402
-from agent_memory.store import new_id  # noqa: E402
-from agent_memory.vault import Vault  # noqa: E402
+from agent_memory.note.parse import parse  # noqa: E402
+from agent_memory.watch import vouch  # noqa: E402
+from agent_memory.index.db import FileFacts, Index  # noqa: E402
+from agent_memory.note.render import render_new  # noqa: E402
+from agent_memory.disk.layout import new_id  # noqa: E402
+from agent_memory.vault.vault import Vault  # noqa: E402
 
 WORDS = (
     "deploy release customer billing invoice contract api database postgres index cache queue worker "
@@ -151,7 +151,7 @@ def walk_parse_insert(root: Path) -> None:
                         with open(entry.path, "rb") as handle:
                             data = handle.read()
                             stat = os.fstat(handle.fileno())
-                        yield notes.parse(data, prefix + entry.name), FileFacts.read(data, stat)
+                        yield parse(data, prefix + entry.name), FileFacts.read(data, stat)
 
         with index.transaction() as conn:
             index.replace_all(conn, rows())

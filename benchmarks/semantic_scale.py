@@ -33,8 +33,8 @@ os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")  # as agent_memory.semantic d
 import numpy as np
 from scale import generate, question
 
-from agent_memory import embed, vectors
-from agent_memory.vault import Vault
+from agent_memory.semantic import embed, vectors
+from agent_memory.vault.vault import Vault
 
 SAMPLE = 256  # memories embedded with the real model, for its throughput
 

@@ -40,8 +40,10 @@ import anyio
 from mcp import Client, StdioServerParameters
 from mcp.client.stdio import stdio_client
 
-from agent_memory import note as notes
-from agent_memory.vault import Vault
+from agent_memory.note.parse import parse
+from agent_memory.note.patch import patch
+from agent_memory.note.tags import as_tag_list
+from agent_memory.vault.vault import Vault
 
 NAMES = ("ada", "grace", "linus")
 WORDS = ("deploy invoice billing schema backup latency budget roadmap incident pager dashboard quota region "
@@ -110,12 +112,12 @@ def resolve_as_a_person(clone: Path, paths: list[str]) -> bool:
     sides, and the later ``updated``. False when a conflict is not only about tags."""
     for rel in paths:
         ours, theirs = (git(clone, "show", f":{stage}:{rel}") for stage in (2, 3))
-        mine, other = notes.parse(ours.encode(), rel), notes.parse(theirs.encode(), rel)
+        mine, other = parse(ours.encode(), rel), parse(theirs.encode(), rel)
         if mine.body != other.body:
             return False
-        tags = list(dict.fromkeys([*notes.as_tag_list(mine.meta.get("tags")), *notes.as_tag_list(other.meta.get("tags"))]))
+        tags = list(dict.fromkeys([*as_tag_list(mine.meta.get("tags")), *as_tag_list(other.meta.get("tags"))]))
         updated = max(str(mine.meta.get("updated", "")), str(other.meta.get("updated", "")))
-        (clone / rel).write_text(notes.patch(ours, {"tags": tags, "updated": updated}))
+        (clone / rel).write_text(patch(ours, {"tags": tags, "updated": updated}))
         git(clone, "add", "--", rel)
     git(clone, "commit", "-q", "--no-edit")
     return True

@@ -25,10 +25,11 @@ import threading
 import time
 from pathlib import Path
 
-from agent_memory import note as notes
-from agent_memory.store import new_id
-from agent_memory.sync import Watcher
-from agent_memory.vault import Vault, iso
+from agent_memory.note.render import render_new
+from agent_memory.disk.layout import new_id
+from agent_memory.watch.watcher import Watcher
+from agent_memory.clock import iso
+from agent_memory.vault.vault import Vault
 
 WORDS = (
     "customer deploy friday invoice billing acme priya release server database backup "
@@ -50,7 +51,7 @@ def memory_text(i: int, rng: random.Random) -> str:
         "created": iso(start),
         "updated": iso(start),
     }
-    return notes.render_new(fields, f"Memory {i}: {body}")
+    return render_new(fields, f"Memory {i}: {body}")
 
 
 def memory_path(i: int) -> str:
@@ -161,7 +162,7 @@ def main() -> None:
 
     root = (args.dir or Path(tempfile.gettempdir()) / f"agent-memory-bench-{args.n}").absolute()
     build(root, args.n)
-    from agent_memory.sync import DEFAULT_DEBOUNCE
+    from agent_memory.watch.watcher import DEFAULT_DEBOUNCE
 
     debounce = DEFAULT_DEBOUNCE if args.debounce is None else args.debounce
     latencies = edit_latencies(root, args.n, args.edits, debounce)

@@ -17,8 +17,9 @@ from typing import Any, TypeVar
 
 import pytest
 
-from agent_memory import note as notes
-from agent_memory.vault import Vault
+from agent_memory.note import parse as parsing
+from agent_memory.note.parse import Note
+from agent_memory.vault.vault import Vault
 
 # Columns that must be equal between a live index and a fresh rebuild (rid is an
 # internal row number and may differ).
@@ -149,13 +150,13 @@ def assert_index_matches_files(vault: Vault) -> None:
 def parse_calls(monkeypatch: pytest.MonkeyPatch) -> list[str]:
     """Record every file parse (a spy: the real parser still runs)."""
     calls: list[str] = []
-    real = notes.parse
+    real = parsing.parse
 
-    def spy(data: bytes, path: str) -> notes.Note:
+    def spy(data: bytes, path: str) -> Note:
         calls.append(path)
         return real(data, path)
 
-    monkeypatch.setattr(notes, "parse", spy)
+    monkeypatch.setattr(parsing, "parse", spy)
     return calls
 
 
@@ -300,7 +301,7 @@ def person_saves_before_the_swap(line: str = "A line a person just typed.\n", pa
     """``locking.swap`` as it is now, except that a person saves the target (``path``, or
     any) once, just before the tool's swap: a save landing between the tool's check and
     its write. Once only: the tool's own swap back is no save."""
-    from agent_memory import locking
+    from agent_memory.disk import locking
 
     real_swap = locking.swap
     saved: list[int] = []
@@ -370,7 +371,7 @@ def watch(vault: Vault) -> Iterator[Callable[..., Any]]:
     """Start watchers (each back once its start-up sweep is done, so every later change
     reaches the index through its event); every one is stopped and joined, and no
     thread is left behind."""
-    from agent_memory.sync import Watcher
+    from agent_memory.watch.watcher import Watcher
 
     before = set(threading.enumerate())
     started: list[Watcher] = []

@@ -10,9 +10,9 @@ import subprocess
 from dataclasses import dataclass
 from pathlib import Path
 
-from agent_memory import trust
-from agent_memory.gitrepo import ATTRIBUTES_LINE
-from agent_memory.vault import Vault
+from agent_memory.trust import approvals
+from agent_memory.git.setup import ATTRIBUTES_LINE
+from agent_memory.vault.vault import Vault
 
 AUTHOR = {"GIT_AUTHOR_NAME": "Ada", "GIT_AUTHOR_EMAIL": "ada@example.com",
           "GIT_COMMITTER_NAME": "Ada", "GIT_COMMITTER_EMAIL": "ada@example.com"}
@@ -75,5 +75,5 @@ def make_team(tmp_path: Path, settings: str = "[git]\ncommit = true\n") -> Team:
     victim = tmp_path / "victim"
     git(tmp_path, "clone", "-q", str(remote), str(victim))
     if settings:
-        trust.approve(victim)
+        approvals.approve(victim)
     return Team(remote, mate, victim)

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from agent_memory.vault import Vault
+from agent_memory.vault.vault import Vault
 
 from conftest import assert_index_matches_files, mcp_client, run_cli, tool_error, tool_ok
 

@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from agent_memory import note as notes
-from agent_memory.vault import Vault
+from agent_memory.note.parse import file_version
+from agent_memory.vault.vault import Vault
 
 from conftest import CliResult, run_cli
 
@@ -182,7 +182,7 @@ def test_search_json_has_the_spec_fields(vault: Path, project: Path) -> None:
     [hit] = result["hits"]
     assert HIT_FIELDS <= set(hit)
     assert hit["id"] and hit["path"].endswith(".md") and (vault / hit["path"]).exists()
-    assert hit["version"] == notes.file_version((vault / hit["path"]).read_bytes())
+    assert hit["version"] == file_version((vault / hit["path"]).read_bytes())
     assert (hit["namespace"], hit["tags"], hit["expires"]) == ("support", ["customer", "deploy"], None)
     assert "[" in hit["snippet"] and hit["matched_terms"]
 

@@ -9,7 +9,7 @@ import json
 import re
 from pathlib import Path
 
-from agent_memory.vault import Vault
+from agent_memory.vault.vault import Vault
 
 from conftest import run_cli
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from agent_memory.cli import cli, cli_words
-from agent_memory.vault import Vault
+from agent_memory.vault.vault import Vault
 
 from conftest import run_cli
 

@@ -13,10 +13,10 @@ from pathlib import Path
 import pytest
 from mcp import Client
 
-from agent_memory import credentials, trust
-from agent_memory.gitsync import Committer
+from agent_memory.trust import approvals, credentials
+from agent_memory.git.commits import Committer
 from agent_memory.server import build_server
-from agent_memory.vault import Vault
+from agent_memory.vault.vault import Vault
 
 from conftest import run_cli
 from gitteam import AUTHOR, Team, git, make_team, token
@@ -181,4 +181,4 @@ def test_the_wifi_password_example(team: Team) -> None:
     assert memory["path"].endswith("the-wifi-password-redacted.md")
     assert run_cli("sync", vault=team.victim).returncode == 0
     assert "hunter2" not in git(team.remote, "log", "--format=%B%n%H", "--name-only", "main")
-    assert trust.review(team.victim)[0].approved  # (git.commit, approved when the team was made)
+    assert approvals.review(team.victim)[0].approved  # (git.commit, approved when the team was made)

@@ -15,13 +15,13 @@ from pathlib import Path
 import pytest
 
 from agent_memory.errors import NotFound
-from agent_memory.vault import Vault
+from agent_memory.vault.vault import Vault
 
 from conftest import assert_index_matches_files, deadline
 
 WORKER = r'''
 import json, random, sys
-from agent_memory.vault import Vault
+from agent_memory.vault.vault import Vault
 
 root, k, out = sys.argv[1], int(sys.argv[2]), sys.argv[3]
 rng = random.Random(k)
@@ -52,7 +52,7 @@ json.dump({"own": own, "shared": {c: sorted(ids) for c, ids in shared.items()}},
 
 REINDEXER = r'''
 import sys, time
-from agent_memory.vault import Vault
+from agent_memory.vault.vault import Vault
 vault = Vault(sys.argv[1])
 for _ in range(3):
     vault.reindex()

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from agent_memory import confine
+from agent_memory.trust import confine
 from agent_memory.errors import PathRefused
 
 SAFE = ["a", "people", "2026", "Ünïcode", "git", "a.git", "hooks", "notes~draft", "x y"]

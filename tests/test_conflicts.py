@@ -12,10 +12,10 @@ from pathlib import Path
 import pytest
 from mcp import Client
 
-from agent_memory import note as notes
-from agent_memory.doctor import diagnose
+from agent_memory.note.parse import parse
+from agent_memory.vault.doctor import diagnose
 from agent_memory.errors import InvalidInput
-from agent_memory.vault import Vault
+from agent_memory.vault.vault import Vault
 
 from conftest import assert_index_matches_files, tool_error, tool_ok
 
@@ -63,7 +63,7 @@ CASES = [
 
 @pytest.mark.parametrize("text, identity, words", [c[1:] for c in CASES], ids=[c[0] for c in CASES])
 def test_a_conflicted_file_keeps_its_first_sides_identity(text: str, identity: tuple, words: tuple) -> None:
-    note = notes.parse(text.encode("utf-8"), "2026/07/20/acme.md")
+    note = parse(text.encode("utf-8"), "2026/07/20/acme.md")
     assert (note.id, note.namespace, note.tags) == identity
     assert note.conflict is True and note.own_id is True
     assert note.problems == [] and note.unreadable is False
@@ -74,7 +74,7 @@ def test_a_conflicted_file_keeps_its_first_sides_identity(text: str, identity: t
 
 def test_half_a_conflict_is_no_conflict_and_reads_as_before() -> None:
     text = "---\nid: a1\n---\n<<<<<<< HEAD\nnever closed\n"
-    note = notes.parse(text.encode(), "x.md")
+    note = parse(text.encode(), "x.md")
     assert note.conflict is False and note.id == "a1" and note.body == "<<<<<<< HEAD\nnever closed\n"
 
 

@@ -19,9 +19,9 @@ from pathlib import Path
 
 import pytest
 
-from agent_memory import note as notes
+from agent_memory.note.parse import parse
 from agent_memory.errors import VaultError
-from agent_memory.vault import Vault
+from agent_memory.vault.vault import Vault
 
 from conftest import assert_index_matches_files, wait_until
 
@@ -29,7 +29,7 @@ ITEMS = 600
 CHILD = textwrap.dedent(
     """
     import sys
-    from agent_memory.vault import Vault
+    from agent_memory.vault.vault import Vault
     root, batch, n = sys.argv[1], sys.argv[2], int(sys.argv[3])
     items = [{"content": f"Imported fact tok-{batch}-{k} of a crash test.", "namespace": "imports"} for k in range(n)]
     vault = Vault(root)
@@ -166,7 +166,7 @@ def _files_with_id(root: Path, memory_id: str) -> list[Path]:
         dirs[:] = [d for d in dirs if not d.startswith(".")]
         for name in names:
             path = Path(folder) / name
-            if name.endswith(".md") and notes.parse(path.read_bytes(), name).id == memory_id:
+            if name.endswith(".md") and parse(path.read_bytes(), name).id == memory_id:
                 found.append(path)
     return found
 

@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from agent_memory.credentials import (
+from agent_memory.trust.credentials import (
     Finding,
     check_text,
     enforce,

@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from agent_memory import doctor
-from agent_memory.vault import Vault
+from agent_memory.vault import doctor
+from agent_memory.vault.vault import Vault
 
 from conftest import run_cli
 

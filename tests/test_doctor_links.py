@@ -8,10 +8,10 @@ from pathlib import Path
 
 import pytest
 
-from agent_memory import trust
-from agent_memory.credentials import find_credentials
-from agent_memory.doctor import check_vault
-from agent_memory.vault import Vault
+from agent_memory.trust import approvals
+from agent_memory.trust.credentials import find_credentials
+from agent_memory.vault.doctor import check_vault
+from agent_memory.vault.vault import Vault
 
 from conftest import run_cli
 
@@ -67,7 +67,7 @@ def test_a_hand_written_credential_is_named_by_kind_and_fingerprint_never_shown(
     # approved in the vault's settings: no longer a problem
     (vault.root / ".agent-memory.toml").write_text(f'[secrets]\nallow = ["{finding.fingerprint}"]\n')
     assert not _checks(vault.root)["credentials"].ok  # not until this clone approves it
-    trust.approve(vault.root, ["secrets.allow"])
+    approvals.approve(vault.root, ["secrets.allow"])
     assert _checks(vault.root)["credentials"].ok
 
 
@@ -87,6 +87,6 @@ def test_on_obsidian_help_no_link_to_an_existing_note_is_called_broken() -> None
     ("3.0.0", False), ("2.3.0rc1", True), ("garbage", False),
 ])
 def test_doctor_accepts_the_mcp_range_the_package_pins(version: str, supported: bool) -> None:
-    from agent_memory.doctor import _supported_mcp
+    from agent_memory.vault.doctor import _supported_mcp
 
     assert _supported_mcp(version) is supported

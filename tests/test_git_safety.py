@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from agent_memory.vault import Vault
+from agent_memory.vault.vault import Vault
 
 from conftest import run_cli
 from gitteam import AUTHOR, Team, git, make_team

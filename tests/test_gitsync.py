@@ -16,12 +16,12 @@ import pytest
 from click.testing import CliRunner
 from mcp import Client, StdioServerParameters
 
-from agent_memory import trust
+from agent_memory.trust import approvals
 from agent_memory.cli import cli
 from agent_memory.errors import GitError, SyncConflict
-from agent_memory.gitsync import Committer
+from agent_memory.git.commits import Committer
 from agent_memory.server import build_server
-from agent_memory.vault import Vault
+from agent_memory.vault.vault import Vault
 
 from conftest import assert_index_matches_files
 
@@ -59,7 +59,7 @@ def write_settings(vault_dir: Path, text: str) -> None:
     """The vault's settings as this clone's person writes them, and approves them
     (``agent-memory trust``): values that loosen a guard apply only once approved."""
     (vault_dir / ".agent-memory.toml").write_text(text)
-    trust.approve(vault_dir)
+    approvals.approve(vault_dir)
 
 
 def new_vault_repo(path: Path, settings: str = SETTINGS) -> Path:
@@ -82,7 +82,7 @@ def team(tmp_path: Path) -> tuple[Path, Path, Path]:
     git(a, "remote", "add", "origin", str(remote))
     git(a, "push", "-q", "-u", "origin", "main")
     git(tmp_path, "clone", "-q", str(remote), str(tmp_path / "b"))
-    trust.approve(tmp_path / "b")  # the second clone's person trusts the team's settings too
+    approvals.approve(tmp_path / "b")  # the second clone's person trusts the team's settings too
     return remote, a, tmp_path / "b"
 
 
@@ -489,7 +489,7 @@ def test_sync_of_an_opted_in_subfolder_vault_indexes_vault_paths(tmp_path: Path)
     git(first, "remote", "add", "origin", str(remote))
     git(first, "push", "-q", "-u", "origin", "main")
     git(tmp_path, "clone", "-q", str(remote), str(tmp_path / "other"))
-    trust.approve(tmp_path / "other" / "docs" / ".memory")
+    approvals.approve(tmp_path / "other" / "docs" / ".memory")
     with Vault(first / "docs" / ".memory") as va:
         memory = va.remember("The release train leaves on Tuesdays.", title="Release train")["memory"]
         va.sync()
@@ -706,7 +706,7 @@ def test_a_push_the_remote_refuses_says_why_and_keeps_the_commit(team: tuple[Pat
 def test_a_push_that_loses_a_race_to_another_clone_is_pulled_and_pushed_again(
     team: tuple[Path, Path, Path], monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from agent_memory import gitsync
+    from agent_memory.git import sync as gitsync
 
     remote, a, b = team
     real_push = gitsync._push

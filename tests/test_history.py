@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from agent_memory.errors import VaultError
-from agent_memory.vault import Vault
+from agent_memory.vault.vault import Vault
 
 from conftest import cli_ok, mcp_client, run_cli, tool_error, tool_ok
 

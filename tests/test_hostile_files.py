@@ -15,12 +15,12 @@ from pathlib import Path
 import pytest
 
 from agent_memory import limits
-from agent_memory.doctor import check_vault
+from agent_memory.vault.doctor import check_vault
 from agent_memory.errors import MemoryError_
-from agent_memory.index import QueryInterrupted
+from agent_memory.index.db import QueryInterrupted
 from agent_memory.recall.engine import SNIPPET_SCORED_BODY
-from agent_memory.store import Store
-from agent_memory.vault import Vault
+from agent_memory.disk.store import Store
+from agent_memory.vault.vault import Vault
 from conftest import deadline
 
 COMMON = "the and of to a in is it you that he was for on are with as his they be at one have this from".split()
@@ -234,8 +234,8 @@ def test_a_file_dated_past_2262_is_indexed_and_found_and_left_alone(vault: Vault
 
 def test_an_inode_above_two_to_the_63_is_stored_and_compared(vault: Vault) -> None:
     """Some file systems hand out unsigned 64-bit inode numbers; SQLite holds signed."""
-    from agent_memory.index import FileFacts, stamp_of
-    from agent_memory.store import packed_stamp
+    from agent_memory.index.db import FileFacts, stamp_of
+    from agent_memory.disk.store import packed_stamp
 
     real = os.stat(vault.root)
     seq = list(real)

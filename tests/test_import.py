@@ -9,11 +9,11 @@ from pathlib import Path
 
 import pytest
 
-from agent_memory import note as notes
-from agent_memory import transfer
-from agent_memory.note import is_tool_id
+from agent_memory.note.render import render_new
+from agent_memory.transfer.items import twin_id
+from agent_memory.note.parse import is_tool_id
 from agent_memory.errors import InvalidInput
-from agent_memory.vault import Vault
+from agent_memory.vault.vault import Vault
 
 from conftest import CliResult, assert_index_matches_files, mcp_client, run_cli
 
@@ -44,7 +44,7 @@ def test_two_items_with_one_id_and_different_content_are_both_kept(vault: Vault)
         {"path": "c.md", "front_matter": {"id": "abc123"}, "content": "First copy\n"},  # the same again: a duplicate
     ]
     result = vault.import_memories(items)
-    twin = transfer.twin_id("abc123", "Second copy, edited\n")
+    twin = twin_id("abc123", "Second copy, edited\n")
     assert (result["imported"], result["duplicates"], result["ids"]) == (2, 1, ["abc123", twin])
     assert twin.startswith("abc123-") and _files(vault) == ["a.md", "b.md"]
     assert vault.get(twin)["content"] == "Second copy, edited\n" and vault.get("abc123")["path"] == "a.md"
@@ -56,9 +56,9 @@ def test_two_items_with_one_id_and_different_content_are_both_kept(vault: Vault)
 
 def test_a_twin_of_a_tool_id_keeps_the_tool_format_and_its_time(vault: Vault) -> None:
     first = vault.remember("The original.")["memory"]["id"]
-    twin = transfer.twin_id(first, "Another text.")
+    twin = twin_id(first, "Another text.")
     assert twin != first and twin[:10] == first[:10] and is_tool_id(twin)
-    assert transfer.twin_id(first, "Another text.") == twin  # the same every time
+    assert twin_id(first, "Another text.") == twin  # the same every time
 
 
 @pytest.mark.parametrize(
@@ -151,7 +151,7 @@ def test_a_hand_made_item_becomes_the_file_remember_writes(tmp_path: Path, clock
         second = imported.get(result["ids"][1])
         assert second["path"].startswith("2031/03/04/")
         text = (imported.root / second["path"]).read_text()
-        assert text == notes.render_new({"id": second["id"], "namespace": "default", "tags": [],
+        assert text == render_new({"id": second["id"], "namespace": "default", "tags": [],
                                          "created": "2031-03-04T05:06:07Z", "updated": "2031-03-04T05:06:07Z"},
                                         "A second fact, no fields")
         assert_index_matches_files(imported)
@@ -317,7 +317,7 @@ def test_a_batch_import_is_durable_and_indexed_as_a_rebuild_would(vault: Vault, 
     """Files written together, made durable once (syncfs, or each file and folder
     fsynced where there is none), indexed in one go from the bytes written: the index
     is what a rebuild from the files gives, and the staging folder is gone."""
-    from agent_memory import store as store_module
+    from agent_memory.disk import store as store_module
 
     if not syncfs:
         monkeypatch.setattr(store_module, "_syncfs", None)

@@ -1,5 +1,5 @@
 """Moving in from another memory server: its own files, imported with their dates, types
-and links (agent_memory/importers/), through the vault, the CLI and the MCP tool."""
+and links (agent_memory/transfer/importers/), through the vault, the CLI and the MCP tool."""
 
 from __future__ import annotations
 
@@ -9,10 +9,13 @@ from typing import Any
 
 import pytest
 
-from agent_memory import cli, importers
-from agent_memory import note as notes
+from agent_memory import cli
+from agent_memory.transfer.formats import FORMATS
+from agent_memory.transfer.importers.knowledge_graph import relation_property
+from agent_memory.note.links import RELATION_NAME
+from agent_memory.note.parse import RESERVED_KEYS, is_tool_id, parse
 from agent_memory.errors import InvalidInput
-from agent_memory.vault import Vault
+from agent_memory.vault.vault import Vault
 
 from conftest import assert_index_matches_files, run_cli, tool_error, tool_ok
 
@@ -38,7 +41,7 @@ def _jsonl(tmp_path: Path, records: list[dict]) -> Path:
 
 
 def test_the_cli_knows_every_format() -> None:
-    assert cli.IMPORT_FORMATS == tuple(importers.FORMATS)
+    assert cli.IMPORT_FORMATS == tuple(FORMATS)
 
 
 def test_an_unknown_format_is_refused_naming_the_ones_there_are(vault: Vault) -> None:
@@ -51,7 +54,7 @@ def test_a_knowledge_graph_becomes_one_named_note_per_entity_with_links(vault: V
     assert result["imported"] == 4
     assert sorted(result["paths"]) == ["ACME-Corp -1.md", "Priya Shah.md", "Project-Atlas.md", "priya shah 2.md"]
 
-    priya = notes.parse((vault.root / "Priya Shah.md").read_bytes(), "Priya Shah.md")
+    priya = parse((vault.root / "Priya Shah.md").read_bytes(), "Priya Shah.md")
     assert priya.meta["aliases"] == ["Priya Shah"] and priya.meta["type"] == "person"
     assert priya.body == "# Priya Shah\n\n- Leads the billing team\n- Prefers async standups\n"
     assert priya.meta["works_at"] == ["[[ACME-Corp -1]]"] and priya.meta["leads"] == ["[[Project-Atlas]]"]
@@ -59,7 +62,7 @@ def test_a_knowledge_graph_becomes_one_named_note_per_entity_with_links(vault: V
     acme = vault.get("ACME-Corp -1.md")
     assert acme["title"] == "ACME/Corp #1" and "aliases" in acme["front_matter"]
     # the entity differing only in case, with no observations, is its own note
-    assert notes.parse((vault.root / "priya shah 2.md").read_bytes(), "x.md").meta["aliases"] == ["priya shah"]
+    assert parse((vault.root / "priya shah 2.md").read_bytes(), "x.md").meta["aliases"] == ["priya shah"]
 
     graph = vault.related(priya.id)
     edges = {(e["relation"], next(n["path"] for n in graph["nodes"] if n["id"] == e["target"])) for e in graph["edges"]}
@@ -95,7 +98,7 @@ def test_an_entity_that_gained_an_observation_is_updated_in_place(vault: Vault, 
     clock.advance(days=1)
     result = vault.import_memories(_jsonl(tmp_path, grown), format="mcp-knowledge-graph")
     assert (result["imported"], result["updated"], result["unchanged"], result["links"]) == (0, 1, 3, 1)
-    note = notes.parse(priya.read_bytes(), "Priya Shah.md")
+    note = parse(priya.read_bytes(), "Priya Shah.md")
     assert note.body.endswith("- Prefers async standups\n- Moved to the Lisbon office\n")
     assert "mood: calm  # mine\n" in priya.read_text() and note.meta["same_as"] == ["[[priya shah 2]]"]
     assert note.meta["relation_types"] == {"works_at": "works at", "same_as": "same as"}
@@ -152,8 +155,8 @@ def test_a_relation_in_a_later_batch_links_the_notes_of_an_earlier_one(vault: Va
     before = (vault.root / "Priya Shah.md").read_bytes()
     later = vault.import_memories(relations, format="mcp-knowledge-graph")
     assert (later["imported"], later["updated"], later["links"]) == (0, 2, 3)  # Priya and ACME gain links
-    after = notes.parse((vault.root / "Priya Shah.md").read_bytes(), "Priya Shah.md")
-    assert after.body == notes.parse(before, "Priya Shah.md").body  # only links added, observations kept
+    after = parse((vault.root / "Priya Shah.md").read_bytes(), "Priya Shah.md")
+    assert after.body == parse(before, "Priya Shah.md").body  # only links added, observations kept
     assert after.meta["works_at"] == ["[[ACME-Corp -1]]"]
     # and the other way round: the relation first, its target entity in the next batch
     vault.import_memories([{"type": "relation", "from": "Globex", "to": "Dana Ruiz", "relationType": "employs"}],
@@ -211,8 +214,8 @@ def test_two_entities_with_the_same_observations_stay_two(vault: Vault) -> None:
      ("tags", "tags_"), ("is part of!", "is_part_of"), ("", "related_to")],
 )
 def test_a_relation_type_becomes_a_link_property(kind: str, prop: str) -> None:
-    assert importers.relation_property(kind) == prop
-    assert notes.RELATION_NAME.fullmatch(prop) and prop not in notes.RESERVED_KEYS
+    assert relation_property(kind) == prop
+    assert RELATION_NAME.fullmatch(prop) and prop not in RESERVED_KEYS
 
 
 def test_a_bad_knowledge_graph_line_writes_nothing(vault: Vault, tmp_path: Path) -> None:
@@ -275,7 +278,7 @@ def test_a_memory_vault_export_keeps_its_dates_and_expiry(vault: Vault, tmp_path
     assert acme["tags"] == ["customer", "deploy"] and acme["front_matter"]["source"] == "user note 2026-07-20"
     assert by_content["ACME's billing contact is Jane Doe"]["created"] == "2026-07-01T16:00:00Z"
     globex = by_content["Globex staging database resets nightly at 02:00 UTC"]
-    assert globex["expires"] == "2026-08-20T00:00:00Z" and notes.is_tool_id(globex["id"])  # so the TTL applies
+    assert globex["expires"] == "2026-08-20T00:00:00Z" and is_tool_id(globex["id"])  # so the TTL applies
     assert result["paths"][0].startswith("2026/07/20/")
     clock.advance(days=40)  # past 2026-08-20: gone from every read
     assert all(h["id"] != globex["id"] for h in vault.search("Globex staging database")["hits"])
@@ -488,7 +491,7 @@ def test_importing_again_refuses_to_update_a_file_with_git_conflict_markers(vaul
 
 
 def test_a_save_landing_while_an_import_updates_a_file_stands(vault: Vault, monkeypatch: pytest.MonkeyPatch) -> None:
-    from agent_memory import locking
+    from agent_memory.disk import locking
 
     from conftest import person_saves_before_the_swap
 

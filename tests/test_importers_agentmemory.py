@@ -11,9 +11,9 @@ from pathlib import Path
 
 import pytest
 
-from agent_memory import note as notes
+from agent_memory.note.parse import is_tool_id, parse
 from agent_memory.errors import InvalidInput
-from agent_memory.vault import Vault
+from agent_memory.vault.vault import Vault
 
 from conftest import assert_index_matches_files, run_cli
 
@@ -63,7 +63,7 @@ def _check_memories(vault: Vault) -> None:
     runbook = vault.get("2026/07/20/deploy-runbook.md")
     assert runbook["title"] == "Deploy runbook: build then ship" and runbook["tags"] == ["deploy", "run-book"]
     assert (runbook["created"], runbook["updated"]) == ("2026-07-20T09:15:00Z", "2026-07-20T09:15:00Z")
-    assert notes.is_tool_id(runbook["id"])
+    assert is_tool_id(runbook["id"])
     failed = vault.get("2026/07/20/deploy-runbook-1.md")
     assert failed["title"] == "Deploy failed on migration" and failed["created"] == "2026-07-20T17:40:02Z"
     acme = vault.get("2026/07/21/acme-prefers-fridays.md")
@@ -84,7 +84,7 @@ def test_its_folder_as_the_vault_is_adopted_in_place(tmp_path: Path, clock) -> N
         assert sorted(after) == sorted(BODIES)  # nothing moved, nothing added
         for rel, data in BODIES.items():
             assert after[rel].endswith(data)  # the body's bytes as they were, CRLF included
-            assert notes.parse(after[rel], rel).meta["title"] and after[rel].startswith(b"---")
+            assert parse(after[rel], rel).meta["title"] and after[rel].startswith(b"---")
         _check_memories(vault)
 
         again = vault.import_memories(tmp_path / "memories.db", format="agentmemory")  # the database this time
@@ -126,9 +126,9 @@ def test_a_person_edit_between_check_and_write_stands(tmp_path: Path, clock) -> 
     folder = _agentmemory(tmp_path)
     vault = Vault.init(folder, clock=clock)
     try:
-        from agent_memory import importers
+        from agent_memory.transfer.formats import importer
 
-        plan = vault._plan_sync(importers.importer("agentmemory")(folder), clock())
+        plan = vault._plan_sync(importer("agentmemory")(folder), clock())
         with vault._writing():
             vault._staging().stage(plan.files)  # the commit point reached, then a crash
         (folder / "2026/07/21/acme-prefers-fridays.md").write_bytes(b"ACME now deploys on Thursdays.\n")

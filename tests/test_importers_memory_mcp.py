@@ -10,9 +10,9 @@ from pathlib import Path
 
 import pytest
 
-from agent_memory import note as notes
+from agent_memory.note.parse import parse
 from agent_memory.errors import InvalidInput
-from agent_memory.vault import Vault
+from agent_memory.vault.vault import Vault
 
 from conftest import assert_index_matches_files, run_cli
 
@@ -161,7 +161,7 @@ def test_cli_import_from_memory_mcp(vault: Vault, tmp_path: Path) -> None:
     assert piped.returncode == 0, piped.stderr
     assert (json.loads(piped.stdout)["updated"], json.loads(piped.stdout)["unchanged"]) == (1, 0)
     vault.reindex()
-    first = notes.parse((vault.root / min(_files(vault))).read_bytes(), "x.md")
+    first = parse((vault.root / min(_files(vault))).read_bytes(), "x.md")
     assert first.id.startswith("mm-")
     assert_index_matches_files(vault)
 

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from agent_memory.errors import InvalidInput, NotFound, PathRefused
-from agent_memory.vault import Vault
+from agent_memory.vault.vault import Vault
 
 from conftest import CliResult, assert_index_matches_files, run_cli
 

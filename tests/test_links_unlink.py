@@ -8,9 +8,9 @@ import json
 import pytest
 from mcp import Client
 
-from agent_memory import locking
+from agent_memory.disk import locking
 from agent_memory.errors import InvalidInput, NotFound, SavedMeanwhile
-from agent_memory.vault import Vault
+from agent_memory.vault.vault import Vault
 
 from conftest import assert_index_matches_files, cli_ok, person_saves_before_the_swap, tool_error, tool_ok
 

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from agent_memory.errors import InvalidInput
-from agent_memory.vault import Vault
+from agent_memory.vault.vault import Vault
 
 from conftest import CONSOLE_SCRIPT as SCRIPT, CliResult, assert_index_matches_files, run_cli, deadline
 

@@ -6,9 +6,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from agent_memory import note as notes
-from agent_memory.doctor import check_vault
-from agent_memory.vault import Vault
+from agent_memory.note.links import markdown_links
+from agent_memory.vault.doctor import check_vault
+from agent_memory.vault.vault import Vault
 
 from conftest import assert_index_matches_files
 
@@ -24,7 +24,7 @@ def test_a_markdown_link_is_a_link_in_every_spelling_obsidian_writes() -> None:
     body = ("See [a](Three%20laws%20of%20motion.md), [b](<My Note.md#Heading>), [c](../Other/c.md \"title\"), "
             "[d](/top.md), [e](./sib.md), [web](https://example.com/x.md), ![image](pic.md), [pdf](doc.pdf), "
             "[out](../../outside.md), `[code](code.md)`.\n")
-    assert notes.markdown_links(body, "Projects/x.md") == [
+    assert markdown_links(body, "Projects/x.md") == [
         "Three laws of motion.md", "My Note.md", "Other/c.md", "top.md", "Projects/sib.md"]
 
 

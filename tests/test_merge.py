@@ -1,4 +1,4 @@
-"""The merge of two versions of a memory file, over bytes (``agent_memory.merge``): the
+"""The merge of two versions of a memory file, over bytes (``agent_memory.git.merge``): the
 set merge of list keys, the time keys, conflicts written as markers, the body's merge
 (git merge-file for real), the fall-backs, add/add, and the driver's file handling."""
 
@@ -8,9 +8,10 @@ from pathlib import Path
 
 import pytest
 
-from agent_memory import merge as merging
-from agent_memory import note as notes
-from agent_memory.merge import MergeFailed, merge, merge_list, run_driver
+from agent_memory.git import merge as merging
+from agent_memory.note.parse import parse
+from agent_memory.disk import store
+from agent_memory.git.merge import MergeFailed, merge, merge_list, run_driver
 
 BASE = """---
 id: 01jd8x4k2m9q7r3t
@@ -112,7 +113,7 @@ def test_a_value_changed_on_both_sides_is_a_conflict_around_its_lines() -> None:
     result = merge(BASE.encode(), ours, theirs, path="2026/07/20/acme-deploys.md")
     assert result.conflicts == ["front matter: status"]
     assert b"<<<<<<< ours\nstatus: done\n=======\nstatus: doing\n>>>>>>> theirs\n---\n" in result.data
-    merged = notes.parse(result.data, "2026/07/20/acme-deploys.md")
+    merged = parse(result.data, "2026/07/20/acme-deploys.md")
     assert merged.conflict and not merged.unreadable
     assert merged.id == "01jd8x4k2m9q7r3t" and merged.meta["status"] == "done" and "x" in merged.tags
 
@@ -225,7 +226,7 @@ def test_two_memories_added_at_one_path_are_both_kept_whole() -> None:
     result = merge(None, ours, theirs)
     assert result.conflicts == ["two memories added at one path"]
     assert result.data == b"<<<<<<< ours\n" + ours + b"=======\n" + theirs + b">>>>>>> theirs\n"
-    parsed = notes.parse(result.data, "2026/07/20/deploy-freeze.md")
+    parsed = parse(result.data, "2026/07/20/deploy-freeze.md")
     assert parsed.conflict and parsed.id == "0000000000000bbb" and "Deploys are frozen in August." in parsed.body
 
 
@@ -282,7 +283,7 @@ def test_a_failed_write_leaves_ours_whole(tmp_path: Path, monkeypatch: pytest.Mo
 
     ours = edit(BASE, ("tags: [acme, deploy]", "tags: [acme, deploy, a]"))
     o, a, b = write_sides(tmp_path, BASE.encode(), ours, edit(BASE, ("status: open", "status: shut")))
-    monkeypatch.setattr(merging.gitrepo.os, "replace", refuse)
+    monkeypatch.setattr(store.os, "replace", refuse)
     assert run_driver(o, a, b, 7, "x.md") == 2
     assert a.read_bytes() == ours  # git then reports a conflict, with every side in its index
     assert sorted(p.name for p in tmp_path.iterdir()) == ["A", "B", "O"]

@@ -15,9 +15,9 @@ import pytest
 from click.testing import CliRunner
 from conftest import Clock, run_cli
 
-from agent_memory import note as notes
+from agent_memory.note.parse import Note, parse
 from agent_memory.cli import cli
-from agent_memory.vault import Vault
+from agent_memory.vault.vault import Vault
 
 pytestmark = pytest.mark.usefixtures("git_isolated")
 
@@ -110,8 +110,8 @@ def edited_on_both_clones(team: Team, path: str, alice: dict, bob: dict) -> subp
     return team.pull(team.bob)
 
 
-def read(repo: Path, path: str) -> notes.Note:
-    return notes.parse((repo / path).read_bytes(), path)
+def read(repo: Path, path: str) -> Note:
+    return parse((repo / path).read_bytes(), path)
 
 
 def tagged_on_both_clones(team: Team) -> str:

@@ -14,9 +14,11 @@ import pytest
 from click.testing import CliRunner
 from conftest import run_cli
 
-from agent_memory import gitrepo
+from agent_memory.disk import store
+from agent_memory.git import setup as git_setup
+from agent_memory.git.run import DRIVER_NAME, driver_command
 from agent_memory.cli import cli
-from agent_memory.vault import Vault
+from agent_memory.vault.vault import Vault
 
 pytestmark = pytest.mark.usefixtures("git_isolated")
 
@@ -48,7 +50,7 @@ def test_setup_at_the_repository_root_writes_the_attribute_and_the_driver(tmp_pa
     driver = git(repo, "config", "merge.agent-memory.driver").strip()
     assert f"; {shlex.quote(sys.executable)} -m agent_memory merge-file %O %A %B %L %P" in driver
     assert Path(sys.executable).is_absolute()
-    assert git(repo, "config", "merge.agent-memory.name").strip() == gitrepo.DRIVER_NAME
+    assert git(repo, "config", "merge.agent-memory.name").strip() == DRIVER_NAME
     assert git(repo, "check-attr", "merge", "--", "2026/07/20/a.md").strip().endswith("merge: agent-memory")
     code, output = setup(repo)  # again: nothing doubled
     assert code == 0 and "already has *.md merge=agent-memory" in output
@@ -106,7 +108,7 @@ def test_an_interpreter_path_with_spaces_is_quoted_and_runs(tmp_path: Path) -> N
     repo.mkdir()
     git(repo, "init", "-q", "-b", "main")
     Vault.init(repo).close()
-    gitrepo.setup(repo, python=str(python))
+    git_setup.setup(repo, python=str(python))
     assert f"; '{python}' -m agent_memory merge-file" in git(repo, "config", "merge.agent-memory.driver")
     note = "---\nid: 0000000000000aaa\ntags: [a]\n---\nBody.\n"
     (repo / "n.md").write_text(note)
@@ -142,7 +144,7 @@ def test_doctor_says_when_this_clone_would_not_run_the_current_merge_driver(tmp_
            "grep -q '^<<<<<<<' %A && exit 1; git merge-file --marker-size=%L -L ours -L base -L theirs %A %O %B; }")
     git(repo, "config", "merge.agent-memory.driver", old)
     assert "older agent-memory" in (driver_check() or "")
-    git(repo, "config", "merge.agent-memory.driver", gitrepo.driver_command("/gone/venv/bin/python"))
+    git(repo, "config", "merge.agent-memory.driver", driver_command("/gone/venv/bin/python"))
     assert "is gone" in (driver_check() or "")
     assert run_cli("doctor", vault=repo).returncode == 1
     assert setup(repo)[0] == 0 and driver_check() is None  # git setup again fixes it
@@ -199,7 +201,7 @@ def test_a_failed_gitattributes_write_leaves_the_old_file_and_no_temp(tmp_path: 
     def full(_fd: int) -> None:
         raise OSError(28, "No space left on device")
 
-    monkeypatch.setattr(gitrepo.os, "fsync", full)
+    monkeypatch.setattr(store.os, "fsync", full)
     message = _one_line_error(run_cli("git", "setup", vault=repo))
     assert message.endswith(".gitattributes: No space left on device. Nothing was changed.")
     assert (repo / ".gitattributes").read_text() == "*.png binary\n"

@@ -13,12 +13,12 @@ from pathlib import Path
 
 import pytest
 
-from agent_memory import locking
-from agent_memory import moves as moves_module
+from agent_memory.disk import locking
+from agent_memory.vault import moves as moves_module
 from agent_memory.errors import InvalidInput, SavedMeanwhile, VaultError
-from agent_memory.moves import MOVE_DIRNAME
-from agent_memory.store import Store
-from agent_memory.vault import Vault
+from agent_memory.vault.moves import MOVE_DIRNAME
+from agent_memory.disk.store import Store
+from agent_memory.vault.vault import Vault
 
 from conftest import assert_index_matches_files, cli_ok, mcp_client, person_saves_before_the_swap, run_cli, tool_error, tool_ok, deadline
 
@@ -207,8 +207,8 @@ def test_a_crash_half_way_is_undone_on_the_next_open(linked: Vault, crash_at: in
     before = _files(vault)
     script = textwrap.dedent(f"""
         import os, sys
-        from agent_memory import store
-        from agent_memory.vault import Vault
+        from agent_memory.disk import store
+        from agent_memory.vault.vault import Vault
         real = store.Store.replace_checked
         done = [0]
         def dies(self, rel, data, checked):
@@ -219,7 +219,7 @@ def test_a_crash_half_way_is_undone_on_the_next_open(linked: Vault, crash_at: in
         store.Store.replace_checked = dies
         if {crash_at} == 3:  # after every link file: die as the old name is taken away
             store.Store.replace_checked = real
-            import agent_memory.moves as moves
+            import agent_memory.vault.moves as moves
             moves.Moves._retire_old_name = lambda *a: os._exit(3)
         vault = Vault(sys.argv[1])
         vault.move("places/Kessel Run.md", "places/Smuggling Route.md")
@@ -251,14 +251,14 @@ def test_a_crash_at_the_end_never_costs_the_note_when_a_new_one_took_its_old_nam
     original = (vault.root / "places" / "Kessel Run.md").read_bytes()
     script = textwrap.dedent("""
         import os, sys
-        import agent_memory.moves as moves
+        import agent_memory.vault.moves as moves
         real = moves.shutil.rmtree
         def dies(path, *args, **kwargs):
             if str(path).endswith(moves.MOVE_DIRNAME):
                 os._exit(3)
             return real(path, *args, **kwargs)
         moves.shutil.rmtree = dies
-        from agent_memory.vault import Vault
+        from agent_memory.vault.vault import Vault
         Vault(sys.argv[1]).move("places/Kessel Run.md", "places/Smuggling Route.md")
     """)
     done = subprocess.run([sys.executable, "-c", script, str(vault.root)], capture_output=True, text=True, timeout=deadline(120))
@@ -282,9 +282,9 @@ def test_a_crashed_move_that_cannot_be_undone_is_kept_aside_and_the_vault_works_
     vault = linked
     script = textwrap.dedent("""
         import os, sys
-        import agent_memory.moves as moves
+        import agent_memory.vault.moves as moves
         moves.Moves._retire_old_name = lambda *a: os._exit(3)
-        from agent_memory.vault import Vault
+        from agent_memory.vault.vault import Vault
         Vault(sys.argv[1]).move("places/Kessel Run.md", "places/Smuggling Route.md")
     """)
     done = subprocess.run([sys.executable, "-c", script, str(vault.root)], capture_output=True, text=True, timeout=deadline(120))
@@ -471,8 +471,8 @@ def test_a_crash_right_after_the_old_name_was_taken_away_is_undone(linked: Vault
     before = _files(linked)
     script = textwrap.dedent("""
         import os, sys
-        import agent_memory.moves as moves
-        from agent_memory.vault import Vault
+        import agent_memory.vault.moves as moves
+        from agent_memory.vault.vault import Vault
         def dies_after_the_rename(self, old, new, checked):
             source = self.store.abspath(old)
             os.rename(source, source.with_name(".aside-of-the-move.agent-memory.tmp"))

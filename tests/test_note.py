@@ -1,6 +1,6 @@
 """The file format as tables: what a file says (note.parse), how the tool changes one
 (note.patch: only the keys that change, every other byte kept) and how it writes a new
-one (note.render_new: deterministic, and it parses back to what was written)."""
+one (note.render: deterministic, and it parses back to what was written)."""
 
 from __future__ import annotations
 
@@ -9,11 +9,17 @@ from typing import Any
 
 import pytest
 
-from agent_memory import note as notes
+from agent_memory import limits
+from agent_memory.note import parse as parsing
+from agent_memory.note.links import BODY_LINK_RELATION
+from agent_memory.note.parse import Note, derive_title
+from agent_memory.note.patch import patch
+from agent_memory.note.render import render_new, to_utc
+from agent_memory.note.tags import as_tag_list, normalise_tag
 
 
-def parse(text: str | bytes, path: str = "notes/x.md") -> notes.Note:
-    return notes.parse(text if isinstance(text, bytes) else text.encode("utf-8"), path)
+def parse(text: str | bytes, path: str = "notes/x.md") -> Note:
+    return parsing.parse(text if isinstance(text, bytes) else text.encode("utf-8"), path)
 
 
 # --------------------------------------------------------------------------- front matter
@@ -120,9 +126,9 @@ def test_an_alias_bomb_is_refused_and_the_body_is_still_read() -> None:
 def test_the_alias_budget_counts_what_expansion_adds(monkeypatch: pytest.MonkeyPatch) -> None:
     # 20 aliases of a 3-node list of 4-character strings: each adds 1 + 3 * (1 + 4) = 16.
     text = "---\nbase: &b [abcd, efgh, ijkl]\nuses: [" + ", ".join(["*b"] * 20) + "]\n---\nB\n"
-    monkeypatch.setattr(notes.limits, "MAX_YAML_ALIAS_EXPANSION", 20 * 16)
+    monkeypatch.setattr(limits, "MAX_YAML_ALIAS_EXPANSION", 20 * 16)
     assert parse(text).meta["uses"] == [["abcd", "efgh", "ijkl"]] * 20
-    monkeypatch.setattr(notes.limits, "MAX_YAML_ALIAS_EXPANSION", 20 * 16 - 1)
+    monkeypatch.setattr(limits, "MAX_YAML_ALIAS_EXPANSION", 20 * 16 - 1)
     assert parse(text).unreadable and parse(text).meta == {}
 
 
@@ -131,7 +137,7 @@ def test_merge_keys_are_counted_like_any_alias(monkeypatch: pytest.MonkeyPatch) 
     text = "---\n" + "\n".join(levels) + "\n---\nB\n"
     note = parse(text)  # each level repeats all before it: quadratic, well within the budget
     assert not note.unreadable and note.meta["m29"]["k29"] == 29 and note.meta["m29"]["a"] == 1
-    monkeypatch.setattr(notes.limits, "MAX_YAML_ALIAS_EXPANSION", 100)
+    monkeypatch.setattr(limits, "MAX_YAML_ALIAS_EXPANSION", 100)
     assert parse(text).unreadable
 
 
@@ -242,7 +248,7 @@ LINK_CASES = [
 @pytest.mark.parametrize("body, targets", [c[1:] for c in LINK_CASES], ids=[c[0] for c in LINK_CASES])
 def test_body_wikilinks(body: str, targets: list[str]) -> None:
     note = parse(body + "\n")
-    assert note.links == [(notes.BODY_LINK_RELATION, t) for t in targets]
+    assert note.links == [(BODY_LINK_RELATION, t) for t in targets]
 
 
 def test_front_matter_relation_properties_are_links() -> None:
@@ -254,7 +260,7 @@ def test_front_matter_relation_properties_are_links() -> None:
         ("related_to", "acme-billing"),
         ("related_to", "people/priya"),
         ("supersedes", "old-deploy-rule"),
-        (notes.BODY_LINK_RELATION, "x"),
+        (BODY_LINK_RELATION, "x"),
     ]
 
 
@@ -380,44 +386,44 @@ HAND_WRITTEN = (
 
 
 def test_patch_without_changes_is_byte_identical() -> None:
-    assert notes.patch(HAND_WRITTEN, {}) == HAND_WRITTEN
+    assert patch(HAND_WRITTEN, {}) == HAND_WRITTEN
 
 
 def test_patch_rewrites_only_the_changed_key() -> None:
-    out = notes.patch(HAND_WRITTEN, {"zeta": 2})
+    out = patch(HAND_WRITTEN, {"zeta": 2})
     assert out == HAND_WRITTEN.replace("zeta: 1\n", "zeta: 2\n")
 
 
 def test_patch_keeps_block_list_style_of_a_changed_list() -> None:
-    out = notes.patch(HAND_WRITTEN, {"tags": ["person", "acme", "lead"]})
+    out = patch(HAND_WRITTEN, {"tags": ["person", "acme", "lead"]})
     assert out == HAND_WRITTEN.replace("  - acme\n", "  - acme\n  - lead\n")
     assert parse(out).tags == ["person", "acme", "lead"]
 
 
 def test_patch_adds_a_new_key_at_the_end_of_the_front_matter() -> None:
-    out = notes.patch(HAND_WRITTEN, {"updated": "2026-07-21T09:00:00Z"})
+    out = patch(HAND_WRITTEN, {"updated": "2026-07-21T09:00:00Z"})
     assert out == HAND_WRITTEN.replace("+02:00\n---\n", "+02:00\nupdated: 2026-07-21T09:00:00Z\n---\n")
 
 
 def test_patch_removes_a_key_with_its_block() -> None:
-    out = notes.patch(HAND_WRITTEN, {"aliases": None})
+    out = patch(HAND_WRITTEN, {"aliases": None})
     assert out == HAND_WRITTEN.replace("aliases:\n  - Pri\n", "")
     assert parse(out).aliases == []
 
 
 def test_patch_removing_an_absent_key_changes_nothing() -> None:
-    assert notes.patch(HAND_WRITTEN, {"expires": None}) == HAND_WRITTEN
+    assert patch(HAND_WRITTEN, {"expires": None}) == HAND_WRITTEN
 
 
 def test_patch_replaces_the_body_and_keeps_the_front_matter() -> None:
-    out = notes.patch(HAND_WRITTEN, {}, body="New body.")
+    out = patch(HAND_WRITTEN, {}, body="New body.")
     head = HAND_WRITTEN[: HAND_WRITTEN.index("---\nPriya") + 4]
     assert out == head + "New body.\n"
 
 
 def test_patch_keeps_crlf_and_bom() -> None:
     text = "\ufeff" + HAND_WRITTEN.replace("\n", "\r\n")
-    out = notes.patch(text, {"zeta": 2, "source": "call"}, body="Line one\nLine two")
+    out = patch(text, {"zeta": 2, "source": "call"}, body="Line one\nLine two")
     head = text[: text.index("---\r\nPriya")]
     assert out.startswith("\ufeff---\r\n")
     assert "\n" not in out.replace("\r\n", "")
@@ -429,40 +435,40 @@ def test_patch_keeps_crlf_and_bom() -> None:
 def test_patch_keeps_the_body_bytes_exactly() -> None:
     body = "  indented\r\nmixed\nline ends\t\n\n# heading\n---\nnot a fence\n\n\n"
     text = "---\nid: a1\nfoo: bar\n---\n" + body
-    out = notes.patch(text, {"foo": "baz", "tags": ["t"]})
+    out = patch(text, {"foo": "baz", "tags": ["t"]})
     assert out == "---\nid: a1\nfoo: baz\ntags: [t]\n---\n" + body
 
 
 def test_patch_adds_front_matter_to_a_file_without_any() -> None:
-    assert notes.patch("Just a body.\n", {"tags": ["a"]}) == "---\ntags: [a]\n---\nJust a body.\n"
-    assert notes.patch("\ufeffA body.\r\n", {"id": "a1"}) == "\ufeff---\r\nid: a1\r\n---\r\nA body.\r\n"
+    assert patch("Just a body.\n", {"tags": ["a"]}) == "---\ntags: [a]\n---\nJust a body.\n"
+    assert patch("\ufeffA body.\r\n", {"id": "a1"}) == "\ufeff---\r\nid: a1\r\n---\r\nA body.\r\n"
 
 
 def test_patch_fills_empty_front_matter() -> None:
-    assert notes.patch("---\n---\nB\n", {"tags": ["a"]}) == "---\ntags: [a]\n---\nB\n"
+    assert patch("---\n---\nB\n", {"tags": ["a"]}) == "---\ntags: [a]\n---\nB\n"
 
 
 def test_patch_finds_quoted_keys_and_leaves_nested_keys_alone() -> None:
     text = '---\nmeta:\n  tags: [nested]\n"tags": [top]\n---\nB\n'
-    out = notes.patch(text, {"tags": ["top", "more"]})
+    out = patch(text, {"tags": ["top", "more"]})
     assert out == '---\nmeta:\n  tags: [nested]\n"tags": [top, more]\n---\nB\n'
 
 
 def test_patch_replaces_a_multi_line_flow_value() -> None:
     text = "---\ntags: [a,\n  b]\nnext: 1\n---\nB\n"
-    assert notes.patch(text, {"tags": ["c"]}) == "---\ntags: [c]\nnext: 1\n---\nB\n"
+    assert patch(text, {"tags": ["c"]}) == "---\ntags: [c]\nnext: 1\n---\nB\n"
 
 
 def test_patch_block_list_with_a_comment_inside_is_replaced_whole() -> None:
     text = "---\ntags:\n  - a\n# - retired\n  - b\n\n  - c\nnext: 1\n---\nB\n"
-    out = notes.patch(text, {"tags": ["a"]})
+    out = patch(text, {"tags": ["a"]})
     assert out == "---\ntags:\n  - a\nnext: 1\n---\nB\n"
-    assert notes.patch(text, {"tags": None}) == "---\nnext: 1\n---\nB\n"
+    assert patch(text, {"tags": None}) == "---\nnext: 1\n---\nB\n"
 
 
 def test_patch_keeps_comments_after_a_changed_block() -> None:
     text = "---\ntags:\n  - a\n\n# about the next key\nnext: 1\n---\nB\n"
-    out = notes.patch(text, {"tags": ["a", "b"]})
+    out = patch(text, {"tags": ["a", "b"]})
     assert out == "---\ntags:\n  - a\n  - b\n\n# about the next key\nnext: 1\n---\nB\n"
 
 
@@ -493,17 +499,17 @@ SPEC_FILE = (
 
 
 def test_render_new_writes_the_spec_format() -> None:
-    assert notes.render_new(FIELDS, "Customer ACME prefers deploys on Fridays.") == SPEC_FILE
+    assert render_new(FIELDS, "Customer ACME prefers deploys on Fridays.") == SPEC_FILE
 
 
 def test_render_new_has_a_fixed_key_order_whatever_the_dict_order() -> None:
     shuffled = dict(reversed(list(FIELDS.items())))
-    assert notes.render_new(shuffled, "Customer ACME prefers deploys on Fridays.") == SPEC_FILE
+    assert render_new(shuffled, "Customer ACME prefers deploys on Fridays.") == SPEC_FILE
 
 
 def test_render_new_uses_lf_one_trailing_newline_and_skips_empty_keys() -> None:
     fields = {**FIELDS, "expires": None, "source": "", "title": None, "tags": []}
-    out = notes.render_new(fields, "\n\nLine one\r\nLine two\n\n\n")
+    out = render_new(fields, "\n\nLine one\r\nLine two\n\n\n")
     assert out == (
         "---\nid: 01jd8x4k2m9q7r3t\nnamespace: support\ntags: []\ncreated: 2026-07-20T09:00:00Z\n"
         "updated: 2026-07-20T09:00:00Z\n---\nLine one\nLine two\n"
@@ -511,7 +517,7 @@ def test_render_new_uses_lf_one_trailing_newline_and_skips_empty_keys() -> None:
 
 
 def test_render_new_writes_lf_only_even_for_crlf_content() -> None:
-    out = notes.render_new(FIELDS, "\r\nLine one\r\nLine two\r\n\r\n")
+    out = render_new(FIELDS, "\r\nLine one\r\nLine two\r\n\r\n")
     assert "\r" not in out
     assert out.endswith("---\nLine one\nLine two\n")
 
@@ -527,7 +533,7 @@ NEEDS_QUOTES = [
 
 @pytest.mark.parametrize("text", NEEDS_QUOTES)
 def test_render_new_strings_parse_back_unchanged(text: str) -> None:
-    out = notes.render_new({**FIELDS, "title": text, "source": text}, "Body.")
+    out = render_new({**FIELDS, "title": text, "source": text}, "Body.")
     note = parse(out)
     assert note.problems == []
     assert note.meta["title"] == text
@@ -536,7 +542,7 @@ def test_render_new_strings_parse_back_unchanged(text: str) -> None:
 
 @pytest.mark.parametrize("text", ["support", "user note 2026-07-20", "Customer ACME", "a.b-c_d/e", "café au lait"])
 def test_render_new_writes_plain_strings_unquoted(text: str) -> None:
-    assert f"source: {text}\n" in notes.render_new({**FIELDS, "source": text}, "Body.")
+    assert f"source: {text}\n" in render_new({**FIELDS, "source": text}, "Body.")
 
 
 def _random_text(rng: random.Random, alphabet: str, low: int, high: int) -> str:
@@ -544,14 +550,14 @@ def _random_text(rng: random.Random, alphabet: str, low: int, high: int) -> str:
 
 
 TEXT_ALPHABET = "abcXYZ019 -_:#,'\"[]{}!&*?|>%@`~\\/.+=\t\né日😀\u00a0\u2028\x85\x7f"
-TAG_ALPHABET = "abcxyz019-_/+.#:'\"[]{}!&*?|>%@`~é日😀"  # no ',': it separates tags (note.split_tags)
+TAG_ALPHABET = "abcxyz019-_/+.#:'\"[]{}!&*?|>%@`~é日😀"  # no ',': it separates tags (note.tags.split_tags)
 
 
 def _random_fields(rng: random.Random) -> tuple[dict[str, Any], str]:
     fields: dict[str, Any] = {
         "id": notes_id(rng),
         "namespace": _random_text(rng, "abcz019-_.", 1, 12),
-        "tags": list(dict.fromkeys(notes.normalise_tag(_random_text(rng, TAG_ALPHABET, 1, 10)) for _ in range(rng.randint(0, 5)))),
+        "tags": list(dict.fromkeys(normalise_tag(_random_text(rng, TAG_ALPHABET, 1, 10)) for _ in range(rng.randint(0, 5)))),
         "created": f"2026-0{rng.randint(1, 9)}-1{rng.randint(0, 9)}T0{rng.randint(0, 9)}:00:00Z",
         "updated": "2026-09-19T09:30:00Z",
     }
@@ -575,15 +581,15 @@ def test_render_new_then_parse_gives_back_what_was_written() -> None:
     rng = random.Random(20260720)
     for _ in range(1500):
         fields, body = _random_fields(rng)
-        text = notes.render_new(fields, body)
-        assert text == notes.render_new(fields, body)  # deterministic
+        text = render_new(fields, body)
+        assert text == render_new(fields, body)  # deterministic
         note = parse(text)
         case = (fields, body, text)
         assert note.problems == [], case
         assert note.meta == {k: v for k, v in fields.items()}, case
         assert (note.id, note.own_id, note.namespace) == (fields["id"], True, fields["namespace"]), case
         assert note.body == body + "\n", case
-        assert notes.as_tag_list(note.meta["tags"]) == fields["tags"], case
+        assert as_tag_list(note.meta["tags"]) == fields["tags"], case
         assert (note.created, note.updated, note.expires) == (fields["created"], fields["updated"], fields.get("expires")), case
         if "title" in fields:
             assert note.title == fields["title"], case
@@ -596,7 +602,7 @@ def test_patch_then_parse_gives_back_what_was_written() -> None:
         fields, _body = _random_fields(rng)
         original = HAND_WRITTEN if rng.random() < 0.5 else "\ufeff" + HAND_WRITTEN.replace("\n", "\r\n")
         changes = {k: v for k, v in fields.items() if k in ("title", "source", "tags", "expires", "namespace")}
-        out = notes.patch(original, changes)
+        out = patch(original, changes)
         note = parse(out)
         case = (changes, out)
         assert note.problems == [], case
@@ -609,37 +615,37 @@ def test_patch_then_parse_gives_back_what_was_written() -> None:
 
 @pytest.mark.parametrize("body", ["***\n\nReal text here\n", "> \n> Real text here\n", "___\n\nReal text here"])
 def test_a_line_of_markup_only_is_not_the_title(body: str) -> None:
-    assert notes.derive_title(body, "2026/07/20/x.md") == "Real text here"
+    assert derive_title(body, "2026/07/20/x.md") == "Real text here"
 
 
 def test_patch_changes_the_copy_of_a_duplicated_key_that_yaml_reads() -> None:
     text = "---\ntags: [old]\ntitle: T\ntags: [current]\n---\nbody\n"
-    patched = notes.patch(text, {"tags": ["current", "new"]})
+    patched = patch(text, {"tags": ["current", "new"]})
     assert patched == "---\ntags: [old]\ntitle: T\ntags: [current, new]\n---\nbody\n"
-    assert notes.parse(patched.encode(), "x.md").tags == ["current", "new"]
-    removed = notes.patch(text, {"tags": None})
+    assert parsing.parse(patched.encode(), "x.md").tags == ["current", "new"]
+    removed = patch(text, {"tags": None})
     assert removed == "---\ntitle: T\n---\nbody\n"
 
 
 def test_patching_a_block_list_keeps_the_lines_of_items_that_stay() -> None:
     text = "---\ntitle: X\ntags:\n  - One   # the first\n  # between\n  - \"two\"\n  - three\n---\nbody\n"
-    added_and_removed = notes.patch(text, {"tags": ["One", "two", "four"]})
+    added_and_removed = patch(text, {"tags": ["One", "two", "four"]})
     assert added_and_removed == "---\ntitle: X\ntags:\n  - One   # the first\n  # between\n  - \"two\"\n  - four\n---\nbody\n"
-    reordered = notes.patch(text, {"tags": ["three", "One"]})  # cannot keep lines: written afresh
-    assert notes.parse(reordered.encode(), "x.md").meta["tags"] == ["three", "One"]
+    reordered = patch(text, {"tags": ["three", "One"]})  # cannot keep lines: written afresh
+    assert parsing.parse(reordered.encode(), "x.md").meta["tags"] == ["three", "One"]
 
 
 def test_patching_a_block_list_with_an_item_over_several_lines_writes_it_afresh() -> None:
     text = "---\ntags:\n  - customer\n    success\n  - billing\n---\nbody\n"
-    out = notes.patch(text, {"tags": ["billing"]})
+    out = patch(text, {"tags": ["billing"]})
     assert out == "---\ntags:\n  - billing\n---\nbody\n"
-    assert notes.parse(out.encode(), "x.md").meta["tags"] == ["billing"]
+    assert parsing.parse(out.encode(), "x.md").meta["tags"] == ["billing"]
 
 
 def test_an_impossible_canonical_timestamp_is_named_in_the_error() -> None:
     with pytest.raises(ValueError, match="not a timestamp: '2026-02-30T09:00:00Z'"):
-        notes.to_utc("2026-02-30T09:00:00Z")
+        to_utc("2026-02-30T09:00:00Z")
 
 
 def test_a_title_ends_at_any_line_break() -> None:
-    assert notes.derive_title("# Title\rmore text", "x.md") == "Title"
+    assert derive_title("# Title\rmore text", "x.md") == "Title"

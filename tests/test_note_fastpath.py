@@ -5,7 +5,9 @@ from __future__ import annotations
 import pytest
 import yaml
 
-from agent_memory import note
+from agent_memory.note import safe_yaml
+from agent_memory.note.parse import parse
+from agent_memory.note.render import render_new
 
 CASES = [
     "id: 01kxte43w0m6r68r\nnamespace: support\ntags: [customer, deploy]\ncreated: 2026-07-20T09:00:00Z\n",
@@ -23,23 +25,23 @@ CASES = [
 
 
 def _yaml(text: str) -> dict:
-    loaded = yaml.load(text, Loader=note._KeepKeysLoader) or {}
-    return {k: note._jsonable(v) for k, v in loaded.items()}
+    loaded = yaml.load(text, Loader=safe_yaml.KeepKeysLoader) or {}
+    return {k: safe_yaml.jsonable(v) for k, v in loaded.items()}
 
 
 @pytest.mark.parametrize("text", CASES)
 def test_fast_path_agrees_with_yaml_or_declines(text: str) -> None:
-    fast = note._fast_yaml(text)
+    fast = safe_yaml._fast_yaml(text)
     try:
         expected = _yaml(text)
     except yaml.YAMLError:  # YAML refuses it: the fast path must too, and the file says why
         assert fast is None
-        assert note.parse(f"---\n{text}---\nbody\n".encode(), "x.md").problems
+        assert parse(f"---\n{text}---\nbody\n".encode(), "x.md").problems
         return
     if fast is not None:
         assert fast == expected
     # And the public reader gives YAML's answer either way.
-    parsed = note.parse(f"---\n{text}---\nbody\n".encode(), "x.md")
+    parsed = parse(f"---\n{text}---\nbody\n".encode(), "x.md")
     assert parsed.meta == _yaml(text)
 
 
@@ -50,7 +52,7 @@ def test_files_the_tool_writes_take_the_fast_path() -> None:
         "updated": "2026-07-20T09:00:00Z", "expires": "2026-08-20T09:00:00Z", "source": "user note",
         "related_to": ["[[acme-billing]]"],
     }
-    text = note.render_new(fields, "Customer ACME prefers deploys on Fridays")
+    text = render_new(fields, "Customer ACME prefers deploys on Fridays")
     fm = text.split("---\n")[1]
-    assert note._fast_yaml(fm.replace('"2024"', "2024")) is None  # a bare number is YAML's int: declined
-    assert note._fast_yaml(fm) == _yaml(fm) == {**fields}
+    assert safe_yaml._fast_yaml(fm.replace('"2024"', "2024")) is None  # a bare number is YAML's int: declined
+    assert safe_yaml._fast_yaml(fm) == _yaml(fm) == {**fields}

@@ -39,9 +39,9 @@ from pathlib import Path
 import pytest
 from conftest import assert_index_matches_files, run_cli
 
-from agent_memory import locking
+from agent_memory.disk import locking
 from agent_memory.errors import SavedMeanwhile
-from agent_memory.vault import Vault
+from agent_memory.vault.vault import Vault
 
 _SPEC = importlib.util.spec_from_file_location("races", Path(__file__).resolve().parents[1] / "benchmarks" / "races.py")
 races = importlib.util.module_from_spec(_SPEC)  # type: ignore[arg-type]

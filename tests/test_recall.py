@@ -18,7 +18,7 @@ import pytest
 
 from agent_memory.errors import InvalidInput
 from agent_memory.recall.rank import DEFAULT
-from agent_memory.vault import Vault
+from agent_memory.vault.vault import Vault
 from conftest import Clock, assert_index_matches_files, run_cli, deadline
 
 CORPORA_DIR = Path(__file__).resolve().parents[2] / "shared" / "corpora"

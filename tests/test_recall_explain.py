@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 
 
-from agent_memory.vault import Vault
+from agent_memory.vault.vault import Vault
 from conftest import Clock, cli_ok, run_cli
 
 

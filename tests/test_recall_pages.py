@@ -7,7 +7,7 @@ from collections.abc import Iterator
 import pytest
 
 from agent_memory.errors import InvalidInput
-from agent_memory.vault import Vault
+from agent_memory.vault.vault import Vault
 from conftest import Clock
 
 

@@ -8,7 +8,7 @@ import pytest
 
 from agent_memory.recall import sql
 from agent_memory.recall.sql import Filters
-from agent_memory.vault import Vault
+from agent_memory.vault.vault import Vault
 
 NOW = "2026-07-20T09:00:00Z"
 

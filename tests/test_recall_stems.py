@@ -7,7 +7,7 @@ from __future__ import annotations
 import pytest
 
 from agent_memory.recall.terms import identifier_like, stem_candidates, terms
-from agent_memory.vault import Vault
+from agent_memory.vault.vault import Vault
 
 
 @pytest.fixture

@@ -6,7 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from agent_memory.recall.rank import Scored, supersede
-from agent_memory.vault import Vault
+from agent_memory.vault.vault import Vault
 
 
 def write(vault: Vault, rel: str, body: str, front: str = "") -> None:

@@ -17,13 +17,13 @@ from pathlib import Path
 
 import pytest
 
-from agent_memory import note as notes
-from agent_memory import trust
+from agent_memory.note.parse import file_version
+from agent_memory.trust import approvals
 from agent_memory.errors import PathRefused
-from agent_memory.register import Register
-from agent_memory.store import Store
-from agent_memory.userstate import state_dir
-from agent_memory.vault import Vault
+from agent_memory.trust.register import Register
+from agent_memory.disk.store import Store
+from agent_memory.trust.state import state_dir
+from agent_memory.vault.vault import Vault
 
 from conftest import assert_index_matches_files, run_cli
 
@@ -31,7 +31,7 @@ PAYLOAD = b"#!/bin/sh\necho pwned > /tmp/agent-memory-pwned\n"
 
 
 def _version(data: bytes) -> str:
-    return notes.file_version(data)
+    return file_version(data)
 
 
 def _files(root: Path) -> dict[str, bytes]:
@@ -164,8 +164,9 @@ def test_a_forged_ledger_line_never_lets_gc_delete_or_restore_move_a_persons_fil
 
 INTERRUPT = textwrap.dedent("""
     import os, sys
-    from agent_memory import moves, staging
-    from agent_memory.vault import Vault
+    from agent_memory.vault import moves
+    from agent_memory.disk import staging
+    from agent_memory.vault.vault import Vault
     what = sys.argv[2]
     if what == "move":
         moves.Moves._retire_old_name = lambda *a: os._exit(3)
@@ -266,7 +267,7 @@ def _disk_fills_mid_line(vault: Vault, tmp_path: Path, monkeypatch: pytest.Monke
             ledger.write(entry.to_json().encode()[:20])  # what reached the disk before it was full
         raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
 
-    monkeypatch.setattr("agent_memory.trash.Trash._append", half_then_full)
+    monkeypatch.setattr("agent_memory.disk.trash.Trash._append", half_then_full)
 
 
 @pytest.mark.parametrize("breaks", [_ledger_is_a_symlink, _ledger_is_a_folder, _disk_fills_mid_line],
@@ -298,8 +299,8 @@ def test_forget_whose_ledger_line_cannot_be_written_leaves_the_memory_where_it_w
 
 KILLED_FORGET = textwrap.dedent("""
     import os, sys
-    from agent_memory import trash
-    from agent_memory.vault import Vault
+    from agent_memory.disk import trash
+    from agent_memory.vault.vault import Vault
     trash.Trash._append = lambda *a: os._exit(3)  # killed between the move into .trash/ and its ledger line
     Vault(sys.argv[1]).forget(sys.argv[2])
 """)
@@ -402,7 +403,7 @@ def test_a_move_whose_journal_cannot_be_written_changes_nothing(closed: Path, mo
                                                                   step: str) -> None:
     import errno
 
-    from agent_memory.register import RegisterError
+    from agent_memory.trust.register import RegisterError
 
     root = closed
     (root / "hub.md").write_text("See [[priya]].\n")
@@ -438,8 +439,8 @@ def test_a_restore_failing_at_a_step_leaves_the_memory_found_or_restorable(
         vault: Vault, monkeypatch: pytest.MonkeyPatch, step: str) -> None:
     import errno
 
-    from agent_memory import locking
-    from agent_memory.trash import Trash
+    from agent_memory.disk import locking
+    from agent_memory.disk.trash import Trash
 
     made = vault.remember("A fact to bring back")["memory"]
     vault.forget(made["id"])
@@ -552,7 +553,7 @@ def test_a_genuine_record_git_tracks_is_not_read_as_one(vault: Vault, git_isolat
 
 def test_planted_git_journal_lines_are_never_committed(tmp_path: Path, git_isolated: None,
                                                        monkeypatch: pytest.MonkeyPatch) -> None:
-    from agent_memory.gitsync import Committer
+    from agent_memory.git.commits import Committer
 
     monkeypatch.setenv("GIT_CONFIG_GLOBAL", "/dev/null")
     for name in ("AUTHOR", "COMMITTER"):
@@ -563,7 +564,7 @@ def test_planted_git_journal_lines_are_never_committed(tmp_path: Path, git_isola
     git(repo, "init", "-q", "-b", "main")
     Vault.init(repo).close()
     (repo / ".agent-memory.toml").write_text("[git]\ncommit = true\n")
-    trust.approve(repo)  # this person's own setting, approved for this clone
+    approvals.approve(repo)  # this person's own setting, approved for this clone
     git(repo, "add", "-A")
     git(repo, "commit", "-q", "-m", "a vault")
     (repo / "draft.md").write_text("A person's draft, never for the team.\n")
@@ -615,7 +616,7 @@ def test_a_state_folder_inside_the_vault_is_refused(vault: Vault, monkeypatch: p
 
 WRITER = textwrap.dedent("""
     import sys
-    from agent_memory.vault import Vault
+    from agent_memory.vault.vault import Vault
     with Vault(sys.argv[1]) as vault:
         for i in range(12):
             made = vault.remember(f"Writer {sys.argv[2]} fact {i} about the queue")["memory"]

@@ -8,9 +8,9 @@ from pathlib import Path
 
 import pytest
 
-from agent_memory import store as store_module
+from agent_memory.disk import store as store_module
 from agent_memory.errors import InvalidInput, VaultError
-from agent_memory.vault import Vault
+from agent_memory.vault.vault import Vault
 
 from conftest import assert_index_matches_files, deadline, run_cli
 
@@ -188,7 +188,7 @@ def test_one_odd_file_breaks_no_command(
     vault_dir: Path, clock, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str],
     case: str, make, rel: str, problem: str | None,
 ) -> None:
-    from agent_memory.doctor import diagnose
+    from agent_memory.vault.doctor import diagnose
     from agent_memory.errors import NotFound
 
     with Vault.init(vault_dir, clock=clock) as first:
@@ -253,7 +253,7 @@ def test_a_symlink_into_a_dot_folder_is_not_a_memory(vault: Vault) -> None:
 def test_two_vaults_sharing_an_index_dir_get_an_index_each(
     tmp_path: Path, clock, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from agent_memory.doctor import diagnose
+    from agent_memory.vault.doctor import diagnose
 
     shared = tmp_path / "cache"
     monkeypatch.setenv("AGENT_MEMORY_INDEX_DIR", str(shared))
@@ -367,10 +367,10 @@ TAG_SPELLINGS = [  # as sent (CLI, library, model) or written in a file's tags p
 
 @pytest.mark.parametrize(("value", "expected"), TAG_SPELLINGS, ids=[repr(v) for v, _ in TAG_SPELLINGS])
 def test_tags_mean_the_same_given_to_remember_or_written_in_a_file(vault: Vault, value: object, expected: list[str]) -> None:
-    from agent_memory import note as notes
+    from agent_memory.note.render import yaml_scalar
 
     given = vault.remember(f"Tagged by the library {value!r}", tags=value)["memory"]  # type: ignore[arg-type]
-    (vault.root / "hand.md").write_text(f"---\ntags: {notes.yaml_scalar(value)}\n---\nTagged by hand\n")
+    (vault.root / "hand.md").write_text(f"---\ntags: {yaml_scalar(value)}\n---\nTagged by hand\n")
     assert given["tags"] == expected
     assert vault.get("hand.md")["tags"] == expected
     assert [h["id"] for h in vault.search("tagged library", tags=value, match="all")["hits"]] == [given["id"]]  # type: ignore[arg-type]
@@ -384,9 +384,9 @@ def test_tags_mean_the_same_given_to_remember_or_written_in_a_file(vault: Vault,
 def test_a_quoted_list_item_holding_a_comma_reads_as_yaml_reads_it(front_matter: str) -> None:
     import yaml
 
-    from agent_memory import note as notes
+    from agent_memory.note.parse import parse
 
-    parsed = notes.parse(f"---\n{front_matter}---\nbody\n".encode(), "x.md")
+    parsed = parse(f"---\n{front_matter}---\nbody\n".encode(), "x.md")
     assert parsed.meta == yaml.safe_load(front_matter)
 
 

@@ -15,10 +15,10 @@ from pathlib import Path
 
 import pytest
 
-from agent_memory import store as store_module
+from agent_memory.disk import store as store_module
 from agent_memory.errors import InvalidInput, PathRefused, ReadOnlyFile, SavedMeanwhile, VaultError, VaultGone
-from agent_memory.index import Index
-from agent_memory.vault import Vault
+from agent_memory.index.db import Index
+from agent_memory.vault.vault import Vault
 
 from conftest import assert_index_matches_files, run_cli, person_saves_before_the_swap, deadline, wait_until
 
@@ -110,7 +110,7 @@ def test_processes_with_and_without_an_index_dir_never_store_one_fact_twice(tmp_
     # Every process opens the vault (and reconciles) before any of them writes: the
     # worst case for a process whose index is elsewhere than the others'.
     script = (
-        "import sys, time, pathlib\nfrom agent_memory.vault import Vault\n"
+        "import sys, time, pathlib\nfrom agent_memory.vault.vault import Vault\n"
         "with Vault(sys.argv[1]) as v:\n"
         "    pathlib.Path(sys.argv[2]).touch()\n"
         "    while not pathlib.Path(sys.argv[3]).exists(): time.sleep(0.01)\n"
@@ -139,7 +139,7 @@ def test_the_package_imports_without_fcntl(tmp_path: Path) -> None:
     """Windows has no fcntl: the package must still import and work in one process."""
     code = (
         "import sys\nsys.modules['fcntl'] = None\n"
-        "from agent_memory.vault import Vault\n"
+        "from agent_memory.vault.vault import Vault\n"
         f"v = Vault.init({str(tmp_path / 'v')!r})\n"
         "print(v.remember('Works without fcntl')['memory']['id'])\n"
         "print(v.search('fcntl')['count'])\n"
@@ -298,7 +298,7 @@ def test_a_read_only_vault_can_still_be_searched(tmp_path: Path, monkeypatch: py
 
 def test_a_tool_edit_after_a_person_saved_meanwhile_keeps_their_save(vault: Vault,
                                                                      monkeypatch: pytest.MonkeyPatch) -> None:
-    from agent_memory import locking
+    from agent_memory.disk import locking
 
     made = vault.remember("The staging database resets on Sundays")["memory"]
     path = vault.root / made["path"]
@@ -314,7 +314,7 @@ def test_a_tool_edit_after_a_person_saved_meanwhile_keeps_their_save(vault: Vaul
 def test_without_an_atomic_swap_a_differing_file_is_still_never_overwritten(
     vault: Vault, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from agent_memory import locking
+    from agent_memory.disk import locking
 
     made = vault.remember("The staging database resets on Sundays")["memory"]
     path = vault.root / made["path"]
@@ -439,7 +439,7 @@ def test_gc_keeps_a_note_a_person_trashed_again_at_the_same_path(vault: Vault, c
 
 def test_an_error_after_the_swap_keeps_the_displaced_save(vault: Vault, monkeypatch: pytest.MonkeyPatch) -> None:
     """The swap already happened: whatever it displaced must never be deleted."""
-    from agent_memory import locking
+    from agent_memory.disk import locking
 
     made = vault.remember("The staging database resets on Sundays")["memory"]
     path = vault.root / made["path"]
@@ -464,7 +464,7 @@ def test_an_error_after_the_swap_keeps_the_displaced_save(vault: Vault, monkeypa
 
 
 def test_two_saves_during_one_write_keep_the_newest_as_the_file(vault: Vault, monkeypatch: pytest.MonkeyPatch) -> None:
-    from agent_memory import locking
+    from agent_memory.disk import locking
 
     made = vault.remember("The staging database resets on Sundays")["memory"]
     path = vault.root / made["path"]
@@ -538,7 +538,7 @@ def test_forget_puts_back_a_save_that_lands_as_the_file_moves_to_the_trash(vault
     the save. Before, the trash recorded the bytes it had looked at, so the save in the
     trash was not the tool's: forget could not put it back, said "saved meanwhile", and
     left the vault without the note (restore could not find it either)."""
-    from agent_memory import locking
+    from agent_memory.disk import locking
 
     made = vault.remember("The staging database resets on Sundays")["memory"]
     path = vault.root / made["path"]

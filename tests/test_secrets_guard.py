@@ -11,9 +11,9 @@ from pathlib import Path
 
 import pytest
 
-from agent_memory import credentials, trust
+from agent_memory.trust import approvals, credentials
 from agent_memory.errors import SecretRefused, SettingsError
-from agent_memory.vault import Vault
+from agent_memory.vault.vault import Vault
 
 from conftest import assert_index_matches_files, mcp_client, tool_error
 
@@ -39,7 +39,7 @@ def settings_file(vault: Vault, text: str, approve: bool = True) -> None:
     (``agent-memory trust``): a value that loosens a guard applies only then."""
     (vault.root / ".agent-memory.toml").write_text(text)
     if approve:
-        trust.approve(vault.root)
+        approvals.approve(vault.root)
 
 
 def test_remember_refuses_a_credential_and_writes_nothing(vault: Vault) -> None:

@@ -14,7 +14,8 @@ from pathlib import Path
 
 import pytest
 
-from agent_memory.semantic import VECTORS_FILE, extra_installed
+from agent_memory.semantic.model_files import VECTORS_FILE
+from agent_memory.semantic.status import extra_installed
 
 # CI's second environment installs the extra and its weights and sets this: there a
 # missing piece is a failure, not a skip.
@@ -27,9 +28,9 @@ if not extra_installed():
 
 import numpy as np
 
-from agent_memory import embed, model_files
-from agent_memory.vault import Vault
-from agent_memory.vectors import EXACT_MAX, Loaded, VectorIndex, VectorStore, digests, hexes, quantize, sign_codes
+from agent_memory.semantic import embed, model_files
+from agent_memory.vault.vault import Vault
+from agent_memory.semantic.vectors import EXACT_MAX, Loaded, VectorIndex, VectorStore, digests, hexes, quantize, sign_codes
 from conftest import deadline, wait_until
 
 
@@ -363,7 +364,7 @@ def test_remember_does_not_wait_for_the_model(vault: Vault) -> None:
 
 
 def test_a_hand_edit_seen_by_the_watcher_gets_its_vector(vault: Vault) -> None:
-    from agent_memory.sync import Watcher
+    from agent_memory.watch.watcher import Watcher
 
     with Watcher(vault, debounce=0.05, sweep_interval=3600):
         (vault.root / "car.md").write_text(f"# Car\n\n{CAR}\n")

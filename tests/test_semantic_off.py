@@ -17,8 +17,8 @@ from agent_memory.cli import cli
 from agent_memory.errors import InvalidInput
 from agent_memory.recall import rank
 from agent_memory.recall.rank import FACTS, Scored
-from agent_memory.semantic import extra_installed
-from agent_memory.vault import Vault
+from agent_memory.semantic.status import extra_installed
+from agent_memory.vault.vault import Vault
 from conftest import deadline
 
 PROBE = r"""
@@ -28,10 +28,10 @@ root = Path(sys.argv[1])
 if sys.argv[2] == "off":
     root.mkdir(parents=True)
     (root / ".agent-memory.toml").write_text("[recall]\nsemantic = false\n")
-import agent_memory.cli, agent_memory.doctor, agent_memory.server
+import agent_memory.cli, agent_memory.vault.doctor, agent_memory.server
 from agent_memory.server import build_server
-from agent_memory.sync import Watcher
-from agent_memory.vault import Vault
+from agent_memory.watch.watcher import Watcher
+from agent_memory.vault.vault import Vault
 vault = Vault.init(root)
 vault.remember("The family vehicle is a leased Skoda Octavia.")
 with Watcher(vault, sweep_interval=3600):
@@ -40,9 +40,9 @@ with Watcher(vault, sweep_interval=3600):
     vault.stats()
     vault.reindex()
 build_server(vault)
-agent_memory.doctor.diagnose(root)
+agent_memory.vault.doctor.diagnose(root)
 vault.close()
-print(sorted(m for m in ("numpy", "tokenizers", "agent_memory.embed", "agent_memory.vectors") if m in sys.modules))
+print(sorted(m for m in ("numpy", "tokenizers", "agent_memory.semantic.embed", "agent_memory.semantic.vectors") if m in sys.modules))
 """
 
 

@@ -18,13 +18,15 @@ from mcp import Client
 from mcp.shared.exceptions import MCPError
 from mcp_types import PromptReference, ResourceTemplateReference
 
-from agent_memory import errors, limits, locking, trust
-from agent_memory import index as index_module
-from agent_memory.index import QueryInterrupted
-from agent_memory.note import split_tags as as_tags
+from agent_memory import errors, limits
+from agent_memory.disk import locking
+from agent_memory.trust import approvals
+from agent_memory.index import db as index_module
+from agent_memory.index.db import QueryInterrupted
+from agent_memory.note.tags import split_tags as as_tags
 from agent_memory.server import build_server
 from agent_memory.server.instructions import INSTRUCTIONS
-from agent_memory.vault import Vault
+from agent_memory.vault.vault import Vault
 
 from conftest import assert_index_matches_files, person_saves_before_the_swap, deadline
 from conftest import tool_error as fails, tool_ok as ok
@@ -380,7 +382,7 @@ async def test_vault_prompts_add_and_override_and_broken_ones_are_skipped(vault:
     (folder / "broken.md").write_text("---\nname: [unclosed\n---\nbody\n")
     (tmp_path / "elsewhere.md").write_text("---\nname: sneaky\n---\nfrom outside\n")
     (folder / "sneaky.md").symlink_to(tmp_path / "elsewhere.md")
-    trust.approve(vault.root, [".prompts"])  # this clone trusts them (a symlink out is never offered)
+    approvals.approve(vault.root, [".prompts"])  # this clone trusts them (a symlink out is never offered)
     async with Client(build_server(vault)) as client:
         prompts = {p.name: p for p in (await client.list_prompts()).prompts}
         assert "standup" in prompts and "sneaky" not in prompts and REQUIRED_PROMPTS <= set(prompts)

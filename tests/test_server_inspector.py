@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from agent_memory.vault import Vault
+from agent_memory.vault.vault import Vault
 from conftest import deadline
 
 INSPECTOR = "@modelcontextprotocol/inspector@2.12.0"

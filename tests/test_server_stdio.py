@@ -14,7 +14,7 @@ import anyio
 import pytest
 from mcp import Client, StdioServerParameters
 
-from agent_memory.vault import Vault
+from agent_memory.vault.vault import Vault
 
 from conftest import deadline, tool_ok, wait_until_async
 

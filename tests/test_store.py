@@ -12,10 +12,9 @@ from pathlib import Path
 
 import pytest
 
-from agent_memory import store as store_mod
+from agent_memory.disk import store as store_mod
 from agent_memory.errors import NoVault, PathRefused, SavedMeanwhile, VaultError
-from agent_memory.store import (
-    Store,
+from agent_memory.disk.layout import (
     dated_folder,
     find_vault,
     is_memory_path,
@@ -24,7 +23,8 @@ from agent_memory.store import (
     new_id,
     require_vault,
 )
-from agent_memory.vault import Vault
+from agent_memory.disk.store import Store
+from agent_memory.vault.vault import Vault
 
 from conftest import assert_index_matches_files, index_snapshot
 
@@ -162,7 +162,7 @@ def test_a_folder_that_took_the_files_name_before_the_swap_stays_where_it_is(tmp
     exchange a file with a folder). Before, the folder was swapped into .index/parked/,
     where no walk, no reconcile and no settle ever looked again (each write only warned
     that it could not read it): the person's notes were hidden for good."""
-    from agent_memory import locking
+    from agent_memory.disk import locking
 
     store = Store(tmp_path)
     store.write_new_file("n.md", b"old\n")
@@ -662,7 +662,7 @@ def test_without_syncfs_an_import_is_made_durable_file_by_file_and_lands(vault: 
 
 
 def test_init_that_cannot_name_its_files_says_why_and_leaves_no_temp(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    from agent_memory import locking
+    from agent_memory.disk import locking
 
     def full(_src: Path, _dst: Path) -> None:
         raise OSError(errno.ENOSPC, "No space left on device")

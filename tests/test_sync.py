@@ -16,9 +16,10 @@ from typing import Any
 
 import pytest
 
-from agent_memory import core, sync
-from agent_memory.sync import Change, Watcher
-from agent_memory.vault import Vault
+from agent_memory.vault import core
+from agent_memory.watch import watcher
+from agent_memory.watch.watcher import Change, Watcher
+from agent_memory.vault.vault import Vault
 from tests.conftest import assert_index_matches_files, deadline, wait_until
 
 DEADLINE = deadline(120)  # generous: a busy machine; a healthy run takes milliseconds
@@ -86,7 +87,7 @@ def test_a_note_saved_empty_is_folded_in_once_it_stays_empty(vault: Vault, watch
     the old text was searched (and a vouching watcher vouched for it) until the next sweep.
     (The moment is 2 s; 0.3 s here, so the test does not wait for it.)"""
     monkeypatch.setattr(core, "SETTLE_GIVE_UP", 0.3)
-    monkeypatch.setattr(sync, "SETTLE_GIVE_UP", 0.3)
+    monkeypatch.setattr(watcher, "SETTLE_GIVE_UP", 0.3)
     path = vault.root / "errands.md"
     path.write_text(hand_note("Buy the blue paint on Saturday."))
     watch(sweep_interval=3600)
@@ -502,8 +503,8 @@ def watched_in(out: Path, changes: list[Change]) -> int:
 
 _NO_INOTIFY = r"""
 import os, resource, sys, time
-from agent_memory.sync import Watcher
-from agent_memory.vault import Vault
+from agent_memory.watch.watcher import Watcher
+from agent_memory.vault.vault import Vault
 
 vault = Vault(sys.argv[1])
 soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
@@ -579,7 +580,7 @@ def test_a_failing_change_callback_is_named_and_the_watcher_keeps_indexing(
 def test_a_failing_sweep_is_named_and_the_watcher_stops_vouching(
     vault: Vault, watch: Callable[..., Watcher], monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    from agent_memory import vouch
+    from agent_memory.watch import vouch
 
     watch(sweep_interval=0.2)
     health = vault.store.control_dir / vouch.HEALTH_NAME

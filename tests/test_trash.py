@@ -11,9 +11,9 @@ from pathlib import Path
 
 import pytest
 
-from agent_memory import locking
+from agent_memory.disk import locking
 from agent_memory.errors import InvalidInput, NotFound, PathRefused, VaultError
-from agent_memory.vault import Vault
+from agent_memory.vault.vault import Vault
 
 from conftest import assert_index_matches_files
 

@@ -11,12 +11,12 @@ from pathlib import Path
 import pytest
 from mcp import Client
 
-from agent_memory import trust
-from agent_memory.credentials import find_credentials
+from agent_memory.trust import approvals
+from agent_memory.trust.credentials import find_credentials
 from agent_memory.errors import SecretRefused
 from agent_memory.server import build_server
-from agent_memory.userstate import state_dir
-from agent_memory.vault import Vault
+from agent_memory.trust.state import state_dir
+from agent_memory.vault.vault import Vault
 
 from conftest import run_cli
 from gitteam import AUTHOR, Team, make_team, token
@@ -60,7 +60,7 @@ def test_a_loosening_value_applies_only_once_approved(vault: Vault, text: str, f
     key = field.replace("_", ".", 1)
     assert warning.count("\n") == 1 and "which this clone has not approved" in warning
     assert f"trust {key}" in warning  # names the command that approves it
-    assert [item.key for item in trust.approve(vault.root)] == [key]
+    assert [item.key for item in approvals.approve(vault.root)] == [key]
     assert getattr(vault.settings, field) == asked  # a running vault follows the approval
     assert capsys.readouterr().err == ""  # nothing to warn about any more
 
@@ -73,30 +73,30 @@ def test_values_that_loosen_no_guard_apply_at_once(vault: Vault, text: str, caps
     settings(vault.root, text)
     vault.settings  # noqa: B018 - read
     assert capsys.readouterr().err == ""
-    assert trust.review(vault.root) == []
+    assert approvals.review(vault.root) == []
 
 
 def test_an_approval_is_bound_to_the_value_and_tightening_applies_at_once(vault: Vault) -> None:
     first, second = "sha256:1a5d44a2dca19669", "sha256:00000000000000aa"
     settings(vault.root, f'[secrets]\nallow = ["{first}"]\n')
-    trust.approve(vault.root, ["secrets.allow"])
+    approvals.approve(vault.root, ["secrets.allow"])
     assert vault.settings.secrets_allow == (first,)
     settings(vault.root, f'[secrets]\nallow = ["{first}", "{second}"]\n')  # a new entry: approved separately
     assert vault.settings.secrets_allow == (first,)
-    assert [(i.value, i.approved) for i in trust.review(vault.root)] == [(first, True), (second, False)]
+    assert [(i.value, i.approved) for i in approvals.review(vault.root)] == [(first, True), (second, False)]
     settings(vault.root, "[secrets]\nallow = []\n")  # tightening: at once, nothing to approve
     assert vault.settings.secrets_allow == ()
 
 
 def test_approvals_live_outside_the_vault_and_per_clone(vault: Vault, tmp_path: Path) -> None:
     settings(vault.root, "[git]\ncommit = true\n")
-    trust.approve(vault.root)
-    assert trust.approvals_path(vault.root).is_relative_to(state_dir())
-    assert not any(p.name == trust.APPROVALS_FILE for p in vault.root.rglob("*"))
+    approvals.approve(vault.root)
+    assert approvals.approvals_path(vault.root).is_relative_to(state_dir())
+    assert not any(p.name == approvals.APPROVALS_FILE for p in vault.root.rglob("*"))
     copy = tmp_path / "copy"
     Vault.init(copy).close()
     settings(copy, "[git]\ncommit = true\n")
-    (copy / trust.APPROVALS_FILE).write_text(json.dumps({"approved": {"git.commit": ["true"]}}))  # planted: no effect
+    (copy / approvals.APPROVALS_FILE).write_text(json.dumps({"approved": {"git.commit": ["true"]}}))  # planted: no effect
     with Vault(copy) as other:
         assert other.settings.git_commit is False
 

@@ -11,7 +11,7 @@ import pytest
 from mcp import Client
 
 from agent_memory.errors import InvalidInput
-from agent_memory.vault import Vault
+from agent_memory.vault.vault import Vault
 
 from conftest import assert_index_matches_files, cli_ok, run_cli, tool_error, tool_ok
 

@@ -14,11 +14,11 @@ from pathlib import Path
 
 import pytest
 
-from agent_memory import note as notes
+from agent_memory.note.parse import file_version
 from agent_memory.errors import Duplicate, InvalidInput, NotFound, VaultError, VersionConflict
-from agent_memory.vault import Vault
+from agent_memory.vault.vault import Vault
 
-from agent_memory.index import racy
+from agent_memory.index.db import racy
 from conftest import Clock, assert_index_matches_files, index_snapshot
 
 ACME = "Customer ACME prefers deploys on Fridays."
@@ -75,7 +75,7 @@ def test_remember_writes_the_spec_file_under_the_utc_date(vault: Vault, clock: C
         "---\n"
         "Customer ACME prefers deploys on Fridays.\n"
     )
-    assert memory["version"] == notes.file_version((vault.root / memory["path"]).read_bytes())
+    assert memory["version"] == file_version((vault.root / memory["path"]).read_bytes())
     assert (memory["namespace"], memory["tags"], memory["title"]) == ("support", ["customer", "deploy"], ACME)
     assert (memory["created"], memory["expires"], memory["source"]) == (
         "2026-07-20T09:00:00Z", "2026-08-20T09:00:00Z", "user note 2026-07-20")
@@ -254,7 +254,7 @@ def test_update_rewrites_only_the_keys_that_change(vault: Vault, change: dict, e
     assert result["changed"] is True
     expected = expected.replace("updated: 2026-07-01T11:00:00+02:00\n", UPDATED_NOW)
     assert (vault.root / rel).read_text() == expected
-    assert result["memory"]["version"] == notes.file_version(expected.encode())
+    assert result["memory"]["version"] == file_version(expected.encode())
     assert result["memory"]["id"] == rel  # no id was written into a human's file
     assert_index_matches_files(vault)
 
@@ -1089,7 +1089,7 @@ def test_a_bulk_load_leaves_one_merged_full_text_segment_and_every_note_findable
 
 
 def test_a_full_disk_while_merging_the_full_text_index_keeps_every_note_indexed(vault_dir: Path, monkeypatch) -> None:
-    from agent_memory.index import Index
+    from agent_memory.index.db import Index
 
     merge = Index._merge_segments
 

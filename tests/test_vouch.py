@@ -20,9 +20,9 @@ from typing import Any
 
 import pytest
 
-from agent_memory import vouch
-from agent_memory.sync import Watcher
-from agent_memory.vault import Vault
+from agent_memory.watch import vouch
+from agent_memory.watch.watcher import Watcher
+from agent_memory.vault.vault import Vault
 from tests.conftest import assert_index_matches_files, run_cli
 from tests.test_sync import DEADLINE, hand_note, wait_until
 

@@ -51,7 +51,7 @@ from mcp import Client
 import agent_memory
 from agent_memory.server import build_server
 from agent_memory.server.prompts import bundled_prompts_dir
-from agent_memory.vault import Vault
+from agent_memory.vault.vault import Vault
 
 async def main():
     with Vault.init(sys.argv[1]) as vault:

@@ -8,9 +8,9 @@ from pathlib import Path
 
 import pytest
 
-from agent_memory import locking
-from agent_memory import store as store_module
-from agent_memory.vault import Vault
+from agent_memory.disk import locking
+from agent_memory.disk import store as store_module
+from agent_memory.vault.vault import Vault
 
 from conftest import assert_index_matches_files
 

@@ -21,6 +21,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from . import rank, sql
+from .graph import Links, key_suffixes
 from .rank import RecallConfig, Scored
 from .records import MemoryRecord, Neighbours, TermMatch
 from .sql import Filters, Query
@@ -42,7 +43,7 @@ from .terms import (
 )
 
 if TYPE_CHECKING:
-    from ..index import Index
+    from ..index.db import Index
 
 MATCH_MODES = ("auto", "all", "any")
 # Semantic recall's part (the optional extra): (filters, now, how many wanted) -> memories
@@ -363,8 +364,6 @@ class Engine:
         head = complete[: self.config.bm25_pool]
         if not head:
             return complete
-        from ..graph import Links, key_suffixes  # graph imports the index, which imports recall
-
         heads = {s.rid for s in head}
         keys = {key for _, path_key in self._run(sql.path_keys(sorted(heads))) for key in key_suffixes(path_key)}
         held = {s.rid for s in complete}
@@ -400,8 +399,6 @@ class Engine:
         hits, the partial shortlist, the rest), so no page depends on another."""
         if len(order) < 2:
             return order
-        from ..graph import Links  # graph imports the index, which imports recall
-
         links = Links(self.index, self.now)
         replaced_by: dict[int, set[int]] = {}
         for src, path, target in self._run(sql.supersedes([s.rid for s in order])):

@@ -1,7 +1,7 @@
 """The MCP server over one ``Vault``: tools, prompts and resources, on stdio or HTTP.
 
 Nothing is registered at import time; ``build_server(vault)`` makes a fresh server.
-``mcp`` is imported only inside this package (and ``watchdog`` only in ``sync``), so the
+``mcp`` is imported only inside this package (and ``watchdog`` only in ``watch/``), so the
 CLI's other commands start fast.
 
 - ``tools``: the tools and how models' arguments are accepted

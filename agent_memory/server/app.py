@@ -13,15 +13,15 @@ import anyio.to_thread
 from mcp.server.mcpserver import MCPServer
 
 from .. import __version__
-from ..gitsync import Committer
-from ..vault import Vault
+from ..git.commits import Committer
+from ..vault.vault import Vault
 from .instructions import INSTRUCTIONS
 from .prompts import register_prompts
 from .resources import register_resources
 from .tools import register_tools
 
 if TYPE_CHECKING:
-    from ..sync import Watcher
+    from ..watch.watcher import Watcher
 
 log = logging.getLogger("agent_memory.server")
 
@@ -67,7 +67,7 @@ def _lifespan(
         try:
             async with anyio.create_task_group() as tasks:
                 if keep_in_sync:
-                    from ..sync import Watcher  # imports watchdog: only when serving
+                    from ..watch.watcher import Watcher  # imports watchdog: only when serving
 
                     watcher = Watcher(vault)
                     tasks.start_soon(_start_watcher, watcher)

@@ -24,10 +24,10 @@ from mcp.server.context import CallNext, HandlerResult, ServerRequestContext
 from mcp.server.mcpserver import MCPServer
 from mcp.server.mcpserver.prompts.base import Prompt, PromptArgument, UserMessage
 
-from .. import note as notes
-from .. import trust
+from ..note import parse
+from ..trust import approvals
 from ..errors import MemoryError_
-from ..vault import Vault
+from ..vault.vault import Vault
 
 log = logging.getLogger("agent_memory.server")
 
@@ -90,7 +90,7 @@ class PromptFile:
 
 def parse_prompt(text: str, origin: str) -> PromptFile:
     """One prompt file; ValueError says what is wrong with it."""
-    note = notes.parse(text.encode("utf-8"), origin)
+    note = parse.parse(text.encode("utf-8"), origin)
     meta: dict[str, Any] = note.meta
     name = meta.get("name")
     if not isinstance(name, str) or not _NAME.fullmatch(name.strip()):
@@ -152,20 +152,20 @@ def _from_vault(vault: Vault) -> list[PromptFile]:
     line: its text would reach every agent, and it may be a teammate's."""
     folder = vault.root / VAULT_PROMPTS
     found = []
-    pending: list[trust.Loosening] = []
+    pending: list[approvals.Loosening] = []
     for path in sorted(folder.glob("*.md")) if folder.is_dir() else []:
         rel = f"{VAULT_PROMPTS}/{path.name}"
         try:
             text = vault.read_file(rel)["content"]
-            if not trust.prompt_approved(vault.root, path.name, text.encode("utf-8")):
-                pending.append(trust.Loosening(trust.PROMPTS_KEY, trust.prompt_value(path.name, text.encode("utf-8")),
+            if not approvals.prompt_approved(vault.root, path.name, text.encode("utf-8")):
+                pending.append(approvals.Loosening(approvals.PROMPTS_KEY, approvals.prompt_value(path.name, text.encode("utf-8")),
                                                approved=False))
                 continue
             found.append(parse_prompt(text, rel))
         except (MemoryError_, ValueError) as exc:
             log.warning("skipping prompt %s: %s", rel, exc)
     if pending:
-        log.warning("%s", trust.ignored_warning(vault.root, pending))
+        log.warning("%s", approvals.ignored_warning(vault.root, pending))
     return found
 
 

@@ -13,9 +13,9 @@ from mcp.server.mcpserver.exceptions import ResourceError, ResourceNotFoundError
 from mcp_types import Completion, ResourceTemplateReference
 
 from ..errors import MemoryError_, NotFound
-from ..index import SCHEMA
-from ..note import NEW_FILE_ORDER
-from ..vault import Vault
+from ..index.db import SCHEMA
+from ..note.render import NEW_FILE_ORDER
+from ..vault.vault import Vault
 from .instructions import INSTRUCTIONS
 
 MEMORY_TEMPLATE = "memory://{+id}"

@@ -25,7 +25,7 @@ from mcp.server.mcpserver.utilities.func_metadata import FuncMetadata, func_meta
 from mcp_types import CallToolResult, TextContent, ToolAnnotations
 from pydantic import Field, ValidationError
 
-from .. import graph
+from ..recall import graph
 from ..errors import MemoryError_
 from ..models import (
     ContextResult,
@@ -49,7 +49,7 @@ from ..models import (
 from ..recall.terms import MAX_QUERY_CHARS
 from ..limits import (MAX_BATCH, MAX_CONTENT, MAX_IMPORTANCE, MAX_LIMIT, MAX_OFFSET, MAX_TAG_LEN, MAX_TTL_DAYS,
                       MAX_TYPE_LEN, MEMORY_TYPES, namespace_filter)
-from ..vault import MAX_TOKEN_BUDGET, Vault
+from ..vault.vault import MAX_TOKEN_BUDGET, Vault
 
 # ----------------------------------------------------------------------------- argument types
 
@@ -74,7 +74,7 @@ Namespace = Annotated[
         max_length=MAX_TAG_LEN,
     ),
 ]
-Tags = Annotated[  # passed as sent: the vault splits them (note.split_tags), also '["a", "b"]'
+Tags = Annotated[  # passed as sent: the vault splits them (note.tags.split_tags), also '["a", "b"]'
     list[str] | str | None,
     Field(
         description="Tags as a list (['billing', 'acme']) or one comma-separated string ('billing, acme'); "

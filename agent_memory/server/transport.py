@@ -41,7 +41,7 @@ from typing import Any
 import anyio
 
 from ..errors import InvalidInput
-from ..vault import Vault
+from ..vault.vault import Vault
 from .app import build_server
 from .connections import (
     DEFAULT_KEEP_ALIVE,

@@ -1,0 +1,257 @@
+"""Exclusive access to one vault across processes, and swapping two files atomically.
+
+Both sit behind this one small module so the rest of the package stays portable:
+POSIX systems lock with ``flock``, Windows with ``msvcrt.locking``; Linux swaps with
+``renameat2(RENAME_EXCHANGE)`` and macOS with ``renamex_np(RENAME_SWAP)``. Nothing
+POSIX-only is imported at the top, so the package imports and runs (single-process)
+anywhere; ``swap`` answers False where the OS cannot swap, and callers fall back.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import errno
+import json
+import os
+import stat as stat_kind
+import sys
+import threading
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+from ..errors import VaultError
+
+try:  # POSIX
+    import fcntl
+except ImportError:  # Windows
+    fcntl = None  # type: ignore[assignment]
+
+
+def ignore_folder(folder: Path) -> None:
+    """Give a control folder (``.index/``) its own ``.gitignore`` of ``*``, so a vault that
+    is a git repository never shows it as untracked, whether or not ``init`` wrote the
+    vault's ``.gitignore``. Never replaces one; a read-only folder is left as it is."""
+    path = folder / ".gitignore"
+    if path.exists():
+        return
+    try:
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
+    except OSError:
+        return  # made meanwhile, or the folder cannot be written
+    try:
+        os.write(fd, b"*\n")
+    finally:
+        os.close(fd)
+
+
+def _lock_fd(fd: int) -> None:
+    if fcntl is not None:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+    elif sys.platform == "win32":
+        import msvcrt
+
+        while True:
+            try:
+                msvcrt.locking(fd, msvcrt.LK_LOCK, 1)  # retries for 10 s, then raises
+                return
+            except OSError:
+                continue
+
+
+def _unlock_fd(fd: int) -> None:
+    if fcntl is not None:
+        fcntl.flock(fd, fcntl.LOCK_UN)
+    elif sys.platform == "win32":
+        import msvcrt
+
+        os.lseek(fd, 0, os.SEEK_SET)
+        msvcrt.locking(fd, msvcrt.LK_UNLCK, 1)
+
+
+class WriteLock:
+    """Exclusive across processes (a lock on a file in the vault's own ``.index/``) and
+    re-entrant within one, so a write's dedup check, file create and index write
+    happen as one step even with two agents and the CLI on one vault.
+
+    The lock file is refused when it is a symlink or a folder: a ``git pull`` can bring
+    either, and a lock taken on a file elsewhere would not exclude anyone."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self._thread_lock = threading.RLock()
+        self._depth = 0
+        self._fd: int | None = None
+
+    def _open(self) -> int:
+        self.path.parent.mkdir(parents=True, exist_ok=True)  # someone may have deleted .index/
+        ignore_folder(self.path.parent)
+        try:
+            found = os.lstat(self.path)
+        except FileNotFoundError:
+            found = None
+        if found is not None and not stat_kind.S_ISREG(found.st_mode):
+            kind = "a symlink" if stat_kind.S_ISLNK(found.st_mode) else "not a regular file"
+            raise VaultError(
+                f"The vault's lock file {self.path} is {kind}; remove it (it holds nothing) and retry."
+            )
+        flags = os.O_RDWR | os.O_CREAT | getattr(os, "O_NOFOLLOW", 0)
+        try:
+            return os.open(self.path, flags, 0o644)
+        except OSError as exc:
+            raise VaultError(f"Cannot open the vault's lock file {self.path}: {exc.strerror or exc}.") from exc
+
+    @property
+    def depth(self) -> int:
+        """How many nested holds this process has (1: the outermost)."""
+        return self._depth
+
+    def _acquire(self) -> int:
+        """Lock the file that is at the lock's path *now*: if ``.index/`` was deleted (it
+        is only a cache) while another process waited on the old file, that process
+        would hold a lock nobody else takes; so after locking, check and retry."""
+        while True:
+            fd = self._open()
+            _lock_fd(fd)
+            try:
+                same = os.path.samestat(os.fstat(fd), os.stat(self.path))
+            except OSError:
+                same = False
+            if same:
+                return fd
+            _unlock_fd(fd)
+            os.close(fd)
+
+    @contextmanager
+    def hold(self) -> Iterator[None]:
+        with self._thread_lock:
+            if self._depth == 0:
+                self._fd = self._acquire()
+            self._depth += 1
+            try:
+                yield
+            finally:
+                self._depth -= 1
+                if self._depth == 0 and self._fd is not None:
+                    _unlock_fd(self._fd)
+                    os.close(self._fd)
+                    self._fd = None
+
+
+class Generations:
+    """How many writes each index of one vault has taken, beside the vault's lock (read
+    and written only while the lock is held). A process whose index is not the one
+    another process wrote through must reconcile before trusting its own. Losing the
+    file costs one extra reconcile, nothing more."""
+
+    def __init__(self, path: Path, mine: str) -> None:
+        self.path = path
+        self.mine = mine  # this process's index, as a key
+
+    def _read(self) -> dict[str, int]:
+        try:
+            loaded = json.loads(self.path.read_text(encoding="utf-8"))
+        except (OSError, ValueError, RecursionError):  # damaged or planted: no counts
+            return {}
+        return {str(k): v for k, v in loaded.items() if isinstance(v, int)} if isinstance(loaded, dict) else {}
+
+    def others(self) -> dict[str, int]:
+        """The write counts of every other index of this vault."""
+        return {k: v for k, v in self._read().items() if k != self.mine}
+
+    def bump(self) -> None:
+        counts = self._read()
+        counts[self.mine] = counts.get(self.mine, 0) + 1
+        data = json.dumps(counts).encode("utf-8")
+        try:
+            # Written over in place, then cut to length: no O_TRUNC, which on ext4 makes
+            # the close start writing the file back (a third of a millisecond per write).
+            # Only ever read and written under the lock, so no reader sees it half done.
+            fd = os.open(self.path, os.O_WRONLY | os.O_CREAT | getattr(os, "O_NOFOLLOW", 0), 0o644)
+        except OSError:
+            return  # a read-only vault or a full disk: the next write tries again
+        try:
+            os.pwrite(fd, data, 0) if hasattr(os, "pwrite") else os.write(fd, data)
+            os.ftruncate(fd, len(data))
+        except OSError:
+            pass  # a full disk: losing the count costs one extra reconcile
+        finally:
+            os.close(fd)
+
+
+# --------------------------------------------------------------------------- swapping
+
+_RENAME_EXCHANGE = 2  # linux/fs.h
+_RENAME_SWAP = 2  # macOS stdio.h
+_AT_FDCWD = -100
+
+
+def libc_function(name: str) -> Callable[..., int] | None:
+    """A C library function, looked up in the running process first (which has libc
+    loaded: no ``ldconfig`` subprocess, as ``ctypes.util.find_library`` runs, at import)."""
+    for library in (None, "c"):
+        try:
+            if library is None:
+                found = ctypes.CDLL(None, use_errno=True)
+            else:
+                from ctypes import util  # only where the running process does not export it (5 ms to import)
+
+                found = ctypes.CDLL(util.find_library(library), use_errno=True)
+            return getattr(found, name)
+        except (OSError, AttributeError, TypeError):
+            continue
+    return None
+
+
+_RENAME_NOREPLACE = 1  # linux/fs.h
+_renameat2 = libc_function("renameat2") if sys.platform.startswith("linux") else None
+_renamex_np = libc_function("renamex_np") if sys.platform == "darwin" else None
+_swap_refused = {errno.EINVAL, errno.ENOSYS, errno.ENOTSUP, errno.EOPNOTSUPP, errno.EXDEV, errno.EPERM}
+
+
+def swap(a: Path, b: Path) -> bool:
+    """Exchange two paths in one atomic step; False where this OS or file system
+    cannot (then nothing was changed). Other failures raise ``OSError``.
+
+    Unlike a rename over the target, a swap hands back what it displaced: the caller
+    can check that no one saved the target between its check and the swap."""
+    fa, fb = os.fsencode(a), os.fsencode(b)
+    if _renameat2 is not None:
+        result = _renameat2(_AT_FDCWD, fa, _AT_FDCWD, fb, _RENAME_EXCHANGE)
+    elif _renamex_np is not None:
+        result = _renamex_np(fa, fb, _RENAME_SWAP)
+    else:
+        return False
+    if result == 0:
+        return True
+    code = ctypes.get_errno()
+    if code in _swap_refused:
+        return False
+    raise OSError(code, os.strerror(code), str(b))
+
+
+def move_no_replace(src: Path, dst: Path) -> None:
+    """Give ``src`` the name ``dst`` in one step, never replacing a file there
+    (``FileExistsError`` if one is). ``renameat2(RENAME_NOREPLACE)`` where Linux has it;
+    else a hard link then removing the old name; where there are no hard links (exFAT,
+    some network drives), an exclusive create of the name, then a rename over that
+    placeholder: never an overwrite of someone's file."""
+    if _renameat2 is not None:
+        if _renameat2(_AT_FDCWD, os.fsencode(src), _AT_FDCWD, os.fsencode(dst), _RENAME_NOREPLACE) == 0:
+            return
+        code = ctypes.get_errno()
+        if code == errno.EEXIST:
+            raise FileExistsError(code, os.strerror(code), str(dst))
+        if code not in _swap_refused:
+            raise OSError(code, os.strerror(code), str(dst))
+    try:
+        os.link(src, dst)
+    except FileExistsError:
+        raise
+    except OSError as exc:
+        if exc.errno not in (errno.EPERM, errno.ENOTSUP, errno.EOPNOTSUPP, errno.EXDEV, errno.EMLINK, errno.ENOSYS):
+            raise
+        os.close(os.open(dst, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644))
+        os.replace(src, dst)
+        return
+    os.unlink(src)

@@ -1,0 +1,335 @@
+"""An import that is all or nothing, even across a crash.
+
+The files of an import are first written into the vault's own ``.index/import/``
+(``files/<n>.md``), made durable together (``Store.durable_together``: one ``syncfs``
+on Linux, else an fsync of each file and of the folder), then a manifest naming where
+each goes is put in place atomically: that rename is the commit point. Publishing moves
+each staged file to its free name in the vault in one step (``locking.move_no_replace``:
+on Linux a rename that never replaces; elsewhere a hard link, the staged names removed
+once every published file is durable), then makes them durable together. On the next
+open after a crash, an import without a manifest is dropped (nothing of it reached the
+vault) and one with a manifest is finished. Where publishing is a link, a file published
+before the crash still shares its inode with its staged name, so it is found there and
+never published twice (nor when a process that had the vault open forgot or edited it
+since: the inode's other link, or its id under its name, tells). The
+staging lives in the vault's own ``.index/`` (never in a database that may be elsewhere
+or deleted), and recovery removes only files the import itself staged.
+
+An import may also update files already in the vault (a source imported again): such an
+item is staged with the bytes it replaces (``<n>.old``) and put in place by ``replace``
+(the checked swap of every tool edit), which an interrupted import repeats safely: a
+file that already holds the new bytes is done, one a person saved since stays theirs.
+
+The staging folder is in the vault, so it may come from someone else: the manifest is
+entered in this user's register (``trust/register.py``) before it is written, and an
+interrupted import is finished only if the register lists its manifest and every item's
+path passes the memory rule (``trust/confine.py``) and every staged file holds the bytes the
+manifest names. Otherwise it is set aside, untouched. An item that cannot be put in
+place (a name the file system refuses, a full disk) undoes the import it is part of;
+after a crash, when the import must be finished, it is named and dropped and the rest
+is finished: the staging folder never stays to block later imports.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import re
+import secrets
+import shutil
+import sys
+from collections.abc import Callable
+from pathlib import Path
+
+from ..trust import confine
+from ..note import parse
+from ..errors import InvalidInput, MemoryError_, VaultError
+from ..trust.register import digest, read_record, refusal, set_aside
+from .layout import INDEX_DIRNAME
+from .store import Store
+
+STAGING_DIRNAME = "import"
+
+
+class NotPublished(VaultError):
+    """An item of an import could not be put in place; what was placed was taken back."""
+
+MANIFEST = "manifest.json"
+
+
+def _own_id(path: Path) -> str:
+    """The id a file's front matter gives itself ("" for none, or unreadable)."""
+    try:
+        note = parse.parse(path.read_bytes(), path.name)
+    except OSError:
+        return ""
+    return note.id if note.own_id else ""
+
+
+class Staging:
+    """The staging folder of one vault's imports."""
+
+    def __init__(self, store: Store, replace: Callable[[str, bytes, bytes], str] | None = None) -> None:
+        self.folder = store.control_dir / STAGING_DIRNAME
+        self.files = self.folder / "files"
+        self._store = store  # writes, publishes (a staged file to its free name) and makes durable
+        self._root = store.root
+        self._replace = replace  # (path, new bytes, bytes checked) -> path, or "" when it was left alone
+        self._ours = False  # whether this import made the staging folder (only then may clear() remove it)
+        self._record: bytes | None = None  # this import's manifest, as entered in the register
+        self._plans: list[tuple[str, bytes, bytes | None]] = []  # what this import stages, to take it back
+        self.dropped: list[str] = []  # "path: why" of each item that could not be put in place
+
+    def pending(self) -> bool:
+        return self.folder.exists()
+
+    def stage(self, plans: list[tuple[str, bytes, bytes | None]], on_write: Callable[[int], None] | None = None) -> None:
+        """Write every file of the import, make them durable together, then the
+        manifest (the commit point). Each plan is ``(path, bytes, None)`` for a new file,
+        or ``(path, bytes, old bytes)`` to update the file at ``path`` if it still holds
+        the old bytes."""
+        if self.pending():
+            raise VaultError(f"An earlier import is still staged in {self.folder}; reopen the vault to finish it.")
+        for rel, _data, _replaced in plans:  # before anything is written: a path no file system takes fails here
+            problem = confine.memory_problem(rel)
+            if problem:
+                raise InvalidInput(f"The import would write {rel!r}, which {problem}; give that item another path. "
+                                   "Nothing was imported.")
+        self._ours = True  # under the vault's lock, with no staging folder: what appears now is this import's
+        self._plans = plans
+        self.files.mkdir(parents=True)
+        items = []
+        with self._store.durable_together():  # every staged file and name is durable before the commit point...
+            for n, (rel, data, replaced) in enumerate(plans):
+                entry: dict[str, object] = {"n": n, "path": rel, "sha256": hashlib.sha256(data).hexdigest()}
+                if replaced is not None:
+                    old = self._store._write_temp(self.files, replaced)
+                    os.rename(old, self.files / f"{n}.old")
+                    entry["replaces"] = True
+                tmp = self._store._write_temp(self.files, data)
+                os.rename(tmp, self.files / f"{n}.md")
+                items.append(entry)
+                if on_write is not None:
+                    on_write(n + 1)
+            self._store._fsync_dir(self.files)
+        record = json.dumps({"items": items, "record": secrets.token_hex(8)}).encode("utf-8")
+        self._store.register.enter("import", digest(record))  # listed before it is written
+        self._record = record
+        manifest = self._store._write_temp(self.folder, record)
+        os.rename(manifest, self.folder / MANIFEST)
+        self._store._fsync_dir(self.folder)  # ...and the commit point before any file reaches the vault
+
+    def publish(self, on_publish: Callable[[int], None] | None = None, *,
+                after_crash: bool = False) -> list[tuple[int, str, os.stat_result | None]]:
+        """Publish every staged file not yet in the vault, then make them durable
+        together; returns each one's item number, vault path and the stat of the file
+        published (``Store.place``; None: read it back before indexing it).
+
+        Staged names are removed only once every published file is durable (where
+        publishing is a rename they are gone at once). ``after_crash``: a crash
+        interrupted publishing (``recover``): any item still staged may have reached
+        the vault already, so each is looked for there first."""
+        items = _checked_items(self.folder, self._store.root, self._manifest_bytes())
+        published: list[tuple[int, str, os.stat_result | None]] = []
+        done_with: list[Path] = []
+        with self._store.durable_together():
+            for done, item in enumerate(items, 1):
+                staged = self.files / f"{item['n']}.md"
+                try:
+                    found = os.stat(staged)
+                except FileNotFoundError:
+                    continue  # published, and its staged name removed, before a crash
+                try:
+                    outcome = self._publish_one(item, staged, found, after_crash)
+                except (OSError, MemoryError_) as exc:  # a name the file system refuses, a full disk...
+                    if not after_crash:  # all or nothing: what this import put in place is taken back
+                        self._take_back(published)
+                        raise NotPublished(f"Could not put {item['path']} in the vault ({_why(exc)}); nothing was "
+                                         "imported. Free space or give that item another path, then import "
+                                         "again.") from exc
+                    self.dropped.append(f"{item['path']}: {_why(exc)}")
+                    staged.unlink(missing_ok=True)
+                    continue
+                if outcome is not None:
+                    published.append((item["n"], *outcome))
+                if not item.get("replaces"):
+                    done_with.append(staged)
+                if on_publish is not None:
+                    on_publish(done)
+        for staged in done_with:
+            staged.unlink(missing_ok=True)  # renamed into the vault (or linked, where there is no rename)
+        if self.dropped:
+            print(f"agent-memory: warning: {len(self.dropped)} imported item(s) could not be put in place and were "
+                  "dropped (import them again once fixed): " + "; ".join(self.dropped[:10]), file=sys.stderr)
+        return published
+
+    def _take_back(self, published: list[tuple[int, str, os.stat_result | None]]) -> None:
+        """Undo what this import put in place so far (a later item failed): a new file is
+        removed while it is still the one written, an update swapped back while the file
+        still holds the import's bytes. A person's save since stands."""
+        for n, rel, _stat in reversed(published):
+            data, replaced = self._plans[n][1], self._plans[n][2]
+            path = self._root / rel
+            try:
+                if replaced is not None:
+                    if self._replace is not None:
+                        self._replace(rel, replaced, data)
+                elif path.read_bytes() == data:
+                    path.unlink()
+                    self._store._fsync_dir(path.parent)
+            except (OSError, MemoryError_):
+                continue  # changed since, or gone: it stands as it is
+
+    def _publish_one(self, item: dict, staged: Path, found: os.stat_result,
+                     after_crash: bool) -> tuple[str, os.stat_result | None] | None:
+        """Put one staged item in place; its vault path and stat (None: nothing to index)."""
+        rel = item["path"]
+        folder, name = rel.rsplit("/", 1) if "/" in rel else ("", rel)
+        if item.get("replaces"):  # an update: the checked swap, safe to repeat after a crash
+            replaced = self._put_replacement(staged, rel)
+            return (replaced, None) if replaced else None
+        confine.memory_path(self._root, f"{folder}/x.md" if folder else "x.md")  # no symlinked folder on the way
+        where = self._already_published(staged, found, folder, name[:-3]) if after_crash else None
+        stat = None
+        if where is None:
+            where, stat = self._store.place(staged, folder, name[:-3])
+        return (where, stat) if where else None  # "": published before a crash, then forgotten or edited
+
+    def _manifest_bytes(self) -> bytes:
+        if self._record is not None:
+            return self._record
+        return read_record(self.folder / MANIFEST)
+
+    def _put_replacement(self, staged: Path, rel: str) -> str:
+        """An update: the new bytes in place of the checked ones (see ``replace``)."""
+        old = staged.with_suffix(".old")
+        if self._replace is None:
+            raise VaultError("This import updates files; it needs a vault to put them in place.")
+        where = self._replace(rel, staged.read_bytes(), old.read_bytes())
+        staged.unlink(missing_ok=True)  # done (the swap is durable): a crash from here on does not repeat it
+        old.unlink(missing_ok=True)
+        return where
+
+    def _already_published(self, path: Path, staged: os.stat_result, folder: str, slug: str) -> str | None:
+        """Whether a staged file reached the vault before a crash: the vault path sharing
+        its inode; "" when it did but has changed since; None when it never did.
+
+        Publishing (where it is a link, then an unlink) links the staged file to the first
+        free name of its slug, so that is where it is. Before the next open a process that had the vault open may have
+        forgotten it (the inode moved to ``.trash/``) or edited it (a new file under
+        that name, the old inode parked, then deleted): a file of the slug holding the
+        staged file's own id, or a second link to the staged inode elsewhere, means it
+        was published, and publishing it again would bring back a forgotten memory or
+        give one id two files."""
+        base = self._root / folder
+        own_id = None
+        for n in range(1, 10_000):
+            name = f"{slug}.md" if n == 1 else f"{slug}-{n}.md"
+            try:
+                there = os.stat(base / name)
+            except FileNotFoundError:
+                break
+            if (there.st_dev, there.st_ino) == (staged.st_dev, staged.st_ino):
+                return f"{folder}/{name}" if folder else name
+            if own_id is None:
+                own_id = _own_id(path)
+            if own_id and _own_id(base / name) == own_id:
+                return ""
+        return "" if staged.st_nlink > 1 else None
+
+    def clear(self) -> None:
+        """Remove this import's staging folder: only files it staged are in it.
+
+        A folder this import did not make is left alone: it is an earlier import that a
+        crash interrupted (``stage`` refused to start over it), and once its manifest is
+        there removing it would leave that import half published. ``recover`` finishes it."""
+        if self._ours:
+            self._remove()
+            if self._record is not None:
+                self._store.register.done("import", digest(self._record))
+
+    def _remove(self) -> None:
+        shutil.rmtree(self.folder, ignore_errors=True)
+
+    def recover(self) -> list[str]:
+        """After a crash: finish an import that reached its manifest (returns the paths it
+        published), drop one that did not (returns []). One this user's register does
+        not list, that git tracks, or whose manifest fails its checks is set aside."""
+        if not self.pending():
+            return []
+        origin = f"{INDEX_DIRNAME}/{STAGING_DIRNAME}"
+        try:
+            raw = self._manifest_bytes()
+        except FileNotFoundError:
+            if self._store.tracked.among([origin]):
+                set_aside(self._store.control_dir, "import", digest(b""), [self.folder], origin,
+                          "tracked by git (a commit brought it)", "nothing: it has no manifest")
+            else:
+                self._remove()  # staged files only: nothing of it reached the vault
+            return []
+        found = digest(raw)
+        why = refusal(self._store.register, self._store.tracked, "import", found, origin)
+        if why is None:
+            try:
+                _checked_items(self.folder, self._root, raw)
+            except (ValueError, TypeError, KeyError, MemoryError_) as exc:
+                why = f"its manifest fails the checks ({_why(exc)})"
+        if why is not None:
+            set_aside(self._store.control_dir, "import", found, [self.folder], origin, why, import_would(raw))
+            return []
+        self._record = raw
+        published = self.publish(after_crash=True)
+        self._remove()
+        self._store.register.done("import", found)
+        return [rel for _n, rel, _stat in published]
+
+
+_STAGED_NAME = re.compile(r"[0-9]{1,9}")
+
+
+def _checked_items(folder: Path, root: Path, raw: bytes) -> list[dict]:
+    """A manifest's items, refused (``ValueError``, ``PathRefused``) unless each names a
+    staged file by number, a memory path (``confine``), and the sha256 of the staged
+    file, which a file still staged must hold; an update's replaced bytes are staged too."""
+    manifest = json.loads(raw)
+    items = manifest.get("items") if isinstance(manifest, dict) else None
+    if not isinstance(items, list):
+        raise TypeError("the manifest has no items")
+    for item in items:
+        if not isinstance(item, dict) or not isinstance(item.get("n"), int) or isinstance(item.get("n"), bool) \
+                or not _STAGED_NAME.fullmatch(str(item["n"])) or not isinstance(item.get("sha256"), str):
+            raise ValueError("an item of the manifest is not an import's")
+        problem = confine.memory_problem(item.get("path"))
+        if problem:
+            raise ValueError(f"item {item['n']} would write {item.get('path')!r}, which {problem}")
+        staged = folder / "files" / f"{item['n']}.md"
+        try:
+            if digest(read_record(staged)) != item["sha256"]:
+                raise ValueError(f"item {item['n']}'s staged file does not hold the bytes its manifest names")
+        except FileNotFoundError:
+            continue  # published before a crash
+        except OSError as exc:
+            raise ValueError(f"item {item['n']}'s staged file cannot be read ({exc.strerror or exc})") from exc
+        if item.get("replaces") is not None and (item["replaces"] is not True or os.path.islink(staged.with_suffix(".old"))
+                                                 or not staged.with_suffix(".old").is_file()):
+            raise ValueError(f"item {item['n']} replaces a file but its replaced bytes are not staged")
+    return items
+
+
+def import_would(raw: bytes) -> str:
+    """What finishing a staged import would do, for a person deciding about it."""
+    try:
+        items = json.loads(raw)["items"]
+        paths = [str(i.get("path")) for i in items]
+        updates = sum(1 for i in items if i.get("replaces"))
+    except (ValueError, TypeError, KeyError, AttributeError):
+        return "drop it: it is no manifest an import could be finished from"
+    shown = ", ".join(repr(p) for p in paths[:5]) + (f" and {len(paths) - 5} more" if len(paths) > 5 else "")
+    return f"put {len(paths)} staged file(s) in the vault ({updates} replacing a file there): {shown}"
+
+
+def _why(exc: BaseException) -> str:
+    if isinstance(exc, OSError):
+        return exc.strerror or str(exc)
+    return str(exc)

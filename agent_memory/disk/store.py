@@ -1,0 +1,846 @@
+"""The vault's files on disk: reading them safely, walking them, and durable writes.
+
+All file writes in the package go through ``_write_temp`` + a rename here, so a crash
+leaves either the old file or the new one, and tests can inject disk errors in one place.
+Where things are (the vault, its index folder, which paths are memories) is ``layout``.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import datetime as dt
+import errno
+import hashlib
+import json
+import os
+import re
+import secrets
+import stat as stat_kind
+import struct
+import sys
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+from . import locking
+from ..errors import PathRefused, SavedMeanwhile, VaultError, disk_error
+from ..trust import confine
+from ..trust.register import digest, read_record, refusal, set_aside
+from .layout import INDEX_DIRNAME, TMP_SUFFIX, encodable, is_ignored_dir
+from .trash import Trash
+
+_TMP_NAME = re.compile(r"\.[0-9a-f]{12}" + re.escape(TMP_SUFFIX))
+ORPHAN_AGE = 60.0  # seconds: a temp file of ours this old belongs to a process that died
+READ_TRIES = 5  # checks of a file replaced (an atomic save) between its check and its open
+_REPLACED = object()
+_SLOW_PATH = object()
+PARKED_GRACE = 3.0  # seconds a displaced file is watched for writes through an open descriptor
+
+
+def _bytes_of(path: Path) -> bytes:
+    with open(path, "rb") as handle:
+        return handle.read()
+
+
+def _utc_stamp() -> str:
+    return dt.datetime.now(dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def replace_file(path: Path, data: bytes) -> None:
+    """Write ``path`` whole or not at all: a temp file beside it (fsynced), then a rename.
+
+    A crash or an error leaves the old file as it was, never a truncated one."""
+    tmp = path.with_name(f".{secrets.token_hex(6)}{TMP_SUFFIX}")
+    try:
+        mode = path.stat().st_mode & 0o7777
+    except OSError:
+        mode = 0o644
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, mode)
+    try:
+        view = memoryview(data)
+        while view:
+            view = view[os.write(fd, view):]
+        os.fsync(fd)
+        os.close(fd)
+        fd = -1
+        os.replace(tmp, path)
+    except BaseException:
+        if fd >= 0:
+            os.close(fd)
+        tmp.unlink(missing_ok=True)
+        raise
+
+
+def fsync_folder(folder: Path) -> None:
+    """fsync a folder, so the names in it (a new file, a rename) survive a crash."""
+    try:
+        fd = os.open(folder, os.O_RDONLY)
+    except OSError:  # Windows cannot open a folder; its renames are durable enough
+        return
+    try:
+        os.fsync(fd)
+    except OSError:
+        pass
+    finally:
+        os.close(fd)
+
+
+# syncfs(2): flush one file system, every file and folder written, in one call (Linux).
+_syncfs = locking.libc_function("syncfs") if sys.platform.startswith("linux") else None
+
+
+def _holds(path: Path, checked: bytes) -> bool:
+    """Whether ``path`` is a regular file holding exactly ``checked`` (what a swap or a
+    move aside displaced may be a folder a person put at that name: it is not read)."""
+    return stat_kind.S_ISREG(os.lstat(path).st_mode) and _bytes_of(path) == checked
+
+
+def _unchanged_since(path: Path, written: os.stat_result) -> os.stat_result | None:
+    """The stat of ``path`` if it is still the file ``written`` describes (same inode,
+    size and mtime: nobody wrote into it since), else None."""
+    try:
+        now = os.stat(path)
+    except OSError:
+        return None
+    same = (now.st_ino, now.st_dev, now.st_size, now.st_mtime_ns) == (
+        written.st_ino, written.st_dev, written.st_size, written.st_mtime_ns)
+    return now if same else None
+
+
+def _remove_empty(folders: list[Path]) -> None:
+    """Remove folders a failed write created (deepest first), unless something is in them."""
+    for folder in folders:
+        try:
+            folder.rmdir()
+        except OSError:
+            return
+
+
+_STAMP = struct.Struct("<4q")
+
+
+def signed64(n: int) -> int:
+    """An integer as SQLite can store it (signed 64 bits), wrapped: ``st_ino`` is an
+    unsigned 64-bit number on some file systems, and a timestamp past the year 2262 has
+    more nanoseconds than 63 bits hold (a ``touch -d 2300-01-01``). These numbers are
+    only compared for equality, which wrapping keeps."""
+    return (n + 2**63) % 2**64 - 2**63
+
+
+def packed_stamp(size: int, mtime_ns: int, ctime_ns: int, inode: int) -> bytes:
+    """A file's stat as reconcile compares it (size, mtime, ctime, inode, each as
+    ``signed64``), in 32 bytes: at 100k memories a snapshot of tuples of ints held
+    ~17 MB more at a server's start. Packed as they are first: wrapping only changes a
+    number that does not fit, and a 100k start packs 200k stamps."""
+    try:
+        return _STAMP.pack(size, mtime_ns, ctime_ns, inode)
+    except struct.error:
+        return _STAMP.pack(signed64(size), signed64(mtime_ns), signed64(ctime_ns), signed64(inode))
+
+
+class Store:
+    """Paths, layout and atomic writes of one vault folder."""
+
+    def __init__(self, root: Path) -> None:
+        self.root = root
+        self._real_root: Path | None = None
+        self.control_dir = root / INDEX_DIRNAME  # lock, staging, parked files: always the vault's own
+        self.parked_dir = self.control_dir / "parked"
+        self.trash = Trash(root, self._fsync_dir, lambda folder, data: self._write_temp(folder, data), self.changed)
+        # This user's register of open operations and git's tracked files: every record the
+        # tool leaves in .index/ or .trash/ is checked against both before it is acted on.
+        self.register, self.tracked = self.trash.register, self.trash.tracked
+        # What the write in progress did to the vault's files, in order: (path, how, detail).
+        # ``VaultCore._writing`` takes them when the write ends (``git.commits`` commits them).
+        self.changes: list[tuple[str, str, str]] = []
+        self._batch: set[Path] | None = None  # inside ``durable_together``: folders to fsync at its end
+        # Memories the last whole walk found with a second name (a symlink, or a hard link
+        # anywhere): an edit through one name brings no event for the other.
+        self.aliased = 0
+
+    def changed(self, rel: str, how: str, detail: str = "") -> None:
+        """Note that the tool changed ``rel``: ``created``, ``changed``, ``moved`` (detail:
+        the old path), ``forgotten``/``expired`` (detail: its trash path), ``restored``."""
+        self.changes.append((rel, how, detail))
+
+    # ------------------------------------------------------------------ paths
+    def abspath(self, rel: str) -> Path:
+        return self.root / rel
+
+    def relpath(self, path: Path) -> str:
+        return path.relative_to(self.root).as_posix()
+
+    def confine(self, path: str) -> Path:
+        """Resolve ``path`` (relative to the vault or absolute) and refuse escapes.
+
+        Symlinks are resolved first, so a link pointing outside is refused too; every
+        dot-folder except ``.prompts/`` is refused (``.git/config`` can hold tokens).
+        """
+        candidate = Path(path)
+        if not candidate.is_absolute():
+            candidate = self.root / candidate
+        try:
+            resolved = candidate.resolve()
+        except (OSError, RuntimeError) as exc:  # a symlink loop (RuntimeError before Python 3.13)
+            raise PathRefused(f"{path!r} cannot be resolved ({exc}); give the path of a real file.") from exc
+        refusal = self._refusal(resolved)
+        if refusal:
+            raise PathRefused(f"{path!r} {refusal}")
+        return resolved
+
+    @property
+    def real_root(self) -> Path:
+        """The vault folder with symlinks resolved (computed once: resolving costs a
+        system call per path part, and every read checks against it; a vault that moves
+        is caught by the vault's own identity check)."""
+        if self._real_root is None:
+            self._real_root = self.root.resolve()
+        return self._real_root
+
+    def _refusal(self, resolved: Path) -> str | None:
+        """Why a resolved path is off limits, or None: outside the vault, or in a
+        dot-folder other than ``.prompts/`` (``.git/config`` can hold tokens)."""
+        root = self.real_root
+        text, base = str(resolved), str(root)
+        if text != base and not text.startswith(base.rstrip(os.sep) + os.sep):
+            return f"is outside the vault {str(root)!r}; give a path inside it."
+        rel_parts = resolved.relative_to(root).parts
+        hidden = [p for p in rel_parts[:-1] if p.startswith(".") and p != ".prompts"]
+        if hidden or (rel_parts and rel_parts[-1].startswith(".") and rel_parts[-1] != ".prompts"):
+            return "is inside a hidden folder or is a hidden file; only memories and .prompts/ can be read."
+        return None
+
+    def _allowed_where(self, where: str) -> bool:
+        """``_refusal`` for a path the kernel reported (``/proc/self/fd``): a file inside
+        the vault, not the vault itself, in no dot-folder. Plain string checks for the
+        common case (no part of the path inside the vault starts with a dot); the full
+        check otherwise (``.prompts/`` is allowed)."""
+        base = str(self.real_root)
+        prefix = base.rstrip(os.sep) + os.sep
+        if not where.startswith(prefix) or where == base:
+            return False
+        if os.sep + "." not in where[len(prefix) - 1:]:
+            return True
+        return self._refusal(Path(where)) is None
+
+    def inside(self, rel: str) -> bool:
+        """Whether ``rel``, once symlinks are resolved, is a file ``confine`` allows: a
+        link to a file elsewhere or into ``.git/`` is no memory (get_memory and search
+        would hand out that file's content)."""
+        try:
+            resolved = (self.root / rel).resolve()
+        except (OSError, RuntimeError):  # a symlink loop (RuntimeError before Python 3.13)
+            return False
+        return resolved != self.real_root and self._refusal(resolved) is None
+
+    def unaliased(self, rel: str) -> bool:
+        """Whether ``rel`` is where it says: no symlink on its way (a symlinked folder
+        could lead out of the vault or into ``.git/``), and a place ``confine`` allows.
+        Import checks an item's path with it before writing there."""
+        try:
+            resolved = (self.root / rel).resolve()
+        except (OSError, RuntimeError):  # a symlink loop (RuntimeError before Python 3.13)
+            return False
+        return resolved == self.real_root / rel and self._refusal(resolved) is None
+
+    # ------------------------------------------------------------------ reading
+    def walk(
+        self, skipped: Callable[[str, str], None] | None = None, temp_files: list[Path] | None = None,
+        known: dict[str, bytes] | None = None, unchanged: list[int] | None = None,
+    ) -> Iterator[tuple[str, os.stat_result]]:
+        """Every memory file with its stat, skipping dot-folders, editor droppings, names
+        that are not UTF-8, and anything that is not a regular file once symlinks are
+        followed (a named pipe would block the reader forever; a loop never resolves).
+
+        ``skipped(path, why)`` hears of each ``.md`` left out for a reason a person may
+        want to fix (``doctor`` lists them); dot-folders and droppings are left out quietly.
+        Files over ``limits.MAX_FILE_BYTES`` are left out too (reading, hashing and
+        parsing one would stall every command). ``temp_files`` collects the tool's own
+        temp files met on the way (``remove_orphans`` deletes those a crash left). Once
+        the walk is done, ``aliased`` counts the memories it found with a second name.
+
+        ``known`` (reconcile's snapshot of the index: path -> ``packed_stamp``):
+        each file walked is taken out of it, and one whose stat is the same is not
+        yielded, only counted in ``unchanged[0]``; what is left in ``known`` afterwards
+        was not found. Comparing here, in the walk's own loop, spares a second pass."""
+        from .. import limits
+
+        def skip(rel: str, why: str) -> None:
+            if skipped is not None:
+                skipped(rel.encode("utf-8", "surrogateescape").decode("utf-8", "replace"), why)
+
+        max_bytes = limits.MAX_FILE_BYTES
+        regular, pack = stat_kind.S_ISREG, packed_stamp  # looked up once: this loop runs per file
+        aliased = 0
+        stack: list[tuple[str, str]] = [(str(self.root), "")]
+        while stack:
+            folder, prefix = stack.pop()
+            try:
+                entries = list(os.scandir(folder))
+            except OSError:  # gone since it was listed, or unreadable
+                continue
+            for entry in entries:
+                name = entry.name
+                rel = prefix + name
+                try:
+                    if entry.is_dir(follow_symlinks=False):
+                        if is_ignored_dir(name):
+                            continue
+                        if encodable(name):
+                            stack.append((entry.path, rel + "/"))
+                        else:
+                            skip(rel + "/", "folder name is not UTF-8 (rename it)")
+                        continue
+                    if not (name.endswith(".md") and name[0] != "." and (name.isascii() or encodable(name))):
+                        if temp_files is not None and entry.name.endswith(TMP_SUFFIX):
+                            temp_files.append(Path(entry.path))
+                        if entry.name.endswith(".md") and not entry.name.startswith(".") and not encodable(entry.name):
+                            skip(rel, "file name is not UTF-8 (rename it)")
+                        continue
+                    link = entry.is_symlink()
+                    if link and not self.inside(rel):
+                        skip(rel, "a symlink to a file outside the vault or in a hidden folder")
+                        continue
+                    found = entry.stat()  # follows a symlink: the file it names
+                except OSError:  # gone since the listing, a symlink loop, unreadable
+                    skip(rel, "cannot be read (a broken symlink, a symlink loop, or no permission)")
+                    continue
+                if link or found.st_nlink > 1:
+                    aliased += 1
+                file = regular(found.st_mode)
+                if file and found.st_size <= max_bytes:
+                    if known is not None and known.pop(rel, None) == pack(
+                            found.st_size, found.st_mtime_ns, found.st_ctime_ns, found.st_ino):
+                        if unchanged is not None:
+                            unchanged[0] += 1
+                        continue
+                    yield rel, found
+                elif file:
+                    skip(rel, f"{found.st_size / 2**20:,.1f} MB, over the {max_bytes / 2**20:g} MB limit "
+                              "for a memory file (split it, or move it out of the vault)")
+                else:
+                    skip(rel, "not a regular file (a folder, pipe or device)")
+        self.aliased = aliased
+
+    def read(self, rel: str, max_bytes: int | None = None) -> tuple[bytes, os.stat_result] | None:
+        """A regular file's bytes and stat, read where it was checked to be; None for a file
+        that is gone, is not a regular file, or leads out of the vault.
+
+        Confinement is checked again at read time: the path is resolved and checked, then
+        opened without following a last symlink and without blocking (a named pipe would
+        wait for a writer forever); the opened file's (device, inode) must be the one that
+        was checked, and where the kernel says it is must be inside the vault. A symlink
+        or folder swapped in between (``O_NOFOLLOW`` alone guards only the last
+        component) is refused. An editor's atomic save between the check and the open
+        also changes the inode: that is checked afresh a few times before giving up.
+        Files over ``max_bytes`` read as None.
+        """
+        for _ in range(READ_TRIES):
+            outcome = self._read_once(rel, max_bytes)
+            if outcome is not _REPLACED:
+                return outcome  # type: ignore[return-value]
+        return None
+
+    def _read_once(self, rel: str, max_bytes: int | None) -> tuple[bytes, os.stat_result] | None | object:
+        fast = self._read_by_fd(rel, max_bytes)
+        if fast is not _SLOW_PATH:
+            return fast
+        try:
+            resolved = (self.root / rel).resolve()
+        except (OSError, RuntimeError):  # a symlink loop (RuntimeError before Python 3.13)
+            return None
+        if resolved == self.real_root or self._refusal(resolved) is not None:
+            return None
+        try:
+            checked = os.stat(resolved)
+            fd = os.open(resolved, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_NOFOLLOW", 0))
+        except (FileNotFoundError, NotADirectoryError, IsADirectoryError):
+            return None
+        except OSError as exc:  # unreadable, a symlink swapped in, a socket
+            print(f"agent-memory: warning: skipped {rel}: {exc.strerror or exc}", file=sys.stderr)
+            return None
+        found = os.fstat(fd)
+        if not self._opened_inside(fd):
+            os.close(fd)
+            return None
+        if (found.st_dev, found.st_ino) != (checked.st_dev, checked.st_ino):
+            os.close(fd)
+            return _REPLACED  # replaced since it was checked: check the new one
+        if not stat_kind.S_ISREG(found.st_mode) or (max_bytes is not None and found.st_size > max_bytes):
+            os.close(fd)  # a pipe, a device, a folder; too big
+            return None
+        with os.fdopen(fd, "rb") as handle:
+            return handle.read(), found
+
+    def _read_by_fd(self, rel: str, max_bytes: int | None) -> tuple[bytes, os.stat_result] | None | object:
+        """The common case in three system calls: open the path itself without following
+        a last symlink, then ask the kernel where the opened file is (Linux:
+        ``/proc/self/fd``) and check that place. ``_SLOW_PATH`` when this cannot decide:
+        the memory is a symlink (allowed inside the vault), or there is no ``/proc``."""
+        path = os.path.join(self.root, rel)  # a string: no Path object per read
+        try:
+            fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_NOFOLLOW", 0))
+        except (FileNotFoundError, NotADirectoryError, IsADirectoryError):
+            return None
+        except OSError as exc:
+            if exc.errno == errno.ELOOP:
+                return _SLOW_PATH  # a symlink: resolved and checked the long way
+            print(f"agent-memory: warning: skipped {rel}: {exc.strerror or exc}", file=sys.stderr)
+            return None
+        try:
+            where = os.readlink(f"/proc/self/fd/{fd}")
+        except OSError:
+            os.close(fd)
+            return _SLOW_PATH
+        found = os.fstat(fd)
+        if not self._allowed_where(where) or not stat_kind.S_ISREG(found.st_mode) \
+                or (max_bytes is not None and found.st_size > max_bytes):
+            os.close(fd)  # outside the vault or in a dot-folder; a pipe, a device, a folder; too big
+            return None
+        with os.fdopen(fd, "rb") as handle:
+            return handle.read(), found
+
+    def _opened_inside(self, fd: int) -> bool:
+        """Where the kernel says the opened file is (Linux: ``/proc/self/fd``) is inside
+        the vault: a folder swapped for a symlink between the check and the open would
+        pass the stat comparison, since both would see the swapped path."""
+        try:
+            where = os.readlink(f"/proc/self/fd/{fd}")
+        except OSError:
+            return True  # no /proc here: the (device, inode) comparison is what there is
+        return self._refusal(Path(where)) is None
+
+    def stat(self, rel: str) -> os.stat_result | None:
+        try:
+            return self.abspath(rel).stat()
+        except OSError:  # missing, or a symlink loop: no file to read either way
+            return None
+
+    # ------------------------------------------------------------------ writing
+    def _write_temp(self, folder: Path, data: bytes, mode: int = 0o644, owner: tuple[int, int] | None = None) -> Path:
+        """The one place bytes reach the disk: a hidden temp file, fsynced.
+
+        ``mode``: an edit keeps the file's permissions (a 0600 note stays private), and
+        ``owner`` its owner and group where this process may give them (an agent that
+        runs as root must not take a person's note from them)."""
+        tmp = folder / f".{secrets.token_hex(6)}{TMP_SUFFIX}"
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, mode)
+        try:
+            if owner is not None and hasattr(os, "fchown") and owner != (os.geteuid(), os.getegid()):
+                try:
+                    os.fchown(fd, *owner)
+                except PermissionError:
+                    try:
+                        os.fchown(fd, -1, owner[1])  # not root: the group at least, if this user is in it
+                    except PermissionError:
+                        pass
+            if mode != 0o644 and hasattr(os, "fchmod"):
+                os.fchmod(fd, mode)  # exactly the original's, whatever the umask (after chown, which clears setuid)
+            view = memoryview(data)
+            while view:
+                view = view[os.write(fd, view) :]
+            if self._batch is None or _syncfs is None:
+                os.fsync(fd)  # in a batch on Linux, one syncfs at its end makes it durable with the rest
+        except BaseException:
+            os.close(fd)
+            tmp.unlink(missing_ok=True)
+            raise
+        os.close(fd)
+        return tmp
+
+    def _fsync_dir(self, folder: Path) -> None:
+        """Make a folder's entries durable (a new name, a rename); in a batch, once at its end."""
+        if self._batch is not None:
+            self._batch.add(folder)
+            return
+        fsync_folder(folder)
+
+    @contextmanager
+    def durable_together(self) -> Iterator[None]:
+        """Write many files, then make them durable together at the end: one ``syncfs``
+        of the vault's file system on Linux, else each file fsynced as it is written and
+        each folder once. A caller that needs a point durable inside (an import's commit
+        point) calls ``sync_batch``. Nested batches join the outer one."""
+        if self._batch is not None:
+            yield
+            return
+        self._batch = set()
+        try:
+            yield
+            self.sync_batch()
+        finally:
+            self._batch = None
+
+    def sync_batch(self) -> None:
+        """Make everything the batch wrote so far durable (raises ``OSError`` if it cannot)."""
+        folders, self._batch = self._batch or set(), set()
+        if _syncfs is not None:
+            fd = os.open(self.root, os.O_RDONLY)
+            try:
+                if _syncfs(fd) != 0:
+                    code = ctypes.get_errno()
+                    raise OSError(code, os.strerror(code), str(self.root))
+            finally:
+                os.close(fd)
+            return
+        for folder in sorted(folders, key=lambda f: len(f.parts), reverse=True):
+            fsync_folder(folder)
+
+    def create(self, folder: str, slug: str, data: bytes) -> str:
+        """Write a new file as ``folder/slug.md`` (``-2``, ``-3``… if taken); never overwrites."""
+        return self.place(None, folder, slug, data)[0]
+
+    def publish(self, staged: Path | None, folder: str, slug: str, data: bytes = b"") -> str:
+        """``place``, returning only the new file's vault path."""
+        return self.place(staged, folder, slug, data)[0]
+
+    def place(self, staged: Path | None, folder: str, slug: str, data: bytes = b"") -> tuple[str, os.stat_result | None]:
+        """Give a new file its name ``folder/slug.md`` (``-2``, ``-3``… if taken), never
+        replacing a file: ``data`` written afresh, or a ``staged`` file (an import's),
+        moved there in one step (``locking.move_no_replace``).
+
+        Returns its vault path and the stat of the file published, taken after the
+        move, when it is still the very file that was written (same inode, size and
+        mtime): the index row can be built from the bytes just written and that stat,
+        without reading the file back. None when something touched it in between."""
+        target_dir = self.abspath(folder)
+        plain = self._plain_existing_folder(target_dir, folder)
+        new_dirs: list[Path] = []
+        if plain is None:  # not there yet (or no /proc to ask): check the way there
+            new_dirs = [d for d in (target_dir, *target_dir.parents) if self._below_root(d) and not d.exists()]
+            existing = next((d for d in (target_dir, *target_dir.parents) if d.exists() or d == self.root), self.root)
+            plain = existing == self.root or self.unaliased(self.relpath(existing))
+        else:
+            existing = target_dir
+        if not plain:
+            # A symlinked folder on the way: the file would land outside the vault (or in
+            # a folder the walk skips) and never be indexed.
+            raise VaultError(
+                f"{self.relpath(existing)}/ in the vault is (or goes through) a symlink; new memories are not "
+                "written through symlinks. Replace it with a real folder and retry."
+            )
+        try:
+            if new_dirs:
+                target_dir.mkdir(parents=True, exist_ok=True)
+            tmp = staged if staged is not None else self._write_temp(target_dir, data)
+            written = os.stat(tmp)
+        except OSError as exc:
+            _remove_empty(new_dirs)
+            raise disk_error(exc, "write the memory file") from exc
+        try:
+            for n in range(1, 10_000):
+                name = f"{slug}.md" if n == 1 else f"{slug}-{n}.md"
+                try:
+                    locking.move_no_replace(tmp, target_dir / name)  # fails if the name exists: no overwrite
+                except FileExistsError:
+                    continue
+                self._fsync_dir(target_dir)
+                rel = f"{folder}/{name}" if folder else name
+                self.changed(rel, "created")
+                return rel, _unchanged_since(target_dir / name, written)
+            raise VaultError(f"Too many files named {slug!r} in {folder!r}.")
+        except OSError as exc:
+            _remove_empty(new_dirs)
+            raise disk_error(exc, "write the memory file") from exc
+        finally:
+            if staged is None:
+                tmp.unlink(missing_ok=True)
+
+    def _below_root(self, path: Path) -> bool:
+        text, base = str(path), str(self.root)
+        return text != base and text.startswith(base.rstrip(os.sep) + os.sep)
+
+    def _plain_existing_folder(self, target_dir: Path, folder: str) -> bool | None:
+        """Whether an existing folder is where its path says (no symlink on the way) and
+        a place ``confine`` allows, asked of the kernel in three system calls (open it,
+        read ``/proc/self/fd``) instead of resolving each part of the path. None when
+        this cannot tell: the folder is not there yet, or there is no ``/proc``."""
+        try:
+            fd = os.open(target_dir, os.O_RDONLY | getattr(os, "O_DIRECTORY", 0) | getattr(os, "O_NOFOLLOW", 0))
+        except OSError as exc:
+            return False if exc.errno == errno.ELOOP else None  # ELOOP: the folder itself is a symlink
+        try:
+            where = os.readlink(f"/proc/self/fd/{fd}")
+        except OSError:
+            return None
+        finally:
+            os.close(fd)
+        return where == str(self.real_root / folder if folder else self.real_root) and self._refusal(Path(where)) is None
+
+    def replace_checked(self, rel: str, data: bytes, checked: bytes) -> os.stat_result | None:
+        """Put ``data`` at ``rel`` if the file there still holds exactly ``checked``;
+        returns the stat of the file now there if it is still the one written (as
+        ``place`` does; None when something touched it since: read it back).
+
+        Every step leaves something ``settle_parked`` understands, so no crash or error
+        can lose a byte: first a record in ``.index/parked/`` (the hashes of what was
+        checked and of the new bytes), then the new file beside it, then one atomic swap
+        (``locking.swap``) of that file with the memory. What the swap displaced lands in
+        ``parked/`` under the record and is compared with ``checked``: a save that landed
+        in between is swapped back and ``SavedMeanwhile`` raised. The displaced file is
+        kept a while rather than deleted: an editor that saves in place may still write
+        into it through a descriptor it opened before. Where the OS cannot swap, the
+        memory is first moved aside (compared, and put back if it is not what was
+        checked), then the new file takes its name without replacing anything.
+        """
+        target = self._edit_target(rel)
+        try:
+            found = os.stat(target)
+        except FileNotFoundError:
+            raise SavedMeanwhile(rel) from None  # deleted since it was read: that stands too
+        parked = self._park(rel, checked, data, stat_kind.S_IMODE(found.st_mode), (found.st_uid, found.st_gid))
+        swapped = False
+        try:
+            written = os.stat(parked)
+            if locking.swap(parked, target):
+                swapped = True
+                if not _holds(parked, checked):  # parked now holds what the swap displaced
+                    self._swap_back(rel, parked, target, data)
+                    raise SavedMeanwhile(rel)
+            else:
+                swapped = self._replace_without_swap(rel, parked, target, checked)
+            self._fsync_dir(target.parent)
+            self.changed(rel, "changed")
+            return _unchanged_since(target, written)
+        except OSError as exc:
+            if not swapped:
+                self._unpark(parked)  # nothing was changed
+                raise disk_error(exc, f"write {rel}") from exc
+            raise VaultError(  # changed, and every byte it displaced is kept in .index/parked/
+                f"{rel} was written, but then: {exc.strerror or exc}. What it replaced is kept until the "
+                "next write looks at it (and moved to .trash/ if it differs). Check the file, then retry."
+            ) from exc
+
+    def read_only(self, rel: str) -> bool:
+        """Whether a person made the memory read-only (no write bit for anyone: ``chmod
+        a-w``, a file manager's read-only box). The swap could still replace it, as the
+        folder is writable; vim and Obsidian would refuse, and so do the tools' edits."""
+        try:
+            return stat_kind.S_IMODE(os.stat(self._edit_target(rel)).st_mode) & 0o222 == 0
+        except OSError:
+            return False  # gone or unreadable: the write itself says so
+
+    def _edit_target(self, rel: str) -> Path:
+        """The file an edit of ``rel`` changes: a memory that is a symlink inside the
+        vault is edited where it points (replacing the link itself would make two files
+        claim one id)."""
+        path = self.abspath(rel)
+        return self.confine(rel) if path.is_symlink() else path
+
+    def _swap_back(self, rel: str, parked: Path, target: Path, ours: bytes) -> None:
+        """Undo a swap that displaced someone's save; ``parked`` then holds ours again
+        (kept a while: for a moment it was the file, and an editor that opened it then
+        may write into it). If yet another save replaced ours meanwhile, that newest save
+        becomes the file and the older one goes to the trash as a conflict copy."""
+        if not locking.swap(parked, target):
+            raise VaultError(f"Could not put {rel} back after a save landed during a write; "
+                             f"its saved bytes are in {parked}.")
+        if _bytes_of(parked) != ours:  # the newest save is here, an older one is the file
+            if not locking.swap(parked, target):
+                raise VaultError(f"Two saves landed on {rel} during a write; the newer is in {parked}.")
+            kept = self.trash.move_in(parked, rel, "", "conflict", _utc_stamp())
+            self._unpark(parked)
+            print(f"agent-memory: warning: two saves landed on {rel} while the tool wrote it; "
+                  f"the older is kept in {kept}", file=sys.stderr)
+
+    def _replace_without_swap(self, rel: str, parked: Path, target: Path, checked: bytes) -> bool:
+        """The fallback where the OS cannot swap: take the memory aside, compare it, and
+        give the new file its name without replacing anything. True once the memory was
+        changed."""
+        held = parked.with_suffix(".held")
+        os.rename(target, held)
+        if not _holds(held, checked):  # saved (or made a folder) before it was taken aside: put it back
+            try:
+                locking.move_no_replace(held, target)
+            except FileExistsError:  # and saved again meanwhile: keep both
+                self.trash.move_in(held, rel, "", "conflict", _utc_stamp())
+            self._unpark(parked)
+            raise SavedMeanwhile(rel)
+        try:
+            locking.move_no_replace(parked, target)
+        except FileExistsError:  # a save created the name while it was aside: it stands
+            self._unpark(parked)
+            held.unlink()  # exactly the bytes that were checked, superseded by that save
+            raise SavedMeanwhile(rel) from None
+        os.rename(held, parked)  # the displaced file, kept a while like a swapped one
+        return True
+
+    # ------------------------------------------------------------------ displaced files
+    def _park(self, rel: str, checked: bytes, data: bytes, mode: int, owner: tuple[int, int] | None = None) -> Path:
+        """A new file ``parked/<n>.md`` holding ``data``, after its record ``<n>.json``."""
+        folder = self.parked_dir
+        name = f"{time.time_ns()}-{secrets.token_hex(4)}"
+        record = folder / f"{name}.json"
+        note = {"source": rel, "checked": hashlib.sha256(checked).hexdigest(), "ours": hashlib.sha256(data).hexdigest()}
+        try:
+            folder.mkdir(parents=True, exist_ok=True)
+            self._write_record(record, note)
+            tmp = self._write_temp(folder, data, mode, owner)
+            os.rename(tmp, folder / f"{name}.md")
+        except OSError as exc:
+            self._drop_record(record)
+            raise disk_error(exc, f"write {rel}") from exc
+        return folder / f"{name}.md"
+
+    def park(self, displaced: Path, rel: str, checked: bytes) -> Path:
+        """Keep an existing file (one a move or a write displaced) a while in ``parked/``
+        instead of deleting it: record first, then a rename (its inode stays, so a
+        descriptor opened on it still writes into it, and ``settle_parked`` sees that)."""
+        folder = self.parked_dir
+        name = f"{time.time_ns()}-{secrets.token_hex(4)}"
+        folder.mkdir(parents=True, exist_ok=True)
+        note = {"source": rel, "checked": hashlib.sha256(checked).hexdigest(), "ours": ""}
+        record = folder / f"{name}.json"
+        self._write_record(record, note)
+        try:
+            os.rename(displaced, folder / f"{name}.md")
+        except OSError:
+            self._drop_record(record)
+            raise
+        return folder / f"{name}.md"
+
+    def _write_record(self, record: Path, note: dict[str, str]) -> None:
+        """A parked file's record, entered in this user's register first (not made durable:
+        neither is the record; a crash that loses the entry only sets the record aside)."""
+        note["record"] = secrets.token_hex(8)  # two parkings of the same bytes are two records
+        data = json.dumps(note).encode("utf-8")
+        self.register.enter("parked", digest(data), durable=False)
+        try:
+            record.write_bytes(data)
+        except BaseException:
+            self._drop_record(record, digest(data))
+            raise
+
+    def _drop_record(self, record: Path, known: str | None = None) -> None:
+        """Remove a parked file's record and its register entry."""
+        try:
+            found = known or digest(read_record(record))
+        except (OSError, ValueError):
+            found = None
+        if found:
+            self.register.done("parked", found)
+        record.unlink(missing_ok=True)
+
+    def _unpark(self, parked: Path) -> None:
+        parked.unlink(missing_ok=True)
+        self._drop_record(parked.with_suffix(".json"))
+
+    def settle_parked(self, grace: float = PARKED_GRACE) -> list[str]:
+        """Look again at parked files older than ``grace``. One holding the bytes that
+        were checked (what a write displaced, unchanged) or the write's own bytes (never
+        swapped in, or swapped back) is deleted; anything else, a save that reached it
+        through an open descriptor, or one a crash left there, goes to the trash as a
+        conflict copy. Returns those copies' trash paths. Never raises: one odd file
+        must not stop every write."""
+        kept: list[str] = []
+        self.trash.finish_interrupted()  # a move into the trash a crash cut short, first
+        try:
+            listed = list(self.parked_dir.iterdir())
+        except OSError:
+            return kept
+        self.remove_orphans([p for p in listed if p.name.endswith(TMP_SUFFIX)])  # a kill before its rename
+        names = sorted(p.name for p in listed if p.suffix == ".json")
+        now = time.time_ns()
+        for name in names:
+            stem = name[:-5]
+            try:
+                if now - int(stem.split("-", 1)[0]) < grace * 1e9:
+                    break  # names start with their time: the rest are younger
+            except ValueError:
+                pass  # not a name the tool gives: looked at (and set aside) below
+            try:
+                kept.extend(self._settle_one(stem))
+            except (OSError, ValueError, VaultError) as exc:
+                print(f"agent-memory: warning: could not look at {self.parked_dir / name}: {exc}", file=sys.stderr)
+        return kept
+
+    def set_aside_unlisted_parked(self) -> None:
+        """Set aside every parked record this user's register does not list, young ones too
+        (``doctor --apply`` and ``--discard`` first gather every such record)."""
+        try:
+            stems = sorted(p.name[:-5] for p in self.parked_dir.iterdir() if p.suffix == ".json")
+        except OSError:
+            return
+        for stem in stems:
+            try:
+                self._settle_one(stem, settle=False)
+            except (OSError, ValueError) as exc:
+                print(f"agent-memory: warning: could not look at {self.parked_dir / stem}.json: {exc}", file=sys.stderr)
+
+    def _settle_one(self, stem: str, settle: bool = True) -> list[str]:
+        """Settle one parked record, if this user's register lists it; else set it aside."""
+        record = self.parked_dir / f"{stem}.json"
+        files = [self.parked_dir / f"{stem}.md", self.parked_dir / f"{stem}.held"]
+        raw = read_record(record)
+        found = digest(raw)
+        origin = f"{INDEX_DIRNAME}/parked/{record.name}"
+        why = refusal(self.register, self.tracked, "parked", found, origin)
+        if why is not None:
+            set_aside(self.control_dir, "parked", found, [record, *files], origin, why, parked_would(raw))
+            return []
+        if not settle:
+            return []
+        note = json.loads(raw)
+        if not isinstance(note, dict):
+            note = {}  # listed, so ours: never happens, and then each file is kept in the trash
+        kept = []
+        for parked in files:
+            if not parked.exists():
+                continue
+            if hashlib.sha256(_bytes_of(parked)).hexdigest() in (note.get("checked"), note.get("ours")):
+                parked.unlink()
+                continue
+            source = note.get("source")
+            source = source if confine.memory_problem(source) is None else "displaced.md"
+            kept.append(self.trash.move_in(parked, str(source), "", "conflict", _utc_stamp()))
+            print(f"agent-memory: warning: {source} was written to while the tool replaced it; "
+                  f"those bytes are kept in {kept[-1]}", file=sys.stderr)
+        record.unlink(missing_ok=True)
+        self.register.done("parked", found)
+        return kept
+
+    def remove_orphans(self, found: list[Path]) -> int:
+        """Delete temp files of ours (exactly ``TMP_SUFFIX``'s pattern, never another
+        program's) older than ``ORPHAN_AGE``: left by a process that died mid-write."""
+        removed = 0
+        for path in found:
+            try:
+                if _TMP_NAME.fullmatch(path.name) and time.time() - path.lstat().st_mtime > ORPHAN_AGE:
+                    path.unlink()
+                    removed += 1
+            except OSError:
+                continue
+        return removed
+
+    def write_new_file(self, rel: str, data: bytes, mode: int = 0o644, owner: tuple[int, int] | None = None) -> None:
+        """Create ``rel`` exactly (used by import and init, and by a move's copy, which
+        gives it the original's ``mode`` and ``owner``); refuses to overwrite."""
+        target = self.abspath(rel)
+        try:
+            target.parent.mkdir(parents=True, exist_ok=True)
+            tmp = self._write_temp(target.parent, data, mode, owner)
+        except OSError as exc:
+            raise disk_error(exc, f"write {rel}") from exc
+        try:
+            locking.move_no_replace(tmp, target)
+            self._fsync_dir(target.parent)
+            self.changed(rel, "created")
+        except FileExistsError as exc:
+            raise VaultError(f"{rel} already exists; it was left as it was.") from exc
+        except OSError as exc:
+            raise disk_error(exc, f"write {rel}") from exc
+        finally:
+            tmp.unlink(missing_ok=True)
+
+
+def parked_would(raw: bytes) -> str:
+    """What settling a parked file's record would do, for a person deciding about it."""
+    try:
+        note = json.loads(raw)
+        source = note.get("source") if isinstance(note, dict) else None
+    except ValueError:
+        source = None
+    shown = source if confine.memory_problem(source) is None else "displaced.md"
+    return (f"delete a displaced copy of {shown!s} kept in .index/parked/ if it holds the bytes a write checked, "
+            "else keep it in .trash/ as a conflict copy")

@@ -1,0 +1,564 @@
+"""Tool writes as git commits (``git.commit``, ``serve --git-commit``): the journal of
+pending writes and the ``Committer``.
+
+A write never waits for git. When it succeeds, the files it changed (``Store.changes``,
+noted where the store creates, replaces, trashes and restores files, and where a move
+renames one) and a message (``remember: <title>``...) are appended to a small journal in
+the vault's own ``.index/`` (``git-pending.jsonl``, ``note_write``). A ``Committer``
+thread (started by the server) commits the journal after a short quiet spell, so writes
+that come close together make one commit; ``sync`` commits whatever is still pending,
+from any process.
+
+A commit touches only the journal's paths (``git commit --only``: a person's staged or
+unstaged work elsewhere is never included), runs no hook of the repository unless this
+clone opted in (``git.hooks = true``, approved; then a failing hook is logged and the
+writes stay pending: the files are the truth, the commit a record), runs no program the
+repository's own config names (``run.repository_overrides``),
+and is not attempted in a state this module does not understand — a detached HEAD, a
+rebase, merge or cherry-pick in progress, unmerged paths — which is said once in the
+log. A busy repository (someone else's ``index.lock``) is retried a few seconds later.
+
+Commits and ``sync`` act only when the vault is the repository's top folder, or when
+``git.subfolder = true`` opts a vault inside a larger repository in: they must never
+commit to, rebase or push a code branch by surprise.
+
+Locks, always taken in this order: the git lock (``.index/git.lock``: one committer or
+sync at a time per vault), the vault's write lock (writes, and ``sync`` while it joins
+the histories and updates the index), the journal's own lock (held for an append or a
+rewrite only). The committer never takes the vault's lock, so a commit never blocks a write.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import logging
+import os
+import secrets
+import stat
+import subprocess
+import threading
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Self
+
+from ..vault.core import VaultCore
+from ..disk.layout import INDEX_DIRNAME
+from ..disk.locking import WriteLock
+from ..errors import GitError
+from ..note import parse
+from ..trust import confine, credentials
+from ..trust.register import digest, read_record, refusal, set_aside
+from .run import Repo, find_repo, first_line
+
+log = logging.getLogger("agent_memory.git")
+PENDING_FILE = "git-pending.jsonl"
+BATCH_WINDOW = 0.5  # seconds of quiet after a write before its commit: close writes share one
+RETRY_AFTER = 5.0  # seconds before a busy repository (index.lock, a rebase) is tried again
+MAX_TITLE = 72
+
+
+def state_problem(repo: Repo) -> tuple[str, str] | None:
+    """(kind, sentence) when the repository is in a state no commit should be made in:
+    ``busy`` (an operation in progress: try again later), ``detached``, ``unmerged``."""
+    busy = repo.operation()
+    if busy:
+        return "busy", (f"{busy[0]} is in progress in {repo.top}; agent-memory commits nothing until it is finished "
+                        f"or aborted ({busy[1]})")
+    if repo.run("symbolic-ref", "-q", "HEAD").returncode != 0:
+        return "detached", (f"HEAD is detached in {repo.top} (not on a branch); agent-memory commits nothing there. "
+                            "Switch to a branch (git switch <branch>)")
+    unmerged = repo.run("ls-files", "-u", "-z")
+    if unmerged.returncode == 0 and unmerged.stdout:
+        return "unmerged", (f"{repo.top} has unresolved merge conflicts; agent-memory commits nothing until they are "
+                            "resolved (edit the files, git add them, git commit)")
+    return None
+
+
+class Pending:
+    """Tool writes not committed yet: one JSON line each (``paths``, ``message``), appended
+    under the vault's write lock, dropped by the committer or ``sync`` once committed.
+    Each line is entered in this user's register first; a line it does not list (or a
+    journal git tracks) is set aside when read, never committed."""
+
+    def __init__(self, folder: Path, store: Any = None) -> None:
+        self.path = folder / PENDING_FILE
+        self._lock = WriteLock(folder / "git-pending.lock")
+        self._folder = folder
+        self._store = store  # the vault's Store: its register and tracked files (None: no checks, for tests)
+
+    def add(self, entry: dict[str, Any]) -> None:
+        text = json.dumps({**entry, "record": secrets.token_hex(8)}, ensure_ascii=False).encode("utf-8")
+        with self._lock.hold():
+            if self._store is not None:  # the journal is not fsynced: neither is its entry
+                self._store.register.enter("git-pending", digest(text), durable=False)
+            fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | getattr(os, "O_NOFOLLOW", 0), 0o644)
+            try:
+                os.write(fd, text + b"\n")
+            finally:
+                os.close(fd)
+
+    def read(self) -> tuple[list[dict[str, Any]], int]:
+        """The pending entries (a damaged line is skipped) and how many lines were read."""
+        with self._lock.hold():
+            try:
+                data = read_record(self.path)
+            except FileNotFoundError:
+                return [], 0
+            except (OSError, ValueError) as exc:  # a symlink, a pipe: no journal the tool wrote
+                log.warning("%s is not read: %s", self.path, exc)
+                return [], 0
+            lines = data.split(b"\n")[:-1]  # a line being written has no newline yet
+            lines = self._listed(lines, data[data.rfind(b"\n") + 1:])
+        entries = []
+        for line in lines:
+            try:
+                entry = json.loads(line)
+            except (ValueError, RecursionError):
+                continue
+            paths = entry.get("paths") if isinstance(entry, dict) else None
+            if isinstance(paths, list) and isinstance(entry.get("message"), str):
+                entries.append({"paths": [p for p in paths if _safe_path(p)], "message": entry["message"]})
+        return entries, len(lines)
+
+    def _listed(self, lines: list[bytes], tail: bytes) -> list[bytes]:
+        """The lines this user's register lists; the others are taken out of the journal
+        and set aside (under the journal's lock)."""
+        if self._store is None or not lines:
+            return lines
+        origin = f"{INDEX_DIRNAME}/{PENDING_FILE}"
+        tracked = bool(self._store.tracked.among([origin]))
+        keep = [line for line in lines if not tracked and self._store.register.listed("git-pending", digest(line))]
+        if len(keep) == len(lines):
+            return lines
+        aside = [line for line in lines if line not in keep]
+        why = refusal(self._store.register, self._store.tracked, "git-pending", digest(aside[0]), origin)
+        tmp = self.path.with_name(f".{PENDING_FILE}.{os.getpid()}.tmp")
+        tmp.write_bytes(b"".join(line + b"\n" for line in keep) + tail)
+        os.replace(tmp, self.path)
+        text = b"".join(line + b"\n" for line in aside)
+        set_aside(self._folder, "git-pending", digest(text), [], origin,
+                  f"{len(aside)} line(s) {why or 'not listed'}", _pending_would(aside), {PENDING_FILE: text})
+        return keep
+
+    def drop(self, count: int) -> None:
+        """Forget the first ``count`` lines (committed); later ones stay."""
+        if count <= 0:
+            return
+        with self._lock.hold():
+            try:
+                lines = self.path.read_bytes().split(b"\n")[:-1]
+            except FileNotFoundError:
+                return
+            rest = lines[count:]
+            if self._store is not None:
+                for line in lines[:count]:
+                    self._store.register.done("git-pending", digest(line))
+            if not rest:
+                self.path.unlink(missing_ok=True)
+                return
+            tmp = self.path.with_name(f".{PENDING_FILE}.{os.getpid()}.tmp")
+            tmp.write_bytes(b"".join(line + b"\n" for line in rest))
+            os.replace(tmp, self.path)
+
+
+def _pending_would(lines: list[bytes]) -> str:
+    """What committing journal lines would do, for a person deciding about them."""
+    paths: list[str] = []
+    for line in lines:
+        try:
+            found = json.loads(line).get("paths")
+        except (ValueError, AttributeError):
+            continue
+        if isinstance(found, list):
+            paths.extend(str(p) for p in found)
+    shown = ", ".join(repr(p) for p in paths[:5]) + (f" and {len(paths) - 5} more" if len(paths) > 5 else "")
+    return f"commit {shown or 'nothing'} at the next commit or sync"
+
+
+def _safe_path(path: Any) -> bool:
+    """A vault-relative memory path (the journal's paths become git pathspecs): the memory
+    rule every record's paths pass."""
+    return confine.memory_problem(path) is None
+
+
+class GitState:
+    """What one open vault knows about its repository: where it is, the journal, the git
+    lock, the committer to wake, and which problems were already said in the log."""
+
+    RECHECK = 10.0  # seconds: a vault not in git is looked at again after this long (git init)
+
+    def __init__(self, vault: VaultCore) -> None:
+        self.vault = vault
+        self.pending = Pending(vault.store.control_dir, vault.store)
+        self.lock = WriteLock(vault.store.control_dir / "git.lock")
+        self.wake: Any = None  # the running committer's wake(), if any
+        self._repo: Repo | None = None
+        self._looked = 0.0
+        self._said: set[str] = set()
+
+    def repository(self) -> Repo | None:
+        """The vault's repository; its hooks run only when ``git.hooks`` is on (approved)."""
+        if self._repo is None and time.monotonic() - self._looked > self.RECHECK:
+            self._looked = time.monotonic()
+            self._repo = find_repo(self.vault.root)
+        if self._repo is not None and self._repo.hooks != self.vault.settings.git_hooks:
+            self._repo = dataclasses.replace(self._repo, hooks=self.vault.settings.git_hooks)
+        return self._repo
+
+    def say_once(self, key: str, sentence: str) -> None:
+        """Log a problem once (until things work again)."""
+        if key not in self._said:
+            self._said.add(key)
+            log.warning("%s: %s.", self.vault.root, sentence)
+
+    def all_well(self) -> None:
+        self._said.clear()
+
+
+_state_lock = threading.Lock()
+
+
+def state_of(vault: VaultCore) -> GitState:
+    with _state_lock:
+        if vault.git_state is None:
+            vault.git_state = GitState(vault)
+        return vault.git_state
+
+
+def _clean(title: str) -> str:
+    title = " ".join(title.split())
+    return title if len(title) <= MAX_TITLE else title[: MAX_TITLE - 1] + "…"
+
+
+def describe(vault: VaultCore, changes: list[tuple[str, str, str]]) -> tuple[list[str], str]:
+    """The paths one write changed and its commit message (``remember: <title>``...)."""
+    paths: list[str] = []
+    kinds: dict[str, list[tuple[str, str]]] = {}
+    seen: set[str] = set()
+    for rel, how, detail in changes:
+        for path in (rel, detail) if how == "moved" else (rel,):
+            if path not in paths:
+                paths.append(path)
+        if rel in seen and how == "changed":
+            continue  # created (or moved) then edited in the same write: still that
+        seen.add(rel)
+        kinds.setdefault(how, []).append((rel, detail))
+
+    def title(rel: str, detail: str = "", trashed: bool = False) -> str:
+        if trashed:  # gone from the vault: its title from the copy in the trash
+            try:
+                return _clean(parse.parse((vault.root / detail).read_bytes(), rel).title)
+            except OSError:
+                return rel
+        row = vault.index.by_path(rel)
+        return _clean(row["title"]) if row is not None else rel
+
+    def one_or_many(verb: str, items: list[tuple[str, str]], many: str, trashed: bool = False) -> str:
+        if len(items) == 1:
+            return f"{verb}: {title(items[0][0], items[0][1], trashed)}"
+        return f"{many}: {len(items)} memories"
+
+    if "moved" in kinds:
+        new, old = kinds["moved"][0]
+        edited = [rel for rel, _ in kinds.get("changed", []) if rel not in (new, old)]
+        links = f", links updated in {len(edited)} notes" if edited else ""
+        message = f"move: {title(new)} ({old} -> {new}){links}"
+    elif "restored" in kinds:
+        message = one_or_many("restore", kinds["restored"], "restore")
+    elif "forgotten" in kinds:
+        message = one_or_many("forget", kinds["forgotten"], "forget", trashed=True)
+    elif "expired" in kinds:
+        message = one_or_many("expire", kinds["expired"], "expire", trashed=True)
+    elif "created" in kinds:
+        message = one_or_many("remember", kinds["created"], "import")
+    else:
+        message = one_or_many("update", kinds.get("changed", []), "update")
+    return [p for p in paths if _safe_path(p)], credentials.redact_for_names(message)
+
+
+@dataclass
+class Outcome:
+    """What one attempt to commit the pending writes did."""
+
+    status: str  # "committed", "nothing", "busy" (retry later), "refused" (a state not understood), "failed"
+    writes: int = 0  # pending writes it covered
+    commit: str = ""
+    message: str = ""
+    paths: list[str] = field(default_factory=list)
+    problem: str = ""  # for "busy"/"refused": which state ("busy", "detached", "unmerged")
+    withheld: list[str] = field(default_factory=list)  # "path: kind (fingerprint …)": not committed
+
+
+def _changed_paths(repo: Repo, paths: list[str]) -> tuple[list[str], list[str]]:
+    """Of ``paths`` (vault-relative), those that differ from HEAD, and those of them git
+    does not track yet."""
+    done = repo.run("status", "--porcelain", "-z", "--untracked-files=all", "--no-renames", "--", *paths)
+    if done.returncode != 0:
+        raise GitError(f"git status failed in {repo.top}: {first_line(done)}.")
+    changed, untracked = [], []
+    for item in done.stdout.decode("utf-8", "surrogateescape").split("\0"):
+        if len(item) < 4 or not item[3:].startswith(repo.prefix):
+            continue
+        rel = item[3:][len(repo.prefix):]
+        changed.append(rel)
+        if item[:2] == "??":
+            untracked.append(rel)
+    return changed, untracked
+
+
+def _identity(repo: Repo, author: str) -> tuple[list[str], dict[str, str]]:
+    """``--author`` and the committer's environment for the ``git.author`` setting (the
+    committer too, when git has no identity of its own); nothing when it is unset."""
+    if not author:
+        return [], {}
+    env: dict[str, str] = {}
+    if repo.run("var", "GIT_COMMITTER_IDENT").returncode != 0:
+        name, _, email = author.rpartition(" <")
+        env = {"GIT_COMMITTER_NAME": name, "GIT_COMMITTER_EMAIL": email.rstrip(">")}
+    return [f"--author={author}"], env
+
+
+def _message(entries: list[dict[str, Any]]) -> str:
+    """The commit's message: never a credential, nor a password's value (SPEC §3)."""
+    messages = [credentials.redact_for_names(e["message"]) for e in entries]
+    if len(messages) == 1:
+        return messages[0]
+    return f"{messages[0]} (+{len(messages) - 1} more)\n\n" + "\n".join(f"- {m}" for m in messages) + "\n"
+
+
+def commit_pending(vault: VaultCore, state: GitState, repo: Repo) -> Outcome:
+    """Commit every pending write, in one commit, touching only their paths. The caller
+    holds the git lock."""
+    entries, taken = state.pending.read()
+    if not taken:
+        return Outcome("nothing")
+    problem = state_problem(repo)
+    if problem is not None:
+        kind, sentence = problem
+        return Outcome("busy" if kind == "busy" else "refused", len(entries), message=sentence, problem=kind)
+    paths = list(dict.fromkeys(p for e in entries for p in e["paths"]))
+    changed, untracked = _changed_paths(repo, paths) if paths else ([], [])
+    held = _holding_credentials(vault, changed)
+    withheld = [f"{rel}: {why}" for rel, why in held.items()]
+    changed = [p for p in changed if p not in held]
+    untracked = [p for p in untracked if p not in held]
+    if not changed:  # undone since, committed by a person already, or all withheld
+        _keep_pending(state, taken, entries, held)
+        return Outcome("nothing", len(entries), withheld=withheld)
+    if untracked:
+        added = repo.run("add", "-A", "--", *untracked, optional_locks=True)
+        if added.returncode != 0:
+            return _failed(repo, added, len(entries), changed)
+    flags, env = _identity(repo, vault.settings.git_author)
+    done = repo.run("commit", "--only", "--quiet", "--no-edit", "-m", _message(entries), *flags, "--", *changed,
+                    env=env, optional_locks=True)
+    if done.returncode != 0:
+        if untracked:  # give the person's staging area back as it was
+            repo.run("reset", "-q", "--", *untracked, optional_locks=True)
+        return _failed(repo, done, len(entries), changed)
+    _keep_pending(state, taken, entries, held)
+    head = repo.run("rev-parse", "HEAD").stdout.decode().strip()
+    return Outcome("committed", len(entries), head, _message(entries).split("\n")[0], changed, withheld=withheld)
+
+
+def _holding_credentials(vault: VaultCore, paths: list[str]) -> dict[str, str]:
+    """Of the files about to be committed, those holding a credential not in
+    ``secrets.allow`` (a person's hand edit included), or that cannot be read to be
+    checked: path -> what was found (kinds and fingerprints, never the value). A file
+    that is gone is a deletion: nothing of it leaves."""
+    settings = vault.settings
+    held: dict[str, str] = {}
+    for rel in paths:
+        try:
+            data = _as_committed(vault.root / rel)
+        except FileNotFoundError:
+            continue
+        except OSError as exc:
+            held[rel] = f"cannot be read to check it for credentials ({exc.strerror or exc})"
+            continue
+        found = credentials.check_text(data.decode("utf-8", "replace"), settings)
+        if found:
+            held[rel] = ", ".join(f"{f.kind} (line {f.line}, fingerprint {f.fingerprint})" for f in found[:3]) + (
+                f" and {len(found) - 3} more" if len(found) > 3 else "")
+    return held
+
+
+def _as_committed(path: Path) -> bytes:
+    """What git would commit for ``path``: a regular file's bytes, a symlink's target text
+    (git stores the link, never what it points to); nothing for anything else."""
+    info = os.lstat(path)
+    if stat.S_ISLNK(info.st_mode):
+        return os.fsencode(os.readlink(path))
+    if not stat.S_ISREG(info.st_mode):
+        return b""
+    fd = os.open(path, os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_NONBLOCK", 0))
+    with os.fdopen(fd, "rb") as handle:
+        return handle.read()
+
+
+def _keep_pending(state: GitState, taken: int, entries: list[dict[str, Any]], held: dict[str, str]) -> None:
+    """Drop the committed journal lines; a withheld file stays pending, so the next commit
+    takes it once the credential is removed (or its fingerprint approved)."""
+    state.pending.drop(taken)
+    waiting = [entry for entry in entries if any(p in held for p in entry["paths"])]
+    if waiting:  # one line for them all: edits of a withheld file never pile up in the journal
+        state.pending.add({"paths": list(held), "message": waiting[0]["message"], "at": time.time()})
+
+
+def _failed(repo: Repo, done: subprocess.CompletedProcess[bytes], writes: int, paths: list[str]) -> Outcome:
+    if (repo.git_dir / "index.lock").exists():
+        return Outcome("busy", writes, message=f"git is busy in {repo.top} (another git command holds index.lock)",
+                       problem="index.lock")
+    text = (done.stderr or done.stdout).decode("utf-8", "replace").strip()
+    lines = [line for line in text.splitlines() if line.strip()][-5:]
+    hint = ""
+    if "identity unknown" in text or "tell me who you are" in text:
+        hint = ' (set [git] author = "Name <email>" in the vault\'s .agent-memory.toml, or git config user.email)'
+    return Outcome("failed", writes, message=f"git commit failed{hint}: {' | '.join(lines) or 'no output'}",
+                   paths=paths)
+
+
+class Committer:
+    """Commits a vault's tool writes in the background, after ``window`` seconds of quiet.
+
+    ``flush()`` commits what is pending now and waits for it (tests, and the server's
+    exit through ``stop()``). It never raises into a write: every problem is logged."""
+
+    def __init__(self, vault: VaultCore, *, window: float = BATCH_WINDOW, retry: float = RETRY_AFTER) -> None:
+        self.vault = vault
+        self.state = state_of(vault)
+        self.window = window
+        self.retry = retry
+        self.last: Outcome | None = None
+        self._cond = threading.Condition()
+        self._wanted = 1  # a first run commits what a crash or the CLI left pending
+        self._done = 0
+        self._hurry = False
+        self._stopping = False
+        self._retry_at: float | None = None
+        self._thread: threading.Thread | None = None
+
+    def start(self) -> Self:
+        self.state.wake = self.wake
+        self._thread = threading.Thread(target=self._loop, name="agent-memory-git-commit", daemon=True)
+        self._thread.start()
+        return self
+
+    def wake(self) -> None:
+        with self._cond:
+            self._wanted += 1
+            self._cond.notify_all()
+
+    def flush(self, timeout: float = 60.0) -> Outcome | None:
+        """Commit now what is pending and wait (at most ``timeout`` s); the outcome."""
+        with self._cond:
+            self._wanted += 1
+            target = self._wanted
+            self._hurry = True
+            self._cond.notify_all()
+            self._cond.wait_for(lambda: self._done >= target or self._thread is None or not self._thread.is_alive(),
+                                timeout)
+            return self.last
+
+    def stop(self) -> None:
+        """Commit what is pending, then end the thread."""
+        if self._thread is None:
+            return
+        self.flush()
+        with self._cond:
+            self._stopping = True
+            self._cond.notify_all()
+        self._thread.join(timeout=60)
+        if self.state.wake == self.wake:
+            self.state.wake = None
+        self._thread = None
+
+    def __enter__(self) -> Self:
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+    def _loop(self) -> None:
+        while True:
+            with self._cond:
+                while not self._stopping and self._wanted == self._done:
+                    due = None if self._retry_at is None else max(0.0, self._retry_at - time.monotonic())
+                    if due == 0.0:
+                        self._retry_at = None
+                        self._wanted += 1
+                        break
+                    self._cond.wait(due)
+                if self._stopping and self._wanted == self._done:
+                    return
+                if not self._hurry:  # let close writes gather into one commit
+                    self._cond.wait_for(lambda: self._hurry or self._stopping, self.window)
+                self._hurry = False
+                target = self._wanted
+            outcome = self.run_once()
+            with self._cond:
+                self.last = outcome
+                self._done = target
+                self._retry_at = time.monotonic() + self.retry if outcome.status == "busy" else None
+                self._cond.notify_all()
+
+    def run_once(self) -> Outcome:
+        """One attempt, under the git lock; never raises."""
+        state = self.state
+        if not state.pending.path.exists():
+            return Outcome("nothing")  # no git command at all while nothing is pending
+        try:
+            repo = state.repository()
+            if repo is None:
+                return Outcome("refused", message="not in a git repository")
+            scope = repo.in_scope(self.vault.settings.git_subfolder)
+            if scope:
+                state.say_once("scope", scope)
+                return Outcome("refused", message=scope)
+            with state.lock.hold():
+                outcome = commit_pending(self.vault, state, repo)
+        except Exception as exc:  # noqa: BLE001 - the committer outlives any one failure, and says it
+            outcome = Outcome("failed", message=str(exc))
+        for item in outcome.withheld:
+            state.say_once(f"withheld {item}", f"not committed: {item}, not in secrets.allow; remove it from the "
+                           "file (or approve its fingerprint), and the next commit takes it")
+        if outcome.status == "committed":
+            state.all_well()
+            log.info("%s: committed %s (%d write%s)", self.vault.root, outcome.message, outcome.writes,
+                     "" if outcome.writes == 1 else "s")
+        elif outcome.status in ("refused", "busy"):
+            state.say_once(outcome.problem or outcome.message, outcome.message + "; the writes stay "
+                           "pending (the next commit or `agent-memory sync` takes them)")
+        elif outcome.status == "failed":
+            state.say_once(outcome.message, outcome.message + "; the writes stand and stay pending")
+        return outcome
+
+
+def note_write(vault: VaultCore, changes: list[tuple[str, str, str]]) -> None:
+    """Note a successful write's files in the journal when commits are on and the
+    vault may be committed (checked once per process; said once otherwise), then wake
+    the committer. Under the vault's lock: no git command runs here but the first look
+    for the repository."""
+    if not (vault.git_commit or (vault.git_commit is None and vault.settings.git_commit)):
+        return
+    state = state_of(vault)
+    try:
+        repo = state.repository()
+        if repo is None:
+            state.say_once("no-git", "git.commit is on but the vault is not in a git repository; nothing is "
+                           "committed (git init in it to start)")
+            return
+        scope = repo.in_scope(vault.settings.git_subfolder)
+        if scope:
+            state.say_once("scope", scope)
+            return
+        paths, message = describe(vault, changes)
+        if paths:
+            state.pending.add({"paths": paths, "message": message, "at": time.time()})
+    except Exception as exc:  # noqa: BLE001 - the write succeeded: it stands whatever its record does
+        state.say_once("record", f"could not note a write for a git commit: {exc}")
+        return
+    if state.wake is not None:
+        state.wake()

@@ -1,0 +1,790 @@
+"""The SQLite cache of the vault: schema, writes and reads (recall's SQL is in ``recall.sql``).
+
+It only ever holds what can be derived from the files again, so a schema change simply
+drops and rebuilds it. FTS5 is an external-content table written explicitly in the same
+transaction as its row (per-row triggers are 3-5x slower on bulk loads).
+"""
+
+from __future__ import annotations
+
+import builtins
+import contextlib
+import json
+import math
+import os
+import sqlite3
+import threading
+import unicodedata
+import weakref
+import time
+from collections.abc import Iterable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from .. import limits
+from ..errors import MemoryError_
+from ..disk.locking import ignore_folder
+from ..note.parse import Note, file_version, hand_named, note_name
+from ..recall.sql import Filters
+from ..recall.terms import cjk_index_text, date_tokens
+from ..disk.store import packed_stamp, signed64
+
+SCHEMA_VERSION = 8
+DB_NAME = "index.sqlite3"
+# BM25 column weights (names: title, note name and aliases; tags, body, cjk, dated): title and tags count above the
+# body; the CJK bigrams and the creation date count like body text.
+WEIGHTS = (10.0, 5.0, 1.0, 1.0, 1.0, 1.0)
+TOKENIZER = "porter unicode61 remove_diacritics 2"
+# The vocabulary typos are corrected against: words as written, not porter stems.
+VOCAB_TOKENIZER = "unicode61 remove_diacritics 2"
+# A transaction adding this many rows (a rebuild, an import, a big reconcile) ends by
+# merging the full-text segments (``Index._merge_segments``).
+MERGE_AFTER = 1000
+RACY_NS = 2_500_000_000  # a tick of the coarsest file system times (FAT: 2 s), and some slack
+
+SCHEMA = f"""
+CREATE TABLE memories (
+  rid INTEGER PRIMARY KEY,
+  path TEXT NOT NULL UNIQUE,
+  path_key TEXT NOT NULL,       -- lower-case path without .md: wikilink by path
+  name_key TEXT NOT NULL,       -- lower-case file name without .md: wikilink by name
+  id TEXT NOT NULL,
+  own_id INTEGER NOT NULL,
+  namespace TEXT NOT NULL,
+  title TEXT NOT NULL,
+  names TEXT NOT NULL,          -- title, note name (file name) and aliases: what the FTS title column holds
+  tags TEXT NOT NULL,           -- space-separated, as the FTS column reads it
+  body TEXT NOT NULL,
+  created TEXT NOT NULL,
+  updated TEXT NOT NULL,
+  expires TEXT,
+  source TEXT NOT NULL,
+  content_hash TEXT NOT NULL,
+  size INTEGER NOT NULL,
+  mtime_ns INTEGER NOT NULL,
+  ctime_ns INTEGER NOT NULL,     -- with inode: a same-size, same-mtime rewrite (cp -p) still shows
+  inode INTEGER NOT NULL,
+  indexed_ns INTEGER NOT NULL,  -- when that stat was taken: a file changed within RACY_NS of it is re-hashed
+  sha256 TEXT NOT NULL,
+  problems TEXT,                -- JSON list of parse problems, NULL when clean
+  conflict INTEGER NOT NULL,
+  meta TEXT NOT NULL,           -- the front matter as JSON
+  cjk TEXT NOT NULL,            -- CJK runs of title, tags and body as bigrams (query.cjk_index_text)
+  dated TEXT NOT NULL,          -- the creation day as date tokens ("8may2023 may2023 8may"), for date terms
+  described TEXT NOT NULL,      -- a description: property (Obsidian's), searched like the body
+  kind TEXT,                    -- the type: property when it is text (the type filter, stats)
+  importance REAL               -- the importance: property when it is a finite number
+);
+CREATE INDEX memories_id ON memories(id, created, path);
+CREATE INDEX memories_ns_updated ON memories(namespace, updated);
+CREATE INDEX memories_updated ON memories(updated);
+CREATE INDEX memories_rid_updated ON memories(rid, updated);  -- recall's recency of candidates
+CREATE INDEX memories_expires ON memories(expires) WHERE expires IS NOT NULL;
+CREATE INDEX memories_hash ON memories(content_hash, namespace);
+CREATE INDEX memories_path_key ON memories(path_key);
+CREATE INDEX memories_name_key ON memories(name_key);
+CREATE INDEX memories_ns_created ON memories(namespace, created, path);
+CREATE INDEX memories_created ON memories(created);
+-- What stats counts, each from a small index rather than a scan of every row's text.
+CREATE INDEX memories_kind ON memories(kind) WHERE kind IS NOT NULL;
+CREATE INDEX memories_importance ON memories(importance) WHERE importance IS NOT NULL;
+CREATE INDEX memories_conflicts ON memories(path) WHERE conflict = 1;
+-- What reconcile compares, as a covering index: read without touching the table's rows
+-- (bodies are stored inline: at 100k memories the table is over 100 MB, this index ~10 MB).
+CREATE INDEX memories_stamps ON memories(path, size, mtime_ns, ctime_ns, inode, indexed_ns);
+CREATE INDEX memories_problems ON memories(path, problems) WHERE problems IS NOT NULL;
+-- How many rows memories holds, kept by every insert and delete (count(*) reads an
+-- index: 0.6 ms at 100k, on every partial search); row numbers have gaps after deletes.
+CREATE TABLE counts (memories INTEGER NOT NULL);
+INSERT INTO counts VALUES (0);
+CREATE TABLE tags (tag TEXT NOT NULL, rid INTEGER NOT NULL, PRIMARY KEY (tag, rid)) WITHOUT ROWID;
+CREATE INDEX tags_rid ON tags(rid);
+CREATE TABLE links (src INTEGER NOT NULL, relation TEXT NOT NULL, target TEXT NOT NULL);
+-- Each of a memory's names (title, note name, aliases) as a lookup key (``name_key``):
+-- a question that is exactly a name finds it in one seek.
+CREATE TABLE names (key TEXT NOT NULL, rid INTEGER NOT NULL, PRIMARY KEY (key, rid)) WITHOUT ROWID;
+CREATE INDEX names_rid ON names(rid);
+CREATE INDEX links_src ON links(src);
+CREATE INDEX links_target ON links(target);
+CREATE VIRTUAL TABLE fts USING fts5(
+  names, tags, body, cjk, dated, described, content='memories', content_rowid='rid', tokenize='{TOKENIZER}'
+);
+INSERT INTO fts(fts, rank) VALUES ('rank', 'bm25({", ".join(str(w) for w in WEIGHTS)})');
+CREATE VIRTUAL TABLE words USING fts5(
+  text, content='', detail=none, columnsize=0, tokenize='{VOCAB_TOKENIZER}'
+);
+CREATE VIRTUAL TABLE words_vocab USING fts5vocab(words, 'row');
+"""
+
+COLUMNS = (
+    "path, path_key, name_key, id, own_id, namespace, title, names, tags, body, created, updated, expires, "
+    "source, content_hash, size, mtime_ns, ctime_ns, inode, indexed_ns, sha256, problems, conflict, meta, cjk, dated, "
+    "described, "
+    "kind, importance"
+)
+# The memories that have expired (from the partial index on expires): counts subtract them.
+EXPIRED = "SELECT rid FROM memories WHERE expires IS NOT NULL AND expires <= ?"
+_MONTHS = "January February March April May June July August September October November December".split()
+
+
+PROGRESS_STEPS = 10_000  # SQLite VM steps between two checks of a query's deadline
+
+
+class QueryInterrupted(MemoryError_):
+    """A read of the index ran past ``limits.MAX_QUERY_SECONDS`` and was stopped."""
+
+
+def indexed_body(body: str) -> str:
+    """The part of a body the index holds: at most ``limits.MAX_INDEXED_BODY`` bytes of
+    UTF-8, cut before a whole character and, where one is near, after a whole word."""
+    limit = limits.MAX_INDEXED_BODY
+    if len(body) <= limit // 4:  # at most 4 bytes a character: fits without encoding
+        return body
+    head = body[:limit]
+    data = head.encode("utf-8", "surrogatepass")
+    if len(data) <= limit:
+        return head
+    head = data[:limit].decode("utf-8", "ignore")
+    for end in range(len(head) - 1, max(len(head) - 200, 0), -1):
+        if head[end].isspace():
+            return head[: end + 1]
+    return head
+
+
+def link_key(target: str) -> str:
+    """How a wikilink target or a path is compared: case-insensitive, no ``.md``."""
+    key = unicodedata.normalize("NFC", target.strip().replace("\\", "/").lstrip("/")).casefold()
+    return key.removesuffix(".md")
+
+
+@dataclass(frozen=True)
+class FileFacts:
+    """What reconcile compares to decide whether a file needs re-reading: the stat git's
+    index compares (size, mtime, ctime, inode; a ``cp -p`` or ``rsync -a`` keeps size and
+    mtime but not the other two), then the content hash."""
+
+    size: int
+    mtime_ns: int
+    ctime_ns: int
+    inode: int
+    sha256: str
+    racy: bool = field(default=False, compare=False)  # see ``racy``
+    # When the file was read (``indexed_ns``): the racy rule asks whether a save could
+    # have followed the read within the file's time tick, and a row is written later
+    # (after the lock, the transaction, a rebuild's batch), so not its write time.
+    seen_ns: int = field(default_factory=time.time_ns, compare=False)
+
+    @classmethod
+    def read(cls, data: bytes, stat: os.stat_result) -> FileFacts:
+        """The facts of bytes just read and the stat of the file they came from."""
+        _size, mtime_ns, ctime_ns, inode = stamp_of(stat)
+        return cls(len(data), mtime_ns, ctime_ns, inode, file_version(data))
+
+    @classmethod
+    def of_row(cls, row: Any) -> FileFacts:
+        return cls(row["size"], row["mtime_ns"], row["ctime_ns"], row["inode"], row["sha256"],
+                   racy=racy(row["mtime_ns"], row["ctime_ns"], row["indexed_ns"]), seen_ns=row["indexed_ns"])
+
+    @property
+    def stamp(self) -> tuple[int, int, int, int]:
+        return self.size, self.mtime_ns, self.ctime_ns, self.inode
+
+    def same_stat(self, stat: os.stat_result | None) -> bool:
+        """Whether ``stat`` is the file these facts were taken from, unchanged since."""
+        return stat is not None and stamp_of(stat) == self.stamp
+
+
+def racy(mtime_ns: int, ctime_ns: int, indexed_ns: int) -> bool:
+    """Whether a file's stat was taken within ``RACY_NS`` of its change on a file system
+    with whole-second times, where a second same-size edit in that tick would keep the
+    same stat: such a file is hashed again (git's racy-clean rule; docs/design/reconcile.md)."""
+    coarse = mtime_ns % 1_000_000_000 == 0 and ctime_ns % 1_000_000_000 == 0
+    return coarse and max(mtime_ns, ctime_ns) >= indexed_ns - RACY_NS
+
+
+def stamp_of(stat: os.stat_result) -> tuple[int, int, int, int]:
+    """The stat numbers reconcile compares, as the index stores them (``signed64``)."""
+    return signed64(stat.st_size), signed64(stat.st_mtime_ns), signed64(stat.st_ctime_ns), signed64(stat.st_ino)
+
+
+def search_names(note: Note) -> str:
+    """What a memory is called, searched with title weight: its title, its note name
+    (the file name, which Obsidian shows and ``[[links]]`` use) and its aliases."""
+    names = [note.title, note_name(note.path) if hand_named(note.path) else "", *note.aliases]
+    return "\n".join(dict.fromkeys(n.strip() for n in names if n and n.strip()))
+
+
+def name_key(name: str) -> str:
+    """How a name is compared with a question: Unicode-normalised (macOS writes NFD
+    names) and case-folded, as Obsidian's quick switcher matches."""
+    return unicodedata.normalize("NFC", name).casefold()
+
+
+def description(note: Note) -> str:
+    """A ``description:`` property as text (a string, or a list of strings)."""
+    value = note.meta.get("description")
+    items = value if isinstance(value, list) else [value]
+    return "\n".join(str(v).strip() for v in items if isinstance(v, (str, int, float)) and str(v).strip())
+
+
+def kind_of(meta: dict[str, Any]) -> str | None:
+    """The ``type:`` property as the type filter reads it: text, else none."""
+    value = meta.get("type")
+    return value if isinstance(value, str) else None
+
+
+def importance_of(meta: dict[str, Any]) -> float | None:
+    """The ``importance:`` property as filters and stats read it: a finite number (not
+    a boolean), else none."""
+    value = meta.get("importance")
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return None
+    try:
+        number = float(value)
+    except OverflowError:  # an int of hundreds of digits, as YAML reads one
+        return None
+    return number if math.isfinite(number) else None
+
+
+def _row_values(rid: int, note: Note, facts: FileFacts, names: str, body: str, cjk: str,
+                dated: str, described: str) -> tuple[Any, ...]:
+    return (
+        rid,
+        note.path,
+        link_key(note.path),
+        link_key(note.path.rsplit("/", 1)[-1]),
+        note.id,
+        int(note.own_id),
+        note.namespace,
+        note.title,
+        names,
+        " ".join(note.tags),
+        body,  # the indexed prefix (indexed_body): FTS5 reads its text from this column
+        note.created,
+        note.updated,
+        note.expires,
+        note.source,
+        note.content_hash,
+        facts.size,
+        facts.mtime_ns,
+        facts.ctime_ns,
+        facts.inode,
+        facts.seen_ns,
+        facts.sha256,
+        json.dumps(note.problems, ensure_ascii=False) if note.problems else None,
+        int(note.conflict),
+        json.dumps(note.meta, ensure_ascii=False, default=str),
+        cjk,
+        dated,
+        described,
+        kind_of(note.meta),
+        importance_of(note.meta),
+    )
+
+
+def date_words(created: str | None) -> str:
+    """``2023-05-08T13:56:00Z`` -> ``8may2023 may2023 8may``: the ways a question names
+    that day, spelled so only a date term matches them (``query.date_tokens``)."""
+    try:
+        year, month, day = int(created[:4]), int(created[5:7]), int(created[8:10])  # type: ignore[index]
+        name = _MONTHS[month - 1].lower()
+    except (TypeError, ValueError, IndexError):
+        return ""
+    return " ".join((date_tokens(day, name, year), date_tokens(None, name, year), date_tokens(day, name, None)))
+
+
+def _words_text(title: str, tags: str, body: str) -> str:
+    """What the vocabulary table reads for one memory (the same at insert and delete)."""
+    return f"{title}\n{tags}\n{body}"
+
+
+class _Reader:
+    """One thread's reading connection; closed when the thread's local data goes."""
+
+    def __init__(self, epoch: int, conn: sqlite3.Connection) -> None:
+        self.epoch = epoch
+        self.conn = conn
+        self._finalizer = weakref.finalize(self, conn.close)
+
+    def close(self) -> None:
+        self._finalizer()
+
+
+class Index:
+    """One SQLite file in WAL mode, shared safely by threads of one process and by
+    several processes (``BEGIN IMMEDIATE`` + busy timeout; writers also hold the
+    vault's file lock).
+
+    Writes go through one connection, one transaction at a time. Reads get a connection
+    per thread (WAL lets them run beside a writer and each other), so one slow recall
+    never makes another client wait; inside a transaction its own thread reads through
+    the writing connection, to see what it just wrote."""
+
+    def __init__(self, folder: Path) -> None:
+        self.folder = folder
+        self.path = folder / DB_NAME
+        self._lock = threading.RLock()
+        self._local = threading.local()
+        self._readers: weakref.WeakSet[_Reader] = weakref.WeakSet()
+        self._readers_lock = threading.Lock()
+        self._epoch = 0  # bumped when the file is reopened: readers of the old one are replaced
+        self._writer: int | None = None  # the thread inside a transaction
+        self.rebuilt_schema = False
+        self.discarded_corrupt = False
+        self._conn: sqlite3.Connection | None = None
+        self._inode: int | None = None
+        self._inserted = 0  # rows added by the open transaction (see MERGE_AFTER)
+        self._open()
+
+    # ------------------------------------------------------------------ connection
+    def _open(self) -> None:
+        self.folder.mkdir(parents=True, exist_ok=True)
+        ignore_folder(self.folder)
+        try:
+            self._connect()
+        except sqlite3.DatabaseError as exc:
+            # Not a database (truncated, overwritten, a sync tool's half copy): it is
+            # only a cache, so start an empty one and let the vault rebuild it.
+            if isinstance(exc, sqlite3.OperationalError) and "locked" in str(exc):
+                raise
+            self.close()
+            for suffix in ("", "-wal", "-shm"):
+                Path(f"{self.path}{suffix}").unlink(missing_ok=True)
+            self.discarded_corrupt = True
+            self._connect()
+
+    def _connect(self) -> None:
+        conn = sqlite3.connect(self.path, isolation_level=None, check_same_thread=False, timeout=30)
+        self._conn = conn
+        conn.row_factory = sqlite3.Row
+        conn.execute("PRAGMA busy_timeout = 30000")
+        conn.execute("PRAGMA journal_mode = WAL")
+        conn.execute("PRAGMA synchronous = NORMAL")
+        conn.execute("PRAGMA foreign_keys = OFF")
+        self._inode = os.stat(self.path).st_ino
+        if conn.execute("PRAGMA user_version").fetchone()[0] != SCHEMA_VERSION:
+            self._create_schema()
+        else:
+            conn.execute("SELECT count(*) FROM memories").fetchone()
+
+    def _create_schema(self) -> None:
+        conn = self._conn
+        assert conn is not None
+        conn.execute("BEGIN IMMEDIATE")
+        try:
+            if conn.execute("PRAGMA user_version").fetchone()[0] != SCHEMA_VERSION:
+                # Virtual tables first: dropping one drops its shadow tables with it.
+                for (name,) in conn.execute(
+                    "SELECT name FROM sqlite_master WHERE type IN ('table') AND name NOT LIKE 'sqlite_%' "
+                    "ORDER BY sql NOT LIKE 'CREATE VIRTUAL TABLE%'"
+                ).fetchall():
+                    conn.execute(f'DROP TABLE IF EXISTS "{name}"')
+                for statement in _statements(SCHEMA):
+                    conn.execute(statement)
+                conn.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
+                self.rebuilt_schema = True
+            conn.execute("COMMIT")
+        except BaseException:
+            conn.execute("ROLLBACK")
+            raise
+
+    def ensure_current(self) -> bool:
+        """Reopen if another process deleted or replaced the file; True if it did."""
+        try:
+            inode = os.stat(self.path).st_ino
+        except FileNotFoundError:
+            inode = None
+        if inode == self._inode:
+            return False
+        with self._lock:
+            self._close_writer()
+            self._open()
+        return True
+
+    def _close_writer(self) -> None:
+        self._epoch += 1
+        if self._conn is not None:
+            self._conn.close()
+            self._conn = None
+
+    def close(self) -> None:
+        with self._readers_lock:
+            readers, self._readers = list(self._readers), weakref.WeakSet()
+        for reader in readers:
+            reader.close()
+        self._close_writer()
+
+    def _reader(self) -> sqlite3.Connection:
+        """This thread's reading connection to the current file. It is closed when its
+        thread ends (the server's worker threads come and go), when the file is reopened
+        (a new epoch replaces it) or when the index is closed: none leaks."""
+        held: _Reader | None = getattr(self._local, "reader", None)
+        if held is not None and held.epoch == self._epoch:
+            return held.conn
+        conn = sqlite3.connect(self.path, isolation_level=None, check_same_thread=False, timeout=30)
+        conn.row_factory = sqlite3.Row
+        conn.execute("PRAGMA busy_timeout = 30000")
+        reader = _Reader(self._epoch, conn)
+        with self._readers_lock:
+            self._readers.add(reader)
+        if held is not None:
+            held.close()
+        self._local.reader = reader
+        return conn
+
+    @property
+    def conn(self) -> sqlite3.Connection:
+        assert self._conn is not None, "index is closed"
+        return self._conn
+
+    @contextmanager
+    def transaction(self) -> Iterator[sqlite3.Connection]:
+        with self._lock:
+            conn = self.conn
+            conn.execute("BEGIN IMMEDIATE")
+            self._writer = threading.get_ident()
+            self._inserted = 0
+            try:
+                yield conn
+                merge = self._inserted >= MERGE_AFTER
+                conn.execute("COMMIT")
+            except BaseException:
+                if conn.in_transaction:  # also when COMMIT itself failed (a full disk)
+                    conn.execute("ROLLBACK")
+                raise
+            finally:
+                self._writer = None
+            if merge:
+                self._merge_segments(conn)
+
+    def query(self, sql: str, params: Iterable[Any] = ()) -> list[sqlite3.Row]:
+        """Run one read. Its work is bounded: past ``limits.MAX_QUERY_SECONDS`` SQLite
+        interrupts it (``QueryInterrupted``) rather than hold the index for minutes."""
+        seconds = limits.MAX_QUERY_SECONDS
+        deadline = time.monotonic() + seconds
+        stopped: list[bool] = []
+
+        def over_time() -> bool:
+            if time.monotonic() > deadline:
+                stopped.append(True)
+                return True  # nonzero: SQLite stops the statement with SQLITE_INTERRUPT
+            return False
+
+        writing = self._writer == threading.get_ident()
+        with self._lock if writing else contextlib.nullcontext():
+            conn = self.conn if writing else self._reader()
+            conn.set_progress_handler(over_time, PROGRESS_STEPS)
+            try:
+                return conn.execute(sql, tuple(params)).fetchall()
+            except sqlite3.OperationalError as exc:
+                if stopped:
+                    raise QueryInterrupted(
+                        f"A search of the index ran longer than {seconds:g} s and was stopped; "
+                        "narrow it (fewer or rarer words, a namespace or tag filter) and retry."
+                    ) from exc
+                raise
+            finally:
+                conn.set_progress_handler(None, 0)
+
+    # ------------------------------------------------------------------ writes
+    def upsert(self, conn: sqlite3.Connection, note: Note, facts: FileFacts) -> None:
+        old = conn.execute("SELECT rid, names, tags, body, cjk, dated, described FROM memories WHERE path = ?", (note.path,)).fetchone()
+        if old is not None:
+            self._delete_row(conn, old)
+            rid = old["rid"]
+        else:
+            rid = conn.execute("SELECT coalesce(max(rid), 0) + 1 FROM memories").fetchone()[0]
+        self._insert(conn, [(rid, note, facts)])
+
+    @staticmethod
+    def _merge_segments(conn: sqlite3.Connection) -> None:
+        """Merge each full-text index into one segment. A bulk load leaves FTS5 with
+        dozens of segments, and every term lookup seeks in each of them: at 100k memories
+        searches run 1.5-2x slower (snippets 6x) until they are merged. Merging costs
+        about 0.45 s at 100k, so it runs only after a transaction that added
+        ``MERGE_AFTER`` rows or more (a rebuild, an import, a reconcile of that many
+        changed files: reconciling 1% of a 100k vault left 17 segments and searches 25%
+        slower), which spent longer than that already; FTS5's own automerge keeps small
+        writes in check."""
+        # Its own transaction, after the rows are committed: merging needs room for a
+        # copy of the full-text index, and a full disk must not undo the load itself.
+        try:
+            conn.execute("BEGIN IMMEDIATE")
+            for table in ("fts", "words"):
+                conn.execute(f"INSERT INTO {table} ({table}) VALUES ('optimize')")
+            conn.execute("COMMIT")
+        except sqlite3.Error:
+            if conn.in_transaction:
+                conn.execute("ROLLBACK")  # unmerged is only slower
+
+    def _insert(self, conn: sqlite3.Connection, rows: list[tuple[int, Note, FileFacts]]) -> None:
+        self._inserted += len(rows)
+        searched = []
+        for rid, note, _ in rows:
+            body = indexed_body(note.body)
+            names = search_names(note)
+            searched.append((
+                rid, names, " ".join(note.tags), body,
+                cjk_index_text("" if names in body else names, *note.tags, body),
+                date_words(note.created),
+                description(note),
+            ))
+        conn.executemany(
+            f"INSERT INTO memories (rid, {COLUMNS}) VALUES ({', '.join('?' * (COLUMNS.count(',') + 2))})",
+            [_row_values(rid, note, facts, fields[1], *fields[3:]) for (rid, note, facts), fields in zip(rows, searched)],
+        )
+        conn.execute("UPDATE counts SET memories = memories + ?", (len(rows),))
+        conn.executemany("INSERT INTO fts (rowid, names, tags, body, cjk, dated, described) VALUES (?, ?, ?, ?, ?, ?, ?)", searched)
+        conn.executemany(
+            "INSERT INTO words (rowid, text) VALUES (?, ?)", [(f[0], _words_text(*f[1:4])) for f in searched]
+        )
+        conn.executemany(
+            "INSERT OR IGNORE INTO names (key, rid) VALUES (?, ?)",
+            [(name_key(name), fields[0]) for fields in searched for name in fields[1].split("\n") if name],
+        )
+        conn.executemany(
+            "INSERT OR IGNORE INTO tags (tag, rid) VALUES (?, ?)",
+            [(tag, rid) for rid, note, _ in rows for tag in note.tags],
+        )
+        conn.executemany(
+            "INSERT INTO links (src, relation, target) VALUES (?, ?, ?)",
+            [(rid, rel, link_key(target)) for rid, note, _ in rows for rel, target in note.links],
+        )
+
+    @staticmethod
+    def _delete_row(conn: sqlite3.Connection, old: sqlite3.Row) -> None:
+        conn.execute(
+            "INSERT INTO fts (fts, rowid, names, tags, body, cjk, dated, described) VALUES ('delete', ?, ?, ?, ?, ?, ?, ?)",
+            (old["rid"], old["names"], old["tags"], old["body"], old["cjk"], old["dated"], old["described"]),
+        )
+        conn.execute(
+            "INSERT INTO words (words, rowid, text) VALUES ('delete', ?, ?)",
+            (old["rid"], _words_text(old["names"], old["tags"], old["body"])),
+        )
+        conn.execute("DELETE FROM memories WHERE rid = ?", (old["rid"],))
+        conn.execute("UPDATE counts SET memories = memories - 1")
+        conn.execute("DELETE FROM tags WHERE rid = ?", (old["rid"],))
+        conn.execute("DELETE FROM names WHERE rid = ?", (old["rid"],))
+        conn.execute("DELETE FROM links WHERE src = ?", (old["rid"],))
+
+    def delete(self, conn: sqlite3.Connection, path: str) -> bool:
+        old = conn.execute("SELECT rid, names, tags, body, cjk, dated, described FROM memories WHERE path = ?", (path,)).fetchone()
+        if old is None:
+            return False
+        self._delete_row(conn, old)
+        return True
+
+    def touch(self, conn: sqlite3.Connection, path: str, facts: FileFacts) -> None:
+        """Same bytes, new stat (a ``touch`` or a checkout), or a racy row found unchanged:
+        remember the stat only, and when it was taken."""
+        conn.execute(
+            "UPDATE memories SET size = ?, mtime_ns = ?, ctime_ns = ?, inode = ?, indexed_ns = ? WHERE path = ?",
+            (*facts.stamp, facts.seen_ns, path),
+        )
+
+    def replace_all(self, conn: sqlite3.Connection, notes: Iterable[tuple[Note, FileFacts]], batch: int = 2000) -> int:
+        """Empty the index and bulk-load ``notes`` (inside the caller's transaction)."""
+        conn.execute("INSERT INTO fts (fts) VALUES ('delete-all')")
+        conn.execute("INSERT INTO words (words) VALUES ('delete-all')")
+        for table in ("memories", "tags", "links", "names"):
+            conn.execute(f"DELETE FROM {table}")
+        conn.execute("UPDATE counts SET memories = 0")
+        count, pending = 0, []
+        for note, facts in notes:
+            count += 1
+            pending.append((count, note, facts))
+            if len(pending) >= batch:
+                self._insert(conn, pending)
+                pending = []
+        self._insert(conn, pending)
+        return count
+
+    # ------------------------------------------------------------------ reads
+    def stamps(self) -> dict[str, bytes]:
+        """Every indexed path with the stat reconcile compares, packed
+        (``store.packed_stamp``), read from the covering index alone: the compact
+        snapshot a start-up compares the walk against, without reading the table's rows
+        or their bodies, and one row at a time (no list of every row in between)."""
+        cursor = self._reader().cursor()
+        cursor.row_factory = None
+        # The planner scans the covering index memories_stamps for this (no INDEXED BY:
+        # an index another version of the tool rebuilt without it must still be readable).
+        cursor.execute("SELECT path, size, mtime_ns, ctime_ns, inode, indexed_ns FROM memories")
+        # A racy row (``racy``) gets a stamp no file has: the walk hands it back to be hashed.
+        return {path: b"racy" if mtime % 1_000_000_000 == 0 and racy(mtime, ctime, indexed)
+                else packed_stamp(size, mtime, ctime, inode)
+                for path, size, mtime, ctime, inode, indexed in cursor}
+
+    def file_facts(self) -> dict[str, FileFacts]:
+        return {
+            row["path"]: FileFacts.of_row(row)
+            for row in self.query("SELECT path, size, mtime_ns, ctime_ns, inode, indexed_ns, sha256 FROM memories")
+        }
+
+    def paths_under(self, folder: str) -> list[str]:
+        """Indexed paths inside ``folder`` (vault-relative): what a moved or deleted
+        folder takes with it, since no per-file event may come for them."""
+        base = folder.rstrip("/")
+        # "base/" <= path < "base0" ('0' follows '/'): a range scan on the path index.
+        rows = self.query("SELECT path FROM memories WHERE path >= ? AND path < ?", (base + "/", base + "0"))
+        return [row["path"] for row in rows]
+
+    def named(self, key: str) -> builtins.list[int]:
+        """The memories one of whose names has this ``name_key``."""
+        return [row[0] for row in self.query("SELECT rid FROM names WHERE key = ?", (key,))]
+
+    def by_path(self, path: str) -> sqlite3.Row | None:
+        rows = self.query("SELECT * FROM memories WHERE path = ?", (path,))
+        return rows[0] if rows else None
+
+    def by_id(self, memory_id: str, now: str) -> sqlite3.Row | None:
+        """The owner of an id: earliest ``created``, then smallest path (same on every
+        machine), among the copies that have not expired."""
+        rows = self.query(
+            "SELECT * FROM memories WHERE id = ? AND (expires IS NULL OR expires > ?) ORDER BY created, path LIMIT 1",
+            (memory_id, now),
+        )
+        return rows[0] if rows else None
+
+    def find_content(self, namespace: str, content_hash: str, now: str, exclude_path: str = "") -> sqlite3.Row | None:
+        rows = self.query(
+            "SELECT * FROM memories WHERE content_hash = ? AND namespace = ? AND path != ? "
+            "AND (expires IS NULL OR expires > ?) ORDER BY created, path LIMIT 1",
+            (content_hash, namespace, exclude_path, now),
+        )
+        return rows[0] if rows else None
+
+    def expired(self, now: str) -> list[sqlite3.Row]:
+        return self.query("SELECT path, id FROM memories WHERE expires IS NOT NULL AND expires <= ?", (now,))
+
+    def list(self, filters: Filters, now: str, limit: int, offset: int = 0) -> list[sqlite3.Row]:
+        where, params = filters.sql()
+        return self.query(
+            f"SELECT * FROM memories m WHERE (m.expires IS NULL OR m.expires > ?){where} "
+            "ORDER BY m.updated DESC, m.path LIMIT ? OFFSET ?",
+            [now, *params, limit, offset],
+        )
+
+    def count(self, filters: Filters, now: str) -> int:
+        where, params = filters.sql()
+        return self.query(
+            f"SELECT count(*) FROM memories m WHERE (m.expires IS NULL OR m.expires > ?){where}", [now, *params]
+        )[0][0]
+
+    # ------------------------------------------------------------------ vault health
+    def namespace_counts(self, now: str) -> dict[str, int]:
+        rows = self.query(
+            f"SELECT namespace, count(*) FROM memories INDEXED BY memories_ns_updated WHERE rid NOT IN ({EXPIRED}) "
+            "GROUP BY namespace ORDER BY 2 DESC, 1",
+            (now,),
+        )
+        return {row[0]: row[1] for row in rows}
+
+    def top_tags(self, now: str, limit: int = 20) -> dict[str, int]:
+        rows = self.query(
+            f"SELECT tag, count(*) FROM tags WHERE rid NOT IN ({EXPIRED}) GROUP BY tag ORDER BY 2 DESC, 1 LIMIT ?",
+            (now, limit),
+        )
+        return {row[0]: row[1] for row in rows}
+
+    def type_counts(self, now: str) -> dict[str, int]:
+        """Live memories per front-matter ``type`` (text), as written; most first."""
+        rows = self.query(
+            f"SELECT kind, count(*) FROM memories WHERE kind IS NOT NULL AND rid NOT IN ({EXPIRED}) "
+            "GROUP BY 1 ORDER BY 2 DESC, 1",
+            (now,),
+        )
+        return {row[0]: row[1] for row in rows}
+
+    def average_importance(self, now: str) -> float | None:
+        """The mean numeric ``importance`` of the live memories that have one."""
+        value = self.query(
+            f"SELECT avg(importance) FROM memories WHERE importance IS NOT NULL AND rid NOT IN ({EXPIRED})", (now,),
+        )[0][0]
+        return None if value is None else round(value, 2)
+
+    def relation_counts(self, now: str) -> dict[str, int]:
+        """Links held by live memories, per relation name; most first."""
+        rows = self.query(
+            f"SELECT relation, count(*) FROM links WHERE src NOT IN ({EXPIRED}) GROUP BY 1 ORDER BY 2 DESC, 1",
+            (now,),
+        )
+        return {row[0]: row[1] for row in rows}
+
+    def created_range(self, now: str) -> tuple[str | None, str | None]:
+        """The earliest and latest ``created`` among the live memories (each from one end
+        of the index on ``created``)."""
+        live = "WHERE expires IS NULL OR expires > ? ORDER BY created"
+        first = self.query(f"SELECT created FROM memories INDEXED BY memories_created {live} LIMIT 1", (now,))
+        last = self.query(f"SELECT created FROM memories INDEXED BY memories_created {live} DESC LIMIT 1", (now,))
+        return (first[0][0] if first else None), (last[0][0] if last else None)
+
+    def ttl_count(self, now: str) -> int:
+        return self.query("SELECT count(*) FROM memories WHERE expires > ?", (now,))[0][0]
+
+    def problem_files(self) -> builtins.list[dict[str, str]]:
+        return [
+            {"path": row["path"], "problem": "; ".join(json.loads(row["problems"]))}
+            for row in self.query("SELECT path, problems FROM memories WHERE problems IS NOT NULL ORDER BY path")
+        ]
+
+    def conflict_paths(self) -> builtins.list[str]:
+        return [row[0] for row in self.query("SELECT path FROM memories INDEXED BY memories_conflicts "
+                                             "WHERE conflict = 1 ORDER BY path")]
+
+    def duplicate_ids(self) -> dict[str, builtins.list[str]]:
+        """Ids claimed by several files; the owner (earliest created, smallest path) first."""
+        rows = self.query(
+            "SELECT id, path FROM memories WHERE id IN "
+            "(SELECT id FROM memories GROUP BY id HAVING count(*) > 1) ORDER BY id, created, path"
+        )
+        found: dict[str, list[str]] = {}
+        for row in rows:
+            found.setdefault(row[0], []).append(row[1])
+        return found
+
+    def live_rows(self, now: str, namespace: str | None = None, limit: int = -1, offset: int = 0) -> builtins.list[sqlite3.Row]:
+        """Memories that have not expired, by path (the export order), paged."""
+        where, params = Filters(namespace=namespace).sql()
+        return self.query(
+            f"SELECT * FROM memories m WHERE (m.expires IS NULL OR m.expires > ?){where} ORDER BY m.path LIMIT ? OFFSET ?",
+            [now, *params, limit, offset],
+        )
+
+    def size_bytes(self) -> int:
+        return sum(
+            p.stat().st_size for p in (self.path, Path(f"{self.path}-wal"), Path(f"{self.path}-shm")) if p.exists()
+        )
+
+    @staticmethod
+    def peek(folder: Path) -> tuple[int, dict[str, FileFacts]] | None:
+        """Read an index without changing it (for ``doctor``): schema version and facts."""
+        path = folder / DB_NAME
+        if not path.exists():
+            return None
+        # With no writer active (no -wal file) open it immutable, which creates no
+        # -wal/-shm files; with one, read-only mode sees its uncheckpointed pages.
+        live = Path(f"{path}-wal").exists()
+        conn = sqlite3.connect(f"file:{path}?{'mode=ro' if live else 'immutable=1'}", uri=True)
+        try:
+            version = conn.execute("PRAGMA user_version").fetchone()[0]
+            if version != SCHEMA_VERSION:
+                return version, {}
+            rows = conn.execute("SELECT path, size, mtime_ns, ctime_ns, inode, sha256 FROM memories").fetchall()
+            return version, {r[0]: FileFacts(*r[1:]) for r in rows}
+        finally:
+            conn.close()
+
+
+def _statements(script: str) -> list[str]:
+    """Split the schema script; ``executescript`` would commit our transaction."""
+    out, current = [], []
+    for line in script.strip().splitlines():
+        current.append(line.split("--", 1)[0] if "--" in line else line)
+        joined = "\n".join(current)
+        if joined.rstrip().endswith(";") and sqlite3.complete_statement(joined):
+            out.append(joined)
+            current = []
+    return out

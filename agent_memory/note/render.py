@@ -1,0 +1,102 @@
+"""Writing front matter: one YAML value as text YAML reads back the same
+(``yaml_scalar``), canonical UTC timestamps (``to_utc``) and the files the tool creates
+(``render_new``: a fixed key order, so git diffs show only real changes).
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import functools
+import json
+import re
+from typing import Any
+
+import yaml
+
+
+# Key order of files the tool creates: fixed so that git diffs show only real changes.
+NEW_FILE_ORDER = ("id", "namespace", "title", "tags", "created", "updated", "expires", "source")
+_PLAIN_SCALAR = re.compile(r"[A-Za-z0-9_\u00c0-\uffff][A-Za-z0-9_ .\-/@+\u00c0-\uffff]*")
+_YAML_SPECIAL = re.compile(
+    r"(?i:y|n|yes|no|on|off|true|false|null|~)|[-+]?(\d[\d_]*)?\.?\d*(e[-+]?\d+)?|\d{4}-\d\d-\d\d.*"
+)
+TIMESTAMP = re.compile(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ")
+
+
+# What YAML reads as a line break or refuses to read: always written as a \u escape.
+_YAML_UNSAFE = re.compile("[\x7f-\x9f\u2028\u2029\ufeff\ufffe\uffff\ud800-\udfff]")
+_RESOLVER = yaml.resolver.Resolver()
+
+
+def to_utc(value: Any) -> str:
+    """Canonical UTC (``2026-07-20T09:00:00Z``) from a datetime, date or ISO string."""
+    if isinstance(value, str) and TIMESTAMP.fullmatch(value):
+        try:
+            dt.datetime.fromisoformat(value)  # already canonical: only check it is a real instant
+        except ValueError as exc:
+            raise ValueError(f"not a timestamp: {value!r}") from exc
+        return value
+    if isinstance(value, dt.datetime):
+        moment = value
+    elif isinstance(value, dt.date):
+        moment = dt.datetime(value.year, value.month, value.day)
+    elif isinstance(value, str) and value.strip():
+        text = value.strip()
+        try:
+            moment = dt.datetime.fromisoformat(text.replace(" ", "T", 1) if "T" not in text and len(text) > 10 else text)
+        except ValueError as exc:
+            raise ValueError(f"not a timestamp: {value!r}") from exc
+    else:
+        raise ValueError(f"not a timestamp: {value!r}")
+    if moment.tzinfo is None:
+        moment = moment.replace(tzinfo=dt.timezone.utc)
+    try:
+        return moment.astimezone(dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+    except OverflowError as exc:  # 0001-01-01T00:00+05:00 and 9999-12-31T23:59-05:00 have no UTC date
+        raise ValueError(f"not a timestamp between the years 1 and 9999 in UTC: {value!r}") from exc
+
+
+def yaml_scalar(value: Any) -> str:
+    """One YAML value, plain where YAML would read it back as the same string."""
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, (int, float)):
+        return str(value)
+    if isinstance(value, list):
+        return "[" + ", ".join(yaml_scalar(v) for v in value) + "]"
+    if isinstance(value, dict):
+        return _quoted(value)  # JSON is valid YAML flow style
+    text = str(value)
+    if TIMESTAMP.fullmatch(text):
+        return text
+    if (_PLAIN_SCALAR.fullmatch(text) and not _YAML_SPECIAL.fullmatch(text) and not text.endswith(" ")
+            and ": " not in text and " #" not in text and not _YAML_UNSAFE.search(text) and reads_as_text(text)):
+        return text
+    return _quoted(text)
+
+
+@functools.lru_cache(maxsize=4096)  # namespaces and tags repeat across a whole vault
+def reads_as_text(text: str) -> bool:
+    """Whether YAML reads ``text`` unquoted as a string (not ``0x1F`` -> 31, ``0b101`` -> 5)."""
+    return _RESOLVER.resolve(yaml.ScalarNode, text, (True, False)) == "tag:yaml.org,2002:str"
+
+
+def _quoted(value: Any) -> str:
+    """JSON text is a YAML double-quoted scalar once line-break-like characters are escaped."""
+    return _YAML_UNSAFE.sub(lambda m: f"\\u{ord(m.group()):04x}", json.dumps(value, ensure_ascii=False))
+
+
+def render_new(fields: dict[str, Any], body: str) -> str:
+    """A file the tool creates: fixed key order, flow lists, LF, one trailing newline."""
+    ordered = {key: fields[key] for key in NEW_FILE_ORDER if fields.get(key) not in (None, "") or key == "tags"}
+    ordered.update({k: v for k, v in fields.items() if k not in NEW_FILE_ORDER and v not in (None, "", [])})
+    return render_front_matter(ordered, body.replace("\r\n", "\n").strip("\n") + "\n")  # LF first, then trim
+
+
+def render_front_matter(meta: dict[str, Any], body: str) -> str:
+    """Front matter with the keys in the order given, then ``body`` exactly as given
+    (import uses this so that export -> import -> export is byte-stable)."""
+    lines = ["---", *(f"{key}: {yaml_scalar(value)}" for key, value in meta.items()), "---"]
+    return "\n".join(lines) + "\n" + body

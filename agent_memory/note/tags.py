@@ -1,0 +1,62 @@
+"""Tags as Obsidian reads them: front-matter lists or strings, ``#tags`` in the body,
+normalised (case-insensitive, no ``#``, no whitespace).
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from typing import Any
+
+from .split import merge_unique, without_code
+
+
+_INLINE_TAG = re.compile(r"(?:(?<=\s)|^)#([^\s#!\"$%&'()*+,.:;<=>?@\[\]^`{|}~\\]+)", re.MULTILINE)
+
+
+def normalise_tag(tag: str) -> str:
+    """Tags are case-insensitive and carry no '#' or whitespace (as in Obsidian)."""
+    return "-".join(str(tag).strip().lstrip("#").casefold().split())
+
+
+def split_tags(value: Any) -> list[str]:
+    """Tags however they come, as the pieces written: a list (each item split on commas:
+    ``['customer, deploy']`` is two), one comma-separated string, or a list written into
+    a string as models send it (``'["a", "b"]'``, ``'[a, b]'``, ``"'a', 'b'"``). Pieces
+    are stripped of whitespace, and of quotes when they come from a string; nothing is
+    normalised or refused here (``as_tag_list`` reads a file's tags, ``limits.check_tags``
+    checks a caller's)."""
+    if value is None:
+        return []
+    if isinstance(value, str):
+        text = value.strip()
+        if text.startswith("["):
+            try:
+                parsed = json.loads(text)
+            except (ValueError, RecursionError):  # "[[[[…": not a list of tags
+                parsed = None
+            if isinstance(parsed, list):
+                return split_tags(parsed)
+            text = text.strip("[]")
+        pieces = [piece.strip().strip("\"'").strip() for piece in text.split(",")]
+    else:
+        items = value if isinstance(value, (list, tuple, set, frozenset)) else [value]
+        pieces = [piece.strip() for item in items if item is not None for piece in str(item).split(",")]
+    return [piece for piece in pieces if piece]
+
+
+def as_tag_list(value: Any) -> list[str]:
+    """A file's tags as Obsidian reads them: a YAML list, or one string of tags split on
+    commas and spaces; normalised (``Two Words`` in a list is ``two-words``)."""
+    pieces = split_tags(value)
+    if isinstance(value, str):
+        pieces = [word for piece in pieces for word in piece.split()]
+    return merge_unique([t for t in map(normalise_tag, pieces) if t])
+
+
+def inline_tags(body: str) -> list[str]:
+    """``#tags`` in the body count as tags (not in code, not all digits, not headings)."""
+    if "#" not in body:
+        return []
+    found = (normalise_tag(m.group(1).rstrip("/-")) for m in _INLINE_TAG.finditer(without_code(body)))
+    return merge_unique([t for t in found if t and not t.replace("/", "").isdigit()])

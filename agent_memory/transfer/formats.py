@@ -1,0 +1,34 @@
+"""The formats ``agent-memory import --from FORMAT`` and ``import_memories(format=...)``
+read (other memory servers' data, through ``importers/``) and those export writes."""
+
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from ..errors import InvalidInput
+from .importers.agentmemory import agentmemory
+from .importers.knowledge_graph import knowledge_graph
+from .importers.memory_mcp import memory_mcp
+from .importers.memory_vault import memory_vault
+
+Importer = Callable[[Any], list[dict[str, Any]]]
+
+FORMATS: dict[str, Importer] = {
+    "mcp-knowledge-graph": knowledge_graph,
+    "mcp-memory-vault": memory_vault,
+    "memory-mcp": memory_mcp,
+    "agentmemory": agentmemory,
+}
+
+EXPORT_FORMATS = ("mcp-knowledge-graph",)
+
+
+def importer(name: str) -> Importer:
+    """The importer of format ``name``, or an error listing the formats there are."""
+    try:
+        return FORMATS[name]
+    except KeyError:
+        raise InvalidInput(f"Unknown import format {name!r}; use one of {', '.join(FORMATS)} "
+                           "(or no format for this tool's own export).") from None

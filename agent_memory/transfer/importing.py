@@ -1,0 +1,301 @@
+"""Importing another memory server's data again and again: new memories, and the ones
+it gave before brought up to date in place.
+
+An importer's items (``importers/``) carry ids derived from the source's own keys
+(entity name, hash, row id). A memory with such an id already in the vault, or the
+vault's own file an item was read from (AgentMemory's folder may be the vault itself),
+is updated through the same checked swap as every tool edit: only the keys that change
+are rewritten, unknown keys and untouched body bytes stay, and a replaced body's old
+bytes go to the trash. Links name their target by id, so they resolve to the target's
+file in this batch or in the vault, whichever batch brought it. New files and updates
+are staged together (``disk/staging.py``): all or nothing, even across a crash.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import datetime as dt
+import json
+import os
+from pathlib import Path
+from typing import Any
+
+from ..note import parse
+from ..note.parse import Note, content_hash
+from ..note.patch import patch
+from ..note.render import render_new
+from .items import (IMPORT_BASE, as_list, import_path, link_fields, new_fields, own_id, plain, resync, source_digest,
+                    twin_id)
+from ..clock import iso
+from ..vault.core import VaultCore
+from ..errors import InvalidInput, NotFound, SavedMeanwhile
+from ..index.db import link_key
+from ..limits import check_content
+from ..disk.layout import is_memory_path
+
+_NOT_IN_LINK = set("[]|#^\n")
+
+
+@dataclasses.dataclass
+class _Entry:
+    """One item of the batch, checked: what it is and where it goes."""
+
+    where: str
+    item: dict[str, Any]
+    meta: dict[str, Any]
+    content: str | None
+    rel: str
+    existing: tuple[bytes, Note] | None  # the file it updates, as read
+
+
+@dataclasses.dataclass
+class SyncPlan:
+    """The files an import writes (``(path, bytes, bytes replaced or None)``) and its counts."""
+
+    files: list[tuple[str, bytes, bytes | None]] = dataclasses.field(default_factory=list)
+    unchanged: int = 0
+    duplicates: int = 0
+    expired: int = 0
+    links: int = 0
+    kept: int = 0  # memories a person edited since the last import: theirs stand, the source's changes are not applied
+    forgotten: int = 0  # memories forgotten here since an earlier import: not brought back
+
+
+def _twin(item: dict[str, Any], claimed: dict[str, str]) -> dict[str, Any]:
+    """The item, under an id derived from its id and content (``transfer.twin_id``) when an
+    earlier item of the batch claimed that id with other content: both are kept."""
+    memory_id = own_id(item)
+    content = item.get("content")
+    if memory_id is None or not isinstance(content, str) or item.get("placeholder"):
+        return item
+    first = claimed.setdefault(memory_id, content)
+    if plain(first) == plain(content):
+        return item
+    return {**item, "id": twin_id(memory_id, content)}
+
+
+class Importing(VaultCore):
+    def _plan_sync(self, items: list[Any], now: dt.datetime) -> SyncPlan:
+        """Check every item and compute every file, before anything is written."""
+        plan = SyncPlan()
+        entries: dict[str, _Entry] = {}  # by id
+        twins: dict[str, str] = {}  # an item skipped as a duplicate's id -> the id holding its content
+        seen: dict[tuple[str, str], str] = {}
+        taken: set[str] = set()
+        updating: dict[str, str] = {}  # a vault file an item updates -> the item
+        forgotten = {e.id for e in self.store.trash.entries() if e.reason == "forgotten"}  # by a tool or a person
+        claimed: dict[str, str] = {}  # an id -> the content of the first item that claimed it
+        for n, item in enumerate(items):
+            where = f"Item {n}"
+            if not isinstance(item, dict):
+                raise InvalidInput(f"{where} is not an object; nothing was imported.")
+            item = _twin(item, claimed)
+            try:
+                entry = self._sync_entry(where, item, now)
+            except (InvalidInput, ValueError) as exc:
+                kind = type(exc) if isinstance(exc, InvalidInput) else InvalidInput
+                raise kind(f"{where}: {exc} Nothing was imported.") from exc
+            if entry is None:  # a placeholder (links only) for a memory that is not here
+                continue
+            expires = entry.meta.get("expires")
+            if entry.existing is None and expires is not None and expires <= iso(now):
+                plan.expired += 1
+                continue
+            memory_id = entry.meta["id"]
+            if entry.existing is None and memory_id in forgotten:
+                plan.forgotten += 1  # forgotten here: an import does not bring it back (restore does)
+                continue
+            if memory_id in entries:
+                plan.duplicates += 1
+                continue
+            if entry.existing is None and entry.item.get("unique_by") != "id":
+                key = (entry.meta["namespace"], content_hash(entry.content or ""))
+                twin = seen.get(key)
+                if twin is None:
+                    row = self.index.find_content(key[0], key[1], iso(now))
+                    twin = row["id"] if row is not None else None
+                if twin is not None:
+                    twins[memory_id] = twin
+                    plan.duplicates += 1
+                    continue
+                seen[key] = memory_id
+            if entry.existing is None:
+                entry.rel = self._free_path(entry.rel, taken)
+            else:
+                other = updating.setdefault(entry.rel, where)
+                if other != where:  # one file, two memories of the source: which one it is would be a guess
+                    raise InvalidInput(f"{other} and {where} both name the file {entry.rel}; remove one of them from "
+                                       "the source, then import again. Nothing was imported.")
+            entries[memory_id] = entry
+        texts: dict[str, str | None] = {}
+        new_paths: dict[str, set[str]] = {}  # the new files by name (as a wikilink compares it)
+        for entry in entries.values():
+            if entry.existing is None:
+                new_paths.setdefault(link_key(entry.rel.rsplit("/", 1)[-1]), set()).add(entry.rel)
+
+        def link_text(target: Any) -> str | None:
+            if isinstance(target, str):
+                return target
+            if not isinstance(target, dict):
+                raise InvalidInput(f"a link target must be a note name or {{id, name}}; got {target!r}.")
+            wanted = target.get("id")
+            if not isinstance(wanted, str):
+                return target.get("name") or None
+            wanted = twins.get(wanted, wanted)
+            if wanted not in texts:
+                texts[wanted] = self._link_to(wanted, entries, new_paths, now)
+            return texts[wanted] or target.get("name") or None
+
+        for entry in entries.values():
+            try:
+                self._render(entry, link_text, plan, now)
+            except (InvalidInput, ValueError) as exc:
+                raise InvalidInput(f"{entry.where}: {exc} Nothing was imported.") from exc
+        return plan
+
+    def _sync_entry(self, where: str, item: dict[str, Any], now: dt.datetime) -> _Entry | None:
+        """The item checked: the file it updates (adopted, or by id), or where a new one goes."""
+        existing = self._adopted(item)
+        memory_id = own_id(item)
+        if existing is None and memory_id is not None:
+            row = self.index.by_id(memory_id, iso(now))
+            if row is not None:
+                existing = self._readable(row["path"])
+        if item.get("placeholder"):  # only there to carry links to a memory another batch brought
+            if existing is not None:
+                rel, data, note = existing
+                links_only: dict[str, Any] = {k: item[k] for k in ("links", "relation_types") if k in item}
+                return _Entry(where, links_only, {"id": note.id}, None, rel, (data, note))
+            if item.get("content") in (None, ""):
+                return None
+        content = check_content(item.get("content"))  # type: ignore[arg-type]
+        meta = new_fields({k: v for k, v in item.items() if k not in ("links", "relation_types")}, now)
+        if existing is not None:
+            rel, data, note = existing
+            if note.own_id:
+                meta["id"] = note.id  # an adopted file that already had an id of its own keeps it
+            self.guard_credentials({"the content": content, "the front matter": json.dumps(meta, default=str)},
+                                   already=data.decode("utf-8", "replace"))
+            return _Entry(where, item, meta, content, rel, (data, note))
+        self.guard_credentials({"the content": content, "the front matter": json.dumps(meta, default=str)})
+        rel = import_path(self.store, item.get("path"), meta, content, now)
+        folder = rel.rsplit("/", 1)[0] if "/" in rel else ""
+        if folder and not self._plain_folder(folder):
+            raise InvalidInput(f"{folder}/ in the vault is (or goes through) a symlink; imports are not "
+                               "written through symlinks. Replace it with a real folder.")
+        return _Entry(where, item, meta, content, rel, None)
+
+    def _render(self, entry: _Entry, link_text: Any, plan: SyncPlan, now: dt.datetime) -> None:
+        """The entry's file: new, or the changes to the one it updates (or nothing)."""
+        links = entry.item.get("links") or {}
+        if not isinstance(links, dict):
+            raise InvalidInput("links must be an object of {relation: [note names]}.")
+        resolved: dict[str, list[str]] = {}
+        for relation, targets in links.items():
+            if not isinstance(targets, list):
+                raise InvalidInput(f"links[{relation!r}] must be a list of note names.")
+            names = [link_text(t) for t in targets]
+            resolved[relation] = [t for t in dict.fromkeys(names) if t and not _NOT_IN_LINK & set(t)]
+        fields = {**entry.meta, **link_fields(resolved, entry.item.get("relation_types"))}
+        relations = [k for k in fields if k in resolved]
+        if entry.existing is None:
+            fields[IMPORT_BASE] = source_digest(fields, entry.item, entry.content)
+            data = render_new(fields, entry.content or "").encode("utf-8")
+            plan.files.append((entry.rel, data, None))
+            plan.links += sum(len(fields[k]) for k in relations)
+            return
+        old, note = entry.existing
+        changes, body, kept = resync(note, fields, entry.item, entry.content, now)
+        plan.kept += kept
+        if not changes and body is None:
+            plan.unchanged += 1
+            return
+        text = patch(old.decode("utf-8"), changes, body=body)
+        plan.files.append((entry.rel, text.encode("utf-8"), old))
+        plan.links += sum(len(changes[k]) - len(as_list(note.meta.get(k))) for k in relations if k in changes)
+
+    def _adopted(self, item: dict[str, Any]) -> tuple[str, bytes, Note] | None:
+        """The vault's own memory file an item was read from (``origin``), if it is one:
+        that file is the memory, to be given its keys in place, never copied into itself."""
+        origin = item.get("origin")
+        if not isinstance(origin, str) or not origin:
+            return None
+        try:
+            rel = Path(origin).resolve().relative_to(self.store.real_root).as_posix()
+        except (OSError, ValueError):
+            return None
+        if not (is_memory_path(rel) and self.store.inside(rel)):
+            return None
+        return self._readable(rel)
+
+    def _readable(self, rel: str) -> tuple[str, bytes, Note] | None:
+        """A memory file's settled bytes and note, refused if a tool must not patch it."""
+        try:
+            data = self._settled(rel)
+        except NotFound:
+            return None
+        note = parse.parse(data, rel)
+        if note.unreadable or note.conflict:
+            why = "; ".join(note.problems) if note.unreadable else "it holds git conflict markers"
+            raise InvalidInput(f"{rel} is this item's memory but cannot be updated ({why}); fix the file by hand, "
+                               "then import again.")
+        return rel, data, note
+
+    def _plain_folder(self, folder: str) -> bool:
+        """Whether the deepest existing part of ``folder`` is a real folder in the vault
+        (no symlink on the way): checked before staging, so publishing cannot fail on it."""
+        path = self.store.abspath(folder)
+        existing = next((p for p in (path, *path.parents) if p.exists() or p == self.root), self.root)
+        return existing == self.root or self.store.unaliased(self.store.relpath(existing))
+
+    def _free_path(self, rel: str, taken: set[str]) -> str:
+        """The first free name for a new file (``-2``, ``-3``… as publishing names them),
+        decided now so that links can name it."""
+        folder, name = rel.rsplit("/", 1) if "/" in rel else ("", rel)
+        slug = name[:-3]
+        for n in range(1, 10_000):
+            candidate = f"{slug}.md" if n == 1 else f"{slug}-{n}.md"
+            full = f"{folder}/{candidate}" if folder else candidate
+            if full.casefold() not in taken and not os.path.lexists(self.store.abspath(full)):
+                taken.add(full.casefold())
+                return full
+        raise InvalidInput(f"Too many files named {slug!r} in {folder!r}.")
+
+    def _link_to(self, memory_id: Any, entries: dict[str, _Entry], new_paths: dict[str, set[str]],
+                 now: dt.datetime) -> str | None:
+        """How a wikilink names the memory with ``memory_id``: its file name, or its path
+        where another note has that name; None when no such memory is here."""
+        if not isinstance(memory_id, str):
+            return None
+        if memory_id in entries:
+            rel = entries[memory_id].rel
+        else:
+            row = self.index.by_id(memory_id, iso(now))
+            if row is None:
+                return None
+            rel = row["path"]
+        stem = rel.rsplit("/", 1)[-1][:-3]
+        key = link_key(stem)
+        others = {r["path"] for r in self.index.query("SELECT path FROM memories WHERE name_key = ?", (key,))}
+        others |= new_paths.get(key, set())
+        return stem if not others - {rel} else rel[:-3]
+
+    def _replace_imported(self, rel: str, new: bytes, old: bytes) -> str:
+        """Put an import's update in place if the file still holds what was checked;
+        returns its path, or "" when a person's save since then stands (or it is gone).
+        Also what finishes an update after a crash: one already in place is done."""
+        read = self._read(rel)
+        if read is None:
+            return ""
+        if read[0] == new:
+            return rel
+        if read[0] != old or self.store.read_only(rel):  # a person's save, or their read-only file, stands
+            return ""
+        before, after = parse.parse(old, rel), parse.parse(new, rel)
+        if plain(before.body) != plain(after.body):  # the old body stays restorable
+            self.store.trash.copy_in(old, rel, before.id, "replaced", iso(self.now()))
+        try:
+            self.store.replace_checked(rel, new, old)
+        except SavedMeanwhile:
+            return ""
+        return rel

@@ -1,0 +1,521 @@
+"""Writes: remember, update, forget and link, each a change to one file, then its row.
+
+A person's editor and an agent may change one file at the same instant: every edit takes
+the vault's lock, reads the file until its bytes settle, computes the change from exactly
+those bytes and swaps it in only if the file still holds them; a save that landed
+meanwhile stands. The protocol: docs/design/checked-writes.md.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import os
+import sqlite3
+from collections.abc import Iterable
+from typing import Any
+
+from ..recall import graph
+from ..trust import credentials
+from ..note import parse
+from ..note.links import RELATION_NAME, wikilinks
+from ..note.parse import Note, RESERVED_KEYS, content_hash, derive_title, file_version, is_tool_id
+from ..note.patch import edit_body, patch
+from ..note.render import render_new
+from ..note.tags import as_tag_list, normalise_tag, split_tags
+from ..clock import iso
+from .core import Examined, VaultCore
+from ..index.db import FileFacts
+from ..errors import Duplicate, InvalidInput, ReadOnlyFile, SavedMeanwhile, VersionConflict
+from ..limits import (MAX_TAGS, check_content, check_importance, check_namespace, check_tags, check_text, check_ttl,
+                     check_type)
+from ..models import (ForgetBatchResult, ForgetResult, ForgottenMemory, LinkResult, Memory, RememberResult,
+                     UpdateResult)
+from ..disk.layout import dated_folder, make_slug, new_id
+
+_RELATION_NAME = RELATION_NAME
+
+
+def _editable(note: Note) -> Note:
+    """``note``, unless a tool must not patch it: its front matter could not be read as
+    written (decided by the parser's flag, never by its messages), or it holds git
+    conflict markers (SPEC §2: refused until resolved)."""
+    if note.unreadable:
+        raise InvalidInput(
+            f"{note.path} has a problem a tool must not guess around ({'; '.join(note.problems)}); "
+            "fix the file by hand, then retry."
+        )
+    if note.conflict:
+        raise InvalidInput(
+            f"git conflict in {note.path}: resolve it first (keep one side, remove the "
+            "<<<<<<< ======= >>>>>>> lines), then retry."
+        )
+    return note
+
+
+class Writes(VaultCore):
+    # ------------------------------------------------------------------ the safe edit
+    def _checked(self, memory_id: str, expected_version: str | None) -> tuple[sqlite3.Row, bytes, Note]:
+        """The memory's row, the settled bytes the change is computed from, and their
+        note; refused if the caller's version is not those bytes' or the file is not
+        one a tool may patch."""
+        row, data = self._load(memory_id, settle=True)
+        version = file_version(data)
+        if expected_version and expected_version != version:
+            raise VersionConflict(memory_id, expected_version, version)
+        return row, data, _editable(parse.parse(data, row["path"]))
+
+    def _put(self, rel: str, checked: bytes, text: str) -> sqlite3.Row | None:
+        """Swap the new text in if the file still holds ``checked``, then index it (from
+        the bytes written and the stat of the file swapped in, when it is still that
+        file; else read back) and return its row. If a save landed meanwhile, the index
+        takes that save instead and the write is refused."""
+        if self.store.read_only(rel):
+            raise ReadOnlyFile(rel)
+        data = text.encode("utf-8")
+        published = None
+        try:
+            published = self.store.replace_checked(rel, data, checked)
+        finally:
+            examined: Examined
+            if published is not None:
+                examined = (self._note_for(rel, data, published), FileFacts.read(data, published))
+            else:
+                examined = self._examine(rel)  # parsed before the index transaction, not inside it
+            with self._index_write() as conn:
+                self._refresh(conn, rel, None, examined)
+        return self.index.by_path(rel)
+
+    def _as_written(self, rel: str, data: bytes, row: sqlite3.Row | None) -> Memory:
+        """The memory a write just made, from the bytes it wrote when the index row is
+        of those very bytes (else, a save landed since: read the file as it is now)."""
+        if row is not None and row["sha256"] == file_version(data):
+            return self._memory(rel, data, row)
+        return self.get(rel)
+
+    # ------------------------------------------------------------------ writes
+    def _twin(self, namespace: str, content_hash: str, now: str, exclude_path: str = "") -> sqlite3.Row | None:
+        """The memory already holding this content, checked against its file: a human may
+        have edited or deleted it since it was indexed (dedup must not swallow a new fact)."""
+        twin = self.index.find_content(namespace, content_hash, now, exclude_path)
+        while twin is not None:
+            state = self.reconcile_path(twin["path"])
+            if state == "unchanged":
+                return twin
+            if state == "settling":
+                # Empty or half-written: an editor mid-save, or a person who emptied it a
+                # moment ago. Its old row is no proof the fact is still written anywhere:
+                # store it anew (at worst a copy, if the save writes the same text back).
+                return None
+            twin = self.index.find_content(namespace, content_hash, now, exclude_path)
+        return None
+
+    def remember(
+        self,
+        content: str,
+        namespace: str = "default",
+        tags: Iterable[str] | str | None = (),
+        title: str = "",
+        source: str = "",
+        ttl_days: float = 0,
+        type: str | None = None,
+        importance: float | str | None = None,
+    ) -> RememberResult:
+        """Store a fact as a new file, unless the same content is already in the namespace.
+        ``type`` (free text: fact, decision, lesson...) and ``importance`` (0-10) become
+        front-matter keys of the new file."""
+        content = check_content(content)
+        kind = check_type(type) or None
+        weight = None if importance == "" else check_importance(importance)  # "" on a new memory: none
+        namespace = check_namespace(namespace)
+        tag_list = check_tags(tags)
+        ttl = check_ttl(ttl_days) or 0
+        title = (check_text(title, "title") or "").strip()
+        check_text(source, "source")
+        source = (source or "").strip()
+        warnings = self.guard_credentials({"the content": content, "the title": title, "the source": source,
+                                           "the tags": " ".join(tag_list), "the namespace": namespace,
+                                           "the type": kind or ""})
+        with self._writing():
+            now = self.now()
+            existing = self._twin(namespace, content_hash(content), iso(now))
+            if existing is not None:
+                return self._merge_tags_into(existing, tag_list)
+            fields = {
+                "id": new_id(int(now.timestamp() * 1000)),
+                "namespace": namespace,
+                "title": title or None,
+                "tags": tag_list,
+                "created": iso(now),
+                "updated": iso(now),
+                "expires": iso(now + dt.timedelta(days=ttl)) if ttl else None,
+                "source": source or None,
+                "type": kind,
+                "importance": weight,
+            }
+            data = render_new(fields, content).encode("utf-8")
+            # Never a credential, nor a password's value, in a file name: redacted before the
+            # title is derived too (its markdown clean-up can glue "DB_PASSWORD" into one word).
+            named = title or derive_title(credentials.redact_for_names(content), "")
+            slug = make_slug(named)
+            folder = "/".join(p for p in (self.settings.memories_folder, dated_folder(now)) if p)
+            rel, published = self.store.place(None, folder, slug, data)
+            result = RememberResult(memory=self._as_written(rel, data, self._index_new(rel, data, published)),
+                                    deduplicated=False)
+            if warnings:
+                result["warnings"] = warnings
+            return result
+
+    def _merge_tags_into(self, row: sqlite3.Row, tags: list[str]) -> RememberResult:
+        current = row["tags"].split()
+        if all(t in current for t in tags):
+            return RememberResult(memory=self.get(row["path"]), deduplicated=True)
+        if self.store.read_only(row["path"]):  # the fact is stored; a protected file keeps its tags
+            return RememberResult(memory=self.get(row["path"]), deduplicated=True,
+                                  warnings=[f"{row['path']} is read-only, so the new tags were not added to it."])
+        result = self.update(row["path"], add_tags=tags)
+        return RememberResult(memory=result["memory"], deduplicated=True)
+
+    def update(
+        self,
+        memory_id: str,
+        *,
+        content: str | None = None,
+        append: str | None = None,
+        replace_old: str | None = None,
+        replace_new: str | None = None,
+        tags: Iterable[str] | str | None = None,
+        add_tags: Iterable[str] | str | None = (),
+        remove_tags: Iterable[str] | str | None = (),
+        namespace: str | None = None,
+        source: str | None = None,
+        title: str | None = None,
+        ttl_days: float | None = None,
+        type: str | None = None,
+        importance: float | str | None = None,
+        expected_version: str | None = None,
+    ) -> UpdateResult:
+        """Change a memory in place, rewriting only the front-matter keys that change.
+
+        Replacing the whole body (``content``) or the whole tag set (``tags``) needs the
+        version the caller read (``expected_version``): without it a line a person saved
+        a moment ago would be overwritten unseen. ``append``, an exact-once ``replace``,
+        and tag additions and removals merge, and need none. A replaced body's previous
+        bytes are kept in the trash as a version copy."""
+        new_body = check_content(content) if content is not None else None
+        for text, what in ((append, "append"), (replace_old, "replace_old"), (replace_new, "replace_new"),
+                           (title, "title"), (source, "source"), (expected_version, "expected_version")):
+            check_text(text, what)
+        if (new_body is not None or tags is not None) and not expected_version:
+            what = "content" if new_body is not None else "the whole tag set"
+            raise InvalidInput(
+                f"Replacing {what} needs the version you read: pass expected_version (from get_memory "
+                "or recall), or use append, replace_old/replace_new, add_tags/remove_tags, which need none."
+            )
+        edits = _body_edit(new_body, append, replace_old, replace_new)
+        whole_set = check_tags(tags) if tags is not None else None
+        adding, removing = check_tags(add_tags), check_tags(remove_tags)
+        new_namespace = check_namespace(namespace) if namespace is not None else None
+        ttl = check_ttl(ttl_days)
+        kind = check_type(type)  # '' removes it
+        weight = check_importance(importance)
+        with self._writing():
+            row, data, note = self._checked(memory_id, expected_version)
+            if ttl is not None and not is_tool_id(note.id):
+                raise InvalidInput(
+                    f"{row['path']} is a note of yours, not a memory the tool made (its id is not in the tool's "
+                    "format), so it never expires; ttl_days is refused. Set an expiry on a memory from remember."
+                )
+            now = self.now()
+            changes: dict[str, Any] = {}
+            if whole_set is not None:
+                current = [normalise_tag(t) for t in as_tag_list(note.meta.get("tags"))]
+                adding = [*adding, *(t for t in whole_set if t not in current)]
+                removing = [*removing, *(t for t in current if t not in whole_set)]
+            new_tags = _retag(note, adding, removing)
+            if new_tags is not None:
+                if len(new_tags) > MAX_TAGS and len(new_tags) > len(as_tag_list(note.meta.get("tags"))):
+                    raise InvalidInput(
+                        f"{row['path']} would have {len(new_tags)} tags; the limit is {MAX_TAGS} per memory. "
+                        "Remove some with remove_tags."
+                    )
+                changes["tags"] = new_tags
+            if new_namespace is not None and new_namespace != note.namespace:
+                changes["namespace"] = new_namespace
+            if source is not None and source.strip() != note.source:
+                changes["source"] = source.strip() or None
+            if title is not None and title.strip() != str(note.meta.get("title") or ""):
+                changes["title"] = title.strip() or None
+            if kind is not None and kind != note.meta.get("type", ""):
+                changes["type"] = kind or None
+            if weight == "":  # '' removes it
+                if "importance" in note.meta:
+                    changes["importance"] = None
+            elif weight is not None and (weight != note.meta.get("importance")
+                                         or isinstance(note.meta.get("importance"), bool)):
+                changes["importance"] = weight
+            if ttl is not None:
+                expires = iso(now + dt.timedelta(days=ttl)) if ttl else None
+                if expires != note.expires:
+                    changes["expires"] = expires
+            text = data.decode("utf-8")
+            edited = edits(text, row["path"]) if edits is not None else text
+            body_after = parse.parse(edited.encode("utf-8"), row["path"]).body
+            body_changed = _plain(body_after) != _plain(note.body)
+            if body_changed:
+                check_content(body_after)
+            if body_changed or "namespace" in changes:
+                other = self._twin(
+                    changes.get("namespace", note.namespace), content_hash(body_after), iso(now),
+                    exclude_path=row["path"],
+                )
+                if other is not None:
+                    raise Duplicate(memory_id, other["id"])
+            if not changes and not body_changed:
+                return UpdateResult(memory=self._memory(row["path"], data, row), changed=False)
+            warnings = self.guard_credentials({
+                "the content": body_after if body_changed else "",
+                "the title": changes.get("title") or "", "the source": changes.get("source") or "",
+                "the tags": " ".join(t for t in adding if t not in note.tags),
+                "the namespace": changes.get("namespace") or "", "the type": changes.get("type") or "",
+            }, already=note.body)
+            if "created" not in note.meta:  # its creation time came from the mtime, which this write resets
+                changes["created"] = row["created"]
+            changes["updated"] = iso(now)
+            if body_changed and new_body is not None:  # kept before the write: a crash or a full disk
+                self.store.trash.copy_in(data, row["path"], row["id"], "replaced", iso(now))  # loses nothing
+            written = patch(edited if body_changed else text, changes).encode("utf-8")
+            new_row = self._put(row["path"], data, written.decode("utf-8"))
+            result = UpdateResult(memory=self._as_written(row["path"], written, new_row), changed=True)
+            if warnings:
+                result["warnings"] = warnings
+            return result
+
+    def forget(self, memory_id: str, expected_version: str | None = None) -> ForgetResult:
+        """Move a memory's file to ``.trash/``; nothing is deleted outright."""
+        with self._writing():
+            row, data = self._load(memory_id, settle=True)
+            version = file_version(data)
+            if expected_version and expected_version != version:
+                raise VersionConflict(memory_id, expected_version, version)
+            self._not_a_link(row["path"])
+            trashed = self.store.trash.move_in(self.store.abspath(row["path"]), row["path"], row["id"], "forgotten",
+                                               iso(self.now()))
+            if file_version(self.store.abspath(trashed).read_bytes()) != version:
+                self._put_back(trashed, row["path"])  # a save landed after the check: it stands
+            with self._index_write() as conn:
+                self.index.delete(conn, row["path"])
+            return ForgetResult(id=row["id"], path=row["path"], title=row["title"], trashed_to=trashed)
+
+    def forget_many(self, memory_ids: Iterable[str] | str, expected_version: str | None = None,
+                    dry_run: bool = False) -> ForgetBatchResult:
+        """Forget several memories, all or nothing: every id is resolved (and the version
+        checked, which only a single id may carry) before any file moves, and if one move
+        fails the ones already moved are put back. ``dry_run`` says what would be
+        forgotten and changes nothing. A batch needs no versions: the trash keeps it all."""
+        ids = [memory_ids] if isinstance(memory_ids, str) else list(memory_ids or [])
+        if not ids or not all(isinstance(i, str) and i.strip() for i in ids):
+            raise InvalidInput("Give the ids (or vault paths) of the memories to forget, e.g. ['01m8r9k34bnrxpbt'].")
+        for memory_id in ids:
+            check_text(memory_id, "memory id")
+        check_text(expected_version, "expected_version")
+        if expected_version and len(ids) > 1:
+            raise InvalidInput("expected_version applies to a single memory; forget several without it "
+                               "(forgotten memories stay restorable in .trash/).")
+        with self._writing():
+            picked: dict[str, tuple[sqlite3.Row, str]] = {}
+            for memory_id in ids:
+                row, data = self._load(memory_id, settle=True)
+                version = file_version(data)
+                if expected_version and expected_version != version:
+                    raise VersionConflict(memory_id, expected_version, version)
+                self._not_a_link(row["path"])
+                picked.setdefault(row["path"], (row, version))  # one memory named twice goes once
+            done: list[ForgottenMemory] = []
+            if dry_run:
+                done = [ForgottenMemory(id=row["id"], path=row["path"], title=row["title"]) for row, _ in picked.values()]
+            else:
+                moved: list[tuple[str, str]] = []
+                try:
+                    for row, version in picked.values():
+                        trashed = self._trash_checked(row, version)
+                        moved.append((trashed, row["path"]))
+                        done.append(ForgottenMemory(id=row["id"], path=row["path"], title=row["title"], trashed_to=trashed))
+                except BaseException:
+                    for trashed, rel in reversed(moved):  # all or nothing: the ones moved go back
+                        entry = self.store.trash.find(trashed)
+                        if entry is not None:
+                            try:
+                                self.store.trash.take_out(entry, self.store.abspath(rel))
+                            except FileExistsError:
+                                pass  # a file was saved there meanwhile: it stands, the copy stays in .trash/
+                        with self._index_write() as conn:
+                            self._refresh(conn, rel, None)
+                    raise
+            result = ForgetBatchResult(dry_run=bool(dry_run), count=len(done), memories=done)
+            if len(done) == 1:
+                result.update(done[0])
+            return result
+
+    def _not_a_link(self, rel: str) -> None:
+        """Forget moves files, not links: a symlink moved into ``.trash/`` would point
+        nowhere (it is relative to where it was) and could never be put back."""
+        path = self.store.abspath(rel)
+        if path.is_symlink():
+            raise InvalidInput(f"{rel} is a symlink (to {os.readlink(path)}); forget moves files, not links. Forget "
+                               "the file it points to, or remove the link by hand. Nothing was forgotten.")
+
+    def _trash_checked(self, row: sqlite3.Row, version: str) -> str:
+        """Move a checked memory's file to the trash and drop its row; a save that landed
+        after the check is put back and the forget refused."""
+        trashed = self.store.trash.move_in(self.store.abspath(row["path"]), row["path"], row["id"], "forgotten",
+                                           iso(self.now()))
+        if file_version(self.store.abspath(trashed).read_bytes()) != version:
+            self._put_back(trashed, row["path"])
+        with self._index_write() as conn:
+            self.index.delete(conn, row["path"])
+        return trashed
+
+    def _put_back(self, trashed: str, rel: str) -> None:
+        """Undo a forget that moved a save made after the check; refuse the forget."""
+        entry = self.store.trash.find(trashed)
+        if entry is not None:
+            try:
+                self.store.trash.take_out(entry, self.store.abspath(rel))
+            except FileExistsError:  # saved yet again meanwhile: the older save stays restorable
+                pass
+        with self._index_write() as conn:
+            self._refresh(conn, rel, None)
+        raise SavedMeanwhile(rel)
+
+
+    # ------------------------------------------------------------------ links, context, files
+    def link(self, memory_id: str, target_id: str, relation: str = "related_to") -> LinkResult:
+        """Add ``"[[target]]"`` to the source file's front-matter list ``relation``.
+
+        That is the SPEC §5 form (``related_to: ["[[acme-billing]]"]``), a property
+        Obsidian draws as links. Only that key's lines change (not even ``updated``);
+        a link that is already there, in any spelling that resolves to the target,
+        changes nothing.
+        """
+        relation = (relation or "").strip()
+        if not _RELATION_NAME.fullmatch(relation) or relation in RESERVED_KEYS:
+            raise InvalidInput(
+                f"Relation {relation!r} cannot be used: give one word such as related_to or depends_on "
+                "(letters, digits, '_' or '-', up to 64 characters), not one of the reserved keys "
+                f"{', '.join(RESERVED_KEYS)}."
+            )
+        warnings = self.guard_credentials({"the relation": relation})  # it becomes a key of the file
+        with self._writing():
+            source, data, note = self._checked(memory_id, None)
+            target = self._resolve(target_id)
+            if target["path"] == source["path"]:
+                raise InvalidInput(f"A memory cannot be linked to itself ({source['path']}); give another target_id.")
+            items = self._relation_items(note.meta.get(relation), source["path"], relation)
+            links = graph.Links(self.index, iso(self.now()))
+            already = any(
+                (found := links.resolve(written, source["path"])) is not None and found["rid"] == target["rid"]
+                for item in items
+                if isinstance(item, str)
+                for written in wikilinks(item)
+            )
+            wikilink = f"[[{self._link_text(target)}]]"
+            if not already:
+                self._put(source["path"], data, patch(data.decode("utf-8"), {relation: [*items, wikilink]}))
+                source = self.index.by_path(source["path"]) or source
+            result = LinkResult(
+                source=self._summary(source), target=self._summary(target), relation=relation,
+                link=wikilink, changed=not already,
+            )
+            if warnings:
+                result["warnings"] = warnings
+            return result
+
+    @staticmethod
+    def _relation_items(value: Any, path: str, relation: str) -> list[Any]:
+        """What a relation property holds now, as a list to append to."""
+        if value is None:
+            return []
+        if isinstance(value, str):
+            return [value]
+        if isinstance(value, list) and all(isinstance(v, (str, int, float)) or v is None for v in value):
+            return [v for v in value if v is not None]
+        raise InvalidInput(
+            f"{path} already has a {relation!r} key that is not a list of links; "
+            "choose another relation name or edit that key by hand."
+        )
+
+    def _link_text(self, target: sqlite3.Row) -> str:
+        """The target's file name without ``.md``, or its vault path when the name repeats
+        (Obsidian would otherwise resolve the name to another file)."""
+        name = target["path"].rsplit("/", 1)[-1][:-3]
+        same_name = self.index.query("SELECT count(*) FROM memories WHERE name_key = ?", (target["name_key"],))[0][0]
+        text = name if same_name <= 1 else target["path"][:-3]
+        if any(c in text for c in "[]|#^"):
+            raise InvalidInput(
+                f"{target['path']} has a character a wikilink cannot hold ([ ] | # ^); rename the file, then link again."
+            )
+        return text
+
+
+
+def _retag(note: Note, adding: list[str], removing: list[str]) -> list[Any] | None:
+    """The front matter's new tags list, or None when it stays as it is.
+
+    Tags nobody asked to change keep their spelling (``Customer`` stays ``Customer``;
+    tags compare case-insensitively). A tag written only in the body (``#ops``) cannot
+    be removed by rewriting the front matter: that is refused, not silently ignored.
+    """
+    value = note.meta.get("tags")
+    written: list[Any] = []  # one entry per tag, as the reader splits them ("a, b" in a list is two)
+    for item in value if isinstance(value, list) else [value]:
+        if item is None:
+            continue  # an empty list item is no tag (the reader skips it too)
+        pieces = split_tags([item]) if isinstance(item, str) else [item]
+        written.extend(pieces if isinstance(value, list) else as_tag_list(value))
+    names = [normalise_tag(str(t)) for t in written]
+    inline_only = [t for t in removing if t not in names and t in note.tags]
+    if inline_only:
+        raise InvalidInput(
+            f"Tag {inline_only[0]!r} is written in the text of {note.path} as #{inline_only[0]}, not in its "
+            "tags property; change the content to remove it. Nothing was changed."
+        )
+    kept = [t for t, name in zip(written, names) if name not in removing]
+    added = [t for t in adding if t not in names]
+    if kept == written and not added:
+        return None
+    return kept + added
+
+
+
+
+def _plain(body: str) -> str:
+    """A body as compared for "did it change": line endings and outer blank lines aside."""
+    return body.replace("\r\n", "\n").strip("\n")
+
+
+def _body_edit(content: str | None, append: str | None, old: str | None, new: str | None) -> Any:
+    """The one body edit asked for, as ``edit(text, path) -> text``; None when none is.
+    More than one at once is refused: their order would be a guess."""
+    asked = [name for name, value in (("content", content), ("append", append), ("replace_old", old)) if value is not None]
+    if new is not None and old is None:
+        raise InvalidInput("replace_new needs replace_old: the exact text to replace (it must occur once).")
+    if len(asked) > 1:
+        raise InvalidInput(f"Give one body edit at a time; got {' and '.join(asked)}.")
+    if content is not None:
+        return lambda text, _path: patch(text, {}, body=content)
+    if append is not None:
+        if not append.strip():
+            raise InvalidInput("append is empty; give the text to add at the end of the content.")
+        return lambda text, _path: edit_body(text, append=append)
+    if old is not None:
+        if not old:
+            raise InvalidInput("replace_old is empty; give the exact text to replace.")
+
+        def replace(text: str, path: str) -> str:
+            try:
+                return edit_body(text, old=old, new=new or "")
+            except ValueError as exc:
+                raise InvalidInput(f"In {path}, {exc}. Read it with get_memory and quote a unique passage.") from exc
+
+        return replace
+    return None
