@@ -20,6 +20,7 @@ from typing import Any
 import click
 
 from .errors import MemoryError_
+from .progress import Progress, Step
 from .semantic.status import vector_summary
 from .disk.layout import VAULT_DIRNAME, locate_vault, require_vault
 from .recall.engine import MATCH_MODES
@@ -154,28 +155,23 @@ def emit(data: Any, human: Callable[[], None]) -> None:
 
 
 @contextmanager
-def progress_bar(label: str) -> Iterator[Callable[[int, int], None] | None]:
-    """A progress bar on stderr when it is a terminal; nothing at all under --json."""
-    with progress_bars(label) as (update,):
-        yield update
-
-
-@contextmanager
-def progress_bars(*labels: str) -> Iterator[tuple[Callable[[int, int], None] | None, ...]]:
-    """One bar per label in one display (rich allows one live display at a time), each
-    shown once its work starts; Nones off a terminal or under --json."""
+def progress_bar() -> Iterator[Progress | None]:
+    """Bars on stderr when it is a terminal, one per phase of the work (rich allows one
+    live display at a time); None off a terminal or under --json."""
     if settings().json or not sys.stderr.isatty():
-        yield tuple(None for _ in labels)
+        yield None
         return
-    from rich.progress import Progress  # imported only for long work on a terminal
+    from rich.progress import Progress as Bars  # imported only for long work on a terminal
 
-    with Progress(transient=True, console=_stderr_console()) as bar:
-        tasks = [bar.add_task(label, total=None, visible=False) for label in labels]
+    with Bars(transient=True, console=_stderr_console()) as bars:
+        tasks: dict[str, Any] = {}
 
-        def updater(task: Any) -> Callable[[int, int], None]:
-            return lambda done, total: bar.update(task, completed=done, total=total, visible=True)
+        def update(step: Step) -> None:
+            if step.phase not in tasks:
+                tasks[step.phase] = bars.add_task(step.phase.capitalize(), total=None)
+            bars.update(tasks[step.phase], completed=step.done, total=step.total)
 
-        yield tuple(updater(task) for task in tasks)
+        yield update
 
 
 def _stderr_console() -> Any:
@@ -784,8 +780,8 @@ def reindex() -> None:
       agent-memory reindex
     """
     vault = Vault(vault_path(), sync=False)
-    with vault, progress_bars("Indexing files", "Embedding memories") as (progress, embedding):
-        report = vault.reindex(progress=progress, embedding=embedding)
+    with vault, progress_bar() as progress:
+        report = vault.reindex(progress=progress)
 
     def human() -> None:
         click.echo(f"Indexed {report['added']} files ({report['expired']} expired moved to .trash/).")
@@ -915,7 +911,7 @@ def import_(source: str, source_format: str | None) -> None:
       agent-memory import --from agentmemory .memory
     """
     if source_format is not None:
-        with _source_file(source) as path, open_vault() as vault, progress_bar("Importing memories") as progress:
+        with _source_file(source) as path, open_vault() as vault, progress_bar() as progress:
             result = vault.import_memories(path, progress=progress, format=source_format)
         _import_summary(result)
         return
@@ -923,7 +919,7 @@ def import_(source: str, source_format: str | None) -> None:
 
     raw = _decoded(sys.stdin.buffer.read(), "standard input") if source == "-" else _read_text(source)
     items = load_json(raw, "standard input" if source == "-" else source)
-    with open_vault() as vault, progress_bar("Importing memories") as progress:
+    with open_vault() as vault, progress_bar() as progress:
         result = vault.import_memories(items, progress=progress)
     _import_summary(result)
 

@@ -319,7 +319,8 @@ def test_reindex_rebuilds_missing_or_broken_vectors(vault_dir: Path, vault: Vaul
     again = Vault(vault_dir)
     try:
         embedded: list[tuple[int, int]] = []
-        report = again.reindex(embedding=lambda done, total: embedded.append((done, total)))
+        report = again.reindex(
+            progress=lambda step: embedded.append((step.done, step.total)) if step.phase == "embedding memories" else None)
         assert report["embedded"] == 3 and embedded[-1] == (3, 3)
         assert vector_keys(again) == file_versions(again)
         status = again.stats()["semantic"]

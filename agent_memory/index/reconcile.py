@@ -18,7 +18,8 @@ from pathlib import Path
 
 from ..note.parse import Note, file_version
 from ..clock import iso
-from ..vault.core import Progress, VaultCore
+from ..progress import Every, Progress
+from ..vault.core import VaultCore
 from .db import FileFacts
 from ..models import ReconcileReport
 
@@ -106,22 +107,21 @@ class Reconcile(VaultCore):
         return bool(self.index.query("SELECT 1 FROM memories WHERE expires IS NOT NULL AND expires <= ? LIMIT 1",
                                      (iso(self.now()),)))
 
-    def reindex(self, *, sweep: bool = True, progress: Progress | None = None,
-                embedding: Progress | None = None) -> ReconcileReport:
+    def reindex(self, *, sweep: bool = True, progress: Progress | None = None) -> ReconcileReport:
         """Rebuild the index from the files alone, in one transaction; then, with
         semantic recall on, embed every memory whose vector is missing (a file's vector
         depends on its bytes only, so unchanged files keep theirs).
 
         ``sweep=False`` leaves expired files where they are (a read-only rebuild,
-        as the test suite's "index equals a rebuild" check needs). ``progress(done,
-        total)`` is called as files are read, ``embedding(done, total)`` as memories are
-        embedded, for a front end to show.
+        as the test suite's "index equals a rebuild" check needs). ``progress`` gets a
+        ``Step`` as files are read ("indexing files") and as memories are embedded
+        ("embedding memories"), for a front end to show.
         """
         with self._writing():
             counts = {"added": 0, "updated": 0, "removed": 0, "unchanged": 0, "absent": 0}
             report = self._rebuild(counts, sweep=sweep, progress=progress)
         if self.semantic_on():
-            report["embedded"] = self.vectors.rebuild(embedding)
+            report["embedded"] = self.vectors.rebuild(progress)
         return report
 
     def _rebuild(self, counts: dict[str, int], sweep: bool = True, progress: Progress | None = None,
@@ -136,10 +136,11 @@ class Reconcile(VaultCore):
             paths = sorted(paths)
         self.store.remove_orphans(temp_files)  # temp files a crash left (callers hold the lock)
 
+        reading = Every(progress, "indexing files", len(paths), items=500)
+
         def parsed() -> Iterator[tuple[Note, FileFacts]]:
             for done, rel in enumerate(paths, 1):
-                if progress is not None and (done % 500 == 0 or done == len(paths)):
-                    progress(done, len(paths))
+                reading(done)
                 read = self._read(rel)
                 if read is None:
                     continue

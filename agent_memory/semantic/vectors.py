@@ -36,6 +36,7 @@ from typing import Any
 
 import numpy as np
 
+from ..progress import Progress, Step
 from .embed import DIMENSIONS, Encoder, shared_encoder
 from .model_files import MODEL_NAME, VECTORS_FILE
 
@@ -51,7 +52,6 @@ HAMMING_ROWS = 16_384  # sign codes per block of distances (128 KB of scratch)
 ROOM = 1 / 8  # spare rows kept after a full load, for vectors appended later
 CACHE_KIB = -256  # SQLite page cache of our connections (KiB): they read each row once, in order
 
-Progress = Callable[[int, int], None]
 DIGEST = np.dtype("S32")  # a sha256 as raw bytes: half its hex, and one numpy array for 100k
 
 
@@ -516,7 +516,7 @@ class Embedder:
                     self.store.put([r["sha256"] for r in rows], vectors)
                 done += len(rows)
                 if progress is not None:
-                    progress(done, len(todo))
+                    progress(Step("embedding memories", done, len(todo)))
             self.error = None
             return done
         finally:

@@ -13,7 +13,7 @@ import os
 import sqlite3
 import sys
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, Self
@@ -33,7 +33,6 @@ from ..disk.layout import INDEX_DIRNAME, cache_folder, encodable, index_folder, 
 from ..disk.store import Store
 from ..disk.layout import TRASH_DIRNAME
 
-Progress = Callable[[int, int], None]
 SETTLED_AGE = 0.1  # seconds: a file not modified for this long is not being saved
 SETTLE_WAIT = 0.03  # between two reads that must agree
 SETTLE_TRIES = 30  # about a second of retries before a clear error

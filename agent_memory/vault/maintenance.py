@@ -21,7 +21,8 @@ from ..recall.sql import Filters
 from ..trust import confine
 from ..transfer.importers.knowledge_graph import entity_name, observations, records, relation_type
 from ..clock import iso
-from .core import _UNREAD, Progress
+from ..progress import Every, Progress
+from .core import _UNREAD
 from ..errors import InvalidInput, NotFound, PathRefused, disk_error
 from ..transfer.importing import Importing, SyncPlan
 from ..index.db import SCHEMA_VERSION, TOKENIZER, FileFacts
@@ -177,9 +178,7 @@ class Maintenance(Importing):
             staging = self._staging()
             total = len(plan.files)
 
-            def report(done: int) -> None:
-                if progress is not None and (done % 100 == 0 or done == total):
-                    progress(done, total)
+            report = Every(progress, "importing memories", total)
 
             try:
                 staging.stage(plan.files)
