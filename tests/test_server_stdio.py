@@ -70,6 +70,8 @@ async def test_files_made_by_hand_are_found_before_and_while_serving(tmp_path: P
 def test_no_command_serves_stdio_with_nothing_but_protocol_on_stdout(tmp_path: Path) -> None:
     vault_dir = tmp_path / ".memory"
     Vault.init(vault_dir).close()
+    (vault_dir / "people").mkdir()
+    (vault_dir / "people" / "priya.md").write_text("Priya owns the billing service\n")
     messages = [
         {"jsonrpc": "2.0", "id": 1, "method": "initialize",
          "params": {"protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "raw", "version": "0"}}},
@@ -78,6 +80,8 @@ def test_no_command_serves_stdio_with_nothing_but_protocol_on_stdout(tmp_path: P
          "params": {"name": "remember", "arguments": {"content": "Raw JSON-RPC works"}}},
         {"jsonrpc": "2.0", "id": 3, "method": "tools/call",
          "params": {"name": "get_memory", "arguments": {"memory_id": "nope"}}},
+        {"jsonrpc": "2.0", "id": 4, "method": "tools/call",
+         "params": {"name": "reindex", "arguments": {}, "_meta": {"progressToken": "reindex-4"}}},
     ]
     process = subprocess.Popen([str(SCRIPT), "--dir", str(vault_dir)], stdin=subprocess.PIPE,
                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
@@ -89,7 +93,7 @@ def test_no_command_serves_stdio_with_nothing_but_protocol_on_stdout(tmp_path: P
             process.stdin.write(json.dumps(message) + "\n")
         process.stdin.flush()
         lines = []
-        while {json.loads(line).get("id") for line in lines} != {1, 2, 3}:
+        while not {1, 2, 3, 4} <= {json.loads(line).get("id") for line in lines}:
             line = process.stdout.readline()
             assert line, "the server closed stdout before answering"
             lines.append(line)
@@ -105,6 +109,12 @@ def test_no_command_serves_stdio_with_nothing_but_protocol_on_stdout(tmp_path: P
     by_id = {r.get("id"): r for r in replies}
     assert by_id[2]["result"]["isError"] is False
     assert by_id[3]["result"]["isError"] is True and "not found" in by_id[3]["result"]["content"][0]["text"]
+    assert by_id[4]["result"]["isError"] is False
+    progress = [r["params"] for r in replies if r.get("method") == "notifications/progress"]
+    assert progress and all(p["progressToken"] == "reindex-4" for p in progress)
+    assert progress[-1]["progress"] == progress[-1]["total"] >= 1 and progress[-1]["message"] == "indexing files"
+    last = max(i for i, r in enumerate(replies) if r.get("method") == "notifications/progress")
+    assert last < replies.index(by_id[4]), "the last progress notification goes out before the result"
     assert "serving" in stderr and str(vault_dir) in stderr
 
 

@@ -60,6 +60,17 @@ def test_forget_takes_one_id_or_several_and_says_which_when_given_neither(vault:
     assert tools.list_memories(vault)["total"] == 2
 
 
+def test_import_and_reindex_report_their_steps_to_the_progress_they_are_given(vault: Vault) -> None:
+    steps: list = []
+    items = [{"content": f"Imported fact number {n}"} for n in range(250)]
+    assert tools.import_memories(vault, items, progress=steps.append)["imported"] == 250
+    assert [(s.phase, s.done, s.total) for s in steps] == [("importing memories", n, 250) for n in (100, 200, 250)]
+    steps.clear()
+    report = tools.reindex(vault, progress=steps.append)
+    assert report["added"] == 250 and steps[-1].done == steps[-1].total == 250
+    assert tools.reindex(vault)["added"] == 250  # progress is optional
+
+
 def test_a_connection_is_known_by_its_handshake_and_a_request_without_one_stands_alone() -> None:
     class Handshake:  # stands in for the SDK's InitializeRequestParams, one per connection
         pass

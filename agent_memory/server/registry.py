@@ -1,7 +1,7 @@
 """The table of tools (``tools.TOOLS``) on an MCP server.
 
 Each tool function takes more than its arguments: the vault, and for some the versions
-its connection saw (``seen``). What the SDK registers is
+its connection saw (``seen``) or a ``Progress`` for long work. What the SDK registers is
 a small async wrapper that fills those in, runs the function on a worker thread and
 turns the library's errors into ``ToolError``, in mcp 2.3 the only exception whose text
 reaches the model (the library's text says what to do next). The wrapper shows the SDK
@@ -23,6 +23,7 @@ from mcp_types import ToolAnnotations
 from ..errors import MemoryError_
 from ..vault.vault import Vault
 from .arguments import ToolArguments, refuse_bad_arguments
+from .progress_notifications import run_reporting
 from .seen import SeenVersions
 from .tools import SERVER_FILLED, TOOLS, Hints
 
@@ -52,7 +53,7 @@ def one_paragraph(doc: str | None) -> str:
 
 def bound(function: Callable[..., Any], vault: Vault, seen: SeenVersions) -> Callable[..., Any]:
     """``function`` as the SDK calls it: with its callers' arguments and the request's
-    ``Context``; the vault and the connection's ``Seen`` filled in."""
+    ``Context``; the vault, the connection's ``Seen`` and a ``Progress`` filled in."""
     signature = inspect.signature(function, eval_str=True)
     takes = set(SERVER_FILLED).intersection(signature.parameters)
     sent = [p for name, p in signature.parameters.items() if name not in SERVER_FILLED]
@@ -62,6 +63,8 @@ def bound(function: Callable[..., Any], vault: Vault, seen: SeenVersions) -> Cal
         if "seen" in takes:
             filled["seen"] = seen.of(ctx.session.client_params)
         try:
+            if "progress" in takes:
+                return await run_reporting(lambda progress: function(**filled, progress=progress), ctx.report_progress)
             return await anyio.to_thread.run_sync(functools.partial(function, **filled))
         except MemoryError_ as exc:
             raise ToolError(str(exc)) from exc

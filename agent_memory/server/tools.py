@@ -1,5 +1,5 @@
-"""The tools, as plain functions: each takes the vault (and what the server keeps for a
-connection: the versions it saw) and its typed arguments,
+"""The tools, as plain functions: each takes the vault (and, where it needs them, the
+versions its connection saw or a ``Progress`` for long work) and its typed arguments,
 makes one Vault call and returns the library's typed dict, so clients get an
 ``outputSchema`` and ``structuredContent``. ``TOOLS`` at the end lists them with their
 names, titles and hints; ``registry.py`` puts them on a server.
@@ -37,6 +37,7 @@ from ..models import (
     UnlinkResult,
     UpdateResult,
 )
+from ..progress import Progress
 from ..vault.vault import Vault
 from .arguments import (
     Append,
@@ -99,7 +100,7 @@ from .arguments import (
 )
 from .seen import Seen
 
-SERVER_FILLED = ("vault", "seen")
+SERVER_FILLED = ("vault", "seen", "progress")
 """Parameters the server fills in for each call; a caller can never send them."""
 
 # ----------------------------------------------------------------------------- memories
@@ -347,13 +348,14 @@ def export_memories(vault: Vault, namespace: Namespace = None, limit: PageSize =
     return vault.export_page(namespace=namespace_filter(namespace), limit=limit, offset=offset)
 
 
-def import_memories(vault: Vault, items: Items, format: ImportFormat = None) -> ImportResult:
+def import_memories(vault: Vault, items: Items, format: ImportFormat = None, *,
+                    progress: Progress | None = None) -> ImportResult:
     """Add many memories at once, all or nothing. Content already in the vault (same
     namespace), or an id a live memory already has, is skipped and counted as a
     duplicate; already-expired items are counted and skipped; a taken path gets a new
     name, so nothing is overwritten. With a format, a memory the source gave before is
     updated where the source changed it (counted as updated, else unchanged)."""
-    return vault.import_memories(items, format=format)
+    return vault.import_memories(items, format=format, progress=progress)
 
 
 def read_file(vault: Vault, path: FilePath) -> FileContent:
@@ -363,10 +365,10 @@ def read_file(vault: Vault, path: FilePath) -> FileContent:
     return vault.read_file(path)
 
 
-def reindex(vault: Vault) -> ReconcileReport:
+def reindex(vault: Vault, *, progress: Progress | None = None) -> ReconcileReport:
     """Rebuild the search index from the files alone (the files are the truth; the
     index is a cache). Use it if results look stale or memory_stats shows problems."""
-    return vault.reindex()
+    return vault.reindex(progress=progress)
 
 
 # ----------------------------------------------------------------------------- the table
