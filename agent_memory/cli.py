@@ -1091,7 +1091,7 @@ def serve(http: bool = False, host: str = "127.0.0.1", port: int = 8765, token: 
       agent-memory serve --http --port 0 --allow-origin http://localhost:6274
       agent-memory serve --git-commit
     """
-    from .server import run  # imports mcp: only here
+    from .server.transport import run  # imports mcp: only here
     from .server.transport import HttpLimits
 
     limits = HttpLimits(max_sessions=max_sessions, session_idle_timeout=session_idle_timeout,

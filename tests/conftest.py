@@ -320,7 +320,7 @@ async def mcp_client(vault: Vault, **options: Any) -> AsyncIterator[Any]:
     go to ``mcp.Client``, e.g. ``mode="legacy"``)."""
     from mcp import Client
 
-    from agent_memory.server import build_server
+    from agent_memory.server.app import build_server
 
     async with Client(build_server(vault), **options) as connected:
         yield connected

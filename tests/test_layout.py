@@ -18,7 +18,6 @@ LONG_FOR_NOW = {"agent_memory/cli.py": "the CLI becomes a package of its own, on
 # Folders whose __init__.py does more than say what the folder owns, and why.
 INIT_WITH_CODE = {
     "agent_memory": "from agent_memory import Vault, the library's entry point, and __version__",
-    "agent_memory/server": "build_server and run, re-exported until the server's tools become plain functions",
 }
 DOCS = [ROOT / "README.md", ROOT / "CONTRIBUTING.md", *sorted((ROOT / "docs").rglob("*.md")),
         *sorted((ROOT / "benchmarks").glob("*.md"))]

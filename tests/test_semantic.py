@@ -279,7 +279,7 @@ def test_the_cli_switch(vault_dir: Path, vault: Vault, filled: dict[str, str]) -
 async def test_the_recall_tool_takes_semantic(vault: Vault, filled: dict[str, str]) -> None:
     from mcp import Client
 
-    from agent_memory.server import build_server
+    from agent_memory.server.app import build_server
 
     async with Client(build_server(vault)) as client:
         on = (await client.call_tool("recall", {"query": QUESTION})).structured_content

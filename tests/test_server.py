@@ -24,7 +24,7 @@ from agent_memory.trust import approvals
 from agent_memory.index import db as index_module
 from agent_memory.index.db import QueryInterrupted
 from agent_memory.note.tags import split_tags as as_tags
-from agent_memory.server import build_server
+from agent_memory.server.app import build_server
 from agent_memory.server.instructions import INSTRUCTIONS
 from agent_memory.vault.vault import Vault
 

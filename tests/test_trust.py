@@ -14,7 +14,7 @@ from mcp import Client
 from agent_memory.trust import approvals
 from agent_memory.trust.credentials import find_credentials
 from agent_memory.errors import SecretRefused
-from agent_memory.server import build_server
+from agent_memory.server.app import build_server
 from agent_memory.trust.state import state_dir
 from agent_memory.vault.vault import Vault
 
