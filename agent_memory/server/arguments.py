@@ -4,8 +4,6 @@ The types are the tools' parameters as the model sees them: each ``Annotated`` a
 carries the description and bounds that become the tool's input schema. The check (a
 server middleware) reads a call's arguments before the SDK does, so that an unknown
 name is refused with the closest real one and each problem is one sentence.
-
-(No ``from __future__ import annotations`` here: the aliases must be real objects.)
 """
 
 import dataclasses
@@ -70,6 +68,7 @@ ExpectedVersion = Annotated[
     ),
 ]
 Limit = Annotated[int, Field(description=f"Most results to return (1-{MAX_LIMIT}).", ge=1, le=MAX_LIMIT)]
+ListLimit = Annotated[int, Field(description=f"How many to return (1-{MAX_LIMIT}).", ge=1, le=MAX_LIMIT)]
 Offset = Annotated[
     int, Field(description="How many to skip, for paging (use next_offset).", ge=0, le=MAX_OFFSET)
 ]
@@ -97,8 +96,6 @@ PathPrefix = Annotated[
     str | None,
     Field(description="Only files under this vault folder, e.g. 'people/' or '2026/07/'.", max_length=1024),
 ]
-
-ListLimit = Annotated[int, Field(description=f"How many to return (1-{MAX_LIMIT}).", ge=1, le=MAX_LIMIT)]
 
 
 def blank_to_none(value: str | None) -> str | None:
@@ -337,7 +334,6 @@ FilePath = Annotated[
         max_length=4096,
     ),
 ]
-
 
 # ----------------------------------------------------------------------------- arguments as sent
 #

@@ -7,9 +7,6 @@ names, titles and hints; ``registry.py`` puts them on a server.
 A function's docstring is the tool's description, as the model reads it. The parameter
 types (``arguments.py``) carry the rest of what the model sees. A tool's own refusals
 are library errors, as the library's are: the server passes their text on.
-
-(No ``from __future__ import annotations`` here: the SDK reads these signatures, and the
-``Annotated`` aliases must be real objects.)
 """
 
 from collections.abc import Callable
