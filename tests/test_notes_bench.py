@@ -84,7 +84,13 @@ def test_the_vault_built_from_a_corpus_answers_with_the_corpus_paths(tmp_path: P
             vault.close()
         again, line = bench.open_vault(corpus, tmp_path / "vault", ["en"], semantic=False)
         again.close()
-        assert line.startswith("reused")
+        assert line.startswith("reused") and "reindexed" not in line
+        again, line = bench.open_vault(corpus, tmp_path / "vault", ["en"], semantic=False, reindex=True)
+        try:
+            assert line.startswith("reused") and "reindexed" in line
+            assert bench.vault_system(again, "words", None, False).ask("presentation") == ["en/Plugins/Slides.md"]
+        finally:
+            again.close()
     finally:
         for path in [*corpus.rglob("*")]:
             path.chmod(stat.S_IRWXU)
