@@ -147,13 +147,13 @@ def open_vault(corpus: Path, folder: Path, langs: list[str] | None, semantic: bo
     if semantic or reindex:
         last = [0.0]
 
-        def embedding(done: int, total: int) -> None:
-            if time.perf_counter() - last[0] > 30 or done == total:
+        def progress(step: Any) -> None:
+            if step.phase == "embedding memories" and (time.perf_counter() - last[0] > 30 or step.done == step.total):
                 last[0] = time.perf_counter()
-                say(f"  agent-memory vectors: {done}/{total} notes")
+                say(f"  agent-memory vectors: {step.done}/{step.total} notes")
 
         started = time.perf_counter()
-        report = vault.reindex(embedding=embedding)
+        report = vault.reindex(progress=progress)
         line += (f"; reindexed in {time.perf_counter() - started:.1f} s "
                  f"({report.get('embedded', 0)} notes embedded for semantic recall)")
     return vault, line
