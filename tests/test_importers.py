@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from agent_memory import cli
+from agent_memory.cli import app as cli
 from agent_memory.transfer.formats import FORMATS
 from agent_memory.transfer.importers.knowledge_graph import relation_property
 from agent_memory.note.links import RELATION_NAME

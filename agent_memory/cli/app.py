@@ -19,12 +19,12 @@ from typing import Any
 
 import click
 
-from .errors import MemoryError_
-from .progress import Progress, Step
-from .semantic.status import vector_summary
-from .disk.layout import VAULT_DIRNAME, locate_vault, require_vault
-from .recall.engine import MATCH_MODES
-from .vault.vault import Vault
+from ..errors import MemoryError_
+from ..progress import Progress, Step
+from ..semantic.status import vector_summary
+from ..disk.layout import VAULT_DIRNAME, locate_vault, require_vault
+from ..recall.engine import MATCH_MODES
+from ..vault.vault import Vault
 
 
 class Settings:
@@ -665,7 +665,7 @@ def git_setup() -> None:
     Example:
       agent-memory git setup
     """
-    from .git.setup import setup  # only here: nothing else needs it
+    from ..git.setup import setup  # only here: nothing else needs it
 
     result = setup(vault_path())
 
@@ -703,7 +703,7 @@ def trust(keys: tuple[str, ...], approve_all: bool, revoke: bool) -> None:
       agent-memory trust --all
       agent-memory trust --revoke git.commit
     """
-    from .trust import approvals  # only here: nothing else needs the command's part
+    from ..trust import approvals  # only here: nothing else needs the command's part
 
     root = vault_path()
     wanted = list(keys) or None
@@ -740,7 +740,7 @@ def _print_review(items: list[Any], root: Path) -> None:
         click.echo(f"  {printable(item.shown)}  ({state})")
     pending = list(dict.fromkeys(item.key for item in items if not item.approved))
     if pending:
-        from .trust.approvals import approve_hint
+        from ..trust.approvals import approve_hint
 
         click.echo(f"To approve: {printable(approve_hint(root, pending))}")
 
@@ -764,7 +764,7 @@ def merge_file(ctx: click.Context, base: Path, ours: Path, theirs: Path, marker_
     Example (what git runs; by hand, OURS is overwritten):
       agent-memory merge-file base.md ours.md theirs.md 7 2026/07/20/acme.md
     """
-    from .git.merge import run_driver
+    from ..git.merge import run_driver
 
     ctx.exit(run_driver(base, ours, theirs, marker_size, path))
 
@@ -915,7 +915,7 @@ def import_(source: str, source_format: str | None) -> None:
             result = vault.import_memories(path, progress=progress, format=source_format)
         _import_summary(result)
         return
-    from .limits import load_json
+    from ..limits import load_json
 
     raw = _decoded(sys.stdin.buffer.read(), "standard input") if source == "-" else _read_text(source)
     items = load_json(raw, "standard input" if source == "-" else source)
@@ -1012,7 +1012,7 @@ def doctor(apply_ids: tuple[str, ...] = (), discard_ids: tuple[str, ...] = ()) -
     if apply_ids or discard_ids:
         _decide_records(apply_ids, discard_ids)
         return
-    from .vault.doctor import diagnose
+    from ..vault.doctor import diagnose
 
     checks = diagnose(locate_vault(settings().dir))
 
@@ -1032,7 +1032,7 @@ def doctor(apply_ids: tuple[str, ...] = (), discard_ids: tuple[str, ...] = ()) -
 
 def _decide_records(apply_ids: tuple[str, ...], discard_ids: tuple[str, ...]) -> None:
     """``doctor --apply`` / ``--discard``: one library call per record, in the order given."""
-    from .trust import records
+    from ..trust import records
 
     both = set(apply_ids) & set(discard_ids)
     if both:
@@ -1091,8 +1091,8 @@ def serve(http: bool = False, host: str = "127.0.0.1", port: int = 8765, token: 
       agent-memory serve --http --port 0 --allow-origin http://localhost:6274
       agent-memory serve --git-commit
     """
-    from .server import run  # imports mcp: only here
-    from .server.transport import HttpLimits
+    from ..server import run  # imports mcp: only here
+    from ..server.transport import HttpLimits
 
     limits = HttpLimits(max_sessions=max_sessions, session_idle_timeout=session_idle_timeout,
                         request_timeout=request_timeout, keep_alive=keep_alive, max_connections=max_connections,
@@ -1115,7 +1115,7 @@ def sync() -> None:
     Example:
       agent-memory sync --json
     """
-    from .errors import SyncConflict
+    from ..errors import SyncConflict
 
     with open_vault() as vault:
         try:
@@ -1169,7 +1169,7 @@ def watch(debounce: float, sweep_interval: float) -> None:
     import threading
     import time
 
-    from .watch.watcher import Change, Watcher  # imports watchdog: only here
+    from ..watch.watcher import Change, Watcher  # imports watchdog: only here
 
     as_json = settings().json
 
@@ -1194,8 +1194,5 @@ def watch(debounce: float, sweep_interval: float) -> None:
 
 
 def main() -> None:
+    """Parse the command line and run the command (``agent_memory.cli.main`` calls this)."""
     cli(obj=Settings())
-
-
-if __name__ == "__main__":
-    main()
