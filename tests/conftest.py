@@ -256,7 +256,8 @@ def run_cli(
         return CliResult(done.returncode, done.stdout, done.stderr)
     from click.testing import CliRunner
 
-    from agent_memory.cli.app import Settings, cli
+    from agent_memory.cli.app import cli
+    from agent_memory.cli.options import Settings
 
     threads = set(threading.enumerate())
     with contextlib.chdir(cwd or os.getcwd()):

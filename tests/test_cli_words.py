@@ -5,7 +5,8 @@ from __future__ import annotations
 
 import pytest
 
-from agent_memory.cli.app import cli, cli_words
+from agent_memory.cli.app import cli
+from agent_memory.cli.words import cli_words
 from agent_memory.vault.vault import Vault
 
 from conftest import run_cli
