@@ -257,12 +257,12 @@ def run_cli(
     from click.testing import CliRunner
 
     from agent_memory.cli.app import cli
-    from agent_memory.cli.options import Settings
+    from agent_memory.cli.options import GlobalOptions
 
     threads = set(threading.enumerate())
     with contextlib.chdir(cwd or os.getcwd()):
         result = CliRunner().invoke(cli, command, input=stdin, env={**unset, **(env or {})}, color=color,
-                                    obj=Settings(), prog_name="agent-memory", catch_exceptions=False,
+                                    obj=GlobalOptions(), prog_name="agent-memory", catch_exceptions=False,
                                     terminal_width=80)  # as on a pipe: help is wrapped the same everywhere
     left = [t.name for t in set(threading.enumerate()) - threads]
     assert not left, f"agent-memory {' '.join(args)} left threads running: {left}"  # a process would have ended

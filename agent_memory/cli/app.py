@@ -11,7 +11,7 @@ import click
 
 from .git import git_group, merge_file, sync, trust
 from .memories import add, edit, forget, history, link, mv, restore, show, unlink
-from .options import Settings, common
+from .options import GlobalOptions, common
 from .search import list_, search
 from .serve import serve
 from .transfer import export, import_
@@ -28,7 +28,7 @@ def cli(ctx: click.Context) -> None:
     Every memory is a markdown file in the vault; the index is a cache.
     With no command, runs the MCP server on stdio.
     """
-    ctx.ensure_object(Settings)
+    ctx.ensure_object(GlobalOptions)
     if ctx.invoked_subcommand is None:
         ctx.invoke(serve)
 
@@ -40,4 +40,4 @@ for _command in (init, add, search, list_, show, edit, forget, restore, link, un
 
 def main() -> None:
     """Parse the command line and run the command (``agent_memory.cli.main`` calls this)."""
-    cli(obj=Settings())
+    cli(obj=GlobalOptions())

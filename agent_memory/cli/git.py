@@ -9,7 +9,7 @@ from typing import Any
 
 import click
 
-from .options import common, open_vault, settings, vault_path
+from .options import common, global_options, open_vault, vault_path
 from .output import emit, printable
 from .words import handle_errors
 
@@ -164,7 +164,7 @@ def sync() -> None:
         try:
             result = vault.sync()
         except SyncConflict as exc:
-            if settings().json:
+            if global_options().json:
                 click.echo(json.dumps({**exc.result, "error": str(exc)}, ensure_ascii=False, indent=2))
             raise
 

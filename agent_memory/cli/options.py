@@ -13,8 +13,8 @@ from ..disk.layout import require_vault
 from ..vault.vault import Vault
 
 
-class Settings:
-    """Options that may come before or after the command name."""
+class GlobalOptions:
+    """--dir and --json, which may come before or after the command name."""
 
     def __init__(self) -> None:
         self.dir: str | None = None
@@ -23,12 +23,12 @@ class Settings:
 
 def _remember_dir(ctx: click.Context, _param: click.Parameter, value: str | None) -> None:
     if value:
-        ctx.ensure_object(Settings).dir = value
+        ctx.ensure_object(GlobalOptions).dir = value
 
 
 def _remember_json(ctx: click.Context, _param: click.Parameter, value: bool) -> None:
     if value:
-        ctx.ensure_object(Settings).json = True
+        ctx.ensure_object(GlobalOptions).json = True
 
 
 def common(func: Callable[..., Any]) -> Callable[..., Any]:
@@ -44,15 +44,17 @@ def common(func: Callable[..., Any]) -> Callable[..., Any]:
     return func
 
 
-def settings() -> Settings:
-    return click.get_current_context().ensure_object(Settings)
+def global_options() -> GlobalOptions:
+    """The ``--dir`` and ``--json`` this command line gave, wherever they stood."""
+    return click.get_current_context().ensure_object(GlobalOptions)
 
 
 def vault_path() -> Path:
     """The vault this command works on (``require_vault``: a clear error naming where it
     looked when there is none)."""
-    return require_vault(settings().dir)
+    return require_vault(global_options().dir)
 
 
 def open_vault() -> Vault:
+    """The vault this command works on, opened (which brings its index up to date)."""
     return Vault(vault_path())

@@ -13,7 +13,7 @@ from typing import Any
 import click
 
 from ..progress import Progress, Step
-from .options import settings
+from .options import global_options
 
 
 def id_and_path(memory: Any) -> str:
@@ -36,7 +36,7 @@ def printable(value: Any, *, body: bool = False) -> str:
 
 
 def emit(data: Any, human: Callable[[], None]) -> None:
-    if settings().json:
+    if global_options().json:
         click.echo(json.dumps(data, ensure_ascii=False, indent=2))
     else:
         human()
@@ -46,7 +46,7 @@ def emit(data: Any, human: Callable[[], None]) -> None:
 def progress_bar() -> Iterator[Progress | None]:
     """Bars on stderr when it is a terminal, one per phase of the work (rich allows one
     live display at a time); None off a terminal or under --json."""
-    if settings().json or not sys.stderr.isatty():
+    if global_options().json or not sys.stderr.isatty():
         yield None
         return
     from rich.progress import Progress as Bars  # imported only for long work on a terminal

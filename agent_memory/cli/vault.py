@@ -12,7 +12,7 @@ import click
 from ..disk.layout import VAULT_DIRNAME, locate_vault
 from ..semantic.status import vector_summary
 from ..vault.vault import Vault
-from .options import common, open_vault, settings, vault_path
+from .options import common, global_options, open_vault, vault_path
 from .output import emit, printable, progress_bar
 from .words import handle_errors
 
@@ -34,7 +34,7 @@ def init(path: str | None, memories_folder: str | None) -> None:
       agent-memory init
       agent-memory init ~/notes --memories-folder Agent
     """
-    target = Path(path or settings().dir or os.environ.get("AGENT_MEMORY_DIR") or VAULT_DIRNAME)
+    target = Path(path or global_options().dir or os.environ.get("AGENT_MEMORY_DIR") or VAULT_DIRNAME)
     with Vault.init(target, memories_folder=memories_folder) as vault:
         if vault.is_obsidian_vault and not vault.settings.memories_folder:
             click.echo(  # a proposal, not a change: the vault is the person's
@@ -153,7 +153,7 @@ def doctor(apply_ids: tuple[str, ...] = (), discard_ids: tuple[str, ...] = ()) -
         return
     from ..vault.doctor import diagnose
 
-    checks = diagnose(locate_vault(settings().dir))
+    checks = diagnose(locate_vault(global_options().dir))
 
     def human() -> None:
         for check in checks:
@@ -213,7 +213,7 @@ def watch(debounce: float, sweep_interval: float) -> None:
 
     from ..watch.watcher import Change, Watcher  # imports watchdog: only here
 
-    as_json = settings().json
+    as_json = global_options().json
 
     def log(change: Change) -> None:
         if as_json:
