@@ -269,6 +269,33 @@ def run_cli(
     return CliResult(result.exit_code, result.stdout, result.stderr)
 
 
+def run_with_terminal_stderr(*args: str, cwd: Path) -> tuple[subprocess.CompletedProcess[bytes], bytes]:
+    """Run the installed console script with stderr on a pseudo-terminal, as in a user's
+    shell (a subprocess: only a real terminal shows the progress bar); stdout is piped.
+    Returns the finished process and every byte the terminal received."""
+    import pty
+
+    master, slave = pty.openpty()
+    env = {k: v for k, v in os.environ.items() if k != "AGENT_MEMORY_DIR"}
+    env.update(TERM="xterm", COLUMNS="100")
+    try:
+        done = subprocess.run([str(CONSOLE_SCRIPT), *args], cwd=cwd, env=env, stdout=subprocess.PIPE, stderr=slave,
+                              timeout=deadline(120))
+        os.close(slave)
+        chunks = []
+        while True:
+            try:
+                chunk = os.read(master, 65536)
+            except OSError:
+                break
+            if not chunk:
+                break
+            chunks.append(chunk)
+    finally:
+        os.close(master)
+    return done, b"".join(chunks)
+
+
 def cli_ok(*args: str, **options: Any) -> str:
     """``run_cli`` for a command that must succeed: its stdout."""
     result = run_cli(*args, **options)

@@ -1,11 +1,12 @@
 """How the CLI prints: vault text made safe for a terminal, a result as JSON or for a
-person, the one-line summary of a memory, and progress bars on stderr."""
+person, the one-line summary of a memory, and progress on stderr."""
 
 from __future__ import annotations
 
 import json
 import re
 import sys
+import time
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from typing import Any
@@ -42,30 +43,83 @@ def emit(data: Any, human: Callable[[], None]) -> None:
         human()
 
 
+# Plain progress lines (stderr piped to a log or another program): the first once the
+# work has run this many seconds, then at most one this often; shorter work prints none.
+LINE_EVERY = 3.0
+
+
 @contextmanager
 def progress_bar() -> Iterator[Progress | None]:
-    """Bars on stderr when it is a terminal, one per phase of the work (rich allows one
-    live display at a time); None off a terminal or under --json."""
-    if global_options().json or not sys.stderr.isatty():
+    """How far long work got, on stderr: a bar per phase on a terminal, plain lines
+    when stderr is piped (``PlainLines``), nothing under --json (None: the library
+    reports nothing)."""
+    if global_options().json:
         yield None
-        return
-    from rich.progress import Progress as Bars  # imported only for long work on a terminal
+    elif sys.stderr.isatty():
+        with _bars() as update:
+            yield update
+    else:
+        lines = PlainLines(time.monotonic)
+        try:
+            yield lines
+        finally:
+            lines.close()
 
-    with Bars(transient=True, console=_stderr_console()) as bars:
+
+@contextmanager
+def _bars() -> Iterator[Progress]:
+    """rich's bars, one per phase (rich allows one live display at a time): the phase,
+    the bar, done/total and the time left; erased when the work ends. Only stderr is
+    redirected above the bars (a warning then prints above them), stdout never."""
+    from rich.console import Console  # imported only for long work on a terminal
+    from rich.progress import BarColumn, MofNCompleteColumn, TextColumn, TimeRemainingColumn
+    from rich.progress import Progress as Bars
+
+    columns = (TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeRemainingColumn())
+    with Bars(*columns, transient=True, console=Console(stderr=True), redirect_stdout=False) as bars:
         tasks: dict[str, Any] = {}
 
         def update(step: Step) -> None:
-            if step.phase not in tasks:
-                tasks[step.phase] = bars.add_task(step.phase.capitalize(), total=None)
-            bars.update(tasks[step.phase], completed=step.done, total=step.total)
+            if step.phase in tasks:
+                bars.update(tasks[step.phase], completed=step.done, total=step.total)
+            else:
+                tasks[step.phase] = bars.add_task(step.phase.capitalize(), completed=step.done, total=step.total)
 
         yield update
 
 
-def _stderr_console() -> Any:
-    from rich.console import Console
+class PlainLines:
+    """Progress as lines a log keeps, ``indexing files: 500/1038``: none for work done
+    within ``every`` seconds of starting, then at most one every ``every`` seconds, and
+    the last count of each phase that printed any (as soon as it reaches its total, or
+    when the next phase or the work ends)."""
 
-    return Console(stderr=True)
+    def __init__(self, clock: Callable[[], float], every: float | None = None) -> None:
+        self._clock = clock
+        self._every = LINE_EVERY if every is None else every
+        self._next = clock() + self._every
+        self._last: Step | None = None  # the latest step of the current phase
+        self._said: Step | None = None  # the latest step printed of the current phase
+
+    def __call__(self, step: Step) -> None:
+        if self._last is not None and step.phase != self._last.phase:
+            self.close()
+            self._said = None
+        self._last = step
+        finished = self._said is not None and step.done == step.total
+        if finished or self._clock() >= self._next:
+            self._say(step)
+
+    def close(self) -> None:
+        """The current phase's last count, if it printed an earlier one."""
+        if self._said is not None and self._last is not None and self._last != self._said:
+            self._say(self._last)
+
+    def _say(self, step: Step) -> None:
+        total = f"/{step.total}" if step.total is not None else ""
+        click.echo(f"{step.phase}: {step.done}{total}", err=True)
+        self._said = step
+        self._next = self._clock() + self._every
 
 
 def _tag_text(tags: list[str]) -> str:
