@@ -12,6 +12,7 @@ import click
 from .git import git_group, merge_file, sync, trust
 from .memories import add, edit, forget, history, link, mv, restore, show, unlink
 from .options import GlobalOptions, common
+from .output import library_warnings_on_stderr
 from .search import list_, search
 from .serve import serve
 from .transfer import export, import_
@@ -31,6 +32,8 @@ def cli(ctx: click.Context) -> None:
     ctx.ensure_object(GlobalOptions)
     if ctx.invoked_subcommand is None:
         ctx.invoke(serve)
+    elif ctx.invoked_subcommand != "serve":  # the server sets up its own log on stderr
+        ctx.with_resource(library_warnings_on_stderr())
 
 
 for _command in (init, add, search, list_, show, edit, forget, restore, link, unlink, mv, history, git_group, trust,

@@ -1,9 +1,11 @@
 """How the CLI prints: vault text made safe for a terminal, a result as JSON or for a
-person, the one-line summary of a memory, and progress on stderr."""
+person, the one-line summary of a memory, the library's warnings and progress bars on
+stderr."""
 
 from __future__ import annotations
 
 import json
+import logging
 import re
 import sys
 import time
@@ -41,6 +43,37 @@ def emit(data: Any, human: Callable[[], None]) -> None:
         click.echo(json.dumps(data, ensure_ascii=False, indent=2))
     else:
         human()
+
+
+class _WarningLines(logging.Handler):
+    """A library warning as ``agent-memory: warning: <message>`` on stderr, never stdout.
+    Printed to ``sys.stderr`` as it is when the record comes: click's test runner swaps
+    it, and a progress bar puts a proxy there that prints above the bar (click.echo
+    would find the stream beneath and write into the bar's line)."""
+
+    def __init__(self) -> None:
+        super().__init__(logging.WARNING)
+
+    def emit(self, record: logging.LogRecord) -> None:
+        try:
+            level = "warning" if record.levelno < logging.ERROR else "error"
+            print(f"agent-memory: {level}: {printable(record.getMessage(), body=True)}", file=sys.stderr, flush=True)
+        except Exception:  # noqa: BLE001 - logging's own rule: a handler that fails reports it and goes on
+            self.handleError(record)
+
+
+@contextmanager
+def library_warnings_on_stderr() -> Iterator[None]:
+    """While a command runs, warnings the library logs (the "agent_memory" logger) print
+    on stderr in the CLI's form, under --json too; taken off afterwards, so a program
+    that runs the click group in process keeps its own logging as it was."""
+    logger = logging.getLogger("agent_memory")
+    handler = _WarningLines()
+    logger.addHandler(handler)
+    try:
+        yield
+    finally:
+        logger.removeHandler(handler)
 
 
 # Plain progress lines (stderr piped to a log or another program): the first once the
