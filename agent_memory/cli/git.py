@@ -11,7 +11,7 @@ import click
 
 from .options import common, global_options, open_vault, vault_path
 from .output import emit, printable
-from .words import handle_errors
+from .words import cli_words, handle_errors
 
 
 @click.group(name="git")
@@ -49,7 +49,7 @@ def git_setup() -> None:
         click.echo(f"Added {result['attributes_line']} to {where}" if result["gitattributes_changed"]
                    else f"{where} already has {result['attributes_line']}")
         click.echo(f"Registered the merge driver in {printable(result['repository'])}'s git config")
-        click.echo(printable(result["note"]))
+        click.echo(printable(cli_words(result["note"])))
 
     emit(result, human)
 
@@ -186,6 +186,6 @@ def sync() -> None:
             click.echo(printable(f"  not committed or pushed: {item} — remove it from the file (or approve its "
                                  "fingerprint in secrets.allow), then sync again"), err=True)
         if "note" in result:
-            click.echo(printable(result["note"]))
+            click.echo(printable(cli_words(result["note"])))
 
     emit(result, human)

@@ -10,7 +10,7 @@ import click
 from ..vault.vault import Vault
 from .options import common, open_vault
 from .output import emit, id_and_path, print_summary, printable
-from .words import handle_errors
+from .words import cli_words, handle_errors
 
 
 class _ImportanceOrEmpty(click.ParamType):
@@ -323,6 +323,6 @@ def history(memory_id: str, limit: int) -> None:
             for line in entry["added"]:
                 click.echo(click.style(printable(f"   + {line}"), fg="green"))
         if "note" in result:
-            click.echo(printable(result["note"]))
+            click.echo(printable(cli_words(result["note"])))
 
     emit(result, human)

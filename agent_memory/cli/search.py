@@ -11,7 +11,7 @@ import click
 from ..recall.engine import MATCH_MODES
 from .options import common, open_vault
 from .output import emit, print_summary, printable
-from .words import handle_errors
+from .words import cli_words, handle_errors
 
 
 @click.command()
@@ -57,21 +57,21 @@ def search(query: str, namespace: str | None, tags: tuple[str, ...], limit: int,
             fixes = ", ".join(f"{typed} -> {used}" for typed, used in result["corrected"].items())
             click.echo(click.style(f"Searched for corrected words: {printable(fixes)}", dim=True))
         if result.get("note"):
-            click.echo(click.style(printable(result["note"]), dim=True))
+            click.echo(click.style(printable(cli_words(result["note"])), dim=True))
         for n, hit in enumerate(result["hits"], offset + 1):
             print_summary(n, hit)
             click.echo(f"   {printable(hit['snippet'])}")
         if "next_offset" in result:
             click.echo(click.style(f"more: --offset {result['next_offset']}", dim=True))
         if result.get("hint"):
-            click.echo(printable(result["hint"]))
+            click.echo(printable(cli_words(result["hint"])))
         if "related" in result:
             linked = result["related"]
             click.echo(click.style(f"\nlinked (depth {linked['depth']}): {linked['count']}", dim=True))
             for node in linked["nodes"]:
                 click.echo(f"  {node['distance']}  {printable(node['id'])}  {printable(node['title'])}  ({printable(node['path'])})")
             if linked.get("note"):
-                click.echo(click.style(printable(linked["note"]), dim=True))
+                click.echo(click.style(printable(cli_words(linked["note"])), dim=True))
         if "explain" in result:
             _print_explanation(result["explain"])
 

@@ -14,7 +14,7 @@ from ..semantic.status import vector_summary
 from ..vault.vault import Vault
 from .options import common, global_options, open_vault, vault_path
 from .output import emit, printable, progress_bar
-from .words import handle_errors
+from .words import cli_words, handle_errors
 
 
 @click.command()
@@ -123,7 +123,7 @@ def gc(older_than: float) -> None:
         click.echo(f"Removed {len(result['removed'])} files from the trash; kept {result['kept']}; "
                    f"moved {result['expired_moved']} expired memories there.")
         if "note" in result:
-            click.echo(printable(result["note"]), err=True)
+            click.echo(printable(cli_words(result["note"])), err=True)
 
     emit(result, human)
 
