@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import logging
+import sys
 from pathlib import Path
 
 import pytest
@@ -154,6 +155,29 @@ def test_a_phase_that_printed_gets_its_last_count_when_the_next_begins(capsys: p
     lines.close()  # the work ends before the last phase reached its total
     assert capsys.readouterr().err.splitlines() == [
         "reading the export: 500", "reading the export: 700", "embedding memories: 40/50"]
+
+
+def test_a_closed_stderr_stops_the_lines_not_the_work(monkeypatch: pytest.MonkeyPatch) -> None:
+    """stderr piped into a program that exited: the library's loop must go on (a
+    progress callable never raises), and no line is tried again."""
+
+    class Gone:
+        tries = 0
+
+        def write(self, _text: str) -> int:
+            Gone.tries += 1
+            raise BrokenPipeError(32, "Broken pipe")
+
+        def flush(self) -> None:
+            raise BrokenPipeError(32, "Broken pipe")
+
+    monkeypatch.setattr(sys, "stderr", Gone())
+    clock = Ticks()
+    lines = PlainLines(clock, every=0)
+    steps_at(lines, clock, [(1, Step("indexing files", 1, 3)), (2, Step("indexing files", 2, 3)),
+                            (3, Step("embedding memories", 3, 3))])
+    lines.close()
+    assert Gone.tries == 1
 
 
 def test_a_piped_reindex_prints_plain_lines_on_stderr_and_its_result_on_stdout(

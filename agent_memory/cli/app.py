@@ -1,8 +1,9 @@
 """The ``agent-memory`` command: one command = one vault call.
 
-Library errors become a one-line message on stderr and exit code 1. ``--dir`` and
-``--json`` work before or after the command. Nothing here imports ``mcp`` or
-``watchdog`` unless the command needs them, so ``search`` starts fast.
+Library errors become a one-line message on stderr and exit code 1, and the warnings
+it logs print on stderr while a command runs. ``--dir`` and ``--json`` work before or
+after the command. Nothing here imports ``mcp`` or ``watchdog`` unless the command
+needs them, so ``search`` starts fast.
 """
 
 from __future__ import annotations

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import logging
+import math
 import re
 import sys
 import time
@@ -150,7 +151,11 @@ class PlainLines:
 
     def _say(self, step: Step) -> None:
         total = f"/{step.total}" if step.total is not None else ""
-        click.echo(f"{step.phase}: {step.done}{total}", err=True)
+        try:
+            print(f"{step.phase}: {step.done}{total}", file=sys.stderr, flush=True)
+        except (OSError, ValueError):  # stderr is gone (its reader left): the work goes on without lines
+            self._said, self._next = None, math.inf  # so nothing is tried again
+            return
         self._said = step
         self._next = self._clock() + self._every
 
