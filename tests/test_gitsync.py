@@ -17,7 +17,7 @@ from click.testing import CliRunner
 from mcp import Client, StdioServerParameters
 
 from agent_memory.trust import approvals
-from agent_memory.cli import cli
+from agent_memory.cli.app import cli
 from agent_memory.errors import GitError, SyncConflict
 from agent_memory.git.commits import Committer
 from agent_memory.server.app import build_server

@@ -14,10 +14,11 @@ ROOT = Path(__file__).resolve().parents[1]
 PACKAGE = ROOT / "agent_memory"
 MAX_LINES = 1000
 # Modules over MAX_LINES until a later step splits them, and why they may wait.
-LONG_FOR_NOW = {"agent_memory/cli.py": "the CLI becomes a package of its own, one module per command group"}
+LONG_FOR_NOW: dict[str, str] = {}
 # Folders whose __init__.py does more than say what the folder owns, and why.
 INIT_WITH_CODE = {
     "agent_memory": "from agent_memory import Vault, the library's entry point, and __version__",
+    "agent_memory/cli": "main, the entry point installed scripts name (agent_memory.cli:main) and python -m runs",
 }
 DOCS = [ROOT / "README.md", ROOT / "CONTRIBUTING.md", *sorted((ROOT / "docs").rglob("*.md")),
         *sorted((ROOT / "benchmarks").glob("*.md"))]

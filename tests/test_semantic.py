@@ -264,7 +264,7 @@ def test_explain_says_which_signal_found_each_hit(vault: Vault, filled: dict[str
 def test_the_cli_switch(vault_dir: Path, vault: Vault, filled: dict[str, str]) -> None:
     from click.testing import CliRunner
 
-    from agent_memory.cli import cli
+    from agent_memory.cli.app import cli
 
     runner = CliRunner()
     vault.close()
@@ -393,7 +393,7 @@ def test_the_conversation_profile_fuses_both_rankings(vault: Vault, filled: dict
 def test_doctor_and_stats_say_whether_vectors_are_current(vault: Vault, filled: dict[str, str]) -> None:
     from click.testing import CliRunner
 
-    from agent_memory.cli import cli
+    from agent_memory.cli.app import cli
 
     vault.search(QUESTION)  # embeds the three
     (vault.root / "new.md").write_text(f"# New\n\n{DEPLOY} Also on Fridays.\n")

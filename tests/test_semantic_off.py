@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from agent_memory.cli import cli
+from agent_memory.cli.app import cli
 from agent_memory.errors import InvalidInput
 from agent_memory.recall import rank
 from agent_memory.recall.rank import FACTS, Scored
