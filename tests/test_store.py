@@ -639,7 +639,7 @@ def test_a_batch_whose_syncfs_fails_imports_nothing(vault: Vault, monkeypatch: p
     assert_index_matches_files(vault)
 
 
-def test_a_damaged_parked_record_is_named_and_writes_go_on(vault: Vault, capsys: pytest.CaptureFixture[str]) -> None:
+def test_a_damaged_parked_record_is_named_and_writes_go_on(vault: Vault, caplog: pytest.LogCaptureFixture) -> None:
     """A record this user's register does not list (damaged, planted) is set aside with
     its bytes, named, and writes go on."""
     made = vault.remember("The staging database resets on Sundays")["memory"]
@@ -648,7 +648,7 @@ def test_a_damaged_parked_record_is_named_and_writes_go_on(vault: Vault, capsys:
     damaged.write_text("{half a record")
     (vault.store.parked_dir / "1000-deadbeef.md").write_text("bytes a crash left\n")
     assert vault.update(made["id"], add_tags=["ops"])["changed"] is True
-    assert ".index/parked/1000-deadbeef.json was not acted on" in capsys.readouterr().err
+    assert ".index/parked/1000-deadbeef.json was not acted on" in caplog.text
     [kept] = (vault.root / ".index" / "set-aside").glob("parked-*/record/1000-deadbeef.md")
     assert kept.read_text() == "bytes a crash left\n"  # nothing deleted
 

@@ -1167,7 +1167,7 @@ def test_a_row_remembers_when_its_file_was_read_not_when_the_row_was_written(vau
 
 
 def test_an_interrupted_import_that_cannot_be_finished_does_not_lock_the_vault(
-    vault: Vault, capsys: pytest.CaptureFixture[str]
+    vault: Vault, caplog: pytest.LogCaptureFixture
 ) -> None:
     kept = vault.remember("Customer ACME prefers deploys on Fridays")["memory"]
     vault.close()
@@ -1176,7 +1176,7 @@ def test_an_interrupted_import_that_cannot_be_finished_does_not_lock_the_vault(
     (staged / "files" / "0.md").write_text("a staged file a crash left\n")
     (staged / "manifest.json").write_text("{half a manifest")  # damaged: the import cannot be finished
     with Vault(vault.root, clock=vault.clock) as reopened:
-        assert ".index/import was not acted on" in capsys.readouterr().err
+        assert ".index/import was not acted on" in caplog.text
         assert [h["id"] for h in reopened.search("ACME Fridays")["hits"]] == [kept["id"]]
         assert reopened.import_memories([{"content": "A later import"}])["imported"] == 1  # not blocked
     [aside] = (vault.root / ".index" / "set-aside").glob("import-*/record/import")
@@ -1184,7 +1184,7 @@ def test_an_interrupted_import_that_cannot_be_finished_does_not_lock_the_vault(
 
 
 def test_an_open_whose_walk_fails_serves_the_index_it_has(vault: Vault, monkeypatch: pytest.MonkeyPatch,
-                                                        capsys: pytest.CaptureFixture[str]) -> None:
+                                                        caplog: pytest.LogCaptureFixture) -> None:
     kept = vault.remember("Customer ACME prefers deploys on Fridays")["memory"]
     vault.close()
 
@@ -1193,7 +1193,7 @@ def test_an_open_whose_walk_fails_serves_the_index_it_has(vault: Vault, monkeypa
 
     monkeypatch.setattr(Vault, "reconcile", walk_fails)
     with Vault(vault.root, clock=vault.clock) as reopened:
-        assert "could not bring the index up to date: [Errno 5] Input/output error" in capsys.readouterr().err
+        assert "could not bring the index up to date: [Errno 5] Input/output error" in caplog.text
         assert [h["id"] for h in reopened.search("ACME Fridays")["hits"]] == [kept["id"]]
     shutil.rmtree(vault.root / ".index")  # and with no index to fall back on, a clear error
     with pytest.raises(VaultError, match=r"^Cannot index the vault .*: \[Errno 5\] Input/output error"):

@@ -34,11 +34,11 @@ from __future__ import annotations
 
 import hashlib
 import json
+import logging
 import os
 import re
 import secrets
 import shutil
-import sys
 from collections.abc import Callable
 from pathlib import Path
 
@@ -48,6 +48,8 @@ from ..errors import InvalidInput, MemoryError_, VaultError
 from ..trust.register import digest, read_record, refusal, set_aside
 from .layout import INDEX_DIRNAME
 from .store import Store
+
+log = logging.getLogger("agent_memory.disk")
 
 STAGING_DIRNAME = "import"
 
@@ -160,8 +162,8 @@ class Staging:
         for staged in done_with:
             staged.unlink(missing_ok=True)  # renamed into the vault (or linked, where there is no rename)
         if self.dropped:
-            print(f"agent-memory: warning: {len(self.dropped)} imported item(s) could not be put in place and were "
-                  "dropped (import them again once fixed): " + "; ".join(self.dropped[:10]), file=sys.stderr)
+            log.warning("%d imported item(s) could not be put in place and were dropped (import them again once "
+                        "fixed): %s", len(self.dropped), "; ".join(self.dropped[:10]))
         return published
 
     def _take_back(self, published: list[tuple[int, str, os.stat_result | None]]) -> None:

@@ -12,6 +12,7 @@ import datetime as dt
 import errno
 import hashlib
 import json
+import logging
 import os
 import re
 import secrets
@@ -29,6 +30,8 @@ from ..trust import confine
 from ..trust.register import digest, read_record, refusal, set_aside
 from .layout import INDEX_DIRNAME, TMP_SUFFIX, encodable, is_ignored_dir
 from .trash import Trash
+
+log = logging.getLogger("agent_memory.disk")
 
 _TMP_NAME = re.compile(r"\.[0-9a-f]{12}" + re.escape(TMP_SUFFIX))
 ORPHAN_AGE = 60.0  # seconds: a temp file of ours this old belongs to a process that died
@@ -358,7 +361,7 @@ class Store:
         except (FileNotFoundError, NotADirectoryError, IsADirectoryError):
             return None
         except OSError as exc:  # unreadable, a symlink swapped in, a socket
-            print(f"agent-memory: warning: skipped {rel}: {exc.strerror or exc}", file=sys.stderr)
+            log.warning("skipped %s: %s", rel, exc.strerror or exc)
             return None
         found = os.fstat(fd)
         if not self._opened_inside(fd):
@@ -386,7 +389,7 @@ class Store:
         except OSError as exc:
             if exc.errno == errno.ELOOP:
                 return _SLOW_PATH  # a symlink: resolved and checked the long way
-            print(f"agent-memory: warning: skipped {rel}: {exc.strerror or exc}", file=sys.stderr)
+            log.warning("skipped %s: %s", rel, exc.strerror or exc)
             return None
         try:
             where = os.readlink(f"/proc/self/fd/{fd}")
@@ -641,8 +644,7 @@ class Store:
                 raise VaultError(f"Two saves landed on {rel} during a write; the newer is in {parked}.")
             kept = self.trash.move_in(parked, rel, "", "conflict", _utc_stamp())
             self._unpark(parked)
-            print(f"agent-memory: warning: two saves landed on {rel} while the tool wrote it; "
-                  f"the older is kept in {kept}", file=sys.stderr)
+            log.warning("two saves landed on %s while the tool wrote it; the older is kept in %s", rel, kept)
 
     def _replace_without_swap(self, rel: str, parked: Path, target: Path, checked: bytes) -> bool:
         """The fallback where the OS cannot swap: take the memory aside, compare it, and
@@ -752,7 +754,7 @@ class Store:
             try:
                 kept.extend(self._settle_one(stem))
             except (OSError, ValueError, VaultError) as exc:
-                print(f"agent-memory: warning: could not look at {self.parked_dir / name}: {exc}", file=sys.stderr)
+                log.warning("could not look at %s: %s", self.parked_dir / name, exc)
         return kept
 
     def set_aside_unlisted_parked(self) -> None:
@@ -766,7 +768,7 @@ class Store:
             try:
                 self._settle_one(stem, settle=False)
             except (OSError, ValueError) as exc:
-                print(f"agent-memory: warning: could not look at {self.parked_dir / stem}.json: {exc}", file=sys.stderr)
+                log.warning("could not look at %s.json: %s", self.parked_dir / stem, exc)
 
     def _settle_one(self, stem: str, settle: bool = True) -> list[str]:
         """Settle one parked record, if this user's register lists it; else set it aside."""
@@ -794,8 +796,7 @@ class Store:
             source = note.get("source")
             source = source if confine.memory_problem(source) is None else "displaced.md"
             kept.append(self.trash.move_in(parked, str(source), "", "conflict", _utc_stamp()))
-            print(f"agent-memory: warning: {source} was written to while the tool replaced it; "
-                  f"those bytes are kept in {kept[-1]}", file=sys.stderr)
+            log.warning("%s was written to while the tool replaced it; those bytes are kept in %s", source, kept[-1])
         record.unlink(missing_ok=True)
         self.register.done("parked", found)
         return kept

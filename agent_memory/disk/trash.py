@@ -21,9 +21,9 @@ import dataclasses
 import datetime as dt
 import hashlib
 import json
+import logging
 import os
 import stat as stat_kind
-import sys
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
@@ -32,6 +32,8 @@ from ..trust import confine
 from ..errors import PathRefused, VaultError, disk_error
 from ..trust.register import Register, Tracked, digest, record_id, refusal
 from .layout import TRASH_DIRNAME
+
+log = logging.getLogger("agent_memory.disk")
 
 LEDGER_NAME = ".agent-memory.jsonl"
 REASONS = ("forgotten", "expired", "replaced", "conflict")
@@ -265,8 +267,8 @@ class Trash:
                     self._finish_one(intent)
                     done.append(str(intent.get("to")))
             except (OSError, VaultError, ValueError, TypeError) as exc:
-                print(f"agent-memory: warning: could not finish a move into the trash a crash interrupted ({exc}); "
-                      f"it is noted in {noted}", file=sys.stderr)
+                log.warning("could not finish a move into the trash a crash interrupted (%s); it is noted in %s",
+                            exc, noted)
                 continue
             self.register.drop_intent(noted)
         return done

@@ -11,7 +11,7 @@ import dataclasses
 import datetime as dt
 import os
 import sqlite3
-import sys
+import logging
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -39,6 +39,7 @@ SETTLE_TRIES = 30  # about a second of retries before a clear error
 SETTLE_GIVE_UP = 2.0  # seconds: an empty or broken file older than this is no save in progress
 STALE_MARK = "stale"  # in the vault's .index/: an index write failed, rebuild on the next open
 _CONTROL_FOLDERS = (INDEX_DIRNAME, TRASH_DIRNAME, ".prompts")
+log = logging.getLogger("agent_memory.vault")
 
 
 # A file as read before the lock: its note (None: not parsed, its bytes were already
@@ -112,8 +113,7 @@ class VaultCore:
         if self.read_only and self.index_dir == self.store.control_dir:
             self.index_dir = cache_folder(self.root)
             self.store.control_dir = self.index_dir
-            print(f"agent-memory: {self.root} is read-only: searching it with an index in {self.index_dir}",
-                  file=sys.stderr)
+            log.warning("%s is read-only: searching it with an index in %s", self.root, self.index_dir)
         try:
             self.index = Index(self.index_dir)
         except (OSError, sqlite3.Error) as exc:
@@ -133,8 +133,8 @@ class VaultCore:
     @property
     def settings(self) -> Settings:
         """``<vault>/.agent-memory.toml`` as this clone approved it (``trust/approvals.py``): a value
-        that loosens a guard and is not approved is ignored, with a one-line warning on
-        stderr. Read again when the file or the approvals change (a running server follows
+        that loosens a guard and is not approved is ignored, with a one-line warning
+        (logged). Read again when the file or the approvals change (a running server follows
         a person's edit; a broken edit is a clear error on the next use)."""
         try:
             found = os.stat(self.root / SETTINGS_FILE)
@@ -146,7 +146,7 @@ class VaultCore:
             self._settings = (stamp, applied)
             pending = [item for item in asked if not item.approved]
             if pending:
-                print(f"agent-memory: warning: {approvals.ignored_warning(self.root, pending)}", file=sys.stderr)
+                log.warning("%s", approvals.ignored_warning(self.root, pending))
         return self._settings[1]
 
     def guard_credentials(self, fields: dict[str, str], already: str = "") -> list[str]:

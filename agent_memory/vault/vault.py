@@ -11,7 +11,7 @@ import builtins
 import os
 import sqlite3
 import stat
-import sys
+import logging
 from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
@@ -61,6 +61,7 @@ from .writes import Writes
 from .relations import Links
 from .moves import Moves
 from ..git.sync import GitSync
+from ..log import configured, show_warnings_on_stderr
 
 CONTENT_IN_HITS = 1500  # a hit carries the whole body up to this many characters (SPEC §5)
 SEARCH_RELATED_LIMIT = 50  # most linked memories search(depth=...) adds beside the hits
@@ -69,6 +70,7 @@ CONTEXT_CANDIDATES = 100
 MAX_TOKEN_BUDGET = 200_000
 MAX_READ_BYTES = 1_000_000
 TOKEN_ESTIMATE = "ceil(characters / 4) of each memory's title and content"
+log = logging.getLogger("agent_memory.vault")
 
 
 class Vault(Writes, Links, Moves, Maintenance, Reconcile, GitSync):
@@ -88,6 +90,8 @@ class Vault(Writes, Links, Moves, Maintenance, Reconcile, GitSync):
         clock: Clock = utcnow,
         sync: bool = True,
     ) -> None:
+        if not configured():  # nobody decided where warnings go: stderr, rather than lost
+            show_warnings_on_stderr()
         super().__init__(root, index_dir=index_dir, clock=clock)
         if sync:
             self._sync_on_open()
@@ -104,7 +108,7 @@ class Vault(Writes, Links, Moves, Maintenance, Reconcile, GitSync):
             except (VaultError, sqlite3.Error, OSError, ValueError, KeyError) as exc:
                 # One import a crash left that cannot be finished must not lock the vault:
                 # its staged files stay in .index/import/ for a person to look at.
-                print(f"agent-memory: warning: could not finish an interrupted import: {exc}", file=sys.stderr)
+                log.warning("could not finish an interrupted import: %s", exc)
         try:
             stale = self.store.control_dir / STALE_MARK
             if stale.exists():
@@ -119,7 +123,7 @@ class Vault(Writes, Links, Moves, Maintenance, Reconcile, GitSync):
         except (VaultError, sqlite3.Error, OSError) as exc:
             if not self.index.file_facts():
                 raise VaultError(f"Cannot index the vault {self.root}: {exc}") from exc
-            print(f"agent-memory: warning: could not bring the index up to date: {exc}", file=sys.stderr)
+            log.warning("could not bring the index up to date: %s", exc)
 
     def _watcher_vouches(self) -> bool:
         """Whether a live, healthy watcher of this vault keeping this very index has
