@@ -19,7 +19,7 @@ from typing import Any
 
 import click
 
-from .errors import MemoryError_
+from .errors import AgentMemoryError as MemoryError_
 from .progress import Progress, Step
 from .semantic.status import vector_summary
 from .disk.layout import VAULT_DIRNAME, locate_vault, require_vault

@@ -44,7 +44,7 @@ from pathlib import Path
 
 from ..trust import confine
 from ..note import parse
-from ..errors import InvalidInput, MemoryError_, VaultError
+from ..errors import InvalidInput, AgentMemoryError, VaultError
 from ..trust.register import digest, read_record, refusal, set_aside
 from .layout import INDEX_DIRNAME
 from .store import Store
@@ -144,7 +144,7 @@ class Staging:
                     continue  # published, and its staged name removed, before a crash
                 try:
                     outcome = self._publish_one(item, staged, found, after_crash)
-                except (OSError, MemoryError_) as exc:  # a name the file system refuses, a full disk...
+                except (OSError, AgentMemoryError) as exc:  # a name the file system refuses, a full disk...
                     if not after_crash:  # all or nothing: what this import put in place is taken back
                         self._take_back(published)
                         raise NotPublished(f"Could not put {item['path']} in the vault ({_why(exc)}); nothing was "
@@ -180,7 +180,7 @@ class Staging:
                 elif path.read_bytes() == data:
                     path.unlink()
                     self._store._fsync_dir(path.parent)
-            except (OSError, MemoryError_):
+            except (OSError, AgentMemoryError):
                 continue  # changed since, or gone: it stands as it is
 
     def _publish_one(self, item: dict, staged: Path, found: os.stat_result,
@@ -275,7 +275,7 @@ class Staging:
         if why is None:
             try:
                 _checked_items(self.folder, self._root, raw)
-            except (ValueError, TypeError, KeyError, MemoryError_) as exc:
+            except (ValueError, TypeError, KeyError, AgentMemoryError) as exc:
                 why = f"its manifest fails the checks ({_why(exc)})"
         if why is not None:
             set_aside(self._store.control_dir, "import", found, [self.folder], origin, why, import_would(raw))

@@ -279,7 +279,7 @@ def describe(vault: VaultCore, changes: list[tuple[str, str, str]]) -> tuple[lis
 
 
 @dataclass
-class Outcome:
+class CommitOutcome:
     """What one attempt to commit the pending writes did."""
 
     status: str  # "committed", "nothing", "busy" (retry later), "refused" (a state not understood), "failed"
@@ -328,16 +328,16 @@ def _message(entries: list[dict[str, Any]]) -> str:
     return f"{messages[0]} (+{len(messages) - 1} more)\n\n" + "\n".join(f"- {m}" for m in messages) + "\n"
 
 
-def commit_pending(vault: VaultCore, state: GitState, repo: Repo) -> Outcome:
+def commit_pending(vault: VaultCore, state: GitState, repo: Repo) -> CommitOutcome:
     """Commit every pending write, in one commit, touching only their paths. The caller
     holds the git lock."""
     entries, taken = state.pending.read()
     if not taken:
-        return Outcome("nothing")
+        return CommitOutcome("nothing")
     problem = state_problem(repo)
     if problem is not None:
         kind, sentence = problem
-        return Outcome("busy" if kind == "busy" else "refused", len(entries), message=sentence, problem=kind)
+        return CommitOutcome("busy" if kind == "busy" else "refused", len(entries), message=sentence, problem=kind)
     paths = list(dict.fromkeys(p for e in entries for p in e["paths"]))
     changed, untracked = _changed_paths(repo, paths) if paths else ([], [])
     held = _holding_credentials(vault, changed)
@@ -346,7 +346,7 @@ def commit_pending(vault: VaultCore, state: GitState, repo: Repo) -> Outcome:
     untracked = [p for p in untracked if p not in held]
     if not changed:  # undone since, committed by a person already, or all withheld
         _keep_pending(state, taken, entries, held)
-        return Outcome("nothing", len(entries), withheld=withheld)
+        return CommitOutcome("nothing", len(entries), withheld=withheld)
     if untracked:
         added = repo.run("add", "-A", "--", *untracked, optional_locks=True)
         if added.returncode != 0:
@@ -360,7 +360,7 @@ def commit_pending(vault: VaultCore, state: GitState, repo: Repo) -> Outcome:
         return _failed(repo, done, len(entries), changed)
     _keep_pending(state, taken, entries, held)
     head = repo.run("rev-parse", "HEAD").stdout.decode().strip()
-    return Outcome("committed", len(entries), head, _message(entries).split("\n")[0], changed, withheld=withheld)
+    return CommitOutcome("committed", len(entries), head, _message(entries).split("\n")[0], changed, withheld=withheld)
 
 
 def _holding_credentials(vault: VaultCore, paths: list[str]) -> dict[str, str]:
@@ -407,16 +407,16 @@ def _keep_pending(state: GitState, taken: int, entries: list[dict[str, Any]], he
         state.pending.add({"paths": list(held), "message": waiting[0]["message"], "at": time.time()})
 
 
-def _failed(repo: Repo, done: subprocess.CompletedProcess[bytes], writes: int, paths: list[str]) -> Outcome:
+def _failed(repo: Repo, done: subprocess.CompletedProcess[bytes], writes: int, paths: list[str]) -> CommitOutcome:
     if (repo.git_dir / "index.lock").exists():
-        return Outcome("busy", writes, message=f"git is busy in {repo.top} (another git command holds index.lock)",
+        return CommitOutcome("busy", writes, message=f"git is busy in {repo.top} (another git command holds index.lock)",
                        problem="index.lock")
     text = (done.stderr or done.stdout).decode("utf-8", "replace").strip()
     lines = [line for line in text.splitlines() if line.strip()][-5:]
     hint = ""
     if "identity unknown" in text or "tell me who you are" in text:
         hint = ' (set [git] author = "Name <email>" in the vault\'s .agent-memory.toml, or git config user.email)'
-    return Outcome("failed", writes, message=f"git commit failed{hint}: {' | '.join(lines) or 'no output'}",
+    return CommitOutcome("failed", writes, message=f"git commit failed{hint}: {' | '.join(lines) or 'no output'}",
                    paths=paths)
 
 
@@ -431,7 +431,7 @@ class Committer:
         self.state = state_of(vault)
         self.window = window
         self.retry = retry
-        self.last: Outcome | None = None
+        self.last: CommitOutcome | None = None
         self._cond = threading.Condition()
         self._wanted = 1  # a first run commits what a crash or the CLI left pending
         self._done = 0
@@ -451,7 +451,7 @@ class Committer:
             self._wanted += 1
             self._cond.notify_all()
 
-    def flush(self, timeout: float = 60.0) -> Outcome | None:
+    def flush(self, timeout: float = 60.0) -> CommitOutcome | None:
         """Commit now what is pending and wait (at most ``timeout`` s); the outcome."""
         with self._cond:
             self._wanted += 1
@@ -504,23 +504,23 @@ class Committer:
                 self._retry_at = time.monotonic() + self.retry if outcome.status == "busy" else None
                 self._cond.notify_all()
 
-    def run_once(self) -> Outcome:
+    def run_once(self) -> CommitOutcome:
         """One attempt, under the git lock; never raises."""
         state = self.state
         if not state.pending.path.exists():
-            return Outcome("nothing")  # no git command at all while nothing is pending
+            return CommitOutcome("nothing")  # no git command at all while nothing is pending
         try:
             repo = state.repository()
             if repo is None:
-                return Outcome("refused", message="not in a git repository")
+                return CommitOutcome("refused", message="not in a git repository")
             scope = repo.in_scope(self.vault.settings.git_subfolder)
             if scope:
                 state.say_once("scope", scope)
-                return Outcome("refused", message=scope)
+                return CommitOutcome("refused", message=scope)
             with state.lock.hold():
                 outcome = commit_pending(self.vault, state, repo)
         except Exception as exc:  # noqa: BLE001 - the committer outlives any one failure, and says it
-            outcome = Outcome("failed", message=str(exc))
+            outcome = CommitOutcome("failed", message=str(exc))
         for item in outcome.withheld:
             state.say_once(f"withheld {item}", f"not committed: {item}, not in secrets.allow; remove it from the "
                            "file (or approve its fingerprint), and the next commit takes it")

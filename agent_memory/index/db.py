@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from .. import limits
-from ..errors import MemoryError_
+from ..errors import AgentMemoryError
 from ..disk.locking import ignore_folder
 from ..note.parse import Note, file_version, hand_named, note_name
 from ..recall.sql import Filters
@@ -132,7 +132,7 @@ _MONTHS = "January February March April May June July August September October N
 PROGRESS_STEPS = 10_000  # SQLite VM steps between two checks of a query's deadline
 
 
-class QueryInterrupted(MemoryError_):
+class QueryInterrupted(AgentMemoryError):
     """A read of the index ran past ``limits.MAX_QUERY_SECONDS`` and was stopped."""
 
 

@@ -26,7 +26,7 @@ from mcp.server.mcpserver.prompts.base import Prompt, PromptArgument, UserMessag
 
 from ..note import parse
 from ..trust import approvals
-from ..errors import MemoryError_
+from ..errors import AgentMemoryError as MemoryError_
 from ..vault.vault import Vault
 
 log = logging.getLogger("agent_memory.server")

@@ -12,7 +12,7 @@ from mcp.server.mcpserver import MCPServer
 from mcp.server.mcpserver.exceptions import ResourceError, ResourceNotFoundError
 from mcp_types import Completion, ResourceTemplateReference
 
-from ..errors import MemoryError_, NotFound
+from ..errors import AgentMemoryError as MemoryError_, NotFound
 from ..index.db import SCHEMA
 from ..note.render import NEW_FILE_ORDER
 from ..vault.vault import Vault

@@ -26,7 +26,7 @@ from mcp_types import CallToolResult, TextContent, ToolAnnotations
 from pydantic import Field, ValidationError
 
 from ..recall import graph
-from ..errors import MemoryError_
+from ..errors import AgentMemoryError as MemoryError_
 from ..models import (
     ContextResult,
     ExportPage,

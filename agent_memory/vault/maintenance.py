@@ -90,7 +90,7 @@ class Maintenance(Importing):
         return self._knowledge_graph(rows)
 
     def _knowledge_graph(self, rows: list[sqlite3.Row]) -> list[dict[str, Any]]:
-        links = graph.Links(self.index, iso(self.now()))
+        links = graph.LinkGraph(self.index, iso(self.now()))
         read: list[tuple[sqlite3.Row, Note]] = []
         names: dict[int, str] = {}
         for row in rows:

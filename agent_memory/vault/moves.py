@@ -149,7 +149,7 @@ class Moves(VaultCore):
         """The moved file and each linking file, with the bytes checked and the new
         text, computed before anything is written."""
         old = row["path"]
-        links = graph.Links(self.index, iso(self.now()))
+        links = graph.LinkGraph(self.index, iso(self.now()))
         others = self.index.query(
             "SELECT count(*) FROM memories WHERE name_key = ? AND path != ?",
             (link_key(new.rsplit("/", 1)[-1]), old),

@@ -50,7 +50,7 @@ class Links(VaultCore):
             except NotFound:
                 target = None  # gone: match the link by what it says
             items = Writes._relation_items(note.meta.get(relation), source["path"], relation)
-            links = graph.Links(self.index, iso(self.now()))
+            links = graph.LinkGraph(self.index, iso(self.now()))
 
             def names_target(written: str) -> bool:
                 if target is None:

@@ -24,7 +24,7 @@ from ..note.render import to_utc
 from ..clock import Clock, iso, utcnow
 from .core import STALE_MARK
 from ..errors import InvalidInput, NotFound, PathRefused, VaultError
-from ..recall.engine import MATCH_MODES, Engine, Outcome
+from ..recall.engine import MATCH_MODES, Engine, Found
 from ..recall.rank import PROFILES, RecallConfig, Scored
 from ..recall.records import MemoryRecord
 from ..recall.sql import Filters, expired_rids, within_filters
@@ -307,7 +307,7 @@ class Vault(Writes, Links, Moves, Maintenance, Reconcile, GitSync):
         """The memories linked to or from ``hits`` (both directions, as ``related``'s
         default), breadth-first up to ``depth`` links from the nearest hit, at most
         ``SEARCH_RELATED_LIMIT`` besides the hits; edges among all of them."""
-        walked = graph.walk_from(graph.Links(self.index, now), hits, depth, "both", len(hits) + SEARCH_RELATED_LIMIT)
+        walked = graph.walk_from(graph.LinkGraph(self.index, now), hits, depth, "both", len(hits) + SEARCH_RELATED_LIMIT)
         ordered = sorted((pair for pair in walked.nodes.values() if pair[1] > 0), key=lambda pair: (pair[1], pair[0]["path"]))
         ids = {row["rid"]: row["id"] for row, _distance in walked.nodes.values()}
         out = RecallGraph(
@@ -330,7 +330,7 @@ class Vault(Writes, Links, Moves, Maintenance, Reconcile, GitSync):
             return set(rids) - expired
         return {row[0] for row in self.index.query(*within_filters(filters, now, rids))}
 
-    def _hits(self, found: Outcome) -> builtins.list[Hit]:
+    def _hits(self, found: Found) -> builtins.list[Hit]:
         return [self._hit(found.records[s.rid], s, found.snippets.get(s.rid) or _opening(found.records[s.rid].body))
                 for s in found.ranked]
 
@@ -357,7 +357,7 @@ class Vault(Writes, Links, Moves, Maintenance, Reconcile, GitSync):
         if not isinstance(limit, int) or isinstance(limit, bool) or not 1 <= limit <= graph.MAX_VISITS:
             raise InvalidInput(f"limit must be between 1 and {graph.MAX_VISITS}; got {limit!r}.")
         start = self._resolve(memory_id)
-        walked = graph.walk(graph.Links(self.index, iso(self.now())), start, depth, direction, limit)
+        walked = graph.walk(graph.LinkGraph(self.index, iso(self.now())), start, depth, direction, limit)
         ordered = sorted(walked.nodes.values(), key=lambda pair: (pair[1], pair[0]["path"]))
         ids = {row["rid"]: row["id"] for row, _distance in ordered}
         result = RelatedResult(
@@ -461,7 +461,7 @@ class Vault(Writes, Links, Moves, Maintenance, Reconcile, GitSync):
         if strategy == "recency":
             return sorted(loaded, key=lambda pair: pair[1]["updated"], reverse=True)
         if strategy == "importance":
-            links = graph.Links(self.index, iso(self.now()))
+            links = graph.LinkGraph(self.index, iso(self.now()))
 
             def weight(pair: tuple[sqlite3.Row, Memory]) -> tuple[float, int]:
                 declared = pair[1]["front_matter"].get("importance")

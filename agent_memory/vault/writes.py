@@ -411,7 +411,7 @@ class Writes(VaultCore):
             if target["path"] == source["path"]:
                 raise InvalidInput(f"A memory cannot be linked to itself ({source['path']}); give another target_id.")
             items = self._relation_items(note.meta.get(relation), source["path"], relation)
-            links = graph.Links(self.index, iso(self.now()))
+            links = graph.LinkGraph(self.index, iso(self.now()))
             already = any(
                 (found := links.resolve(written, source["path"])) is not None and found["rid"] == target["rid"]
                 for item in items
