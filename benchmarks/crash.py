@@ -840,13 +840,13 @@ def _fail_at(step: str, how: str) -> None:
     elif step == "ledger":
         before(trash.Trash, "_append")
     elif step == "staged file":
-        before(store.Store, "_write_temp", in_folder("files"))
+        before(store.Store, "write_temp", in_folder("files"))
     elif step == "manifest":
-        before(store.Store, "_write_temp", in_folder("import" if OP[0] == "import" else "move", manifest=True))
+        before(store.Store, "write_temp", in_folder("import" if OP[0] == "import" else "move", manifest=True))
     elif step == "publish":
         before(store.Store, "place")
     elif step == "journal copy":
-        before(store.Store, "_write_temp", in_folder("move", manifest=False))
+        before(store.Store, "write_temp", in_folder("move", manifest=False))
     elif step == "new name":
         before(moves.Moves, "_link_new_name")
     elif step == "linking file":

@@ -410,7 +410,7 @@ def test_a_move_whose_journal_cannot_be_written_changes_nothing(closed: Path, mo
     with Vault(root) as vault:
         vault.reconcile()
         before = _files(root)
-        real_temp, real_enter = Store._write_temp, Register.enter
+        real_temp, real_enter = Store.write_temp, Register.enter
 
         def write_temp(self, folder, data, *args):
             is_manifest = data.startswith(b'{"old"')
@@ -423,7 +423,7 @@ def test_a_move_whose_journal_cannot_be_written_changes_nothing(closed: Path, mo
                 raise RegisterError("Could not write this user's register: the disk is full.")
             return real_enter(self, kind, record_hash, **kwargs)
 
-        monkeypatch.setattr(Store, "_write_temp", write_temp)
+        monkeypatch.setattr(Store, "write_temp", write_temp)
         monkeypatch.setattr(Register, "enter", enter if step == "register" else real_enter)
         with pytest.raises(Exception, match="disk is full|No space"):
             vault.move("people/priya.md", "people/priya-k.md")

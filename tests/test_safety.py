@@ -341,7 +341,7 @@ def test_disk_errors_name_the_cause(vault: Vault, monkeypatch: pytest.MonkeyPatc
     def full(*_args: object, **_kwargs: object) -> None:
         raise OSError(errno.ENOSPC, "No space left on device")
 
-    monkeypatch.setattr(store_module.Store, "_write_temp", full)
+    monkeypatch.setattr(store_module.Store, "write_temp", full)
     with pytest.raises(VaultError, match="the disk is full"):
         vault.remember("A fact for a full disk")
     assert md_files(vault.root) == []

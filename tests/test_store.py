@@ -284,7 +284,7 @@ def failing_disk(monkeypatch: pytest.MonkeyPatch):
         def refuse(self: Store, folder: Path, data: bytes, mode: int = 0o644, owner: object = None) -> Path:
             raise OSError(code, os.strerror(code))
 
-        monkeypatch.setattr(Store, "_write_temp", refuse)
+        monkeypatch.setattr(Store, "write_temp", refuse)
 
     return arm
 
@@ -611,7 +611,7 @@ def test_a_failure_after_the_swap_says_the_file_was_written_and_keeps_what_it_re
     def fsync_fails(self: Store, folder: Path) -> None:
         raise OSError(errno.EIO, "Input/output error")
 
-    monkeypatch.setattr(Store, "_fsync_dir", fsync_fails)
+    monkeypatch.setattr(Store, "fsync_dir", fsync_fails)
     with pytest.raises(VaultError, match=rf"^{made['path']} was written, but then: Input/output error\. What it "
                                          "replaced is kept"):
         vault.update(made["id"], add_tags=["ops"])

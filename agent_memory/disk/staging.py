@@ -106,21 +106,21 @@ class Staging:
             for n, (rel, data, replaced) in enumerate(plans):
                 entry: dict[str, object] = {"n": n, "path": rel, "sha256": hashlib.sha256(data).hexdigest()}
                 if replaced is not None:
-                    old = self._store._write_temp(self.files, replaced)
+                    old = self._store.write_temp(self.files, replaced)
                     os.rename(old, self.files / f"{n}.old")
                     entry["replaces"] = True
-                tmp = self._store._write_temp(self.files, data)
+                tmp = self._store.write_temp(self.files, data)
                 os.rename(tmp, self.files / f"{n}.md")
                 items.append(entry)
                 if on_write is not None:
                     on_write(n + 1)
-            self._store._fsync_dir(self.files)
+            self._store.fsync_dir(self.files)
         record = json.dumps({"items": items, "record": secrets.token_hex(8)}).encode("utf-8")
         self._store.register.enter("import", digest(record))  # listed before it is written
         self._record = record
-        manifest = self._store._write_temp(self.folder, record)
+        manifest = self._store.write_temp(self.folder, record)
         os.rename(manifest, self.folder / MANIFEST)
-        self._store._fsync_dir(self.folder)  # ...and the commit point before any file reaches the vault
+        self._store.fsync_dir(self.folder)  # ...and the commit point before any file reaches the vault
 
     def publish(self, on_publish: Callable[[int], None] | None = None, *,
                 after_crash: bool = False) -> list[tuple[int, str, os.stat_result | None]]:
@@ -132,7 +132,7 @@ class Staging:
         publishing is a rename they are gone at once). ``after_crash``: a crash
         interrupted publishing (``recover``): any item still staged may have reached
         the vault already, so each is looked for there first."""
-        items = _checked_items(self.folder, self._store.root, self._manifest_bytes())
+        items = checked_items(self.folder, self._store.root, self._manifest_bytes())
         published: list[tuple[int, str, os.stat_result | None]] = []
         done_with: list[Path] = []
         with self._store.durable_together():
@@ -179,7 +179,7 @@ class Staging:
                         self._replace(rel, replaced, data)
                 elif path.read_bytes() == data:
                     path.unlink()
-                    self._store._fsync_dir(path.parent)
+                    self._store.fsync_dir(path.parent)
             except (OSError, AgentMemoryError):
                 continue  # changed since, or gone: it stands as it is
 
@@ -274,7 +274,7 @@ class Staging:
         why = refusal(self._store.register, self._store.tracked, "import", found, origin)
         if why is None:
             try:
-                _checked_items(self.folder, self._root, raw)
+                checked_items(self.folder, self._root, raw)
             except (ValueError, TypeError, KeyError, AgentMemoryError) as exc:
                 why = f"its manifest fails the checks ({_why(exc)})"
         if why is not None:
@@ -290,7 +290,7 @@ class Staging:
 _STAGED_NAME = re.compile(r"[0-9]{1,9}")
 
 
-def _checked_items(folder: Path, root: Path, raw: bytes) -> list[dict]:
+def checked_items(folder: Path, root: Path, raw: bytes) -> list[dict]:
     """A manifest's items, refused (``ValueError``, ``PathRefused``) unless each names a
     staged file by number, a memory path (``confine``), and the sha256 of the staged
     file, which a file still staged must hold; an update's replaced bytes are staged too."""

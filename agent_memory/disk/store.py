@@ -1,6 +1,6 @@
 """The vault's files on disk: reading them safely, walking them, and durable writes.
 
-All file writes in the package go through ``_write_temp`` + a rename here, so a crash
+All file writes in the package go through ``write_temp`` + a rename here, so a crash
 leaves either the old file or the new one, and tests can inject disk errors in one place.
 Where things are (the vault, its index folder, which paths are memories) is ``layout``.
 """
@@ -150,7 +150,7 @@ class Store:
         self._real_root: Path | None = None
         self.control_dir = root / INDEX_DIRNAME  # lock, staging, parked files: always the vault's own
         self.parked_dir = self.control_dir / "parked"
-        self.trash = Trash(root, self._fsync_dir, lambda folder, data: self._write_temp(folder, data), self.changed)
+        self.trash = Trash(root, self.fsync_dir, lambda folder, data: self.write_temp(folder, data), self.changed)
         # This user's register of open operations and git's tracked files: every record the
         # tool leaves in .index/ or .trash/ is checked against both before it is acted on.
         self.register, self.tracked = self.trash.register, self.trash.tracked
@@ -364,7 +364,7 @@ class Store:
             log.warning("skipped %s: %s", rel, exc.strerror or exc)
             return None
         found = os.fstat(fd)
-        if not self._opened_inside(fd):
+        if not self.opened_inside(fd):
             os.close(fd)
             return None
         if (found.st_dev, found.st_ino) != (checked.st_dev, checked.st_ino):
@@ -404,7 +404,7 @@ class Store:
         with os.fdopen(fd, "rb") as handle:
             return handle.read(), found
 
-    def _opened_inside(self, fd: int) -> bool:
+    def opened_inside(self, fd: int) -> bool:
         """Where the kernel says the opened file is (Linux: ``/proc/self/fd``) is inside
         the vault: a folder swapped for a symlink between the check and the open would
         pass the stat comparison, since both would see the swapped path."""
@@ -421,7 +421,7 @@ class Store:
             return None
 
     # ------------------------------------------------------------------ writing
-    def _write_temp(self, folder: Path, data: bytes, mode: int = 0o644, owner: tuple[int, int] | None = None) -> Path:
+    def write_temp(self, folder: Path, data: bytes, mode: int = 0o644, owner: tuple[int, int] | None = None) -> Path:
         """The one place bytes reach the disk: a hidden temp file, fsynced.
 
         ``mode``: an edit keeps the file's permissions (a 0600 note stays private), and
@@ -452,7 +452,7 @@ class Store:
         os.close(fd)
         return tmp
 
-    def _fsync_dir(self, folder: Path) -> None:
+    def fsync_dir(self, folder: Path) -> None:
         """Make a folder's entries durable (a new name, a rename); in a batch, once at its end."""
         if self._batch is not None:
             self._batch.add(folder)
@@ -526,7 +526,7 @@ class Store:
         try:
             if new_dirs:
                 target_dir.mkdir(parents=True, exist_ok=True)
-            tmp = staged if staged is not None else self._write_temp(target_dir, data)
+            tmp = staged if staged is not None else self.write_temp(target_dir, data)
             written = os.stat(tmp)
         except OSError as exc:
             _remove_empty(new_dirs)
@@ -538,7 +538,7 @@ class Store:
                     locking.move_no_replace(tmp, target_dir / name)  # fails if the name exists: no overwrite
                 except FileExistsError:
                     continue
-                self._fsync_dir(target_dir)
+                self.fsync_dir(target_dir)
                 rel = f"{folder}/{name}" if folder else name
                 self.changed(rel, "created")
                 return rel, _unchanged_since(target_dir / name, written)
@@ -603,7 +603,7 @@ class Store:
                     raise SavedMeanwhile(rel)
             else:
                 swapped = self._replace_without_swap(rel, parked, target, checked)
-            self._fsync_dir(target.parent)
+            self.fsync_dir(target.parent)
             self.changed(rel, "changed")
             return _unchanged_since(target, written)
         except OSError as exc:
@@ -678,7 +678,7 @@ class Store:
         try:
             folder.mkdir(parents=True, exist_ok=True)
             self._write_record(record, note)
-            tmp = self._write_temp(folder, data, mode, owner)
+            tmp = self.write_temp(folder, data, mode, owner)
             os.rename(tmp, folder / f"{name}.md")
         except OSError as exc:
             self._drop_record(record)
@@ -752,7 +752,7 @@ class Store:
             except ValueError:
                 pass  # not a name the tool gives: looked at (and set aside) below
             try:
-                kept.extend(self._settle_one(stem))
+                kept.extend(self.settle_one(stem))
             except (OSError, ValueError, VaultError) as exc:
                 log.warning("could not look at %s: %s", self.parked_dir / name, exc)
         return kept
@@ -766,11 +766,11 @@ class Store:
             return
         for stem in stems:
             try:
-                self._settle_one(stem, settle=False)
+                self.settle_one(stem, settle=False)
             except (OSError, ValueError) as exc:
                 log.warning("could not look at %s.json: %s", self.parked_dir / stem, exc)
 
-    def _settle_one(self, stem: str, settle: bool = True) -> list[str]:
+    def settle_one(self, stem: str, settle: bool = True) -> list[str]:
         """Settle one parked record, if this user's register lists it; else set it aside."""
         record = self.parked_dir / f"{stem}.json"
         files = [self.parked_dir / f"{stem}.md", self.parked_dir / f"{stem}.held"]
@@ -820,12 +820,12 @@ class Store:
         target = self.abspath(rel)
         try:
             target.parent.mkdir(parents=True, exist_ok=True)
-            tmp = self._write_temp(target.parent, data, mode, owner)
+            tmp = self.write_temp(target.parent, data, mode, owner)
         except OSError as exc:
             raise disk_error(exc, f"write {rel}") from exc
         try:
             locking.move_no_replace(tmp, target)
-            self._fsync_dir(target.parent)
+            self.fsync_dir(target.parent)
             self.changed(rel, "created")
         except FileExistsError as exc:
             raise VaultError(f"{rel} already exists; it was left as it was.") from exc

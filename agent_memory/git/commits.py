@@ -139,7 +139,7 @@ class Pending:
         os.replace(tmp, self.path)
         text = b"".join(line + b"\n" for line in aside)
         set_aside(self._folder, "git-pending", digest(text), [], origin,
-                  f"{len(aside)} line(s) {why or 'not listed'}", _pending_would(aside), {PENDING_FILE: text})
+                  f"{len(aside)} line(s) {why or 'not listed'}", pending_would(aside), {PENDING_FILE: text})
         return keep
 
     def drop(self, count: int) -> None:
@@ -163,7 +163,7 @@ class Pending:
             os.replace(tmp, self.path)
 
 
-def _pending_would(lines: list[bytes]) -> str:
+def pending_would(lines: list[bytes]) -> str:
     """What committing journal lines would do, for a person deciding about them."""
     paths: list[str] = []
     for line in lines:

@@ -227,7 +227,7 @@ class Moves(VaultCore):
         # from its new place for a spare copy, and a new file under the old name (a person's,
         # before the next open) for the original.
         os.close(os.open(journal / DONE, os.O_WRONLY | os.O_CREAT, 0o644))
-        self._forget_record(_raw_manifest(journal))
+        self._forget_record(raw_manifest(journal))
         shutil.rmtree(journal, ignore_errors=True)
         self.store.changed(new, "moved", old)
 
@@ -241,16 +241,16 @@ class Moves(VaultCore):
         try:
             entries = []
             for n, f in enumerate([moved, *linking]):
-                tmp = self.store._write_temp(folder, f.before)
+                tmp = self.store.write_temp(folder, f.before)
                 os.replace(tmp, folder / f"{n}.md")
                 entries.append({"path": f.path, "before": file_version(f.before),
                                 "after": file_version(f.after), "copy": f"{n}.md"})
             manifest = json.dumps({"old": old, "new": new, "files": entries, "record": secrets.token_hex(8)})
             data = manifest.encode("utf-8")
             self.store.register.enter("move", digest(data))
-            tmp = self.store._write_temp(folder, data)
+            tmp = self.store.write_temp(folder, data)
             os.replace(tmp, folder / MANIFEST)  # the commit point: from here a crash is undone
-            self.store._fsync_dir(folder)
+            self.store.fsync_dir(folder)
         except BaseException:
             if (folder / MANIFEST).exists():
                 self._undo(folder)
@@ -305,7 +305,7 @@ class Moves(VaultCore):
         same_file = os.path.samefile(aside, self.store.abspath(new))
         if same_file or _bytes(aside) == checked:
             aside.unlink()  # its bytes live on under the new name
-            self.store._fsync_dir(source.parent)
+            self.store.fsync_dir(source.parent)
             return
         _put_back(aside, source)
         raise SavedMeanwhile(old)
@@ -316,7 +316,7 @@ class Moves(VaultCore):
         the move wrote (a save made since stands, and is named in the result). The
         manifest's paths pass the memory rule first (``confine``), and each original's
         copy must hold the bytes the manifest names."""
-        raw = _raw_manifest(folder)
+        raw = raw_manifest(folder)
         if raw is None:
             shutil.rmtree(folder, ignore_errors=True)  # no manifest: nothing of it reached the vault
             return []
@@ -324,7 +324,7 @@ class Moves(VaultCore):
             self._forget_record(raw)
             shutil.rmtree(folder, ignore_errors=True)
             return []
-        manifest = _checked_manifest(self.root, folder, raw)
+        manifest = checked_manifest(self.root, folder, raw)
         kept: list[str] = []
         old, new = manifest["old"], manifest["new"]
         moved, *linking = manifest["files"]
@@ -365,7 +365,7 @@ class Moves(VaultCore):
         with self._lock.hold():
             if not folder.exists():
                 return []
-            raw = _raw_manifest(folder)
+            raw = raw_manifest(folder)
             if raw is not None and not self._may_undo(folder, raw):
                 return []
             try:
@@ -375,13 +375,13 @@ class Moves(VaultCore):
                 # (it keeps every file's original bytes) and let the vault work on.
                 self._forget_record(raw)
                 set_aside(self.store.control_dir, "move", digest(raw or b""), [folder], _ORIGIN,
-                          f"could not be undone ({exc})", _move_would(raw))
+                          f"could not be undone ({exc})", move_would(raw))
                 return []
 
     def undo_recorded_move(self, folder: Path, raw: bytes | None) -> list[str]:
         """Undo the move a journal the register lists records (under the vault's lock), and
         bring the index up to date; raises when it cannot."""
-        manifest = _checked_manifest(self.root, folder, raw) if raw is not None else None
+        manifest = checked_manifest(self.root, folder, raw) if raw is not None else None
         kept = self._undo(folder)
         if manifest:
             with self._index_write() as conn:
@@ -396,7 +396,7 @@ class Moves(VaultCore):
         why = refusal(self.store.register, self.store.tracked, "move", found, _ORIGIN)
         if why is None:
             return True
-        set_aside(self.store.control_dir, "move", found, [folder], _ORIGIN, why, _move_would(raw))
+        set_aside(self.store.control_dir, "move", found, [folder], _ORIGIN, why, move_would(raw))
         return False
 
     def reconcile(self):
@@ -409,7 +409,7 @@ _ORIGIN = f"{INDEX_DIRNAME}/{MOVE_DIRNAME}"
 _COPY_NAME = re.compile(r"[0-9]{1,6}\.md")
 
 
-def _raw_manifest(folder: Path) -> bytes | None:
+def raw_manifest(folder: Path) -> bytes | None:
     """The journal's manifest as written (None: there is none, or it is no plain file)."""
     try:
         return read_record(folder / MANIFEST)
@@ -417,7 +417,7 @@ def _raw_manifest(folder: Path) -> bytes | None:
         return None
 
 
-def _checked_manifest(root: Path, folder: Path, raw: bytes) -> dict:
+def checked_manifest(root: Path, folder: Path, raw: bytes) -> dict:
     """A journal's manifest, refused (``PathRefused``, ``ValueError``) unless every path
     in it is a memory path (``confine``), every copy a file of the journal holding the
     bytes the manifest names, and the moved note the first file."""
@@ -440,7 +440,7 @@ def _checked_manifest(root: Path, folder: Path, raw: bytes) -> dict:
     return manifest
 
 
-def _move_would(raw: bytes | None) -> str:
+def move_would(raw: bytes | None) -> str:
     """What undoing a move's journal would do, for a person deciding about it."""
     try:
         manifest = json.loads(raw or b"")

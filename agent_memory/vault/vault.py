@@ -512,7 +512,7 @@ class Vault(Writes, Links, Moves, Maintenance, Reconcile, GitSync):
             fd = os.open(resolved, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
         except OSError as exc:  # swapped for a symlink since it was checked, or unreadable
             raise PathRefused(f"{rel} cannot be read safely ({exc.strerror}); nothing was returned.") from exc
-        if not self.store._opened_inside(fd) or not stat.S_ISREG(os.fstat(fd).st_mode):
+        if not self.store.opened_inside(fd) or not stat.S_ISREG(os.fstat(fd).st_mode):
             os.close(fd)  # a folder on the way swapped for a symlink since the check, or a pipe swapped in
             raise PathRefused(f"{rel} changed while it was being read (a folder or the file was replaced); nothing "
                               "was returned. Retry.")
