@@ -22,6 +22,7 @@ import sys
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from dataclasses import dataclass
 from pathlib import Path
 
 from . import locking
@@ -120,6 +121,18 @@ def _remove_empty(folders: list[Path]) -> None:
             return
 
 
+@dataclass(frozen=True)
+class WriteChange:
+    """One file a tool write changed (what its git commit takes): ``how`` is
+    ``created``, ``changed``, ``moved`` (``detail``: the old path), ``forgotten`` or
+    ``expired`` (``detail``: its trash path), or ``restored`` (``detail``: the trash
+    path it came back from)."""
+
+    path: str
+    how: str
+    detail: str = ""
+
+
 _STAMP = struct.Struct("<4q")
 
 
@@ -154,18 +167,17 @@ class Store:
         # This user's register of open operations and git's tracked files: every record the
         # tool leaves in .index/ or .trash/ is checked against both before it is acted on.
         self.register, self.tracked = self.trash.register, self.trash.tracked
-        # What the write in progress did to the vault's files, in order: (path, how, detail).
-        # ``VaultCore._writing`` takes them when the write ends (``git.commits`` commits them).
-        self.changes: list[tuple[str, str, str]] = []
+        # What the write in progress did to the vault's files, in order; the vault's write
+        # lock takes them when the write ends (``git.commits`` commits them).
+        self.changes: list[WriteChange] = []
         self._batch: set[Path] | None = None  # inside ``durable_together``: folders to fsync at its end
         # Memories the last whole walk found with a second name (a symlink, or a hard link
         # anywhere): an edit through one name brings no event for the other.
         self.aliased = 0
 
     def changed(self, rel: str, how: str, detail: str = "") -> None:
-        """Note that the tool changed ``rel``: ``created``, ``changed``, ``moved`` (detail:
-        the old path), ``forgotten``/``expired`` (detail: its trash path), ``restored``."""
-        self.changes.append((rel, how, detail))
+        """Note that the tool changed ``rel`` (``WriteChange`` says how)."""
+        self.changes.append(WriteChange(rel, how, detail))
 
     # ------------------------------------------------------------------ paths
     def abspath(self, rel: str) -> Path:

@@ -46,6 +46,7 @@ from typing import Any, Self
 from ..vault.core import VaultCore
 from ..disk.layout import INDEX_DIRNAME
 from ..disk.locking import WriteLock
+from ..disk.store import WriteChange
 from ..errors import GitError
 from ..note import parse
 from ..trust import confine, credentials
@@ -232,12 +233,13 @@ def _clean(title: str) -> str:
     return title if len(title) <= MAX_TITLE else title[: MAX_TITLE - 1] + "…"
 
 
-def describe(vault: VaultCore, changes: list[tuple[str, str, str]]) -> tuple[list[str], str]:
+def describe(vault: VaultCore, changes: list[WriteChange]) -> tuple[list[str], str]:
     """The paths one write changed and its commit message (``remember: <title>``...)."""
     paths: list[str] = []
     kinds: dict[str, list[tuple[str, str]]] = {}
     seen: set[str] = set()
-    for rel, how, detail in changes:
+    for change in changes:
+        rel, how, detail = change.path, change.how, change.detail
         for path in (rel, detail) if how == "moved" else (rel,):
             if path not in paths:
                 paths.append(path)
@@ -536,7 +538,7 @@ class Committer:
         return outcome
 
 
-def note_write(vault: VaultCore, changes: list[tuple[str, str, str]]) -> None:
+def note_write(vault: VaultCore, changes: list[WriteChange]) -> None:
     """Note a successful write's files in the journal when commits are on and the
     vault may be committed (checked once per process; said once otherwise), then wake
     the committer. Under the vault's lock: no git command runs here but the first look

@@ -17,7 +17,7 @@ from pathlib import Path
 from ..vault.core import VaultCore
 from ..disk.layout import INDEX_DIRNAME, TMP_SUFFIX, TRASH_DIRNAME, is_memory_path
 from ..disk.locking import move_no_replace
-from ..disk.store import replace_file
+from ..disk.store import WriteChange, replace_file
 from ..errors import GitError, SettingsError, SyncConflict
 from ..models import SyncResult
 from ..note import parse
@@ -31,7 +31,7 @@ FULL_RECONCILE_OVER = 2000  # changed files past which one reconcile is cheaper 
 
 
 class GitSync(VaultCore):
-    def _written(self, changes: list[tuple[str, str, str]]) -> None:
+    def _written(self, changes: list[WriteChange]) -> None:
         note_write(self, changes)
 
     def sync(self) -> SyncResult:

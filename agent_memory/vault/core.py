@@ -30,7 +30,7 @@ from ..settings import SETTINGS_FILE, Settings, load_settings
 from ..models import Memory, ReconcileReport, Summary
 from ..limits import MAX_FILE_BYTES, check_text
 from ..disk.layout import INDEX_DIRNAME, cache_folder, encodable, index_folder, is_memory_path
-from ..disk.store import Store
+from ..disk.store import Store, WriteChange
 from ..disk.layout import TRASH_DIRNAME
 
 SETTLED_AGE = 0.1  # seconds: a file not modified for this long is not being saved
@@ -210,7 +210,7 @@ class VaultCore:
                     if done and changes:
                         self._written(changes)
 
-    def _written(self, changes: list[tuple[str, str, str]]) -> None:
+    def _written(self, changes: list[WriteChange]) -> None:
         """A write succeeded and changed these files (still under the lock): the hook
         ``git.sync.GitSync`` fills in to commit tool writes."""
 
