@@ -161,3 +161,29 @@ def test_every_code_path_the_docs_name_exists() -> None:
             if not (ROOT / path).exists():
                 missing.append(f"{page.relative_to(ROOT)}: {path}")
     assert missing == []
+
+
+def test_no_class_is_built_from_another_of_the_package() -> None:
+    """The composer composes: a job is an object another one holds, never a base class
+    (mixins spread one object over modules and make behaviour hang on base-class order).
+    Exceptions, TypedDict shapes and Protocols may extend their own kind."""
+    bases: dict[str, list[str]] = {}
+    where: dict[str, str] = {}
+    for path in MODULES.values():
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.ClassDef):
+                # The package's classes are imported by name; a dotted base (logging.Handler) is another library's.
+                bases[node.name] = [b.id for b in node.bases if isinstance(b, ast.Name)]
+                where[node.name] = f"{path.relative_to(ROOT)}:{node.lineno}"
+
+    def a_shape(name: str, depth: int = 0) -> bool:
+        if name in ("Exception", "TypedDict", "Protocol"):
+            return True
+        return depth < 20 and any(a_shape(base, depth + 1) for base in bases.get(name, []))
+
+    built = [f"{where[name]}: {name}({base})" for name, names in bases.items() for base in names
+             if base in bases and not a_shape(base)]
+    assert built == []
+    stubs = [str(path.relative_to(ROOT)) for path in sorted((PACKAGE / "vault").glob("*.py"))
+             if "TYPE_CHECKING" in path.read_text(encoding="utf-8")]
+    assert stubs == [], "the vault's jobs name what they use in their constructors, not under TYPE_CHECKING"

@@ -16,7 +16,7 @@ from typing import Any
 
 import pytest
 
-from agent_memory.vault import core
+from agent_memory.index import reconcile
 from agent_memory.watch import watcher
 from agent_memory.watch.watcher import Change, Watcher
 from agent_memory.vault.vault import Vault
@@ -86,7 +86,7 @@ def test_a_note_saved_empty_is_folded_in_once_it_stays_empty(vault: Vault, watch
     the watcher keeps the old row. When the file stays empty no event comes again; before,
     the old text was searched (and a vouching watcher vouched for it) until the next sweep.
     (The moment is 2 s; 0.3 s here, so the test does not wait for it.)"""
-    monkeypatch.setattr(core, "SETTLE_GIVE_UP", 0.3)
+    monkeypatch.setattr(reconcile, "SETTLE_GIVE_UP", 0.3)
     monkeypatch.setattr(watcher, "SETTLE_GIVE_UP", 0.3)
     path = vault.root / "errands.md"
     path.write_text(hand_note("Buy the blue paint on Saturday."))

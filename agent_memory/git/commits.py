@@ -41,12 +41,14 @@ import threading
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Self
+from collections.abc import Callable
+from typing import Any, Protocol, Self
 
-from ..vault.core import VaultCore
 from ..disk.layout import INDEX_DIRNAME
 from ..disk.locking import WriteLock
-from ..disk.store import WriteChange
+from ..disk.store import Store, WriteChange
+from ..index.db import Index
+from ..settings import Settings
 from ..errors import GitError
 from ..note import parse
 from ..trust import confine, credentials
@@ -58,6 +60,19 @@ PENDING_FILE = "git-pending.jsonl"
 BATCH_WINDOW = 0.5  # seconds of quiet after a write before its commit: close writes share one
 RETRY_AFTER = 5.0  # seconds before a busy repository (index.lock, a rebase) is tried again
 MAX_TITLE = 72
+
+
+class GitVault(Protocol):
+    """What git's commits and ``sync`` need of an open vault (``vault.core.Core`` is one)."""
+
+    @property
+    def root(self) -> Path: ...
+    @property
+    def store(self) -> Store: ...
+    @property
+    def index(self) -> Index: ...
+    @property
+    def settings(self) -> Settings: ...
 
 
 def state_problem(repo: Repo) -> tuple[str, str] | None:
@@ -83,7 +98,7 @@ class Pending:
     Each line is entered in this user's register first; a line it does not list (or a
     journal git tracks) is set aside when read, never committed."""
 
-    def __init__(self, folder: Path, store: Any = None) -> None:
+    def __init__(self, folder: Path, store: Store | None = None) -> None:
         self.path = folder / PENDING_FILE
         self._lock = WriteLock(folder / "git-pending.lock")
         self._folder = folder
@@ -190,11 +205,13 @@ class GitState:
 
     RECHECK = 10.0  # seconds: a vault not in git is looked at again after this long (git init)
 
-    def __init__(self, vault: VaultCore) -> None:
+    def __init__(self, vault: GitVault) -> None:
         self.vault = vault
         self.pending = Pending(vault.store.control_dir, vault.store)
         self.lock = WriteLock(vault.store.control_dir / "git.lock")
-        self.wake: Any = None  # the running committer's wake(), if any
+        self.wake: Callable[[], None] | None = None  # the running committer's wake(), if any
+        # Commit tool writes: True (``serve --git-commit``), or None to follow ``git.commit``.
+        self.commit: bool | None = None
         self._repo: Repo | None = None
         self._looked = 0.0
         self._said: set[str] = set()
@@ -217,15 +234,31 @@ class GitState:
     def all_well(self) -> None:
         self._said.clear()
 
-
-_state_lock = threading.Lock()
-
-
-def state_of(vault: VaultCore) -> GitState:
-    with _state_lock:
-        if vault.git_state is None:
-            vault.git_state = GitState(vault)
-        return vault.git_state
+    def note_write(self, changes: list[WriteChange]) -> None:
+        """Note a successful write's files in the journal when commits are on and the
+        vault may be committed (checked once per process; said once otherwise), then wake
+        the committer. Under the vault's lock: no git command runs here but the first look
+        for the repository."""
+        if not (self.commit or (self.commit is None and self.vault.settings.git_commit)):
+            return
+        try:
+            repo = self.repository()
+            if repo is None:
+                self.say_once("no-git", "git.commit is on but the vault is not in a git repository; nothing is "
+                              "committed (git init in it to start)")
+                return
+            scope = repo.in_scope(self.vault.settings.git_subfolder)
+            if scope:
+                self.say_once("scope", scope)
+                return
+            paths, message = describe(self.vault, changes)
+            if paths:
+                self.pending.add({"paths": paths, "message": message, "at": time.time()})
+        except Exception as exc:  # noqa: BLE001 - the write succeeded: it stands whatever its record does
+            self.say_once("record", f"could not note a write for a git commit: {exc}")
+            return
+        if self.wake is not None:
+            self.wake()
 
 
 def _clean(title: str) -> str:
@@ -233,7 +266,7 @@ def _clean(title: str) -> str:
     return title if len(title) <= MAX_TITLE else title[: MAX_TITLE - 1] + "…"
 
 
-def describe(vault: VaultCore, changes: list[WriteChange]) -> tuple[list[str], str]:
+def describe(vault: GitVault, changes: list[WriteChange]) -> tuple[list[str], str]:
     """The paths one write changed and its commit message (``remember: <title>``...)."""
     paths: list[str] = []
     kinds: dict[str, list[tuple[str, str]]] = {}
@@ -330,7 +363,7 @@ def _message(entries: list[dict[str, Any]]) -> str:
     return f"{messages[0]} (+{len(messages) - 1} more)\n\n" + "\n".join(f"- {m}" for m in messages) + "\n"
 
 
-def commit_pending(vault: VaultCore, state: GitState, repo: Repo) -> CommitOutcome:
+def commit_pending(vault: GitVault, state: GitState, repo: Repo) -> CommitOutcome:
     """Commit every pending write, in one commit, touching only their paths. The caller
     holds the git lock."""
     entries, taken = state.pending.read()
@@ -365,7 +398,7 @@ def commit_pending(vault: VaultCore, state: GitState, repo: Repo) -> CommitOutco
     return CommitOutcome("committed", len(entries), head, _message(entries).split("\n")[0], changed, withheld=withheld)
 
 
-def _holding_credentials(vault: VaultCore, paths: list[str]) -> dict[str, str]:
+def _holding_credentials(vault: GitVault, paths: list[str]) -> dict[str, str]:
     """Of the files about to be committed, those holding a credential not in
     ``secrets.allow`` (a person's hand edit included), or that cannot be read to be
     checked: path -> what was found (kinds and fingerprints, never the value). A file
@@ -422,15 +455,22 @@ def _failed(repo: Repo, done: subprocess.CompletedProcess[bytes], writes: int, p
                    paths=paths)
 
 
+class HasGitState(Protocol):
+    """An open vault with its git state (``Vault``)."""
+
+    @property
+    def git_state(self) -> GitState: ...
+
+
 class Committer:
     """Commits a vault's tool writes in the background, after ``window`` seconds of quiet.
 
     ``flush()`` commits what is pending now and waits for it (tests, and the server's
     exit through ``stop()``). It never raises into a write: every problem is logged."""
 
-    def __init__(self, vault: VaultCore, *, window: float = BATCH_WINDOW, retry: float = RETRY_AFTER) -> None:
-        self.vault = vault
-        self.state = state_of(vault)
+    def __init__(self, vault: HasGitState, *, window: float = BATCH_WINDOW, retry: float = RETRY_AFTER) -> None:
+        self.state = vault.git_state
+        self.vault = self.state.vault
         self.window = window
         self.retry = retry
         self.last: CommitOutcome | None = None
@@ -536,31 +576,3 @@ class Committer:
         elif outcome.status == "failed":
             state.say_once(outcome.message, outcome.message + "; the writes stand and stay pending")
         return outcome
-
-
-def note_write(vault: VaultCore, changes: list[WriteChange]) -> None:
-    """Note a successful write's files in the journal when commits are on and the
-    vault may be committed (checked once per process; said once otherwise), then wake
-    the committer. Under the vault's lock: no git command runs here but the first look
-    for the repository."""
-    if not (vault.git_commit or (vault.git_commit is None and vault.settings.git_commit)):
-        return
-    state = state_of(vault)
-    try:
-        repo = state.repository()
-        if repo is None:
-            state.say_once("no-git", "git.commit is on but the vault is not in a git repository; nothing is "
-                           "committed (git init in it to start)")
-            return
-        scope = repo.in_scope(vault.settings.git_subfolder)
-        if scope:
-            state.say_once("scope", scope)
-            return
-        paths, message = describe(vault, changes)
-        if paths:
-            state.pending.add({"paths": paths, "message": message, "at": time.time()})
-    except Exception as exc:  # noqa: BLE001 - the write succeeded: it stands whatever its record does
-        state.say_once("record", f"could not note a write for a git commit: {exc}")
-        return
-    if state.wake is not None:
-        state.wake()

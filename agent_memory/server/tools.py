@@ -49,7 +49,8 @@ from ..models import (
 from ..recall.terms import MAX_QUERY_CHARS
 from ..limits import (MAX_BATCH, MAX_CONTENT, MAX_IMPORTANCE, MAX_LIMIT, MAX_OFFSET, MAX_TAG_LEN, MAX_TTL_DAYS,
                       MAX_TYPE_LEN, MEMORY_TYPES, namespace_filter)
-from ..vault.vault import MAX_TOKEN_BUDGET, Vault
+from ..vault.reads import MAX_TOKEN_BUDGET
+from ..vault.vault import Vault
 
 # ----------------------------------------------------------------------------- argument types
 

@@ -168,17 +168,15 @@ def _trash(root: Path) -> Trash:
 def gather(vault: Vault) -> None:
     """Set aside every record still in place that the register does not list, so each
     has its one id and place (opening the vault already did this for moves and imports)."""
-    from ..git.commits import state_of
-
     vault.finish_interrupted_move()
     vault.store.set_aside_unlisted_parked()
-    state_of(vault).pending.read()
+    vault.git_state.pending.read()
 
 
 def apply(vault: Vault, rid: str) -> str:
     """Let a record a person decided is theirs act: it goes through the checks of its kind
     (``confine``), is entered in this user's register and acts once. Returns what was done."""
-    with vault._writing():
+    with vault.core.writing():
         gather(vault)
         entry = _ledger_line(vault, rid)
         if entry is not None:
@@ -195,7 +193,7 @@ def apply(vault: Vault, rid: str) -> str:
 def discard(vault: Vault, rid: str) -> str:
     """Delete a record a person decided is not theirs (a ledger line: its file stays in
     ``.trash/``, the tool's no more). Returns what was done."""
-    with vault._writing():
+    with vault.core.writing():
         gather(vault)
         entry = _ledger_line(vault, rid)
         if entry is not None:
@@ -289,7 +287,7 @@ def _apply_parked(vault: Vault, record: Path) -> str:
 
 
 def _apply_pending(vault: Vault, record: Path) -> str:
-    from ..git.commits import PENDING_FILE, state_of
+    from ..git.commits import PENDING_FILE
 
     lines = read_record(record / PENDING_FILE).split(b"\n")
     entries = []
@@ -304,7 +302,7 @@ def _apply_pending(vault: Vault, record: Path) -> str:
                 confine.memory_path(vault.root, path)  # PathRefused: nothing is committed from this record
             entries.append({"paths": paths, "message": entry["message"]})
     _not_tracked(vault, f"{INDEX_DIRNAME}/{PENDING_FILE}")
-    pending = state_of(vault).pending
+    pending = vault.git_state.pending
     for entry in entries:
         pending.add(entry)
     return f"{len(entries)} write(s) will be committed at the next commit or sync"

@@ -56,7 +56,7 @@ from watchdog.observers import Observer
 from watchdog.observers.api import BaseObserver
 
 from ..note import parse
-from ..vault.core import SETTLE_GIVE_UP
+from ..index.reconcile import SETTLE_GIVE_UP
 from ..limits import MAX_FILE_BYTES
 from ..models import ReconcileReport
 from ..disk.layout import is_ignored_dir, is_memory_path
