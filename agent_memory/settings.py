@@ -147,10 +147,10 @@ _AUTHOR = re.compile(r"[^<>\x00-\x1f\x7f]*[^<>\s\x00-\x1f\x7f] <[^<>\s\x00-\x1f\
 def _author(value: Any) -> str:
     if not isinstance(value, str):
         raise _Bad("is not a string")
-    value = value.strip()
-    if value and not _AUTHOR.fullmatch(value):
+    author = value.strip()
+    if author and not _AUTHOR.fullmatch(author):
         raise _Bad("is not in the form \"Name <email>\"")
-    return value
+    return author
 
 
 def _key(name: str, default: Any, check: Callable[[Any], Any], allowed: str, *, secret: bool = False) -> Any:

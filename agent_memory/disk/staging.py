@@ -40,6 +40,7 @@ import re
 import secrets
 import shutil
 from collections.abc import Callable
+from typing import Any
 from pathlib import Path
 
 from ..trust import confine
@@ -183,7 +184,7 @@ class Staging:
             except (OSError, AgentMemoryError):
                 continue  # changed since, or gone: it stands as it is
 
-    def _publish_one(self, item: dict, staged: Path, found: os.stat_result,
+    def _publish_one(self, item: dict[str, Any], staged: Path, found: os.stat_result,
                      after_crash: bool) -> tuple[str, os.stat_result | None] | None:
         """Put one staged item in place; its vault path and stat (None: nothing to index)."""
         rel = item["path"]
@@ -290,7 +291,7 @@ class Staging:
 _STAGED_NAME = re.compile(r"[0-9]{1,9}")
 
 
-def checked_items(folder: Path, root: Path, raw: bytes) -> list[dict]:
+def checked_items(folder: Path, root: Path, raw: bytes) -> list[dict[str, Any]]:
     """A manifest's items, refused (``ValueError``, ``PathRefused``) unless each names a
     staged file by number, a memory path (``confine``), and the sha256 of the staged
     file, which a file still staged must hold; an update's replaced bytes are staged too."""

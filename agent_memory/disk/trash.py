@@ -25,6 +25,7 @@ import logging
 import os
 import stat as stat_kind
 from collections.abc import Callable, Iterator
+from typing import Any
 from pathlib import Path
 
 from . import locking
@@ -273,7 +274,7 @@ class Trash:
             self.register.drop_intent(noted)
         return done
 
-    def _finish_one(self, intent: dict) -> None:
+    def _finish_one(self, intent: dict[str, Any]) -> None:
         rel, origin = str(intent["to"]), Path(str(intent["from"]))
         target = self._inside(rel)
         if not os.path.lexists(target) or any(e.trash == rel for e in self.entries()):

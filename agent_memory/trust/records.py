@@ -25,7 +25,7 @@ from ..errors import InvalidInput, PathRefused
 from .register import ABOUT, SET_ASIDE_DIRNAME, Register, Tracked, digest, read_record, record_id, refusal
 from ..disk.layout import INDEX_DIRNAME
 from ..disk.layout import TRASH_DIRNAME
-from ..disk.trash import LEDGER_NAME, Trash
+from ..disk.trash import LEDGER_NAME, Entry, Trash
 
 if TYPE_CHECKING:
     from ..vault.vault import Vault
@@ -204,7 +204,7 @@ def discard(vault: Vault, rid: str) -> str:
         return f"{rid}: deleted"
 
 
-def _ledger_line(vault: Vault, rid: str) -> Any:
+def _ledger_line(vault: Vault, rid: str) -> Entry | None:
     if not rid.startswith("trash-"):
         return None
     for entry, _why in vault.store.trash.unlisted():

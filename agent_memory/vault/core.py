@@ -17,6 +17,7 @@ import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
+from typing import Any, Protocol
 
 from ..trust import approvals, credentials
 from ..note import parse
@@ -38,6 +39,12 @@ SETTLE_WAIT = 0.03  # between two reads that must agree
 SETTLE_TRIES = 30  # about a second of retries before a clear error
 _CONTROL_FOLDERS = (INDEX_DIRNAME, TRASH_DIRNAME, ".prompts")
 log = logging.getLogger("agent_memory.vault")
+
+
+class Fields(Protocol):
+    """A memory's index row, as SQLite gives it or as recall holds it (``MemoryRecord``)."""
+
+    def __getitem__(self, key: str, /) -> Any: ...
 
 
 def _identity(root: Path) -> tuple[int, int] | None:
@@ -248,7 +255,7 @@ class Core:
                 raise InvalidInput(f"{len(rows)} notes are named {name!r}: {listed}. Pass one of these paths instead.")
         return None
 
-    def summary(self, row: sqlite3.Row) -> Summary:
+    def summary(self, row: Fields) -> Summary:
         return Summary(
             id=row["id"],
             path=row["path"],

@@ -177,7 +177,7 @@ class Moves:
                     # same name may reach another note (a namesake there). Name this one's path.
                     again = links.resolve(written, moved_to)
                     if again is None or again["rid"] != found["rid"]:
-                        return found["path"][:-3] + (written[-3:] if written.casefold().endswith(".md") else "")
+                        return str(found["path"])[:-3] + (written[-3:] if written.casefold().endswith(".md") else "")
                 if found is None or found["rid"] != row["rid"]:
                     return None
                 suffix = written[-3:] if written.casefold().endswith(".md") else ""
@@ -194,7 +194,7 @@ class Moves:
                     # same text may reach another note (a namesake there). Keep it on this one.
                     again = links.resolve(target, moved_to)
                     if again is None or again["rid"] != found["rid"]:
-                        return found["path"]
+                        return str(found["path"])
                 return None
             return new_path
 

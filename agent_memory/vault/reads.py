@@ -240,7 +240,8 @@ class Reads:
     def _hit(self, record: MemoryRecord, scored: Scored, snippet: str) -> Hit:
         """``score``: higher is better, comparable within one result only. A short
         memory comes whole (``content``), so no second call is needed to read it."""
-        hit = Hit(**self.core.summary(record), snippet=snippet, matched_terms=list(scored.matched),  # type: ignore[arg-type]
+        # content and found_by are Hit's optional keys, set below and by search (hence the ignore).
+        hit = Hit(**self.core.summary(record), snippet=snippet, matched_terms=list(scored.matched),  # type: ignore[typeddict-item]
                   complete=scored.complete, score=round(scored.score, 4))
         if len(record.body) <= CONTENT_IN_HITS:
             hit["content"] = record.body
@@ -381,7 +382,10 @@ class Reads:
 
     @staticmethod
     def _summary_of(memory: Memory) -> Summary:
-        return Summary(**{key: memory[key] for key in Summary.__annotations__})  # type: ignore[typeddict-item, literal-required]
+        return Summary(id=memory["id"], path=memory["path"], version=memory["version"], namespace=memory["namespace"],
+                       tags=memory["tags"], title=memory["title"], created=memory["created"],
+                       updated=memory["updated"], age=memory["age"], expires=memory["expires"],
+                       conflict=memory["conflict"])
 
     def read_file(self, path: str, max_bytes: int = MAX_READ_BYTES) -> FileContent:
         """A text file inside the vault, as it is on disk.

@@ -11,7 +11,7 @@ from __future__ import annotations
 import datetime as dt
 import os
 import sqlite3
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from typing import Any
 
 from ..trust import credentials
@@ -355,8 +355,10 @@ class Writes:
                             self.files.refresh(conn, rel, None)
                     raise
             result = ForgetBatchResult(dry_run=bool(dry_run), count=len(done), memories=done)
-            if len(done) == 1:
-                result.update(done[0])
+            if len(done) == 1:  # its fields at the top too, as a single forget's
+                for key in ("id", "path", "title", "trashed_to"):
+                    if key in done[0]:
+                        result[key] = done[0][key]
             return result
 
     def _not_a_link(self, rel: str) -> None:
@@ -426,7 +428,8 @@ def _plain(body: str) -> str:
     return body.replace("\r\n", "\n").strip("\n")
 
 
-def _body_edit(content: str | None, append: str | None, old: str | None, new: str | None) -> Any:
+def _body_edit(content: str | None, append: str | None, old: str | None,
+               new: str | None) -> Callable[[str, str], str] | None:
     """The one body edit asked for, as ``edit(text, path) -> text``; None when none is.
     More than one at once is refused: their order would be a guess."""
     asked = [name for name, value in (("content", content), ("append", append), ("replace_old", old)) if value is not None]
