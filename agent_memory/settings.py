@@ -7,8 +7,8 @@ tables and keys and bad values are errors that name the key, the file and what i
 allowed — all problems at once, one sentence each.
 
 Every key is declared once, as a field of ``Settings`` carrying its ``Key`` (TOML name,
-check, what is allowed). A later issue adds a key by adding one field; the loader, the
-"did you mean" suggestions and ``KEYS`` follow from it.
+check, what is allowed). A new key is one new field; the loader, the "did you mean"
+suggestions and ``KEYS`` follow from it.
 
 Example::
 

@@ -1,33 +1,10 @@
-"""An import that is all or nothing, even across a crash.
+"""An import that is all or nothing, even across a crash: ``Staging``.
 
-The files of an import are first written into the vault's own ``.index/import/``
-(``files/<n>.md``), made durable together (``Store.durable_together``: one ``syncfs``
-on Linux, else an fsync of each file and of the folder), then a manifest naming where
-each goes is put in place atomically: that rename is the commit point. Publishing moves
-each staged file to its free name in the vault in one step (``locking.move_no_replace``:
-on Linux a rename that never replaces; elsewhere a hard link, the staged names removed
-once every published file is durable), then makes them durable together. On the next
-open after a crash, an import without a manifest is dropped (nothing of it reached the
-vault) and one with a manifest is finished. Where publishing is a link, a file published
-before the crash still shares its inode with its staged name, so it is found there and
-never published twice (nor when a process that had the vault open forgot or edited it
-since: the inode's other link, or its id under its name, tells). The
-staging lives in the vault's own ``.index/`` (never in a database that may be elsewhere
-or deleted), and recovery removes only files the import itself staged.
-
-An import may also update files already in the vault (a source imported again): such an
-item is staged with the bytes it replaces (``<n>.old``) and put in place by ``replace``
-(the checked swap of every tool edit), which an interrupted import repeats safely: a
-file that already holds the new bytes is done, one a person saved since stays theirs.
-
-The staging folder is in the vault, so it may come from someone else: the manifest is
-entered in this user's register (``trust/register.py``) before it is written, and an
-interrupted import is finished only if the register lists its manifest and every item's
-path passes the memory rule (``trust/confine.py``) and every staged file holds the bytes the
-manifest names. Otherwise it is set aside, untouched. An item that cannot be put in
-place (a name the file system refuses, a full disk) undoes the import it is part of;
-after a crash, when the import must be finished, it is named and dropped and the rest
-is finished: the staging folder never stays to block later imports.
+Its files are staged in the vault's own ``.index/import/`` and made durable; a manifest
+renamed into place is the commit point; publishing moves each file to its free name (an
+update goes through the checked swap), and the next open after a crash drops an import
+without a manifest and finishes one with it, if this user's register lists it. The
+protocol: docs/design/import-staging.md.
 """
 
 from __future__ import annotations

@@ -264,21 +264,13 @@ class Store:
         self, skipped: Callable[[str, str], None] | None = None, temp_files: list[Path] | None = None,
         known: dict[str, bytes] | None = None, unchanged: list[int] | None = None,
     ) -> Iterator[tuple[str, os.stat_result]]:
-        """Every memory file with its stat, skipping dot-folders, editor droppings, names
-        that are not UTF-8, and anything that is not a regular file once symlinks are
-        followed (a named pipe would block the reader forever; a loop never resolves).
-
-        ``skipped(path, why)`` hears of each ``.md`` left out for a reason a person may
-        want to fix (``doctor`` lists them); dot-folders and droppings are left out quietly.
-        Files over ``limits.MAX_FILE_BYTES`` are left out too (reading, hashing and
-        parsing one would stall every command). ``temp_files`` collects the tool's own
-        temp files met on the way (``remove_orphans`` deletes those a crash left). Once
-        the walk is done, ``aliased`` counts the memories it found with a second name.
-
-        ``known`` (reconcile's snapshot of the index: path -> ``packed_stamp``):
-        each file walked is taken out of it, and one whose stat is the same is not
-        yielded, only counted in ``unchanged[0]``; what is left in ``known`` afterwards
-        was not found. Comparing here, in the walk's own loop, spares a second pass."""
+        """Every memory file with its stat (what is left out, and why: the walk in
+        docs/design/reconcile.md). ``skipped(path, why)`` hears of each ``.md`` left out
+        for a reason a person may fix (``doctor`` lists them); ``temp_files`` collects the
+        tool's own temp files met on the way; ``aliased`` then counts the memories found
+        with a second name. ``known`` is reconcile's snapshot (path -> ``packed_stamp``):
+        a file whose stat matches is only counted in ``unchanged[0]``, and what is left
+        in ``known`` afterwards was not found (compared in this loop: no second pass)."""
         from .. import limits
 
         def skip(rel: str, why: str) -> None:
@@ -584,21 +576,11 @@ class Store:
         return where == str(self.real_root / folder if folder else self.real_root) and self._refusal(Path(where)) is None
 
     def replace_checked(self, rel: str, data: bytes, checked: bytes) -> os.stat_result | None:
-        """Put ``data`` at ``rel`` if the file there still holds exactly ``checked``;
-        returns the stat of the file now there if it is still the one written (as
-        ``place`` does; None when something touched it since: read it back).
-
-        Every step leaves something ``settle_parked`` understands, so no crash or error
-        can lose a byte: first a record in ``.index/parked/`` (the hashes of what was
-        checked and of the new bytes), then the new file beside it, then one atomic swap
-        (``locking.swap``) of that file with the memory. What the swap displaced lands in
-        ``parked/`` under the record and is compared with ``checked``: a save that landed
-        in between is swapped back and ``SavedMeanwhile`` raised. The displaced file is
-        kept a while rather than deleted: an editor that saves in place may still write
-        into it through a descriptor it opened before. Where the OS cannot swap, the
-        memory is first moved aside (compared, and put back if it is not what was
-        checked), then the new file takes its name without replacing anything.
-        """
+        """Put ``data`` at ``rel`` only if the file there still holds exactly ``checked``,
+        else raise ``SavedMeanwhile`` (a save that landed meanwhile stands). Returns the
+        stat of the file now there if it is still the one written (None: read it back).
+        Every step leaves a record ``settle_parked`` understands, so no crash loses a
+        byte: the checked swap, docs/design/checked-writes.md (3 and 4)."""
         target = self._edit_target(rel)
         try:
             found = os.stat(target)
@@ -745,8 +727,8 @@ class Store:
         were checked (what a write displaced, unchanged) or the write's own bytes (never
         swapped in, or swapped back) is deleted; anything else, a save that reached it
         through an open descriptor, or one a crash left there, goes to the trash as a
-        conflict copy. Returns those copies' trash paths. Never raises: one odd file
-        must not stop every write."""
+        conflict copy (docs/design/checked-writes.md, 5). Returns those copies' trash
+        paths. Never raises: one odd file must not stop every write."""
         kept: list[str] = []
         self.trash.finish_interrupted()  # a move into the trash a crash cut short, first
         try:

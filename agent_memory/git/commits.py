@@ -1,31 +1,10 @@
 """Tool writes as git commits (``git.commit``, ``serve --git-commit``): the journal of
-pending writes and the ``Committer``.
+pending writes (``Pending``, ``GitState.note_write``) and the ``Committer`` thread.
 
-A write never waits for git. When it succeeds, the files it changed (``Store.changes``,
-noted where the store creates, replaces, trashes and restores files, and where a move
-renames one) and a message (``remember: <title>``...) are appended to a small journal in
-the vault's own ``.index/`` (``git-pending.jsonl``, ``note_write``). A ``Committer``
-thread (started by the server) commits the journal after a short quiet spell, so writes
-that come close together make one commit; ``sync`` commits whatever is still pending,
-from any process.
-
-A commit touches only the journal's paths (``git commit --only``: a person's staged or
-unstaged work elsewhere is never included), runs no hook of the repository unless this
-clone opted in (``git.hooks = true``, approved; then a failing hook is logged and the
-writes stay pending: the files are the truth, the commit a record), runs no program the
-repository's own config names (``run.repository_overrides``),
-and is not attempted in a state this module does not understand — a detached HEAD, a
-rebase, merge or cherry-pick in progress, unmerged paths — which is said once in the
-log. A busy repository (someone else's ``index.lock``) is retried a few seconds later.
-
-Commits and ``sync`` act only when the vault is the repository's top folder, or when
-``git.subfolder = true`` opts a vault inside a larger repository in: they must never
-commit to, rebase or push a code branch by surprise.
-
-Locks, always taken in this order: the git lock (``.index/git.lock``: one committer or
-sync at a time per vault), the vault's write lock (writes, and ``sync`` while it joins
-the histories and updates the index), the journal's own lock (held for an append or a
-rewrite only). The committer never takes the vault's lock, so a commit never blocks a write.
+A write never waits for git: it appends its files to a journal in ``.index/``, and the
+committer commits only those paths, without the repository's hooks or programs, and
+never in a state it does not understand. The protocol (the journal, what a commit
+touches, the lock order): docs/design/git.md.
 """
 
 from __future__ import annotations

@@ -1,9 +1,8 @@
 """``agent-memory sync``: commit pending tool writes, pull (rebase; a merge when the
 rebase conflicts), bring the index up to date with the files that changed, push.
 
-Only where commits may go (``commits``: the vault is the repository's top folder, or
-``git.subfolder`` opts it in), never in a state git is in the middle of, and never pulling
-or pushing this machine's ``.index/`` or ``.trash/``.
+Only where commits may go, never in a state git is in the middle of, and never pulling
+or pushing this machine's ``.index/`` or ``.trash/``: docs/design/git.md.
 """
 
 from __future__ import annotations
@@ -50,14 +49,10 @@ class GitSync:
         self._reconcile_path = reconcile_path
 
     def sync(self) -> SyncResult:
-        """Commit pending tool writes, pull (rebase; a merge when the rebase conflicts),
-        bring the index up to date with the files that changed, push.
-
-        A person's uncommitted edits are stashed around the pull and put back
-        (``--autostash``). Refused, with what to do, when the vault is not in git, not
-        the repository's top folder (unless ``git.subfolder``), on a detached HEAD or in
-        the middle of a rebase or merge, and without a remote or an upstream branch. A
-        conflict leaves the merge in progress for a person (``SyncConflict``)."""
+        """Commit pending tool writes, pull, reindex what changed, push (the steps:
+        docs/design/git.md). Refused, with what to do, when the vault is not in git or
+        not where commits may go, in a state git is in the middle of, or without an
+        upstream branch; a conflict is left for a person (``SyncConflict``)."""
         state = self.state
         repo = state.repository()
         if repo is None:

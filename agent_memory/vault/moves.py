@@ -1,24 +1,10 @@
-"""Renaming or moving a note, and every wikilink and markdown link that points to it: ``move``.
+"""Renaming or moving a note and rewriting every wikilink and markdown link to it, as
+Obsidian does: ``move``.
 
-As Obsidian does when a note is renamed inside it: the file gets its new name, and each
-``[[link]]`` to it across the vault (front matter and body, ``!`` embeds, ``#heading``
-and ``|alias`` kept) is rewritten by a span edit. All or nothing:
-
-1. Under the vault's lock, every file involved is read until its bytes settle, and the
-   new texts are computed from exactly those bytes (nothing is written yet).
-2. A journal (``.index/move/``: the original bytes, then a manifest as the commit
-   point) is written, so a crash at any later step is undone on the next open.
-3. The note gets its new name as a hard link to the same file (mtime, permissions and
-   an editor's open descriptor follow it), linking files are swapped in only if they
-   still hold the bytes checked (``Store.replace_checked``), and the old name is taken
-   away only if it still names that file.
-4. If any file changed meanwhile (a person's save), everything already written is put
-   back, the save stands, and the move is refused.
-5. Once every file is in place the journal is marked done: a crash from then on leaves
-   the move as it is (its journal is just removed on the next open).
-
-A note without an ``id`` is known by its path, so its id changes (``old_id`` ->
-``new_id`` in the result). Nothing is ever overwritten: a taken name is refused.
+All or nothing, even across a crash: the new texts are computed from settled bytes under
+the vault's lock, a journal in ``.index/move/`` is written before any file changes, and a
+save that lands meanwhile undoes the move (the save stands). Nothing is ever overwritten.
+The protocol: docs/design/move-journal.md.
 """
 
 from __future__ import annotations

@@ -121,20 +121,12 @@ class Reads:
         max_importance: float | None = None,
         semantic: bool | None = None,
     ) -> SearchResult:
-        """Plain-question recall: all terms when some memory has them all, else the
-        memories matching most terms (IDF-weighted, lifted by the memories written next
-        to them), then BM25, then recency (``recall.engine``). A term that matches
-        nothing gets a second chance; corrections are reported in ``corrected``.
-        ``offset`` pages through one ranking (``next_offset`` says where the next page
-        starts). ``profile`` (``facts``, ``conversation``; default the vault setting
-        ``recall.profile``) picks the ranking. ``config`` replaces the ranking's knobs (tests and benchmarks); ``explain`` adds
-        every statement run and each hit's score parts (``explain``). ``depth`` (1-3)
-        adds ``related``: the memories linked to or from the hits up to that many links
-        away, with the edges, at most ``SEARCH_RELATED_LIMIT`` of them (``related_to_hits``).
-        ``semantic`` (default: the ``recall.semantic`` setting, on when the optional extra
-        is installed): with ``match="auto"``, when no memory holds every term, rank the
-        memories by meaning (embeddings) instead, as the profile says; each hit says
-        ``found_by``."""
+        """Plain-question recall (``recall.engine``), ranked as docs/recall.md says: the
+        memories holding every term first, then those holding most, by BM25 and recency.
+        ``profile`` (default ``recall.profile``) picks the ranking and ``config`` replaces
+        its knobs (tests and benchmarks); ``explain`` adds the SQL run and each hit's
+        score parts; ``depth`` adds the linked memories (``related``); ``semantic``
+        (default ``recall.semantic``) ranks by meaning when no memory holds every term."""
         if not isinstance(query, str) or len(query) > MAX_QUERY_CHARS:
             raise InvalidInput(f"The query must be text of at most {MAX_QUERY_CHARS} characters.")
         if match not in MATCH_MODES:
