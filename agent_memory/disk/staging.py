@@ -17,7 +17,7 @@ import re
 import secrets
 import shutil
 from collections.abc import Callable
-from typing import Any
+from typing import Any, NamedTuple
 from pathlib import Path
 
 from ..trust import confine
@@ -28,6 +28,24 @@ from .layout import INDEX_DIRNAME
 from .store import Store
 
 log = logging.getLogger("agent_memory.disk")
+
+
+class StagedFile(NamedTuple):
+    """One file of an import: where it goes, its bytes, and the bytes it replaces there
+    (None: a new file, given the next free name)."""
+
+    path: str
+    data: bytes
+    replaces: bytes | None = None
+
+
+class Published(NamedTuple):
+    """A file an import put in the vault: its item number, its path, and the stat of the
+    file as published (``Store.place``; None: read it back before indexing it)."""
+
+    n: int
+    path: str
+    stat: os.stat_result | None
 
 STAGING_DIRNAME = "import"
 
@@ -58,17 +76,16 @@ class Staging:
         self._replace = replace  # (path, new bytes, bytes checked) -> path, or "" when it was left alone
         self._ours = False  # whether this import made the staging folder (only then may clear() remove it)
         self._record: bytes | None = None  # this import's manifest, as entered in the register
-        self._plans: list[tuple[str, bytes, bytes | None]] = []  # what this import stages, to take it back
+        self._plans: list[StagedFile] = []  # what this import stages, to take it back
         self.dropped: list[str] = []  # "path: why" of each item that could not be put in place
 
     def pending(self) -> bool:
         return self.folder.exists()
 
-    def stage(self, plans: list[tuple[str, bytes, bytes | None]], on_write: Callable[[int], None] | None = None) -> None:
+    def stage(self, plans: list[StagedFile], on_write: Callable[[int], None] | None = None) -> None:
         """Write every file of the import, make them durable together, then the
-        manifest (the commit point). Each plan is ``(path, bytes, None)`` for a new file,
-        or ``(path, bytes, old bytes)`` to update the file at ``path`` if it still holds
-        the old bytes."""
+        manifest (the commit point). A file that ``replaces`` bytes updates the file at
+        its path only if it still holds them."""
         if self.pending():
             raise VaultError(f"An earlier import is still staged in {self.folder}; reopen the vault to finish it.")
         for rel, _data, _replaced in plans:  # before anything is written: a path no file system takes fails here
@@ -101,17 +118,16 @@ class Staging:
         self._store.fsync_dir(self.folder)  # ...and the commit point before any file reaches the vault
 
     def publish(self, on_publish: Callable[[int], None] | None = None, *,
-                after_crash: bool = False) -> list[tuple[int, str, os.stat_result | None]]:
+                after_crash: bool = False) -> list[Published]:
         """Publish every staged file not yet in the vault, then make them durable
-        together; returns each one's item number, vault path and the stat of the file
-        published (``Store.place``; None: read it back before indexing it).
+        together; returns what was published.
 
         Staged names are removed only once every published file is durable (where
         publishing is a rename they are gone at once). ``after_crash``: a crash
         interrupted publishing (``recover``): any item still staged may have reached
         the vault already, so each is looked for there first."""
         items = checked_items(self.folder, self._store.root, self._manifest_bytes())
-        published: list[tuple[int, str, os.stat_result | None]] = []
+        published: list[Published] = []
         done_with: list[Path] = []
         with self._store.durable_together():
             for done, item in enumerate(items, 1):
@@ -132,7 +148,7 @@ class Staging:
                     staged.unlink(missing_ok=True)
                     continue
                 if outcome is not None:
-                    published.append((item["n"], *outcome))
+                    published.append(Published(item["n"], *outcome))
                 if not item.get("replaces"):
                     done_with.append(staged)
                 if on_publish is not None:
@@ -144,12 +160,12 @@ class Staging:
                         "fixed): %s", len(self.dropped), "; ".join(self.dropped[:10]))
         return published
 
-    def _take_back(self, published: list[tuple[int, str, os.stat_result | None]]) -> None:
+    def _take_back(self, published: list[Published]) -> None:
         """Undo what this import put in place so far (a later item failed): a new file is
         removed while it is still the one written, an update swapped back while the file
         still holds the import's bytes. A person's save since stands."""
         for n, rel, _stat in reversed(published):
-            data, replaced = self._plans[n][1], self._plans[n][2]
+            data, replaced = self._plans[n].data, self._plans[n].replaces
             path = self._root / rel
             try:
                 if replaced is not None:
@@ -262,7 +278,7 @@ class Staging:
         published = self.publish(after_crash=True)
         self._remove()
         self._store.register.done("import", found)
-        return [rel for _n, rel, _stat in published]
+        return [p.path for p in published]
 
 
 _STAGED_NAME = re.compile(r"[0-9]{1,9}")

@@ -33,6 +33,7 @@ from ..errors import InvalidInput, NotFound, SavedMeanwhile
 from ..index.db import Index, link_key
 from ..limits import MAX_FILE_BYTES, check_content, check_text
 from ..disk.layout import is_memory_path
+from ..disk.staging import StagedFile
 from ..disk.store import Store
 
 _NOT_IN_LINK = set("[]|#^\n")
@@ -52,9 +53,9 @@ class _Entry:
 
 @dataclasses.dataclass
 class SyncPlan:
-    """The files an import writes (``(path, bytes, bytes replaced or None)``) and its counts."""
+    """The files an import writes and its counts."""
 
-    files: list[tuple[str, bytes, bytes | None]] = dataclasses.field(default_factory=list)
+    files: list[StagedFile] = dataclasses.field(default_factory=list)
     unchanged: int = 0
     duplicates: int = 0
     expired: int = 0
@@ -99,10 +100,10 @@ class Importing:
     def __init__(self, vault: ImportTarget) -> None:
         self.vault = vault
 
-    def plan_import(self, items: list[Any], now: dt.datetime) -> tuple[list[tuple[str, bytes]], int, int]:
+    def plan_import(self, items: list[Any], now: dt.datetime) -> tuple[list[StagedFile], int, int]:
         """Every item checked and its file computed, before anything is written:
         (files, duplicates, expired)."""
-        plans: list[tuple[str, bytes]] = []
+        plans: list[StagedFile] = []
         seen: set[tuple[str, str]] = set()
         seen_ids: set[str] = set()
         plain: dict[str, bool] = {}  # folders checked once per import here; publishing checks each again
@@ -165,7 +166,7 @@ class Importing:
             if folder and not plain[folder]:
                 raise InvalidInput(f"{where}: {folder}/ in the vault is (or goes through) a symlink; imports are not "
                                    "written through symlinks. Replace it with a real folder. Nothing was imported.")
-            plans.append((rel, data))
+            plans.append(StagedFile(rel, data))
         return plans, duplicates, expired
 
     def plan_sync(self, items: list[Any], now: dt.datetime) -> SyncPlan:
@@ -294,7 +295,7 @@ class Importing:
         if entry.existing is None:
             fields[IMPORT_BASE] = source_digest(fields, entry.item, entry.content)
             data = render_new(fields, entry.content or "").encode("utf-8")
-            plan.files.append((entry.rel, data, None))
+            plan.files.append(StagedFile(entry.rel, data))
             plan.links += sum(len(fields[k]) for k in relations)
             return
         old, note = entry.existing
@@ -304,7 +305,7 @@ class Importing:
             plan.unchanged += 1
             return
         text = patch(old.decode("utf-8"), changes, body=body)
-        plan.files.append((entry.rel, text.encode("utf-8"), old))
+        plan.files.append(StagedFile(entry.rel, text.encode("utf-8"), old))
         plan.links += sum(len(changes[k]) - len(as_list(note.meta.get(k))) for k in relations if k in changes)
 
     def _adopted(self, item: dict[str, Any]) -> tuple[str, bytes, Note] | None:

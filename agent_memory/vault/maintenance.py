@@ -176,7 +176,7 @@ class Maintenance:
                 plan = self.importing.plan_sync(items, now)
             else:
                 plans, duplicates, expired = self.importing.plan_import(items, now)
-                plan = SyncPlan(files=[(rel, data, None) for rel, data in plans], duplicates=duplicates, expired=expired)
+                plan = SyncPlan(files=plans, duplicates=duplicates, expired=expired)
             staging = self.staging()
             total = len(plan.files)
 
@@ -196,25 +196,26 @@ class Maintenance:
                 raise
             staging.clear()
             # Indexed in one transaction from the bytes just written and each published
-            # file's stat, not read back (one that changed since is: ``_refresh`` checks).
-            examined = {rel: self.files.written(rel, plan.files[n][1], stat) for n, rel, stat in published
-                        if stat is not None}
-            done = {rel for _n, rel, _stat in published}
+            # file's stat, not read back (one that changed since is: ``refresh`` checks).
+            # Parsed before the transaction, not inside it.
+            examined = {p.path: self.files.written(p.path, plan.files[p.n].data, p.stat) for p in published
+                        if p.stat is not None}
+            done = {p.path for p in published}
             with self.files.transaction() as conn:
-                for _n, rel, _stat in published:
-                    if rel in examined:
-                        self.files.refresh(conn, rel, None, examined[rel])
+                for p in published:
+                    if p.path in examined:
+                        self.files.refresh(conn, p.path, None, examined[p.path])
                     else:
-                        self.files.refresh(conn, rel, None)
-                for rel, _data, old in plan.files:
-                    if old is not None and rel not in done:  # a person's save stood instead: index that
-                        self.files.refresh(conn, rel, None)
+                        self.files.refresh(conn, p.path, None)
+                for staged in plan.files:
+                    if staged.replaces is not None and staged.path not in done:  # a person's save stood: index that
+                        self.files.refresh(conn, staged.path, None)
             rows = self.index.query(
                 "SELECT path, id FROM memories WHERE path IN (SELECT value FROM json_each(?))",
-                (json.dumps([rel for _n, rel, _stat in published]),))
+                (json.dumps([p.path for p in published]),))
             ids = {row["path"]: row["id"] for row in rows}
-        written = [rel for _n, rel, _stat in published if rel in ids]
-        updated = sum(1 for n, _rel, _stat in published if plan.files[n][2] is not None)
+        written = [p.path for p in published if p.path in ids]
+        updated = sum(1 for p in published if plan.files[p.n].replaces is not None)
         return ImportResult(imported=len(published) - updated, updated=updated, unchanged=plan.unchanged,
                             duplicates=plan.duplicates, expired=plan.expired, links=plan.links, kept=plan.kept,
                             forgotten=plan.forgotten,
