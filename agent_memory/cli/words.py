@@ -10,7 +10,7 @@ from typing import Any
 
 import click
 
-from ..errors import MemoryError_
+from ..errors import AgentMemoryError
 from .output import printable
 
 
@@ -19,7 +19,7 @@ def handle_errors(func: Callable[..., Any]) -> Callable[..., Any]:
     def wrapper(*args: Any, **kwargs: Any) -> Any:
         try:
             return func(*args, **kwargs)
-        except MemoryError_ as exc:
+        except AgentMemoryError as exc:
             raise click.ClickException(printable(cli_words(str(exc)))) from exc
 
     return wrapper

@@ -21,10 +21,11 @@ import dataclasses
 import datetime as dt
 import hashlib
 import json
+import logging
 import os
 import stat as stat_kind
-import sys
 from collections.abc import Callable, Iterator
+from typing import Any
 from pathlib import Path
 
 from . import locking
@@ -32,6 +33,8 @@ from ..trust import confine
 from ..errors import PathRefused, VaultError, disk_error
 from ..trust.register import Register, Tracked, digest, record_id, refusal
 from .layout import TRASH_DIRNAME
+
+log = logging.getLogger("agent_memory.disk")
 
 LEDGER_NAME = ".agent-memory.jsonl"
 REASONS = ("forgotten", "expired", "replaced", "conflict")
@@ -265,13 +268,13 @@ class Trash:
                     self._finish_one(intent)
                     done.append(str(intent.get("to")))
             except (OSError, VaultError, ValueError, TypeError) as exc:
-                print(f"agent-memory: warning: could not finish a move into the trash a crash interrupted ({exc}); "
-                      f"it is noted in {noted}", file=sys.stderr)
+                log.warning("could not finish a move into the trash a crash interrupted (%s); it is noted in %s",
+                            exc, noted)
                 continue
             self.register.drop_intent(noted)
         return done
 
-    def _finish_one(self, intent: dict) -> None:
+    def _finish_one(self, intent: dict[str, Any]) -> None:
         rel, origin = str(intent["to"]), Path(str(intent["from"]))
         target = self._inside(rel)
         if not os.path.lexists(target) or any(e.trash == rel for e in self.entries()):

@@ -25,7 +25,7 @@ from ..limits import (MAX_BATCH, MAX_CONTENT, MAX_IMPORTANCE, MAX_LIMIT, MAX_OFF
                       MAX_TYPE_LEN, MEMORY_TYPES)
 from ..recall import graph
 from ..recall.terms import MAX_QUERY_CHARS
-from ..vault.vault import MAX_TOKEN_BUDGET
+from ..vault.reads import MAX_TOKEN_BUDGET
 
 log = logging.getLogger("agent_memory.server")
 

@@ -20,7 +20,7 @@ from mcp.server.mcpserver import Context, MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
 from mcp_types import ToolAnnotations
 
-from ..errors import MemoryError_
+from ..errors import AgentMemoryError
 from ..vault.vault import Vault
 from .arguments import ToolArguments, refuse_bad_arguments
 from .progress_notifications import run_reporting
@@ -66,7 +66,7 @@ def bound(function: Callable[..., Any], vault: Vault, seen: SeenVersions) -> Cal
             if "progress" in takes:
                 return await run_reporting(lambda progress: function(**filled, progress=progress), ctx.report_progress)
             return await anyio.to_thread.run_sync(functools.partial(function, **filled))
-        except MemoryError_ as exc:
+        except AgentMemoryError as exc:
             raise ToolError(str(exc)) from exc
 
     context = inspect.Parameter("ctx", inspect.Parameter.KEYWORD_ONLY, annotation=Context)

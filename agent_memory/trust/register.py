@@ -25,10 +25,10 @@ from __future__ import annotations
 import errno
 import hashlib
 import json
+import logging
 import os
 import secrets
 import stat
-import sys
 import time
 from collections.abc import Iterable
 from pathlib import Path
@@ -37,6 +37,8 @@ from typing import Any
 from ..errors import VaultError
 from ..git.run import run
 from .state import vault_state_dir
+
+log = logging.getLogger("agent_memory.trust")
 
 REGISTER_DIRNAME = "register"
 SET_ASIDE_DIRNAME = "set-aside"  # in the vault's .index/: records set aside, never read as records
@@ -321,8 +323,8 @@ def read_record(path: Path, limit: int = 64 << 20) -> bytes:
 
 
 def warn(sentence: str) -> None:
-    """Name a record once on stderr (never stdout: the stdio server speaks there)."""
-    print(f"agent-memory: warning: {sentence}", file=sys.stderr)
+    """Name a record once, as a warning through ``logging`` (``agent_memory/log.py``)."""
+    log.warning("%s", sentence)
 
 
 # --------------------------------------------------------------------------- tracked by git
@@ -405,7 +407,7 @@ def set_aside(control_dir: Path, kind: str, record_hash: str, paths: list[Path],
               what: str, written: dict[str, bytes] | None = None) -> str | None:
     """Move a record that is not to be acted on (its folder, or its files) into
     ``.index/set-aside/<kind>-<hash>/record/``, with ``about.json`` saying where it was,
-    why it was set aside and what applying it would do; name it once on stderr. Returns
+    why it was set aside and what applying it would do; name it once in a logged warning. Returns
     its id (None when it could not be moved: it stays where it is, still not acted on).
     ``written``: files to write there instead (lines taken out of a journal)."""
     rid = record_id(kind, record_hash)
