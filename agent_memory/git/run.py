@@ -114,18 +114,20 @@ def dubious_owner(stderr: bytes) -> str | None:
 
 # A key of the repository's own config that names a program git would run for the tool's
 # commands, and the value that replaces it: filters pass the bytes through, a merge driver
-# other than ours is git's own text merge, signing programs are git's defaults. (What
+# other than ours is git's own text merge, signing programs are git's defaults. Section and
+# key names are compared in any case, as git does; a subsection (a driver's name) exactly,
+# as git does too: ``merge.Agent-Memory.driver`` is another driver than ours. (What
 # reaches the remote, core.sshCommand and credential helpers, is the person's and is left
 # alone; a local remote's upload/receive-pack program is named on the command line by
 # ``sync``, as the first value in the config would win over ``-c``.)
 _PROGRAM_KEYS: tuple[tuple[re.Pattern[str], str], ...] = (
-    (re.compile(r"filter\..+\.(?:clean|smudge|process)"), ""),
-    (re.compile(r"filter\..+\.required"), "false"),
-    (re.compile(r"merge\.(.+)\.driver"), TEXT_MERGE),
-    (re.compile(r"gpg\.program|gpg\.openpgp\.program"), "gpg"),
-    (re.compile(r"gpg\.x509\.program"), "gpgsm"),
-    (re.compile(r"gpg\.ssh\.program"), "ssh-keygen"),
-    (re.compile(r"gpg\.ssh\.defaultkeycommand|core\.alternaterefscommand"), ""),
+    (re.compile(r"filter\..+\.(?:clean|smudge|process)", re.IGNORECASE), ""),
+    (re.compile(r"filter\..+\.required", re.IGNORECASE), "false"),
+    (re.compile(r"merge\.(.+)\.driver", re.IGNORECASE), TEXT_MERGE),
+    (re.compile(r"gpg\.program|gpg\.openpgp\.program", re.IGNORECASE), "gpg"),
+    (re.compile(r"gpg\.x509\.program", re.IGNORECASE), "gpgsm"),
+    (re.compile(r"gpg\.ssh\.program", re.IGNORECASE), "ssh-keygen"),
+    (re.compile(r"gpg\.ssh\.defaultkeycommand|core\.alternaterefscommand", re.IGNORECASE), ""),
 )
 _REPOSITORY_SCOPES = ("local", "worktree")
 _overrides: dict[Path, tuple[object, tuple[str, ...]]] = {}
@@ -162,8 +164,8 @@ def repository_overrides(folder: Path, config_files: tuple[Path, ...], keep: str
             continue
         key = entry.split("\n", 1)[0]
         for pattern, value in _PROGRAM_KEYS:
-            match = pattern.fullmatch(key.lower())
-            if match and not (match.groups() and match[1] == keep.lower()):
+            match = pattern.fullmatch(key)
+            if match and not (match.groups() and match[1] == keep):
                 out += ["-c", f"{key}={value}"]
                 break
     result = tuple(out)
