@@ -6,11 +6,14 @@ the teammate's clone, the victim's), real files, the CLI and the library in proc
 from __future__ import annotations
 
 import shlex
+import socket
+import subprocess
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
 
-from conftest import run_cli
+from conftest import deadline, run_cli, wait_listening
 from gitteam import AUTHOR, Team, git, make_team
 
 
@@ -58,3 +61,36 @@ def test_a_merge_driver_named_like_ours_in_another_case_never_runs(team: Team, r
     done = run_cli("sync", vault=team.victim)
     assert "Traceback" not in done.stderr, done.stderr
     assert not ran.exists(), ran.read_text()
+
+
+@pytest.fixture
+def git_daemon(tmp_path: Path) -> Iterator[Callable[[Path], str]]:
+    """``git daemon`` serving read-only on a free loopback port: a remote that is not a
+    path on this machine (as a team's GitHub remote is not). Returns the URL of a repository."""
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    daemon = subprocess.Popen(["git", "daemon", "--export-all", f"--base-path={tmp_path}", "--reuseaddr",
+                               "--listen=127.0.0.1", f"--port={port}", str(tmp_path)],
+                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        wait_listening(daemon, "127.0.0.1", port)
+        yield lambda repo: f"git://127.0.0.1:{port}/{repo.relative_to(tmp_path).as_posix()}"
+    finally:
+        daemon.terminate()
+        daemon.wait(timeout=deadline(60))
+
+
+def test_a_push_url_on_this_machine_never_runs_the_configs_receive_pack(team: Team, ran: Path,
+                                                                          git_daemon: Callable[[Path], str]) -> None:
+    """The team's remote is elsewhere (here ``git://``); a synced ``.git/config`` adds a
+    push URL that is a path on this machine, with a ``receivepack`` program: git runs that
+    program here, for the push of ``sync``."""
+    git(team.victim, "config", "remote.origin.url", git_daemon(team.remote))
+    git(team.victim, "config", "remote.origin.pushurl", str(team.remote))
+    git(team.victim, "config", "remote.origin.receivepack", program(ran, "receivepack") + "; git-receive-pack")
+    assert run_cli("add", "Written before the sync.", vault=team.victim).returncode == 0
+    done = run_cli("sync", vault=team.victim)
+    assert done.returncode == 0, done.stderr
+    assert not ran.exists(), ran.read_text()
+    assert team.remote_log()[0].startswith("remember: Written before the sync")  # pushed all the same

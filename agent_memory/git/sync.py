@@ -287,15 +287,20 @@ _URL_SCHEME = re.compile(r"[A-Za-z][A-Za-z0-9+.-]*://")
 _SCP_LIKE = re.compile(r"[^/\\:]{2,}:")  # user@host:path (one letter before ':' is a Windows drive)
 
 
-def _local_pack_programs(repo: Repo, remote: str, option: str, program: str) -> list[str]:
+def _local_pack_programs(repo: Repo, remote: str, option: str, program: str, *, push: bool = False) -> list[str]:
     """For a remote on this machine (a path, file://), ``--upload-pack``/``--receive-pack``
     naming git's own program: git runs it here, and the repository's config
     (``remote.<name>.uploadpack``, which a ``.git/`` synced from elsewhere can set, and
-    which ``-c`` cannot override) must not choose it. Remotes elsewhere run theirs there."""
-    url = repo.run("remote", "get-url", remote).stdout.decode("utf-8", "surrogateescape").strip()
-    scheme = _URL_SCHEME.match(url)
-    local = url.startswith("file://") if scheme else not _SCP_LIKE.match(url)
-    return [f"{option}={program}"] if local else []
+    which ``-c`` cannot override) must not choose it. Remotes elsewhere run theirs there.
+    Every URL git would use for that direction counts: a push goes to each push URL (or
+    each URL), which need not be the fetch URL."""
+    urls = repo.run("remote", "get-url", "--all", *(("--push",) if push else ()), remote).stdout
+    for url in urls.decode("utf-8", "surrogateescape").splitlines() or [""]:
+        url = url.strip()
+        scheme = _URL_SCHEME.match(url)
+        if url.startswith("file://") if scheme else not _SCP_LIKE.match(url):
+            return [f"{option}={program}"]
+    return []
 
 
 def _fetch(repo: Repo, remote: str) -> None:
@@ -321,7 +326,7 @@ def _push(repo: Repo, remote: str, merge_ref: str) -> tuple[bool, int]:
                        f"{INDEX_DIRNAME}/ or {TRASH_DIRNAME}/, which hold this machine's index and trash and are never "
                        f"pushed by agent-memory. Take them out of git (git rm -r --cached {INDEX_DIRNAME} "
                        f"{TRASH_DIRNAME}, then commit), then sync again; the commits are kept locally.")
-    done = repo.run("push", "--porcelain", *_local_pack_programs(repo, remote, "--receive-pack", "git-receive-pack"),
+    done = repo.run("push", "--porcelain", *_local_pack_programs(repo, remote, "--receive-pack", "git-receive-pack", push=True),
                     remote, f"HEAD:{merge_ref}", timeout=NETWORK_TIMEOUT, optional_locks=True)
     if done.returncode == 0:
         return False, ahead
