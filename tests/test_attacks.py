@@ -94,3 +94,36 @@ def test_a_push_url_on_this_machine_never_runs_the_configs_receive_pack(team: Te
     assert done.returncode == 0, done.stderr
     assert not ran.exists(), ran.read_text()
     assert team.remote_log()[0].startswith("remember: Written before the sync")  # pushed all the same
+
+
+def test_a_work_tree_elsewhere_never_gets_the_pulled_files(team: Team, tmp_path: Path) -> None:
+    """``core.worktree`` in a synced ``.git/config`` names another folder as the work tree:
+    sync's pull would check the teammate's files out there (``~/.ssh``, say)."""
+    private = tmp_path / "private"
+    private.mkdir()
+    (team.mate / "authorized_keys").write_text("ssh-ed25519 AAAAC3Nza the-teammate\n")
+    team.push("keys")
+    git(team.victim, "config", "core.worktree", str(private))
+    assert run_cli("add", "Written before the sync.", vault=team.victim).returncode == 0
+    done = run_cli("sync", vault=team.victim)
+    assert done.returncode == 1 and done.stderr.count("\n") == 1, done.stderr
+    assert "core.worktree" in done.stderr and str(private) in done.stderr
+    assert list(private.iterdir()) == []
+    assert "keys" not in team.victim_log()
+
+
+def test_a_vault_that_is_a_submodule_still_syncs(team: Team, tmp_path: Path) -> None:
+    """A submodule's repository sets ``core.worktree`` too, to the submodule's own folder
+    (whose ``.git`` file names that repository): no work tree elsewhere."""
+    project = tmp_path / "project"
+    project.mkdir()
+    git(project, "init", "-q", "-b", "main")
+    git(project, "-c", "protocol.file.allow=always", "submodule", "add", "-q", str(team.remote), "memory")
+    vault = project / "memory"
+    git(vault, "checkout", "-q", "main")
+    assert git(vault, "config", "core.worktree").strip()  # set, as submodules have it
+    assert run_cli("trust", "--all", vault=vault).returncode == 0
+    assert run_cli("add", "Written in a submodule.", vault=vault).returncode == 0
+    done = run_cli("sync", vault=vault)
+    assert done.returncode == 0, done.stderr
+    assert team.remote_log()[0].startswith("remember: Written in a submodule")

@@ -269,8 +269,34 @@ def find_repo(vault: Path, *, task: str = COMMIT_TASK) -> Repo | None:
             raise GitError(refused + ".")
         raise GitError(f"git cannot read the vault's repository: {first_line(done)}.")
     top, prefix, git_dir, config, worktree = (done.stdout.decode("utf-8", "surrogateescape").split("\n") + [""] * 5)[:5]
+    if not _holds_repository(Path(top), Path(git_dir)):
+        raise GitError(
+            f"The git repository {git_dir} names {top} as its work tree (core.worktree), not the folder it is in, "
+            "so agent-memory runs no git command in it: a pull would write files there. If you did not set that, "
+            f"remove it: git --git-dir {shlex.quote(git_dir)} config --unset core.worktree."
+        )
     return Repo(vault=vault, top=Path(top), prefix=prefix, git_dir=Path(git_dir),
                 config_files=(vault / config, vault / worktree))
+
+
+def _holds_repository(top: Path, git_dir: Path) -> bool:
+    """Whether the work tree git reports is where its repository is: ``top/.git`` is the
+    git folder, or a file naming it (a linked worktree, a submodule, a clone with
+    ``--separate-git-dir``). ``core.worktree`` in a ``.git/config`` synced from elsewhere
+    can name any other folder, and every checkout would write there."""
+    marker = top / ".git"
+    try:
+        if marker.is_dir():
+            return os.path.samefile(marker, git_dir)
+        line = marker.read_text(encoding="utf-8", errors="replace").strip()
+    except OSError:
+        return False
+    if not line.startswith("gitdir:"):
+        return False
+    try:
+        return os.path.samefile(top / line[len("gitdir:"):].strip(), git_dir)
+    except OSError:
+        return False
 
 
 def repository(root: Path, *, task: str = "read the history",
