@@ -5,6 +5,8 @@ the teammate's clone, the victim's), real files, the CLI and the library in proc
 
 from __future__ import annotations
 
+import json
+import os
 import shlex
 import socket
 import subprocess
@@ -12,6 +14,8 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
+
+from agent_memory.vault.vault import Vault
 
 from conftest import deadline, run_cli, wait_listening
 from gitteam import AUTHOR, Team, git, make_team
@@ -127,3 +131,63 @@ def test_a_vault_that_is_a_submodule_still_syncs(team: Team, tmp_path: Path) -> 
     done = run_cli("sync", vault=vault)
     assert done.returncode == 0, done.stderr
     assert team.remote_log()[0].startswith("remember: Written in a submodule")
+
+
+# --------------------------------------------------------------------------- temp files with names a plant can take
+
+
+def plant_links(folder: Path, names: list[str], target: Path) -> None:
+    """Symlinks a synced folder (or a pull) brings, at names the tool would write to: the
+    teammate cannot know this process's id, so in life they are one per possible id."""
+    folder.mkdir(parents=True, exist_ok=True)
+    for name in names:
+        (folder / name).symlink_to(target)
+
+
+@pytest.fixture
+def bashrc(tmp_path: Path) -> Path:
+    """A file of the victim's outside every vault, which nothing may write."""
+    path = tmp_path / "home-of-the-victim" / ".bashrc"
+    path.parent.mkdir()
+    path.write_text("export PATH=/usr/bin:/bin\n")
+    return path
+
+
+def test_restore_never_writes_through_a_link_planted_in_the_trash(tmp_path: Path, bashrc: Path) -> None:
+    with Vault.init(tmp_path / "vault") as vault:
+        kept = vault.remember("Alice prefers tea.")["memory"]["id"]
+        back = vault.remember("Bob prefers coffee.")["memory"]["id"]
+        vault.forget(kept)
+        vault.forget(back)
+        plant_links(vault.root / ".trash", [f"..agent-memory.jsonl.{os.getpid()}.tmp"], bashrc)
+        vault.restore(back)
+        assert vault.get(back)["content"].strip() == "Bob prefers coffee."
+        assert [e["id"] for e in vault.trash_list()] == [kept]  # the ledger still says what is in the trash
+    assert bashrc.read_text() == "export PATH=/usr/bin:/bin\n"
+
+
+def test_the_commit_journal_is_never_written_through_a_planted_link(team: Team, bashrc: Path) -> None:
+    with Vault(team.victim) as victim:
+        victim.remember("Written before the sync.")
+        journal = victim.store.control_dir / "git-pending.jsonl"
+        with journal.open("ab") as planted:  # a line this user's register does not list: set aside when read
+            planted.write(json.dumps({"paths": ["x.md"], "message": "planted"}).encode() + b"\n")
+        plant_links(victim.store.control_dir, [f".git-pending.jsonl.{os.getpid()}.tmp"], bashrc)
+        victim.sync()
+    assert bashrc.read_text() == "export PATH=/usr/bin:/bin\n"
+    assert team.remote_log()[0].startswith("remember: Written before the sync")
+
+
+def test_keeping_both_memories_added_at_one_path_never_writes_through_a_planted_link(team: Team, bashrc: Path) -> None:
+    with Vault(team.mate) as mate:
+        first = mate.remember("Deploys are frozen in August.", title="Deploy freeze")["memory"]
+    folder, stem = first["path"].rsplit("/", 1)
+    plant_links(team.mate / folder, [f".{stem[:-3]}-2.md.{os.getpid()}.agent-memory.tmp"], bashrc)
+    team.push("remember: Deploy freeze", *(f"{folder}/{p.name}" for p in (team.mate / folder).iterdir() if p.is_symlink()))
+    with Vault(team.victim) as victim:
+        second = victim.remember("The freeze ends on September 2.", title="Deploy freeze")["memory"]
+        assert second["path"] == first["path"]
+        done = victim.sync()
+        assert done["split"] == [first["path"][:-3] + "-2.md"]
+        assert victim.get(done["split"][0])["id"] == first["id"]
+    assert bashrc.read_text() == "export PATH=/usr/bin:/bin\n"

@@ -46,6 +46,7 @@ from typing import Any, Self
 from ..vault.core import VaultCore
 from ..disk.layout import INDEX_DIRNAME
 from ..disk.locking import WriteLock
+from ..disk.store import replace_file
 from ..errors import GitError
 from ..note import parse
 from ..trust import confine, credentials
@@ -134,9 +135,7 @@ class Pending:
             return lines
         aside = [line for line in lines if line not in keep]
         why = refusal(self._store.register, self._store.tracked, "git-pending", digest(aside[0]), origin)
-        tmp = self.path.with_name(f".{PENDING_FILE}.{os.getpid()}.tmp")
-        tmp.write_bytes(b"".join(line + b"\n" for line in keep) + tail)
-        os.replace(tmp, self.path)
+        replace_file(self.path, b"".join(line + b"\n" for line in keep) + tail)  # never through a planted link
         text = b"".join(line + b"\n" for line in aside)
         set_aside(self._folder, "git-pending", digest(text), [], origin,
                   f"{len(aside)} line(s) {why or 'not listed'}", _pending_would(aside), {PENDING_FILE: text})
@@ -158,9 +157,7 @@ class Pending:
             if not rest:
                 self.path.unlink(missing_ok=True)
                 return
-            tmp = self.path.with_name(f".{PENDING_FILE}.{os.getpid()}.tmp")
-            tmp.write_bytes(b"".join(line + b"\n" for line in rest))
-            os.replace(tmp, self.path)
+            replace_file(self.path, b"".join(line + b"\n" for line in rest))
 
 
 def _pending_would(lines: list[bytes]) -> str:

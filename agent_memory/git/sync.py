@@ -11,6 +11,7 @@ from __future__ import annotations
 import logging
 import os
 import re
+import secrets
 import tempfile
 from pathlib import Path
 
@@ -391,9 +392,10 @@ def _keep_both_added(repo: Repo, conflicted: list[str]) -> dict[str, str]:
         while (folder / f"{stem}-{n}.md").exists() or f"{parent}{stem}-{n}.md" in tracked:
             n += 1
         other = folder / f"{stem}-{n}.md"
-        tmp = folder / f".{stem}-{n}.md.{os.getpid()}{TMP_SUFFIX}"
-        tmp.write_bytes(theirs)
+        tmp = folder / f".{secrets.token_hex(6)}{TMP_SUFFIX}"  # unguessable, and made here: never a planted link
         try:
+            with os.fdopen(os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644), "wb") as handle:
+                handle.write(theirs)
             move_no_replace(tmp, other)
         finally:
             tmp.unlink(missing_ok=True)
