@@ -191,3 +191,21 @@ def test_keeping_both_memories_added_at_one_path_never_writes_through_a_planted_
         assert done["split"] == [first["path"][:-3] + "-2.md"]
         assert victim.get(done["split"][0])["id"] == first["id"]
     assert bashrc.read_text() == "export PATH=/usr/bin:/bin\n"
+
+
+# --------------------------------------------------------------------------- the tool's own folders in .index/
+
+
+def test_a_planted_link_for_parked_files_never_takes_a_memory_out_of_the_vault(tmp_path: Path) -> None:
+    """An edit keeps the bytes it displaces a while in ``.index/parked/``: a symlink there
+    (a synced folder, or a pull by hand) would send them to a folder elsewhere, such as one
+    another user of the machine can read."""
+    vault = tmp_path / "vault"
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    assert run_cli("init", str(vault)).returncode == 0
+    memory_id = run_cli("add", "Salary review notes: keep to myself.", vault=vault).stdout.strip()
+    (vault / ".index" / "parked").symlink_to(elsewhere)
+    done = run_cli("edit", memory_id, "--append", "Raise agreed.", vault=vault)
+    assert list(elsewhere.iterdir()) == []
+    assert done.returncode == 1 and done.stderr.count("\n") == 1 and ".index/parked" in done.stderr, done.stderr

@@ -275,7 +275,7 @@ def _apply_parked(vault: Vault, record: Path) -> str:
     stem = jsons[0].name[:-5]
     raw = read_record(jsons[0])
     _not_tracked(vault, f"{INDEX_DIRNAME}/parked/{stem}.json")
-    vault.store.parked_dir.mkdir(parents=True, exist_ok=True)
+    confine.tool_folder(vault.store.parked_dir)
     for path in record.iterdir():
         if path.name in (f"{stem}.json", f"{stem}.md", f"{stem}.held") and not path.is_symlink():
             target = vault.store.parked_dir / path.name
