@@ -209,3 +209,28 @@ def test_a_planted_link_for_parked_files_never_takes_a_memory_out_of_the_vault(t
     done = run_cli("edit", memory_id, "--append", "Raise agreed.", vault=vault)
     assert list(elsewhere.iterdir()) == []
     assert done.returncode == 1 and done.stderr.count("\n") == 1 and ".index/parked" in done.stderr, done.stderr
+
+
+@pytest.mark.parametrize("plant", ["file", "link"])
+@pytest.mark.parametrize("folder", ["import", "move"])
+def test_a_plant_where_an_import_or_a_move_keeps_its_record_never_blocks_them(tmp_path: Path, plant: str,
+                                                                                folder: str) -> None:
+    vault = tmp_path / "vault"
+    assert run_cli("init", str(vault)).returncode == 0
+    memory_id = run_cli("add", "Alice prefers tea.", vault=vault).stdout.strip()
+    place = vault / ".index" / folder
+    if plant == "file":
+        place.write_text("not a record\n")
+    else:
+        (tmp_path / "elsewhere").mkdir()
+        place.symlink_to(tmp_path / "elsewhere")
+    items = tmp_path / "items.json"
+    items.write_text(json.dumps([{"content": "Bob prefers coffee."}]))
+    for _ in range(2):  # not just once: the next command too
+        imported = run_cli("import", str(items), vault=vault)
+        assert imported.returncode == 0 and "Traceback" not in imported.stderr, imported.stderr
+    moved = run_cli("mv", memory_id, "people/alice.md", vault=vault)
+    assert moved.returncode == 0, moved.stderr
+    assert (vault / "people" / "alice.md").is_file()
+    if plant == "link":
+        assert list((tmp_path / "elsewhere").iterdir()) == []
