@@ -19,7 +19,7 @@ from agent_memory.note.parse import file_version
 from agent_memory.vault.vault import Vault
 
 from conftest import deadline, run_cli, wait_listening
-from gitteam import AUTHOR, Team, git, make_team
+from gitteam import AUTHOR, Team, git, make_team, token
 
 
 @pytest.fixture(autouse=True)
@@ -263,3 +263,24 @@ def test_doctor_says_what_a_set_aside_record_would_do_whatever_its_note_claims(t
     [line] = [ln for ln in doctor.stdout.splitlines() if "move-0123456789ab" in ln]
     assert "nothing in the vault changes" not in line
     assert f"undo a move of {note!r} to 'x/y.md'" in line
+
+
+# --------------------------------------------------------------------------- credentials in what a commit carries
+
+
+def test_a_credential_in_a_file_name_is_neither_committed_nor_pushed(team: Team) -> None:
+    """The commit gate read what files hold; a person's note named after a token (pasted
+    into a "new note" dialog) went to the remote once a tool write touched it."""
+    secret = token(7)
+    rel = f"ops/deploy {secret}.md"
+    (team.victim / "ops").mkdir()
+    (team.victim / rel).write_text("---\ntitle: Deploy\n---\nDeploy on Tuesdays.\n")
+    assert run_cli("edit", rel, "--add-tag", "ops", vault=team.victim).returncode == 0
+    assert run_cli("add", "Releases go out on Tuesdays.", vault=team.victim).returncode == 0
+    synced = run_cli("sync", vault=team.victim)
+    assert synced.returncode == 0, synced.stderr
+    said = synced.stdout + synced.stderr
+    assert "not committed or pushed: ops/deploy [redacted GitHub token].md: its name holds a GitHub token" in said
+    assert secret not in said
+    pushed = git(team.remote, "log", "--all", "-p", "--name-only", "--format=%B")
+    assert secret not in pushed and "remember: Releases go out on Tuesdays." in pushed  # the rest went on
