@@ -16,6 +16,7 @@ from pathlib import Path
 import pytest
 
 from agent_memory.note.parse import file_version
+from agent_memory.trust import credentials
 from agent_memory.vault.vault import Vault
 
 from conftest import deadline, run_cli, wait_listening
@@ -284,3 +285,29 @@ def test_a_credential_in_a_file_name_is_neither_committed_nor_pushed(team: Team)
     assert secret not in said
     pushed = git(team.remote, "log", "--all", "-p", "--name-only", "--format=%B")
     assert secret not in pushed and "remember: Releases go out on Tuesdays." in pushed  # the rest went on
+
+
+SAID_ANOTHER_WAY = [  # a value after a credential word, as people write it in a title
+    ("The wifi password is now hunter2", "hunter2"),
+    ("Router password is set to hunter2", "hunter2"),
+    ("The VPN password is still hunter2", "hunter2"),
+    ('The password is "the quick fox"', "quick fox"),
+]
+STILL_NO_VALUE = ["the token is now rotated", "the password is still valid", "the token is set in CI",
+                  "the token is also in the vault", "the old password is now", "token budget for the summariser"]
+
+
+@pytest.mark.parametrize(("text", "value"), SAID_ANOTHER_WAY)
+def test_a_value_said_another_way_never_reaches_a_name_or_a_commit_message(team: Team, text: str, value: str) -> None:
+    added = run_cli("--json", "add", text, vault=team.victim)
+    assert added.returncode == 0, added.stderr
+    path = json.loads(added.stdout)["memory"]["path"]
+    assert value.split()[-1] not in path
+    assert run_cli("sync", vault=team.victim).returncode == 0
+    message = git(team.remote, "log", "-1", "--format=%B", "main")
+    assert message.startswith("remember: ") and value not in message and "[redacted]" in message
+
+
+@pytest.mark.parametrize("text", STILL_NO_VALUE)
+def test_a_phrase_with_a_bridge_word_but_no_value_stays_whole(text: str) -> None:
+    assert credentials.redact_for_names(text) == text
