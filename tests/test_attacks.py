@@ -17,6 +17,7 @@ import pytest
 
 from agent_memory.note.parse import file_version
 from agent_memory.trust import credentials
+from agent_memory.trust.state import vault_key
 from agent_memory.vault.vault import Vault
 
 from conftest import deadline, run_cli, wait_listening
@@ -311,3 +312,27 @@ def test_a_value_said_another_way_never_reaches_a_name_or_a_commit_message(team:
 @pytest.mark.parametrize("text", STILL_NO_VALUE)
 def test_a_phrase_with_a_bridge_word_but_no_value_stays_whole(text: str) -> None:
     assert credentials.redact_for_names(text) == text
+
+
+# --------------------------------------------------------------------------- this user's state
+
+
+def test_approvals_in_a_state_folder_inside_the_vault_approve_nothing(tmp_path: Path,
+                                                                       monkeypatch: pytest.MonkeyPatch) -> None:
+    """The state folder is a link into the vault (or set to a folder in it): the register
+    refuses to trust itself there, and the approvals must not be trusted there either,
+    since a teammate can push (or a sync can bring) an ``approved.json`` of their own."""
+    team = make_team(tmp_path, settings="")
+    state = tmp_path / "state"
+    state.symlink_to(team.victim / ".state")
+    monkeypatch.setenv("AGENT_MEMORY_STATE_DIR", str(state))
+    planted = team.mate / ".state" / "vaults" / vault_key(team.victim) / "approved.json"
+    planted.parent.mkdir(parents=True)
+    planted.write_text(json.dumps({"approved": {"git.commit": ["true"], "secrets.mode": ["warn"]}}))
+    (team.mate / ".agent-memory.toml").write_text('[git]\ncommit = true\n[secrets]\nmode = "warn"\n')
+    team.push("commit every write, store secrets with a warning")
+    git(team.victim, "pull", "-q")
+    with Vault(team.victim) as victim:
+        assert victim.settings.git_commit is False and victim.settings.secrets_mode == "refuse"
+    trusted = run_cli("trust", "--all", vault=team.victim, env={"AGENT_MEMORY_STATE_DIR": str(state)})
+    assert trusted.returncode == 1 and trusted.stderr.count("\n") == 1 and "inside the vault" in trusted.stderr

@@ -37,7 +37,7 @@ from typing import Any
 from ..errors import PathRefused, VaultError
 from ..git.run import run
 from .confine import tool_folder
-from .state import vault_state_dir
+from .state import inside_vault, vault_state_dir
 
 REGISTER_DIRNAME = "register"
 SET_ASIDE_DIRNAME = "set-aside"  # in the vault's .index/: records set aside, never read as records
@@ -103,8 +103,7 @@ class Register:
 
     def _find_problem(self) -> str | None:
         folder = self.folder
-        real = os.path.realpath(folder)
-        if real == self.vault or real.startswith(self.vault.rstrip(os.sep) + os.sep):
+        if inside_vault(self._root, folder):
             return (f"this user's state folder {folder} is inside the vault, where anyone who shares the vault "
                     "could write it; set AGENT_MEMORY_STATE_DIR to a folder outside every vault")
         try:
