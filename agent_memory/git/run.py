@@ -130,7 +130,7 @@ _PROGRAM_KEYS: tuple[tuple[re.Pattern[str], str], ...] = (
     (re.compile(r"gpg\.ssh\.defaultkeycommand|core\.alternaterefscommand", re.IGNORECASE), ""),
 )
 _REPOSITORY_SCOPES = ("local", "worktree")
-_overrides: dict[Path, tuple[object, tuple[str, ...]]] = {}
+_overrides: dict[Path, tuple[object, tuple[Path, ...], object, tuple[str, ...]]] = {}
 _overrides_lock = threading.Lock()
 
 
@@ -150,18 +150,23 @@ def repository_overrides(folder: Path, config_files: tuple[Path, ...], keep: str
     """``-c`` arguments that replace every program the repository's own config
     (``.git/config``, ``config.worktree`` and what they include) names for git to run;
     ``keep`` is a merge driver left as it is (ours, which the caller pins itself).
-    Read again when those files change."""
+    Read again when those files change, included files too (a tracked file a team's
+    clones include can change with any pull); ``config_files`` may name more files whose
+    change means reading again (``HEAD``, for ``includeIf "onbranch:…"``)."""
     stamp = _config_stamp(config_files)
     with _overrides_lock:
         cached = _overrides.get(folder)
-        if cached is not None and cached[0] == stamp:
-            return cached[1]
-    done = run(folder, "config", "--list", "--show-scope", "-z", task="read the repository's config")
+        if cached is not None and cached[0] == stamp and _config_stamp(cached[1]) == cached[2]:
+            return cached[3]
+    done = run(folder, "config", "--list", "--show-scope", "--show-origin", "-z", task="read the repository's config")
     tokens = done.stdout.decode("utf-8", "surrogateescape").split("\0") if done.returncode == 0 else []
     out: list[str] = []
-    for scope, entry in zip(tokens[::2], tokens[1::2], strict=False):
+    included: list[Path] = []
+    for scope, origin, entry in zip(tokens[::3], tokens[1::3], tokens[2::3], strict=False):
         if scope not in _REPOSITORY_SCOPES:
             continue
+        if origin.startswith("file:") and (folder / origin[5:]) not in (*config_files, *included):
+            included.append(folder / origin[5:])
         key = entry.split("\n", 1)[0]
         for pattern, value in _PROGRAM_KEYS:
             match = pattern.fullmatch(key)
@@ -170,7 +175,7 @@ def repository_overrides(folder: Path, config_files: tuple[Path, ...], keep: str
                 break
     result = tuple(out)
     with _overrides_lock:
-        _overrides[folder] = (stamp, result)
+        _overrides[folder] = (stamp, tuple(included), _config_stamp(tuple(included)), result)
     return result
 
 
@@ -225,7 +230,7 @@ class Repo:
         no hooks (unless opted in) and no program the repository's own config names but
         our merge driver, pinned to this install's command."""
         config = (*BASE_CONFIG, *(() if self.hooks else HOOKS_OFF), *_DRIVER_PIN,
-                  *repository_overrides(self.vault, self.config_files, keep=DRIVER))
+                  *repository_overrides(self.vault, (*self.config_files, self.git_dir / "HEAD"), keep=DRIVER))
         return run(self.vault, *args, task=COMMIT_TASK, retry=COMMIT_RETRY, timeout=timeout, env=env,
                    optional_locks=optional_locks, config=config, stdin=stdin)
 
