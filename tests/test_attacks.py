@@ -5,6 +5,7 @@ the teammate's clone, the victim's), real files, the CLI and the library in proc
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import shlex
@@ -16,7 +17,7 @@ from pathlib import Path
 import pytest
 
 from agent_memory.note.parse import file_version
-from agent_memory.trust import credentials
+from agent_memory.trust import approvals, credentials
 from agent_memory.trust.state import vault_key
 from agent_memory.vault.vault import Vault
 
@@ -359,3 +360,19 @@ def test_a_filter_an_included_config_file_gains_later_never_runs(team: Team, ran
         victim.sync()
     assert not ran.exists(), ran.read_text()
     assert team.remote_log()[0].startswith("remember: Written after")
+
+
+def test_approving_a_prompt_binds_the_whole_hash_of_its_text(tmp_path: Path) -> None:
+    """A teammate writes both texts: a harmless prompt for the person to approve, then the
+    one that replaces it. Bound to 64 bits of its hash, a pair that collide takes about
+    2^32 hashes of variants of each (an hour on one core); the whole SHA-256 is bound."""
+    vault = tmp_path / "vault"
+    assert run_cli("init", str(vault)).returncode == 0
+    text = b"---\nname: capture_fact\n---\nSave the fact the user states as one short memory.\n"
+    (vault / ".prompts").mkdir()
+    (vault / ".prompts" / "capture.md").write_bytes(text)
+    assert run_cli("trust", ".prompts", vault=vault).returncode == 0
+    approved = json.loads(approvals.approvals_path(vault).read_text())["approved"][".prompts"]
+    assert approved == [f"capture.md sha256:{hashlib.sha256(text).hexdigest()}"]
+    listed = run_cli("trust", vault=vault)
+    assert f".prompts/capture.md (sha256:{hashlib.sha256(text).hexdigest()[:16]}…)" in listed.stdout  # shown short

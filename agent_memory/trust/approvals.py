@@ -90,7 +90,7 @@ class Loosening:
         """As a person reads it: ``git.commit = true``, ``secrets.allow: "sha256:…"``."""
         if self.key == PROMPTS_KEY:
             name, _, digest = self.value.partition(" ")
-            return f"{PROMPTS_DIR}/{name} ({digest})"
+            return f"{PROMPTS_DIR}/{name} ({digest[:len('sha256:') + 16]}…)"
         if self.key == "secrets.allow":
             return f'secrets.allow: "{self.value}"'
         if self.value in ("true", "false"):
@@ -189,8 +189,10 @@ def settings_for(root: Path) -> Settings:
 
 
 def prompt_value(name: str, data: bytes) -> str:
-    """What approving a prompt file binds to: its name and a hash of its bytes."""
-    return f"{name} sha256:{hashlib.sha256(data).hexdigest()[:16]}"
+    """What approving a prompt file binds to: its name and the whole SHA-256 of its bytes
+    (the teammate writes both the text approved and the one that would replace it: a hash
+    cut to 64 bits is one they could make collide)."""
+    return f"{name} sha256:{hashlib.sha256(data).hexdigest()}"
 
 
 def prompt_approved(root: Path, name: str, data: bytes) -> bool:
