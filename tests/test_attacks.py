@@ -137,6 +137,29 @@ def test_a_vault_that_is_a_submodule_still_syncs(team: Team, tmp_path: Path) -> 
     assert team.remote_log()[0].startswith("remember: Written in a submodule")
 
 
+def test_a_filter_an_included_config_file_gains_later_never_runs(team: Team, ran: Path) -> None:
+    """A team shares git settings in a tracked file each clone includes (``git config
+    include.path ../team.gitconfig``): a teammate's later push adds a filter program to it.
+    A long-running process (the server) read the repository's config once, and looked
+    again only when ``.git/config`` itself changed."""
+    (team.mate / "team.gitconfig").write_text("[pull]\n\trebase = true\n")
+    team.push("team git settings")
+    git(team.victim, "pull", "-q")
+    git(team.victim, "config", "include.path", "../team.gitconfig")
+    with Vault(team.victim) as victim:
+        victim.remember("Written while the team settings were plain.")
+        victim.sync()
+        (team.mate / "team.gitconfig").write_text(f"[filter \"evil\"]\n\tclean = {program(ran, 'clean')}; cat\n")
+        with (team.mate / ".gitattributes").open("a") as attributes:
+            attributes.write("*.md filter=evil\n")
+        team.push("team git settings, filtered")
+        git(team.victim, "pull", "-q")  # by hand, as the person
+        victim.remember("Written after the team settings changed.")
+        victim.sync()
+    assert not ran.exists(), ran.read_text()
+    assert team.remote_log()[0].startswith("remember: Written after")
+
+
 # --------------------------------------------------------------------------- temp files with names a plant can take
 
 
@@ -337,29 +360,6 @@ def test_approvals_in_a_state_folder_inside_the_vault_approve_nothing(tmp_path: 
         assert victim.settings.git_commit is False and victim.settings.secrets_mode == "refuse"
     trusted = run_cli("trust", "--all", vault=team.victim, env={"AGENT_MEMORY_STATE_DIR": str(state)})
     assert trusted.returncode == 1 and trusted.stderr.count("\n") == 1 and "inside the vault" in trusted.stderr
-
-
-def test_a_filter_an_included_config_file_gains_later_never_runs(team: Team, ran: Path) -> None:
-    """A team shares git settings in a tracked file each clone includes (``git config
-    include.path ../team.gitconfig``): a teammate's later push adds a filter program to it.
-    A long-running process (the server) read the repository's config once, and looked
-    again only when ``.git/config`` itself changed."""
-    (team.mate / "team.gitconfig").write_text("[pull]\n\trebase = true\n")
-    team.push("team git settings")
-    git(team.victim, "pull", "-q")
-    git(team.victim, "config", "include.path", "../team.gitconfig")
-    with Vault(team.victim) as victim:
-        victim.remember("Written while the team settings were plain.")
-        victim.sync()
-        (team.mate / "team.gitconfig").write_text(f"[filter \"evil\"]\n\tclean = {program(ran, 'clean')}; cat\n")
-        with (team.mate / ".gitattributes").open("a") as attributes:
-            attributes.write("*.md filter=evil\n")
-        team.push("team git settings, filtered")
-        git(team.victim, "pull", "-q")  # by hand, as the person
-        victim.remember("Written after the team settings changed.")
-        victim.sync()
-    assert not ran.exists(), ran.read_text()
-    assert team.remote_log()[0].startswith("remember: Written after")
 
 
 def test_approving_a_prompt_binds_the_whole_hash_of_its_text(tmp_path: Path) -> None:
