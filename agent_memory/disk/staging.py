@@ -80,7 +80,7 @@ class Staging:
         self.dropped: list[str] = []  # "path: why" of each item that could not be put in place
 
     def pending(self) -> bool:
-        return self.folder.exists()
+        return os.path.lexists(self.folder)  # a planted link or file too: ``recover`` sets it aside
 
     def stage(self, plans: list[StagedFile], on_write: Callable[[int], None] | None = None) -> None:
         """Write every file of the import, make them durable together, then the
@@ -255,6 +255,10 @@ class Staging:
         if not self.pending():
             return []
         origin = f"{INDEX_DIRNAME}/{STAGING_DIRNAME}"
+        if not confine.real_folder(self.folder):  # no staging the tool made: never followed, never in the way
+            set_aside(self._store.control_dir, "import", digest(b""), [self.folder], origin,
+                      "a symlink or a file, not a folder the tool made", "do nothing: it is no staged import")
+            return []
         try:
             raw = self._manifest_bytes()
         except FileNotFoundError:

@@ -669,8 +669,8 @@ class Store:
         name = f"{time.time_ns()}-{secrets.token_hex(4)}"
         record = folder / f"{name}.json"
         note = {"source": rel, "checked": hashlib.sha256(checked).hexdigest(), "ours": hashlib.sha256(data).hexdigest()}
+        confine.tool_folder(folder)  # never a planted link: the bytes kept there are a memory's
         try:
-            folder.mkdir(parents=True, exist_ok=True)
             self._write_record(record, note)
             tmp = self.write_temp(folder, data, mode, owner)
             os.rename(tmp, folder / f"{name}.md")
@@ -685,7 +685,7 @@ class Store:
         descriptor opened on it still writes into it, and ``settle_parked`` sees that)."""
         folder = self.parked_dir
         name = f"{time.time_ns()}-{secrets.token_hex(4)}"
-        folder.mkdir(parents=True, exist_ok=True)
+        confine.tool_folder(folder)
         note = {"source": rel, "checked": hashlib.sha256(checked).hexdigest(), "ours": ""}
         record = folder / f"{name}.json"
         self._write_record(record, note)

@@ -188,9 +188,14 @@ class Trash:
         self.register.done("trash", entry.record_hash)
 
     def _rewrite(self, keep: list[Entry]) -> None:
-        tmp = self.folder / f".{LEDGER_NAME}.{os.getpid()}.tmp"
-        tmp.write_text("".join(e.to_json() + "\n" for e in keep), encoding="utf-8")
-        os.replace(tmp, self.ledger)
+        """The ledger whole, atomically, through a temp file of an unguessable name that
+        must not exist: a name a plant can take (a symlink in ``.trash/``) is never written."""
+        tmp = self._write_temp(self.folder, "".join(e.to_json() + "\n" for e in keep).encode("utf-8"))
+        try:
+            os.replace(tmp, self.ledger)
+        except BaseException:
+            tmp.unlink(missing_ok=True)
+            raise
 
     def _still_ours(self, entry: Entry) -> bool:
         """The entry's file is the one the tool put there, unchanged: same bytes, and (where

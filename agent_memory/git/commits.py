@@ -25,7 +25,7 @@ from typing import Any, Protocol, Self
 
 from ..disk.layout import INDEX_DIRNAME
 from ..disk.locking import WriteLock
-from ..disk.store import Store, WriteChange
+from ..disk.store import Store, WriteChange, replace_file
 from ..index.db import Index
 from ..settings import Settings
 from ..errors import GitError
@@ -129,9 +129,7 @@ class Pending:
             return lines
         aside = [line for line in lines if line not in keep]
         why = refusal(self._store.register, self._store.tracked, "git-pending", digest(aside[0]), origin)
-        tmp = self.path.with_name(f".{PENDING_FILE}.{os.getpid()}.tmp")
-        tmp.write_bytes(b"".join(line + b"\n" for line in keep) + tail)
-        os.replace(tmp, self.path)
+        replace_file(self.path, b"".join(line + b"\n" for line in keep) + tail)  # never through a planted link
         text = b"".join(line + b"\n" for line in aside)
         set_aside(self._folder, "git-pending", digest(text), [], origin,
                   f"{len(aside)} line(s) {why or 'not listed'}", pending_would(aside), {PENDING_FILE: text})
@@ -153,9 +151,7 @@ class Pending:
             if not rest:
                 self.path.unlink(missing_ok=True)
                 return
-            tmp = self.path.with_name(f".{PENDING_FILE}.{os.getpid()}.tmp")
-            tmp.write_bytes(b"".join(line + b"\n" for line in rest))
-            os.replace(tmp, self.path)
+            replace_file(self.path, b"".join(line + b"\n" for line in rest))
 
 
 def pending_would(lines: list[bytes]) -> str:
@@ -355,7 +351,7 @@ def commit_pending(vault: GitVault, state: GitState, repo: Repo) -> CommitOutcom
     paths = list(dict.fromkeys(p for e in entries for p in e["paths"]))
     changed, untracked = _changed_paths(repo, paths) if paths else ([], [])
     held = _holding_credentials(vault, changed)
-    withheld = [f"{rel}: {why}" for rel, why in held.items()]
+    withheld = [f"{_shown(rel, vault.settings)}: {why}" for rel, why in held.items()]
     changed = [p for p in changed if p not in held]
     untracked = [p for p in untracked if p not in held]
     if not changed:  # undone since, committed by a person already, or all withheld
@@ -379,9 +375,10 @@ def commit_pending(vault: GitVault, state: GitState, repo: Repo) -> CommitOutcom
 
 def _holding_credentials(vault: GitVault, paths: list[str]) -> dict[str, str]:
     """Of the files about to be committed, those holding a credential not in
-    ``secrets.allow`` (a person's hand edit included), or that cannot be read to be
-    checked: path -> what was found (kinds and fingerprints, never the value). A file
-    that is gone is a deletion: nothing of it leaves."""
+    ``secrets.allow`` (a person's hand edit included), in their content or in their name
+    (a commit carries both), or that cannot be read to be checked: path -> what was found
+    (kinds and fingerprints, never the value). A file that is gone is a deletion: nothing
+    of it leaves."""
     settings = vault.settings
     held: dict[str, str] = {}
     for rel in paths:
@@ -392,11 +389,19 @@ def _holding_credentials(vault: GitVault, paths: list[str]) -> dict[str, str]:
         except OSError as exc:
             held[rel] = f"cannot be read to check it for credentials ({exc.strerror or exc})"
             continue
+        named = credentials.check_text(rel, settings)
         found = credentials.check_text(data.decode("utf-8", "replace"), settings)
-        if found:
-            held[rel] = ", ".join(f"{f.kind} (line {f.line}, fingerprint {f.fingerprint})" for f in found[:3]) + (
-                f" and {len(found) - 3} more" if len(found) > 3 else "")
+        said = [f"its name holds a {f.kind} (fingerprint {f.fingerprint})" for f in named[:3]]
+        said += [f"{f.kind} (line {f.line}, fingerprint {f.fingerprint})" for f in found[:3]]
+        if said:
+            more = len(named) + len(found) - len(said)
+            held[rel] = ", ".join(said) + (f" and {more} more" if more else "")
     return held
+
+
+def _shown(rel: str, settings: Any) -> str:
+    """A path as messages and logs show it: a credential in its name redacted."""
+    return credentials.redact(rel, credentials.check_text(rel, settings))
 
 
 def _as_committed(path: Path) -> bytes:

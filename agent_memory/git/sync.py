@@ -10,6 +10,7 @@ from __future__ import annotations
 import logging
 import os
 import re
+import secrets
 import tempfile
 from collections.abc import Callable
 from contextlib import AbstractContextManager
@@ -297,15 +298,20 @@ _URL_SCHEME = re.compile(r"[A-Za-z][A-Za-z0-9+.-]*://")
 _SCP_LIKE = re.compile(r"[^/\\:]{2,}:")  # user@host:path (one letter before ':' is a Windows drive)
 
 
-def _local_pack_programs(repo: Repo, remote: str, option: str, program: str) -> list[str]:
+def _local_pack_programs(repo: Repo, remote: str, option: str, program: str, *, push: bool = False) -> list[str]:
     """For a remote on this machine (a path, file://), ``--upload-pack``/``--receive-pack``
     naming git's own program: git runs it here, and the repository's config
     (``remote.<name>.uploadpack``, which a ``.git/`` synced from elsewhere can set, and
-    which ``-c`` cannot override) must not choose it. Remotes elsewhere run theirs there."""
-    url = repo.run("remote", "get-url", remote).stdout.decode("utf-8", "surrogateescape").strip()
-    scheme = _URL_SCHEME.match(url)
-    local = url.startswith("file://") if scheme else not _SCP_LIKE.match(url)
-    return [f"{option}={program}"] if local else []
+    which ``-c`` cannot override) must not choose it. Remotes elsewhere run theirs there.
+    Every URL git would use for that direction counts: a push goes to each push URL (or
+    each URL), which need not be the fetch URL."""
+    urls = repo.run("remote", "get-url", "--all", *(("--push",) if push else ()), remote).stdout
+    for url in urls.decode("utf-8", "surrogateescape").splitlines() or [""]:
+        url = url.strip()
+        scheme = _URL_SCHEME.match(url)
+        if url.startswith("file://") if scheme else not _SCP_LIKE.match(url):
+            return [f"{option}={program}"]
+    return []
 
 
 def _fetch(repo: Repo, remote: str) -> None:
@@ -331,7 +337,7 @@ def _push(repo: Repo, remote: str, merge_ref: str) -> tuple[bool, int]:
                        f"{INDEX_DIRNAME}/ or {TRASH_DIRNAME}/, which hold this machine's index and trash and are never "
                        f"pushed by agent-memory. Take them out of git (git rm -r --cached {INDEX_DIRNAME} "
                        f"{TRASH_DIRNAME}, then commit), then sync again; the commits are kept locally.")
-    done = repo.run("push", "--porcelain", *_local_pack_programs(repo, remote, "--receive-pack", "git-receive-pack"),
+    done = repo.run("push", "--porcelain", *_local_pack_programs(repo, remote, "--receive-pack", "git-receive-pack", push=True),
                     remote, f"HEAD:{merge_ref}", timeout=NETWORK_TIMEOUT, optional_locks=True)
     if done.returncode == 0:
         return False, ahead
@@ -396,9 +402,10 @@ def _keep_both_added(repo: Repo, conflicted: list[str]) -> dict[str, str]:
         while (folder / f"{stem}-{n}.md").exists() or f"{parent}{stem}-{n}.md" in tracked:
             n += 1
         other = folder / f"{stem}-{n}.md"
-        tmp = folder / f".{stem}-{n}.md.{os.getpid()}{TMP_SUFFIX}"
-        tmp.write_bytes(theirs)
+        tmp = folder / f".{secrets.token_hex(6)}{TMP_SUFFIX}"  # unguessable, and made here: never a planted link
         try:
+            with os.fdopen(os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644), "wb") as handle:
+                handle.write(theirs)
             move_no_replace(tmp, other)
         finally:
             tmp.unlink(missing_ok=True)

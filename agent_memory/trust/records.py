@@ -69,10 +69,35 @@ def _set_aside(root: Path) -> list[Record]:
     for name in names:
         about = _about(base / name)
         if _ID.fullmatch(name) and about is not None:
-            out.append(Record(name, name.split("-")[0] if not name.startswith("git-") else "git-pending",
-                              _text(about.get("from")), _text(about.get("why")), _text(about.get("what")),
+            kind = name.split("-")[0] if not name.startswith("git-") else "git-pending"
+            out.append(Record(name, kind, _text(about.get("from")), _text(about.get("why")),
+                              _would(base / name / "record", kind),
                               f"{INDEX_DIRNAME}/{SET_ASIDE_DIRNAME}/{name}/record"))
     return out
+
+
+def _would(record: Path, kind: str) -> str:
+    """What applying a set-aside record would do, read from the record itself, as applying
+    it reads it: its ``about.json`` is a file in the vault too, and a plant's note may say
+    anything ("nothing in the vault changes")."""
+    from ..git.commits import PENDING_FILE, pending_would
+    from ..vault.moves import MANIFEST as MOVE_MANIFEST
+    from ..vault.moves import MOVE_DIRNAME, move_would
+    from ..disk.staging import MANIFEST as IMPORT_MANIFEST
+    from ..disk.staging import STAGING_DIRNAME, import_would
+    from ..disk.store import parked_would
+
+    try:
+        if kind == "move":
+            return move_would(read_record(record / MOVE_DIRNAME / MOVE_MANIFEST))
+        if kind == "import":
+            return import_would(read_record(record / STAGING_DIRNAME / IMPORT_MANIFEST))
+        if kind == "git-pending":
+            return pending_would(read_record(record / PENDING_FILE).split(b"\n")[:-1])
+        [parked] = [p for p in record.iterdir() if p.suffix == ".json" and not p.is_symlink()]
+        return parked_would(read_record(parked))
+    except (OSError, ValueError):
+        return "do nothing: it holds no record of its kind (discard it)"
 
 
 def _about(folder: Path) -> dict[str, Any] | None:
@@ -273,7 +298,7 @@ def _apply_parked(vault: Vault, record: Path) -> str:
     stem = jsons[0].name[:-5]
     raw = read_record(jsons[0])
     _not_tracked(vault, f"{INDEX_DIRNAME}/parked/{stem}.json")
-    vault.store.parked_dir.mkdir(parents=True, exist_ok=True)
+    confine.tool_folder(vault.store.parked_dir)
     for path in record.iterdir():
         if path.name in (f"{stem}.json", f"{stem}.md", f"{stem}.held") and not path.is_symlink():
             target = vault.store.parked_dir / path.name

@@ -359,10 +359,14 @@ class Moves:
         files whose save since then stands are returned. A journal this user's register
         does not list (planted, synced in, a replay), or git tracks, is set aside."""
         folder = self.store.control_dir / MOVE_DIRNAME
-        if self._moving or self.core.read_only or not folder.exists():
+        if self._moving or self.core.read_only or not os.path.lexists(folder):
             return []
         with self.core.lock.hold():
-            if not folder.exists():
+            if not os.path.lexists(folder):
+                return []
+            if not confine.real_folder(folder):  # no journal the tool made: never followed, never in the way
+                set_aside(self.store.control_dir, "move", digest(b""), [folder], _ORIGIN,
+                          "a symlink or a file, not a folder the tool made", move_would(None))
                 return []
             raw = raw_manifest(folder)
             if raw is not None and not self._may_undo(folder, raw):
