@@ -1,45 +1,10 @@
-"""Find credentials in text before it reaches the vault (SPEC §3).
+"""Find credentials in text before it reaches the vault, and in files before a commit.
 
-A memory is a file that gets committed, synced and shown to models; a token pasted into
-one is in git history for good. So every tool write scans its text here first.
-
-How it decides, in order of trust:
-
-1. **Shape rules** for well-known credential formats (cloud keys, VCS/chat/package/API
-   tokens, private key blocks, JWTs, passwords in URLs), in the spirit of gitleaks'
-   rules: the prefix and the shape decide. A checksum some tokens carry is not checked:
-   it could only raise confidence, and a token-shaped string that fails a checksum is
-   still something nobody should commit.
-2. **Keyword rule**: a value assigned to a word like ``password``, ``secret``, ``token`` or
-   ``api_key`` (``=``, ``:``, ``:=``, ``=>`` or "is") counts only when it looks random
-   (see ``_looks_random``). Entropy is used nowhere else, so hashes, UUIDs, git commit
-   ids, memory ids and base64 of plain text on their own never match.
-
-Placeholders are not credentials: a shape-rule match whose random part is a mask
-(``ghp_xxxx…``, ``AKIAXXXXXXXXXXXXXXXX``: fewer than ``_MIN_DISTINCT`` distinct
-characters), and ``sk-...``-style ellipses (which do not have the shape at all), pass.
-AWS's documented example key ``AKIAIOSFODNN7EXAMPLE`` is *not* excused: it has the
-shape, the shape decides, and a user who stores AWS's docs approves its fingerprint once.
-For URLs and keyword assignments, templating (``${DB_PASSWORD}``, ``$TOKEN``, ``<token>``,
-``{{ secret }}``, ``%s``), references (``op://…``, ``os.environ[…]``) and masks
-(``****``, ``xxxx``, ``…``) pass; so do a URL password that is just the word
-``password``/``secret``, a one-letter ``a:b``, and documentation hosts (``example.com``,
-``*.example``, RFC 2606). Any other password in a URL, however short
-(``postgres://admin:pw@db``), is refused.
-
-Nothing here ever returns or formats the secret itself: a ``Finding`` holds the kind,
-a position and a fingerprint. Fingerprints are ``sha256:`` + the first 16 hex digits of
-the SHA-256 of the fingerprinted value (UTF-8), so they are stable across machines and
-can be put into ``secrets.allow`` in ``.agent-memory.toml``. The fingerprinted value is
-the token itself; for a password in a URL it is ``user:password@host`` (a short password
-alone could be guessed back from its hash); for a private key block it is the key's
-base64 body without whitespace (re-wrapping or CRLF line ends keep the fingerprint).
-
-Speed: every pattern is precompiled, starts with a literal (or a few alternative
-literals) that the regex engine can jump between, and has only bounded, mostly
-possessive repetitions, so a 100,000-character text is scanned in a few milliseconds
-and no input can make a pattern backtrack catastrophically (the tests hold adversarial
-inputs to a budget).
+A token pasted into a memory would be in git history for good. Shape rules for known
+formats decide first; a keyword rule catches a random-looking value assigned to a word
+like ``password``. Only kinds, positions and fingerprints leave this module, never the
+value. The rules, the placeholders let through and the fingerprint format are in
+docs/design/credentials.md.
 """
 
 from __future__ import annotations
