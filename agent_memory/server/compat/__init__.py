@@ -1,0 +1,5 @@
+"""Other memory servers' tool sets over this vault (``serve --compat NAME``): one module
+per server, its tools as plain functions and a table of them, as ``server/tools.py``.
+
+- ``knowledge_graph``: the MCP reference memory server (``@modelcontextprotocol/server-memory``)
+"""
