@@ -145,6 +145,9 @@ async def test_the_peers_file_imports_exactly_and_once(vault: Vault, tmp_path: P
         mine = (await answers(ours, "read_graph", {}))[1]
     assert mine == theirs
     assert to_jsonl(mine) == memory_file.read_text(encoding="utf-8")
+    # export's reference format gives the same records (CLI: export --format mcp-knowledge-graph)
+    assert vault.export_memories(format="mcp-knowledge-graph") == [
+        json.loads(line) for line in memory_file.read_text(encoding="utf-8").split("\n")]
     files_before = sorted(p.read_bytes() for p in vault.root.rglob("*.md"))
     again = import_on_start(vault, str(memory_file))
     assert again is not None and "has not changed" in again
@@ -243,3 +246,28 @@ def test_jsonl_reads_as_the_reference_reads_it() -> None:
     assert graph == {"entities": [{"name": " a ", "entityType": "t", "observations": ["x", "x"]}],
                      "relations": [{"from": " a ", "to": "b", "relationType": "r"}]}
     assert to_jsonl(graph) == text.replace('\n\n{"type":"other"}', "")
+
+
+def test_serve_compat_imports_memory_file_path_once_and_says_so_on_stderr(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from test_server_stdio import HANDSHAKE, serve_raw
+
+    memory_file = tmp_path / "memory.jsonl"
+    memory_file.write_text('{"type":"entity","name":" Ann ","entityType":"person","observations":["[[x]]",""]}\n'
+                           '{"type":"relation","from":" Ann ","to":"Bo","relationType":"knows"}', encoding="utf-8")
+    monkeypatch.setenv("MEMORY_FILE_PATH", str(memory_file))
+    read = {"jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": {"name": "read_graph", "arguments": {}}}
+    replies, stderr = serve_raw(tmp_path / "vault", [*HANDSHAKE, read], "serve", "--compat", "knowledge-graph")
+    graph = next(r for r in replies if r.get("id") == 2)["result"]["structuredContent"]
+    assert graph == {"entities": [{"name": " Ann ", "entityType": "person", "observations": ["[[x]]", ""]}],
+                     "relations": [{"from": " Ann ", "to": "Bo", "relationType": "knows"}]}
+    assert "1 new entities, 0 new observations, 1 new relations" in stderr
+    replies, stderr = serve_raw(tmp_path / "vault", [*HANDSHAKE, read], "serve", "--compat", "knowledge-graph")
+    assert "has not changed: nothing to import" in stderr
+    assert next(r for r in replies if r.get("id") == 2)["result"]["structuredContent"] == graph
+
+
+async def test_without_compat_the_tools_are_this_servers_own(vault: Vault) -> None:
+    async with Client(build_server(vault)) as ours:
+        names = {t.name for t in (await ours.list_tools()).tools}
+    assert "remember" in names and "read_graph" not in names

@@ -91,14 +91,14 @@ class KnowledgeGraph:
         for row in rows:
             read = self.core.files.read(row["path"])
             if read is not None:
-                node = _node(row["path"], parse(read[0], row["path"]))
+                node = node_of(row["path"], parse(read[0], row["path"]))
                 if node is not None:
                     nodes.append(node)
         return nodes
 
     def read_graph(self) -> Graph:
         """Every entity and relation, in the order they were made."""
-        return _graph(self._nodes())
+        return graph_of_nodes(self._nodes())
 
     def search_nodes(self, query: str) -> Graph:
         """Entities whose name, type or an observation holds ``query`` (any case), and the
@@ -295,7 +295,7 @@ def _is_relation(r: Any) -> bool:
             and isinstance(r.get("order"), int) and not isinstance(r.get("order"), bool))
 
 
-def _node(path: str, note: Note) -> _Node | None:
+def node_of(path: str, note: Note) -> _Node | None:
     """A note's part of the graph; None when it has none (or a person broke it: logged)."""
     if note.unreadable:
         log.warning("%s: skipped from the knowledge graph: %s", path, "; ".join(note.problems))
@@ -316,7 +316,7 @@ def _node(path: str, note: Note) -> _Node | None:
     return node if node.entity is not None or node.relations else None
 
 
-def _graph(nodes: list[_Node]) -> Graph:
+def graph_of_nodes(nodes: list[_Node]) -> Graph:
     ordered = sorted((n for n in nodes if n.entity is not None), key=lambda n: (n.order, n.path))
     relations = sorted(((o, n.path, i, r) for n in nodes for i, (o, r) in enumerate(n.relations)),
                        key=lambda t: t[:3])
