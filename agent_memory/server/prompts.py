@@ -190,11 +190,11 @@ def register_prompts(server: MCPServer, vault: Vault) -> None:
         params = ctx.params if ctx.method == "prompts/get" and isinstance(ctx.params, Mapping) else {}
         name, sent = params.get("name"), params.get("arguments")
         asked = name
-        if ctx.method == "prompts/get" and isinstance(name, str) and name not in prompts:
-            if name.replace("-", "_") in prompts:  # memory-mcp's spelling (get-help) of a prompt's name
-                name = name.replace("-", "_")
-                params = {**params, "name": name}
-                ctx = dataclasses.replace(ctx, params=params)
+        if (ctx.method == "prompts/get" and isinstance(name, str) and name not in prompts
+                and name.replace("-", "_") in prompts):  # memory-mcp's spelling (get-help) of a prompt's name
+            name = name.replace("-", "_")
+            params = {**params, "name": name}
+            ctx = dataclasses.replace(ctx, params=params)
         prompt = prompts.get(name) if isinstance(name, str) else None
         if ctx.method == "prompts/get" and isinstance(name, str) and prompt is None:
             # the SDK would answer -32603 "Internal server error"
