@@ -26,7 +26,7 @@ if TYPE_CHECKING:
 log = logging.getLogger("agent_memory.server")
 
 
-COMPAT = ("knowledge-graph",)
+COMPAT = ("knowledge-graph", "memory-vault")
 """The other servers whose tool sets ``build_server(compat=...)`` offers instead of its own."""
 
 
@@ -54,6 +54,11 @@ def build_server(vault: Vault, *, keep_in_sync: bool = False, guard_stdout: bool
         from .compat import knowledge_graph
 
         knowledge_graph.register(server, vault)
+        return server
+    if compat == "memory-vault":
+        from .compat import memory_vault
+
+        memory_vault.register(server, vault)
         return server
     if compat:
         raise ValueError(f"no compat tool set {compat!r}; one of {', '.join(COMPAT)}")

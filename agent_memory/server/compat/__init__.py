@@ -2,4 +2,5 @@
 per server, its tools as plain functions and a table of them, as ``server/tools.py``.
 
 - ``knowledge_graph``: the MCP reference memory server (``@modelcontextprotocol/server-memory``)
+- ``memory_vault``: mcp-memory-vault (integer ids kept in the index folder)
 """
