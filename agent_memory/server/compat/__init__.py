@@ -2,5 +2,6 @@
 per server, its tools as plain functions and a table of them, as ``server/tools.py``.
 
 - ``knowledge_graph``: the MCP reference memory server (``@modelcontextprotocol/server-memory``)
-- ``memory_vault``: mcp-memory-vault (integer ids kept in the index folder)
+- ``memory_vault``: mcp-memory-vault; ``agentmemory``: AgentMemory
+- ``numbers``: the integer ids those two give memories, kept in the index folder
 """

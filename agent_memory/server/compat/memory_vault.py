@@ -19,38 +19,13 @@ from ...models import Memory
 from ...note.parse import content_hash
 from ...note.tags import as_tag_list, normalise_tag
 from ...vault.vault import Vault
-
-_NUMBERS = "CREATE TABLE IF NOT EXISTS numbers (n INTEGER PRIMARY KEY AUTOINCREMENT, id TEXT UNIQUE NOT NULL)"
-
-
-def number(vault: Vault, memory_id: str) -> int:
-    """The integer id of a memory (given one the first time it is asked for)."""
-    index = vault.core.index
-    with index.transaction() as conn:
-        conn.execute(_NUMBERS)
-        row = conn.execute("SELECT n FROM numbers WHERE id = ?", (memory_id,)).fetchone()
-        if row is None:  # numbers are never reused: AUTOINCREMENT
-            return int(conn.execute("INSERT INTO numbers (id) VALUES (?) RETURNING n", (memory_id,)).fetchone()[0])
-        return int(row[0])
-
-
-def id_of(vault: Vault, n: int) -> str:
-    """The memory an integer id stands for; the seed's own error when there is none."""
-    with vault.core.index.transaction() as conn:
-        conn.execute(_NUMBERS)
-        row = conn.execute("SELECT id FROM numbers WHERE n = ?", (n,)).fetchone()
-    if row is None:
-        raise InvalidInput(f"Memory {n} not found — it may have expired or been forgotten. Use list_memories or "
-                           "recall to find valid ids.")
-    return str(row[0])
-
+from .numbers import id_of, number
 
 def _get(vault: Vault, n: int) -> Memory:
     try:
-        return vault.get(id_of(vault, n))
+        return vault.get(id_of(vault, n, NOT_FOUND))
     except NotFound as exc:  # numbered once, gone since: the seed's wording
-        raise InvalidInput(f"Memory {n} not found — it may have expired or been forgotten. Use list_memories "
-                           "or recall to find valid ids.") from exc
+        raise InvalidInput(NOT_FOUND.format(n=n)) from exc
 
 
 def shape(vault: Vault, memory: Memory) -> dict[str, Any]:
@@ -59,6 +34,9 @@ def shape(vault: Vault, memory: Memory) -> dict[str, Any]:
             "namespace": memory["namespace"], "tags": memory["tags"], "source": memory["source"],
             "created_at": memory["created"], "updated_at": memory["updated"], "expires_at": memory["expires"]}
 
+
+NOT_FOUND = ("Memory {n} not found — it may have expired or been forgotten. Use list_memories or recall to find "
+             "valid ids.")
 
 # ----------------------------------------------------------------------------- arguments
 Content = Annotated[str, Field(description="The fact to remember, in one or a few sentences.")]
@@ -145,7 +123,7 @@ def update_memory(vault: Vault, memory_id: MemoryNumber, content: Content = "", 
 
 def before_id(vault: Vault, n: int) -> str:
     """The string id behind ``n`` (``update_memory``'s own parameter is named ``memory_id``)."""
-    return id_of(vault, n)
+    return id_of(vault, n, NOT_FOUND)
 
 
 def memory_stats(vault: Vault) -> dict[str, Any]:
@@ -186,7 +164,12 @@ TOOLS: tuple[tuple[str, str, Any, tuple[bool, bool, bool]], ...] = (
 
 
 def register(server: Any, vault: Vault) -> None:
-    """The eight tools on ``server`` (the registry's wrapper: the vault filled in,
+    """The eight tools on ``server``."""
+    register_table(server, vault, TOOLS)
+
+
+def register_table(server: Any, vault: Vault, tools: tuple[tuple[str, str, Any, tuple[bool, bool, bool]], ...]) -> None:
+    """A compat table of tools on ``server`` (the registry's wrapper: the vault filled in,
     library errors as tool errors)."""
     from mcp_types import ToolAnnotations
 
@@ -194,8 +177,31 @@ def register(server: Any, vault: Vault) -> None:
     from ..seen import SeenVersions
 
     seen = SeenVersions()
-    for name, title, function, (read_only, destructive, idempotent) in TOOLS:
-        server.add_tool(bound(function, vault, seen), name=name, title=title,
+    for name, title, function, (read_only, destructive, idempotent) in tools:
+        server.add_tool(bound(_by_name(function), vault, seen), name=name, title=title,
                         description=one_paragraph(function.__doc__),
                         annotations=ToolAnnotations(read_only_hint=read_only, destructive_hint=destructive,
                                                     idempotent_hint=idempotent, open_world_hint=False))
+
+
+def _by_name(function: Any) -> Any:
+    """``function`` called with the arguments the SDK hands over by their wire names
+    (a parameter ``lambda_`` is sent as its alias ``lambda``, a Python keyword)."""
+    import functools
+    import inspect
+    import typing
+
+    from pydantic.fields import FieldInfo
+
+    aliases = {}
+    for name, parameter in inspect.signature(function, eval_str=True).parameters.items():
+        for meta in getattr(parameter.annotation, "__metadata__", ()) or typing.get_args(parameter.annotation)[1:]:
+            if isinstance(meta, FieldInfo) and meta.alias:
+                aliases[meta.alias] = name
+    if not aliases:
+        return function
+
+    @functools.wraps(function)
+    def call(*args: Any, **kwargs: Any) -> Any:
+        return function(*args, **{aliases.get(key, key): value for key, value in kwargs.items()})
+    return call
