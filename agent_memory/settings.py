@@ -180,8 +180,8 @@ class Settings:
     # The repository's hooks run for the tool's own commits and pulls only when this is true.
     git_hooks: bool = _key("git.hooks", False, _bool, "true or false")
     # serve's tool set: "" its own, else another memory server's (server.app.COMPAT).
-    server_compat: str = _key("server.compat", "", _choice("", "knowledge-graph", "memory-vault", "agentmemory"),
-                              '"knowledge-graph", "memory-vault", "agentmemory" or ""')
+    server_compat: str = _key("server.compat", "", _choice("", "knowledge-graph", "memory-mcp", "agentmemory", "memory-vault"),
+                              '"knowledge-graph", "memory-mcp", "agentmemory", "memory-vault" or ""')
 
 
 def _keys() -> dict[str, tuple[str, Key]]:

@@ -34,10 +34,10 @@ from .words import handle_errors
                    "Otherwise a browser's Origin must be this server's own host and port.")
 @click.option("--git-commit", is_flag=True,
               help="Commit each tool write to the vault's git repository (as the git.commit setting does).")
-@click.option("--compat", default=None, type=click.Choice(["knowledge-graph", "memory-vault", "agentmemory"]),
+@click.option("--compat", default=None, type=click.Choice(["knowledge-graph", "memory-mcp", "agentmemory", "memory-vault"]),
               help="Offer another memory server's tools instead of this one's, so its users change one line of "
                    "config (knowledge-graph: the MCP reference memory server; imports $MEMORY_FILE_PATH once; memory-vault: "
-                   "mcp-memory-vault; agentmemory: AgentMemory). "
+                   "mcp-memory-vault; agentmemory: AgentMemory; memory-mcp: memory-mcp). "
                    "Default: the server.compat setting.")
 @handle_errors
 def serve(http: bool = False, host: str = "127.0.0.1", port: int = 8765, token: str | None = None,

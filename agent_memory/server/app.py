@@ -26,7 +26,7 @@ if TYPE_CHECKING:
 log = logging.getLogger("agent_memory.server")
 
 
-COMPAT = ("knowledge-graph", "memory-vault", "agentmemory")
+COMPAT = ("knowledge-graph", "memory-mcp", "agentmemory", "memory-vault")
 """The other servers whose tool sets ``build_server(compat=...)`` offers instead of its own."""
 
 
@@ -59,6 +59,11 @@ def build_server(vault: Vault, *, keep_in_sync: bool = False, guard_stdout: bool
         from .compat import memory_vault
 
         memory_vault.register(server, vault)
+        return server
+    if compat == "memory-mcp":
+        from .compat import memory_mcp
+
+        memory_mcp.register(server, vault)
         return server
     if compat == "agentmemory":
         from .compat import agentmemory

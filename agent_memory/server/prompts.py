@@ -204,3 +204,16 @@ def register_prompts(server: MCPServer, vault: Vault) -> None:
         return await call_next(ctx)
 
     server.middleware.append(accept_aliases)
+
+
+def refuse_unknown_prompts(server: MCPServer, names: set[str]) -> None:
+    """An unknown prompt name answered as -32602 naming the prompts there are (the SDK
+    would answer -32603 "Internal server error"); for servers without ``register_prompts``."""
+    async def check(ctx: ServerRequestContext[Any, Any], call_next: CallNext) -> HandlerResult:
+        params = ctx.params if ctx.method == "prompts/get" and isinstance(ctx.params, Mapping) else {}
+        name = params.get("name")
+        if isinstance(name, str) and name not in names:
+            raise MCPError(INVALID_PARAMS, f"Unknown prompt {name!r}; the prompts are: {', '.join(sorted(names))}.")
+        return await call_next(ctx)
+
+    server.middleware.append(check)
