@@ -108,3 +108,10 @@ async def test_the_readmes_example_session_replays(vault: Vault) -> None:
         # and a one-shot correction from this later conversation, as the seed's agents make it
         fixed = await call(later, "update_memory", memory_id=1, content="Customer ACME prefers deploys on Thursdays")
         assert fixed["updated_fields"] == ["content"]
+
+
+async def test_a_hashtag_in_the_text_is_not_a_tag_the_memory_was_given(vault: Vault) -> None:
+    async with Client(build_server(vault, compat="memory-vault")) as client:
+        stored = await call(client, "remember", content="Rotate keys #security monthly", tags=["ops"])
+        assert stored["tags"] == ["ops"]
+        assert (await call(client, "export_memories"))["memories"][0]["tags"] == ["ops"]

@@ -22,6 +22,7 @@ from pydantic import Field
 from ...errors import AgentMemoryError, InvalidInput, NotFound
 from ...models import Memory
 from ...vault.vault import Vault
+from .memory_vault import given_tags
 
 _HASHES = "CREATE TABLE IF NOT EXISTS hashes (hash TEXT PRIMARY KEY, id TEXT NOT NULL)"
 _HEX = re.compile(r"[0-9a-f]{64}")
@@ -39,13 +40,13 @@ def _text(memory: Memory) -> str:
 
 def shape(vault: Vault, memory: Memory) -> dict[str, Any]:
     """A memory as memory-mcp returns one (its hash remembered for the next lookup)."""
-    digest = hash_of(_text(memory), memory["tags"])
+    digest = hash_of(_text(memory), given_tags(memory))
     with vault.core.index.transaction() as conn:
         conn.execute(_HASHES)
         conn.execute("INSERT OR REPLACE INTO hashes (hash, id) VALUES (?, ?)", (digest, memory["id"]))
     meta = memory["front_matter"]
     importance = meta.get("importance")
-    return {"hash": digest, "content": _text(memory), "tags": memory["tags"],
+    return {"hash": digest, "content": _text(memory), "tags": given_tags(memory),
             "memory_type": str(meta.get("type") or "general"),
             "importance": importance if isinstance(importance, (int, float)) and not isinstance(importance, bool) else 0,
             "created_at": memory["created"], "updated_at": memory["updated"]}
@@ -66,7 +67,7 @@ def find(vault: Vault, digest: str) -> Memory | None:
             memory = vault.get(memory_id)
         except AgentMemoryError:
             continue
-        if hash_of(_text(memory), memory["tags"]) == digest:
+        if hash_of(_text(memory), given_tags(memory)) == digest:
             shape(vault, memory)
             return memory
     return None
@@ -152,8 +153,8 @@ def update_memory(vault: Vault, hash: Hash, content: Content, tags: Tags | None 
     replaced when the file is still as this tool last wrote it; a person's edit since is
     refused, naming the file's version."""
     memory = _must(vault, hash)
-    adding = [t for t in tags or [] if t not in memory["tags"]]
-    removing = [t for t in memory["tags"] if tags is not None and t not in tags]
+    adding = [t for t in tags or [] if t not in given_tags(memory)]
+    removing = [t for t in given_tags(memory) if tags is not None and t not in tags]
     done = vault.update(memory["id"], content=content, add_tags=adding, remove_tags=removing)
     return {"old_hash": hash, "new_hash": shape(vault, done["memory"])["hash"]}
 
@@ -226,7 +227,7 @@ def get_relationships(vault: Vault, hash: Hash, direction: Direction = "both") -
         other, other_hash = (dst, dst_hash) if src["id"] == memory["id"] else (src, src_hash)
         relationships.append({"from_hash": src_hash, "to_hash": dst_hash, "relation_type": edge["relation"],
                               "created_at": src["updated"], "linked_hash": other_hash,
-                              "linked_content": _text(other), "linked_tags": other["tags"]})
+                              "linked_content": _text(other), "linked_tags": given_tags(other)})
     return {"relationships": relationships, "count": len(relationships)}
 
 
@@ -235,7 +236,7 @@ def _ends(vault: Vault, source: str, target: str) -> tuple[tuple[Memory, str], t
         a, b = vault.get(source), vault.get(target)
     except NotFound:
         return None
-    return (a, hash_of(_text(a), a["tags"])), (b, hash_of(_text(b), b["tags"]))
+    return (a, hash_of(_text(a), given_tags(a))), (b, hash_of(_text(b), given_tags(b)))
 
 
 def recall(vault: Vault, query: Query, depth: Annotated[int, Field(ge=0, le=3)] = 1,

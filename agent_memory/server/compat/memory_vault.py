@@ -28,10 +28,16 @@ def _get(vault: Vault, n: int) -> Memory:
         raise InvalidInput(NOT_FOUND.format(n=n)) from exc
 
 
+def given_tags(memory: Memory) -> list[str]:
+    """The tags a memory was given (its front matter's), without the ``#word`` tags the
+    vault also reads in its text (Obsidian's inline tags), which the seeds do not have."""
+    return list(dict.fromkeys(normalise_tag(t) for t in as_tag_list(memory["front_matter"].get("tags"))))
+
+
 def shape(vault: Vault, memory: Memory) -> dict[str, Any]:
     """A memory as mcp-memory-vault returns one."""
     return {"id": number(vault, memory["id"]), "content": memory["content"].removesuffix("\n"),
-            "namespace": memory["namespace"], "tags": memory["tags"], "source": memory["source"],
+            "namespace": memory["namespace"], "tags": given_tags(memory), "source": memory["source"],
             "created_at": memory["created"], "updated_at": memory["updated"], "expires_at": memory["expires"]}
 
 
