@@ -271,3 +271,18 @@ async def test_without_compat_the_tools_are_this_servers_own(vault: Vault) -> No
     async with Client(build_server(vault)) as ours:
         names = {t.name for t in (await ours.list_tools()).tools}
     assert "remember" in names and "read_graph" not in names
+
+
+async def test_the_credential_guard_runs_on_every_write(vault: Vault) -> None:
+    token = "token ghp_" + "a1B2c3D4e5F6g7H8i9J0k1L2m3N4o5P6q7R8"
+    async with Client(build_server(vault, compat="knowledge-graph")) as ours:
+        await ours.call_tool("create_entities", {"entities": [{"name": "CI", "entityType": "t", "observations": []}]})
+        for tool, arguments in [
+            ("create_entities", {"entities": [{"name": "X", "entityType": "t", "observations": [token]}]}),
+            ("add_observations", {"observations": [{"entityName": "CI", "contents": [token]}]}),
+            ("create_relations", {"relations": [{"from": "CI", "to": token, "relationType": "uses"}]}),
+        ]:
+            is_error, _, texts = await answers(ours, tool, arguments)
+            assert is_error and "token" in texts[0].lower(), texts
+        assert (await answers(ours, "read_graph", {}))[1] == {
+            "entities": [{"name": "CI", "entityType": "t", "observations": []}], "relations": []}

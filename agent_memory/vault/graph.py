@@ -121,6 +121,8 @@ class KnowledgeGraph:
         """New entities, one note each; a name the graph has is skipped (returned: those made)."""
         for e in entities:
             _check_entity(e)
+            self._guard({"the name": e["name"], "the entityType": e["entityType"],
+                         "the observations": "\n".join(e["observations"])})
         with self.core.writing():
             nodes = self._nodes()
             names = {n.entity["name"] for n in nodes if n.entity is not None}
@@ -140,6 +142,7 @@ class KnowledgeGraph:
         """New relations; one the graph has is skipped (returned: those made)."""
         for r in relations:
             _check_relation(r)
+            self._guard({"the relation": " ".join((r["from"], r["relationType"], r["to"]))})
         with self.core.writing():
             nodes = self._nodes()
             have = {_relation_key(r) for n in nodes for _, r in n.relations}
@@ -162,6 +165,7 @@ class KnowledgeGraph:
             obs.check_text(a["entityName"], "entityName")
             for text in a["contents"]:
                 obs.check_text(text, "an observation")
+            self._guard({"the observations": "\n".join(a["contents"])})
         with self.core.writing():
             entities = self._entities()
             current: dict[str, list[str]] = {}
@@ -217,6 +221,12 @@ class KnowledgeGraph:
             for node in self._nodes():
                 if any(_relation_key(r) in gone for _, r in node.relations):
                     self._drop_relations(node.path, lambda r: _relation_key(r) in gone)
+
+    def _guard(self, fields: dict[str, str]) -> None:
+        """The vault's credential guard (refused, or logged in ``secrets.mode = "warn"``:
+        the reference's answers have no place for a warning)."""
+        for warning in self.core.guard_credentials(fields):
+            log.warning("%s", warning)
 
     # ------------------------------------------------------------------ notes
     def _entities(self) -> dict[str, tuple[str, Entity]]:
