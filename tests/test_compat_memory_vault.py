@@ -115,3 +115,18 @@ async def test_a_hashtag_in_the_text_is_not_a_tag_the_memory_was_given(vault: Va
         stored = await call(client, "remember", content="Rotate keys #security monthly", tags=["ops"])
         assert stored["tags"] == ["ops"]
         assert (await call(client, "export_memories"))["memories"][0]["tags"] == ["ops"]
+
+
+def test_the_server_compat_setting_picks_the_tool_set_for_serve(tmp_path: Any) -> None:
+    from test_server_stdio import HANDSHAKE, serve_raw
+
+    vault = Vault.init(tmp_path / "vault")
+    vault.close()
+    (tmp_path / "vault" / ".agent-memory.toml").write_text('[server]\ncompat = "memory-vault"\n', encoding="utf-8")
+    listing = {"jsonrpc": "2.0", "id": 2, "method": "tools/list", "params": {}}
+    replies, _ = serve_raw(tmp_path / "vault", [*HANDSHAKE, listing], "serve")
+    names = {t["name"] for t in next(r for r in replies if r.get("id") == 2)["result"]["tools"]}
+    assert names == set(TABLE)
+    replies, _ = serve_raw(tmp_path / "vault", [*HANDSHAKE, listing], "serve", "--compat", "agentmemory")
+    names = {t["name"] for t in next(r for r in replies if r.get("id") == 2)["result"]["tools"]}
+    assert "insert_memory" in names and "remember" not in names  # the flag wins over the setting
