@@ -286,3 +286,23 @@ async def test_the_credential_guard_runs_on_every_write(vault: Vault) -> None:
             assert is_error and "token" in texts[0].lower(), texts
         assert (await answers(ours, "read_graph", {}))[1] == {
             "entities": [{"name": "CI", "entityType": "t", "observations": []}], "relations": []}
+
+
+async def test_a_persons_save_during_a_graph_write_stands(vault: Vault, monkeypatch: pytest.MonkeyPatch) -> None:
+    from agent_memory.disk import locking
+    from conftest import person_saves_before_the_swap
+
+    async with Client(build_server(vault, compat="knowledge-graph")) as ours:
+        await ours.call_tool("create_entities", {"entities": [{"name": "Ann", "entityType": "p", "observations": ["a"]}]})
+        note = next(p for p in vault.root.rglob("*.md") if ".index" not in p.parts)
+        monkeypatch.setattr(locking, "swap", person_saves_before_the_swap("- typed by a person\n", path=note))
+        is_error, _, texts = await answers(ours, "add_observations",
+                                           {"observations": [{"entityName": "Ann", "contents": ["from the tool"]}]})
+        monkeypatch.undo()
+        assert is_error and "\n" not in texts[0]
+        assert note.read_text(encoding="utf-8").endswith("- a\n- typed by a person\n")
+        graph = (await answers(ours, "read_graph", {}))[1]
+        assert graph["entities"][0]["observations"] == ["a", "typed by a person"]
+        again = await answers(ours, "add_observations",
+                              {"observations": [{"entityName": "Ann", "contents": ["from the tool"]}]})
+        assert again[1] == {"results": [{"entityName": "Ann", "addedObservations": ["from the tool"]}]}
