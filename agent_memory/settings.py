@@ -179,6 +179,9 @@ class Settings:
     git_subfolder: bool = _key("git.subfolder", False, _bool, "true or false")
     # The repository's hooks run for the tool's own commits and pulls only when this is true.
     git_hooks: bool = _key("git.hooks", False, _bool, "true or false")
+    # serve's tool set: "" its own, else another memory server's (server.app.COMPAT).
+    server_compat: str = _key("server.compat", "", _choice("", "knowledge-graph", "memory-mcp", "agentmemory", "memory-vault"),
+                              '"knowledge-graph", "memory-mcp", "agentmemory", "memory-vault" or ""')
 
 
 def _keys() -> dict[str, tuple[str, Key]]:

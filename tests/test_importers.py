@@ -224,7 +224,7 @@ def test_a_bad_knowledge_graph_line_writes_nothing(vault: Vault, tmp_path: Path)
     with pytest.raises(InvalidInput, match="line 8 is not JSON"):
         vault.import_memories(path, format="mcp-knowledge-graph")
     with pytest.raises(InvalidInput, match="Record 1 is not an entity or a relation"):
-        vault.import_memories([{"name": "x"}], format="mcp-knowledge-graph")
+        vault.import_memories([{"title": "x"}], format="mcp-knowledge-graph")
     assert list(vault.store.walk()) == []
 
 
@@ -327,7 +327,7 @@ async def test_import_memories_takes_a_format_over_the_real_client(vault: Vault,
     assert done["imported"] == 4
     vaulted = await tool_ok(client, "import_memories", items=MEMORY_VAULT_EXPORT["memories"], format="mcp-memory-vault")
     assert (vaulted["imported"], vaulted["expired"]) == (3, 1)
-    refused = await tool_error(client, "import_memories", items=[{"name": "x"}], format="mcp-knowledge-graph")
+    refused = await tool_error(client, "import_memories", items=[{"title": "x"}], format="mcp-knowledge-graph")
     assert "not an entity or a relation" in refused
     assert_index_matches_files(vault)
 
@@ -507,3 +507,24 @@ def test_a_save_landing_while_an_import_updates_a_file_stands(vault: Vault, monk
     assert "before noon" not in path.read_text()
     assert [h["id"] for h in vault.search("person typed meanwhile", match="all")["hits"]] == [memory["id"]]
     assert_index_matches_files(vault)
+
+
+def test_read_graphs_answer_imports_as_its_jsonl_does(vault: Vault, tmp_path: Path) -> None:
+    """The reference server's read_graph answer (entities and relations without "type"),
+    as data or saved to a file, imports as the same graph's memory.jsonl does."""
+    entities = [{k: v for k, v in r.items() if k != "type"} for r in KNOWLEDGE_GRAPH if r["type"] == "entity"]
+    relations = [{k: v for k, v in r.items() if k != "type"} for r in KNOWLEDGE_GRAPH if r["type"] == "relation"]
+    answer = {"entities": entities, "relations": relations}
+    done = vault.import_memories(answer, format="mcp-knowledge-graph")
+    from_jsonl = Vault.init(tmp_path / "other")
+    try:
+        expected = from_jsonl.import_memories(KNOWLEDGE_GRAPH, format="mcp-knowledge-graph")
+        assert (done["imported"], done["links"]) == (expected["imported"], expected["links"]) and done["imported"] > 0
+        assert vault.export_memories(format="mcp-knowledge-graph") == from_jsonl.export_memories(
+            format="mcp-knowledge-graph")
+    finally:
+        from_jsonl.close()
+    saved = tmp_path / "graph.json"
+    saved.write_text(json.dumps(answer, indent=2), encoding="utf-8")
+    again = vault.import_memories(saved, format="mcp-knowledge-graph")
+    assert again["imported"] == 0 and again["unchanged"] == done["imported"]

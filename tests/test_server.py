@@ -392,6 +392,14 @@ async def test_vault_prompts_add_and_override_and_broken_ones_are_skipped(vault:
         assert (await client.get_prompt("capture_fact", {})).messages[0].content.text == "Our own capture prompt.\n"
 
 
+async def test_memory_mcps_prompt_name_works_and_an_unknown_one_is_a_clear_error(client: Client) -> None:
+    assert (await client.get_prompt("get-help", {})).messages == (await client.get_prompt("get_help", {})).messages
+    with pytest.raises(MCPError) as unknown:
+        await client.get_prompt("get-halp", {})
+    assert unknown.value.error.code == -32602 and "Unknown prompt 'get-halp'" in unknown.value.error.message
+    assert "get_help" in unknown.value.error.message
+
+
 async def test_get_help_explains_every_tool_the_server_has(client: Client) -> None:
     help_prompt = next(p for p in (await client.list_prompts()).prompts if p.name == "get_help")
     assert not help_prompt.arguments  # memory-mcp's get-help takes none either

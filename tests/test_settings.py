@@ -68,6 +68,7 @@ def test_the_keys_are_exactly_the_ones_spec_names() -> None:
         "git.author",
         "git.subfolder",
         "git.hooks",  # the opt-in to the repository's hooks for the tool's own git commands
+        "server.compat",  # serve's tool set: its own, or another memory server's
     ]
 
 

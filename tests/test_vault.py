@@ -268,12 +268,15 @@ def test_a_ttl_on_a_persons_note_is_refused_and_the_file_left_alone(vault: Vault
 
 def test_replacing_a_body_needs_the_version_the_caller_read(vault: Vault) -> None:
     memory = vault.remember(ACME)["memory"]
-    before = (vault.root / memory["path"]).read_bytes()
+    path = vault.root / memory["path"]
+    path.write_bytes(path.read_bytes().replace(b"Fridays", b"Fridays (said Priya)"))  # a person's edit
+    memory = vault.get(memory["id"])
+    before = path.read_bytes()
     with pytest.raises(InvalidInput, match="needs the version you read"):
         vault.update(memory["id"], content="ACME deploys on Mondays")
     with pytest.raises(InvalidInput, match="needs the version you read"):
         vault.update(memory["id"], tags=["a"])
-    assert vault.get(memory["id"])["content"] == ACME + "\n"
+    assert path.read_bytes() == before
     changed = vault.update(memory["id"], content="ACME deploys on Mondays", expected_version=memory["version"])
     copies = [e for e in vault.trash_list() if e["reason"] == "replaced"]
     assert [c["source"] for c in copies] == [memory["path"]]

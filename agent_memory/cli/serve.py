@@ -34,11 +34,16 @@ from .words import handle_errors
                    "Otherwise a browser's Origin must be this server's own host and port.")
 @click.option("--git-commit", is_flag=True,
               help="Commit each tool write to the vault's git repository (as the git.commit setting does).")
+@click.option("--compat", default=None, type=click.Choice(["knowledge-graph", "memory-mcp", "agentmemory", "memory-vault"]),
+              help="Offer another memory server's tools instead of this one's, so its users change one line of "
+                   "config (knowledge-graph: the MCP reference memory server; imports $MEMORY_FILE_PATH once; memory-vault: "
+                   "mcp-memory-vault; agentmemory: AgentMemory; memory-mcp: memory-mcp). "
+                   "Default: the server.compat setting.")
 @handle_errors
 def serve(http: bool = False, host: str = "127.0.0.1", port: int = 8765, token: str | None = None,
           token_file: str | None = None, max_sessions: int = 100, session_idle_timeout: float = 300.0,
           request_timeout: float = 20.0, keep_alive: int = 75, max_connections: int | None = None,
-          allow_origins: tuple[str, ...] = (), git_commit: bool = False) -> None:
+          allow_origins: tuple[str, ...] = (), git_commit: bool = False, compat: str | None = None) -> None:
     """Run the MCP server (stdio by default).
 
     \b
@@ -47,6 +52,7 @@ def serve(http: bool = False, host: str = "127.0.0.1", port: int = 8765, token: 
       agent-memory serve --http --token-file ~/.memory-token
       agent-memory serve --http --port 0 --allow-origin http://localhost:6274
       agent-memory serve --git-commit
+      MEMORY_FILE_PATH=~/memory.jsonl agent-memory serve --compat knowledge-graph
     """
     from ..server.transport import run  # imports mcp: only here
     from ..server.transport import HttpLimits
@@ -55,4 +61,4 @@ def serve(http: bool = False, host: str = "127.0.0.1", port: int = 8765, token: 
                         request_timeout=request_timeout, keep_alive=keep_alive, max_connections=max_connections,
                         allow_origins=allow_origins)
     run(vault_path(), http=http, host=host, port=port, token=token, token_file=token_file, limits=limits,
-        git_commit=git_commit)
+        git_commit=git_commit, compat=compat)

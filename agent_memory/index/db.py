@@ -32,6 +32,11 @@ from ..recall.terms import cjk_index_text, date_tokens
 from ..disk.store import packed_stamp, signed64
 
 SCHEMA_VERSION = 8
+# The bytes (sha256) of the last write this tool made to each file, whatever session made
+# it: a body may be replaced without the version read only while the file still holds
+# them (``Writes.update``). Outside the versioned schema: losing it (a rebuilt index)
+# only makes such an update ask for the version.
+TOOL_WRITES = "CREATE TABLE IF NOT EXISTS tool_writes (path TEXT PRIMARY KEY, sha256 TEXT NOT NULL)"
 DB_NAME = "index.sqlite3"
 # BM25 column weights (names: title, note name and aliases; tags, body, cjk, dated): title and tags count above the
 # body; the CJK bigrams and the creation date count like body text.
@@ -368,6 +373,7 @@ class Index:
             self._create_schema()
         else:
             conn.execute("SELECT count(*) FROM memories").fetchone()
+        conn.execute(TOOL_WRITES)
 
     def _create_schema(self) -> None:
         conn = self._conn
@@ -634,6 +640,16 @@ class Index:
     def named(self, key: str) -> builtins.list[int]:
         """The memories one of whose names has this ``name_key``."""
         return [row[0] for row in self.query("SELECT rid FROM names WHERE key = ?", (key,))]
+
+    @staticmethod
+    def note_tool_write(conn: sqlite3.Connection, path: str, sha256: str) -> None:
+        """Remember ``sha256`` as the last bytes the tool itself wrote to ``path``."""
+        conn.execute("INSERT OR REPLACE INTO tool_writes (path, sha256) VALUES (?, ?)", (path, sha256))
+
+    def last_tool_write(self, path: str) -> str | None:
+        """The sha256 of the last bytes the tool wrote to ``path`` (None: none known)."""
+        rows = self.query("SELECT sha256 FROM tool_writes WHERE path = ?", (path,))
+        return str(rows[0][0]) if rows else None
 
     def by_path(self, path: str) -> sqlite3.Row | None:
         rows = self.query("SELECT * FROM memories WHERE path = ?", (path,))

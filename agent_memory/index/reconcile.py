@@ -173,6 +173,7 @@ class FileIndexer:
                 self.refresh(conn, rel, None)
             else:
                 self.refresh(conn, rel, None, self.written(rel, data, published))
+                self.index.note_tool_write(conn, rel, parse.file_version(data))
         return self.index.by_path(rel)
 
 

@@ -26,7 +26,12 @@ if TYPE_CHECKING:
 log = logging.getLogger("agent_memory.server")
 
 
-def build_server(vault: Vault, *, keep_in_sync: bool = False, guard_stdout: bool = False) -> MCPServer:
+COMPAT = ("knowledge-graph", "memory-mcp", "agentmemory", "memory-vault")
+"""The other servers whose tool sets ``build_server(compat=...)`` offers instead of its own."""
+
+
+def build_server(vault: Vault, *, keep_in_sync: bool = False, guard_stdout: bool = False,
+                 compat: str | None = None) -> MCPServer:
     """Tools, prompts and resources over ``vault``.
 
     ``keep_in_sync`` (what ``serve`` uses): on start, in the background, run the
@@ -36,6 +41,7 @@ def build_server(vault: Vault, *, keep_in_sync: bool = False, guard_stdout: bool
     commit made) when the server ends.
     ``guard_stdout`` (stdio only): while serving, anything printed goes to stderr, so
     stdout carries nothing but the protocol.
+    ``compat``: the tools (and resources) of another memory server instead (``COMPAT``).
     """
     server: MCPServer = MCPServer(
         name="agent-memory",
@@ -44,6 +50,28 @@ def build_server(vault: Vault, *, keep_in_sync: bool = False, guard_stdout: bool
         version=__version__,
         lifespan=_lifespan(vault, keep_in_sync=keep_in_sync, guard_stdout=guard_stdout),
     )
+    if compat == "knowledge-graph":
+        from .compat import knowledge_graph
+
+        knowledge_graph.register(server, vault)
+        return server
+    if compat == "memory-vault":
+        from .compat import memory_vault
+
+        memory_vault.register(server, vault)
+        return server
+    if compat == "memory-mcp":
+        from .compat import memory_mcp
+
+        memory_mcp.register(server, vault)
+        return server
+    if compat == "agentmemory":
+        from .compat import agentmemory
+
+        agentmemory.register(server, vault)
+        return server
+    if compat:
+        raise ValueError(f"no compat tool set {compat!r}; one of {', '.join(COMPAT)}")
     register_tools(server, vault)
     register_prompts(server, vault)
     register_resources(server, vault)

@@ -23,6 +23,8 @@ from typing import Any
 from mcp.server.context import CallNext, HandlerResult, ServerRequestContext
 from mcp.server.mcpserver import MCPServer
 from mcp.server.mcpserver.prompts.base import Prompt, PromptArgument, UserMessage
+from mcp.shared.exceptions import MCPError
+from mcp_types import INVALID_PARAMS
 
 from ..note import parse
 from ..trust import approvals
@@ -187,9 +189,31 @@ def register_prompts(server: MCPServer, vault: Vault) -> None:
     async def accept_aliases(ctx: ServerRequestContext[Any, Any], call_next: CallNext) -> HandlerResult:
         params = ctx.params if ctx.method == "prompts/get" and isinstance(ctx.params, Mapping) else {}
         name, sent = params.get("name"), params.get("arguments")
+        asked = name
+        if (ctx.method == "prompts/get" and isinstance(name, str) and name not in prompts
+                and name.replace("-", "_") in prompts):  # memory-mcp's spelling (get-help) of a prompt's name
+            name = name.replace("-", "_")
+            params = {**params, "name": name}
+            ctx = dataclasses.replace(ctx, params=params)
         prompt = prompts.get(name) if isinstance(name, str) else None
+        if ctx.method == "prompts/get" and isinstance(name, str) and prompt is None:
+            # the SDK would answer -32603 "Internal server error"
+            raise MCPError(INVALID_PARAMS, f"Unknown prompt {asked!r}; the prompts are: {', '.join(sorted(prompts))}.")
         if prompt is not None and prompt.aliases and isinstance(sent, Mapping):
             ctx = dataclasses.replace(ctx, params={**params, "arguments": prompt.canonical(sent)})
         return await call_next(ctx)
 
     server.middleware.append(accept_aliases)
+
+
+def refuse_unknown_prompts(server: MCPServer, names: set[str]) -> None:
+    """An unknown prompt name answered as -32602 naming the prompts there are (the SDK
+    would answer -32603 "Internal server error"); for servers without ``register_prompts``."""
+    async def check(ctx: ServerRequestContext[Any, Any], call_next: CallNext) -> HandlerResult:
+        params = ctx.params if ctx.method == "prompts/get" and isinstance(ctx.params, Mapping) else {}
+        name = params.get("name")
+        if isinstance(name, str) and name not in names:
+            raise MCPError(INVALID_PARAMS, f"Unknown prompt {name!r}; the prompts are: {', '.join(sorted(names))}.")
+        return await call_next(ctx)
+
+    server.middleware.append(check)

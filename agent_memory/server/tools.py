@@ -157,15 +157,17 @@ def update_memory(
     """Correct or extend a memory in place instead of adding a near-duplicate. Only the
     front-matter keys that change are rewritten; everything else in the file stays.
     append and replace_old/replace_new edit the content without a version; replacing
-    the whole content or tag set needs the version you read (get_memory). Refused if
+    the whole content needs the version you read (get_memory) unless the file is still as
+    this tool last wrote it; the whole tag set always needs it. Refused if
     the result would duplicate another memory (its id is named), or if someone edited
     the file since you read it: then read it again and retry."""
     version = blank_to_none(expected_version)
     if version is None and (content is not None or tags is not None):
         version = seen.version(memory_id)
-        if version is None:
+        # content without a version: the vault replaces it over its own last write only
+        if version is None and tags is not None:
             raise InvalidInput(
-                f"Replacing the {'content' if content is not None else 'tag set'} of {memory_id!r} needs the "
+                f"Replacing the tag set of {memory_id!r} needs the "
                 "version you read: call get_memory first (or pass expected_version). To add text without "
                 "reading, use append; to change one passage, replace_old/replace_new; for tags, add_tags/remove_tags."
             )

@@ -317,7 +317,7 @@ class BearerAuth:
 
 
 def build_http_app(vault: Vault, *, host: str = "127.0.0.1", token: str | None = None,
-                   limits: HttpLimits = HttpLimits()) -> Any:
+                   limits: HttpLimits = HttpLimits(), compat: str | None = None) -> Any:
     """The streamable-HTTP ASGI app (endpoint ``/mcp``): the Origin check, then the bearer
     check when there is a token, then the session table, then the SDK's app (whose own
     session cap and idle timeout are off: :mod:`.sessions` owns both). On a loopback
@@ -337,7 +337,7 @@ def build_http_app(vault: Vault, *, host: str = "127.0.0.1", token: str | None =
         raise InvalidInput(f"Refusing to serve on {host} without a token.")
     limits.check()
     address = bind_address(host)
-    app: Any = build_server(vault, keep_in_sync=True).streamable_http_app(
+    app: Any = build_server(vault, keep_in_sync=True, compat=compat).streamable_http_app(
         streamable_http_path=MCP_PATH,
         host=address,
         transport_security=security,
@@ -363,11 +363,13 @@ def run(
     token_file: str | os.PathLike[str] | None = None,
     limits: HttpLimits = HttpLimits(),
     git_commit: bool = False,
+    compat: str | None = None,
 ) -> None:
     """Serve the vault until stdin closes (stdio) or until interrupted (HTTP).
 
     ``port`` 0 takes any free port (the log names it). ``git_commit``: commit every tool
-    write (as the ``git.commit`` setting does).
+    write (as the ``git.commit`` setting does). ``compat``: another memory server's tool
+    set (``app.COMPAT``; else the ``server.compat`` setting's).
 
     Every refusal happens here, before the vault is opened or any socket is bound.
     """
@@ -386,10 +388,17 @@ def run(
     if git_commit:
         vault.git_commit = True
     try:
+        compat = compat or vault.settings.server_compat or None
+        if compat == "knowledge-graph":
+            from .compat.knowledge_graph import import_on_start
+
+            said = import_on_start(vault, os.environ.get("MEMORY_FILE_PATH"))
+            if said:
+                log.info("%s", said)
         if http:
-            _serve_http(vault, host, port, secret, limits)
+            _serve_http(vault, host, port, secret, limits, compat)
         else:
-            server = build_server(vault, keep_in_sync=True, guard_stdout=True)
+            server = build_server(vault, keep_in_sync=True, guard_stdout=True, compat=compat)
             log.info("serving %s on stdio", vault.root)
             anyio.run(server.run_stdio_async)
     finally:
@@ -429,12 +438,13 @@ def _open(path: Path) -> Vault:
     return vault
 
 
-def _serve_http(vault: Vault, host: str, port: int, token: str | None, limits: HttpLimits) -> None:
+def _serve_http(vault: Vault, host: str, port: int, token: str | None, limits: HttpLimits,
+                compat: str | None = None) -> None:
     import uvicorn
 
     from .connections import SPARE_FILES, open_file_limit, uvicorn_config
 
-    app = build_http_app(vault, host=host, token=token, limits=limits)
+    app = build_http_app(vault, host=host, token=token, limits=limits, compat=compat)
     files = open_file_limit()
     connections = limits.connections(files)
     if files is not None and connections.max_connections + SPARE_FILES > files:

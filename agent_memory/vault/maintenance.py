@@ -16,6 +16,7 @@ from ..transfer.formats import EXPORT_FORMATS, importer
 from ..recall import graph
 from ..recall.sql import Filters
 from ..trust import confine
+from .graph import NAMESPACE as GRAPH_NAMESPACE, graph_of_nodes, node_of
 from ..transfer.importers.knowledge_graph import entity_name, observations, records, relation_type
 from ..clock import iso
 from ..progress import Every, Progress
@@ -95,11 +96,16 @@ class Maintenance:
         links = graph.LinkGraph(self.index, iso(self.core.now()))
         read: list[tuple[sqlite3.Row, Note]] = []
         names: dict[int, str] = {}
+        kept = []  # the notes of serve --compat knowledge-graph: their exact graph
         for row in rows:
             found = self.files.read(row["path"])
             if found is None:
                 continue
             note = parse.parse(found[0], row["path"])
+            node = node_of(row["path"], note) if note.namespace == GRAPH_NAMESPACE else None
+            if node is not None:
+                kept.append(node)
+                continue
             read.append((row, note))
             names[row["rid"]] = entity_name(note.aliases, note.title)
         entities = []
@@ -115,7 +121,10 @@ class Maintenance:
             kind = note.meta.get("type")
             entities.append({"name": name, "type": str(kind).strip() if kind not in (None, "") else "memory",
                              "observations": observations(note.body, name), "relations": relations})
-        return records(entities)
+        exact = graph_of_nodes(kept)
+        others = records(entities)
+        return [*({"type": "entity", **e} for e in exact["entities"]), *(r for r in others if r["type"] == "entity"),
+                *({"type": "relation", **r} for r in exact["relations"]), *(r for r in others if r["type"] != "entity")]
 
     def export_page(self, namespace: str | None = None, limit: int = 100, offset: int = 0) -> ExportPage:
         """One page of the export, read from disk page by page (an MCP call's worth)."""

@@ -86,6 +86,8 @@ class Writes:
                 examined = self.files.examine(rel)  # parsed before the index transaction, not inside it
             with self.files.transaction() as conn:
                 self.files.refresh(conn, rel, None, examined)
+                if published is not None:
+                    self.index.note_tool_write(conn, rel, file_version(data))
         return self.index.by_path(rel)
 
     def _as_written(self, rel: str, data: bytes, row: sqlite3.Row | None) -> Memory:
@@ -208,10 +210,9 @@ class Writes:
         for text, what in ((append, "append"), (replace_old, "replace_old"), (replace_new, "replace_new"),
                            (title, "title"), (source, "source"), (expected_version, "expected_version")):
             check_text(text, what)
-        if (new_body is not None or tags is not None) and not expected_version:
-            what = "content" if new_body is not None else "the whole tag set"
+        if tags is not None and not expected_version:
             raise InvalidInput(
-                f"Replacing {what} needs the version you read: pass expected_version (from get_memory "
+                "Replacing the whole tag set needs the version you read: pass expected_version (from get_memory "
                 "or recall), or use append, replace_old/replace_new, add_tags/remove_tags, which need none."
             )
         edits = _body_edit(new_body, append, replace_old, replace_new)
@@ -223,6 +224,8 @@ class Writes:
         weight = check_importance(importance)
         with self.core.writing():
             row, data, note = self.checked(memory_id, expected_version)
+            if new_body is not None and not expected_version:
+                self._over_own_write(row["path"], data)
             if ttl is not None and not is_tool_id(note.id):
                 raise InvalidInput(
                     f"{row['path']} is a note of yours, not a memory the tool made (its id is not in the tool's "
@@ -292,6 +295,18 @@ class Writes:
             if warnings:
                 result["warnings"] = warnings
             return result
+
+    def _over_own_write(self, rel: str, data: bytes) -> None:
+        """A body replaced without the version read (the seeds' one-shot ``update_memory``,
+        from a later conversation): only while the file holds exactly the tool's own last
+        write to it (whatever session made it); the old bytes go to the trash anyway."""
+        version = file_version(data)
+        if self.index.last_tool_write(rel) != version:
+            raise InvalidInput(
+                f"{rel} was changed since this tool last wrote it (by a person or another program), so replacing "
+                f"its content needs the version you read: call get_memory first, or pass expected_version={version!r} "
+                "(its version now) once you have read it; append and replace_old/replace_new need none."
+            )
 
     def forget(self, memory_id: str, expected_version: str | None = None) -> ForgetResult:
         """Move a memory's file to ``.trash/``; nothing is deleted outright."""

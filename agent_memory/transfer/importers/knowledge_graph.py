@@ -31,7 +31,14 @@ def knowledge_graph(source: Any) -> list[dict[str, Any]]:
     A relation type that is not already a property name is made one, and the original
     is kept in ``relation_types`` so that it can be given back."""
     text = read_text(source, "JSON lines")
-    records = _jsonl(text, os.fspath(source)) if text is not None else source
+    if text is not None and text.lstrip().startswith("{") and '"entities"' in text:
+        try:
+            whole = json.loads(text)  # read_graph's answer saved as a file (one JSON object)
+        except (json.JSONDecodeError, RecursionError):
+            whole = None
+        if isinstance(whole, dict):
+            text, source = None, whole
+    records = _jsonl(text, os.fspath(source)) if text is not None else _graph_records(source)
     if not isinstance(records, list):
         raise InvalidInput("An mcp-knowledge-graph import is the list of memory.jsonl records "
                            "({type: entity|relation, ...}); nothing was imported.")
@@ -93,6 +100,20 @@ def knowledge_graph(source: Any) -> list[dict[str, Any]]:
             item["relation_types"] = originals
         items.append(item)
     return items
+
+
+def _graph_records(source: Any) -> Any:
+    """``read_graph``'s answer (``{"entities": [...], "relations": [...]}``, entities and
+    relations without ``"type"``) as memory.jsonl records; records without ``"type"`` get
+    theirs from their keys. Anything else is left as it is, to be refused."""
+    if isinstance(source, dict) and set(source) <= {"entities", "relations"}:
+        entities, relations = source.get("entities") or [], source.get("relations") or []
+        if isinstance(entities, list) and isinstance(relations, list):
+            source = [*entities, *relations]
+    if not isinstance(source, list):
+        return source
+    return [{"type": "relation" if "from" in r else "entity", **r}
+            if isinstance(r, dict) and "type" not in r and ("name" in r or "from" in r) else r for r in source]
 
 
 def entity_id(name: str) -> str:
