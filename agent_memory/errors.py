@@ -17,12 +17,14 @@ class AgentMemoryError(Exception):
 class NotFound(AgentMemoryError):
     """No memory has that id or path (it may have expired or been forgotten)."""
 
-    def __init__(self, memory_id: str) -> None:
+    def __init__(self, memory_id: str, *, looked: list[str] | None = None) -> None:
+        where = f": looked for {' and for '.join(looked)}" if looked else ""
         super().__init__(
-            f"Memory {memory_id!r} not found — it may have expired or been forgotten; "
+            f"Memory {memory_id!r} not found{where} — it may have expired or been forgotten; "
             "use recall or list_memories to find valid ids."
         )
         self.memory_id = memory_id
+        self.looked = looked or []
 
 
 class InvalidInput(AgentMemoryError):

@@ -11,6 +11,7 @@ import click
 from ..recall.engine import MATCH_MODES
 from .options import common, open_vault
 from .output import emit, print_summary, printable
+from .paths import read_path
 from .words import cli_words, handle_errors
 
 
@@ -25,7 +26,7 @@ from .words import cli_words, handle_errors
               help="auto: all terms, else any; all; any.")
 @click.option("--since", default=None, help="Only memories created on or after this date.")
 @click.option("--until", default=None, help="Only memories created before this date.")
-@click.option("--path", "path_prefix", default=None, help="Only files under this vault folder.")
+@click.option("--path", "path_prefix", default=None, help="Only files under this folder (from the current folder when inside the vault; :/FOLDER from the vault root).")
 @click.option("--offset", default=0, type=int, help="Skip this many hits (for paging).")
 @click.option("--profile", default=None, metavar="[facts|conversation]",
               help="Ranking profile (default: the vault's recall.profile setting, else facts).")
@@ -47,6 +48,8 @@ def search(query: str, namespace: str | None, tags: tuple[str, ...], limit: int,
       agent-memory search deploys -t customer --json
     """
     with open_vault() as vault:
+        if path_prefix is not None:
+            path_prefix = read_path(vault.root, path_prefix, changes=False, folder=True).key
         result = vault.search(query, namespace=namespace, tags=list(tags), limit=limit, match=match,
                               since=since, until=until, path_prefix=path_prefix, offset=offset, profile=profile,
                               explain=explain, depth=depth, type=kind, min_importance=min_importance,
@@ -95,7 +98,7 @@ def _print_explanation(explained: Mapping[str, Any]) -> None:
 @click.option("-t", "--tag", "tags", multiple=True, help="Only memories with this tag (repeat: all of them).")
 @click.option("--limit", default=20, show_default=True, type=int, help="How many (1-100).")
 @click.option("--offset", default=0, type=int, help="Skip this many (for paging).")
-@click.option("--path", "path_prefix", default=None, help="Only files under this vault folder.")
+@click.option("--path", "path_prefix", default=None, help="Only files under this folder (from the current folder when inside the vault; :/FOLDER from the vault root).")
 @click.option("--type", "kind", default=None, help="Only memories of this type.")
 @click.option("--min-importance", type=float, default=None, help="Only memories with at least this importance (0-10).")
 @handle_errors
@@ -108,6 +111,8 @@ def list_(namespace: str | None, tags: tuple[str, ...], limit: int, offset: int,
       agent-memory list --tag customer --limit 50
     """
     with open_vault() as vault:
+        if path_prefix is not None:
+            path_prefix = read_path(vault.root, path_prefix, changes=False, folder=True).key
         result = vault.list(namespace=namespace, tags=list(tags), limit=limit, offset=offset, path_prefix=path_prefix,
                             type=kind, min_importance=min_importance)
 
