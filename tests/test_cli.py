@@ -103,7 +103,7 @@ def test_a_newcomers_first_session(project: Path) -> None:
     assert "tags: [customer, x]\n" in (vault / path).read_text()
     assert memory_id in ok(run(project, "search", "thursdays"))
 
-    assert "Indexed 1 files" in ok(run(project, "reindex"))
+    assert "Indexed 1 file in " in ok(run(project, "reindex"))
     assert memory_id in ok(run(project, "search", "thursdays"))
 
     out = ok(run(project, "forget", memory_id))
@@ -239,7 +239,8 @@ BAD = [
     (["search", "acme", "--match", "most"], "auto, all, any"),
     (["search", "acme", "--limit", "0"], "limit"),
     (["search", "a" * 1001], "1000 characters"),
-    (["list", "--limit", "101"], "limit"),
+    (["list", "--limit", "0"], "--limit must be 1 or more"),
+    (["list", "--offset", "-1"], "offset"),
 ]
 
 

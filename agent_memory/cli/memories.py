@@ -7,10 +7,11 @@ from typing import Any
 
 import click
 
+from ..errors import NotFound
 from ..vault.vault import Vault
 from .options import common, open_vault
 from .paths import ROOT_PREFIX, each, keys, looked_where, read_path, resolved, target_path
-from .output import emit, id_and_path, print_summary, printable
+from .output import emit, id_and_path, plural, print_summary, printable
 from .words import cli_words, handle_errors
 
 
@@ -178,7 +179,11 @@ def forget(memory_ids: tuple[str, ...], expected_version: str | None, dry_run: b
       agent-memory forget 01m8r9k34bnrxpbt people/priya.md --dry-run
     """
     with open_vault() as vault, looked_where(vault.root, readings := each(vault.root, list(memory_ids), changes=True)):
-        result = vault.forget_many(keys(readings), expected_version=expected_version, dry_run=dry_run)
+        try:
+            result = vault.forget_many(keys(readings), expected_version=expected_version, dry_run=dry_run)
+        except NotFound as exc:
+            _already_forgotten(vault, exc.memory_id)
+            raise
 
     def human() -> None:
         for item in result["memories"]:
@@ -187,7 +192,8 @@ def forget(memory_ids: tuple[str, ...], expected_version: str | None, dry_run: b
             else:
                 click.echo(f"Forgot {id_and_path(item)}: moved to {printable(item['trashed_to'])}")
         if dry_run:
-            click.echo(click.style(f"{result['count']} would be forgotten; nothing was changed", dim=True))
+            click.echo(click.style(f"{plural(result['count'], 'memory', 'memories')} would be forgotten; nothing "
+                                   "was changed", dim=True))
 
     emit(result, human)
 
@@ -214,6 +220,17 @@ def restore(key: str | None) -> None:
             return
         result = vault.restore(_trash_key(vault, key))
     emit(result, lambda: click.echo(printable(f"Restored {result['id']} to {result['path']} ({result['reason']})")))
+
+
+def _already_forgotten(vault: Vault, key: str) -> None:
+    """A key not found that the trash holds as forgotten or expired: say so, and how
+    to bring it back, instead of "not found" (nothing was forgotten: all or nothing)."""
+    entries = [e for e in vault.trash_list() if key in (e["id"], e["source"]) and e["reason"] in ("forgotten", "expired")]
+    if entries:
+        entry = max(entries, key=lambda e: e["at"])
+        raise click.ClickException(printable(
+            f"{key} was {entry['reason']} already ({entry['at']}; it is in {entry['trash']}), so nothing was "
+            f"forgotten. `agent-memory restore {entry['id'] or entry['source']}` brings it back."))
 
 
 def _trash_key(vault: Vault, typed: str) -> str:

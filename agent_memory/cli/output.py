@@ -160,6 +160,11 @@ class PlainLines:
         self._next = self._clock() + self._every
 
 
+def plural(n: int, one: str, many: str | None = None) -> str:
+    """``1 file``, ``2 files``: a count with the word that agrees with it."""
+    return f"{n} {one if n == 1 else (many or one + 's')}"
+
+
 def _tag_text(tags: list[str]) -> str:
     return " ".join("#" + printable(t) for t in tags)
 
@@ -168,6 +173,8 @@ def print_summary(n: int | None, item: Mapping[str, Any]) -> None:
     head = f"{n}. " if n is not None else ""
     tags = f"  {_tag_text(item['tags'])}" if item["tags"] else ""
     conflict = click.style("  git conflict", fg="yellow") if item.get("conflict") else ""
-    click.echo(f"{head}{click.style(printable(item['title']), bold=True)}  [{printable(item['namespace'])}]{tags}  "
+    # The default namespace goes unsaid: a note without one (every Obsidian note) shows none.
+    namespace = f"  [{printable(item['namespace'])}]" if item["namespace"] != "default" else ""
+    click.echo(f"{head}{click.style(printable(item['title']), bold=True)}{namespace}{tags}  "
                f"({printable(item['age'])}){conflict}")
     click.echo(f"   {id_and_path(item)}")

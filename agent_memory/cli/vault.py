@@ -14,7 +14,7 @@ from ..disk.layout import VAULT_DIRNAME, locate_vault
 from ..semantic.status import vector_summary
 from ..vault.vault import Vault
 from .options import common, global_options, open_vault, vault_path
-from .output import emit, printable, progress_bar
+from .output import emit, plural, printable, progress_bar
 from .words import cli_words, handle_errors
 
 
@@ -59,9 +59,11 @@ def reindex() -> None:
         report = vault.reindex(progress=progress)
 
     def human() -> None:
-        click.echo(f"Indexed {report['added']} files ({report['expired']} expired moved to .trash/).")
+        click.echo(f"Indexed {plural(report['added'], 'file')} in {printable(vault.root)} "
+                   f"({plural(report['expired'], 'expired memory', 'expired memories')} moved to .trash/).")
         if "embedded" in report:
-            click.echo(f"Embedded {report['embedded']} memories for semantic recall (the others kept their vectors).")
+            click.echo(f"Embedded {plural(report['embedded'], 'memory', 'memories')} for semantic recall (the others "
+                       "kept their vectors).")
         for problem in report["problems"]:
             click.echo(click.style(printable(f"  {problem['path']}: {problem['problem']}"), fg="yellow"))
 
@@ -121,8 +123,9 @@ def gc(older_than: float) -> None:
     def human() -> None:
         for rel in result["removed"]:
             click.echo(f"removed {printable(rel)}")
-        click.echo(f"Removed {len(result['removed'])} files from the trash; kept {result['kept']}; "
-                   f"moved {result['expired_moved']} expired memories there.")
+        click.echo(f"Removed {plural(len(result['removed']), 'file')} from the trash (older than "
+                   f"{older_than:g} days); kept {result['kept']}; moved "
+                   f"{plural(result['expired_moved'], 'expired memory', 'expired memories')} there.")
         if "note" in result:
             click.echo(printable(cli_words(result["note"])), err=True)
 
