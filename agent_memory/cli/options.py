@@ -11,6 +11,7 @@ import click
 
 from ..disk.layout import require_vault
 from ..vault.vault import Vault
+from .output import progress_bar
 
 
 class GlobalOptions:
@@ -61,5 +62,8 @@ def vault_path() -> Path:
 
 
 def open_vault() -> Vault:
-    """The vault this command works on, opened (which brings its index up to date)."""
-    return Vault(vault_path())
+    """The vault this command works on, opened (which brings its index up to date,
+    with progress drawn when that is long work: the first index of a vault)."""
+    path = vault_path()
+    with progress_bar() as progress:
+        return Vault(path, progress=progress)

@@ -17,7 +17,6 @@ from typing import Any
 import click
 
 from ..progress import Progress, Step
-from .options import global_options
 
 
 def id_and_path(memory: Any) -> str:
@@ -39,8 +38,15 @@ def printable(value: Any, *, body: bool = False) -> str:
     return text if body else _LINE_BREAKS.sub(" ", text)
 
 
+def as_json() -> bool:
+    """Whether this command line asked for --json: read from the command's root context,
+    where ``options.GlobalOptions`` keeps it (not imported here: ``options`` opens vaults
+    with this module's progress bars)."""
+    return bool(getattr(click.get_current_context().find_root().obj, "json", False))
+
+
 def emit(data: Any, human: Callable[[], None]) -> None:
-    if global_options().json:
+    if as_json():
         click.echo(json.dumps(data, ensure_ascii=False, indent=2))
     else:
         human()
@@ -87,7 +93,7 @@ def progress_bar() -> Iterator[Progress | None]:
     """How far long work got, on stderr: a bar per phase on a terminal, plain lines
     when stderr is piped (``PlainLines``), nothing under --json (None: the library
     reports nothing)."""
-    if global_options().json:
+    if as_json():
         yield None
     elif sys.stderr.isatty():
         with _bars() as update:

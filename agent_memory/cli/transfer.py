@@ -40,11 +40,11 @@ def export(output: str, namespace: str | None, export_format: str) -> None:
       agent-memory export -o backup.json
       agent-memory export --format mcp-knowledge-graph -o memory.jsonl
     """
-    with open_vault() as vault:
+    with open_vault() as vault, progress_bar() as progress:
         if export_format == "json":
-            items: list[Any] = list(vault.export_memories(namespace=namespace))
+            items: list[Any] = list(vault.export_memories(namespace=namespace, progress=progress))
         else:
-            items = vault.export_memories(namespace=namespace, format=export_format)
+            items = vault.export_memories(namespace=namespace, format=export_format, progress=progress)
     if export_format == "json":
         text = json.dumps(items, ensure_ascii=False, indent=2) + "\n"
         what = plural(len(items), "memory", "memories")

@@ -117,8 +117,8 @@ def gc(older_than: float) -> None:
     Example:
       agent-memory gc --older-than 7
     """
-    with open_vault() as vault:
-        result = vault.gc(older_than_days=older_than)
+    with open_vault() as vault, progress_bar() as progress:
+        result = vault.gc(older_than_days=older_than, progress=progress)
 
     def human() -> None:
         for rel in result["removed"]:

@@ -224,12 +224,14 @@ class Reconciler:
         self._writing = writing
         self._now = now
 
-    def reconcile(self) -> ReconcileReport:
+    def reconcile(self, progress: Progress | None = None) -> ReconcileReport:
         """Make the index match the files: new, changed, moved and deleted ones.
 
         Unchanged files are skipped by their stat (size, mtime, ctime and inode, as
         git's index compares them), then by content hash, so a start
         with nothing changed reads no file. Expired memories go to the trash.
+        ``progress`` hears the files read: all of them for a first index ("indexing
+        files"), else the changed ones ("indexing changed files").
         """
         counts = {"added": 0, "updated": 0, "removed": 0, "unchanged": 0, "absent": 0, "settling": 0}
         # Walk, compare and read changed files outside the lock and the transaction; under
@@ -243,7 +245,7 @@ class Reconciler:
                 if not self.index.query("SELECT 1 FROM memories LIMIT 1"):
                     # Empty under the lock: build from one walk made now (the index is
                     # built from nothing; a comparing walk first would only list it all).
-                    return self._rebuild(counts)
+                    return self._rebuild(counts, progress=progress)
             known = self.index.stamps()  # another writer filled it meanwhile: compare against that
         matched = [0]
         with _collector_paused():
@@ -256,7 +258,11 @@ class Reconciler:
         if not stale and not self.expiring():
             return self._report(counts, 0)
         rows = {rel: self.index.by_path(rel) for rel in stale}
-        examined = {rel: self.files.examine(rel, FileFacts.of_row(row) if row else None) for rel, row in rows.items()}
+        reading = Every(progress, "indexing changed files", len(rows))
+        examined = {}
+        for done, (rel, row) in enumerate(rows.items(), 1):
+            reading(done)
+            examined[rel] = self.files.examine(rel, FileFacts.of_row(row) if row else None)
         with self._writing():
             if stale:
                 with self.files.transaction() as conn:
