@@ -171,6 +171,32 @@ def plural(n: int, one: str, many: str | None = None) -> str:
     return f"{n} {one if n == 1 else (many or one + 's')}"
 
 
+def marked_snippet(snippet: str, highlights: list[list[int]], *, terminal: bool | None = None) -> str:
+    r"""A hit's snippet for a person, its matches marked so that nothing reads as a link
+    (brackets would: ``[[[acme]-billing]]``). On a terminal the matches are bold and
+    underlined, the text as it is; elsewhere (a pipe, a file) each match is ``**bold**``
+    in markdown's way and every ``*`` of the text itself is escaped (``\*``), so a marker
+    is always a match. Vault text goes through ``printable`` piece by piece."""
+    if terminal is None:
+        terminal = sys.stdout.isatty()
+    pieces: list[str] = []
+    pos = 0
+
+    def plain(text: str) -> str:
+        shown = printable(text)
+        return shown if terminal else shown.replace("*", "\\*")
+
+    for start, end in sorted(highlights):
+        if start < pos or end > len(snippet):
+            continue  # overlapping or outside the snippet: not a range this snippet has
+        pieces.append(plain(snippet[pos:start]))
+        match = plain(snippet[start:end])
+        pieces.append(click.style(match, bold=True, underline=True) if terminal else f"**{match}**")
+        pos = end
+    pieces.append(plain(snippet[pos:]))
+    return "".join(pieces).strip()
+
+
 def _tag_text(tags: list[str]) -> str:
     return " ".join("#" + printable(t) for t in tags)
 

@@ -12,7 +12,7 @@ from ..limits import MAX_LIMIT
 from ..models import ListResult
 from ..recall.engine import MATCH_MODES
 from .options import common, open_vault
-from .output import emit, print_summary, printable
+from .output import emit, marked_snippet, print_summary, printable
 from .paths import read_path
 from .words import cli_words, handle_errors
 
@@ -65,7 +65,7 @@ def search(query: str, namespace: str | None, tags: tuple[str, ...], limit: int,
             click.echo(click.style(printable(cli_words(result["note"])), dim=True))
         for n, hit in enumerate(result["hits"], offset + 1):
             print_summary(n, hit)
-            click.echo(f"   {printable(hit['snippet'])}")
+            click.echo(f"   {marked_snippet(hit['snippet'], hit['highlights'])}")
         if "next_offset" in result:
             click.echo(click.style(f"more: --offset {result['next_offset']}", dim=True))
         if result.get("hint"):

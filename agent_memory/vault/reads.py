@@ -21,6 +21,7 @@ from ..note.render import to_utc
 from ..clock import iso
 from .core import Core
 from ..errors import InvalidInput, NotFound, PathRefused
+from ..recall.highlights import split_marks
 from ..recall.engine import MATCH_MODES, Engine, Found
 from ..recall.rank import PROFILES, RecallConfig, Scored
 from ..recall.records import MemoryRecord
@@ -233,8 +234,9 @@ class Reads:
         """``score``: higher is better, comparable within one result only. A short
         memory comes whole (``content``), so no second call is needed to read it."""
         # content and found_by are Hit's optional keys, set below and by search (hence the ignore).
-        hit = Hit(**self.core.summary(record), snippet=snippet, matched_terms=list(scored.matched),  # type: ignore[typeddict-item]
-                  complete=scored.complete, score=round(scored.score, 4))
+        text, highlights = split_marks(snippet)
+        hit = Hit(**self.core.summary(record), snippet=text, highlights=highlights,  # type: ignore[typeddict-item]
+                  matched_terms=list(scored.matched), complete=scored.complete, score=round(scored.score, 4))
         if len(record.body) <= CONTENT_IN_HITS:
             hit["content"] = record.body
         return hit
