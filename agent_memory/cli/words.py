@@ -54,7 +54,7 @@ CLI_WORDS = {
     "depth": "--depth",
     "filters": "-n/--tag filters",
     "complete_first": "listed first",
-    "see_matched": "the marked words are the ones each holds",
+    "see_matched": "the marked words show which",
 }
 
 
