@@ -103,6 +103,16 @@ def test_list_path_is_a_folder_from_here(obsidian: Path) -> None:
     assert [m["path"] for m in json.loads(done.stdout)["memories"]] == ["Plugins/Canvas.md"]
 
 
+def test_forgetting_a_forgotten_note_from_a_subfolder_says_how_to_restore_it(obsidian: Path) -> None:
+    assert cli(obsidian / "en", "forget", "Plugins/Slides.md").returncode == 0
+    again = cli(obsidian / "en", "forget", "Plugins/Slides.md")
+    assert again.returncode == 1
+    assert "en/Plugins/Slides.md was forgotten already" in again.stderr
+    assert "`agent-memory restore :/en/Plugins/Slides.md` brings it back" in again.stderr
+    assert cli(obsidian / "Plugins", "restore", ":/en/Plugins/Slides.md").returncode == 0
+    assert (obsidian / "en" / "Plugins" / "Slides.md").is_file()
+
+
 def test_restore_takes_the_old_path_from_here(obsidian: Path) -> None:
     assert cli(obsidian / "en", "forget", "Plugins/Slides.md").returncode == 0
     done = cli(obsidian / "en", "restore", "Plugins/Slides.md")

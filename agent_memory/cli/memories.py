@@ -182,7 +182,9 @@ def forget(memory_ids: tuple[str, ...], expected_version: str | None, dry_run: b
         try:
             result = vault.forget_many(keys(readings), expected_version=expected_version, dry_run=dry_run)
         except NotFound as exc:
-            _already_forgotten(vault, exc.memory_id)
+            for reading in readings:
+                if exc.memory_id in (reading.key, reading.typed):
+                    _already_forgotten(vault, [reading.here, reading.key] if reading.here else [reading.key])
             raise
 
     def human() -> None:
@@ -222,15 +224,19 @@ def restore(key: str | None) -> None:
     emit(result, lambda: click.echo(printable(f"Restored {result['id']} to {result['path']} ({result['reason']})")))
 
 
-def _already_forgotten(vault: Vault, key: str) -> None:
-    """A key not found that the trash holds as forgotten or expired: say so, and how
-    to bring it back, instead of "not found" (nothing was forgotten: all or nothing)."""
-    entries = [e for e in vault.trash_list() if key in (e["id"], e["source"]) and e["reason"] in ("forgotten", "expired")]
+def _already_forgotten(vault: Vault, keys: list[str]) -> None:
+    """A memory not found that the trash holds as forgotten or expired, under any of
+    ``keys`` (its readings: from here, from the vault root): say so, and how to bring it
+    back, instead of "not found" (nothing was forgotten: all or nothing)."""
+    entries = [e for e in vault.trash_list()
+               if {e["id"], e["source"]} & set(keys) and e["reason"] in ("forgotten", "expired")]
     if entries:
         entry = max(entries, key=lambda e: e["at"])
+        # Its id where it has one of its own; else its old path, from the vault root (works from anywhere).
+        key = entry["id"] if entry["id"] and entry["id"] != entry["source"] else ROOT_PREFIX + entry["source"]
         raise click.ClickException(printable(
-            f"{key} was {entry['reason']} already ({entry['at']}; it is in {entry['trash']}), so nothing was "
-            f"forgotten. `agent-memory restore {entry['id'] or entry['source']}` brings it back."))
+            f"{entry['source']} was {entry['reason']} already ({entry['at']}; it is in {entry['trash']}), so "
+            f"nothing was forgotten. `agent-memory restore {key}` brings it back."))
 
 
 def _trash_key(vault: Vault, typed: str) -> str:
