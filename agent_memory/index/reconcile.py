@@ -310,7 +310,9 @@ class Reconciler:
         paths = rebuild_order(self.store.walk(temp_files=temp_files))
         self.store.remove_orphans(temp_files)  # temp files a crash left (callers hold the lock)
 
-        reading = Every(progress, "indexing files", len(paths), items=500)
+        # About twenty steps (a bar moves from the start), one per 50 to 500 files (a
+        # 100,000-file vault reports 200 times, not 100,000; a small one only its end).
+        reading = Every(progress, "indexing files", len(paths), items=max(50, min(500, len(paths) // 20)))
 
         def parsed() -> Iterator[tuple[Note, FileFacts]]:
             for done, rel in enumerate(paths, 1):
