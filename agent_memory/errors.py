@@ -1,28 +1,53 @@
 """Exceptions the library raises on purpose.
 
 Each one carries the hint a user (or a model, via the MCP server) needs to get
-unstuck, so the CLI and the server can show ``str(error)`` as it is.
+unstuck. ``str(error)`` is the MCP server's wording; where a message names operations
+or arguments it is a ``wording.Said`` and the error keeps its facts apart (``operation``,
+``argument``, ``suggestion``), so the CLI renders it with its own commands and options.
 """
 
 from __future__ import annotations
 
 import errno
+from collections.abc import Mapping
 from pathlib import Path
+
+from .wording import GET_MEMORY, LIST_MEMORIES, RECALL, render, said
 
 
 class AgentMemoryError(Exception):
-    """Base class: every error here is something the caller can act on."""
+    """Base class: every error here is something the caller can act on.
+
+    ``message`` (a ``Said`` where it names operations or arguments) is what happened
+    and what to do; the facts a front end may use apart: ``operation`` (what was
+    attempted, by its library name), ``argument`` (the one at fault) and
+    ``suggestion`` (what to do next)."""
+
+    def __init__(self, message: str = "", *, operation: str | None = None, argument: str | None = None,
+                 suggestion: str | None = None) -> None:
+        super().__init__(message)
+        self.message = message
+        self.operation = operation
+        self.argument = argument
+        self.suggestion = suggestion
+
+    def render(self, words: Mapping[str, str]) -> str:
+        """The message with the names in ``words`` said that way (the CLI's commands)."""
+        return render(self.message, words)
 
 
 class NotFound(AgentMemoryError):
     """No memory has that id or path (it may have expired or been forgotten)."""
 
-    def __init__(self, memory_id: str) -> None:
+    def __init__(self, memory_id: str, *, looked: list[str] | None = None) -> None:
+        where = f": looked for {' and for '.join(looked)}" if looked else ""
+        suggestion = said("use ", RECALL, " or ", LIST_MEMORIES, " to find valid ids.")
         super().__init__(
-            f"Memory {memory_id!r} not found — it may have expired or been forgotten; "
-            "use recall or list_memories to find valid ids."
+            said(f"Memory {memory_id!r} not found{where} — it may have expired or been forgotten; ", *suggestion.parts),
+            argument="memory_id", suggestion=suggestion,
         )
         self.memory_id = memory_id
+        self.looked = looked or []
 
 
 class InvalidInput(AgentMemoryError):
@@ -33,10 +58,11 @@ class VersionConflict(AgentMemoryError):
     """The file changed on disk since the caller read it."""
 
     def __init__(self, memory_id: str, expected: str, actual: str) -> None:
+        suggestion = said("Read it again with ", GET_MEMORY, " and retry with the new version.")
         super().__init__(
-            f"Memory {memory_id!r} changed on disk since you read it (expected version "
-            f"{expected[:12]}…, now {actual[:12]}…) — someone edited it. Read it again with "
-            "get_memory and retry with the new version."
+            said(f"Memory {memory_id!r} changed on disk since you read it (expected version "
+                 f"{expected[:12]}…, now {actual[:12]}…) — someone edited it. ", *suggestion.parts),
+            argument="expected_version", suggestion=suggestion,
         )
         self.memory_id = memory_id
         self.expected = expected
@@ -87,9 +113,11 @@ class SavedMeanwhile(AgentMemoryError):
     """Someone saved the file between the tool's read and its write; their save stands."""
 
     def __init__(self, path: str) -> None:
+        suggestion = said("Read it again (", GET_MEMORY, ") and retry.")
         super().__init__(
-            f"Someone saved {path} while you were changing it; their save was kept and your change was not "
-            "made. Read it again (get_memory) and retry."
+            said(f"Someone saved {path} while you were changing it; their save was kept and your change was not "
+                 "made. ", *suggestion.parts),
+            suggestion=suggestion,
         )
         self.path = path
 

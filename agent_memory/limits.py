@@ -11,6 +11,7 @@ from typing import Any
 
 from .note.tags import as_tag_list, normalise_tag, split_tags
 from .errors import InvalidInput
+from .wording import TTL_DAYS, said
 
 MAX_CONTENT = 100_000
 MAX_TAGS = 50
@@ -200,11 +201,12 @@ def check_ttl(ttl_days: float | None) -> float | None:
     if ttl_days is None:
         return None
     if isinstance(ttl_days, bool) or not isinstance(ttl_days, (int, float)) or not 0 <= ttl_days <= MAX_TTL_DAYS:  # NaN fails every comparison
-        raise InvalidInput(f"ttl_days must be between 0 (no expiry) and {MAX_TTL_DAYS}; got {ttl_days!r}.")
+        raise InvalidInput(said(TTL_DAYS, f" must be between 0 (no expiry) and {MAX_TTL_DAYS}; got {ttl_days!r}."),
+                           argument="ttl_days")
     if 0 < ttl_days < MIN_TTL_DAYS:
         raise InvalidInput(
-            f"ttl_days {ttl_days!r} is under a minute: the memory would expire before it could be read; "
-            "use 0 (no expiry) or at least one minute (0.0007 days)."
+            said(TTL_DAYS, f" {ttl_days!r} is under a minute: the memory would expire before it could be read; "
+                 "use 0 (no expiry) or at least one minute (0.0007 days)."), argument="ttl_days"
         )
     return float(ttl_days)
 

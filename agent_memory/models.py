@@ -28,6 +28,7 @@ class Summary(TypedDict):
 
 class Hit(Summary):
     snippet: str
+    highlights: list[list[int]]  # the matches in the snippet: [start, end) character offsets
     matched_terms: list[str]
     complete: bool  # it holds every term of the search
     score: float

@@ -87,10 +87,14 @@ def test_gc_lists_each_file_it_removed(vault: Vault, clock) -> None:
     assert not (vault.root / trashed).exists()
 
 
-def test_doctor_shows_fifty_items_of_a_check_and_says_how_many_more(vault: Vault) -> None:
-    for n in range(53):
+def test_doctor_shows_the_first_items_of_a_check_and_says_how_many_more(vault: Vault) -> None:
+    from agent_memory.cli.vault import SHOWN
+
+    for n in range(SHOWN + 3):
         (vault.root / f"broken-{n:02}.md").write_text("---\ntags: [unclosed\n---\nbody\n")
     done = run_cli("doctor", vault=vault.root)
     assert done.returncode == 1
-    assert "       … and 3 more" in done.stdout
-    assert sum(1 for line in done.stdout.splitlines() if "broken YAML" in line) == 50
+    assert "       … and 3 more (`agent-memory doctor --all` lists them all)" in done.stdout
+    assert sum(1 for line in done.stdout.splitlines() if "broken YAML" in line) == SHOWN
+    every = run_cli("doctor", "--all", vault=vault.root)
+    assert sum(1 for line in every.stdout.splitlines() if "broken YAML" in line) == SHOWN + 3

@@ -9,6 +9,9 @@ import pytest
 
 from agent_memory.cli.app import cli
 from agent_memory.cli.words import cli_words
+from agent_memory.errors import NotFound
+from agent_memory.wording import (APPEND, COMPLETE_FIRST, EXPECTED_VERSION, GET_MEMORY, LIST_MEMORIES, RECALL, REPLACE,
+                                   TAG_EDITS, TTL_DAYS, said)
 from agent_memory.vault.vault import Vault
 
 from conftest import run_cli
@@ -17,18 +20,28 @@ COMMANDS = sorted(cli.commands)
 
 
 @pytest.mark.parametrize(("message", "shown"), [
-    ("use recall or list_memories to find valid ids.", "use `agent-memory search` or `agent-memory list` to find valid ids."),
-    ("Read it again with get_memory and retry.", "Read it again with `agent-memory show` and retry."),
-    ("pass expected_version (from get_memory or recall), or use append, replace_old/replace_new, "
-     "add_tags/remove_tags, which need none.",
-     "pass --expected-version (from `agent-memory show` or `agent-memory search`), or use append, --replace OLD NEW, "
+    (said("use ", RECALL, " or ", LIST_MEMORIES, " to find valid ids."),
+     "use `agent-memory search` or `agent-memory list` to find valid ids."),
+    (said("Read it again with ", GET_MEMORY, " and retry."), "Read it again with `agent-memory show` and retry."),
+    (said("pass ", EXPECTED_VERSION, " (from ", GET_MEMORY, " or ", RECALL, "), or use ", APPEND, ", ", REPLACE, ", ",
+          TAG_EDITS, ", which need none."),
+     "pass --expected-version (from `agent-memory show` or `agent-memory search`), or use --append, --replace OLD NEW, "
      "--add-tag/--remove-tag, which need none."),
+    (said(TTL_DAYS, " must be between 0 and 36500."), "--ttl-days must be between 0 and 36500."),
+    # Plain text is never rewritten, however it reads: only names given as names are.
     ("recall.profile must be facts or conversation.", "recall.profile must be facts or conversation."),
-    ("ttl_days must be between 0 and 36500.", "--ttl-days must be between 0 and 36500."),
-    ("the memory was recalled", "the memory was recalled"),
+    ("use recall or list_memories", "use recall or list_memories"),
 ])
-def test_library_words_become_cli_words(message: str, shown: str) -> None:
+def test_library_names_become_cli_words(message: str, shown: str) -> None:
     assert cli_words(message) == shown
+
+
+def test_a_said_sentence_is_the_mcp_wording_as_a_string() -> None:
+    sentence = said("use ", RECALL, " or ", COMPLETE_FIRST, ".")
+    assert sentence == "use recall or complete: true, first." and json.loads(json.dumps(sentence)) == sentence
+    assert NotFound("x").render({}) == str(NotFound("x"))  # the server's words are str()'s
+    assert NotFound("x").suggestion == "use recall or list_memories to find valid ids."
+    assert NotFound("x").argument == "memory_id"
 
 
 def test_a_missing_memory_names_the_cli_commands(vault: Vault) -> None:
@@ -76,3 +89,14 @@ def test_a_path_id_is_printed_once(vault: Vault) -> None:
     for args in (["list"], ["show", "people/priya.md"], ["search", "priya"]):
         done = run_cli("--dir", str(vault.root), *args)
         assert done.returncode == 0 and done.stdout.count("people/priya.md") == 1, (args, done.stdout)
+
+
+def test_a_partial_search_speaks_the_clis_words_and_json_keeps_the_tools(vault: Vault) -> None:
+    vault.remember("ACME deploys on Fridays")
+    vault.remember("ACME billing runs monthly")
+    vault.close()
+    shown = run_cli("search", "acme fridays billing", vault=vault.root).stdout
+    assert "listed first" in shown or "these match some of them" in shown
+    assert "complete: true" not in shown and "matched_terms" not in shown
+    as_json = json.loads(run_cli("search", "acme fridays billing", "--json", vault=vault.root).stdout)
+    assert "matched_terms" in as_json["note"]  # the JSON (and MCP) result keeps its own vocabulary

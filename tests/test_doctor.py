@@ -57,21 +57,21 @@ def test_doctor_says_how_to_fix_an_unreadable_index_and_does_not_touch_it(vault:
     done = run_cli("doctor", vault=vault.root)
     assert done.returncode == 1
     [line] = [ln for ln in done.stdout.splitlines() if ln.startswith("[fail] index:")]
-    assert "cannot be read" in line and line.endswith("delete it and run `agent-memory reindex`")
+    assert "cannot be read" in line and line.endswith("Delete the folder and run `agent-memory reindex`.")
     assert files_of(vault.root) == before
 
 
-def test_doctor_names_an_index_of_another_schema_version(vault: Vault) -> None:
+def test_doctor_names_an_index_of_another_schema_version_which_the_next_command_rebuilds(vault: Vault) -> None:
     vault.remember("The VPN needs the hardware key")
     vault.close()
     conn = sqlite3.connect(vault.index.path)
     conn.execute("PRAGMA user_version = 1")
     conn.close()
     done = run_cli("--json", "doctor", vault=vault.root)
-    assert done.returncode == 1
+    assert done.returncode == 0  # no problem: any command catches up by itself
     index = checks_of(done)["index"]
-    assert not index["ok"] and index["detail"].startswith("schema version 1, expected ")
-    assert index["detail"].endswith("rebuilt on the next start")
+    assert index["ok"] and index["warn"] and index["detail"].startswith("The index has schema version 1 ")
+    assert index["detail"].endswith("the next command rebuilds it.")
 
 
 def test_doctor_fails_sqlite_when_it_cannot_make_a_full_text_table(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -150,7 +150,7 @@ def test_cli_import_from_memory_mcp(vault: Vault, tmp_path: Path) -> None:
     database = _sqlite(tmp_path / "memory.db", MEMORIES, RELATIONSHIPS)
     done = run_cli("import", "--from", "memory-mcp", str(database), vault=vault.root)
     assert done.returncode == 0, done.stderr
-    assert "Imported 4, updated 0, unchanged 0, expired 0, links 3; skipped 0 duplicates." in done.stdout
+    assert "Imported 4, updated 0, unchanged 0, expired 0, links 3; skipped 0 duplicates (from memory.db, --from memory-mcp)." in done.stdout
     assert done.stderr == ""  # no terminal: no progress bar
     again = run_cli("import", "--from", "memory-mcp", str(database), "--json", vault=vault.root)
     assert again.returncode == 0 and again.stderr == ""

@@ -304,7 +304,7 @@ def test_a_crashed_move_that_cannot_be_undone_is_kept_aside_and_the_vault_works_
 
 
 def test_cli_mv(linked: Vault) -> None:
-    out = cli_ok("mv", "places/Kessel Run.md", "Smuggling Route", vault=linked.root)
+    out = cli_ok("mv", "places/Kessel Run.md", ":/Smuggling Route", vault=linked.root)
     assert "Moved places/Kessel Run.md -> Smuggling Route.md" in out
     assert "id places/Kessel Run.md -> Smuggling Route.md" in out
     assert "rewrote 6 links in hub.md" in out

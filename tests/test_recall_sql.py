@@ -68,8 +68,8 @@ def test_every_builder_runs_on_a_real_index(vault: Vault) -> None:
     assert {r[0] for r in run(sql.bm25('"prefers"', 1, 2))} == {rid}
     assert {r[0] for r in run(sql.asking([1, 2]))} == {rid}
     assert run(sql.neighbours([1], [1, -1], dt.timedelta(minutes=30)))[0]["n1"] is None  # one instant
-    assert "[ACME]" in run(sql.snippets_in_range('"acme"', [1, 2], 16))[0][1]
-    assert "[ACME]" in run(sql.snippets_of('"acme"', [1], 16))[0][1]
+    assert "\x02ACME\x03" in run(sql.snippets_in_range('"acme"', [1, 2], 16))[0][1]
+    assert "\x02ACME\x03" in run(sql.snippets_of('"acme"', [1], 16))[0][1]
     assert "\x02ACME\x03" in run(sql.highlighted('"acme"', [1]))[0][1]
     assert [r[0] for r in run(sql.words_starting("fri", 5))] == ["friday", "fridays"]
     assert ("froze", 1) in [tuple(r) for r in run(sql.vocabulary("fr", 4, 6, 10))]

@@ -135,7 +135,7 @@ def test_typos_allowed_grow_with_the_word() -> None:
 
 def test_highlight_marks_every_needle_in_a_window() -> None:
     text = "私たちの東京オフィスの住所は渋谷です。" * 3
-    assert query.highlight(text, ["東京", "住所"], width=20) == "私たちの[東京]オフィスの[住所]は渋谷です。私…"
+    assert query.highlight(text, ["東京", "住所"], width=20) == "私たちの\x02東京\x03オフィスの\x02住所\x03は渋谷です。私…"
     assert query.highlight("no match here", ["東京"]) == "no match here"
 
 

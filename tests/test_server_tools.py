@@ -68,7 +68,7 @@ def test_import_and_reindex_report_their_steps_to_the_progress_they_are_given(va
     steps.clear()
     report = tools.reindex(vault, progress=steps.append)
     indexing = [(s.done, s.total) for s in steps if s.phase == "indexing files"]  # embedding may follow
-    assert report["added"] == 250 and indexing == [(250, 250)]
+    assert report["added"] == 250 and indexing == [(n, 250) for n in (50, 100, 150, 200, 250)]
     assert tools.reindex(vault)["added"] == 250  # progress is optional
 
 

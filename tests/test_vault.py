@@ -1191,7 +1191,7 @@ def test_an_open_whose_walk_fails_serves_the_index_it_has(vault: Vault, monkeypa
     kept = vault.remember("Customer ACME prefers deploys on Fridays")["memory"]
     vault.close()
 
-    def walk_fails(self: Vault) -> None:
+    def walk_fails(self: Vault, progress: object = None) -> None:
         raise OSError(5, "Input/output error")
 
     monkeypatch.setattr(Vault, "reconcile", walk_fails)

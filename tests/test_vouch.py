@@ -43,9 +43,9 @@ def walks(monkeypatch: pytest.MonkeyPatch) -> list[Path]:
     calls: list[Path] = []
     real = Vault.reconcile
 
-    def spy(self: Vault) -> Any:
+    def spy(self: Vault, progress: Any = None) -> Any:
         calls.append(self.root)
-        return real(self)
+        return real(self, progress)
 
     monkeypatch.setattr(Vault, "reconcile", spy)
     return calls

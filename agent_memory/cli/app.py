@@ -8,6 +8,8 @@ needs them, so ``search`` starts fast.
 
 from __future__ import annotations
 
+import sys
+
 import click
 
 from .git import git_group, merge_file, sync, trust
@@ -27,11 +29,15 @@ from .vault import doctor, gc, init, reindex, stats, watch
 def cli(ctx: click.Context) -> None:
     """A memory for AI agents that humans can read, edit and version.
 
-    Every memory is a markdown file in the vault; the index is a cache.
-    With no command, runs the MCP server on stdio.
+    Every memory is a markdown file in the vault; the index is a cache. With no
+    command: this help in a terminal, the MCP server on stdio when an MCP client
+    starts it (neither stdin nor stdout a terminal).
     """
     ctx.ensure_object(GlobalOptions)
     if ctx.invoked_subcommand is None:
+        if _a_person_is_here():
+            click.echo(ctx.get_help())
+            ctx.exit(0)
         ctx.invoke(serve)
     elif ctx.invoked_subcommand != "serve":  # the server sets up its own log on stderr
         ctx.with_resource(library_warnings_on_stderr())
@@ -40,6 +46,12 @@ def cli(ctx: click.Context) -> None:
 for _command in (init, add, search, list_, show, edit, forget, restore, link, unlink, mv, history, git_group, trust,
                  merge_file, reindex, stats, export, import_, gc, doctor, serve, sync, watch):
     cli.add_command(_command)
+
+
+def _a_person_is_here() -> bool:
+    """Whether stdin or stdout is a terminal: a person typed ``agent-memory`` (an MCP
+    client starts it with both on pipes)."""
+    return any(stream is not None and stream.isatty() for stream in (sys.stdin, sys.stdout))
 
 
 def main() -> None:

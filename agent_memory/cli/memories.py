@@ -7,9 +7,11 @@ from typing import Any
 
 import click
 
+from ..errors import NotFound
 from ..vault.vault import Vault
 from .options import common, open_vault
-from .output import emit, id_and_path, print_summary, printable
+from .paths import ROOT_PREFIX, each, keys, looked_where, read_path, resolved, target_path
+from .output import emit, id_and_path, plural, print_summary, printable
 from .words import cli_words, handle_errors
 
 
@@ -74,14 +76,18 @@ def add(content: str | None, namespace: str, tags: tuple[str, ...], title: str, 
 @click.argument("memory_id")
 @handle_errors
 def show(memory_id: str) -> None:
-    """Show one memory (by id or vault-relative path).
+    """Show one memory (by id, note name or path).
+
+    A path is from the current folder when it is inside the vault; :/path is from
+    the vault root.
 
     \b
-    Example:
+    Examples:
       agent-memory show people/priya.md
+      agent-memory show :/people/priya.md
     """
     with open_vault() as vault:
-        memory = vault.get(memory_id)
+        memory = resolved(vault.root, memory_id, changes=False, call=vault.get)
 
     def human() -> None:
         print_summary(None, memory)
@@ -134,7 +140,8 @@ def edit(memory_id: str, content: str | None, append: str | None, replace: tuple
       agent-memory edit people/priya.md
     """
     flags = (content, append, replace, namespace, title, source, ttl_days, kind, importance)
-    with open_vault() as vault:
+    with open_vault() as vault, looked_where(vault.root, [reading := read_path(vault.root, memory_id, changes=True)]):
+        memory_id = reading.key
         if all(f is None for f in flags) and not add_tags and not remove_tags:
             _open_in_editor(vault, memory_id)
             return
@@ -171,8 +178,14 @@ def forget(memory_ids: tuple[str, ...], expected_version: str | None, dry_run: b
       agent-memory forget 01m8r9k34bnrxpbt
       agent-memory forget 01m8r9k34bnrxpbt people/priya.md --dry-run
     """
-    with open_vault() as vault:
-        result = vault.forget_many(list(memory_ids), expected_version=expected_version, dry_run=dry_run)
+    with open_vault() as vault, looked_where(vault.root, readings := each(vault.root, list(memory_ids), changes=True)):
+        try:
+            result = vault.forget_many(keys(readings), expected_version=expected_version, dry_run=dry_run)
+        except NotFound as exc:
+            for reading in readings:
+                if exc.memory_id in (reading.key, reading.typed):
+                    _already_forgotten(vault, [reading.here, reading.key] if reading.here else [reading.key])
+            raise
 
     def human() -> None:
         for item in result["memories"]:
@@ -181,7 +194,8 @@ def forget(memory_ids: tuple[str, ...], expected_version: str | None, dry_run: b
             else:
                 click.echo(f"Forgot {id_and_path(item)}: moved to {printable(item['trashed_to'])}")
         if dry_run:
-            click.echo(click.style(f"{result['count']} would be forgotten; nothing was changed", dim=True))
+            click.echo(click.style(f"{plural(result['count'], 'memory', 'memories')} would be forgotten; nothing "
+                                   "was changed", dim=True))
 
     emit(result, human)
 
@@ -206,8 +220,35 @@ def restore(key: str | None) -> None:
             entries = vault.trash_list()
             emit({"entries": entries}, lambda: _print_trash(entries))
             return
-        result = vault.restore(key)
+        result = vault.restore(_trash_key(vault, key))
     emit(result, lambda: click.echo(printable(f"Restored {result['id']} to {result['path']} ({result['reason']})")))
+
+
+def _already_forgotten(vault: Vault, keys: list[str]) -> None:
+    """A memory not found that the trash holds as forgotten or expired, under any of
+    ``keys`` (its readings: from here, from the vault root): say so, and how to bring it
+    back, instead of "not found" (nothing was forgotten: all or nothing)."""
+    entries = [e for e in vault.trash_list()
+               if {e["id"], e["source"]} & set(keys) and e["reason"] in ("forgotten", "expired")]
+    if entries:
+        entry = max(entries, key=lambda e: e["at"])
+        # Its id where it has one of its own; else its old path, from the vault root (works from anywhere).
+        key = entry["id"] if entry["id"] and entry["id"] != entry["source"] else ROOT_PREFIX + entry["source"]
+        raise click.ClickException(printable(
+            f"{entry['source']} was {entry['reason']} already ({entry['at']}; it is in {entry['trash']}), so "
+            f"nothing was forgotten. `agent-memory restore {key}` brings it back."))
+
+
+def _trash_key(vault: Vault, typed: str) -> str:
+    """A forgotten note's old path as typed: from the current folder when the trash
+    holds a note that was there, :/path from the vault root; else as typed (an id, a
+    vault-relative old path or a trash path)."""
+    if typed.startswith(ROOT_PREFIX):
+        return typed[len(ROOT_PREFIX):]
+    reading = read_path(vault.root, typed, changes=False)
+    if reading.here and any(entry["source"] == reading.here for entry in vault.trash_list()):
+        return reading.here
+    return reading.key
 
 
 def _print_trash(entries: list[Any]) -> None:
@@ -233,8 +274,9 @@ def link(memory_id: str, target_id: str, relation: str) -> None:
     Example:
       agent-memory link people/priya.md acme-billing --relation works_on
     """
-    with open_vault() as vault:
-        result = vault.link(memory_id, target_id, relation=relation)
+    with open_vault() as vault, looked_where(vault.root, readings := [
+            read_path(vault.root, memory_id, changes=True), read_path(vault.root, target_id, changes=False)]):
+        result = vault.link(readings[0].key, readings[1].key, relation=relation)
     emit(result, lambda: click.echo(printable(
         f"{'Linked' if result['changed'] else 'Already linked'} {result['source']['path']} "
         f"-{result['relation']}-> {result['link']}")))
@@ -254,8 +296,9 @@ def unlink(memory_id: str, target_id: str, relation: str) -> None:
     Example:
       agent-memory unlink people/priya.md acme-billing --relation works_on
     """
-    with open_vault() as vault:
-        result = vault.unlink(memory_id, target_id, relation=relation)
+    with open_vault() as vault, looked_where(vault.root, readings := [
+            read_path(vault.root, memory_id, changes=True), read_path(vault.root, target_id, changes=False)]):
+        result = vault.unlink(readings[0].key, readings[1].key, relation=relation)
     emit(result, lambda: click.echo(printable(
         f"Unlinked {result['source']['path']} -{result['relation']}-> {', '.join(result['removed'])}"
         if result["changed"] else f"Not linked: {result['source']['path']} has no {result['relation']} link to {target_id}")))
@@ -269,17 +312,21 @@ def unlink(memory_id: str, target_id: str, relation: str) -> None:
 def mv(memory_id: str, new_path: str) -> None:
     """Rename or move a note, and rewrite the links to it.
 
-    Every [[link]] to the note across the vault is rewritten in place (|alias,
+    A bare NEW_PATH (no /) renames the note in its own folder; a path with a folder
+    is from the current folder when that is inside the vault, :/path from the vault
+    root. Every [[link]] to the note across the vault is rewritten in place (|alias,
     #heading and ! embeds kept), all files or none; an existing file is never
     overwritten. A note without an id changes its id (its path).
 
     \b
     Examples:
-      agent-memory mv "Kessel Run.md" "places/Kessel Run.md"
+      agent-memory mv "Kessel Run" "Kessel Run (ship)"
+      agent-memory mv "Kessel Run.md" ":/places/Kessel Run.md"
       agent-memory mv people/priya.md archive/
     """
-    with open_vault() as vault:
-        result = vault.move(memory_id, new_path)
+    with open_vault() as vault, looked_where(vault.root, [reading := read_path(vault.root, memory_id, changes=True)]):
+        source = vault.get(reading.key)
+        result = vault.move(source["path"], target_path(vault.root, new_path, source["path"]))
 
     def human() -> None:
         click.echo(printable(f"Moved {result['old_path']} -> {result['new_path']}"))
@@ -308,7 +355,7 @@ def history(memory_id: str, limit: int) -> None:
       agent-memory history people/priya.md --limit 5
     """
     with open_vault() as vault:
-        result = vault.history(memory_id, limit=limit)
+        result = resolved(vault.root, memory_id, changes=False, call=lambda key: vault.history(key, limit=limit))
 
     def human() -> None:
         for entry in result["commits"]:

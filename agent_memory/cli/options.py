@@ -11,6 +11,7 @@ import click
 
 from ..disk.layout import require_vault
 from ..vault.vault import Vault
+from .output import progress_bar
 
 
 class GlobalOptions:
@@ -31,13 +32,18 @@ def _remember_json(ctx: click.Context, _param: click.Parameter, value: bool) -> 
         ctx.ensure_object(GlobalOptions).json = True
 
 
-def common(func: Callable[..., Any]) -> Callable[..., Any]:
-    """Add ``--dir``/``--json`` to a command as well as to the group."""
-    func = click.option(
+def vault_option(func: Callable[..., Any]) -> Callable[..., Any]:
+    """Add ``--dir`` alone, for a command that prints no result (``serve``)."""
+    return click.option(
         "--dir", "dir_", metavar="PATH", expose_value=False, callback=_remember_dir,
         help="The vault folder itself (default: the nearest .memory/, Obsidian vault or vault with an .index/ "
              "here or above, else ~/.memory; or $AGENT_MEMORY_DIR).",
     )(func)
+
+
+def common(func: Callable[..., Any]) -> Callable[..., Any]:
+    """Add ``--dir``/``--json`` to a command as well as to the group."""
+    func = vault_option(func)
     func = click.option(
         "--json", "json_", is_flag=True, expose_value=False, callback=_remember_json, help="Print JSON."
     )(func)
@@ -56,5 +62,8 @@ def vault_path() -> Path:
 
 
 def open_vault() -> Vault:
-    """The vault this command works on, opened (which brings its index up to date)."""
-    return Vault(vault_path())
+    """The vault this command works on, opened (which brings its index up to date,
+    with progress drawn when that is long work: the first index of a vault)."""
+    path = vault_path()
+    with progress_bar() as progress:
+        return Vault(path, progress=progress)

@@ -17,7 +17,6 @@ from typing import Any
 import click
 
 from ..progress import Progress, Step
-from .options import global_options
 
 
 def id_and_path(memory: Any) -> str:
@@ -39,8 +38,15 @@ def printable(value: Any, *, body: bool = False) -> str:
     return text if body else _LINE_BREAKS.sub(" ", text)
 
 
+def as_json() -> bool:
+    """Whether this command line asked for --json: read from the command's root context,
+    where ``options.GlobalOptions`` keeps it (not imported here: ``options`` opens vaults
+    with this module's progress bars)."""
+    return bool(getattr(click.get_current_context().find_root().obj, "json", False))
+
+
 def emit(data: Any, human: Callable[[], None]) -> None:
-    if global_options().json:
+    if as_json():
         click.echo(json.dumps(data, ensure_ascii=False, indent=2))
     else:
         human()
@@ -87,7 +93,7 @@ def progress_bar() -> Iterator[Progress | None]:
     """How far long work got, on stderr: a bar per phase on a terminal, plain lines
     when stderr is piped (``PlainLines``), nothing under --json (None: the library
     reports nothing)."""
-    if global_options().json:
+    if as_json():
         yield None
     elif sys.stderr.isatty():
         with _bars() as update:
@@ -160,6 +166,37 @@ class PlainLines:
         self._next = self._clock() + self._every
 
 
+def plural(n: int, one: str, many: str | None = None) -> str:
+    """``1 file``, ``2 files``: a count with the word that agrees with it."""
+    return f"{n} {one if n == 1 else (many or one + 's')}"
+
+
+def marked_snippet(snippet: str, highlights: list[list[int]], *, terminal: bool | None = None) -> str:
+    r"""A hit's snippet for a person, its matches marked so that nothing reads as a link
+    (brackets would: ``[[[acme]-billing]]``). On a terminal the matches are bold and
+    underlined, the text as it is; elsewhere (a pipe, a file) each match is ``**bold**``
+    in markdown's way and every ``*`` of the text itself is escaped (``\*``), so a marker
+    is always a match. Vault text goes through ``printable`` piece by piece."""
+    if terminal is None:
+        terminal = sys.stdout.isatty()
+    pieces: list[str] = []
+    pos = 0
+
+    def plain(text: str) -> str:
+        shown = printable(text)
+        return shown if terminal else shown.replace("*", "\\*")
+
+    for start, end in sorted(highlights):
+        if start < pos or end > len(snippet):
+            continue  # overlapping or outside the snippet: not a range this snippet has
+        pieces.append(plain(snippet[pos:start]))
+        match = plain(snippet[start:end])
+        pieces.append(click.style(match, bold=True, underline=True) if terminal else f"**{match}**")
+        pos = end
+    pieces.append(plain(snippet[pos:]))
+    return "".join(pieces).strip()
+
+
 def _tag_text(tags: list[str]) -> str:
     return " ".join("#" + printable(t) for t in tags)
 
@@ -168,6 +205,8 @@ def print_summary(n: int | None, item: Mapping[str, Any]) -> None:
     head = f"{n}. " if n is not None else ""
     tags = f"  {_tag_text(item['tags'])}" if item["tags"] else ""
     conflict = click.style("  git conflict", fg="yellow") if item.get("conflict") else ""
-    click.echo(f"{head}{click.style(printable(item['title']), bold=True)}  [{printable(item['namespace'])}]{tags}  "
+    # The default namespace goes unsaid: a note without one (every Obsidian note) shows none.
+    namespace = f"  [{printable(item['namespace'])}]" if item["namespace"] != "default" else ""
+    click.echo(f"{head}{click.style(printable(item['title']), bold=True)}{namespace}{tags}  "
                f"({printable(item['age'])}){conflict}")
     click.echo(f"   {id_and_path(item)}")

@@ -3,14 +3,17 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 import click
 
+from ..limits import MAX_LIMIT
+from ..models import ListResult
 from ..recall.engine import MATCH_MODES
 from .options import common, open_vault
-from .output import emit, print_summary, printable
+from .output import emit, marked_snippet, print_summary, printable
+from .paths import read_path
 from .words import cli_words, handle_errors
 
 
@@ -25,7 +28,7 @@ from .words import cli_words, handle_errors
               help="auto: all terms, else any; all; any.")
 @click.option("--since", default=None, help="Only memories created on or after this date.")
 @click.option("--until", default=None, help="Only memories created before this date.")
-@click.option("--path", "path_prefix", default=None, help="Only files under this vault folder.")
+@click.option("--path", "path_prefix", default=None, help="Only files under this folder (from the current folder when inside the vault; :/FOLDER from the vault root).")
 @click.option("--offset", default=0, type=int, help="Skip this many hits (for paging).")
 @click.option("--profile", default=None, metavar="[facts|conversation]",
               help="Ranking profile (default: the vault's recall.profile setting, else facts).")
@@ -47,6 +50,8 @@ def search(query: str, namespace: str | None, tags: tuple[str, ...], limit: int,
       agent-memory search deploys -t customer --json
     """
     with open_vault() as vault:
+        if path_prefix is not None:
+            path_prefix = read_path(vault.root, path_prefix, changes=False, folder=True).key
         result = vault.search(query, namespace=namespace, tags=list(tags), limit=limit, match=match,
                               since=since, until=until, path_prefix=path_prefix, offset=offset, profile=profile,
                               explain=explain, depth=depth, type=kind, min_importance=min_importance,
@@ -60,7 +65,7 @@ def search(query: str, namespace: str | None, tags: tuple[str, ...], limit: int,
             click.echo(click.style(printable(cli_words(result["note"])), dim=True))
         for n, hit in enumerate(result["hits"], offset + 1):
             print_summary(n, hit)
-            click.echo(f"   {printable(hit['snippet'])}")
+            click.echo(f"   {marked_snippet(hit['snippet'], hit['highlights'])}")
         if "next_offset" in result:
             click.echo(click.style(f"more: --offset {result['next_offset']}", dim=True))
         if result.get("hint"):
@@ -78,6 +83,21 @@ def search(query: str, namespace: str | None, tags: tuple[str, ...], limit: int,
     emit(result, human)
 
 
+def _pages(page: Callable[[int, int], ListResult], limit: int | None, offset: int) -> ListResult:
+    """Up to ``limit`` memories from ``offset`` (every one when None), read a page of
+    the library's most at a time: one result as if the library had no cap."""
+    result = page(min(MAX_LIMIT, limit or MAX_LIMIT), offset)
+    memories = list(result["memories"])
+    while "next_offset" in result and (limit is None or len(memories) < limit):
+        want = MAX_LIMIT if limit is None else min(MAX_LIMIT, limit - len(memories))
+        result = page(want, result["next_offset"])
+        memories.extend(result["memories"])
+    combined = ListResult(total=result["total"], count=len(memories), offset=offset, memories=memories)
+    if "next_offset" in result:
+        combined["next_offset"] = result["next_offset"]
+    return combined
+
+
 def _print_explanation(explained: Mapping[str, Any]) -> None:
     click.echo(f"\nprofile {explained['profile']}; {len(explained['statements'])} statements:")
     for n, statement in enumerate(explained["statements"], 1):
@@ -93,23 +113,33 @@ def _print_explanation(explained: Mapping[str, Any]) -> None:
 @common
 @click.option("-n", "--namespace", default=None, help="Only this namespace.")
 @click.option("-t", "--tag", "tags", multiple=True, help="Only memories with this tag (repeat: all of them).")
-@click.option("--limit", default=20, show_default=True, type=int, help="How many (1-100).")
+@click.option("--limit", default=20, show_default=True, type=int, help="How many (1 or more; read 100 at a time).")
+@click.option("--all", "show_all", is_flag=True, help="Every memory (no --limit).")
 @click.option("--offset", default=0, type=int, help="Skip this many (for paging).")
-@click.option("--path", "path_prefix", default=None, help="Only files under this vault folder.")
+@click.option("--path", "path_prefix", default=None, help="Only files under this folder (from the current folder when inside the vault; :/FOLDER from the vault root).")
 @click.option("--type", "kind", default=None, help="Only memories of this type.")
 @click.option("--min-importance", type=float, default=None, help="Only memories with at least this importance (0-10).")
 @handle_errors
-def list_(namespace: str | None, tags: tuple[str, ...], limit: int, offset: int, path_prefix: str | None,
-          kind: str | None, min_importance: float | None) -> None:
+def list_(namespace: str | None, tags: tuple[str, ...], limit: int, show_all: bool, offset: int,
+          path_prefix: str | None, kind: str | None, min_importance: float | None) -> None:
     """List memories, newest first.
 
     \b
-    Example:
+    Examples:
       agent-memory list --tag customer --limit 50
+      agent-memory list --all --path Projects | less
     """
+    if limit < 1:  # bad input (exit 1), as the library's own checks are
+        raise click.ClickException(f"--limit must be 1 or more (got {limit}); --all lists every memory.")
     with open_vault() as vault:
-        result = vault.list(namespace=namespace, tags=list(tags), limit=limit, offset=offset, path_prefix=path_prefix,
-                            type=kind, min_importance=min_importance)
+        if path_prefix is not None:
+            path_prefix = read_path(vault.root, path_prefix, changes=False, folder=True).key
+
+        def page(size: int, start: int) -> ListResult:
+            return vault.list(namespace=namespace, tags=list(tags), limit=size, offset=start,
+                              path_prefix=path_prefix, type=kind, min_importance=min_importance)
+
+        result = _pages(page, None if show_all else limit, offset)
 
     def human() -> None:
         for n, item in enumerate(result["memories"], offset + 1):

@@ -4,12 +4,12 @@ from __future__ import annotations
 
 import click
 
-from .options import common, vault_path
+from .options import vault_option, vault_path
 from .words import handle_errors
 
 
 @click.command()
-@common
+@vault_option  # no --json: a server prints no result
 @click.option("--http", is_flag=True, help="Serve streamable HTTP instead of stdio.")
 @click.option("--host", default="127.0.0.1", show_default=True, help="Address for --http.")
 @click.option("--port", default=8765, show_default=True, type=click.IntRange(0, 65535),

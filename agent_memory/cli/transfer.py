@@ -13,7 +13,7 @@ from typing import Any
 import click
 
 from .options import common, open_vault
-from .output import emit, printable, progress_bar
+from .output import emit, plural, printable, progress_bar
 from .words import handle_errors
 
 
@@ -40,23 +40,23 @@ def export(output: str, namespace: str | None, export_format: str) -> None:
       agent-memory export -o backup.json
       agent-memory export --format mcp-knowledge-graph -o memory.jsonl
     """
-    with open_vault() as vault:
+    with open_vault() as vault, progress_bar() as progress:
         if export_format == "json":
-            items: list[Any] = list(vault.export_memories(namespace=namespace))
+            items: list[Any] = list(vault.export_memories(namespace=namespace, progress=progress))
         else:
-            items = vault.export_memories(namespace=namespace, format=export_format)
+            items = vault.export_memories(namespace=namespace, format=export_format, progress=progress)
     if export_format == "json":
         text = json.dumps(items, ensure_ascii=False, indent=2) + "\n"
-        what = f"{len(items)} memories"
+        what = plural(len(items), "memory", "memories")
     else:
         text = "".join(json.dumps(record, ensure_ascii=False) + "\n" for record in items)
         entities = sum(1 for record in items if record["type"] == "entity")
-        what = f"{entities} entities and {len(items) - entities} relations"
+        what = f"{plural(entities, 'entity', 'entities')} and {plural(len(items) - entities, 'relation')}"
     if output == "-":
         click.echo(text, nl=False)
     else:
         Path(output).write_text(text, encoding="utf-8")
-        click.echo(f"Exported {what} to {output}", err=True)
+        click.echo(printable(f"Exported {what} ({export_format}) to {output}"), err=True)
 
 
 # transfer.formats.FORMATS, not imported on every start (tests/test_importers.py checks they agree)
@@ -104,7 +104,7 @@ def import_(source: str, source_format: str | None) -> None:
     if source_format is not None:
         with _source_file(source) as path, open_vault() as vault, progress_bar() as progress:
             result = vault.import_memories(path, progress=progress, format=source_format)
-        _import_summary(result)
+        _import_summary(result, source, source_format)
         return
     from ..limits import load_json
 
@@ -112,13 +112,19 @@ def import_(source: str, source_format: str | None) -> None:
     items = load_json(raw, "standard input" if source == "-" else source)
     with open_vault() as vault, progress_bar() as progress:
         result = vault.import_memories(items, progress=progress)
-    _import_summary(result)
+    _import_summary(result, source, None)
 
 
-def _import_summary(result: Any) -> None:
+def _import_summary(result: Any, source: str, source_format: str | None) -> None:
+    """What the import did, naming what it read: the file (or standard input) and, for
+    another server's data, the --from format."""
+    read = "standard input" if source == "-" else Path(source).name
+    what = f"{read}, --from {source_format}" if source_format else f"{read}, an agent-memory export"
+
     def human() -> None:
-        click.echo(f"Imported {result['imported']}, updated {result['updated']}, unchanged {result['unchanged']}, "
-                   f"expired {result['expired']}, links {result['links']}; skipped {result['duplicates']} duplicates.")
+        click.echo(printable(f"Imported {result['imported']}, updated {result['updated']}, unchanged "
+                             f"{result['unchanged']}, expired {result['expired']}, links {result['links']}; skipped "
+                             f"{plural(result['duplicates'], 'duplicate')} (from {what})."))
         if result["forgotten"]:
             click.echo(f"  {result['forgotten']} forgotten here since an earlier import: not brought back "
                        "(agent-memory restore ID does that)")

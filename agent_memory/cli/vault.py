@@ -6,6 +6,7 @@ import json
 import os
 import sys
 from pathlib import Path
+from typing import Any
 
 import click
 
@@ -13,7 +14,7 @@ from ..disk.layout import VAULT_DIRNAME, locate_vault
 from ..semantic.status import vector_summary
 from ..vault.vault import Vault
 from .options import common, global_options, open_vault, vault_path
-from .output import emit, printable, progress_bar
+from .output import emit, plural, printable, progress_bar
 from .words import cli_words, handle_errors
 
 
@@ -58,9 +59,11 @@ def reindex() -> None:
         report = vault.reindex(progress=progress)
 
     def human() -> None:
-        click.echo(f"Indexed {report['added']} files ({report['expired']} expired moved to .trash/).")
+        click.echo(f"Indexed {plural(report['added'], 'file')} in {printable(vault.root)} "
+                   f"({plural(report['expired'], 'expired memory', 'expired memories')} moved to .trash/).")
         if "embedded" in report:
-            click.echo(f"Embedded {report['embedded']} memories for semantic recall (the others kept their vectors).")
+            click.echo(f"Embedded {plural(report['embedded'], 'memory', 'memories')} for semantic recall (the others "
+                       "kept their vectors).")
         for problem in report["problems"]:
             click.echo(click.style(printable(f"  {problem['path']}: {problem['problem']}"), fg="yellow"))
 
@@ -114,18 +117,22 @@ def gc(older_than: float) -> None:
     Example:
       agent-memory gc --older-than 7
     """
-    with open_vault() as vault:
-        result = vault.gc(older_than_days=older_than)
+    with open_vault() as vault, progress_bar() as progress:
+        result = vault.gc(older_than_days=older_than, progress=progress)
 
     def human() -> None:
         for rel in result["removed"]:
             click.echo(f"removed {printable(rel)}")
-        click.echo(f"Removed {len(result['removed'])} files from the trash; kept {result['kept']}; "
-                   f"moved {result['expired_moved']} expired memories there.")
+        click.echo(f"Removed {plural(len(result['removed']), 'file')} from the trash (older than "
+                   f"{older_than:g} days); kept {result['kept']}; moved "
+                   f"{plural(result['expired_moved'], 'expired memory', 'expired memories')} there.")
         if "note" in result:
             click.echo(printable(cli_words(result["note"])), err=True)
 
     emit(result, human)
+
+
+SHOWN = 10  # what doctor lists of each check without --all
 
 
 @click.command()
@@ -135,9 +142,14 @@ def gc(older_than: float) -> None:
                    "your state folder was lost). Repeatable.")
 @click.option("--discard", "discard_ids", multiple=True, metavar="RECORD",
               help="Delete a record doctor lists as not acted on (it is not yours). Repeatable.")
+@click.option("--all", "show_all", is_flag=True, help=f"List everything each check found (else the first {SHOWN}).")
 @handle_errors
-def doctor(apply_ids: tuple[str, ...] = (), discard_ids: tuple[str, ...] = ()) -> None:
-    """Read-only health check; exits 1 when something needs attention.
+def doctor(apply_ids: tuple[str, ...] = (), discard_ids: tuple[str, ...] = (), show_all: bool = False) -> None:
+    """Read-only health check of the installation and the vault.
+
+    Exit status: 0 when nothing needs attention ([warn] lines are worth a look but no
+    problem), 1 when a check failed. Each check lists the first few things it found;
+    --all lists every one (broken links grouped by the note that holds them).
 
     With --apply or --discard it decides about records the tool set aside instead (the
     "records" check lists them, with what applying each would do).
@@ -145,6 +157,7 @@ def doctor(apply_ids: tuple[str, ...] = (), discard_ids: tuple[str, ...] = ()) -
     \b
     Examples:
       agent-memory doctor
+      agent-memory doctor --all | less
       agent-memory doctor --apply move-3fa2c1d0e9b8
       agent-memory doctor --discard trash-91be0c44a7d2
     """
@@ -157,16 +170,49 @@ def doctor(apply_ids: tuple[str, ...] = (), discard_ids: tuple[str, ...] = ()) -
 
     def human() -> None:
         for check in checks:
-            mark = click.style("[  ok]", fg="green") if check.ok else click.style("[fail]", fg="red")
-            click.echo(f"{mark} {check.name}: {printable(check.detail)}")
-            for item in check.items[:50]:
-                click.echo(f"       {printable(item)}")
-            if len(check.items) > 50:
-                click.echo(f"       … and {len(check.items) - 50} more")
+            _print_check(check, show_all)
+        failed = [c.name for c in checks if not c.ok]
+        click.echo(f"\n{len(failed)} of {len(checks)} checks failed: {', '.join(failed)}." if failed
+                   else f"\nAll {len(checks)} checks passed.")
 
     emit({"ok": all(c.ok for c in checks), "checks": [c.to_dict() for c in checks]}, human)
     if not all(c.ok for c in checks):
         sys.exit(1)
+
+
+def _print_check(check: Any, show_all: bool) -> None:
+    """One check: its mark and sentence, then what it found (by note where grouped),
+    the first ``SHOWN`` unless ``show_all``, and how many more --all would list."""
+    if not check.ok:
+        mark = click.style("[fail]", fg="red")
+    else:
+        mark = click.style("[warn]", fg="yellow") if check.warn else click.style("[  ok]", fg="green")
+    click.echo(f"{mark} {check.name}: {printable(check.detail)}")
+    if check.warn and check.ok and not show_all:  # worth a look, no problem: counted, listed on asking
+        if check.items:
+            click.echo(click.style("       (`agent-memory doctor --all` lists them)", dim=True))
+        return
+    if check.groups:
+        notes = sorted(check.groups.items())
+        for rel, lines in notes if show_all else notes[:SHOWN]:
+            click.echo(f"       {printable(rel)}")
+            for line in lines:
+                click.echo(f"         {printable(_link_line(line.removeprefix(rel + ': ')))}")
+        hidden, what = len(notes) - SHOWN, "notes"
+    else:
+        for item in check.items if show_all else check.items[:SHOWN]:
+            click.echo(f"       {printable(item)}")
+        hidden, what = len(check.items) - SHOWN, "more"
+    if not show_all and hidden > 0:
+        click.echo(click.style(f"       … and {hidden} more {what if what == 'notes' else ''}".rstrip()
+                               + " (`agent-memory doctor --all` lists them all)", dim=True))
+
+
+def _link_line(line: str) -> str:
+    """``links_to -> [[X]]`` (a link in the body) as ``[[X]]``; a front-matter
+    relation keeps its name: ``[[X]] (related_to)``."""
+    relation, _, link = line.partition(" -> ")
+    return link if relation == "links_to" or not link else f"{link} ({relation})"
 
 
 def _decide_records(apply_ids: tuple[str, ...], discard_ids: tuple[str, ...]) -> None:

@@ -1,16 +1,21 @@
 """The library's messages in the CLI's words: an error becomes one line on stderr and
-exit code 1, naming the command or option a person types rather than the MCP tool."""
+exit code 1, naming the command or option a person types rather than the MCP tool.
+
+The library names operations and arguments by reference (``wording.Name`` in a
+``wording.Said`` sentence); ``CLI_WORDS`` is how the CLI says each. Nothing is parsed
+out of prose: a message that names nothing is printed as it is.
+"""
 
 from __future__ import annotations
 
 import functools
-import re
 from collections.abc import Callable
 from typing import Any
 
 import click
 
 from ..errors import AgentMemoryError
+from ..wording import render
 from .output import printable
 
 
@@ -20,13 +25,12 @@ def handle_errors(func: Callable[..., Any]) -> Callable[..., Any]:
         try:
             return func(*args, **kwargs)
         except AgentMemoryError as exc:
-            raise click.ClickException(printable(cli_words(str(exc)))) from exc
+            raise click.ClickException(printable(exc.render(CLI_WORDS))) from exc
 
     return wrapper
 
 
-# The library's messages name MCP tools and arguments (a model reads them too); on a
-# terminal they name the command or option a person types instead.
+# How the CLI says the names the library's messages use (``wording``'s names).
 CLI_WORDS = {
     "get_memory": "`agent-memory show`",
     "list_memories": "`agent-memory list`",
@@ -38,16 +42,22 @@ CLI_WORDS = {
     "memory_history": "`agent-memory history`",
     "export_memories": "`agent-memory export`",
     "import_memories": "`agent-memory import`",
+    "related": "`agent-memory search --depth`",
+    "remember": "`agent-memory add`",
+    "read_file": "`agent-memory show`",
     "expected_version": "--expected-version",
+    "ttl_days": "--ttl-days",
+    "append": "--append",
     "replace_old/replace_new": "--replace OLD NEW",
     "add_tags/remove_tags": "--add-tag/--remove-tag",
-    "ttl_days": "--ttl-days",
+    "limit": "--limit",
+    "depth": "--depth",
+    "filters": "-n/--tag filters",
+    "complete_first": "listed first",
+    "see_matched": "the marked words show which",
 }
-# A whole word, not part of a dotted name (the recall.profile setting stays as it is).
-_CLI_WORD = re.compile(r"(?<![\w.])(" + "|".join(map(re.escape, sorted(CLI_WORDS, key=len, reverse=True)))
-                       + r")(?!\w|\.\w)")
 
 
 def cli_words(message: str) -> str:
-    """A library message with MCP tool and argument names as CLI commands and options."""
-    return _CLI_WORD.sub(lambda m: CLI_WORDS[m[1]], message)
+    """A library message (an error's, or a result's note or hint) in the CLI's words."""
+    return render(message, CLI_WORDS)

@@ -31,6 +31,7 @@ from pathlib import Path
 from . import locking
 from ..trust import confine
 from ..errors import PathRefused, VaultError, disk_error
+from ..progress import Every, Progress
 from ..trust.register import Register, Tracked, digest, record_id, refusal
 from .layout import TRASH_DIRNAME
 
@@ -330,7 +331,8 @@ class Trash:
         return self.move_in(tmp, source, memory_id, reason, now)
 
     # ------------------------------------------------------------------ taking things out
-    def purge(self, older_than: dt.timedelta, now: dt.datetime) -> tuple[list[str], int, list[str]]:
+    def purge(self, older_than: dt.timedelta, now: dt.datetime,
+              progress: Progress | None = None) -> tuple[list[str], int, list[str]]:
         """Delete the tool's own entries older than ``older_than``; returns (removed, kept,
         refused: ledger lines naming a file outside ``.trash/``, left as they are).
 
@@ -342,7 +344,9 @@ class Trash:
         keep: list[Entry] = []
         entries = self.entries()
         done: list[Entry] = []
-        for entry in entries:
+        looked = Every(progress, "emptying the trash", len(entries))
+        for n, entry in enumerate(entries, 1):
+            looked(n)
             try:
                 if not self.acts(entry):
                     raise PathRefused(entry.trash)

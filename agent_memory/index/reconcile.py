@@ -225,12 +225,14 @@ class Reconciler:
         self._writing = writing
         self._now = now
 
-    def reconcile(self) -> ReconcileReport:
+    def reconcile(self, progress: Progress | None = None) -> ReconcileReport:
         """Make the index match the files: new, changed, moved and deleted ones.
 
         Unchanged files are skipped by their stat (size, mtime, ctime and inode, as
         git's index compares them), then by content hash, so a start
         with nothing changed reads no file. Expired memories go to the trash.
+        ``progress`` hears the files read: all of them for a first index ("indexing
+        files"), else the changed ones ("indexing changed files").
         """
         counts = {"added": 0, "updated": 0, "removed": 0, "unchanged": 0, "absent": 0, "settling": 0}
         # Walk, compare and read changed files outside the lock and the transaction; under
@@ -244,7 +246,7 @@ class Reconciler:
                 if not self.index.query("SELECT 1 FROM memories LIMIT 1"):
                     # Empty under the lock: build from one walk made now (the index is
                     # built from nothing; a comparing walk first would only list it all).
-                    return self._rebuild(counts)
+                    return self._rebuild(counts, progress=progress)
             known = self.index.stamps()  # another writer filled it meanwhile: compare against that
         matched = [0]
         with _collector_paused():
@@ -257,7 +259,11 @@ class Reconciler:
         if not stale and not self.expiring():
             return self._report(counts, 0)
         rows = {rel: self.index.by_path(rel) for rel in stale}
-        examined = {rel: self.files.examine(rel, FileFacts.of_row(row) if row else None) for rel, row in rows.items()}
+        reading = Every(progress, "indexing changed files", len(rows))
+        examined = {}
+        for done, (rel, row) in enumerate(rows.items(), 1):
+            reading(done)
+            examined[rel] = self.files.examine(rel, FileFacts.of_row(row) if row else None)
         with self._writing():
             if stale:
                 with self.files.transaction() as conn:
@@ -305,7 +311,9 @@ class Reconciler:
         paths = rebuild_order(self.store.walk(temp_files=temp_files))
         self.store.remove_orphans(temp_files)  # temp files a crash left (callers hold the lock)
 
-        reading = Every(progress, "indexing files", len(paths), items=500)
+        # About twenty steps (a bar moves from the start), one per 50 to 500 files (a
+        # 100,000-file vault reports 200 times, not 100,000; a small one only its end).
+        reading = Every(progress, "indexing files", len(paths), items=max(50, min(500, len(paths) // 20)))
 
         def parsed() -> Iterator[tuple[Note, FileFacts]]:
             for done, rel in enumerate(paths, 1):

@@ -225,7 +225,10 @@ def _as_shown(line: str) -> str:
     return _LINK_TEXT.sub(lambda m: (m.group(2) or m.group(1) or m.group(3) or "").rstrip("\\"), line)
 
 
-_MARKUP = str.maketrans("", "", "*_`>[]")
+_MARKUP = str.maketrans("", "", "*`>[]")
+# An underscore that opens or closes emphasis (_word_, __bold__), not one inside a word
+# (snake_case stays as written).
+_EMPHASIS_UNDERSCORE = re.compile(r"(?<![^\W_])_+|_+(?![^\W_])")
 _DATED_PATH = re.compile(r"(?:^|/)\d{4}/\d{2}/\d{2}/[^/]+$")
 
 
@@ -259,7 +262,7 @@ def derive_title(body: str, path: str) -> str:
             return heading.group(1).strip()
         if named:
             return note_name(path)
-        words = " ".join(line.translate(_MARKUP).split())
+        words = " ".join(_EMPHASIS_UNDERSCORE.sub("", line.translate(_MARKUP)).split())
         if words:  # a line of markup only (***, > ) is not a title
             return _shorten(words, 80)
     return note_name(path)

@@ -428,7 +428,8 @@ class Engine:
         return {row["rid"]: MemoryRecord.from_row(row) for row in self._run(sql.records(rids))}
 
     def snippets(self, records: list[MemoryRecord], terms: list[Term]) -> dict[int, str]:
-        """A snippet of each record's body with the matches in ``[brackets]``, from the
+        """A snippet of each record's body with the matches marked (``terms.MARK_OPEN``,
+        ``MARK_CLOSE``; ``recall.highlights`` makes them offsets), from the
         indexed part of the body only. CJK matches are marked in Python: FTS5's
         ``snippet`` would show the bigram column."""
         if not records:

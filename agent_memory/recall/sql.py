@@ -227,9 +227,10 @@ def records(rids: Iterable[int]) -> Query:
 
 
 def snippets_in_range(expr: str, rids: list[int], tokens: int) -> Query:
-    """FTS5 snippets of rows that lie close together: one pass over their range."""
+    """FTS5 snippets of rows that lie close together: one pass over their range (matches
+    marked with char(2) and char(3), which ``recall.highlights`` turns into offsets)."""
     return (
-        f"SELECT rowid, snippet(fts, 2, '[', ']', '…', {int(tokens)}) FROM fts "
+        f"SELECT rowid, snippet(fts, 2, char(2), char(3), '…', {int(tokens)}) FROM fts "
         f"WHERE fts MATCH ? AND rowid BETWEEN ? AND ? AND +rowid IN ({_ids(rids)})",
         [expr, min(rids), max(rids)],
     )
@@ -238,7 +239,8 @@ def snippets_in_range(expr: str, rids: list[int], tokens: int) -> Query:
 def snippets_of(expr: str, rids: list[int], tokens: int) -> Query:
     """FTS5 snippets of rows far apart: one probe per row."""
     return (
-        f"SELECT rowid, snippet(fts, 2, '[', ']', '…', {int(tokens)}) FROM fts WHERE fts MATCH ? AND rowid IN ({_ids(rids)})",
+        f"SELECT rowid, snippet(fts, 2, char(2), char(3), '…', {int(tokens)}) FROM fts WHERE fts MATCH ? "
+        f"AND rowid IN ({_ids(rids)})",
         [expr],
     )
 

@@ -450,8 +450,8 @@ def typo_bound(word: str) -> int:
 
 
 def highlight(text: str, needles: list[str], width: int = 80) -> str:
-    """A window of ``text`` around the first needle, every needle in ``[brackets]``
-    (FTS5's ``snippet`` cannot do this for the bigram column)."""
+    """A window of ``text`` around the first needle, every needle marked with
+    ``MARK_OPEN``/``MARK_CLOSE`` (FTS5's ``snippet`` cannot do this for the bigram column)."""
     text = unicodedata.normalize("NFKC", text)
     found = sorted((m.start(), m.end()) for n in needles if n for m in re.finditer(re.escape(n), text))
     if not found:
@@ -462,7 +462,7 @@ def highlight(text: str, needles: list[str], width: int = 80) -> str:
     for a, b in found:
         if a < pos or b > end:
             continue
-        pieces += [text[pos:a], "[", text[a:b], "]"]
+        pieces += [text[pos:a], MARK_OPEN, text[a:b], MARK_CLOSE]
         pos = b
     pieces.append(text[pos:end])
     return ("…" if start else "") + "".join(pieces).replace("\n", " ") + ("…" if end < len(text) else "")
@@ -474,7 +474,7 @@ MARK_OPEN, MARK_CLOSE = "\x02", "\x03"  # what FTS5's highlight() is asked to ma
 def best_window(marked: str, size: int) -> str:
     """``size`` words of a body marked by ``highlight()``: the first window holding the
     most different matched words, in one pass (FTS5's snippet is quadratic in the
-    matches). Matches in ``[brackets]``; '…' where text is cut."""
+    matches). Matches keep their marks; '…' where text is cut."""
     words = marked.split()
     hits = [i for i, word in enumerate(words) if MARK_OPEN in word]
 
@@ -497,5 +497,5 @@ def best_window(marked: str, size: int) -> str:
                 del counts[gone]
         slack = best + size - 1 - last  # words after the window's last match
         start = max(0, best - slack // 2)  # the matches in the middle, where there is room
-    shown = " ".join(words[start : start + size]).replace(MARK_OPEN, "[").replace(MARK_CLOSE, "]")
+    shown = " ".join(words[start : start + size])
     return ("…" if start else "") + shown + ("…" if start + size < len(words) else "")

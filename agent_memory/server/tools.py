@@ -241,7 +241,8 @@ def recall(
     semantic: Semantic = None,
 ) -> SearchResult:
     """Search memory with a plain question. Returns the best matches (id, path, title,
-    snippet with matches in [brackets], tags, age, version; the whole `content` of a
+    snippet with `highlights`: the matches as [start, end] character offsets into the
+    snippet, tags, age, version; the whole `content` of a
     short memory), ranked by matched words, then relevance, then recency. Memories with
     all the words come first (`complete: true`), then ones with some of them, and `note`
     says so; when nothing matches, `hint` says what to try. `next_offset` pages on.

@@ -24,6 +24,7 @@ from ..note import parse
 from ..note.parse import file_version
 from ..clock import Clock, humanize_age, iso, utcnow
 from ..errors import InvalidInput, NotFound, StillSaving, VaultError, VaultGone
+from ..wording import RECALL, said
 from ..index.db import Index, link_key
 from ..index.reconcile import SETTLE_GIVE_UP, FileIndexer, Reconciler
 from ..disk.locking import Generations, WriteLock
@@ -225,7 +226,8 @@ class Core:
         self.check_index()
         key = (check_text(memory_id, "memory_id") or "").strip()
         if not key:
-            raise InvalidInput("memory_id is empty; pass an id or a vault-relative path (use recall to find one).")
+            raise InvalidInput(said("memory_id is empty; pass an id or a vault-relative path (use ", RECALL,
+                                    " to find one)."), argument="memory_id")
         if not encodable(key):
             raise NotFound(key)
         path = key.replace("\\", "/").removeprefix("./")

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import importlib.metadata
 import os
+import re
 import sqlite3
 import sys
 from dataclasses import asdict, dataclass, field
@@ -18,7 +19,7 @@ from ..git.setup import driver_problem
 from ..trust import approvals, credentials
 from ..note import parse
 from ..errors import SettingsError
-from ..index.db import SCHEMA_VERSION, FileFacts, Index, link_key
+from ..index.db import DB_NAME, SCHEMA_VERSION, FileFacts, Index, link_key
 from ..settings import load_settings
 from ..disk.layout import index_folder, is_ignored_dir
 from ..disk.store import Store
@@ -26,13 +27,24 @@ from ..disk.store import Store
 
 @dataclass
 class Check:
+    """One check's verdict. ``ok`` False is a problem (doctor exits 1); ``warn`` is
+    worth a look but no problem (exit 0). ``items`` lists what was found, one line each;
+    ``groups`` holds the same items by the note that holds them, where that helps."""
+
     name: str
     ok: bool
     detail: str
     items: list[str] = field(default_factory=list)
+    warn: bool = False
+    groups: dict[str, list[str]] = field(default_factory=dict)
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
+
+
+def plural(n: int, one: str, many: str | None = None) -> str:
+    """``1 note``, ``2 notes``: the count and the word as it agrees with it."""
+    return f"{n:,} {one if n == 1 else (many or one + 's')}"
 
 
 def check_python() -> Check:
@@ -121,15 +133,12 @@ def check_vault(root: Path, index_dir: Path | None = None) -> list[Check]:
     checks.append(Check("duplicate ids", not dupes, "none" if not dupes else f"{len(dupes)} ids claimed by several files", dupes))
     checks.append(Check("conflict markers", not conflicts, "none" if not conflicts else
                         f"{len(conflicts)} files hold git conflict markers: resolve them by hand", conflicts))
-    broken = broken_links(root, links)
-    checks.append(Check("broken links", not broken, "none" if not broken else
-                        f"{len(broken)} links resolve to no file: fix the link, or remove a relation with "
-                        "`agent-memory unlink`", broken))
+    checks.extend(link_checks(root, links))
     checks.append(Check("credentials", not secrets, "none" if not secrets else
                         f"{len(secrets)} credentials in files (the value is not shown): move each secret to where "
                         "secrets live (a password manager, the CI's secret store) and leave a pointer, or approve "
                         "one with its fingerprint in secrets.allow of .agent-memory.toml", secrets))
-    checks.append(_check_index(index_folder(root, index_dir), facts))
+    checks.append(_check_index(root, index_folder(root, index_dir), facts))
     checks.append(_check_semantic(root, index_folder(root, index_dir), facts))
     checks.append(check_records(root))
     driver = driver_problem(root)
@@ -209,6 +218,48 @@ def _check_semantic(root: Path, folder: Path, facts: dict[str, FileFacts]) -> Ch
     return Check("semantic recall", True, f"on, vectors current ({len(facts)} memories, {model_files.MODEL_NAME})")
 
 
+# An attachment's extension: letters and digits with a letter, as Obsidian's attachments
+# have (png, svg, pdf, mp4, excalidraw); "v1.2" is a note name, not a file of type "2".
+_ATTACHMENT_EXTENSION = re.compile(r"\.(?=[0-9]*[a-z])[a-z0-9]{1,10}$", re.IGNORECASE)
+
+
+def is_attachment(target: str) -> bool:
+    """Whether a link names a file other than a note (``![[Document.pdf]]``)."""
+    name = target.rsplit("/", 1)[-1]
+    return bool(_ATTACHMENT_EXTENSION.search(name)) and not name.casefold().endswith(".md")
+
+
+def _by_note(items: list[tuple[str, str]]) -> dict[str, list[str]]:
+    grouped: dict[str, list[str]] = {}
+    for rel, line in items:
+        grouped.setdefault(rel, []).append(line)
+    return grouped
+
+
+def link_checks(root: Path, links: list[tuple[str, str, str]]) -> list[Check]:
+    """Broken links to notes (a problem: a rename by hand or a typo broke them) apart
+    from links to attachments that are not in the vault (worth a look, no problem:
+    attachments are often left out of a copy or a sync, and notes work without them)."""
+    broken = set(broken_links(root, links))
+    notes: list[tuple[str, str]] = []
+    files: list[tuple[str, str]] = []
+    for rel, relation, target in links:
+        line = f"{rel}: {relation} -> [[{target}]]"
+        if line in broken:
+            (files if is_attachment(target) else notes).append((rel, line))
+    note_groups, file_groups = _by_note(notes), _by_note(files)
+    return [
+        Check("broken links", not notes, "no link points to a missing note" if not notes else
+              f"{plural(len(notes), 'link')} in {plural(len(note_groups), 'note')} point to no note. Fix each link "
+              "(or rename the note back); a relation `link` wrote goes with `agent-memory unlink`.",
+              [line for _, line in notes], groups=note_groups),
+        Check("missing attachments", True, "every linked attachment is in the vault" if not files else
+              f"{plural(len(files), 'link')} in {plural(len(file_groups), 'note')} point to attachments (images, "
+              "PDFs…) that are not in the vault. The notes work without them; copy the files in if you want them.",
+              [line for _, line in files], warn=bool(files), groups=file_groups),
+    ]
+
+
 def broken_links(root: Path, links: list[tuple[str, str, str]]) -> list[str]:
     """``file: relation -> [[target]]`` for each link that resolves to no file of the
     vault, as Obsidian resolves a wikilink: by vault path, a trailing part of it, or the
@@ -231,23 +282,45 @@ def broken_links(root: Path, links: list[tuple[str, str, str]]) -> list[str]:
     return [f"{rel}: {relation} -> [[{target}]]" for rel, relation, target in links if not resolves(target)]
 
 
-def _check_index(folder: Path, facts: dict[str, FileFacts]) -> Check:
-    try:
-        peeked = Index.peek(folder)
-    except sqlite3.Error as exc:
-        return Check("index", False, f"{folder} cannot be read ({exc}): delete it and run `agent-memory reindex`")
-    if peeked is None:
-        return Check("index", False, f"no index in {folder}: it is built on the next start or by `agent-memory reindex`")
-    version, indexed = peeked
-    if version != SCHEMA_VERSION:
-        return Check("index", False, f"schema version {version}, expected {SCHEMA_VERSION}: rebuilt on the next start")
+def _differences(facts: dict[str, FileFacts], indexed: dict[str, FileFacts]) -> list[str]:
     missing = sorted(facts.keys() - indexed.keys())
     gone = sorted(indexed.keys() - facts.keys())
     stale = sorted(p for p in facts.keys() & indexed.keys() if facts[p].sha256 != indexed[p].sha256)
-    items = [f"not indexed: {p}" for p in missing] + [f"file gone: {p}" for p in gone] + [f"stale: {p}" for p in stale]
-    if items:
-        return Check("index", False, f"out of sync with the files ({len(items)} differences): run `agent-memory reindex`", items)
-    return Check("index", True, f"in sync ({len(indexed)} memories)")
+    return [f"not indexed: {p}" for p in missing] + [f"file gone: {p}" for p in gone] + [f"stale: {p}" for p in stale]
+
+
+def _check_index(root: Path, folder: Path, facts: dict[str, FileFacts]) -> Check:
+    """Whether the index holds the files. Every command folds in what changed when it
+    opens the vault, so files changed since the last index are no problem; the index is
+    out of sync only when commands trust it without looking: a running watcher vouches
+    for it and it still differs once the watcher confirms it is current."""
+    try:
+        peeked = Index.peek(folder)
+    except sqlite3.Error as exc:
+        return Check("index", False, f"The index in {folder} cannot be read ({exc}). Delete the folder and run "
+                     "`agent-memory reindex`.")
+    if peeked is None:
+        return Check("index", True, f"No index in {folder} yet: the next command builds it (or run `agent-memory "
+                     "reindex`).", warn=True)
+    version, indexed = peeked
+    if version != SCHEMA_VERSION:
+        return Check("index", True, f"The index has schema version {version} (this version uses {SCHEMA_VERSION}): "
+                     "the next command rebuilds it.", warn=True)
+    items = _differences(facts, indexed)
+    if not items:
+        return Check("index", True, f"In sync ({plural(len(indexed), 'memory', 'memories')}).")
+    from ..watch import vouch
+
+    if vouch.vouched(Store(root).control_dir, root, folder / DB_NAME):
+        confirmed = Index.peek(folder)
+        items = _differences(facts, confirmed[1]) if confirmed is not None else items
+        if items:
+            return Check("index", False, f"Out of sync: {plural(len(items), 'file')} {'differs' if len(items) == 1 else 'differ'} from the index although "
+                         "the running watcher vouches for it, so commands will not catch up by themselves. Stop "
+                         "the watcher (or server) and run `agent-memory reindex`.", items)
+        return Check("index", True, f"In sync ({plural(len(indexed), 'memory', 'memories')}).")
+    return Check("index", True, f"{plural(len(items), 'file')} changed since the last index: the next command folds "
+                 f"{'it' if len(items) == 1 else 'them'} in by itself.", items)
 
 
 def diagnose(root: Path, index_dir: Path | None = None) -> list[Check]:

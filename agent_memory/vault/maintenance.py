@@ -75,7 +75,8 @@ class Maintenance:
             semantic=self.core.vectors.status(self.core.semantic_on()),
         )
 
-    def export_memories(self, namespace: str | None = None, format: str | None = None) -> list[Any]:
+    def export_memories(self, namespace: str | None = None, format: str | None = None,
+                        progress: Progress | None = None) -> list[Any]:
         """Every live memory as written: its path, all front-matter keys, the body.
 
         ``format="mcp-knowledge-graph"``: the MCP reference memory server's memory.jsonl
@@ -83,21 +84,24 @@ class Maintenance:
         named by its first alias (where importing one keeps the entity's name) or its
         title, ``type`` as ``entityType``, the body's items as observations, and every
         link property to another memory as a relation, its type given back from
-        ``relation_types`` where the property name had to differ."""
+        ``relation_types`` where the property name had to differ. ``progress`` hears
+        the files read ("exporting memories")."""
         self.core.check_index()
         rows = self.index.live_rows(iso(self.core.now()), namespace_filter(namespace))
+        reading = Every(progress, "exporting memories", len(rows))
         if format is None or format == "json":
-            return self._exported(rows)
+            return self._exported(rows, reading)
         if format not in EXPORT_FORMATS:
             raise InvalidInput(f"Unknown export format {format!r}; use json or {', '.join(EXPORT_FORMATS)}.")
-        return self._knowledge_graph(rows)
+        return self._knowledge_graph(rows, reading)
 
-    def _knowledge_graph(self, rows: list[sqlite3.Row]) -> list[dict[str, Any]]:
+    def _knowledge_graph(self, rows: list[sqlite3.Row], reading: Every) -> list[dict[str, Any]]:
         links = graph.LinkGraph(self.index, iso(self.core.now()))
         read: list[tuple[sqlite3.Row, Note]] = []
         names: dict[int, str] = {}
         kept = []  # the notes of serve --compat knowledge-graph: their exact graph
-        for row in rows:
+        for done, row in enumerate(rows, 1):
+            reading(done)
             found = self.files.read(row["path"])
             if found is None:
                 continue
@@ -141,9 +145,11 @@ class Maintenance:
             result["next_offset"] = offset + len(rows)
         return result
 
-    def _exported(self, rows: list[sqlite3.Row]) -> list[ExportedMemory]:
+    def _exported(self, rows: list[sqlite3.Row], reading: Every | None = None) -> list[ExportedMemory]:
         out: list[ExportedMemory] = []
-        for row in rows:
+        for done, row in enumerate(rows, 1):
+            if reading is not None:
+                reading(done)
             read = self.files.read(row["path"])
             if read is None:
                 continue
@@ -243,17 +249,18 @@ class Maintenance:
                         self.files.refresh(conn, rel, None)
         return len(published)
 
-    def gc(self, older_than_days: float = TRASH_DAYS) -> GcResult:
+    def gc(self, older_than_days: float = TRASH_DAYS, progress: Progress | None = None) -> GcResult:
         """Empty the trash of what the tool put there longer than ``older_than_days`` ago.
 
         Only the tool's own entries go (``.trash/`` is also Obsidian's trash: a note a
         person deleted there is theirs), and only while they hold the bytes the tool put
-        there."""
+        there. ``progress`` hears the trash's entries looked at ("emptying the trash")."""
         if not isinstance(older_than_days, (int, float)) or older_than_days < 0:
             raise InvalidInput("older_than_days must be 0 or more.")
         with self.core.writing():
             moved = self.core.reconciler.sweep_expired()
-            removed, kept, refused = self.store.trash.purge(dt.timedelta(days=older_than_days), self.core.now())
+            removed, kept, refused = self.store.trash.purge(dt.timedelta(days=older_than_days), self.core.now(),
+                                                            progress)
         result = GcResult(removed=removed, kept=kept, expired_moved=moved)
         if refused:
             result["refused"] = refused

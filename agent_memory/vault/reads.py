@@ -21,6 +21,8 @@ from ..note.render import to_utc
 from ..clock import iso
 from .core import Core
 from ..errors import InvalidInput, NotFound, PathRefused
+from ..wording import COMPLETE_FIRST, DEPTH, LIMIT, LINK_MEMORIES, LIST_MEMORIES, NAMESPACE_TAG_FILTERS, RELATED, SEE_MATCHED, said
+from ..recall.highlights import split_marks
 from ..recall.engine import MATCH_MODES, Engine, Found
 from ..recall.rank import PROFILES, RecallConfig, Scored
 from ..recall.records import MemoryRecord
@@ -187,15 +189,13 @@ class Reads:
                               "(found_by: semantic), then those matching some of the terms (found_by: lexical).")
         elif match == "auto" and mode == "any" and hits:
             result["note"] = (
-                "Some memories contain all of the terms (complete: true, first); the others match some of them "
-                "(see matched_terms)." if any(h["complete"] for h in hits) or offset else
-                "No memory contains all of the terms; these match some of them (see matched_terms)."
+                said("Some memories contain all of the terms (", COMPLETE_FIRST, "); the others match some of them (",
+                     SEE_MATCHED, ").") if any(h["complete"] for h in hits) or offset else
+                said("No memory contains all of the terms; these match some of them (", SEE_MATCHED, ").")
             )
         if not hits:
-            result["hint"] = (
-                "Nothing matched. Try fewer or other words, remove namespace/tag filters, "
-                "or browse with list_memories."
-            )
+            result["hint"] = said("Nothing matched. Try fewer or other words, remove ", NAMESPACE_TAG_FILTERS,
+                                  ", or browse with ", LIST_MEMORIES, ".")
         return result
 
     def _related_to_hits(self, hits: builtins.list[MemoryRecord], depth: int, now: str) -> RecallGraph:
@@ -212,8 +212,8 @@ class Reads:
             aborted=walked.aborted,
         )
         if walked.aborted:
-            out["note"] = (f"Stopped at {SEARCH_RELATED_LIMIT} linked memories: more are linked. Use related on one "
-                           "hit, or a lower depth, to see the rest.")
+            out["note"] = said(f"Stopped at {SEARCH_RELATED_LIMIT} linked memories: more are linked. Use ", RELATED,
+                               " on one hit, or a lower ", DEPTH, ", to see the rest.")
         return out
 
     def _within(self, filters: Filters, now: str, rids: builtins.list[int] | None) -> set[int]:
@@ -233,8 +233,9 @@ class Reads:
         """``score``: higher is better, comparable within one result only. A short
         memory comes whole (``content``), so no second call is needed to read it."""
         # content and found_by are Hit's optional keys, set below and by search (hence the ignore).
-        hit = Hit(**self.core.summary(record), snippet=snippet, matched_terms=list(scored.matched),  # type: ignore[typeddict-item]
-                  complete=scored.complete, score=round(scored.score, 4))
+        text, highlights = split_marks(snippet)
+        hit = Hit(**self.core.summary(record), snippet=text, highlights=highlights,  # type: ignore[typeddict-item]
+                  matched_terms=list(scored.matched), complete=scored.complete, score=round(scored.score, 4))
         if len(record.body) <= CONTENT_IN_HITS:
             hit["content"] = record.body
         return hit
@@ -271,7 +272,8 @@ class Reads:
                 "or lower depth to see the rest."
             )
         elif len(ordered) == 1:
-            result["note"] = "No linked memories. Add a link with link_memories, or try direction='both' or a larger depth."
+            result["note"] = said("No linked memories. Add a link with ", LINK_MEMORIES,
+                                  ", or try direction='both' or a larger depth.")
         return result
 
     def history(self, memory_id: str, limit: int = 20) -> HistoryResult:
@@ -292,7 +294,8 @@ class Reads:
                 "Its history starts with the first commit that includes it."
             )
         elif more:
-            result["note"] = f"Showing the newest {limit} commits; more changed this memory. Raise limit to see older ones."
+            result["note"] = said(f"Showing the newest {limit} commits; more changed this memory. Raise ", LIMIT,
+                                  " to see older ones.")
         return result
 
     def retrieve_context(
@@ -394,8 +397,8 @@ class Reads:
         resolved = self.store.confine(check_names(path.strip(), "path"))
         rel = resolved.relative_to(self.core.root.resolve()).as_posix()
         if resolved.is_dir():
-            raise InvalidInput(f"{rel or '.'} is a folder in the vault; give the path of a file "
-                               "(list_memories shows them).")
+            raise InvalidInput(said(f"{rel or '.'} is a folder in the vault; give the path of a file (",
+                                    LIST_MEMORIES, " shows them)."), argument="path")
         if not os.path.lexists(resolved):  # nothing there: an answer, not an error
             return FileContent(path=rel, exists=False, size=0, version="", memory_id=None, content="")
         if not resolved.is_file():

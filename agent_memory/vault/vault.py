@@ -61,7 +61,11 @@ class Vault:
         index_dir: str | os.PathLike[str] | None = None,
         clock: Clock = utcnow,
         sync: bool = True,
+        progress: Progress | None = None,
     ) -> None:
+        """Open the vault at ``root``; ``sync`` brings its index up to date first, and
+        ``progress`` hears how far that got when it is long work (the first index of a
+        vault, a rebuild)."""
         if not configured():  # nobody decided where warnings go: stderr, rather than lost
             show_warnings_on_stderr()
         # The core runs the vault's whole reconcile when another process replaced the index
@@ -81,9 +85,9 @@ class Vault:
         self.git = GitSync(core, self.git_state, reconcile=lambda: self.reconcile(),
                            reconcile_path=self.reconciler.reconcile_path)
         if sync:
-            self._sync_on_open()
+            self._sync_on_open(progress)
 
-    def _sync_on_open(self) -> None:
+    def _sync_on_open(self, progress: Progress | None = None) -> None:
         """Finish what a crash interrupted (an import, a failed index write), then
         reconcile, unless a healthy watcher vouches for the index (``vouch.py``: then
         only a move a crash interrupted is undone and expired memories are tidied). A
@@ -99,14 +103,14 @@ class Vault:
         try:
             stale = self.store.control_dir / STALE_MARK
             if stale.exists():
-                self.reindex()
+                self.reindex(progress=progress)
                 stale.unlink(missing_ok=True)
             elif self._watcher_vouches():
                 self.finish_interrupted_move()
                 if self.reconciler.expiring():
                     self.sweep_expired()
             else:
-                self.reconcile()
+                self.reconcile(progress)
         except (VaultError, sqlite3.Error, OSError) as exc:
             if not self.index.file_facts():
                 raise VaultError(f"Cannot index the vault {self.root}: {exc}") from exc
@@ -283,9 +287,10 @@ class Vault:
         """Totals and health at a glance (``Maintenance.stats``)."""
         return self.maintenance.stats()
 
-    def export_memories(self, namespace: str | None = None, format: str | None = None) -> builtins.list[Any]:
+    def export_memories(self, namespace: str | None = None, format: str | None = None,
+                        progress: Progress | None = None) -> builtins.list[Any]:
         """Every live memory as written (``Maintenance.export_memories``)."""
-        return self.maintenance.export_memories(namespace, format)
+        return self.maintenance.export_memories(namespace, format, progress)
 
     def export_page(self, namespace: str | None = None, limit: int = 100, offset: int = 0) -> ExportPage:
         """One page of the export (``Maintenance.export_page``)."""
@@ -299,9 +304,9 @@ class Vault:
         """Finish or drop an import a crash interrupted (``Maintenance.finish_interrupted_import``)."""
         return self.maintenance.finish_interrupted_import()
 
-    def gc(self, older_than_days: float = TRASH_DAYS) -> GcResult:
+    def gc(self, older_than_days: float = TRASH_DAYS, progress: Progress | None = None) -> GcResult:
         """Empty the trash of the tool's old entries (``Maintenance.gc``)."""
-        return self.maintenance.gc(older_than_days)
+        return self.maintenance.gc(older_than_days, progress)
 
     def trash_list(self) -> builtins.list[TrashEntry]:
         """What the tool put in the trash and can restore (``Maintenance.trash_list``)."""
@@ -312,11 +317,11 @@ class Vault:
         return self.maintenance.restore(key)
 
     # ------------------------------------------------------------------ the index and the files
-    def reconcile(self) -> ReconcileReport:
+    def reconcile(self, progress: Progress | None = None) -> ReconcileReport:
         """Make the index match the files (``Reconciler.reconcile``), after undoing a
         move a crash interrupted (``Moves.finish_interrupted_move``)."""
         self.moves.finish_interrupted_move()
-        return self.reconciler.reconcile()
+        return self.reconciler.reconcile(progress)
 
     def reconcile_path(self, rel: str) -> str:
         """Fold one changed path into the index (``Reconciler.reconcile_path``)."""

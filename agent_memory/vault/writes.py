@@ -24,6 +24,7 @@ from ..clock import iso
 from .core import Core
 from ..index.reconcile import Examined
 from ..errors import Duplicate, InvalidInput, ReadOnlyFile, SavedMeanwhile, VersionConflict
+from ..wording import APPEND, EXPECTED_VERSION, GET_MEMORY, RECALL, REMEMBER, REPLACE, TAG_EDITS, TTL_DAYS, said
 from ..limits import (MAX_TAGS, check_content, check_importance, check_namespace, check_tags, check_text, check_ttl,
                      check_type)
 from ..models import ForgetBatchResult, ForgetResult, ForgottenMemory, Memory, RememberResult, UpdateResult
@@ -211,10 +212,10 @@ class Writes:
                            (title, "title"), (source, "source"), (expected_version, "expected_version")):
             check_text(text, what)
         if tags is not None and not expected_version:
-            raise InvalidInput(
-                "Replacing the whole tag set needs the version you read: pass expected_version (from get_memory "
-                "or recall), or use append, replace_old/replace_new, add_tags/remove_tags, which need none."
-            )
+            suggestion = said("pass ", EXPECTED_VERSION, " (from ", GET_MEMORY, " or ", RECALL, "), or use ", APPEND,
+                              ", ", REPLACE, ", ", TAG_EDITS, ", which need none.")
+            raise InvalidInput(said("Replacing the whole tag set needs the version you read: ", *suggestion.parts),
+                               operation="update_memory", argument="expected_version", suggestion=suggestion)
         edits = _body_edit(new_body, append, replace_old, replace_new)
         whole_set = check_tags(tags) if tags is not None else None
         adding, removing = check_tags(add_tags), check_tags(remove_tags)
@@ -228,8 +229,9 @@ class Writes:
                 self._over_own_write(row["path"], data)
             if ttl is not None and not is_tool_id(note.id):
                 raise InvalidInput(
-                    f"{row['path']} is a note of yours, not a memory the tool made (its id is not in the tool's "
-                    "format), so it never expires; ttl_days is refused. Set an expiry on a memory from remember."
+                    said(f"{row['path']} is a note of yours, not a memory the tool made (its id is not in the tool's "
+                         "format), so it never expires; ", TTL_DAYS, " is refused. Set an expiry on a memory from ",
+                         REMEMBER, "."), operation="update_memory", argument="ttl_days"
                 )
             now = self.core.now()
             changes: dict[str, Any] = {}
@@ -337,8 +339,9 @@ class Writes:
             check_text(memory_id, "memory id")
         check_text(expected_version, "expected_version")
         if expected_version and len(ids) > 1:
-            raise InvalidInput("expected_version applies to a single memory; forget several without it "
-                               "(forgotten memories stay restorable in .trash/).")
+            raise InvalidInput(said(EXPECTED_VERSION, " applies to a single memory; forget several without it "
+                                    "(forgotten memories stay restorable in .trash/)."),
+                               operation="forget", argument="expected_version")
         with self.core.writing():
             picked: dict[str, tuple[sqlite3.Row, str]] = {}
             for memory_id in ids:
@@ -466,7 +469,8 @@ def _body_edit(content: str | None, append: str | None, old: str | None,
             try:
                 return edit_body(text, old=old, new=new or "")
             except ValueError as exc:
-                raise InvalidInput(f"In {path}, {exc}. Read it with get_memory and quote a unique passage.") from exc
+                raise InvalidInput(said(f"In {path}, {exc}. Read it with ", GET_MEMORY, " and quote a unique passage."),
+                                   argument="replace_old") from exc
 
         return replace
     return None
