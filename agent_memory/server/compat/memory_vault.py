@@ -84,7 +84,7 @@ def recall(vault: Vault, query: Query, namespace: NamespaceFilter = "", tags: Ta
     [brackets]), matched_terms, tags and a readable age, plus the normalised terms and
     the match_mode used."""
     found = vault.search(query, namespace=namespace or None, tags=tags or [], limit=limit, match=match)
-    hits = [{"id": number(vault, h["id"]), "namespace": h["namespace"], "snippet": h["snippet"].rstrip("\n"),
+    hits = [{"id": number(vault, h["id"]), "namespace": h["namespace"], "snippet": _bracketed(h["snippet"], h.get("highlights", [])).rstrip("\n"),
              "matched_terms": h["matched_terms"], "tags": h["tags"], "age": h["age"],
              **({"content": h["content"].removesuffix("\n")} if "content" in h else {})} for h in found["hits"]]
     out: dict[str, Any] = {"terms": found["terms"], "match_mode": found["match_mode"], "count": len(hits),
@@ -93,6 +93,16 @@ def recall(vault: Vault, query: Query, namespace: NamespaceFilter = "", tags: Ta
         if key in found:
             out[key] = found[key]
     return out
+
+
+def _bracketed(snippet: str, highlights: list[list[int]]) -> str:
+    """mcp-memory-vault's snippets mark matches in [brackets]: drawn here from the
+    offsets this server's hits carry."""
+    out, at = [], 0
+    for start, end in highlights:
+        out += [snippet[at:start], "[", snippet[start:end], "]"]
+        at = end
+    return "".join(out) + snippet[at:]
 
 
 def forget(vault: Vault, memory_id: MemoryNumber) -> dict[str, Any]:
