@@ -24,6 +24,8 @@ class Summary(TypedDict):
     age: str
     expires: str | None
     conflict: bool  # the file holds git conflict markers: found by its first side, refused for edits
+    changed: NotRequired[str]  # when the file last changed (hand edits too), in lists
+
 
 
 class Hit(Summary):
@@ -134,6 +136,18 @@ class ForgetBatchResult(TypedDict):
 
 
 class ListResult(TypedDict):
+    total: int
+    count: int
+    offset: int
+    memories: list[Summary]
+    next_offset: NotRequired[int]
+
+
+class ActivityResult(TypedDict):
+    """What changed in a time frame (``recent_activity``), the latest change first."""
+
+    since: str
+    until: str | None
     total: int
     count: int
     offset: int

@@ -98,22 +98,31 @@ def _print_explanation(explained: Mapping[str, Any]) -> None:
 @click.option("--path", "path_prefix", default=None, help="Only files under this vault folder.")
 @click.option("--type", "kind", default=None, help="Only memories of this type.")
 @click.option("--min-importance", type=float, default=None, help="Only memories with at least this importance (0-10).")
+@click.option("--since", default=None,
+              help="Only memories changed (hand edits too) since: a span back from now (7d, 24h, 2w) or a date.")
+@click.option("--until", default=None, help="Only memories last changed before this (a span like 1d, or a date).")
 @handle_errors
 def list_(namespace: str | None, tags: tuple[str, ...], limit: int, offset: int, path_prefix: str | None,
-          kind: str | None, min_importance: float | None) -> None:
+          kind: str | None, min_importance: float | None, since: str | None, until: str | None) -> None:
     """List memories, newest first.
 
+    With --since or --until, by when each file last changed (a person's edit
+    included), the latest change first.
+
     \b
-    Example:
+    Examples:
       agent-memory list --tag customer --limit 50
+      agent-memory list --since 7d
     """
     with open_vault() as vault:
         result = vault.list(namespace=namespace, tags=list(tags), limit=limit, offset=offset, path_prefix=path_prefix,
-                            type=kind, min_importance=min_importance)
+                            type=kind, min_importance=min_importance, since=since, until=until)
 
     def human() -> None:
         for n, item in enumerate(result["memories"], offset + 1):
             print_summary(n, item)
+            if since or until:
+                click.echo(click.style(f"   changed {item.get('changed', '')}", dim=True))
         shown = f"{offset + 1}-{offset + result['count']}" if result["count"] else "0"
         more = f"; next: --offset {result['next_offset']}" if "next_offset" in result else ""
         click.echo(click.style(f"{shown} of {result['total']}{more}", dim=True))

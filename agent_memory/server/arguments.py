@@ -92,6 +92,20 @@ MaxImportance = Annotated[
     float | None, Field(description=f"Only memories with an importance of at most this (0-{MAX_IMPORTANCE}).",
                         ge=0, le=MAX_IMPORTANCE),
 ]
+ChangedSince = Annotated[
+    str | None,
+    Field(description="Only memories changed (hand edits included) at or after this: a span back from now "
+          "(7d, 24h, 2w) or a date (2026-07-20); the latest change then comes first.", max_length=40),
+]
+ChangedUntil = Annotated[
+    str | None,
+    Field(description="Only memories last changed before this: a span back from now (1d) or a date.", max_length=40),
+]
+Timeframe = Annotated[
+    str,
+    Field(description="How far back: a span from now (7d, 24h, 30m, 2w) or a date or timestamp (2026-07-20).",
+          min_length=1, max_length=40),
+]
 PathPrefix = Annotated[
     str | None,
     Field(description="Only files under this vault folder, e.g. 'people/' or '2026/07/'.", max_length=1024),
@@ -142,7 +156,7 @@ Match = Annotated[
     Field(description="auto: memories with all the words first, then those with most of them; all; any."),
 ]
 Since = Annotated[
-    str | None, Field(description="Only memories created on or after this date (2026-07-20).", max_length=40)
+    str | None, Field(description="Only memories created on or after this date (2026-07-20) or span back from now (7d).", max_length=40)
 ]
 Until = Annotated[str | None, Field(description="Only memories created before this date.", max_length=40)]
 Profile = Annotated[

@@ -16,6 +16,7 @@ from typing import Any
 from ..errors import InvalidInput
 from ..limits import namespace_filter
 from ..models import (
+    ActivityResult,
     ContextResult,
     ExportPage,
     FileContent,
@@ -38,6 +39,8 @@ from ..progress import Progress
 from ..vault.vault import Vault
 from .arguments import (
     Append,
+    ChangedSince,
+    ChangedUntil,
     Content,
     Direction,
     DryRun,
@@ -85,6 +88,7 @@ from .arguments import (
     Tags,
     TargetId,
     TaskQuery,
+    Timeframe,
     Title,
     TokenBudget,
     TtlDays,
@@ -206,14 +210,32 @@ def list_memories(
     type: TypeFilter = None,
     min_importance: MinImportance = None,
     max_importance: MaxImportance = None,
+    since: ChangedSince = None,
+    until: ChangedUntil = None,
 ) -> ListResult:
-    """Browse memories newest first, optionally by namespace, tags or folder. Pages:
-    pass next_offset as offset to get the next page."""
+    """Browse memories newest first, optionally by namespace, tags or folder, or by when
+    they last changed (since/until). Pages: pass next_offset as offset to get the next page."""
     return vault.list(
         namespace=namespace_filter(namespace), tags=tags, limit=limit, offset=offset,
         path_prefix=blank_to_none(path_prefix),
         type=blank_to_none(type), min_importance=min_importance, max_importance=max_importance,
+        since=blank_to_none(since), until=blank_to_none(until),
     )
+
+
+def recent_activity(
+    vault: Vault,
+    timeframe: Timeframe = "7d",
+    namespace: Namespace = None,
+    type: TypeFilter = None,
+    limit: ListLimit = 20,
+    offset: Offset = 0,
+) -> ActivityResult:
+    """What changed lately: the memories written, edited or hand-edited (in an editor,
+    by git) within the time frame, the latest change first, each with its `changed`
+    time. Use it to catch up ("what changed this week"). Pages: pass next_offset as offset."""
+    return vault.recent_activity(timeframe, namespace=namespace_filter(namespace), type=blank_to_none(type),
+                                 limit=limit, offset=offset)
 
 
 # ----------------------------------------------------------------------------- recall
@@ -403,6 +425,7 @@ TOOLS: tuple[Tool, ...] = (
     Tool("update_memory", update_memory, "Update a memory", Hints(read_only=False, destructive=True, idempotent=False)),
     Tool("forget", forget, "Forget memories", Hints(read_only=False, destructive=True, idempotent=True)),
     Tool("list_memories", list_memories, "List memories", READ),
+    Tool("recent_activity", recent_activity, "Recent activity", READ),
     Tool("link_memories", link_memories, "Link two memories", ADDS),
     Tool("unlink_memories", unlink_memories, "Unlink two memories",
          Hints(read_only=False, destructive=True, idempotent=True)),

@@ -26,7 +26,7 @@ from ..git.sync import GitSync
 from ..index.reconcile import STALE_MARK
 from ..log import configured, show_warnings_on_stderr
 from ..models import (ContextResult, ExportPage, FileContent, ForgetBatchResult, ForgetResult, GcResult, HistoryResult,
-                      ImportResult, LinkResult, ListResult, Memory, MoveResult, ReconcileReport, RelatedResult,
+                      ImportResult, LinkResult, ListResult, ActivityResult, Memory, MoveResult, ReconcileReport, RelatedResult,
                       RememberResult, RestoreResult, SearchResult, Stats, SyncResult, TrashEntry, UnlinkResult,
                       UpdateResult)
 from ..progress import Progress
@@ -195,9 +195,16 @@ class Vault:
 
     def list(self, namespace: str | None = None, tags: Iterable[str] | str | None = (), limit: int = 20,
              offset: int = 0, path_prefix: str | None = None, type: str | None = None,
-             min_importance: float | None = None, max_importance: float | None = None) -> ListResult:
+             min_importance: float | None = None, max_importance: float | None = None,
+             since: str | None = None, until: str | None = None) -> ListResult:
         """Memories newest first (``Reads.list``)."""
-        return self.reads.list(namespace, tags, limit, offset, path_prefix, type, min_importance, max_importance)
+        return self.reads.list(namespace, tags, limit, offset, path_prefix, type, min_importance, max_importance,
+                               since, until)
+
+    def recent_activity(self, timeframe: str = "7d", until: str | None = None, namespace: str | None = None,
+                        type: str | None = None, limit: int = 20, offset: int = 0) -> ActivityResult:
+        """What changed in a time frame, the latest change first (``Reads.recent_activity``)."""
+        return self.reads.recent_activity(timeframe, until, namespace, type, limit, offset)
 
     def search(self, query: str, namespace: str | None = None, tags: Iterable[str] | str | None = (), limit: int = 10,
                match: str = "auto", since: str | None = None, until: str | None = None,
