@@ -42,7 +42,7 @@ PROMPTS_DIR = Path(__file__).resolve().parent.parent / "prompts"
 CONTRACT: dict[str, tuple[list[str], set[str], tuple[bool, bool, bool, bool]]] = {
     "remember": (["content", "namespace", "tags", "title", "source", "ttl_days", "type", "importance"], {"content"}, (False, False, True, False)),
     "recall": (["query", "namespace", "tags", "limit", "match", "since", "until", "path_prefix", "offset", "profile", "depth",
-                "type", "min_importance", "max_importance", "semantic"], {"query"}, (True, False, True, False)),
+                "type", "min_importance", "max_importance", "semantic", "where"], {"query"}, (True, False, True, False)),
     "get_memory": (["memory_id"], {"memory_id"}, (True, False, True, False)),
     "update_memory": (
         ["memory_id", "content", "append", "replace_old", "replace_new", "tags", "add_tags", "remove_tags",
@@ -51,7 +51,7 @@ CONTRACT: dict[str, tuple[list[str], set[str], tuple[bool, bool, bool, bool]]] =
     ),
     "forget": (["memory_id", "memory_ids", "expected_version", "dry_run"], set(), (False, True, True, False)),
     "list_memories": (["namespace", "tags", "limit", "offset", "path_prefix", "type", "min_importance", "max_importance",
-                       "since", "until"], set(), (True, False, True, False)),
+                       "since", "until", "where"], set(), (True, False, True, False)),
     "recent_activity": (["timeframe", "namespace", "type", "limit", "offset"], set(), (True, False, True, False)),
     "link_memories": (["memory_id", "target_id", "relation"], {"memory_id", "target_id"}, (False, False, True, False)),
     "unlink_memories": (["memory_id", "target_id", "relation"], {"memory_id", "target_id"}, (False, True, True, False)),

@@ -35,22 +35,27 @@ from .words import cli_words, handle_errors
 @click.option("--min-importance", type=float, default=None, help="Only memories with at least this importance (0-10).")
 @click.option("--semantic/--no-semantic", default=None,
               help="Rank by meaning when no memory holds every word (default: recall.semantic, on with the extra).")
+@click.option("-w", "--where", "where", multiple=True, metavar="KEY=VALUE",
+              help="Only memories whose front-matter property KEY equals VALUE (a list: holds it); KEY alone: has it. "
+                   "Repeat: all must hold.")
 @handle_errors
 def search(query: str, namespace: str | None, tags: tuple[str, ...], limit: int, match: str,
            since: str | None, until: str | None, path_prefix: str | None, offset: int, profile: str | None,
-           explain: bool, depth: int, kind: str | None, min_importance: float | None, semantic: bool | None) -> None:
+           explain: bool, depth: int, kind: str | None, min_importance: float | None, semantic: bool | None,
+           where: tuple[str, ...]) -> None:
     """Recall memories with a plain question.
 
     \b
     Examples:
       agent-memory search "when does ACME prefer to deploy?"
       agent-memory search deploys -t customer --json
+      agent-memory search invoice --where project=acme
     """
     with open_vault() as vault:
         result = vault.search(query, namespace=namespace, tags=list(tags), limit=limit, match=match,
                               since=since, until=until, path_prefix=path_prefix, offset=offset, profile=profile,
                               explain=explain, depth=depth, type=kind, min_importance=min_importance,
-                              semantic=semantic)
+                              semantic=semantic, where=list(where))
 
     def human() -> None:
         if result.get("corrected"):
@@ -101,9 +106,13 @@ def _print_explanation(explained: Mapping[str, Any]) -> None:
 @click.option("--since", default=None,
               help="Only memories changed (hand edits too) since: a span back from now (7d, 24h, 2w) or a date.")
 @click.option("--until", default=None, help="Only memories last changed before this (a span like 1d, or a date).")
+@click.option("-w", "--where", "where", multiple=True, metavar="KEY=VALUE",
+              help="Only memories whose front-matter property KEY equals VALUE (a list: holds it); KEY alone: has it. "
+                   "Repeat: all must hold.")
 @handle_errors
 def list_(namespace: str | None, tags: tuple[str, ...], limit: int, offset: int, path_prefix: str | None,
-          kind: str | None, min_importance: float | None, since: str | None, until: str | None) -> None:
+          kind: str | None, min_importance: float | None, since: str | None, until: str | None,
+          where: tuple[str, ...]) -> None:
     """List memories, newest first.
 
     With --since or --until, by when each file last changed (a person's edit
@@ -113,10 +122,11 @@ def list_(namespace: str | None, tags: tuple[str, ...], limit: int, offset: int,
     Examples:
       agent-memory list --tag customer --limit 50
       agent-memory list --since 7d
+      agent-memory list --where status=done --where project=acme
     """
     with open_vault() as vault:
         result = vault.list(namespace=namespace, tags=list(tags), limit=limit, offset=offset, path_prefix=path_prefix,
-                            type=kind, min_importance=min_importance, since=since, until=until)
+                            type=kind, min_importance=min_importance, since=since, until=until, where=list(where))
 
     def human() -> None:
         for n, item in enumerate(result["memories"], offset + 1):

@@ -32,8 +32,9 @@ from ..note.parse import Note, file_version, hand_named, note_name
 from ..recall.sql import Filters
 from ..recall.terms import cjk_index_text, date_tokens
 from ..disk.store import packed_stamp, signed64
+from .properties import properties
 
-SCHEMA_VERSION = 9
+SCHEMA_VERSION = 10
 DB_NAME = "index.sqlite3"
 # BM25 column weights (names: title, note name and aliases; tags, body, cjk, dated): title and tags count above the
 # body; the CJK bigrams and the creation date count like body text.
@@ -111,6 +112,13 @@ CREATE TABLE links (src INTEGER NOT NULL, relation TEXT NOT NULL, target TEXT NO
 CREATE TABLE names (key TEXT NOT NULL, rid INTEGER NOT NULL, PRIMARY KEY (key, rid)) WITHOUT ROWID;
 CREATE INDEX names_rid ON names(rid);
 CREATE INDEX links_src ON links(src);
+-- Front-matter properties for the where filter (index.properties): each key a memory
+-- has, and each (key, value) pair, so a filter is one seek, not a scan of every file.
+CREATE TABLE prop_keys (key TEXT NOT NULL, rid INTEGER NOT NULL, PRIMARY KEY (key, rid)) WITHOUT ROWID;
+CREATE INDEX prop_keys_rid ON prop_keys(rid);
+CREATE TABLE props (key TEXT NOT NULL, value TEXT NOT NULL, rid INTEGER NOT NULL,
+  PRIMARY KEY (key, value, rid)) WITHOUT ROWID;
+CREATE INDEX props_rid ON props(rid);
 CREATE INDEX links_target ON links(target);
 CREATE VIRTUAL TABLE fts USING fts5(
   names, tags, body, cjk, dated, described, content='memories', content_rowid='rid', tokenize='{TOKENIZER}'
@@ -568,6 +576,18 @@ class Index:
             "INSERT INTO links (src, relation, target) VALUES (?, ?, ?)",
             [(rid, rel, link_key(target)) for rid, note, _ in rows for rel, target in note.links],
         )
+        self._insert_properties(conn, rows)
+
+    @staticmethod
+    def _insert_properties(conn: sqlite3.Connection, rows: list[tuple[int, Note, FileFacts]]) -> None:
+        keys: list[tuple[str, int]] = []
+        pairs: list[tuple[str, str, int]] = []
+        for rid, note, _ in rows:
+            names, values = properties(note.meta, note.tags)
+            keys += [(key, rid) for key in names]
+            pairs += [(key, value, rid) for key, value in values]
+        conn.executemany("INSERT OR IGNORE INTO prop_keys (key, rid) VALUES (?, ?)", keys)
+        conn.executemany("INSERT OR IGNORE INTO props (key, value, rid) VALUES (?, ?, ?)", pairs)
 
     @staticmethod
     def _delete_row(conn: sqlite3.Connection, old: sqlite3.Row) -> None:
@@ -584,6 +604,8 @@ class Index:
         conn.execute("DELETE FROM tags WHERE rid = ?", (old["rid"],))
         conn.execute("DELETE FROM names WHERE rid = ?", (old["rid"],))
         conn.execute("DELETE FROM links WHERE src = ?", (old["rid"],))
+        conn.execute("DELETE FROM prop_keys WHERE rid = ?", (old["rid"],))
+        conn.execute("DELETE FROM props WHERE rid = ?", (old["rid"],))
 
     def delete(self, conn: sqlite3.Connection, path: str) -> bool:
         old = conn.execute("SELECT rid, names, tags, body, cjk, dated, described FROM memories WHERE path = ?", (path,)).fetchone()
@@ -606,7 +628,7 @@ class Index:
         """Empty the index and bulk-load ``notes`` (inside the caller's transaction)."""
         conn.execute("INSERT INTO fts (fts) VALUES ('delete-all')")
         conn.execute("INSERT INTO words (words) VALUES ('delete-all')")
-        for table in ("memories", "tags", "links", "names"):
+        for table in ("memories", "tags", "links", "names", "prop_keys", "props"):
             conn.execute(f"DELETE FROM {table}")
         conn.execute("UPDATE counts SET memories = 0")
         count, pending = 0, []

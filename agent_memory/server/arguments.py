@@ -106,6 +106,12 @@ Timeframe = Annotated[
     Field(description="How far back: a span from now (7d, 24h, 30m, 2w) or a date or timestamp (2026-07-20).",
           min_length=1, max_length=40),
 ]
+Where = Annotated[
+    list[str] | dict[str, str | int | float | bool | None] | None,
+    Field(description="Only memories whose front-matter properties match: ['status=done', 'project=acme'] or "
+          "{'status': 'done'}; a key alone (or null) means the property is present. A list property matches "
+          "when it holds the value; names and text compare case-insensitively; all conditions must hold."),
+]
 PathPrefix = Annotated[
     str | None,
     Field(description="Only files under this vault folder, e.g. 'people/' or '2026/07/'.", max_length=1024),

@@ -97,6 +97,7 @@ from .arguments import (
     UnlinkTarget,
     Until,
     Visits,
+    Where,
     blank_to_none,
 )
 from .seen import Seen
@@ -212,14 +213,15 @@ def list_memories(
     max_importance: MaxImportance = None,
     since: ChangedSince = None,
     until: ChangedUntil = None,
+    where: Where = None,
 ) -> ListResult:
-    """Browse memories newest first, optionally by namespace, tags or folder, or by when
-    they last changed (since/until). Pages: pass next_offset as offset to get the next page."""
+    """Browse memories newest first, optionally by namespace, tags, folder, front-matter
+    properties (where), or by when they last changed (since/until). Pages: pass next_offset as offset to get the next page."""
     return vault.list(
         namespace=namespace_filter(namespace), tags=tags, limit=limit, offset=offset,
         path_prefix=blank_to_none(path_prefix),
         type=blank_to_none(type), min_importance=min_importance, max_importance=max_importance,
-        since=blank_to_none(since), until=blank_to_none(until),
+        since=blank_to_none(since), until=blank_to_none(until), where=where,
     )
 
 
@@ -259,6 +261,7 @@ def recall(
     min_importance: MinImportance = None,
     max_importance: MaxImportance = None,
     semantic: Semantic = None,
+    where: Where = None,
 ) -> SearchResult:
     """Search memory with a plain question. Returns the best matches (id, path, title,
     snippet with matches in [brackets], tags, age, version; the whole `content` of a
@@ -272,7 +275,7 @@ def recall(
         since=blank_to_none(since), until=blank_to_none(until), path_prefix=blank_to_none(path_prefix),
         offset=offset, profile=profile, depth=depth,
         type=blank_to_none(type), min_importance=min_importance, max_importance=max_importance,
-        semantic=semantic,
+        semantic=semantic, where=where,
     )
     for hit in result["hits"]:
         if "content" in hit:  # a hit that carried the whole body (SPEC §5)

@@ -30,6 +30,7 @@ from ..recall.sql import Filters, expired_rids, within_filters
 from ..recall.terms import MAX_QUERY_CHARS, plan
 from ..git.history import log as history_log
 from ..index.db import name_key
+from ..index.properties import check_where
 from ..models import (
     ActivityResult,
     ContextMemory,
@@ -82,6 +83,7 @@ class Reads:
         max_importance: float | None = None,
         since: str | None = None,
         until: str | None = None,
+        where: Any = None,
     ) -> ListResult:
         """Memories newest first, filtered in SQL, paged. ``since``/``until`` bound when
         each last changed (hand edits included; ``7d`` or a date), and then the latest
@@ -91,6 +93,7 @@ class Reads:
                           path_prefix=check_text(path_prefix, "path_prefix") or None,
                           changed_since=_bound(since, "since", now_moment),
                           changed_until=_bound(until, "until", now_moment),
+                          where=check_where(where),
                           **_kind_filters(type, min_importance, max_importance))
         check_limit(limit)
         check_offset(offset)
@@ -159,6 +162,7 @@ class Reads:
         min_importance: float | None = None,
         max_importance: float | None = None,
         semantic: bool | None = None,
+        where: Any = None,
     ) -> SearchResult:
         """Plain-question recall (``recall.engine``), ranked as docs/recall.md says: the
         memories holding every term first, then those holding most, by BM25 and recency.
@@ -182,6 +186,7 @@ class Reads:
             since=_bound(since, "since", self.core.now()),
             until=_bound(until, "until", self.core.now()),
             path_prefix=check_text(path_prefix, "path_prefix") or None,
+            where=check_where(where),
             **_kind_filters(type, min_importance, max_importance),
         )
         check_text(query, "The query")

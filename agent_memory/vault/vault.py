@@ -196,10 +196,10 @@ class Vault:
     def list(self, namespace: str | None = None, tags: Iterable[str] | str | None = (), limit: int = 20,
              offset: int = 0, path_prefix: str | None = None, type: str | None = None,
              min_importance: float | None = None, max_importance: float | None = None,
-             since: str | None = None, until: str | None = None) -> ListResult:
+             since: str | None = None, until: str | None = None, where: Any = None) -> ListResult:
         """Memories newest first (``Reads.list``)."""
         return self.reads.list(namespace, tags, limit, offset, path_prefix, type, min_importance, max_importance,
-                               since, until)
+                               since, until, where)
 
     def recent_activity(self, timeframe: str = "7d", until: str | None = None, namespace: str | None = None,
                         type: str | None = None, limit: int = 20, offset: int = 0) -> ActivityResult:
@@ -211,10 +211,10 @@ class Vault:
                path_prefix: str | None = None, offset: int = 0, profile: str | None = None,
                config: RecallConfig | None = None, explain: bool = False, depth: int = 0, type: str | None = None,
                min_importance: float | None = None, max_importance: float | None = None,
-               semantic: bool | None = None) -> SearchResult:
+               semantic: bool | None = None, where: Any = None) -> SearchResult:
         """Plain-question recall (``Reads.search``)."""
         return self.reads.search(query, namespace, tags, limit, match, since, until, path_prefix, offset, profile,
-                                 config, explain, depth, type, min_importance, max_importance, semantic)
+                                 config, explain, depth, type, min_importance, max_importance, semantic, where)
 
     def related(self, memory_id: str, depth: int = 1, direction: str = "both", limit: int = 100) -> RelatedResult:
         """Memories linked to this one (``Reads.related``)."""
