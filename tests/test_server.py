@@ -46,7 +46,8 @@ CONTRACT: dict[str, tuple[list[str], set[str], tuple[bool, bool, bool, bool]]] =
     "get_memory": (["memory_id"], {"memory_id"}, (True, False, True, False)),
     "update_memory": (
         ["memory_id", "content", "append", "replace_old", "replace_new", "tags", "add_tags", "remove_tags",
-         "namespace", "title", "source", "ttl_days", "type", "importance", "expected_version"],
+         "namespace", "title", "source", "ttl_days", "type", "importance", "expected_version", "prepend",
+         "replace_section", "section_content"],
         {"memory_id"}, (False, True, False, False),
     ),
     "forget": (["memory_id", "memory_ids", "expected_version", "dry_run"], set(), (False, True, True, False)),

@@ -107,6 +107,10 @@ def show(memory_id: str) -> None:
 @click.option("--append", default=None, help="Text to add at the end of the content.")
 @click.option("--replace", "replace", nargs=2, default=None, metavar="OLD NEW",
               help="Replace OLD (which must occur exactly once) with NEW.")
+@click.option("--prepend", default=None, help="Text to add at the start of the content (after a '# Title' line).")
+@click.option("--replace-section", "section", nargs=2, default=None, metavar="HEADING TEXT",
+              help="Replace what the section under HEADING ('## Status', or 'Status' at any level) holds with TEXT; "
+                   "the heading and the other sections stay.")
 @click.option("--add-tag", "add_tags", multiple=True, help="Tag to add (repeatable).")
 @click.option("--remove-tag", "remove_tags", multiple=True, help="Tag to remove (repeatable).")
 @click.option("-n", "--namespace", default=None, help="Move to this namespace.")
@@ -120,7 +124,7 @@ def show(memory_id: str) -> None:
 def edit(memory_id: str, content: str | None, append: str | None, replace: tuple[str, str] | None,
          add_tags: tuple[str, ...], remove_tags: tuple[str, ...], namespace: str | None, title: str | None,
          source: str | None, ttl_days: float | None, kind: str | None, importance: float | str | None,
-         expected_version: str | None) -> None:
+         expected_version: str | None, prepend: str | None, section: tuple[str, str] | None) -> None:
     """Change a memory, or open it in $EDITOR.
 
     Only the front-matter keys that change are rewritten. With no change options it
@@ -130,22 +134,25 @@ def edit(memory_id: str, content: str | None, append: str | None, replace: tuple
     \b
     Examples:
       agent-memory edit people/priya.md --append "Prefers calls after 3pm."
+      agent-memory edit plans/q3.md --replace-section "## Status" "Shipped on 2026-07-20."
       agent-memory edit 01m8r9k34bnrxpbt --add-tag friday
       agent-memory edit people/priya.md
     """
-    flags = (content, append, replace, namespace, title, source, ttl_days, kind, importance)
+    flags = (content, append, replace, namespace, title, source, ttl_days, kind, importance, prepend, section)
     with open_vault() as vault:
         if all(f is None for f in flags) and not add_tags and not remove_tags:
             _open_in_editor(vault, memory_id)
             return
-        if content is not None and not expected_version:
+        if (content is not None or section is not None) and not expected_version:
             # A person typing --content means the body as it is now: that version is theirs.
             expected_version = vault.get(memory_id)["version"]
         old, new = replace if replace else (None, None)
+        heading, section_text = section if section else (None, None)
         result = vault.update(memory_id, content=content, append=append, replace_old=old, replace_new=new,
                               add_tags=list(add_tags), remove_tags=list(remove_tags), namespace=namespace,
                               title=title, source=source, ttl_days=ttl_days, type=kind, importance=importance,
-                              expected_version=expected_version)
+                              expected_version=expected_version, prepend=prepend, replace_section=heading,
+                              section_content=section_text)
     emit(result, lambda: click.echo(f"{'Updated' if result['changed'] else 'Unchanged'} {id_and_path(result['memory'])}"))
 
 

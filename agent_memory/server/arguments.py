@@ -203,6 +203,22 @@ ReplaceOld = Annotated[
 ReplaceNew = Annotated[
     str | None, Field(description="What replace_old becomes ('' deletes it).", max_length=MAX_CONTENT)
 ]
+Prepend = Annotated[
+    str | None,
+    Field(description="Text to add at the start of the content, after a first-line '# Title' heading if there "
+          "is one (needs no version, like append).", min_length=1, max_length=MAX_CONTENT),
+]
+ReplaceSection = Annotated[
+    str | None,
+    Field(description="A heading whose section to replace with section_content: '## Status' (that level) or "
+          "'Status' (any level, if only one); case-insensitive. The heading line stays, and so does every "
+          "other section. Needs the version you read, like content.", min_length=1, max_length=500),
+]
+SectionContent = Annotated[
+    str | None,
+    Field(description="What the replace_section section holds from now on ('' empties it), up to the next "
+          "heading of the same or a higher level.", max_length=MAX_CONTENT),
+]
 NewTags = Annotated[
     list[str] | str | None,
     Field(description="The whole new tag set, replacing the current one (needs the version you read). "

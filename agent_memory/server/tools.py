@@ -76,11 +76,14 @@ from .arguments import (
     Offset,
     PageSize,
     PathPrefix,
+    Prepend,
     Profile,
     Query,
     Relation,
     ReplaceNew,
     ReplaceOld,
+    ReplaceSection,
+    SectionContent,
     Semantic,
     Since,
     Source,
@@ -158,19 +161,24 @@ def update_memory(
     type: NewType = None,
     importance: NewImportance = None,
     expected_version: ExpectedVersion = None,
+    prepend: Prepend = None,
+    replace_section: ReplaceSection = None,
+    section_content: SectionContent = None,
 ) -> UpdateResult:
     """Correct or extend a memory in place instead of adding a near-duplicate. Only the
     front-matter keys that change are rewritten; everything else in the file stays.
-    append and replace_old/replace_new edit the content without a version; replacing
-    the whole content or tag set needs the version you read (get_memory). Refused if
+    append, prepend and replace_old/replace_new edit the content without a version;
+    replacing the whole content, one heading's section (replace_section +
+    section_content) or the tag set needs the version you read (get_memory). Refused if
     the result would duplicate another memory (its id is named), or if someone edited
     the file since you read it: then read it again and retry."""
     version = blank_to_none(expected_version)
-    if version is None and (content is not None or tags is not None):
+    if version is None and (content is not None or tags is not None or replace_section is not None):
         version = seen.version(memory_id)
         if version is None:
+            what = "content" if content is not None else "tag set" if tags is not None else "section"
             raise InvalidInput(
-                f"Replacing the {'content' if content is not None else 'tag set'} of {memory_id!r} needs the "
+                f"Replacing the {what} of {memory_id!r} needs the "
                 "version you read: call get_memory first (or pass expected_version). To add text without "
                 "reading, use append; to change one passage, replace_old/replace_new; for tags, add_tags/remove_tags."
             )
@@ -179,6 +187,7 @@ def update_memory(
         tags=tags, add_tags=add_tags, remove_tags=remove_tags,
         namespace=blank_to_none(namespace), title=title, source=source, ttl_days=ttl_days,
         type=type, importance=importance, expected_version=version,
+        prepend=prepend, replace_section=replace_section, section_content=section_content,
     )
     seen.note(result["memory"])
     return result

@@ -257,12 +257,14 @@ class Vault:
                remove_tags: Iterable[str] | str | None = (), namespace: str | None = None,
                source: str | None = None, title: str | None = None, ttl_days: float | None = None,
                type: str | None = None, importance: float | str | None = None,
-               expected_version: str | None = None) -> UpdateResult:
+               expected_version: str | None = None, prepend: str | None = None,
+               replace_section: str | None = None, section_content: str | None = None) -> UpdateResult:
         """Change a memory in place (``Writes.update``)."""
         return self.writes.update(memory_id, content=content, append=append, replace_old=replace_old,
                                   replace_new=replace_new, tags=tags, add_tags=add_tags, remove_tags=remove_tags,
                                   namespace=namespace, source=source, title=title, ttl_days=ttl_days, type=type,
-                                  importance=importance, expected_version=expected_version)
+                                  importance=importance, expected_version=expected_version, prepend=prepend,
+                                  replace_section=replace_section, section_content=section_content)
 
     def forget(self, memory_id: str, expected_version: str | None = None) -> ForgetResult:
         """Move a memory's file to ``.trash/`` (``Writes.forget``)."""

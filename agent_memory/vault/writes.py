@@ -17,6 +17,7 @@ from typing import Any
 from ..trust import credentials
 from ..note import parse
 from ..note.parse import Note, content_hash, derive_title, file_version, is_tool_id
+from ..note import sections
 from ..note.patch import edit_body, patch
 from ..note.render import render_new
 from ..note.tags import as_tag_list, normalise_tag, split_tags
@@ -196,25 +197,37 @@ class Writes:
         type: str | None = None,
         importance: float | str | None = None,
         expected_version: str | None = None,
+        prepend: str | None = None,
+        replace_section: str | None = None,
+        section_content: str | None = None,
     ) -> UpdateResult:
         """Change a memory in place, rewriting only the front-matter keys that change.
 
         Replacing the whole body (``content``) or the whole tag set (``tags``) needs the
         version the caller read (``expected_version``): without it a line a person saved
         a moment ago would be overwritten unseen. ``append``, an exact-once ``replace``,
-        and tag additions and removals merge, and need none. A replaced body's previous
-        bytes are kept in the trash as a version copy."""
+        and tag additions and removals merge, and need none; so does ``prepend``, while
+        ``replace_section`` (a heading's section, ``note.sections``) overwrites text the
+        caller did not quote, so it needs the version as ``content`` does. A replaced
+        body's or section's previous bytes are kept in the trash as a version copy."""
         new_body = check_content(content) if content is not None else None
         for text, what in ((append, "append"), (replace_old, "replace_old"), (replace_new, "replace_new"),
                            (title, "title"), (source, "source"), (expected_version, "expected_version")):
             check_text(text, what)
-        if (new_body is not None or tags is not None) and not expected_version:
-            what = "content" if new_body is not None else "the whole tag set"
+        if (new_body is not None or tags is not None or replace_section is not None) and not expected_version:
+            what = ("content" if new_body is not None else "a section" if replace_section is not None
+                    else "the whole tag set")
             raise InvalidInput(
                 f"Replacing {what} needs the version you read: pass expected_version (from get_memory "
                 "or recall), or use append, replace_old/replace_new, add_tags/remove_tags, which need none."
             )
         edits = _body_edit(new_body, append, replace_old, replace_new)
+        structural = _structural_edit(prepend, replace_section, section_content)
+        if structural is not None:
+            if edits is not None:
+                raise InvalidInput("Give one body edit at a time: prepend or replace_section, or one of content, "
+                                   "append, replace_old.")
+            edits = structural
         whole_set = check_tags(tags) if tags is not None else None
         adding, removing = check_tags(add_tags), check_tags(remove_tags)
         new_namespace = check_namespace(namespace) if namespace is not None else None
@@ -284,7 +297,7 @@ class Writes:
             if "created" not in note.meta:  # its creation time came from the mtime, which this write resets
                 changes["created"] = row["created"]
             changes["updated"] = iso(now)
-            if body_changed and new_body is not None:  # kept before the write: a crash or a full disk
+            if body_changed and (new_body is not None or replace_section is not None):  # kept before the write: a crash or a full disk
                 self.store.trash.copy_in(data, row["path"], row["id"], "replaced", iso(now))  # loses nothing
             written = patch(edited if body_changed else text, changes).encode("utf-8")
             new_row = self.put(row["path"], data, written.decode("utf-8"))
@@ -426,6 +439,36 @@ def _retag(note: Note, adding: list[str], removing: list[str]) -> list[Any] | No
 def _plain(body: str) -> str:
     """A body as compared for "did it change": line endings and outer blank lines aside."""
     return body.replace("\r\n", "\n").strip("\n")
+
+
+def _structural_edit(prepend: str | None, section: str | None,
+                     content: str | None) -> Callable[[str, str], str] | None:
+    """A body edit by structure (``note.sections``) as ``edit(text, path) -> text``; None
+    when none is asked."""
+    for text, what in ((prepend, "prepend"), (section, "replace_section"), (content, "section_content")):
+        check_text(text, what)
+    if content is not None and section is None:
+        raise InvalidInput("section_content needs replace_section: the heading whose section it replaces.")
+    if prepend is not None and section is not None:
+        raise InvalidInput("Give one body edit at a time; got prepend and replace_section.")
+    if prepend is not None:
+        if not prepend.strip():
+            raise InvalidInput("prepend is empty; give the text to add at the start of the content.")
+        return lambda text, _path: sections.prepend(text, prepend)
+    if section is None:
+        return None
+    if content is None:
+        raise InvalidInput("replace_section needs section_content: what the section should hold ('' empties it).")
+    if content.strip():
+        check_content(content)
+
+    def replace(text: str, path: str) -> str:
+        try:
+            return sections.replace_section(text, section, content)
+        except ValueError as exc:
+            raise InvalidInput(f"In {path}, {exc}. Read it with get_memory to see its headings.") from exc
+
+    return replace
 
 
 def _body_edit(content: str | None, append: str | None, old: str | None,
