@@ -102,6 +102,29 @@ class RememberResult(TypedDict):
     warnings: NotRequired[list[str]]  # e.g. a credential stored because secrets.mode is "warn"
 
 
+class RememberedItem(TypedDict):
+    """One item of a batch remember: stored (or found already stored), or why not."""
+
+    index: int  # its place in the batch, from 0
+    ok: bool
+    id: NotRequired[str]
+    path: NotRequired[str]
+    title: NotRequired[str]
+    version: NotRequired[str]
+    deduplicated: NotRequired[bool]
+    error: NotRequired[str]
+    warnings: NotRequired[list[str]]
+
+
+class RememberBatchResult(TypedDict):
+    """A batch remember, item by item: each stored or refused on its own."""
+
+    stored: int  # new memories written
+    deduplicated: int  # items already remembered (their new tags merged in)
+    failed: int
+    results: list[RememberedItem]
+
+
 class UpdateResult(TypedDict):
     memory: Memory
     changed: bool
@@ -122,13 +145,22 @@ class ForgottenMemory(TypedDict):
     trashed_to: NotRequired[str]  # absent in a dry run: nothing moved
 
 
+class FailedItem(TypedDict):
+    """One item of a batch that failed on its own, and why (the others went ahead)."""
+
+    memory_id: str
+    error: str
+
+
 class ForgetBatchResult(TypedDict):
     """What a forget of one or several memories moved to the trash (or, in a dry run,
-    would move). With one memory its fields are also at the top, as a single forget's."""
+    would move), and each id that failed with its reason. With one memory its fields
+    are also at the top, as a single forget's."""
 
     dry_run: bool
     count: int
     memories: list[ForgottenMemory]
+    failed: list[FailedItem]
     id: NotRequired[str]
     path: NotRequired[str]
     title: NotRequired[str]

@@ -41,6 +41,7 @@ PROMPTS_DIR = Path(__file__).resolve().parent.parent / "prompts"
 # name: (parameters in order, required ones, (readOnly, destructive, idempotent, openWorld))
 CONTRACT: dict[str, tuple[list[str], set[str], tuple[bool, bool, bool, bool]]] = {
     "remember": (["content", "namespace", "tags", "title", "source", "ttl_days", "type", "importance"], {"content"}, (False, False, True, False)),
+    "remember_many": (["items"], {"items"}, (False, False, True, False)),
     "recall": (["query", "namespace", "tags", "limit", "match", "since", "until", "path_prefix", "offset", "profile", "depth",
                 "type", "min_importance", "max_importance", "semantic", "where"], {"query"}, (True, False, True, False)),
     "get_memory": (["memory_id"], {"memory_id"}, (True, False, True, False)),

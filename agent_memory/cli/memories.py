@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+import json
 import sys
+from pathlib import Path
 from typing import Any
 
 import click
 
+from ..errors import InvalidInput
 from ..vault.vault import Vault
 from .options import common, open_vault
 from .output import emit, id_and_path, print_summary, printable
@@ -40,18 +43,29 @@ IMPORTANCE_OR_EMPTY = _ImportanceOrEmpty()
 @click.option("--ttl-days", type=float, default=0, help="Expire after this many days (0: never).")
 @click.option("--type", "kind", default=None, help="Kind of memory (fact, decision, lesson, procedure...).")
 @click.option("--importance", type=float, default=None, help="How much it matters (0-10).")
+@click.option("--batch", "batch", default=None, metavar="FILE",
+              help="Remember each item of FILE (a JSON list of objects, or JSON Lines; - for stdin), each on its own.")
 @handle_errors
 def add(content: str | None, namespace: str, tags: tuple[str, ...], title: str, source: str, ttl_days: float,
-        kind: str | None, importance: float | None) -> None:
+        kind: str | None, importance: float | None, batch: str | None) -> None:
     """Remember CONTENT; prints the new id.
 
     CONTENT - or none reads standard input. The file written is named on stderr.
+    With --batch FILE, each object of FILE ({"content": ..., "namespace", "tags",
+    "title", "source", "ttl_days", "type", "importance"}) is remembered on its own
+    (at most 500): the ids print one a line, and an item refused is named with why.
 
     \b
     Examples:
       agent-memory add "Customer ACME prefers deploys on Fridays" -n support -t customer
       git log -1 --format=%B | agent-memory add -t release
+      agent-memory add --batch facts.jsonl
     """
+    if batch is not None:
+        if content is not None:
+            raise InvalidInput("Give CONTENT or --batch FILE, not both.")
+        _add_batch(batch)
+        return
     if content in (None, "-"):
         content = sys.stdin.read()
     with open_vault() as vault:
@@ -67,6 +81,48 @@ def add(content: str | None, namespace: str, tags: tuple[str, ...], title: str, 
                 click.echo(f"Wrote {where}", err=True)
 
         emit(result, human)
+
+
+def _batch_items(source: str) -> list[Any]:
+    """A batch file's items: a JSON list, or one JSON object a line (JSON Lines)."""
+    try:
+        text = sys.stdin.read() if source == "-" else Path(source).read_text(encoding="utf-8")
+    except (OSError, UnicodeError) as exc:
+        raise InvalidInput(f"Cannot read {source}: {exc}. Give a JSON or JSON Lines file of memories.") from exc
+    if text.lstrip().startswith("["):
+        try:
+            items = json.loads(text)
+        except ValueError as exc:
+            raise InvalidInput(f"{source} is not valid JSON ({exc}); give a list of objects.") from exc
+        return items if isinstance(items, list) else [items]
+    items = []
+    for number, line in enumerate(text.splitlines(), 1):
+        if line.strip():
+            try:
+                items.append(json.loads(line))
+            except ValueError as exc:
+                raise InvalidInput(f"{source} line {number} is not JSON ({exc}); nothing was remembered.") from exc
+    return items
+
+
+def _add_batch(source: str) -> None:
+    items = _batch_items(source)
+    with open_vault() as vault:
+        result = vault.remember_many(items)
+
+    def human() -> None:
+        for item in result["results"]:
+            if item["ok"]:
+                click.echo(printable(item["id"]))
+        click.echo(f"{result['stored']} stored, {result['deduplicated']} already remembered, "
+                   f"{result['failed']} refused", err=True)
+
+    emit(result, human)
+    for item in result["results"]:
+        if not item["ok"]:
+            click.echo(printable(f"agent-memory: error: item {item['index'] + 1}: {cli_words(item['error'])}"), err=True)
+    if result["failed"]:
+        sys.exit(1)
 
 
 @click.command()
@@ -171,7 +227,10 @@ def _open_in_editor(vault: Vault, memory_id: str) -> None:
 @click.option("--dry-run", is_flag=True, help="Only say what would be forgotten; change nothing.")
 @handle_errors
 def forget(memory_ids: tuple[str, ...], expected_version: str | None, dry_run: bool) -> None:
-    """Move memories to .trash/ (kept 30 days), all or nothing.
+    """Move memories to .trash/ (kept 30 days), each on its own.
+
+    An ID that cannot be forgotten (not found, a symlink, saved meanwhile) is named
+    with its reason on stderr while the others go; the exit code is then 1.
 
     \b
     Examples:
@@ -191,6 +250,10 @@ def forget(memory_ids: tuple[str, ...], expected_version: str | None, dry_run: b
             click.echo(click.style(f"{result['count']} would be forgotten; nothing was changed", dim=True))
 
     emit(result, human)
+    for failure in result["failed"]:
+        click.echo(printable(f"agent-memory: error: {failure['memory_id']}: {cli_words(failure['error'])}"), err=True)
+    if result["failed"]:
+        sys.exit(1)
 
 
 @click.command()

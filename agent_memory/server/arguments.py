@@ -148,6 +148,17 @@ TtlDays = Annotated[
     ),
 ]
 
+RememberItems = Annotated[
+    list[dict[str, Any]],
+    Field(
+        description="The memories to store, each an object like remember's arguments: {content, namespace, tags, "
+        "title, source, ttl_days, type, importance} (content required). Each is stored or refused on its own; "
+        f"at most {MAX_BATCH}.",
+        min_length=1,
+        max_length=MAX_BATCH,
+    ),
+]
+
 # ----------------------------------------------------------------------------- recall
 
 Query = Annotated[
@@ -256,7 +267,8 @@ ForgetId = Annotated[
 ]
 ForgetIds = Annotated[
     list[Annotated[str, Field(min_length=1, max_length=1024)]] | None,
-    Field(description=f"Several memories to forget at once (ids or paths), all or nothing; at most {MAX_BATCH}.",
+    Field(description=f"Several memories to forget at once (ids or paths), each on its own (the result's "
+          f"`failed` lists those that could not go, with why); at most {MAX_BATCH}.",
           min_length=1, max_length=MAX_BATCH),
 ]
 DryRun = Annotated[bool, Field(description="Only say what would be forgotten (count, memories); change nothing.")]

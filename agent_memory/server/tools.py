@@ -29,6 +29,7 @@ from ..models import (
     MoveResult,
     ReconcileReport,
     RelatedResult,
+    RememberBatchResult,
     RememberResult,
     SearchResult,
     Stats,
@@ -80,6 +81,7 @@ from .arguments import (
     Profile,
     Query,
     Relation,
+    RememberItems,
     ReplaceNew,
     ReplaceOld,
     ReplaceSection,
@@ -133,6 +135,14 @@ def remember(
     )
     seen.note(result["memory"])
     return result
+
+
+def remember_many(vault: Vault, items: RememberItems) -> RememberBatchResult:
+    """Store several memories in one call, each as remember would (duplicates come back
+    deduplicated). Each item succeeds or fails on its own: `results` has one entry per
+    item, in order, with its id and path, or the `error` that refused it; the others
+    are stored all the same."""
+    return vault.remember_many(items)
 
 
 def get_memory(vault: Vault, seen: Seen, memory_id: MemoryId) -> Memory:
@@ -202,8 +212,9 @@ def forget(
 ) -> ForgetBatchResult:
     """Forget memories that are wrong or no longer true: their files move to the vault's
     .trash/ folder (kept 30 days), so a person can still restore them. One memory_id, or
-    memory_ids for several (all or nothing; expected_version only with one id).
-    dry_run=true previews what would go."""
+    memory_ids for several: each goes on its own, and one that cannot (not found,
+    changed meanwhile) is listed in `failed` with its reason (expected_version only
+    with one id). dry_run=true previews what would go and what would fail."""
     if (memory_id is None) == (memory_ids is None):
         raise InvalidInput("Give memory_id (one memory) or memory_ids (several), not both and not neither.")
     ids = [memory_id] if memory_id is not None else memory_ids or []
@@ -432,6 +443,7 @@ class Tool:
 
 TOOLS: tuple[Tool, ...] = (
     Tool("remember", remember, "Remember a fact", ADDS),
+    Tool("remember_many", remember_many, "Remember several facts", ADDS),
     Tool("recall", recall, "Recall memories", READ),
     Tool("get_memory", get_memory, "Read a memory", READ),
     Tool("update_memory", update_memory, "Update a memory", Hints(read_only=False, destructive=True, idempotent=False)),

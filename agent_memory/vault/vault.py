@@ -27,7 +27,7 @@ from ..index.reconcile import STALE_MARK
 from ..log import configured, show_warnings_on_stderr
 from ..models import (ContextResult, ExportPage, FileContent, ForgetBatchResult, ForgetResult, GcResult, HistoryResult,
                       ImportResult, LinkResult, ListResult, ActivityResult, Memory, MoveResult, ReconcileReport, RelatedResult,
-                      RememberResult, RestoreResult, SearchResult, Stats, SyncResult, TrashEntry, UnlinkResult,
+                      RememberBatchResult, RememberResult, RestoreResult, SearchResult, Stats, SyncResult, TrashEntry, UnlinkResult,
                       UpdateResult)
 from ..progress import Progress
 from ..recall.rank import RecallConfig
@@ -250,6 +250,10 @@ class Vault:
                  importance: float | str | None = None) -> RememberResult:
         """Store a fact as a new file (``Writes.remember``)."""
         return self.writes.remember(content, namespace, tags, title, source, ttl_days, type, importance)
+
+    def remember_many(self, items: Any) -> RememberBatchResult:
+        """Remember several facts, each on its own (``Writes.remember_many``)."""
+        return self.writes.remember_many(items)
 
     def update(self, memory_id: str, *, content: str | None = None, append: str | None = None,
                replace_old: str | None = None, replace_new: str | None = None,

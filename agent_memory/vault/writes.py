@@ -24,10 +24,11 @@ from ..note.tags import as_tag_list, normalise_tag, split_tags
 from ..clock import iso
 from .core import Core
 from ..index.reconcile import Examined
-from ..errors import Duplicate, InvalidInput, ReadOnlyFile, SavedMeanwhile, VersionConflict
-from ..limits import (MAX_TAGS, check_content, check_importance, check_namespace, check_tags, check_text, check_ttl,
+from ..errors import AgentMemoryError, Duplicate, InvalidInput, ReadOnlyFile, SavedMeanwhile, VersionConflict
+from ..limits import (MAX_BATCH, MAX_TAGS, check_content, check_importance, check_namespace, check_tags, check_text, check_ttl,
                      check_type)
-from ..models import ForgetBatchResult, ForgetResult, ForgottenMemory, Memory, RememberResult, UpdateResult
+from ..models import (FailedItem, ForgetBatchResult, ForgetResult, ForgottenMemory, Memory, RememberBatchResult,
+                      RememberedItem, RememberResult, UpdateResult)
 from ..disk.layout import dated_folder, make_slug, new_id
 
 def editable(note: Note) -> Note:
@@ -168,6 +169,33 @@ class Writes:
             if warnings:
                 result["warnings"] = warnings
             return result
+
+    def remember_many(self, items: Any) -> RememberBatchResult:
+        """Remember each item (``{content, namespace, tags, title, source, ttl_days, type,
+        importance}``) on its own, as ``remember`` does one: an item that is refused (empty,
+        over a limit, holding a credential, an unknown key) is reported with its reason
+        and the others are stored. At most ``MAX_BATCH`` items."""
+        if not isinstance(items, (list, tuple)) or not items:
+            raise InvalidInput("Give the memories as a list of objects, e.g. [{\"content\": \"ACME deploys on Fridays\"}].")
+        if len(items) > MAX_BATCH:
+            raise InvalidInput(f"The batch has {len(items):,} items; the limit is {MAX_BATCH}. Send it in parts.")
+        results: list[RememberedItem] = []
+        for index, item in enumerate(items):
+            try:
+                result = self.remember(**_remember_fields(item))
+            except (AgentMemoryError, OSError) as exc:
+                results.append(RememberedItem(index=index, ok=False, error=_reason(exc)))
+                continue
+            memory = result["memory"]
+            done = RememberedItem(index=index, ok=True, id=memory["id"], path=memory["path"], title=memory["title"],
+                                  version=memory["version"], deduplicated=result["deduplicated"])
+            if result.get("warnings"):
+                done["warnings"] = result["warnings"]
+            results.append(done)
+        stored = [r for r in results if r["ok"]]
+        return RememberBatchResult(stored=sum(not r.get("deduplicated") for r in stored),
+                                   deduplicated=sum(bool(r.get("deduplicated")) for r in stored),
+                                   failed=len(results) - len(stored), results=results)
 
     def _merge_tags_into(self, row: sqlite3.Row, tags: list[str]) -> RememberResult:
         current = row["tags"].split()
@@ -324,10 +352,12 @@ class Writes:
 
     def forget_many(self, memory_ids: Iterable[str] | str, expected_version: str | None = None,
                     dry_run: bool = False) -> ForgetBatchResult:
-        """Forget several memories, all or nothing: every id is resolved (and the version
-        checked, which only a single id may carry) before any file moves, and if one move
-        fails the ones already moved are put back. ``dry_run`` says what would be
-        forgotten and changes nothing. A batch needs no versions: the trash keeps it all."""
+        """Forget one or several memories, each on its own: every id is resolved and its
+        file moved to the trash by itself, and one that cannot be (not found, a symlink,
+        saved meanwhile, a full disk) is listed in ``failed`` with its reason while the
+        others go. With one id its error is raised instead, as ``forget``'s. ``dry_run``
+        says what would be forgotten (and what would fail) and changes nothing. A batch
+        needs no versions: the trash keeps it all."""
         ids = [memory_ids] if isinstance(memory_ids, str) else list(memory_ids or [])
         if not ids or not all(isinstance(i, str) and i.strip() for i in ids):
             raise InvalidInput("Give the ids (or vault paths) of the memories to forget, e.g. ['01m8r9k34bnrxpbt'].")
@@ -337,42 +367,42 @@ class Writes:
         if expected_version and len(ids) > 1:
             raise InvalidInput("expected_version applies to a single memory; forget several without it "
                                "(forgotten memories stay restorable in .trash/).")
+        done: list[ForgottenMemory] = []
+        failed: list[FailedItem] = []
+        paths: set[str] = set()
         with self.core.writing():
-            picked: dict[str, tuple[sqlite3.Row, str]] = {}
-            for memory_id in ids:
-                row, data = self.core.load(memory_id, settle=True)
-                version = file_version(data)
-                if expected_version and expected_version != version:
-                    raise VersionConflict(memory_id, expected_version, version)
-                self._not_a_link(row["path"])
-                picked.setdefault(row["path"], (row, version))  # one memory named twice goes once
-            done: list[ForgottenMemory] = []
-            if dry_run:
-                done = [ForgottenMemory(id=row["id"], path=row["path"], title=row["title"]) for row, _ in picked.values()]
-            else:
-                moved: list[tuple[str, str]] = []
+            for memory_id in dict.fromkeys(ids):  # one id named twice goes once
                 try:
-                    for row, version in picked.values():
-                        trashed = self._trash_checked(row, version)
-                        moved.append((trashed, row["path"]))
-                        done.append(ForgottenMemory(id=row["id"], path=row["path"], title=row["title"], trashed_to=trashed))
-                except BaseException:
-                    for trashed, rel in reversed(moved):  # all or nothing: the ones moved go back
-                        entry = self.store.trash.find(trashed)
-                        if entry is not None:
-                            try:
-                                self.store.trash.take_out(entry, self.store.abspath(rel))
-                            except FileExistsError:
-                                pass  # a file was saved there meanwhile: it stands, the copy stays in .trash/
-                        with self.files.transaction() as conn:
-                            self.files.refresh(conn, rel, None)
-                    raise
-            result = ForgetBatchResult(dry_run=bool(dry_run), count=len(done), memories=done)
-            if len(done) == 1:  # its fields at the top too, as a single forget's
-                for key in ("id", "path", "title", "trashed_to"):
-                    if key in done[0]:
-                        result[key] = done[0][key]
-            return result
+                    item = self._forget_one(memory_id, expected_version, dry_run, paths)
+                except (AgentMemoryError, OSError) as exc:
+                    if len(ids) == 1:
+                        raise
+                    failed.append(FailedItem(memory_id=memory_id, error=_reason(exc)))
+                    continue
+                if item is not None:
+                    done.append(item)
+        result = ForgetBatchResult(dry_run=bool(dry_run), count=len(done), memories=done, failed=failed)
+        if len(done) == 1 and not failed:  # its fields at the top too, as a single forget's
+            for key in ("id", "path", "title", "trashed_to"):
+                if key in done[0]:
+                    result[key] = done[0][key]
+        return result
+
+    def _forget_one(self, memory_id: str, expected_version: str | None, dry_run: bool,
+                    paths: set[str]) -> ForgottenMemory | None:
+        """One memory of a forget, checked then moved (None: named already, by its other form)."""
+        row, data = self.core.load(memory_id, settle=True)
+        version = file_version(data)
+        if expected_version and expected_version != version:
+            raise VersionConflict(memory_id, expected_version, version)
+        self._not_a_link(row["path"])
+        if row["path"] in paths:
+            return None
+        paths.add(row["path"])
+        if dry_run:
+            return ForgottenMemory(id=row["id"], path=row["path"], title=row["title"])
+        trashed = self._trash_checked(row, version)
+        return ForgottenMemory(id=row["id"], path=row["path"], title=row["title"], trashed_to=trashed)
 
     def _not_a_link(self, rel: str) -> None:
         """Forget moves files, not links: a symlink moved into ``.trash/`` would point
@@ -404,6 +434,33 @@ class Writes:
         with self.files.transaction() as conn:
             self.files.refresh(conn, rel, None)
         raise SavedMeanwhile(rel)
+
+
+_REMEMBER_KEYS = ("content", "namespace", "tags", "title", "source", "ttl_days", "type", "importance")
+
+
+def _remember_fields(item: Any) -> dict[str, Any]:
+    """One batch item as ``remember``'s arguments; anything else is refused by name."""
+    if not isinstance(item, dict):
+        raise InvalidInput(f"Each item must be an object like {{\"content\": \"...\"}}; got {type(item).__name__}.")
+    unknown = [str(key) for key in item if key not in _REMEMBER_KEYS]
+    if unknown:
+        raise InvalidInput(f"Unknown key {unknown[0]!r}; an item takes {', '.join(_REMEMBER_KEYS)}.")
+    if "content" not in item:
+        raise InvalidInput("The item has no content; give the fact to remember as text.")
+    fields = {key: value for key, value in item.items() if value is not None}
+    fields.setdefault("namespace", "default")
+    for key in ("content", "namespace", "title", "source"):
+        if not isinstance(fields.get(key, ""), str):
+            raise InvalidInput(f"{key} must be text; got {fields[key]!r}.")
+    return fields
+
+
+def _reason(exc: BaseException) -> str:
+    """Why one item of a batch failed, in a sentence (a library error says what to do)."""
+    if isinstance(exc, OSError) and not isinstance(exc, AgentMemoryError):
+        return f"The file could not be moved ({exc.strerror or exc}); nothing was changed for it. Retry."
+    return str(exc)
 
 
 def _retag(note: Note, adding: list[str], removing: list[str]) -> list[Any] | None:
