@@ -230,6 +230,14 @@ class ExportedMemory(TypedDict):
     raw: NotRequired[str]
 
 
+class ChatNote(TypedDict):
+    """A conversation of a chat export that held a credential: redacted, or left out."""
+
+    conversation: str  # its id in the export
+    title: str
+    kinds: list[str]  # the kinds of credential found (never the value)
+
+
 class ImportResult(TypedDict):
     """What an import did. ``updated`` and ``unchanged`` count memories a source gave
     before (importing it again: its ids are the source's keys); ``links`` the relations
@@ -245,6 +253,9 @@ class ImportResult(TypedDict):
     forgotten: int  # memories forgotten here since an earlier import: not brought back (restore does that)
     ids: list[str]
     paths: list[str]  # vault-relative, of the files written
+    conversations: NotRequired[int]  # a chat export: the conversations read
+    redacted: NotRequired[list[ChatNote]]  # ... those whose credentials were redacted before writing
+    refused: NotRequired[list[ChatNote]]  # ... those left out: a credential that could not be redacted
 
 
 class GcResult(TypedDict):

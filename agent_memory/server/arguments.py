@@ -362,13 +362,15 @@ Items = Annotated[
     ),
 ]
 ImportFormat = Annotated[
-    Literal["mcp-knowledge-graph", "mcp-memory-vault", "memory-mcp"] | None,
+    Literal["mcp-knowledge-graph", "mcp-memory-vault", "memory-mcp", "chatgpt", "claude"] | None,
     Field(
         description="Leave out for this tool's own export. mcp-knowledge-graph: items are the records of "
         "a memory.jsonl ({type: entity|relation, ...}), one note per entity, relations as links. "
         "mcp-memory-vault: items are its export's memories (created_at, updated_at, expires_at kept). "
         "memory-mcp: items are its memories (hash, content, tags, memory_type, importance, created_at) "
-        "and relationships (from_hash, to_hash, relation_type). With a format, importing the same "
+        "and relationships (from_hash, to_hash, relation_type). chatgpt, claude: items are conversations "
+        "of a ChatGPT or Claude data export's conversations.json, one note per conversation. With a format, "
+        "importing the same "
         "source again updates what changed and adds nothing twice; links resolve across calls. "
         "(AgentMemory's folder is imported with `agent-memory import --from agentmemory`.)",
     ),
