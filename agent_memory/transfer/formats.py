@@ -24,7 +24,7 @@ FORMATS: dict[str, Importer] = {
 }
 
 # Chat exports are read a conversation at a time and imported in batches
-# (``Maintenance.import_chats``), not turned into one list of items as the above are.
+# (``Maintenance._import_chats``), not turned into one list of items as the above are.
 IMPORT_FORMATS = (*FORMATS, *CHAT_FORMATS)
 
 EXPORT_FORMATS = ("mcp-knowledge-graph",)

@@ -166,7 +166,7 @@ class Maintenance:
         gets the next free ``-2``-style name; nothing is overwritten.
         """
         if format in CHAT_FORMATS:
-            return self.import_chats(items, format, progress)
+            return self._import_chats(items, format, progress)
         if format is not None:
             items = importer(format)(items)
         return self._import_items(items, progress, sync=format is not None)
@@ -230,7 +230,7 @@ class Maintenance:
                             forgotten=plan.forgotten,
                             ids=[ids[rel] for rel in written], paths=written)
 
-    def import_chats(self, path: Any, format: str, progress: Progress | None = None,
+    def _import_chats(self, path: Any, format: str, progress: Progress | None = None,
                      namespace: str = "default") -> ImportResult:
         """A ChatGPT or Claude export (its zip or ``conversations.json``, or its list of
         conversations already parsed, as an MCP caller sends it): one dated note
