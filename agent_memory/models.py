@@ -24,6 +24,8 @@ class Summary(TypedDict):
     age: str
     expires: str | None
     conflict: bool  # the file holds git conflict markers: found by its first side, refused for edits
+    changed: NotRequired[str]  # when the file last changed (hand edits too), in lists
+
 
 
 class Hit(Summary):
@@ -101,6 +103,29 @@ class RememberResult(TypedDict):
     warnings: NotRequired[list[str]]  # e.g. a credential stored because secrets.mode is "warn"
 
 
+class RememberedItem(TypedDict):
+    """One item of a batch remember: stored (or found already stored), or why not."""
+
+    index: int  # its place in the batch, from 0
+    ok: bool
+    id: NotRequired[str]
+    path: NotRequired[str]
+    title: NotRequired[str]
+    version: NotRequired[str]
+    deduplicated: NotRequired[bool]
+    error: NotRequired[str]
+    warnings: NotRequired[list[str]]
+
+
+class RememberBatchResult(TypedDict):
+    """A batch remember, item by item: each stored or refused on its own."""
+
+    stored: int  # new memories written
+    deduplicated: int  # items already remembered (their new tags merged in)
+    failed: int
+    results: list[RememberedItem]
+
+
 class UpdateResult(TypedDict):
     memory: Memory
     changed: bool
@@ -121,13 +146,22 @@ class ForgottenMemory(TypedDict):
     trashed_to: NotRequired[str]  # absent in a dry run: nothing moved
 
 
+class FailedItem(TypedDict):
+    """One item of a batch that failed on its own, and why (the others went ahead)."""
+
+    memory_id: str
+    error: str
+
+
 class ForgetBatchResult(TypedDict):
     """What a forget of one or several memories moved to the trash (or, in a dry run,
-    would move). With one memory its fields are also at the top, as a single forget's."""
+    would move), and each id that failed with its reason. With one memory its fields
+    are also at the top, as a single forget's."""
 
     dry_run: bool
     count: int
     memories: list[ForgottenMemory]
+    failed: list[FailedItem]
     id: NotRequired[str]
     path: NotRequired[str]
     title: NotRequired[str]
@@ -135,6 +169,18 @@ class ForgetBatchResult(TypedDict):
 
 
 class ListResult(TypedDict):
+    total: int
+    count: int
+    offset: int
+    memories: list[Summary]
+    next_offset: NotRequired[int]
+
+
+class ActivityResult(TypedDict):
+    """What changed in a time frame (``recent_activity``), the latest change first."""
+
+    since: str
+    until: str | None
     total: int
     count: int
     offset: int
@@ -185,6 +231,14 @@ class ExportedMemory(TypedDict):
     raw: NotRequired[str]
 
 
+class ChatNote(TypedDict):
+    """A conversation of a chat export that held a credential: redacted, or left out."""
+
+    conversation: str  # its id in the export
+    title: str
+    kinds: list[str]  # the kinds of credential found (never the value)
+
+
 class ImportResult(TypedDict):
     """What an import did. ``updated`` and ``unchanged`` count memories a source gave
     before (importing it again: its ids are the source's keys); ``links`` the relations
@@ -200,6 +254,9 @@ class ImportResult(TypedDict):
     forgotten: int  # memories forgotten here since an earlier import: not brought back (restore does that)
     ids: list[str]
     paths: list[str]  # vault-relative, of the files written
+    conversations: NotRequired[int]  # a chat export: the conversations read
+    redacted: NotRequired[list[ChatNote]]  # ... those whose credentials were redacted before writing
+    refused: NotRequired[list[ChatNote]]  # ... those left out: a credential that could not be redacted
 
 
 class GcResult(TypedDict):

@@ -120,6 +120,12 @@ def index_snapshot(db_path: Path) -> dict[str, list[tuple]]:
             "links": conn.execute(
                 "SELECT m.path, l.relation, l.target FROM links l JOIN memories m ON m.rid = l.src ORDER BY 1, 2, 3"
             ).fetchall(),
+            "props": conn.execute(
+                "SELECT m.path, p.key, p.value FROM props p JOIN memories m ON m.rid = p.rid ORDER BY 1, 2, 3"
+            ).fetchall(),
+            "prop_keys": conn.execute(
+                "SELECT m.path, k.key FROM prop_keys k JOIN memories m ON m.rid = k.rid ORDER BY 1, 2"
+            ).fetchall(),
         }
     finally:
         conn.close()

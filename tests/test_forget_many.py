@@ -1,5 +1,5 @@
-"""`forget` of several memories at once, all or nothing, and its dry run (SPEC §3/§7):
-over the library, the real MCP client in memory and the CLI."""
+"""`forget` of several memories at once, each on its own with a per-item result, and
+its dry run (SPEC §3/§7): over the library, the real MCP client in memory and the CLI."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ from mcp import Client
 from agent_memory.errors import InvalidInput, NotFound
 from agent_memory.vault.vault import Vault
 
-from conftest import assert_index_matches_files, cli_ok, tool_error, tool_ok
+from conftest import assert_index_matches_files, cli_ok, run_cli, tool_error, tool_ok
 
 
 def _made(vault: Vault, *contents: str) -> list[dict[str, Any]]:
@@ -31,16 +31,20 @@ def test_forget_several_moves_each_to_the_trash(vault: Vault) -> None:
     assert_index_matches_files(vault)
 
 
-def test_one_unknown_id_forgets_nothing(vault: Vault) -> None:
+def test_an_unknown_id_fails_on_its_own_and_the_others_go(vault: Vault) -> None:
     a, b = _made(vault, "Alpha fact", "Beta fact")
-    with pytest.raises(NotFound):
-        vault.forget_many([a["id"], "01nosuchid000000", b["id"]])
-    assert (vault.root / a["path"]).exists() and (vault.root / b["path"]).exists()
-    assert vault.list()["total"] == 2 and not (vault.root / ".trash").exists()
+    result = vault.forget_many([a["id"], "01nosuchid000000", b["id"]])
+    assert [m["id"] for m in result["memories"]] == [a["id"], b["id"]] and result["count"] == 2
+    assert [f["memory_id"] for f in result["failed"]] == ["01nosuchid000000"]
+    assert "not found" in result["failed"][0]["error"] and "list_memories" in result["failed"][0]["error"]
+    assert not (vault.root / a["path"]).exists() and not (vault.root / b["path"]).exists()
+    assert vault.list()["total"] == 0
+    with pytest.raises(NotFound):  # one id alone: its error, as a single forget's
+        vault.forget_many(["01nosuchid000000"])
 
 
-def test_a_failed_move_puts_back_the_ones_already_moved(vault: Vault, monkeypatch: pytest.MonkeyPatch) -> None:
-    a, b = _made(vault, "Alpha fact", "Beta fact")
+def test_a_failed_move_fails_that_item_and_loses_nothing(vault: Vault, monkeypatch: pytest.MonkeyPatch) -> None:
+    a, b, c = _made(vault, "Alpha fact", "Beta fact", "Gamma fact")
     real = vault.store.trash.move_in
     calls = []
 
@@ -51,10 +55,28 @@ def test_a_failed_move_puts_back_the_ones_already_moved(vault: Vault, monkeypatc
         return real(*args, **kwargs)
 
     monkeypatch.setattr(vault.store.trash, "move_in", failing)
-    with pytest.raises(OSError):
-        vault.forget_many([a["id"], b["id"]])
-    assert (vault.root / a["path"]).exists() and (vault.root / b["path"]).exists()
-    assert vault.list()["total"] == 2
+    result = vault.forget_many([a["id"], b["id"], c["id"]])
+    assert [m["id"] for m in result["memories"]] == [a["id"], c["id"]]
+    assert result["failed"] == [{"memory_id": b["id"], "error": result["failed"][0]["error"]}]
+    assert "No space left on device" in result["failed"][0]["error"]
+    assert (vault.root / b["path"]).exists() and [m["id"] for m in vault.list()["memories"]] == [b["id"]]
+    assert_index_matches_files(vault)
+
+
+def test_a_save_that_lands_mid_batch_keeps_that_note_only(vault: Vault, monkeypatch: pytest.MonkeyPatch) -> None:
+    a, b = _made(vault, "Alpha fact", "Beta fact")
+    real = vault.store.trash.move_in
+
+    def person_saves_first(source: Any, rel: str, *args: Any, **kwargs: Any) -> str:
+        if rel == a["path"]:
+            source.write_text(source.read_text() + "A line a person just typed.\n")
+        return real(source, rel, *args, **kwargs)
+
+    monkeypatch.setattr(vault.store.trash, "move_in", person_saves_first)
+    result = vault.forget_many([a["id"], b["id"]])
+    assert [m["id"] for m in result["memories"]] == [b["id"]]
+    assert [f["memory_id"] for f in result["failed"]] == [a["id"]]
+    assert (vault.root / a["path"]).read_text().endswith("A line a person just typed.\n")
     assert_index_matches_files(vault)
 
 
@@ -64,7 +86,9 @@ def test_dry_run_says_what_would_go_and_changes_nothing(vault: Vault) -> None:
     preview = vault.forget_many([a["id"], b["id"]], dry_run=True)
     assert preview["dry_run"] is True and preview["count"] == 2
     assert [(m["id"], m["path"]) for m in preview["memories"]] == [(a["id"], a["path"]), (b["id"], b["path"])]
-    assert all("trashed_to" not in m for m in preview["memories"])
+    assert all("trashed_to" not in m for m in preview["memories"]) and preview["failed"] == []
+    mixed = vault.forget_many([a["id"], "nowhere.md"], dry_run=True)
+    assert mixed["count"] == 1 and [f["memory_id"] for f in mixed["failed"]] == ["nowhere.md"]
     assert {p: p.read_bytes() for p in vault.root.rglob("*.md")} == before
     assert not (vault.root / ".trash").exists() and vault.list()["total"] == 2
 
@@ -89,6 +113,10 @@ async def test_forget_several_over_the_real_client(vault: Vault, client: Client)
     single = await tool_ok(client, "forget", memory_id=c["id"])
     assert single["id"] == c["id"] and single["trashed_to"]
     assert "memory_ids" in await tool_error(client, "forget", memory_id="x", memory_ids=["y"])
+    d = _made(vault, "Delta fact")[0]
+    mixed = await tool_ok(client, "forget", memory_ids=["01nosuchid000000", d["id"]])
+    assert mixed["count"] == 1 and mixed["memories"][0]["id"] == d["id"]
+    assert mixed["failed"][0]["memory_id"] == "01nosuchid000000" and "not found" in mixed["failed"][0]["error"]
     assert "memory_id" in await tool_error(client, "forget")
 
 
@@ -100,3 +128,7 @@ def test_cli_forget_several_ids_and_dry_run(vault: Vault) -> None:
     done = json.loads(cli_ok("--json", "forget", a["id"], b["path"], vault=vault.root))
     assert done["count"] == 2 and vault.list()["total"] == 0
     assert (vault.root / ".trash" / a["path"]).exists()
+    c = _made(vault, "Gamma fact")[0]
+    partly = run_cli("forget", "01nosuchid000000", c["id"], vault=vault.root)
+    assert partly.returncode == 1 and "01nosuchid000000" in partly.stderr and "not found" in partly.stderr
+    assert c["id"] in partly.stdout and vault.list()["total"] == 0

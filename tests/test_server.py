@@ -41,16 +41,20 @@ PROMPTS_DIR = Path(__file__).resolve().parent.parent / "prompts"
 # name: (parameters in order, required ones, (readOnly, destructive, idempotent, openWorld))
 CONTRACT: dict[str, tuple[list[str], set[str], tuple[bool, bool, bool, bool]]] = {
     "remember": (["content", "namespace", "tags", "title", "source", "ttl_days", "type", "importance"], {"content"}, (False, False, True, False)),
+    "remember_many": (["items"], {"items"}, (False, False, True, False)),
     "recall": (["query", "namespace", "tags", "limit", "match", "since", "until", "path_prefix", "offset", "profile", "depth",
-                "type", "min_importance", "max_importance", "semantic"], {"query"}, (True, False, True, False)),
+                "type", "min_importance", "max_importance", "semantic", "where"], {"query"}, (True, False, True, False)),
     "get_memory": (["memory_id"], {"memory_id"}, (True, False, True, False)),
     "update_memory": (
         ["memory_id", "content", "append", "replace_old", "replace_new", "tags", "add_tags", "remove_tags",
-         "namespace", "title", "source", "ttl_days", "type", "importance", "expected_version"],
+         "namespace", "title", "source", "ttl_days", "type", "importance", "expected_version", "prepend",
+         "replace_section", "section_content"],
         {"memory_id"}, (False, True, False, False),
     ),
     "forget": (["memory_id", "memory_ids", "expected_version", "dry_run"], set(), (False, True, True, False)),
-    "list_memories": (["namespace", "tags", "limit", "offset", "path_prefix", "type", "min_importance", "max_importance"], set(), (True, False, True, False)),
+    "list_memories": (["namespace", "tags", "limit", "offset", "path_prefix", "type", "min_importance", "max_importance",
+                       "since", "until", "where"], set(), (True, False, True, False)),
+    "recent_activity": (["timeframe", "namespace", "type", "limit", "offset"], set(), (True, False, True, False)),
     "link_memories": (["memory_id", "target_id", "relation"], {"memory_id", "target_id"}, (False, False, True, False)),
     "unlink_memories": (["memory_id", "target_id", "relation"], {"memory_id", "target_id"}, (False, True, True, False)),
     "move_memory": (["memory_id", "new_path"], {"memory_id", "new_path"}, (False, True, False, False)),

@@ -84,13 +84,16 @@ async def ok(client: Client, tool: str, **arguments: Any) -> dict[str, Any]:
 
 async def test_every_tool_works_with_the_token(server: dict[str, Any]) -> None:
     async with connect(server["url"]) as client:
-        assert len((await client.list_tools()).tools) == 17
+        assert len((await client.list_tools()).tools) == 19
         a = (await ok(client, "remember", content="HTTP fact: ACME deploys on Fridays", tags="acme"))["memory"]
         b = (await ok(client, "remember", content="HTTP fact: ACME billing on Stripe", namespace="billing"))["memory"]
         assert (await ok(client, "recall", query="ACME deploys"))["hits"][0]["id"] == a["id"]
         got = await ok(client, "get_memory", memory_id=a["id"])
         await ok(client, "update_memory", memory_id=a["id"], add_tags=["deploy"], expected_version=got["version"])
         assert (await ok(client, "list_memories"))["total"] == 2
+        assert (await ok(client, "recent_activity", timeframe="1d"))["total"] == 2
+        batch = await ok(client, "remember_many", items=[{"content": "HTTP fact: ACME deploys on Fridays"}])
+        assert batch["deduplicated"] == 1 and batch["results"][0]["id"] == a["id"]
         await ok(client, "link_memories", memory_id=a["id"], target_id=b["id"])
         assert (await ok(client, "related", memory_id=b["id"]))["count"] == 1
         assert (await ok(client, "retrieve_context", query="ACME"))["count"] == 2

@@ -48,8 +48,8 @@ def test_inspector_lists_the_tools(vault: Vault, tmp_path: Path) -> None:
     done = inspector(vault.root, "--method", "tools/list", cwd=tmp_path)
     assert done.returncode == 0, done.stderr
     tools = {t["name"]: t for t in json.loads(done.stdout)["tools"]}
-    assert len(tools) == 17 and {"remember", "recall", "read_file", "reindex", "move_memory", "unlink_memories",
-                                 "memory_history"} <= set(tools)
+    assert len(tools) == 19 and {"remember", "recall", "read_file", "reindex", "move_memory", "unlink_memories",
+                                 "memory_history", "remember_many", "recent_activity"} <= set(tools)
     assert tools["recall"]["annotations"] == {
         "readOnlyHint": True, "destructiveHint": False, "idempotentHint": True, "openWorldHint": False,
     }

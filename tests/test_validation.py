@@ -77,11 +77,13 @@ def base_arguments(ids: dict[str, str]) -> dict[str, dict[str, Any]]:
     """A valid call of every tool, to which each test adds one bad argument."""
     return {
         "remember": {"content": "A brand new fact"},
+        "remember_many": {"items": [{"content": "A fact of a batch"}]},
         "recall": {"query": "acme"},
         "get_memory": {"memory_id": ids["a"]},
         "update_memory": {"memory_id": ids["a"], "content": "ACME deploys on Thursdays"},
         "forget": {"memory_id": ids["a"]},
         "list_memories": {},
+        "recent_activity": {},
         "link_memories": {"memory_id": ids["a"], "target_id": ids["b"]},
         "related": {"memory_id": ids["a"]},
         "retrieve_context": {"query": "acme"},
@@ -166,6 +168,7 @@ async def test_dot_namespaces_are_refused_by_every_tool_that_takes_one(
         "update_memory": {"memory_id": ids["a"], "namespace": namespace},
         "recall": {"query": "acme", "namespace": namespace},
         "list_memories": {"namespace": namespace},
+        "recent_activity": {"namespace": namespace},
         "retrieve_context": {"query": "acme", "namespace": namespace},
         "export_memories": {"namespace": namespace},
     }

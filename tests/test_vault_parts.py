@@ -22,9 +22,9 @@ from agent_memory.vault.writes import Writes
 
 DELEGATED: dict[str, Callable[..., Any]] = {
     "get": Core.get, "semantic_on": Core.semantic_on,
-    "list": Reads.list, "search": Reads.search, "related": Reads.related, "history": Reads.history,
+    "list": Reads.list, "recent_activity": Reads.recent_activity, "search": Reads.search, "related": Reads.related, "history": Reads.history,
     "retrieve_context": Reads.retrieve_context, "read_file": Reads.read_file, "complete_ids": Reads.complete_ids,
-    "remember": Writes.remember, "update": Writes.update, "forget": Writes.forget, "forget_many": Writes.forget_many,
+    "remember": Writes.remember, "remember_many": Writes.remember_many, "update": Writes.update, "forget": Writes.forget, "forget_many": Writes.forget_many,
     "link": Relations.link, "unlink": Relations.unlink,
     "move": Moves.move, "finish_interrupted_move": Moves.finish_interrupted_move,
     "undo_recorded_move": Moves.undo_recorded_move,

@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import json
 import sys
+from pathlib import Path
 from typing import Any
 
 import click
 
-from ..errors import NotFound
+from ..errors import InvalidInput, NotFound
 from ..vault.vault import Vault
 from .options import common, open_vault
 from .paths import ROOT_PREFIX, each, keys, looked_where, read_path, resolved, target_path
@@ -42,18 +44,29 @@ IMPORTANCE_OR_EMPTY = _ImportanceOrEmpty()
 @click.option("--ttl-days", type=float, default=0, help="Expire after this many days (0: never).")
 @click.option("--type", "kind", default=None, help="Kind of memory (fact, decision, lesson, procedure...).")
 @click.option("--importance", type=float, default=None, help="How much it matters (0-10).")
+@click.option("--batch", "batch", default=None, metavar="FILE",
+              help="Remember each item of FILE (a JSON list of objects, or JSON Lines; - for stdin), each on its own.")
 @handle_errors
 def add(content: str | None, namespace: str, tags: tuple[str, ...], title: str, source: str, ttl_days: float,
-        kind: str | None, importance: float | None) -> None:
+        kind: str | None, importance: float | None, batch: str | None) -> None:
     """Remember CONTENT; prints the new id.
 
     CONTENT - or none reads standard input. The file written is named on stderr.
+    With --batch FILE, each object of FILE ({"content": ..., "namespace", "tags",
+    "title", "source", "ttl_days", "type", "importance"}) is remembered on its own
+    (at most 500): the ids print one a line, and an item refused is named with why.
 
     \b
     Examples:
       agent-memory add "Customer ACME prefers deploys on Fridays" -n support -t customer
       git log -1 --format=%B | agent-memory add -t release
+      agent-memory add --batch facts.jsonl
     """
+    if batch is not None:
+        if content is not None:
+            raise InvalidInput("Give CONTENT or --batch FILE, not both.")
+        _add_batch(batch)
+        return
     if content in (None, "-"):
         content = sys.stdin.read()
     with open_vault() as vault:
@@ -69,6 +82,48 @@ def add(content: str | None, namespace: str, tags: tuple[str, ...], title: str, 
                 click.echo(f"Wrote {where}", err=True)
 
         emit(result, human)
+
+
+def _batch_items(source: str) -> list[Any]:
+    """A batch file's items: a JSON list, or one JSON object a line (JSON Lines)."""
+    try:
+        text = sys.stdin.read() if source == "-" else Path(source).read_text(encoding="utf-8")
+    except (OSError, UnicodeError) as exc:
+        raise InvalidInput(f"Cannot read {source}: {exc}. Give a JSON or JSON Lines file of memories.") from exc
+    if text.lstrip().startswith("["):
+        try:
+            items = json.loads(text)
+        except ValueError as exc:
+            raise InvalidInput(f"{source} is not valid JSON ({exc}); give a list of objects.") from exc
+        return items if isinstance(items, list) else [items]
+    items = []
+    for number, line in enumerate(text.splitlines(), 1):
+        if line.strip():
+            try:
+                items.append(json.loads(line))
+            except ValueError as exc:
+                raise InvalidInput(f"{source} line {number} is not JSON ({exc}); nothing was remembered.") from exc
+    return items
+
+
+def _add_batch(source: str) -> None:
+    items = _batch_items(source)
+    with open_vault() as vault:
+        result = vault.remember_many(items)
+
+    def human() -> None:
+        for item in result["results"]:
+            if item["ok"]:
+                click.echo(printable(item["id"]))
+        click.echo(f"{result['stored']} stored, {result['deduplicated']} already remembered, "
+                   f"{result['failed']} refused", err=True)
+
+    emit(result, human)
+    for item in result["results"]:
+        if not item["ok"]:
+            click.echo(printable(f"agent-memory: error: item {item['index'] + 1}: {cli_words(item['error'])}"), err=True)
+    if result["failed"]:
+        sys.exit(1)
 
 
 @click.command()
@@ -113,6 +168,10 @@ def show(memory_id: str) -> None:
 @click.option("--append", default=None, help="Text to add at the end of the content.")
 @click.option("--replace", "replace", nargs=2, default=None, metavar="OLD NEW",
               help="Replace OLD (which must occur exactly once) with NEW.")
+@click.option("--prepend", default=None, help="Text to add at the start of the content (after a '# Title' line).")
+@click.option("--replace-section", "section", nargs=2, default=None, metavar="HEADING TEXT",
+              help="Replace what the section under HEADING ('## Status', or 'Status' at any level) holds with TEXT; "
+                   "the heading and the other sections stay.")
 @click.option("--add-tag", "add_tags", multiple=True, help="Tag to add (repeatable).")
 @click.option("--remove-tag", "remove_tags", multiple=True, help="Tag to remove (repeatable).")
 @click.option("-n", "--namespace", default=None, help="Move to this namespace.")
@@ -126,7 +185,7 @@ def show(memory_id: str) -> None:
 def edit(memory_id: str, content: str | None, append: str | None, replace: tuple[str, str] | None,
          add_tags: tuple[str, ...], remove_tags: tuple[str, ...], namespace: str | None, title: str | None,
          source: str | None, ttl_days: float | None, kind: str | None, importance: float | str | None,
-         expected_version: str | None) -> None:
+         expected_version: str | None, prepend: str | None, section: tuple[str, str] | None) -> None:
     """Change a memory, or open it in $EDITOR.
 
     Only the front-matter keys that change are rewritten. With no change options it
@@ -136,23 +195,26 @@ def edit(memory_id: str, content: str | None, append: str | None, replace: tuple
     \b
     Examples:
       agent-memory edit people/priya.md --append "Prefers calls after 3pm."
+      agent-memory edit plans/q3.md --replace-section "## Status" "Shipped on 2026-07-20."
       agent-memory edit 01m8r9k34bnrxpbt --add-tag friday
       agent-memory edit people/priya.md
     """
-    flags = (content, append, replace, namespace, title, source, ttl_days, kind, importance)
+    flags = (content, append, replace, namespace, title, source, ttl_days, kind, importance, prepend, section)
     with open_vault() as vault, looked_where(vault.root, [reading := read_path(vault.root, memory_id, changes=True)]):
         memory_id = reading.key
         if all(f is None for f in flags) and not add_tags and not remove_tags:
             _open_in_editor(vault, memory_id)
             return
-        if content is not None and not expected_version:
+        if (content is not None or section is not None) and not expected_version:
             # A person typing --content means the body as it is now: that version is theirs.
             expected_version = vault.get(memory_id)["version"]
         old, new = replace if replace else (None, None)
+        heading, section_text = section if section else (None, None)
         result = vault.update(memory_id, content=content, append=append, replace_old=old, replace_new=new,
                               add_tags=list(add_tags), remove_tags=list(remove_tags), namespace=namespace,
                               title=title, source=source, ttl_days=ttl_days, type=kind, importance=importance,
-                              expected_version=expected_version)
+                              expected_version=expected_version, prepend=prepend, replace_section=heading,
+                              section_content=section_text)
     emit(result, lambda: click.echo(f"{'Updated' if result['changed'] else 'Unchanged'} {id_and_path(result['memory'])}"))
 
 
@@ -171,7 +233,10 @@ def _open_in_editor(vault: Vault, memory_id: str) -> None:
 @click.option("--dry-run", is_flag=True, help="Only say what would be forgotten; change nothing.")
 @handle_errors
 def forget(memory_ids: tuple[str, ...], expected_version: str | None, dry_run: bool) -> None:
-    """Move memories to .trash/ (kept 30 days), all or nothing.
+    """Move memories to .trash/ (kept 30 days), each on its own.
+
+    An ID that cannot be forgotten (not found, a symlink, saved meanwhile) is named
+    with its reason on stderr while the others go; the exit code is then 1.
 
     \b
     Examples:
@@ -198,6 +263,10 @@ def forget(memory_ids: tuple[str, ...], expected_version: str | None, dry_run: b
                                    "was changed", dim=True))
 
     emit(result, human)
+    for failure in result["failed"]:
+        click.echo(printable(f"agent-memory: error: {failure['memory_id']}: {cli_words(failure['error'])}"), err=True)
+    if result["failed"]:
+        sys.exit(1)
 
 
 @click.command()

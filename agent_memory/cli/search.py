@@ -38,16 +38,21 @@ from .words import cli_words, handle_errors
 @click.option("--min-importance", type=float, default=None, help="Only memories with at least this importance (0-10).")
 @click.option("--semantic/--no-semantic", default=None,
               help="Rank by meaning when no memory holds every word (default: recall.semantic, on with the extra).")
+@click.option("-w", "--where", "where", multiple=True, metavar="KEY=VALUE",
+              help="Only memories whose front-matter property KEY equals VALUE (a list: holds it); KEY alone: has it. "
+                   "Repeat: all must hold.")
 @handle_errors
 def search(query: str, namespace: str | None, tags: tuple[str, ...], limit: int, match: str,
            since: str | None, until: str | None, path_prefix: str | None, offset: int, profile: str | None,
-           explain: bool, depth: int, kind: str | None, min_importance: float | None, semantic: bool | None) -> None:
+           explain: bool, depth: int, kind: str | None, min_importance: float | None, semantic: bool | None,
+           where: tuple[str, ...]) -> None:
     """Recall memories with a plain question.
 
     \b
     Examples:
       agent-memory search "when does ACME prefer to deploy?"
       agent-memory search deploys -t customer --json
+      agent-memory search invoice --where project=acme
     """
     with open_vault() as vault:
         if path_prefix is not None:
@@ -55,7 +60,7 @@ def search(query: str, namespace: str | None, tags: tuple[str, ...], limit: int,
         result = vault.search(query, namespace=namespace, tags=list(tags), limit=limit, match=match,
                               since=since, until=until, path_prefix=path_prefix, offset=offset, profile=profile,
                               explain=explain, depth=depth, type=kind, min_importance=min_importance,
-                              semantic=semantic)
+                              semantic=semantic, where=list(where))
 
     def human() -> None:
         if result.get("corrected"):
@@ -119,15 +124,27 @@ def _print_explanation(explained: Mapping[str, Any]) -> None:
 @click.option("--path", "path_prefix", default=None, help="Only files under this folder (from the current folder when inside the vault; :/FOLDER from the vault root).")
 @click.option("--type", "kind", default=None, help="Only memories of this type.")
 @click.option("--min-importance", type=float, default=None, help="Only memories with at least this importance (0-10).")
+@click.option("--since", default=None,
+              help="Only memories changed (hand edits too) since: a span back from now (7d, 24h, 2w) or a date.")
+@click.option("--until", default=None, help="Only memories last changed before this (a span like 1d, or a date).")
+@click.option("-w", "--where", "where", multiple=True, metavar="KEY=VALUE",
+              help="Only memories whose front-matter property KEY equals VALUE (a list: holds it); KEY alone: has it. "
+                   "Repeat: all must hold.")
 @handle_errors
 def list_(namespace: str | None, tags: tuple[str, ...], limit: int, show_all: bool, offset: int,
-          path_prefix: str | None, kind: str | None, min_importance: float | None) -> None:
+          path_prefix: str | None, kind: str | None, min_importance: float | None, since: str | None,
+          until: str | None, where: tuple[str, ...]) -> None:
     """List memories, newest first.
+
+    With --since or --until, by when each file last changed (a person's edit
+    included), the latest change first.
 
     \b
     Examples:
       agent-memory list --tag customer --limit 50
       agent-memory list --all --path Projects | less
+      agent-memory list --since 7d
+      agent-memory list --where status=done --where project=acme
     """
     if limit < 1:  # bad input (exit 1), as the library's own checks are
         raise click.ClickException(f"--limit must be 1 or more (got {limit}); --all lists every memory.")
@@ -137,13 +154,16 @@ def list_(namespace: str | None, tags: tuple[str, ...], limit: int, show_all: bo
 
         def page(size: int, start: int) -> ListResult:
             return vault.list(namespace=namespace, tags=list(tags), limit=size, offset=start,
-                              path_prefix=path_prefix, type=kind, min_importance=min_importance)
+                              path_prefix=path_prefix, type=kind, min_importance=min_importance, since=since,
+                              until=until, where=list(where))
 
         result = _pages(page, None if show_all else limit, offset)
 
     def human() -> None:
         for n, item in enumerate(result["memories"], offset + 1):
             print_summary(n, item)
+            if since or until:
+                click.echo(click.style(f"   changed {item.get('changed', '')}", dim=True))
         shown = f"{offset + 1}-{offset + result['count']}" if result["count"] else "0"
         more = f"; next: --offset {result['next_offset']}" if "next_offset" in result else ""
         click.echo(click.style(f"{shown} of {result['total']}{more}", dim=True))

@@ -60,7 +60,7 @@ def export(output: str, namespace: str | None, export_format: str) -> None:
 
 
 # transfer.formats.FORMATS, not imported on every start (tests/test_importers.py checks they agree)
-IMPORT_FORMATS = ("mcp-knowledge-graph", "mcp-memory-vault", "memory-mcp", "agentmemory")
+IMPORT_FORMATS = ("mcp-knowledge-graph", "mcp-memory-vault", "memory-mcp", "agentmemory", "chatgpt", "claude")
 
 
 @contextmanager
@@ -83,7 +83,8 @@ def _source_file(source: str) -> Iterator[Path]:
 @click.option("--from", "source_format", type=click.Choice(IMPORT_FORMATS), default=None,
               help="The file is another memory server's: mcp-knowledge-graph (memory.jsonl), "
                    "mcp-memory-vault (its export JSON), memory-mcp (its memory.db, or JSON as its tools return "
-                   "it) or agentmemory (its .memory/ folder, with memories.db beside it).")
+                   "it), agentmemory (its .memory/ folder, with memories.db beside it), or a ChatGPT or Claude "
+                   "data export (chatgpt, claude: the zip, or conversations.json; one note per conversation).")
 @click.argument("source", type=click.Path(allow_dash=True))
 @handle_errors
 def import_(source: str, source_format: str | None) -> None:
@@ -100,6 +101,7 @@ def import_(source: str, source_format: str | None) -> None:
       agent-memory import backup.json --dir ~/new-vault
       agent-memory import --from mcp-knowledge-graph memory.jsonl
       agent-memory import --from agentmemory .memory
+      agent-memory import --from chatgpt chatgpt-export.zip
     """
     if source_format is not None:
         with _source_file(source) as path, open_vault() as vault, progress_bar() as progress:
@@ -122,12 +124,20 @@ def _import_summary(result: Any, source: str, source_format: str | None) -> None
     what = f"{read}, --from {source_format}" if source_format else f"{read}, an agent-memory export"
 
     def human() -> None:
+        if "conversations" in result:
+            click.echo(f"Read {plural(result['conversations'], 'conversation')}.")
         click.echo(printable(f"Imported {result['imported']}, updated {result['updated']}, unchanged "
                              f"{result['unchanged']}, expired {result['expired']}, links {result['links']}; skipped "
                              f"{plural(result['duplicates'], 'duplicate')} (from {what})."))
         if result["forgotten"]:
             click.echo(f"  {result['forgotten']} forgotten here since an earlier import: not brought back "
                        "(agent-memory restore ID does that)")
+        for note in result.get("redacted", []):
+            click.echo(printable(f"  redacted {', '.join(note['kinds'])} in the conversation "
+                                 f"{note['title'] or note['conversation']!r}"))
+        for note in result.get("refused", []):
+            click.echo(printable(f"  left out the conversation {note['title'] or note['conversation']!r}: "
+                                 f"it holds {', '.join(note['kinds'])}"))
         if result["kept"]:
             click.echo(f"  {result['kept']} edited here since the last import: kept as they are "
                        "(the source's changes to them were not applied)")

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import builtins
 import contextlib
+import datetime as dt
 import json
 import math
 import os
@@ -24,14 +25,16 @@ from pathlib import Path
 from typing import Any
 
 from .. import limits
+from ..clock import iso
 from ..errors import AgentMemoryError
 from ..disk.locking import ignore_folder
 from ..note.parse import Note, file_version, hand_named, note_name
 from ..recall.sql import Filters
 from ..recall.terms import cjk_index_text, date_tokens
 from ..disk.store import packed_stamp, signed64
+from .properties import properties
 
-SCHEMA_VERSION = 8
+SCHEMA_VERSION = 10
 # The bytes (sha256) of the last write this tool made to each file, whatever session made
 # it: a body may be replaced without the version read only while the file still holds
 # them (``Writes.update``). Outside the versioned schema: losing it (a rebuilt index)
@@ -80,7 +83,8 @@ CREATE TABLE memories (
   dated TEXT NOT NULL,          -- the creation day as date tokens ("8may2023 may2023 8may"), for date terms
   described TEXT NOT NULL,      -- a description: property (Obsidian's), searched like the body
   kind TEXT,                    -- the type: property when it is text (the type filter, stats)
-  importance REAL               -- the importance: property when it is a finite number
+  importance REAL,              -- the importance: property when it is a finite number
+  changed TEXT NOT NULL         -- when the file last changed: the later of updated and its mtime (hand edits too)
 );
 CREATE INDEX memories_id ON memories(id, created, path);
 CREATE INDEX memories_ns_updated ON memories(namespace, updated);
@@ -92,6 +96,7 @@ CREATE INDEX memories_path_key ON memories(path_key);
 CREATE INDEX memories_name_key ON memories(name_key);
 CREATE INDEX memories_ns_created ON memories(namespace, created, path);
 CREATE INDEX memories_created ON memories(created);
+CREATE INDEX memories_changed ON memories(changed);  -- list --since, recent_activity
 -- What stats counts, each from a small index rather than a scan of every row's text.
 CREATE INDEX memories_kind ON memories(kind) WHERE kind IS NOT NULL;
 CREATE INDEX memories_importance ON memories(importance) WHERE importance IS NOT NULL;
@@ -112,6 +117,13 @@ CREATE TABLE links (src INTEGER NOT NULL, relation TEXT NOT NULL, target TEXT NO
 CREATE TABLE names (key TEXT NOT NULL, rid INTEGER NOT NULL, PRIMARY KEY (key, rid)) WITHOUT ROWID;
 CREATE INDEX names_rid ON names(rid);
 CREATE INDEX links_src ON links(src);
+-- Front-matter properties for the where filter (index.properties): each key a memory
+-- has, and each (key, value) pair, so a filter is one seek, not a scan of every file.
+CREATE TABLE prop_keys (key TEXT NOT NULL, rid INTEGER NOT NULL, PRIMARY KEY (key, rid)) WITHOUT ROWID;
+CREATE INDEX prop_keys_rid ON prop_keys(rid);
+CREATE TABLE props (key TEXT NOT NULL, value TEXT NOT NULL, rid INTEGER NOT NULL,
+  PRIMARY KEY (key, value, rid)) WITHOUT ROWID;
+CREATE INDEX props_rid ON props(rid);
 CREATE INDEX links_target ON links(target);
 CREATE VIRTUAL TABLE fts USING fts5(
   names, tags, body, cjk, dated, described, content='memories', content_rowid='rid', tokenize='{TOKENIZER}'
@@ -127,7 +139,7 @@ COLUMNS = (
     "path, path_key, name_key, id, own_id, namespace, title, names, tags, body, created, updated, expires, "
     "source, content_hash, size, mtime_ns, ctime_ns, inode, indexed_ns, sha256, problems, conflict, meta, cjk, dated, "
     "described, "
-    "kind, importance"
+    "kind, importance, changed"
 )
 # The memories that have expired (from the partial index on expires): counts subtract them.
 EXPIRED = "SELECT rid FROM memories WHERE expires IS NOT NULL AND expires <= ?"
@@ -253,6 +265,17 @@ def importance_of(meta: dict[str, Any]) -> float | None:
     return number if math.isfinite(number) else None
 
 
+def changed_at(updated: str | None, mtime_ns: int) -> str:
+    """When a memory last changed: the later of its ``updated`` time and its file's
+    mtime, so a person's edit in an editor (which leaves ``updated:`` as it was) counts.
+    Both come from the file, so a rebuilt index says the same."""
+    try:
+        mtime = iso(dt.datetime.fromtimestamp(mtime_ns / 1e9, dt.timezone.utc))
+    except (OverflowError, OSError, ValueError):  # a stamp past what a date holds
+        mtime = ""
+    return max(updated or "", mtime)
+
+
 def _row_values(rid: int, note: Note, facts: FileFacts, names: str, body: str, cjk: str,
                 dated: str, described: str) -> tuple[Any, ...]:
     return (
@@ -286,6 +309,7 @@ def _row_values(rid: int, note: Note, facts: FileFacts, names: str, body: str, c
         described,
         kind_of(note.meta),
         importance_of(note.meta),
+        changed_at(note.updated, facts.mtime_ns),
     )
 
 
@@ -558,6 +582,18 @@ class Index:
             "INSERT INTO links (src, relation, target) VALUES (?, ?, ?)",
             [(rid, rel, link_key(target)) for rid, note, _ in rows for rel, target in note.links],
         )
+        self._insert_properties(conn, rows)
+
+    @staticmethod
+    def _insert_properties(conn: sqlite3.Connection, rows: list[tuple[int, Note, FileFacts]]) -> None:
+        keys: list[tuple[str, int]] = []
+        pairs: list[tuple[str, str, int]] = []
+        for rid, note, _ in rows:
+            names, values = properties(note.meta, note.tags)
+            keys += [(key, rid) for key in names]
+            pairs += [(key, value, rid) for key, value in values]
+        conn.executemany("INSERT OR IGNORE INTO prop_keys (key, rid) VALUES (?, ?)", keys)
+        conn.executemany("INSERT OR IGNORE INTO props (key, value, rid) VALUES (?, ?, ?)", pairs)
 
     @staticmethod
     def _delete_row(conn: sqlite3.Connection, old: sqlite3.Row) -> None:
@@ -574,6 +610,8 @@ class Index:
         conn.execute("DELETE FROM tags WHERE rid = ?", (old["rid"],))
         conn.execute("DELETE FROM names WHERE rid = ?", (old["rid"],))
         conn.execute("DELETE FROM links WHERE src = ?", (old["rid"],))
+        conn.execute("DELETE FROM prop_keys WHERE rid = ?", (old["rid"],))
+        conn.execute("DELETE FROM props WHERE rid = ?", (old["rid"],))
 
     def delete(self, conn: sqlite3.Connection, path: str) -> bool:
         old = conn.execute("SELECT rid, names, tags, body, cjk, dated, described FROM memories WHERE path = ?", (path,)).fetchone()
@@ -584,17 +622,19 @@ class Index:
 
     def touch(self, conn: sqlite3.Connection, path: str, facts: FileFacts) -> None:
         """Same bytes, new stat (a ``touch`` or a checkout), or a racy row found unchanged:
-        remember the stat only, and when it was taken."""
+        remember the stat only, and when it was taken (and the change time it gives, as a
+        rebuild would read it)."""
         conn.execute(
-            "UPDATE memories SET size = ?, mtime_ns = ?, ctime_ns = ?, inode = ?, indexed_ns = ? WHERE path = ?",
-            (*facts.stamp, facts.seen_ns, path),
+            "UPDATE memories SET size = ?, mtime_ns = ?, ctime_ns = ?, inode = ?, indexed_ns = ?, "
+            "changed = max(updated, ?) WHERE path = ?",
+            (*facts.stamp, facts.seen_ns, changed_at(None, facts.mtime_ns), path),
         )
 
     def replace_all(self, conn: sqlite3.Connection, notes: Iterable[tuple[Note, FileFacts]], batch: int = 2000) -> int:
         """Empty the index and bulk-load ``notes`` (inside the caller's transaction)."""
         conn.execute("INSERT INTO fts (fts) VALUES ('delete-all')")
         conn.execute("INSERT INTO words (words) VALUES ('delete-all')")
-        for table in ("memories", "tags", "links", "names"):
+        for table in ("memories", "tags", "links", "names", "prop_keys", "props"):
             conn.execute(f"DELETE FROM {table}")
         conn.execute("UPDATE counts SET memories = 0")
         count, pending = 0, []
@@ -675,11 +715,13 @@ class Index:
     def expired(self, now: str) -> list[sqlite3.Row]:
         return self.query("SELECT path, id FROM memories WHERE expires IS NOT NULL AND expires <= ?", (now,))
 
-    def list(self, filters: Filters, now: str, limit: int, offset: int = 0) -> list[sqlite3.Row]:
+    def list(self, filters: Filters, now: str, limit: int, offset: int = 0, by: str = "updated") -> list[sqlite3.Row]:
+        """Live memories within the filters, newest first by ``updated`` or ``changed``."""
         where, params = filters.sql()
+        order = "m.changed DESC" if by == "changed" else "m.updated DESC"
         return self.query(
             f"SELECT * FROM memories m WHERE (m.expires IS NULL OR m.expires > ?){where} "
-            "ORDER BY m.updated DESC, m.path LIMIT ? OFFSET ?",
+            f"ORDER BY {order}, m.path LIMIT ? OFFSET ?",
             [now, *params, limit, offset],
         )
 

@@ -41,6 +41,10 @@ class Filters:
     type: str | None = None  # the front matter's ``type``, compared case-insensitively
     min_importance: float | None = None  # a numeric ``importance`` at least this
     max_importance: float | None = None  # ... at most this
+    changed_since: str | None = None  # changed >= this: the file's last change, hand edits included
+    changed_until: str | None = None  # changed < this
+    # Front-matter properties (index.properties): (key, value) equal, or (key, None) present
+    where: tuple[tuple[str, str | None], ...] = ()
 
     def narrowed(self, expr: str) -> str:
         """``expr`` narrowed inside FTS5 by the tag filters: each tag's words in the
@@ -82,6 +86,17 @@ class Filters:
             if bound is not None:  # importance: when a finite number (index.importance_of)
                 clauses.append(f"{alias}.importance {op} ?")
                 params.append(bound)
+        for moment, op in ((self.changed_since, ">="), (self.changed_until, "<")):
+            if moment is not None:  # index.changed_at: the later of updated and the file's mtime
+                clauses.append(f"{alias}.changed {op} ?")
+                params.append(moment)
+        for key, value in self.where:  # a seek in the property tables, driving the rows when selective
+            if value is None:
+                clauses.append(f"{alias}.rid IN (SELECT rid FROM prop_keys WHERE key = ?)")
+                params.append(key)
+            else:
+                clauses.append(f"{alias}.rid IN (SELECT rid FROM props WHERE key = ? AND value = ?)")
+                params.extend([key, value])
         return "".join(" AND " + c for c in clauses), params
 
 

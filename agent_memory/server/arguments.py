@@ -92,6 +92,26 @@ MaxImportance = Annotated[
     float | None, Field(description=f"Only memories with an importance of at most this (0-{MAX_IMPORTANCE}).",
                         ge=0, le=MAX_IMPORTANCE),
 ]
+ChangedSince = Annotated[
+    str | None,
+    Field(description="Only memories changed (hand edits included) at or after this: a span back from now "
+          "(7d, 24h, 2w) or a date (2026-07-20); the latest change then comes first.", max_length=40),
+]
+ChangedUntil = Annotated[
+    str | None,
+    Field(description="Only memories last changed before this: a span back from now (1d) or a date.", max_length=40),
+]
+Timeframe = Annotated[
+    str,
+    Field(description="How far back: a span from now (7d, 24h, 30m, 2w) or a date or timestamp (2026-07-20).",
+          min_length=1, max_length=40),
+]
+Where = Annotated[
+    list[str] | dict[str, str | int | float | bool | None] | None,
+    Field(description="Only memories whose front-matter properties match: ['status=done', 'project=acme'] or "
+          "{'status': 'done'}; a key alone (or null) means the property is present. A list property matches "
+          "when it holds the value; names and text compare case-insensitively; all conditions must hold."),
+]
 PathPrefix = Annotated[
     str | None,
     Field(description="Only files under this vault folder, e.g. 'people/' or '2026/07/'.", max_length=1024),
@@ -128,6 +148,17 @@ TtlDays = Annotated[
     ),
 ]
 
+RememberItems = Annotated[
+    list[dict[str, Any]],
+    Field(
+        description="The memories to store, each an object like remember's arguments: {content, namespace, tags, "
+        "title, source, ttl_days, type, importance} (content required). Each is stored or refused on its own; "
+        f"at most {MAX_BATCH}.",
+        min_length=1,
+        max_length=MAX_BATCH,
+    ),
+]
+
 # ----------------------------------------------------------------------------- recall
 
 Query = Annotated[
@@ -142,7 +173,7 @@ Match = Annotated[
     Field(description="auto: memories with all the words first, then those with most of them; all; any."),
 ]
 Since = Annotated[
-    str | None, Field(description="Only memories created on or after this date (2026-07-20).", max_length=40)
+    str | None, Field(description="Only memories created on or after this date (2026-07-20) or span back from now (7d).", max_length=40)
 ]
 Until = Annotated[str | None, Field(description="Only memories created before this date.", max_length=40)]
 Profile = Annotated[
@@ -183,6 +214,22 @@ ReplaceOld = Annotated[
 ReplaceNew = Annotated[
     str | None, Field(description="What replace_old becomes ('' deletes it).", max_length=MAX_CONTENT)
 ]
+Prepend = Annotated[
+    str | None,
+    Field(description="Text to add at the start of the content, after a first-line '# Title' heading if there "
+          "is one (needs no version, like append).", min_length=1, max_length=MAX_CONTENT),
+]
+ReplaceSection = Annotated[
+    str | None,
+    Field(description="A heading whose section to replace with section_content: '## Status' (that level) or "
+          "'Status' (any level, if only one); case-insensitive. The heading line stays, and so does every "
+          "other section. Needs the version you read, like content.", min_length=1, max_length=500),
+]
+SectionContent = Annotated[
+    str | None,
+    Field(description="What the replace_section section holds from now on ('' empties it), up to the next "
+          "heading of the same or a higher level.", max_length=MAX_CONTENT),
+]
 NewTags = Annotated[
     list[str] | str | None,
     Field(description="The whole new tag set, replacing the current one (needs the version you read). "
@@ -220,7 +267,8 @@ ForgetId = Annotated[
 ]
 ForgetIds = Annotated[
     list[Annotated[str, Field(min_length=1, max_length=1024)]] | None,
-    Field(description=f"Several memories to forget at once (ids or paths), all or nothing; at most {MAX_BATCH}.",
+    Field(description=f"Several memories to forget at once (ids or paths), each on its own (the result's "
+          f"`failed` lists those that could not go, with why); at most {MAX_BATCH}.",
           min_length=1, max_length=MAX_BATCH),
 ]
 DryRun = Annotated[bool, Field(description="Only say what would be forgotten (count, memories); change nothing.")]
@@ -314,13 +362,15 @@ Items = Annotated[
     ),
 ]
 ImportFormat = Annotated[
-    Literal["mcp-knowledge-graph", "mcp-memory-vault", "memory-mcp"] | None,
+    Literal["mcp-knowledge-graph", "mcp-memory-vault", "memory-mcp", "chatgpt", "claude"] | None,
     Field(
         description="Leave out for this tool's own export. mcp-knowledge-graph: items are the records of "
         "a memory.jsonl ({type: entity|relation, ...}), one note per entity, relations as links. "
         "mcp-memory-vault: items are its export's memories (created_at, updated_at, expires_at kept). "
         "memory-mcp: items are its memories (hash, content, tags, memory_type, importance, created_at) "
-        "and relationships (from_hash, to_hash, relation_type). With a format, importing the same "
+        "and relationships (from_hash, to_hash, relation_type). chatgpt, claude: items are conversations "
+        "of a ChatGPT or Claude data export's conversations.json, one note per conversation. With a format, "
+        "importing the same "
         "source again updates what changed and adds nothing twice; links resolve across calls. "
         "(AgentMemory's folder is imported with `agent-memory import --from agentmemory`.)",
     ),

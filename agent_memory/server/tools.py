@@ -16,6 +16,7 @@ from typing import Any
 from ..errors import InvalidInput
 from ..limits import namespace_filter
 from ..models import (
+    ActivityResult,
     ContextResult,
     ExportPage,
     FileContent,
@@ -28,6 +29,7 @@ from ..models import (
     MoveResult,
     ReconcileReport,
     RelatedResult,
+    RememberBatchResult,
     RememberResult,
     SearchResult,
     Stats,
@@ -38,6 +40,8 @@ from ..progress import Progress
 from ..vault.vault import Vault
 from .arguments import (
     Append,
+    ChangedSince,
+    ChangedUntil,
     Content,
     Direction,
     DryRun,
@@ -73,11 +77,15 @@ from .arguments import (
     Offset,
     PageSize,
     PathPrefix,
+    Prepend,
     Profile,
     Query,
     Relation,
+    RememberItems,
     ReplaceNew,
     ReplaceOld,
+    ReplaceSection,
+    SectionContent,
     Semantic,
     Since,
     Source,
@@ -85,6 +93,7 @@ from .arguments import (
     Tags,
     TargetId,
     TaskQuery,
+    Timeframe,
     Title,
     TokenBudget,
     TtlDays,
@@ -93,6 +102,7 @@ from .arguments import (
     UnlinkTarget,
     Until,
     Visits,
+    Where,
     blank_to_none,
 )
 from .seen import Seen
@@ -127,6 +137,14 @@ def remember(
     return result
 
 
+def remember_many(vault: Vault, items: RememberItems) -> RememberBatchResult:
+    """Store several memories in one call, each as remember would (duplicates come back
+    deduplicated). Each item succeeds or fails on its own: `results` has one entry per
+    item, in order, with its id and path, or the `error` that refused it; the others
+    are stored all the same."""
+    return vault.remember_many(items)
+
+
 def get_memory(vault: Vault, seen: Seen, memory_id: MemoryId) -> Memory:
     """Read one memory whole: its content, tags, relations, front matter and `version`
     (pass that as expected_version to update_memory or forget)."""
@@ -153,21 +171,26 @@ def update_memory(
     type: NewType = None,
     importance: NewImportance = None,
     expected_version: ExpectedVersion = None,
+    prepend: Prepend = None,
+    replace_section: ReplaceSection = None,
+    section_content: SectionContent = None,
 ) -> UpdateResult:
     """Correct or extend a memory in place instead of adding a near-duplicate. Only the
     front-matter keys that change are rewritten; everything else in the file stays.
-    append and replace_old/replace_new edit the content without a version; replacing
-    the whole content needs the version you read (get_memory) unless the file is still as
-    this tool last wrote it; the whole tag set always needs it. Refused if
+    append, prepend and replace_old/replace_new edit the content without a version;
+    replacing the whole content needs the version you read (get_memory) unless the file
+    is still as this tool last wrote it; one heading's section (replace_section +
+    section_content) and the whole tag set always need it. Refused if
     the result would duplicate another memory (its id is named), or if someone edited
     the file since you read it: then read it again and retry."""
     version = blank_to_none(expected_version)
-    if version is None and (content is not None or tags is not None):
+    if version is None and (content is not None or tags is not None or replace_section is not None):
         version = seen.version(memory_id)
         # content without a version: the vault replaces it over its own last write only
-        if version is None and tags is not None:
+        if version is None and (tags is not None or replace_section is not None):
+            what = "tag set" if tags is not None else "section"
             raise InvalidInput(
-                f"Replacing the tag set of {memory_id!r} needs the "
+                f"Replacing the {what} of {memory_id!r} needs the "
                 "version you read: call get_memory first (or pass expected_version). To add text without "
                 "reading, use append; to change one passage, replace_old/replace_new; for tags, add_tags/remove_tags."
             )
@@ -176,6 +199,7 @@ def update_memory(
         tags=tags, add_tags=add_tags, remove_tags=remove_tags,
         namespace=blank_to_none(namespace), title=title, source=source, ttl_days=ttl_days,
         type=type, importance=importance, expected_version=version,
+        prepend=prepend, replace_section=replace_section, section_content=section_content,
     )
     seen.note(result["memory"])
     return result
@@ -190,8 +214,9 @@ def forget(
 ) -> ForgetBatchResult:
     """Forget memories that are wrong or no longer true: their files move to the vault's
     .trash/ folder (kept 30 days), so a person can still restore them. One memory_id, or
-    memory_ids for several (all or nothing; expected_version only with one id).
-    dry_run=true previews what would go."""
+    memory_ids for several: each goes on its own, and one that cannot (not found,
+    changed meanwhile) is listed in `failed` with its reason (expected_version only
+    with one id). dry_run=true previews what would go and what would fail."""
     if (memory_id is None) == (memory_ids is None):
         raise InvalidInput("Give memory_id (one memory) or memory_ids (several), not both and not neither.")
     ids = [memory_id] if memory_id is not None else memory_ids or []
@@ -208,14 +233,33 @@ def list_memories(
     type: TypeFilter = None,
     min_importance: MinImportance = None,
     max_importance: MaxImportance = None,
+    since: ChangedSince = None,
+    until: ChangedUntil = None,
+    where: Where = None,
 ) -> ListResult:
-    """Browse memories newest first, optionally by namespace, tags or folder. Pages:
-    pass next_offset as offset to get the next page."""
+    """Browse memories newest first, optionally by namespace, tags, folder, front-matter
+    properties (where), or by when they last changed (since/until). Pages: pass next_offset as offset to get the next page."""
     return vault.list(
         namespace=namespace_filter(namespace), tags=tags, limit=limit, offset=offset,
         path_prefix=blank_to_none(path_prefix),
         type=blank_to_none(type), min_importance=min_importance, max_importance=max_importance,
+        since=blank_to_none(since), until=blank_to_none(until), where=where,
     )
+
+
+def recent_activity(
+    vault: Vault,
+    timeframe: Timeframe = "7d",
+    namespace: Namespace = None,
+    type: TypeFilter = None,
+    limit: ListLimit = 20,
+    offset: Offset = 0,
+) -> ActivityResult:
+    """What changed lately: the memories written, edited or hand-edited (in an editor,
+    by git) within the time frame, the latest change first, each with its `changed`
+    time. Use it to catch up ("what changed this week"). Pages: pass next_offset as offset."""
+    return vault.recent_activity(timeframe, namespace=namespace_filter(namespace), type=blank_to_none(type),
+                                 limit=limit, offset=offset)
 
 
 # ----------------------------------------------------------------------------- recall
@@ -239,6 +283,7 @@ def recall(
     min_importance: MinImportance = None,
     max_importance: MaxImportance = None,
     semantic: Semantic = None,
+    where: Where = None,
 ) -> SearchResult:
     """Search memory with a plain question. Returns the best matches (id, path, title,
     snippet with `highlights`: the matches as [start, end] character offsets into the
@@ -253,7 +298,7 @@ def recall(
         since=blank_to_none(since), until=blank_to_none(until), path_prefix=blank_to_none(path_prefix),
         offset=offset, profile=profile, depth=depth,
         type=blank_to_none(type), min_importance=min_importance, max_importance=max_importance,
-        semantic=semantic,
+        semantic=semantic, where=where,
     )
     for hit in result["hits"]:
         if "content" in hit:  # a hit that carried the whole body (SPEC §5)
@@ -401,11 +446,13 @@ class Tool:
 
 TOOLS: tuple[Tool, ...] = (
     Tool("remember", remember, "Remember a fact", ADDS),
+    Tool("remember_many", remember_many, "Remember several facts", ADDS),
     Tool("recall", recall, "Recall memories", READ),
     Tool("get_memory", get_memory, "Read a memory", READ),
     Tool("update_memory", update_memory, "Update a memory", Hints(read_only=False, destructive=True, idempotent=False)),
     Tool("forget", forget, "Forget memories", Hints(read_only=False, destructive=True, idempotent=True)),
     Tool("list_memories", list_memories, "List memories", READ),
+    Tool("recent_activity", recent_activity, "Recent activity", READ),
     Tool("link_memories", link_memories, "Link two memories", ADDS),
     Tool("unlink_memories", unlink_memories, "Unlink two memories",
          Hints(read_only=False, destructive=True, idempotent=True)),

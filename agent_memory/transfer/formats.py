@@ -9,6 +9,7 @@ from typing import Any
 
 from ..errors import InvalidInput
 from .importers.agentmemory import agentmemory
+from .importers.chats import CHAT_FORMATS
 from .importers.knowledge_graph import knowledge_graph
 from .importers.memory_mcp import memory_mcp
 from .importers.memory_vault import memory_vault
@@ -22,6 +23,10 @@ FORMATS: dict[str, Importer] = {
     "agentmemory": agentmemory,
 }
 
+# Chat exports are read a conversation at a time and imported in batches
+# (``Maintenance._import_chats``), not turned into one list of items as the above are.
+IMPORT_FORMATS = (*FORMATS, *CHAT_FORMATS)
+
 EXPORT_FORMATS = ("mcp-knowledge-graph",)
 
 
@@ -30,5 +35,5 @@ def importer(name: str) -> Importer:
     try:
         return FORMATS[name]
     except KeyError:
-        raise InvalidInput(f"Unknown import format {name!r}; use one of {', '.join(FORMATS)} "
+        raise InvalidInput(f"Unknown import format {name!r}; use one of {', '.join(IMPORT_FORMATS)} "
                            "(or no format for this tool's own export).") from None

@@ -13,19 +13,22 @@ from ..note import parse
 from ..note.links import BODY_LINK_RELATION
 from ..note.parse import Note
 from ..transfer.formats import EXPORT_FORMATS, importer
+from ..transfer.importers.chats import CHAT_FORMATS, note_items
+from ..transfer.importers.chats import conversations as chat_conversations
+from ..trust import credentials
 from ..recall import graph
 from ..recall.sql import Filters
 from ..trust import confine
 from .graph import NAMESPACE as GRAPH_NAMESPACE, graph_of_nodes, node_of
 from ..transfer.importers.knowledge_graph import entity_name, observations, records, relation_type
 from ..clock import iso
-from ..progress import Every, Progress
+from ..progress import Every, Progress, Step
 from .core import Core
 from ..errors import InvalidInput, NotFound, PathRefused, disk_error
 from ..transfer.importing import Importing, SyncPlan
 from ..index.db import SCHEMA_VERSION, TOKENIZER
 from ..limits import MAX_BATCH, check_import_data, check_limit, check_offset, namespace_filter
-from ..models import ExportedMemory, ExportPage, GcResult, ImportResult, RestoreResult, Stats, TrashEntry
+from ..models import ChatNote, ExportedMemory, ExportPage, GcResult, ImportResult, RestoreResult, Stats, TrashEntry
 from ..disk.staging import NotPublished, Staging
 from ..disk.trash import LEDGER_NAME
 
@@ -177,8 +180,14 @@ class Maintenance:
         counted. Already-expired items are counted, not written. A path that is taken
         gets the next free ``-2``-style name; nothing is overwritten.
         """
+        if format in CHAT_FORMATS:
+            return self._import_chats(items, format, progress)
         if format is not None:
             items = importer(format)(items)
+        return self._import_items(items, progress, sync=format is not None)
+
+    def _import_items(self, items: Any, progress: Progress | None, sync: bool) -> ImportResult:
+        """One all-or-nothing import of items; ``sync``: their ids are a source's keys."""
         if not isinstance(items, list):
             raise InvalidInput("Import expects a JSON array of memories (as written by export).")
         check_import_data(items)  # no NUL, no nesting past MAX_NESTING, anywhere it would be written
@@ -187,7 +196,7 @@ class Maintenance:
             # Finish or drop it first (a long-running server would otherwise refuse imports).
             self.finish_interrupted_import()
             now = self.core.now()
-            if format is not None:
+            if sync:
                 plan = self.importing.plan_sync(items, now)
             else:
                 plans, duplicates, expired = self.importing.plan_import(items, now)
@@ -235,6 +244,59 @@ class Maintenance:
                             duplicates=plan.duplicates, expired=plan.expired, links=plan.links, kept=plan.kept,
                             forgotten=plan.forgotten,
                             ids=[ids[rel] for rel in written], paths=written)
+
+    def _import_chats(self, path: Any, format: str, progress: Progress | None = None,
+                     namespace: str = "default") -> ImportResult:
+        """A ChatGPT or Claude export (its zip or ``conversations.json``, or its list of
+        conversations already parsed, as an MCP caller sends it): one dated note
+        per conversation (``importers.chats``), read one conversation at a time and
+        imported in all-or-nothing batches of ``CHAT_BATCH``, so memory stays bounded
+        whatever the export's size. Importing it again updates each note where its
+        conversation changed. A conversation holding a credential has it redacted
+        (listed in ``redacted``); one that still would not pass is left out (``refused``)."""
+        total = _empty_import()
+        redacted: list[ChatNote] = []
+        refused: list[ChatNote] = []
+        batch: list[dict[str, Any]] = []
+        count = 0
+        for conversation in chat_conversations(path, format):
+            count += 1
+            items, found = self._guarded(note_items(conversation, namespace))
+            label = ChatNote(conversation=conversation.key, title=conversation.title, kinds=found)
+            if items is None:
+                refused.append(label)
+                continue
+            if found:
+                redacted.append(label)
+            batch += items
+            if len(batch) >= CHAT_BATCH:
+                _add_up(total, self._import_items(batch, None, sync=True))
+                batch = []
+                if progress is not None:
+                    progress(Step("importing conversations", count, None))
+        if batch:
+            _add_up(total, self._import_items(batch, None, sync=True))
+        if progress is not None:
+            progress(Step("importing conversations", count, count))
+        total["conversations"] = count
+        total["redacted"] = redacted
+        total["refused"] = refused
+        return total
+
+    def _guarded(self, items: list[dict[str, Any]]) -> tuple[list[dict[str, Any]] | None, list[str]]:
+        """A conversation's notes with any credential redacted (the kinds found said), or
+        None when one would still be refused: then the conversation is left out alone."""
+        settings = self.core.settings
+        kinds: list[str] = []
+        for item in items:
+            for key in ("content", "title"):
+                found = credentials.check_text(item[key], settings)
+                if found:
+                    kinds += [f.kind for f in found]
+                    item[key] = credentials.redact(item[key], found)
+        if kinds and any(credentials.check_text(item[key], settings) for item in items for key in ("content", "title")):
+            return None, list(dict.fromkeys(kinds))
+        return items, list(dict.fromkeys(kinds))
 
     def staging(self) -> Staging:
         return Staging(self.store, self.importing.replace_imported)
@@ -310,3 +372,19 @@ class Maintenance:
             row = self.index.by_path(entry.source)
         return RestoreResult(path=entry.source, id=row["id"] if row else entry.id, restored_from=entry.trash,
                              reason=entry.reason)
+
+
+CHAT_BATCH = 200  # notes imported (all or nothing) at a time from a chat export
+
+
+def _empty_import() -> ImportResult:
+    return ImportResult(imported=0, updated=0, unchanged=0, duplicates=0, expired=0, links=0, kept=0, forgotten=0,
+                        ids=[], paths=[])
+
+
+def _add_up(total: ImportResult, part: ImportResult) -> None:
+    """One batch's counts added to the whole import's."""
+    for key in ("imported", "updated", "unchanged", "duplicates", "expired", "links", "kept", "forgotten"):
+        total[key] += part[key]
+    total["ids"] += part["ids"]
+    total["paths"] += part["paths"]

@@ -8,7 +8,9 @@ yet (``Core.resolve``).
 from __future__ import annotations
 
 import builtins
+import datetime as dt
 import os
+import re
 import sqlite3
 import stat
 from collections.abc import Iterable
@@ -30,7 +32,9 @@ from ..recall.sql import Filters, expired_rids, within_filters
 from ..recall.terms import MAX_QUERY_CHARS, plan
 from ..git.history import log as history_log
 from ..index.db import name_key
+from ..index.properties import check_where
 from ..models import (
+    ActivityResult,
     ContextMemory,
     ContextResult,
     Explanation,
@@ -79,21 +83,59 @@ class Reads:
         type: str | None = None,
         min_importance: float | None = None,
         max_importance: float | None = None,
+        since: str | None = None,
+        until: str | None = None,
+        where: Any = None,
     ) -> ListResult:
-        """Memories newest first, filtered in SQL, paged."""
+        """Memories newest first, filtered in SQL, paged. ``since``/``until`` bound when
+        each last changed (hand edits included; ``7d`` or a date), and then the latest
+        change comes first."""
+        now_moment = self.core.now()
         filters = Filters(namespace=namespace_filter(namespace), tags=tuple(check_tags(tags)),
                           path_prefix=check_text(path_prefix, "path_prefix") or None,
+                          changed_since=_bound(since, "since", now_moment),
+                          changed_until=_bound(until, "until", now_moment),
+                          where=check_where(where),
                           **_kind_filters(type, min_importance, max_importance))
         check_limit(limit)
         check_offset(offset)
         self.core.check_index()
-        now = iso(self.core.now())
-        rows = self.index.list(filters, now, limit, offset)
+        now = iso(now_moment)
+        by = "changed" if since or until else "updated"
+        rows = self.index.list(filters, now, limit, offset, by=by)
         total = self.index.count(filters, now)
-        result = ListResult(total=total, count=len(rows), offset=offset, memories=[self.core.summary(r) for r in rows])
+        result = ListResult(total=total, count=len(rows), offset=offset, memories=[self._listed(r) for r in rows])
         if offset + len(rows) < total:
             result["next_offset"] = offset + len(rows)
         return result
+
+    def recent_activity(
+        self,
+        timeframe: str = "7d",
+        until: str | None = None,
+        namespace: str | None = None,
+        type: str | None = None,
+        limit: int = 20,
+        offset: int = 0,
+    ) -> ActivityResult:
+        """What changed in a time frame (``7d``, ``24h``, ``2w`` or a date; hand edits
+        included), the latest change first, paged: ``list`` by change time."""
+        if not isinstance(timeframe, str) or not timeframe.strip():
+            raise InvalidInput("timeframe is empty; give a span such as 7d, 24h or 2w, or a date like 2026-07-20.")
+        now = self.core.now()
+        since, before = _bound(timeframe, "timeframe", now) or "", _bound(until, "until", now)
+        listed = self.list(namespace=namespace, limit=limit, offset=offset, type=type, since=since, until=before)
+        result = ActivityResult(since=since, until=before, total=listed["total"], count=listed["count"],
+                                offset=offset, memories=listed["memories"])
+        if "next_offset" in listed:
+            result["next_offset"] = listed["next_offset"]
+        return result
+
+    def _listed(self, row: sqlite3.Row) -> Summary:
+        """A row as a list shows it: its summary and when its file last changed."""
+        summary = self.core.summary(row)
+        summary["changed"] = row["changed"]
+        return summary
 
     def _named(self, query: str) -> frozenset[int]:
         """The memories called exactly what was asked (a note's name, title or alias, as
@@ -122,6 +164,7 @@ class Reads:
         min_importance: float | None = None,
         max_importance: float | None = None,
         semantic: bool | None = None,
+        where: Any = None,
     ) -> SearchResult:
         """Plain-question recall (``recall.engine``), ranked as docs/recall.md says: the
         memories holding every term first, then those holding most, by BM25 and recency.
@@ -142,9 +185,10 @@ class Reads:
         filters = Filters(
             namespace=namespace_filter(namespace),
             tags=tuple(check_tags(tags)),
-            since=_bound(since, "since"),
-            until=_bound(until, "until"),
+            since=_bound(since, "since", self.core.now()),
+            until=_bound(until, "until", self.core.now()),
             path_prefix=check_text(path_prefix, "path_prefix") or None,
+            where=check_where(where),
             **_kind_filters(type, min_importance, max_importance),
         )
         check_text(query, "The query")
@@ -466,11 +510,24 @@ def _kind_filters(kind: str | None, least: float | None, most: float | None) -> 
     return filters
 
 
-def _bound(value: str | None, name: str) -> str | None:
+_SPAN = re.compile(r"(\d{1,6})\s*(m|min|mins|minutes?|h|hours?|d|days?|w|weeks?)(?:\s+ago)?", re.IGNORECASE)
+_SPAN_UNITS = {"m": "minutes", "h": "hours", "d": "days", "w": "weeks"}
+
+
+def _bound(value: str | None, name: str, now: dt.datetime | None = None) -> str | None:
+    """A time bound as canonical UTC: a date or timestamp (``2026-07-20``), or, given
+    ``now``, a span back from it (``7d``, ``24h``, ``30m``, ``2w``, ``3 days ago``)."""
     if not value:
         return None
+    span = _SPAN.fullmatch(value.strip()) if isinstance(value, str) and now is not None else None
+    if span is not None and now is not None:
+        unit = _SPAN_UNITS[span.group(2)[0].lower()]
+        try:
+            return iso(now - dt.timedelta(**{unit: int(span.group(1))}))
+        except OverflowError:
+            raise InvalidInput(f"{name} reaches back before the year 1; give a shorter span.") from None
     try:
         return to_utc(value)
     except ValueError as exc:
-        raise InvalidInput(f"{name} must be a date or timestamp like 2026-07-20; got {value!r}.") from exc
-
+        spans = " A span back from now works too: 7d, 24h, 2w." if now is not None else ""
+        raise InvalidInput(f"{name} must be a date or timestamp like 2026-07-20; got {value!r}.{spans}") from exc

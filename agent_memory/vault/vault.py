@@ -26,8 +26,8 @@ from ..git.sync import GitSync
 from ..index.reconcile import STALE_MARK
 from ..log import configured, show_warnings_on_stderr
 from ..models import (ContextResult, ExportPage, FileContent, ForgetBatchResult, ForgetResult, GcResult, HistoryResult,
-                      ImportResult, LinkResult, ListResult, Memory, MoveResult, ReconcileReport, RelatedResult,
-                      RememberResult, RestoreResult, SearchResult, Stats, SyncResult, TrashEntry, UnlinkResult,
+                      ImportResult, LinkResult, ListResult, ActivityResult, Memory, MoveResult, ReconcileReport, RelatedResult,
+                      RememberBatchResult, RememberResult, RestoreResult, SearchResult, Stats, SyncResult, TrashEntry, UnlinkResult,
                       UpdateResult)
 from ..progress import Progress
 from ..recall.rank import RecallConfig
@@ -199,19 +199,26 @@ class Vault:
 
     def list(self, namespace: str | None = None, tags: Iterable[str] | str | None = (), limit: int = 20,
              offset: int = 0, path_prefix: str | None = None, type: str | None = None,
-             min_importance: float | None = None, max_importance: float | None = None) -> ListResult:
+             min_importance: float | None = None, max_importance: float | None = None,
+             since: str | None = None, until: str | None = None, where: Any = None) -> ListResult:
         """Memories newest first (``Reads.list``)."""
-        return self.reads.list(namespace, tags, limit, offset, path_prefix, type, min_importance, max_importance)
+        return self.reads.list(namespace, tags, limit, offset, path_prefix, type, min_importance, max_importance,
+                               since, until, where)
+
+    def recent_activity(self, timeframe: str = "7d", until: str | None = None, namespace: str | None = None,
+                        type: str | None = None, limit: int = 20, offset: int = 0) -> ActivityResult:
+        """What changed in a time frame, the latest change first (``Reads.recent_activity``)."""
+        return self.reads.recent_activity(timeframe, until, namespace, type, limit, offset)
 
     def search(self, query: str, namespace: str | None = None, tags: Iterable[str] | str | None = (), limit: int = 10,
                match: str = "auto", since: str | None = None, until: str | None = None,
                path_prefix: str | None = None, offset: int = 0, profile: str | None = None,
                config: RecallConfig | None = None, explain: bool = False, depth: int = 0, type: str | None = None,
                min_importance: float | None = None, max_importance: float | None = None,
-               semantic: bool | None = None) -> SearchResult:
+               semantic: bool | None = None, where: Any = None) -> SearchResult:
         """Plain-question recall (``Reads.search``)."""
         return self.reads.search(query, namespace, tags, limit, match, since, until, path_prefix, offset, profile,
-                                 config, explain, depth, type, min_importance, max_importance, semantic)
+                                 config, explain, depth, type, min_importance, max_importance, semantic, where)
 
     def related(self, memory_id: str, depth: int = 1, direction: str = "both", limit: int = 100) -> RelatedResult:
         """Memories linked to this one (``Reads.related``)."""
@@ -248,18 +255,24 @@ class Vault:
         """Store a fact as a new file (``Writes.remember``)."""
         return self.writes.remember(content, namespace, tags, title, source, ttl_days, type, importance)
 
+    def remember_many(self, items: Any) -> RememberBatchResult:
+        """Remember several facts, each on its own (``Writes.remember_many``)."""
+        return self.writes.remember_many(items)
+
     def update(self, memory_id: str, *, content: str | None = None, append: str | None = None,
                replace_old: str | None = None, replace_new: str | None = None,
                tags: Iterable[str] | str | None = None, add_tags: Iterable[str] | str | None = (),
                remove_tags: Iterable[str] | str | None = (), namespace: str | None = None,
                source: str | None = None, title: str | None = None, ttl_days: float | None = None,
                type: str | None = None, importance: float | str | None = None,
-               expected_version: str | None = None) -> UpdateResult:
+               expected_version: str | None = None, prepend: str | None = None,
+               replace_section: str | None = None, section_content: str | None = None) -> UpdateResult:
         """Change a memory in place (``Writes.update``)."""
         return self.writes.update(memory_id, content=content, append=append, replace_old=replace_old,
                                   replace_new=replace_new, tags=tags, add_tags=add_tags, remove_tags=remove_tags,
                                   namespace=namespace, source=source, title=title, ttl_days=ttl_days, type=type,
-                                  importance=importance, expected_version=expected_version)
+                                  importance=importance, expected_version=expected_version, prepend=prepend,
+                                  replace_section=replace_section, section_content=section_content)
 
     def forget(self, memory_id: str, expected_version: str | None = None) -> ForgetResult:
         """Move a memory's file to ``.trash/`` (``Writes.forget``)."""

@@ -17,17 +17,19 @@ from typing import Any
 from ..trust import credentials
 from ..note import parse
 from ..note.parse import Note, content_hash, derive_title, file_version, is_tool_id
+from ..note import sections
 from ..note.patch import edit_body, patch
 from ..note.render import render_new
 from ..note.tags import as_tag_list, normalise_tag, split_tags
 from ..clock import iso
 from .core import Core
 from ..index.reconcile import Examined
-from ..errors import Duplicate, InvalidInput, ReadOnlyFile, SavedMeanwhile, VersionConflict
+from ..errors import AgentMemoryError, Duplicate, InvalidInput, ReadOnlyFile, SavedMeanwhile, VersionConflict
 from ..wording import APPEND, EXPECTED_VERSION, GET_MEMORY, RECALL, REMEMBER, REPLACE, TAG_EDITS, TTL_DAYS, said
-from ..limits import (MAX_TAGS, check_content, check_importance, check_namespace, check_tags, check_text, check_ttl,
+from ..limits import (MAX_BATCH, MAX_TAGS, check_content, check_importance, check_namespace, check_tags, check_text, check_ttl,
                      check_type)
-from ..models import ForgetBatchResult, ForgetResult, ForgottenMemory, Memory, RememberResult, UpdateResult
+from ..models import (FailedItem, ForgetBatchResult, ForgetResult, ForgottenMemory, Memory, RememberBatchResult,
+                      RememberedItem, RememberResult, UpdateResult)
 from ..disk.layout import dated_folder, make_slug, new_id
 
 def editable(note: Note) -> Note:
@@ -171,6 +173,33 @@ class Writes:
                 result["warnings"] = warnings
             return result
 
+    def remember_many(self, items: Any) -> RememberBatchResult:
+        """Remember each item (``{content, namespace, tags, title, source, ttl_days, type,
+        importance}``) on its own, as ``remember`` does one: an item that is refused (empty,
+        over a limit, holding a credential, an unknown key) is reported with its reason
+        and the others are stored. At most ``MAX_BATCH`` items."""
+        if not isinstance(items, (list, tuple)) or not items:
+            raise InvalidInput("Give the memories as a list of objects, e.g. [{\"content\": \"ACME deploys on Fridays\"}].")
+        if len(items) > MAX_BATCH:
+            raise InvalidInput(f"The batch has {len(items):,} items; the limit is {MAX_BATCH}. Send it in parts.")
+        results: list[RememberedItem] = []
+        for index, item in enumerate(items):
+            try:
+                result = self.remember(**_remember_fields(item))
+            except (AgentMemoryError, OSError) as exc:
+                results.append(RememberedItem(index=index, ok=False, error=_reason(exc)))
+                continue
+            memory = result["memory"]
+            done = RememberedItem(index=index, ok=True, id=memory["id"], path=memory["path"], title=memory["title"],
+                                  version=memory["version"], deduplicated=result["deduplicated"])
+            if result.get("warnings"):
+                done["warnings"] = result["warnings"]
+            results.append(done)
+        stored = [r for r in results if r["ok"]]
+        return RememberBatchResult(stored=sum(not r.get("deduplicated") for r in stored),
+                                   deduplicated=sum(bool(r.get("deduplicated")) for r in stored),
+                                   failed=len(results) - len(stored), results=results)
+
     def _merge_tags_into(self, row: sqlite3.Row, tags: list[str]) -> RememberResult:
         current = row["tags"].split()
         if all(t in current for t in tags):
@@ -199,24 +228,36 @@ class Writes:
         type: str | None = None,
         importance: float | str | None = None,
         expected_version: str | None = None,
+        prepend: str | None = None,
+        replace_section: str | None = None,
+        section_content: str | None = None,
     ) -> UpdateResult:
         """Change a memory in place, rewriting only the front-matter keys that change.
 
         Replacing the whole body (``content``) or the whole tag set (``tags``) needs the
         version the caller read (``expected_version``): without it a line a person saved
         a moment ago would be overwritten unseen. ``append``, an exact-once ``replace``,
-        and tag additions and removals merge, and need none. A replaced body's previous
-        bytes are kept in the trash as a version copy."""
+        and tag additions and removals merge, and need none; so does ``prepend``, while
+        ``replace_section`` (a heading's section, ``note.sections``) overwrites text the
+        caller did not quote, so it needs the version as ``content`` does. A replaced
+        body's or section's previous bytes are kept in the trash as a version copy."""
         new_body = check_content(content) if content is not None else None
         for text, what in ((append, "append"), (replace_old, "replace_old"), (replace_new, "replace_new"),
                            (title, "title"), (source, "source"), (expected_version, "expected_version")):
             check_text(text, what)
-        if tags is not None and not expected_version:
+        if (tags is not None or replace_section is not None) and not expected_version:
+            what = "a section" if replace_section is not None else "the whole tag set"
             suggestion = said("pass ", EXPECTED_VERSION, " (from ", GET_MEMORY, " or ", RECALL, "), or use ", APPEND,
                               ", ", REPLACE, ", ", TAG_EDITS, ", which need none.")
-            raise InvalidInput(said("Replacing the whole tag set needs the version you read: ", *suggestion.parts),
+            raise InvalidInput(said(f"Replacing {what} needs the version you read: ", *suggestion.parts),
                                operation="update_memory", argument="expected_version", suggestion=suggestion)
         edits = _body_edit(new_body, append, replace_old, replace_new)
+        structural = _structural_edit(prepend, replace_section, section_content)
+        if structural is not None:
+            if edits is not None:
+                raise InvalidInput("Give one body edit at a time: prepend or replace_section, or one of content, "
+                                   "append, replace_old.")
+            edits = structural
         whole_set = check_tags(tags) if tags is not None else None
         adding, removing = check_tags(add_tags), check_tags(remove_tags)
         new_namespace = check_namespace(namespace) if namespace is not None else None
@@ -289,7 +330,7 @@ class Writes:
             if "created" not in note.meta:  # its creation time came from the mtime, which this write resets
                 changes["created"] = row["created"]
             changes["updated"] = iso(now)
-            if body_changed and new_body is not None:  # kept before the write: a crash or a full disk
+            if body_changed and (new_body is not None or replace_section is not None):  # kept before the write: a crash or a full disk
                 self.store.trash.copy_in(data, row["path"], row["id"], "replaced", iso(now))  # loses nothing
             written = patch(edited if body_changed else text, changes).encode("utf-8")
             new_row = self.put(row["path"], data, written.decode("utf-8"))
@@ -328,10 +369,12 @@ class Writes:
 
     def forget_many(self, memory_ids: Iterable[str] | str, expected_version: str | None = None,
                     dry_run: bool = False) -> ForgetBatchResult:
-        """Forget several memories, all or nothing: every id is resolved (and the version
-        checked, which only a single id may carry) before any file moves, and if one move
-        fails the ones already moved are put back. ``dry_run`` says what would be
-        forgotten and changes nothing. A batch needs no versions: the trash keeps it all."""
+        """Forget one or several memories, each on its own: every id is resolved and its
+        file moved to the trash by itself, and one that cannot be (not found, a symlink,
+        saved meanwhile, a full disk) is listed in ``failed`` with its reason while the
+        others go. With one id its error is raised instead, as ``forget``'s. ``dry_run``
+        says what would be forgotten (and what would fail) and changes nothing. A batch
+        needs no versions: the trash keeps it all."""
         ids = [memory_ids] if isinstance(memory_ids, str) else list(memory_ids or [])
         if not ids or not all(isinstance(i, str) and i.strip() for i in ids):
             raise InvalidInput("Give the ids (or vault paths) of the memories to forget, e.g. ['01m8r9k34bnrxpbt'].")
@@ -342,42 +385,42 @@ class Writes:
             raise InvalidInput(said(EXPECTED_VERSION, " applies to a single memory; forget several without it "
                                     "(forgotten memories stay restorable in .trash/)."),
                                operation="forget", argument="expected_version")
+        done: list[ForgottenMemory] = []
+        failed: list[FailedItem] = []
+        paths: set[str] = set()
         with self.core.writing():
-            picked: dict[str, tuple[sqlite3.Row, str]] = {}
-            for memory_id in ids:
-                row, data = self.core.load(memory_id, settle=True)
-                version = file_version(data)
-                if expected_version and expected_version != version:
-                    raise VersionConflict(memory_id, expected_version, version)
-                self._not_a_link(row["path"])
-                picked.setdefault(row["path"], (row, version))  # one memory named twice goes once
-            done: list[ForgottenMemory] = []
-            if dry_run:
-                done = [ForgottenMemory(id=row["id"], path=row["path"], title=row["title"]) for row, _ in picked.values()]
-            else:
-                moved: list[tuple[str, str]] = []
+            for memory_id in dict.fromkeys(ids):  # one id named twice goes once
                 try:
-                    for row, version in picked.values():
-                        trashed = self._trash_checked(row, version)
-                        moved.append((trashed, row["path"]))
-                        done.append(ForgottenMemory(id=row["id"], path=row["path"], title=row["title"], trashed_to=trashed))
-                except BaseException:
-                    for trashed, rel in reversed(moved):  # all or nothing: the ones moved go back
-                        entry = self.store.trash.find(trashed)
-                        if entry is not None:
-                            try:
-                                self.store.trash.take_out(entry, self.store.abspath(rel))
-                            except FileExistsError:
-                                pass  # a file was saved there meanwhile: it stands, the copy stays in .trash/
-                        with self.files.transaction() as conn:
-                            self.files.refresh(conn, rel, None)
-                    raise
-            result = ForgetBatchResult(dry_run=bool(dry_run), count=len(done), memories=done)
-            if len(done) == 1:  # its fields at the top too, as a single forget's
-                for key in ("id", "path", "title", "trashed_to"):
-                    if key in done[0]:
-                        result[key] = done[0][key]
-            return result
+                    item = self._forget_one(memory_id, expected_version, dry_run, paths)
+                except (AgentMemoryError, OSError) as exc:
+                    if len(ids) == 1:
+                        raise
+                    failed.append(FailedItem(memory_id=memory_id, error=_reason(exc)))
+                    continue
+                if item is not None:
+                    done.append(item)
+        result = ForgetBatchResult(dry_run=bool(dry_run), count=len(done), memories=done, failed=failed)
+        if len(done) == 1 and not failed:  # its fields at the top too, as a single forget's
+            for key in ("id", "path", "title", "trashed_to"):
+                if key in done[0]:
+                    result[key] = done[0][key]
+        return result
+
+    def _forget_one(self, memory_id: str, expected_version: str | None, dry_run: bool,
+                    paths: set[str]) -> ForgottenMemory | None:
+        """One memory of a forget, checked then moved (None: named already, by its other form)."""
+        row, data = self.core.load(memory_id, settle=True)
+        version = file_version(data)
+        if expected_version and expected_version != version:
+            raise VersionConflict(memory_id, expected_version, version)
+        self._not_a_link(row["path"])
+        if row["path"] in paths:
+            return None
+        paths.add(row["path"])
+        if dry_run:
+            return ForgottenMemory(id=row["id"], path=row["path"], title=row["title"])
+        trashed = self._trash_checked(row, version)
+        return ForgottenMemory(id=row["id"], path=row["path"], title=row["title"], trashed_to=trashed)
 
     def _not_a_link(self, rel: str) -> None:
         """Forget moves files, not links: a symlink moved into ``.trash/`` would point
@@ -409,6 +452,33 @@ class Writes:
         with self.files.transaction() as conn:
             self.files.refresh(conn, rel, None)
         raise SavedMeanwhile(rel)
+
+
+_REMEMBER_KEYS = ("content", "namespace", "tags", "title", "source", "ttl_days", "type", "importance")
+
+
+def _remember_fields(item: Any) -> dict[str, Any]:
+    """One batch item as ``remember``'s arguments; anything else is refused by name."""
+    if not isinstance(item, dict):
+        raise InvalidInput(f"Each item must be an object like {{\"content\": \"...\"}}; got {type(item).__name__}.")
+    unknown = [str(key) for key in item if key not in _REMEMBER_KEYS]
+    if unknown:
+        raise InvalidInput(f"Unknown key {unknown[0]!r}; an item takes {', '.join(_REMEMBER_KEYS)}.")
+    if "content" not in item:
+        raise InvalidInput("The item has no content; give the fact to remember as text.")
+    fields = {key: value for key, value in item.items() if value is not None}
+    fields.setdefault("namespace", "default")
+    for key in ("content", "namespace", "title", "source"):
+        if not isinstance(fields.get(key, ""), str):
+            raise InvalidInput(f"{key} must be text; got {fields[key]!r}.")
+    return fields
+
+
+def _reason(exc: BaseException) -> str:
+    """Why one item of a batch failed, in a sentence (a library error says what to do)."""
+    if isinstance(exc, OSError) and not isinstance(exc, AgentMemoryError):
+        return f"The file could not be moved ({exc.strerror or exc}); nothing was changed for it. Retry."
+    return str(exc)
 
 
 def _retag(note: Note, adding: list[str], removing: list[str]) -> list[Any] | None:
@@ -444,6 +514,36 @@ def _retag(note: Note, adding: list[str], removing: list[str]) -> list[Any] | No
 def _plain(body: str) -> str:
     """A body as compared for "did it change": line endings and outer blank lines aside."""
     return body.replace("\r\n", "\n").strip("\n")
+
+
+def _structural_edit(prepend: str | None, section: str | None,
+                     content: str | None) -> Callable[[str, str], str] | None:
+    """A body edit by structure (``note.sections``) as ``edit(text, path) -> text``; None
+    when none is asked."""
+    for text, what in ((prepend, "prepend"), (section, "replace_section"), (content, "section_content")):
+        check_text(text, what)
+    if content is not None and section is None:
+        raise InvalidInput("section_content needs replace_section: the heading whose section it replaces.")
+    if prepend is not None and section is not None:
+        raise InvalidInput("Give one body edit at a time; got prepend and replace_section.")
+    if prepend is not None:
+        if not prepend.strip():
+            raise InvalidInput("prepend is empty; give the text to add at the start of the content.")
+        return lambda text, _path: sections.prepend(text, prepend)
+    if section is None:
+        return None
+    if content is None:
+        raise InvalidInput("replace_section needs section_content: what the section should hold ('' empties it).")
+    if content.strip():
+        check_content(content)
+
+    def replace(text: str, path: str) -> str:
+        try:
+            return sections.replace_section(text, section, content)
+        except ValueError as exc:
+            raise InvalidInput(f"In {path}, {exc}. Read it with get_memory to see its headings.") from exc
+
+    return replace
 
 
 def _body_edit(content: str | None, append: str | None, old: str | None,
