@@ -12,6 +12,7 @@ import contextlib
 import json
 import math
 import os
+import re
 import sqlite3
 import threading
 import unicodedata
@@ -28,14 +29,16 @@ from ..errors import AgentMemoryError
 from ..disk.locking import ignore_folder
 from ..note.parse import Note, file_version, hand_named, note_name
 from ..recall.sql import Filters
+from ..recall.language import language_of
 from ..recall.terms import cjk_index_text, date_tokens
 from ..disk.store import packed_stamp, signed64
 
-SCHEMA_VERSION = 8
+SCHEMA_VERSION = 9
 DB_NAME = "index.sqlite3"
-# BM25 column weights (names: title, note name and aliases; tags, body, cjk, dated): title and tags count above the
-# body; the CJK bigrams and the creation date count like body text.
-WEIGHTS = (10.0, 5.0, 1.0, 1.0, 1.0, 1.0)
+# BM25 column weights (names: title, note name and aliases; tags, body, cjk, dated, described; titled: title and
+# note name alone; headings): title and tags count above the body; the CJK bigrams and the creation date count like
+# body text. The last two columns count only where a profile weighs them (``RecallConfig.field_weights``).
+WEIGHTS = (10.0, 5.0, 1.0, 1.0, 1.0, 1.0, 0.0, 0.0)
 TOKENIZER = "porter unicode61 remove_diacritics 2"
 # The vocabulary typos are corrected against: words as written, not porter stems.
 VOCAB_TOKENIZER = "unicode61 remove_diacritics 2"
@@ -75,7 +78,10 @@ CREATE TABLE memories (
   dated TEXT NOT NULL,          -- the creation day as date tokens ("8may2023 may2023 8may"), for date terms
   described TEXT NOT NULL,      -- a description: property (Obsidian's), searched like the body
   kind TEXT,                    -- the type: property when it is text (the type filter, stats)
-  importance REAL               -- the importance: property when it is a finite number
+  importance REAL,              -- the importance: property when it is a finite number
+  titled TEXT NOT NULL,         -- title and note name without the aliases (the notes profile weighs them apart)
+  headings TEXT NOT NULL,       -- the body's markdown headings, one a line
+  lang TEXT NOT NULL            -- the language the memory is written in (recall.language), '' when unsure
 );
 CREATE INDEX memories_id ON memories(id, created, path);
 CREATE INDEX memories_ns_updated ON memories(namespace, updated);
@@ -87,6 +93,7 @@ CREATE INDEX memories_path_key ON memories(path_key);
 CREATE INDEX memories_name_key ON memories(name_key);
 CREATE INDEX memories_ns_created ON memories(namespace, created, path);
 CREATE INDEX memories_created ON memories(created);
+CREATE INDEX memories_lang ON memories(lang);  -- the vault's main language, without a scan
 -- What stats counts, each from a small index rather than a scan of every row's text.
 CREATE INDEX memories_kind ON memories(kind) WHERE kind IS NOT NULL;
 CREATE INDEX memories_importance ON memories(importance) WHERE importance IS NOT NULL;
@@ -109,7 +116,7 @@ CREATE INDEX names_rid ON names(rid);
 CREATE INDEX links_src ON links(src);
 CREATE INDEX links_target ON links(target);
 CREATE VIRTUAL TABLE fts USING fts5(
-  names, tags, body, cjk, dated, described, content='memories', content_rowid='rid', tokenize='{TOKENIZER}'
+  names, tags, body, cjk, dated, described, titled, headings, content='memories', content_rowid='rid', tokenize='{TOKENIZER}'
 );
 INSERT INTO fts(fts, rank) VALUES ('rank', 'bm25({", ".join(str(w) for w in WEIGHTS)})');
 CREATE VIRTUAL TABLE words USING fts5(
@@ -122,7 +129,7 @@ COLUMNS = (
     "path, path_key, name_key, id, own_id, namespace, title, names, tags, body, created, updated, expires, "
     "source, content_hash, size, mtime_ns, ctime_ns, inode, indexed_ns, sha256, problems, conflict, meta, cjk, dated, "
     "described, "
-    "kind, importance"
+    "kind, importance, titled, headings, lang"
 )
 # The memories that have expired (from the partial index on expires): counts subtract them.
 EXPIRED = "SELECT rid FROM memories WHERE expires IS NOT NULL AND expires <= ?"
@@ -216,6 +223,21 @@ def search_names(note: Note) -> str:
     return "\n".join(dict.fromkeys(n.strip() for n in names if n and n.strip()))
 
 
+def title_names(note: Note) -> str:
+    """Its title and note name without the aliases: the ``notes`` profile weighs an
+    alias below the name a note is filed under."""
+    names = [note.title, note_name(note.path) if hand_named(note.path) else ""]
+    return "\n".join(dict.fromkeys(n.strip() for n in names if n and n.strip()))
+
+
+_HEADING = re.compile(r"^ {0,3}#{1,6}[ \t]+(.+?)[ \t#]*$", re.MULTILINE)
+
+
+def headings_of(body: str) -> str:
+    """The markdown headings (``## Rename a note``) of a body, one a line."""
+    return "\n".join(m.group(1) for m in _HEADING.finditer(body))
+
+
 def name_key(name: str) -> str:
     """How a name is compared with a question: Unicode-normalised (macOS writes NFD
     names) and case-folded, as Obsidian's quick switcher matches."""
@@ -249,7 +271,7 @@ def importance_of(meta: dict[str, Any]) -> float | None:
 
 
 def _row_values(rid: int, note: Note, facts: FileFacts, names: str, body: str, cjk: str,
-                dated: str, described: str) -> tuple[Any, ...]:
+                dated: str, described: str, titled: str, headings: str) -> tuple[Any, ...]:
     return (
         rid,
         note.path,
@@ -281,6 +303,9 @@ def _row_values(rid: int, note: Note, facts: FileFacts, names: str, body: str, c
         described,
         kind_of(note.meta),
         importance_of(note.meta),
+        titled,
+        headings,
+        language_of(f"{note.title}\n{body}"),
     )
 
 
@@ -490,7 +515,7 @@ class Index:
 
     # ------------------------------------------------------------------ writes
     def upsert(self, conn: sqlite3.Connection, note: Note, facts: FileFacts) -> None:
-        old = conn.execute("SELECT rid, names, tags, body, cjk, dated, described FROM memories WHERE path = ?", (note.path,)).fetchone()
+        old = conn.execute("SELECT rid, names, tags, body, cjk, dated, described, titled, headings FROM memories WHERE path = ?", (note.path,)).fetchone()
         if old is not None:
             self._delete_row(conn, old)
             rid = old["rid"]
@@ -530,13 +555,16 @@ class Index:
                 cjk_index_text("" if names in body else names, *note.tags, body),
                 date_words(note.created),
                 description(note),
+                title_names(note),
+                headings_of(body),
             ))
         conn.executemany(
             f"INSERT INTO memories (rid, {COLUMNS}) VALUES ({', '.join('?' * (COLUMNS.count(',') + 2))})",
             [_row_values(rid, note, facts, fields[1], *fields[3:]) for (rid, note, facts), fields in zip(rows, searched)],
         )
         conn.execute("UPDATE counts SET memories = memories + ?", (len(rows),))
-        conn.executemany("INSERT INTO fts (rowid, names, tags, body, cjk, dated, described) VALUES (?, ?, ?, ?, ?, ?, ?)", searched)
+        conn.executemany("INSERT INTO fts (rowid, names, tags, body, cjk, dated, described, titled, headings) "
+                         "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)", searched)
         conn.executemany(
             "INSERT INTO words (rowid, text) VALUES (?, ?)", [(f[0], _words_text(*f[1:4])) for f in searched]
         )
@@ -556,8 +584,10 @@ class Index:
     @staticmethod
     def _delete_row(conn: sqlite3.Connection, old: sqlite3.Row) -> None:
         conn.execute(
-            "INSERT INTO fts (fts, rowid, names, tags, body, cjk, dated, described) VALUES ('delete', ?, ?, ?, ?, ?, ?, ?)",
-            (old["rid"], old["names"], old["tags"], old["body"], old["cjk"], old["dated"], old["described"]),
+            "INSERT INTO fts (fts, rowid, names, tags, body, cjk, dated, described, titled, headings) "
+            "VALUES ('delete', ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            (old["rid"], old["names"], old["tags"], old["body"], old["cjk"], old["dated"], old["described"],
+             old["titled"], old["headings"]),
         )
         conn.execute(
             "INSERT INTO words (words, rowid, text) VALUES ('delete', ?, ?)",
@@ -570,7 +600,7 @@ class Index:
         conn.execute("DELETE FROM links WHERE src = ?", (old["rid"],))
 
     def delete(self, conn: sqlite3.Connection, path: str) -> bool:
-        old = conn.execute("SELECT rid, names, tags, body, cjk, dated, described FROM memories WHERE path = ?", (path,)).fetchone()
+        old = conn.execute("SELECT rid, names, tags, body, cjk, dated, described, titled, headings FROM memories WHERE path = ?", (path,)).fetchone()
         if old is None:
             return False
         self._delete_row(conn, old)

@@ -22,6 +22,7 @@ from ..clock import iso
 from .core import Core
 from ..errors import InvalidInput, NotFound, PathRefused
 from ..recall.engine import MATCH_MODES, Engine, Found
+from ..recall.language import language_of
 from ..recall.rank import PROFILES, RecallConfig, Scored
 from ..recall.records import MemoryRecord
 from ..recall.sql import Filters, expired_rids, within_filters
@@ -162,7 +163,7 @@ class Reads:
         nearest = self.core.vectors.nearest(query, self._within) if use_meaning and match == "auto" and config.semantic else None
         found = Engine(self.index, config, explain=explain).search(terms, filters, now, limit, match, offset,
                                                                    newest=planned.newest, named=self._named(query),
-                                                                   nearest=nearest)
+                                                                   nearest=nearest, language=language_of(query))
         hits = self._hits(found)
         mode = found.mode
         result = SearchResult(terms=[t.text for t in found.terms], match_mode=mode, count=len(hits), hits=hits)
