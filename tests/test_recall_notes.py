@@ -6,8 +6,10 @@ from __future__ import annotations
 import dataclasses
 from pathlib import Path
 
+from agent_memory.recall.choice import FACT, NOTE, TURN, Holdings, choose, shape_of
 from agent_memory.recall.language import language_of, same_language
 from agent_memory.recall.rank import NOTES
+from agent_memory.vault.doctor import diagnose
 from agent_memory.vault.vault import Vault
 
 FILLER = "Get the shortcut you need and get going; every shortcut helps you get more done in a note. "
@@ -112,3 +114,56 @@ def test_the_language_of_a_note_is_told_by_its_script_and_its_function_words() -
 def test_the_notes_profile_is_offered_by_name(tmp_path: Path) -> None:
     vault = notes_vault(tmp_path, {"A.md": "alpha beta\n"})
     assert vault.search("alpha", profile="notes", explain=True)["explain"]["profile"] == "notes"
+
+
+# --------------------------------------------------------------------------- the profile chosen from the vault
+
+
+def test_a_vault_of_hand_written_notes_gets_the_notes_profile_and_says_why(tmp_path: Path) -> None:
+    vault = notes_vault(tmp_path, {f"Page {i}.md": f"Page {i} about the editor.\n" for i in range(4)})
+    explained = vault.search("editor", explain=True)["explain"]
+    assert explained["profile"] == "notes"
+    chosen = vault.stats()["recall_profile"]
+    assert chosen["name"] == "notes" and chosen["set_by"] == "vault" and "4 of 4" in chosen["reason"]
+    (tmp_path / ".agent-memory.toml").write_text('[recall]\nprofile = "facts"\n')
+    assert vault.search("editor", explain=True)["explain"]["profile"] == "facts"
+    assert vault.stats()["recall_profile"]["set_by"] == "setting"
+
+
+def test_the_chosen_profile_holds_as_a_vault_grows_past_the_line(tmp_path: Path) -> None:
+    vault = notes_vault(tmp_path, {f"Page {i}.md": f"Page {i} about the editor.\n" for i in range(6)})
+    assert vault.stats()["recall_profile"]["name"] == "notes"
+    for i in range(7):  # tool memories: notes fall to 6 of 13 (46%), above the 40% that leaves
+        vault.remember(f"The deploy of service {i} runs on Fridays.")
+    assert vault.stats()["recall_profile"]["name"] == "notes"
+    vault.close()
+    reopened = Vault(tmp_path)  # the choice was recorded in the index: a new process keeps it
+    assert reopened.stats()["recall_profile"]["name"] == "notes"
+    for i in range(7, 12):  # 6 of 18 (33%): below the line, the vault is a store of facts now
+        reopened.remember(f"The deploy of service {i} runs on Fridays.")
+    assert reopened.stats()["recall_profile"]["name"] == "facts"
+    # the same holdings chosen afresh: facts at once; with notes chosen before, notes
+    assert choose(Holdings(facts=7, notes=6)).profile == "facts"
+    assert choose(Holdings(facts=7, notes=6), previous="notes").profile == "notes"
+
+
+def test_the_rule_tells_notes_dialog_turns_and_facts_apart() -> None:
+    assert shape_of("Getting started/Install.md", "Download the app.") == NOTE
+    assert shape_of("2026/07/23/caroline-hi.md", "Caroline: I'm thrilled to make a family.") == TURN
+    assert shape_of("2026/07/23/caroline-hi.md", "[8 May 2023] Caroline: hi") == TURN
+    assert shape_of("2026/07/23/deploys.md", "Deploys run on Fridays at 10:00.") == FACT
+    assert choose(Holdings(facts=10, turns=30)).profile == "conversation"
+    assert choose(Holdings(facts=30, turns=10)).profile == "facts"
+    assert choose(Holdings()).profile == "facts"
+    # hysteresis: a conversation vault keeps its profile at 45% turns, a facts vault needs 60%
+    assert choose(Holdings(facts=55, turns=45), previous="conversation").profile == "conversation"
+    assert choose(Holdings(facts=45, turns=55), previous="facts").profile == "facts"
+    assert choose(Holdings(facts=35, turns=65), previous="facts").profile == "conversation"
+
+
+def test_doctor_shows_the_profile_and_its_reason(tmp_path: Path) -> None:
+    vault = notes_vault(tmp_path, {f"Page {i}.md": f"Page {i} about the editor.\n" for i in range(3)})
+    vault.search("editor")
+    vault.close()
+    [check] = [c for c in diagnose(tmp_path) if c.name == "recall profile"]
+    assert check.ok and check.detail.startswith("notes (3 of 3 memories are notes a person named")

@@ -10,6 +10,7 @@ from __future__ import annotations
 import builtins
 import contextlib
 import json
+import logging
 import math
 import os
 import re
@@ -29,6 +30,7 @@ from ..errors import AgentMemoryError
 from ..disk.locking import ignore_folder
 from ..note.parse import Note, file_version, hand_named, note_name
 from ..recall.sql import Filters
+from ..recall.choice import Holdings, shape_of
 from ..recall.language import language_of
 from ..recall.terms import cjk_index_text, date_tokens
 from ..disk.store import packed_stamp, signed64
@@ -81,7 +83,8 @@ CREATE TABLE memories (
   importance REAL,              -- the importance: property when it is a finite number
   titled TEXT NOT NULL,         -- title and note name without the aliases (the notes profile weighs them apart)
   headings TEXT NOT NULL,       -- the body's markdown headings, one a line
-  lang TEXT NOT NULL            -- the language the memory is written in (recall.language), '' when unsure
+  lang TEXT NOT NULL,           -- the language the memory is written in (recall.language), '' when unsure
+  shape INTEGER NOT NULL        -- a fact, a note a person named or a dialog turn (recall.choice.shape_of)
 );
 CREATE INDEX memories_id ON memories(id, created, path);
 CREATE INDEX memories_ns_updated ON memories(namespace, updated);
@@ -94,6 +97,9 @@ CREATE INDEX memories_name_key ON memories(name_key);
 CREATE INDEX memories_ns_created ON memories(namespace, created, path);
 CREATE INDEX memories_created ON memories(created);
 CREATE INDEX memories_lang ON memories(lang);  -- the vault's main language, without a scan
+CREATE INDEX memories_shape ON memories(shape);  -- the profile chosen from what the vault holds (recall.choice)
+-- What this index decided before (the profile chosen from the vault: name 'profile').
+CREATE TABLE choices (name TEXT PRIMARY KEY, value TEXT NOT NULL);
 -- What stats counts, each from a small index rather than a scan of every row's text.
 CREATE INDEX memories_kind ON memories(kind) WHERE kind IS NOT NULL;
 CREATE INDEX memories_importance ON memories(importance) WHERE importance IS NOT NULL;
@@ -129,10 +135,11 @@ COLUMNS = (
     "path, path_key, name_key, id, own_id, namespace, title, names, tags, body, created, updated, expires, "
     "source, content_hash, size, mtime_ns, ctime_ns, inode, indexed_ns, sha256, problems, conflict, meta, cjk, dated, "
     "described, "
-    "kind, importance, titled, headings, lang"
+    "kind, importance, titled, headings, lang, shape"
 )
 # The memories that have expired (from the partial index on expires): counts subtract them.
 EXPIRED = "SELECT rid FROM memories WHERE expires IS NOT NULL AND expires <= ?"
+log = logging.getLogger("agent_memory.index")
 _MONTHS = "January February March April May June July August September October November December".split()
 
 
@@ -306,6 +313,7 @@ def _row_values(rid: int, note: Note, facts: FileFacts, names: str, body: str, c
         titled,
         headings,
         language_of(f"{note.title}\n{body}"),
+        shape_of(note.path, body),
     )
 
 
@@ -661,6 +669,23 @@ class Index:
         rows = self.query("SELECT path FROM memories WHERE path >= ? AND path < ?", (base + "/", base + "0"))
         return [row["path"] for row in rows]
 
+    def holdings(self) -> Holdings:
+        """How many memories of each kind the index holds (``recall.choice``)."""
+        counts: dict[int, int] = {row[0]: row[1] for row in self.query("SELECT shape, count(*) FROM memories GROUP BY shape")}
+        return Holdings(facts=counts.get(0, 0), notes=counts.get(1, 0), turns=counts.get(2, 0))
+
+    def recorded(self, name: str) -> str | None:
+        rows = self.query("SELECT value FROM choices WHERE name = ?", (name,))
+        return str(rows[0][0]) if rows else None
+
+    def record(self, name: str, value: str) -> None:
+        """Remember a decision (``choices``); a read-only index simply does not."""
+        try:
+            with self.transaction() as conn:
+                conn.execute("INSERT OR REPLACE INTO choices (name, value) VALUES (?, ?)", (name, value))
+        except sqlite3.Error as exc:
+            log.debug("could not record %s in the index: %s", name, exc)
+
     def named(self, key: str) -> builtins.list[int]:
         """The memories one of whose names has this ``name_key``."""
         return [row[0] for row in self.query("SELECT rid FROM names WHERE key = ?", (key,))]
@@ -787,6 +812,27 @@ class Index:
         return sum(
             p.stat().st_size for p in (self.path, Path(f"{self.path}-wal"), Path(f"{self.path}-shm")) if p.exists()
         )
+
+    @staticmethod
+    @staticmethod
+    def peek_choice(folder: Path) -> tuple[Holdings, str | None] | None:
+        """Read what ``recall.choice`` needs without changing the index (for
+        ``doctor``): the memories of each kind and the profile recorded before; None
+        when there is no index of this schema."""
+        path = folder / DB_NAME
+        if not path.exists():
+            return None
+        live = Path(f"{path}-wal").exists()
+        conn = sqlite3.connect(f"file:{path}?{'mode=ro' if live else 'immutable=1'}", uri=True)
+        try:
+            if conn.execute("PRAGMA user_version").fetchone()[0] != SCHEMA_VERSION:
+                return None
+            counts = dict(conn.execute("SELECT shape, count(*) FROM memories GROUP BY shape").fetchall())
+            recorded = conn.execute("SELECT value FROM choices WHERE name = 'profile'").fetchone()
+            held = Holdings(facts=counts.get(0, 0), notes=counts.get(1, 0), turns=counts.get(2, 0))
+            return held, (str(recorded[0]) if recorded else None)
+        finally:
+            conn.close()
 
     @staticmethod
     def peek(folder: Path) -> tuple[int, dict[str, FileFacts]] | None:

@@ -159,7 +159,7 @@ class Reads:
                 hint="The query has no words to search for; ask with a few plain words.",
             )
         now = iso(self.core.now())
-        config = config or PROFILES[profile or self.core.settings.recall_profile]
+        config = config or PROFILES[profile or self.core.profile_choice().profile]
         nearest = self.core.vectors.nearest(query, self._within) if use_meaning and match == "auto" and config.semantic else None
         found = Engine(self.index, config, explain=explain).search(terms, filters, now, limit, match, offset,
                                                                    newest=planned.newest, named=self._named(query),
