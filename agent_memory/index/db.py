@@ -13,7 +13,6 @@ import json
 import logging
 import math
 import os
-import re
 import sqlite3
 import threading
 import unicodedata
@@ -37,10 +36,10 @@ from ..disk.store import packed_stamp, signed64
 
 SCHEMA_VERSION = 9
 DB_NAME = "index.sqlite3"
-# BM25 column weights (names: title, note name and aliases; tags, body, cjk, dated, described; titled: title and
-# note name alone; headings): title and tags count above the body; the CJK bigrams and the creation date count like
-# body text. The last two columns count only where a profile weighs them (``RecallConfig.field_weights``).
-WEIGHTS = (10.0, 5.0, 1.0, 1.0, 1.0, 1.0, 0.0, 0.0)
+# BM25 column weights (names: title and note name; tags, body, cjk, dated, described, aliases): title, aliases and
+# tags count above the body; the CJK bigrams and the creation date count like body text. A profile may weigh them
+# otherwise (``RecallConfig.field_weights``: the notes profile puts an alias below the note's name).
+WEIGHTS = (10.0, 5.0, 1.0, 1.0, 1.0, 1.0, 10.0)
 TOKENIZER = "porter unicode61 remove_diacritics 2"
 # The vocabulary typos are corrected against: words as written, not porter stems.
 VOCAB_TOKENIZER = "unicode61 remove_diacritics 2"
@@ -59,7 +58,7 @@ CREATE TABLE memories (
   own_id INTEGER NOT NULL,
   namespace TEXT NOT NULL,
   title TEXT NOT NULL,
-  names TEXT NOT NULL,          -- title, note name (file name) and aliases: what the FTS title column holds
+  names TEXT NOT NULL,          -- title and note name (file name): what the FTS names column holds
   tags TEXT NOT NULL,           -- space-separated, as the FTS column reads it
   body TEXT NOT NULL,
   created TEXT NOT NULL,
@@ -81,8 +80,7 @@ CREATE TABLE memories (
   described TEXT NOT NULL,      -- a description: property (Obsidian's), searched like the body
   kind TEXT,                    -- the type: property when it is text (the type filter, stats)
   importance REAL,              -- the importance: property when it is a finite number
-  titled TEXT NOT NULL,         -- title and note name without the aliases (the notes profile weighs them apart)
-  headings TEXT NOT NULL,       -- the body's markdown headings, one a line
+  aliases TEXT NOT NULL,        -- the aliases that are not the title or note name, one a line (FTS column aliases)
   lang TEXT NOT NULL,           -- the language the memory is written in (recall.language), '' when unsure
   shape INTEGER NOT NULL        -- a fact, a note a person named or a dialog turn (recall.choice.shape_of)
 );
@@ -122,7 +120,7 @@ CREATE INDEX names_rid ON names(rid);
 CREATE INDEX links_src ON links(src);
 CREATE INDEX links_target ON links(target);
 CREATE VIRTUAL TABLE fts USING fts5(
-  names, tags, body, cjk, dated, described, titled, headings, content='memories', content_rowid='rid', tokenize='{TOKENIZER}'
+  names, tags, body, cjk, dated, described, aliases, content='memories', content_rowid='rid', tokenize='{TOKENIZER}'
 );
 INSERT INTO fts(fts, rank) VALUES ('rank', 'bm25({", ".join(str(w) for w in WEIGHTS)})');
 CREATE VIRTUAL TABLE words USING fts5(
@@ -135,7 +133,7 @@ COLUMNS = (
     "path, path_key, name_key, id, own_id, namespace, title, names, tags, body, created, updated, expires, "
     "source, content_hash, size, mtime_ns, ctime_ns, inode, indexed_ns, sha256, problems, conflict, meta, cjk, dated, "
     "described, "
-    "kind, importance, titled, headings, lang, shape"
+    "kind, importance, aliases, lang, shape"
 )
 # The memories that have expired (from the partial index on expires): counts subtract them.
 EXPIRED = "SELECT rid FROM memories WHERE expires IS NOT NULL AND expires <= ?"
@@ -230,19 +228,19 @@ def search_names(note: Note) -> str:
     return "\n".join(dict.fromkeys(n.strip() for n in names if n and n.strip()))
 
 
-def title_names(note: Note) -> str:
-    """Its title and note name without the aliases: the ``notes`` profile weighs an
-    alias below the name a note is filed under."""
-    names = [note.title, note_name(note.path) if hand_named(note.path) else ""]
-    return "\n".join(dict.fromkeys(n.strip() for n in names if n and n.strip()))
+def split_names(note: Note) -> tuple[str, str]:
+    """``search_names`` in two: the title and note name, and the aliases (those not
+    already among them), each one a line. Indexed in two columns, so a profile can
+    weigh an alias below the name a note is filed under; together they are
+    ``search_names`` (the same words, so BM25 over both at equal weight is unchanged)."""
+    every = search_names(note).split("\n")
+    own = {n.strip() for n in (note.title, note_name(note.path) if hand_named(note.path) else "") if n and n.strip()}
+    return "\n".join(n for n in every if n in own), "\n".join(n for n in every if n not in own)
 
 
-_HEADING = re.compile(r"^ {0,3}#{1,6}[ \t]+(.+?)[ \t#]*$", re.MULTILINE)
-
-
-def headings_of(body: str) -> str:
-    """The markdown headings (``## Rename a note``) of a body, one a line."""
-    return "\n".join(m.group(1) for m in _HEADING.finditer(body))
+def _joined(names: str, aliases: str) -> str:
+    """Every name of a memory, one a line (``search_names``), from its two columns."""
+    return f"{names}\n{aliases}" if names and aliases else names or aliases
 
 
 def name_key(name: str) -> str:
@@ -278,7 +276,7 @@ def importance_of(meta: dict[str, Any]) -> float | None:
 
 
 def _row_values(rid: int, note: Note, facts: FileFacts, names: str, body: str, cjk: str,
-                dated: str, described: str, titled: str, headings: str) -> tuple[Any, ...]:
+                dated: str, described: str, aliases: str) -> tuple[Any, ...]:
     return (
         rid,
         note.path,
@@ -310,8 +308,7 @@ def _row_values(rid: int, note: Note, facts: FileFacts, names: str, body: str, c
         described,
         kind_of(note.meta),
         importance_of(note.meta),
-        titled,
-        headings,
+        aliases,
         language_of(f"{note.title}\n{body}"),
         shape_of(note.path, body),
     )
@@ -523,7 +520,7 @@ class Index:
 
     # ------------------------------------------------------------------ writes
     def upsert(self, conn: sqlite3.Connection, note: Note, facts: FileFacts) -> None:
-        old = conn.execute("SELECT rid, names, tags, body, cjk, dated, described, titled, headings FROM memories WHERE path = ?", (note.path,)).fetchone()
+        old = conn.execute("SELECT rid, names, tags, body, cjk, dated, described, aliases FROM memories WHERE path = ?", (note.path,)).fetchone()
         if old is not None:
             self._delete_row(conn, old)
             rid = old["rid"]
@@ -557,28 +554,29 @@ class Index:
         searched = []
         for rid, note, _ in rows:
             body = indexed_body(note.body)
-            names = search_names(note)
+            names, aliases = split_names(note)
+            every = _joined(names, aliases)
             searched.append((
                 rid, names, " ".join(note.tags), body,
-                cjk_index_text("" if names in body else names, *note.tags, body),
+                cjk_index_text("" if every in body else every, *note.tags, body),
                 date_words(note.created),
                 description(note),
-                title_names(note),
-                headings_of(body),
+                aliases,
             ))
         conn.executemany(
             f"INSERT INTO memories (rid, {COLUMNS}) VALUES ({', '.join('?' * (COLUMNS.count(',') + 2))})",
             [_row_values(rid, note, facts, fields[1], *fields[3:]) for (rid, note, facts), fields in zip(rows, searched)],
         )
         conn.execute("UPDATE counts SET memories = memories + ?", (len(rows),))
-        conn.executemany("INSERT INTO fts (rowid, names, tags, body, cjk, dated, described, titled, headings) "
-                         "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)", searched)
+        conn.executemany("INSERT INTO fts (rowid, names, tags, body, cjk, dated, described, aliases) "
+                         "VALUES (?, ?, ?, ?, ?, ?, ?, ?)", searched)
         conn.executemany(
-            "INSERT INTO words (rowid, text) VALUES (?, ?)", [(f[0], _words_text(*f[1:4])) for f in searched]
+            "INSERT INTO words (rowid, text) VALUES (?, ?)",
+            [(f[0], _words_text(_joined(f[1], f[7]), *f[2:4])) for f in searched],
         )
         conn.executemany(
             "INSERT OR IGNORE INTO names (key, rid) VALUES (?, ?)",
-            [(name_key(name), fields[0]) for fields in searched for name in fields[1].split("\n") if name],
+            [(name_key(name), f[0]) for f in searched for name in _joined(f[1], f[7]).split("\n") if name],
         )
         conn.executemany(
             "INSERT OR IGNORE INTO tags (tag, rid) VALUES (?, ?)",
@@ -592,14 +590,14 @@ class Index:
     @staticmethod
     def _delete_row(conn: sqlite3.Connection, old: sqlite3.Row) -> None:
         conn.execute(
-            "INSERT INTO fts (fts, rowid, names, tags, body, cjk, dated, described, titled, headings) "
-            "VALUES ('delete', ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            "INSERT INTO fts (fts, rowid, names, tags, body, cjk, dated, described, aliases) "
+            "VALUES ('delete', ?, ?, ?, ?, ?, ?, ?, ?)",
             (old["rid"], old["names"], old["tags"], old["body"], old["cjk"], old["dated"], old["described"],
-             old["titled"], old["headings"]),
+             old["aliases"]),
         )
         conn.execute(
             "INSERT INTO words (words, rowid, text) VALUES ('delete', ?, ?)",
-            (old["rid"], _words_text(old["names"], old["tags"], old["body"])),
+            (old["rid"], _words_text(_joined(old["names"], old["aliases"]), old["tags"], old["body"])),
         )
         conn.execute("DELETE FROM memories WHERE rid = ?", (old["rid"],))
         conn.execute("UPDATE counts SET memories = memories - 1")
@@ -608,7 +606,7 @@ class Index:
         conn.execute("DELETE FROM links WHERE src = ?", (old["rid"],))
 
     def delete(self, conn: sqlite3.Connection, path: str) -> bool:
-        old = conn.execute("SELECT rid, names, tags, body, cjk, dated, described, titled, headings FROM memories WHERE path = ?", (path,)).fetchone()
+        old = conn.execute("SELECT rid, names, tags, body, cjk, dated, described, aliases FROM memories WHERE path = ?", (path,)).fetchone()
         if old is None:
             return False
         self._delete_row(conn, old)

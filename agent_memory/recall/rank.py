@@ -59,9 +59,8 @@ class RecallConfig:
     # when every term is specific (in at most ``specific_share`` of the memories).
     ranking: str = "tiers"
     specific_share: float = 0.0
-    # BM25 column weights (names, tags, body, cjk, dated, described, titled, headings;
-    # see index.db), or () for the schema's. "names" holds the aliases too, so an
-    # alias counts its weight and a title or file name also the "titled" weight.
+    # BM25 column weights (names: title and file name, tags, body, cjk, dated,
+    # described, aliases; see index.db), or () for the schema's.
     field_weights: tuple[float, ...] = ()
     # What a memory in another language than the question's counts (1.0: language plays
     # no part); typos are then corrected towards words of the question's language.
@@ -80,12 +79,12 @@ CONVERSATION = RecallConfig()
 # dialog turns, and are noise between unrelated facts written one after another).
 FACTS = RecallConfig(name="facts", context_sources=0, context_shares={}, question_weight=1.0, question_checked=0,
                      semantic="gate")
-# Hand-written notes (an Obsidian vault): title, aliases, headings and body weighed
-# apart, one ranking by BM25 with filler words never required, a preference for notes
-# in the question's language, and words and meaning fused on every query. The numbers
-# are from the real-notes set's tuning half (benchmarks/RESULTS.md).
+# Hand-written notes (an Obsidian vault): title, aliases and body weighed apart, one
+# ranking by BM25 with filler words never required, a preference for notes in the
+# question's language, and words and meaning fused on every query. The numbers are
+# from the real-notes set's tuning half (benchmarks/RESULTS.md).
 NOTES = RecallConfig(name="notes", context_sources=0, context_shares={}, question_weight=1.0, question_checked=0,
-                     ranking="weighted", specific_share=0.02, field_weights=(4.0, 3.0, 1.0, 1.0, 0.0, 1.0, 3.0, 1.0),
+                     ranking="weighted", specific_share=0.02, field_weights=(7.0, 3.0, 1.0, 1.0, 0.0, 1.0, 4.0),
                      other_language=0.3, near=3, bm25_pool=1000)
 PROFILES = {"facts": FACTS, "conversation": CONVERSATION, "notes": NOTES}
 DEFAULT = CONVERSATION  # what Vault.search(config=None, profile=None) used before profiles; tests start from it

@@ -148,7 +148,7 @@ Until = Annotated[str | None, Field(description="Only memories created before th
 Profile = Annotated[
     Literal["facts", "conversation", "notes"] | None,
     Field(description="Ranking: facts (a store of facts), conversation (dialog turns: a memory next to "
-          "a match is lifted) or notes (hand-written notes: title, aliases, headings and body weighed apart); "
+          "a match is lifted) or notes (hand-written notes: title, aliases and body weighed apart); "
           "default: the vault's recall.profile setting, else the profile chosen from what the vault holds."),
 ]
 HitDepth = Annotated[
