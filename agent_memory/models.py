@@ -198,6 +198,14 @@ class ReconcileReport(TypedDict):
     embedded: NotRequired[int]  # memories given a vector (semantic recall on)
 
 
+class RecallProfile(TypedDict):
+    """The profile recall uses when none is asked for, and why (``recall.choice``)."""
+
+    name: str
+    reason: str
+    set_by: str  # "vault" (chosen from what it holds) or "setting" (recall.profile)
+
+
 class Stats(TypedDict):
     vault: str
     total: int
@@ -218,6 +226,7 @@ class Stats(TypedDict):
     schema_version: int
     search_mode: str
     semantic: SemanticStatus
+    recall_profile: RecallProfile
 
 
 class ExportedMemory(TypedDict):

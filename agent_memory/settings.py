@@ -20,7 +20,7 @@ Example::
     allow = ["sha256:1a5d44a2dca19669"]
 
     [recall]
-    profile = "facts"           # or "conversation"
+    profile = "facts"           # or "conversation", "notes"; unset: chosen from what the vault holds
     semantic = false
 
     [git]
@@ -171,7 +171,10 @@ class Settings:
     secrets_allow: tuple[str, ...] = _key(
         "secrets.allow", (), _fingerprints, f'a list of fingerprints such as ["{FINGERPRINT_PREFIX}1a5d44a2dca19669"]', secret=True
     )
-    recall_profile: Literal["facts", "conversation"] = _key("recall.profile", "facts", _choice("facts", "conversation"), '"facts" or "conversation"')
+    # None (unset): chosen from what the vault holds (``recall.choice``).
+    recall_profile: Literal["facts", "conversation", "notes"] | None = _key(
+        "recall.profile", None, _choice("facts", "conversation", "notes"), '"facts", "conversation" or "notes"'
+    )
     # None (unset): on when the optional semantic extra is installed (``semantic.status.wanted``).
     recall_semantic: bool | None = _key("recall.semantic", None, _bool, "true or false")
     git_commit: bool = _key("git.commit", False, _bool, "true or false")

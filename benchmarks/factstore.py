@@ -202,7 +202,7 @@ def main(argv: list[str] | None = None) -> int:
                      for m in memories)
         clock.now = max(latest, SESSION_START + dt.timedelta(seconds=args.spacing * 400)) + dt.timedelta(days=1)
         print(f"data {args.data.name} sha256 {digest[:16]}… ({frozen}); {len(memories)} memories written in "
-              f"{built:.1f} s{f' ({args.spacing:g} s apart in one session)' if args.spacing else ''}; {len(questions)} questions; default profile setting: {vault.settings.recall_profile}")
+              f"{built:.1f} s{f' ({args.spacing:g} s apart in one session)' if args.spacing else ''}; {len(questions)} questions; profile chosen for this vault: {vault.stats()['recall_profile']['name']}")
         outcomes: list[Outcome] = []
         for profile in profiles:
             outcomes += ask(vault, key_of, questions, profile)

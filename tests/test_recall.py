@@ -340,9 +340,11 @@ def test_the_facts_profile_lifts_no_neighbour_and_the_vault_setting_picks_the_pr
     reply = CONVERSATION[1][:80].rstrip("…")
     facts = vault.search(question, namespace="chat", profile="facts")["hits"]
     assert not reply.startswith(facts[0]["title"])  # the memory asking the question, not its neighbour
-    assert vault.search(question, namespace="chat")["hits"] == facts  # recall.profile defaults to facts
-    (vault.root / ".agent-memory.toml").write_text('[recall]\nprofile = "conversation"\n')
+    # a vault of dialog turns gets the conversation profile by itself...
     assert reply.startswith(vault.search(question, namespace="chat")["hits"][0]["title"])
+    # ...and recall.profile overrides the choice
+    (vault.root / ".agent-memory.toml").write_text('[recall]\nprofile = "facts"\n')
+    assert vault.search(question, namespace="chat")["hits"] == facts
     with pytest.raises(InvalidInput, match="profile"):
         vault.search(question, profile="chat")
 

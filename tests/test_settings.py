@@ -39,7 +39,7 @@ def test_a_vault_without_the_file_gets_the_documented_defaults(tmp_path: Path) -
     assert settings.memories_folder == ""  # the vault root
     assert settings.secrets_mode == "refuse"
     assert settings.secrets_allow == ()
-    assert settings.recall_profile == "facts"
+    assert settings.recall_profile is None  # unset: chosen from what the vault holds
     assert settings.recall_semantic is None  # unset: on when the semantic extra is installed
     assert settings.git_commit is False
     assert settings.git_author == ""
@@ -221,7 +221,7 @@ BAD_VALUES = [
     ('[secrets]\nmode = "deny"\n', 'secrets.mode = "deny" is not allowed', 'use "refuse" or "warn"'),
     ('[secrets]\nmode = "Warn"\n', 'secrets.mode = "Warn" is not allowed', 'use "refuse" or "warn"'),
     ("[secrets]\nmode = true\n", "secrets.mode = true is not allowed", 'use "refuse" or "warn"'),
-    ('[recall]\nprofile = "chat"\n', 'recall.profile = "chat" is not allowed', 'use "facts" or "conversation"'),
+    ('[recall]\nprofile = "chat"\n', 'recall.profile = "chat" is not allowed', 'use "facts", "conversation" or "notes"'),
     ('[recall]\nsemantic = "true"\n', 'recall.semantic = "true" is a string, not a boolean (write it without quotes)', "use true or false"),
     ("[recall]\nsemantic = 1\n", "recall.semantic = 1 is not a boolean", "use true or false"),
     ('[git]\ncommit = "yes"\n', 'git.commit = "yes" is not a boolean', "use true or false"),

@@ -30,8 +30,8 @@ from .words import cli_words, handle_errors
 @click.option("--until", default=None, help="Only memories created before this date.")
 @click.option("--path", "path_prefix", default=None, help="Only files under this folder (from the current folder when inside the vault; :/FOLDER from the vault root).")
 @click.option("--offset", default=0, type=int, help="Skip this many hits (for paging).")
-@click.option("--profile", default=None, metavar="[facts|conversation]",
-              help="Ranking profile (default: the vault's recall.profile setting, else facts).")
+@click.option("--profile", default=None, metavar="[facts|conversation|notes]",
+              help="Ranking profile (default: the vault's recall.profile setting, else chosen from what it holds).")
 @click.option("--explain", is_flag=True, help="Also print the SQL run and where each hit's score came from.")
 @click.option("--depth", default=0, type=int, help="Also show memories linked to the hits, up to this many links away (0-3).")
 @click.option("--type", "kind", default=None, help="Only memories of this type.")

@@ -93,6 +93,9 @@ def stats() -> None:
         click.echo(f"Index      {printable(result['index_path'])}  {result['index_bytes'] / 1e6:.1f} MB, schema v{result['schema_version']}")
         click.echo(f"Search     {result['search_mode']}")
         click.echo(printable(f"Semantic   {vector_summary(result['semantic'])}"))
+        chosen = result["recall_profile"]
+        how = "recall.profile" if chosen["set_by"] == "setting" else chosen["reason"]
+        click.echo(printable(f"Profile    {chosen['name']} ({how})"))
         for item in result["parse_problems"]:
             click.echo(click.style(printable(f"problem    {item['path']}: {item['problem']}"), fg="yellow"))
         for path in result["conflicts"]:

@@ -11,6 +11,7 @@ import builtins
 import contextlib
 import datetime as dt
 import json
+import logging
 import math
 import os
 import sqlite3
@@ -30,20 +31,23 @@ from ..errors import AgentMemoryError
 from ..disk.locking import ignore_folder
 from ..note.parse import Note, file_version, hand_named, note_name
 from ..recall.sql import Filters
+from ..recall.choice import Holdings, shape_of
+from ..recall.language import language_of
 from ..recall.terms import cjk_index_text, date_tokens
 from ..disk.store import packed_stamp, signed64
 from .properties import properties
 
-SCHEMA_VERSION = 10
+SCHEMA_VERSION = 11
 # The bytes (sha256) of the last write this tool made to each file, whatever session made
 # it: a body may be replaced without the version read only while the file still holds
 # them (``Writes.update``). Outside the versioned schema: losing it (a rebuilt index)
 # only makes such an update ask for the version.
 TOOL_WRITES = "CREATE TABLE IF NOT EXISTS tool_writes (path TEXT PRIMARY KEY, sha256 TEXT NOT NULL)"
 DB_NAME = "index.sqlite3"
-# BM25 column weights (names: title, note name and aliases; tags, body, cjk, dated): title and tags count above the
-# body; the CJK bigrams and the creation date count like body text.
-WEIGHTS = (10.0, 5.0, 1.0, 1.0, 1.0, 1.0)
+# BM25 column weights (names: title and note name; tags, body, cjk, dated, described, aliases): title, aliases and
+# tags count above the body; the CJK bigrams and the creation date count like body text. A profile may weigh them
+# otherwise (``RecallConfig.field_weights``: the notes profile puts an alias below the note's name).
+WEIGHTS = (10.0, 5.0, 1.0, 1.0, 1.0, 1.0, 10.0)
 TOKENIZER = "porter unicode61 remove_diacritics 2"
 # The vocabulary typos are corrected against: words as written, not porter stems.
 VOCAB_TOKENIZER = "unicode61 remove_diacritics 2"
@@ -62,7 +66,7 @@ CREATE TABLE memories (
   own_id INTEGER NOT NULL,
   namespace TEXT NOT NULL,
   title TEXT NOT NULL,
-  names TEXT NOT NULL,          -- title, note name (file name) and aliases: what the FTS title column holds
+  names TEXT NOT NULL,          -- title and note name (file name): what the FTS names column holds
   tags TEXT NOT NULL,           -- space-separated, as the FTS column reads it
   body TEXT NOT NULL,
   created TEXT NOT NULL,
@@ -84,7 +88,10 @@ CREATE TABLE memories (
   described TEXT NOT NULL,      -- a description: property (Obsidian's), searched like the body
   kind TEXT,                    -- the type: property when it is text (the type filter, stats)
   importance REAL,              -- the importance: property when it is a finite number
-  changed TEXT NOT NULL         -- when the file last changed: the later of updated and its mtime (hand edits too)
+  changed TEXT NOT NULL,        -- when the file last changed: the later of updated and its mtime (hand edits too)
+  aliases TEXT NOT NULL,        -- the aliases that are not the title or note name, one a line (FTS column aliases)
+  lang TEXT NOT NULL,           -- the language the memory is written in (recall.language), '' when unsure
+  shape INTEGER NOT NULL        -- a fact, a note a person named or a dialog turn (recall.choice.shape_of)
 );
 CREATE INDEX memories_id ON memories(id, created, path);
 CREATE INDEX memories_ns_updated ON memories(namespace, updated);
@@ -97,6 +104,10 @@ CREATE INDEX memories_name_key ON memories(name_key);
 CREATE INDEX memories_ns_created ON memories(namespace, created, path);
 CREATE INDEX memories_created ON memories(created);
 CREATE INDEX memories_changed ON memories(changed);  -- list --since, recent_activity
+CREATE INDEX memories_lang ON memories(lang);  -- the vault's main language, without a scan
+CREATE INDEX memories_shape ON memories(shape);  -- the profile chosen from what the vault holds (recall.choice)
+-- What this index decided before (the profile chosen from the vault: name 'profile').
+CREATE TABLE choices (name TEXT PRIMARY KEY, value TEXT NOT NULL);
 -- What stats counts, each from a small index rather than a scan of every row's text.
 CREATE INDEX memories_kind ON memories(kind) WHERE kind IS NOT NULL;
 CREATE INDEX memories_importance ON memories(importance) WHERE importance IS NOT NULL;
@@ -126,7 +137,7 @@ CREATE TABLE props (key TEXT NOT NULL, value TEXT NOT NULL, rid INTEGER NOT NULL
 CREATE INDEX props_rid ON props(rid);
 CREATE INDEX links_target ON links(target);
 CREATE VIRTUAL TABLE fts USING fts5(
-  names, tags, body, cjk, dated, described, content='memories', content_rowid='rid', tokenize='{TOKENIZER}'
+  names, tags, body, cjk, dated, described, aliases, content='memories', content_rowid='rid', tokenize='{TOKENIZER}'
 );
 INSERT INTO fts(fts, rank) VALUES ('rank', 'bm25({", ".join(str(w) for w in WEIGHTS)})');
 CREATE VIRTUAL TABLE words USING fts5(
@@ -139,10 +150,11 @@ COLUMNS = (
     "path, path_key, name_key, id, own_id, namespace, title, names, tags, body, created, updated, expires, "
     "source, content_hash, size, mtime_ns, ctime_ns, inode, indexed_ns, sha256, problems, conflict, meta, cjk, dated, "
     "described, "
-    "kind, importance, changed"
+    "kind, importance, changed, aliases, lang, shape"
 )
 # The memories that have expired (from the partial index on expires): counts subtract them.
 EXPIRED = "SELECT rid FROM memories WHERE expires IS NOT NULL AND expires <= ?"
+log = logging.getLogger("agent_memory.index")
 _MONTHS = "January February March April May June July August September October November December".split()
 
 
@@ -233,6 +245,21 @@ def search_names(note: Note) -> str:
     return "\n".join(dict.fromkeys(n.strip() for n in names if n and n.strip()))
 
 
+def split_names(note: Note) -> tuple[str, str]:
+    """``search_names`` in two: the title and note name, and the aliases (those not
+    already among them), each one a line. Indexed in two columns, so a profile can
+    weigh an alias below the name a note is filed under; together they are
+    ``search_names`` (the same words, so BM25 over both at equal weight is unchanged)."""
+    every = search_names(note).split("\n")
+    own = {n.strip() for n in (note.title, note_name(note.path) if hand_named(note.path) else "") if n and n.strip()}
+    return "\n".join(n for n in every if n in own), "\n".join(n for n in every if n not in own)
+
+
+def _joined(names: str, aliases: str) -> str:
+    """Every name of a memory, one a line (``search_names``), from its two columns."""
+    return f"{names}\n{aliases}" if names and aliases else names or aliases
+
+
 def name_key(name: str) -> str:
     """How a name is compared with a question: Unicode-normalised (macOS writes NFD
     names) and case-folded, as Obsidian's quick switcher matches."""
@@ -277,7 +304,7 @@ def changed_at(updated: str | None, mtime_ns: int) -> str:
 
 
 def _row_values(rid: int, note: Note, facts: FileFacts, names: str, body: str, cjk: str,
-                dated: str, described: str) -> tuple[Any, ...]:
+                dated: str, described: str, aliases: str) -> tuple[Any, ...]:
     return (
         rid,
         note.path,
@@ -310,6 +337,9 @@ def _row_values(rid: int, note: Note, facts: FileFacts, names: str, body: str, c
         kind_of(note.meta),
         importance_of(note.meta),
         changed_at(note.updated, facts.mtime_ns),
+        aliases,
+        language_of(f"{note.title}\n{body}"),
+        shape_of(note.path, body),
     )
 
 
@@ -520,7 +550,7 @@ class Index:
 
     # ------------------------------------------------------------------ writes
     def upsert(self, conn: sqlite3.Connection, note: Note, facts: FileFacts) -> None:
-        old = conn.execute("SELECT rid, names, tags, body, cjk, dated, described FROM memories WHERE path = ?", (note.path,)).fetchone()
+        old = conn.execute("SELECT rid, names, tags, body, cjk, dated, described, aliases FROM memories WHERE path = ?", (note.path,)).fetchone()
         if old is not None:
             self._delete_row(conn, old)
             rid = old["rid"]
@@ -554,25 +584,29 @@ class Index:
         searched = []
         for rid, note, _ in rows:
             body = indexed_body(note.body)
-            names = search_names(note)
+            names, aliases = split_names(note)
+            every = _joined(names, aliases)
             searched.append((
                 rid, names, " ".join(note.tags), body,
-                cjk_index_text("" if names in body else names, *note.tags, body),
+                cjk_index_text("" if every in body else every, *note.tags, body),
                 date_words(note.created),
                 description(note),
+                aliases,
             ))
         conn.executemany(
             f"INSERT INTO memories (rid, {COLUMNS}) VALUES ({', '.join('?' * (COLUMNS.count(',') + 2))})",
             [_row_values(rid, note, facts, fields[1], *fields[3:]) for (rid, note, facts), fields in zip(rows, searched)],
         )
         conn.execute("UPDATE counts SET memories = memories + ?", (len(rows),))
-        conn.executemany("INSERT INTO fts (rowid, names, tags, body, cjk, dated, described) VALUES (?, ?, ?, ?, ?, ?, ?)", searched)
+        conn.executemany("INSERT INTO fts (rowid, names, tags, body, cjk, dated, described, aliases) "
+                         "VALUES (?, ?, ?, ?, ?, ?, ?, ?)", searched)
         conn.executemany(
-            "INSERT INTO words (rowid, text) VALUES (?, ?)", [(f[0], _words_text(*f[1:4])) for f in searched]
+            "INSERT INTO words (rowid, text) VALUES (?, ?)",
+            [(f[0], _words_text(_joined(f[1], f[7]), *f[2:4])) for f in searched],
         )
         conn.executemany(
             "INSERT OR IGNORE INTO names (key, rid) VALUES (?, ?)",
-            [(name_key(name), fields[0]) for fields in searched for name in fields[1].split("\n") if name],
+            [(name_key(name), f[0]) for f in searched for name in _joined(f[1], f[7]).split("\n") if name],
         )
         conn.executemany(
             "INSERT OR IGNORE INTO tags (tag, rid) VALUES (?, ?)",
@@ -598,12 +632,14 @@ class Index:
     @staticmethod
     def _delete_row(conn: sqlite3.Connection, old: sqlite3.Row) -> None:
         conn.execute(
-            "INSERT INTO fts (fts, rowid, names, tags, body, cjk, dated, described) VALUES ('delete', ?, ?, ?, ?, ?, ?, ?)",
-            (old["rid"], old["names"], old["tags"], old["body"], old["cjk"], old["dated"], old["described"]),
+            "INSERT INTO fts (fts, rowid, names, tags, body, cjk, dated, described, aliases) "
+            "VALUES ('delete', ?, ?, ?, ?, ?, ?, ?, ?)",
+            (old["rid"], old["names"], old["tags"], old["body"], old["cjk"], old["dated"], old["described"],
+             old["aliases"]),
         )
         conn.execute(
             "INSERT INTO words (words, rowid, text) VALUES ('delete', ?, ?)",
-            (old["rid"], _words_text(old["names"], old["tags"], old["body"])),
+            (old["rid"], _words_text(_joined(old["names"], old["aliases"]), old["tags"], old["body"])),
         )
         conn.execute("DELETE FROM memories WHERE rid = ?", (old["rid"],))
         conn.execute("UPDATE counts SET memories = memories - 1")
@@ -614,7 +650,7 @@ class Index:
         conn.execute("DELETE FROM props WHERE rid = ?", (old["rid"],))
 
     def delete(self, conn: sqlite3.Connection, path: str) -> bool:
-        old = conn.execute("SELECT rid, names, tags, body, cjk, dated, described FROM memories WHERE path = ?", (path,)).fetchone()
+        old = conn.execute("SELECT rid, names, tags, body, cjk, dated, described, aliases FROM memories WHERE path = ?", (path,)).fetchone()
         if old is None:
             return False
         self._delete_row(conn, old)
@@ -676,6 +712,23 @@ class Index:
         # "base/" <= path < "base0" ('0' follows '/'): a range scan on the path index.
         rows = self.query("SELECT path FROM memories WHERE path >= ? AND path < ?", (base + "/", base + "0"))
         return [row["path"] for row in rows]
+
+    def holdings(self) -> Holdings:
+        """How many memories of each kind the index holds (``recall.choice``)."""
+        counts: dict[int, int] = {row[0]: row[1] for row in self.query("SELECT shape, count(*) FROM memories GROUP BY shape")}
+        return Holdings(facts=counts.get(0, 0), notes=counts.get(1, 0), turns=counts.get(2, 0))
+
+    def recorded(self, name: str) -> str | None:
+        rows = self.query("SELECT value FROM choices WHERE name = ?", (name,))
+        return str(rows[0][0]) if rows else None
+
+    def record(self, name: str, value: str) -> None:
+        """Remember a decision (``choices``); a read-only index simply does not."""
+        try:
+            with self.transaction() as conn:
+                conn.execute("INSERT OR REPLACE INTO choices (name, value) VALUES (?, ?)", (name, value))
+        except sqlite3.Error as exc:
+            log.debug("could not record %s in the index: %s", name, exc)
 
     def named(self, key: str) -> builtins.list[int]:
         """The memories one of whose names has this ``name_key``."""
@@ -815,6 +868,27 @@ class Index:
         return sum(
             p.stat().st_size for p in (self.path, Path(f"{self.path}-wal"), Path(f"{self.path}-shm")) if p.exists()
         )
+
+    @staticmethod
+    @staticmethod
+    def peek_choice(folder: Path) -> tuple[Holdings, str | None] | None:
+        """Read what ``recall.choice`` needs without changing the index (for
+        ``doctor``): the memories of each kind and the profile recorded before; None
+        when there is no index of this schema."""
+        path = folder / DB_NAME
+        if not path.exists():
+            return None
+        live = Path(f"{path}-wal").exists()
+        conn = sqlite3.connect(f"file:{path}?{'mode=ro' if live else 'immutable=1'}", uri=True)
+        try:
+            if conn.execute("PRAGMA user_version").fetchone()[0] != SCHEMA_VERSION:
+                return None
+            counts = dict(conn.execute("SELECT shape, count(*) FROM memories GROUP BY shape").fetchall())
+            recorded = conn.execute("SELECT value FROM choices WHERE name = 'profile'").fetchone()
+            held = Holdings(facts=counts.get(0, 0), notes=counts.get(1, 0), turns=counts.get(2, 0))
+            return held, (str(recorded[0]) if recorded else None)
+        finally:
+            conn.close()
 
     @staticmethod
     def peek(folder: Path) -> tuple[int, dict[str, FileFacts]] | None:

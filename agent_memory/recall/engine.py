@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING, Any
 
 from . import rank, sql
 from .graph import LinkGraph, key_suffixes
+from .language import same_language, suiting
 from .rank import RecallConfig, Scored
 from .records import MemoryRecord, Neighbours, TermMatch
 from .sql import Filters, Query
@@ -37,6 +38,7 @@ from .terms import (
     edit_distance,
     expansion_term,
     highlight,
+    near_pairs,
     stem_candidates,
     typo_bound,
     word_term,
@@ -80,6 +82,7 @@ class Engine:
         self.statements: list[Query] | None = [] if explain else None
         self.newest = False
         self.now = ""
+        self.language = ""  # the question's language as its own words tell it ("" when they do not)
 
     def _run(self, query: Query) -> list[Any]:
         if self.statements is not None:
@@ -88,7 +91,8 @@ class Engine:
 
     # ------------------------------------------------------------------ the one entry
     def search(self, terms: list[Term], filters: Filters, now: str, limit: int, match: str, offset: int = 0,
-               newest: bool = False, named: frozenset[int] = frozenset(), nearest: Nearest | None = None) -> Found:
+               newest: bool = False, named: frozenset[int] = frozenset(), nearest: Nearest | None = None,
+               language: str = "") -> Found:
         """One page (``offset``, ``limit``) of one ranking that depends on neither.
 
         ``all``: memories with every term. ``any``: memories with most terms.
@@ -99,37 +103,44 @@ class Engine:
         ``nearest`` (semantic recall on): with ``auto``, the profile's rule combines the
         two rankings: ``gate``, when no memory holds every term, memories by meaning
         first (``rank.by_meaning``); ``fusion``, the lexical and semantic rankings fused
-        by weighted reciprocal rank (``rank.fuse``)."""
+        by weighted reciprocal rank (``rank.fuse``). ``language`` (the question's, when
+        its words tell it) is what the ``notes`` profile prefers."""
         self.newest = newest
+        self.language = language
         corrected: dict[str, str] = {}
         want = offset + limit
         matches = self.match_terms(terms, filters, now)
+        weighted = self.config.ranking == "weighted" and match != "all"
         complete: list[Scored] = []
-        if match != "any":
+        if match != "any" and not weighted:
             complete = self.every_term(matches, filters, now)
-        if not complete:
+        if not complete and (not weighted or any(m.rids is not None and not m.rids for m in matches)):
             matches, corrected = self.rescue(matches, filters, now)
             rewritten = [m.term for m in matches] != terms
             terms = [m.term for m in matches]
-            if match != "any" and rewritten:
+            if match != "any" and rewritten and not weighted:
                 complete = self.every_term(matches, filters, now)
         self.now = now
-        complete = rank.named_first(self.supersede(self.with_replacements(complete, matches, filters, now)), named)
-        ranked = complete
-        # Partial hits: all of them for "any"; for "auto" after the complete ones, when
-        # the page reaches past them (then whether more follow is known too), or past
-        # the part of the ranking fused with the semantic one.
         rule = self.config.semantic if match == "auto" and nearest is not None else ""
-        depth = max(want, self.config.fusion_pool) if rule == "fusion" else want
-        if match == "any" or (match == "auto" and len(terms) > 1 and len(complete) <= depth):
-            held = {s.rid for s in complete}
-            partial = [s for s in self.some_terms(matches, filters, now, depth) if s.rid not in held]
-            ranked = partial if match == "any" else complete + partial
+        if weighted:
+            ranked = rank.named_first(self.weighted(matches, filters, now, tiers=match == "auto"), named)
+            complete = [s for s in ranked if s.complete]
+        else:
+            complete = rank.named_first(self.supersede(self.with_replacements(complete, matches, filters, now)), named)
+            ranked = complete
+            # Partial hits: all of them for "any"; for "auto" after the complete ones, when
+            # the page reaches past them (then whether more follow is known too), or past
+            # the part of the ranking fused with the semantic one.
+            depth = max(want, self.config.fusion_pool) if rule == "fusion" else want
+            if match == "any" or (match == "auto" and len(terms) > 1 and len(complete) <= depth):
+                held = {s.rid for s in complete}
+                partial = [s for s in self.some_terms(matches, filters, now, depth) if s.rid not in held]
+                ranked = partial if match == "any" else complete + partial
         gate = rule == "gate" and not complete
         if nearest is not None and (gate or rule == "fusion"):
             close = [pair for pair in nearest(filters, now, max(want, self.config.semantic_pool))
                      if pair[1] >= self.config.semantic_floor][: self.config.semantic_pool]
-            ranked = self.by_meaning(close, ranked, newest) if gate else self.fused(close, ranked)
+            ranked = self.by_meaning(close, ranked, newest) if gate else self.fused(close, ranked, named)
         semantic = "gate" if gate else "fusion" if rule == "fusion" else ""
         page = ranked[offset:want]
         if gate:
@@ -151,11 +162,11 @@ class Engine:
         ordered = rank.by_meaning(close, partial, updated, self.config, newest)
         return self.supersede(ordered[: len(close)]) + ordered[len(close):]
 
-    def fused(self, close: list[tuple[int, float]], lexical: list[Scored]) -> list[Scored]:
+    def fused(self, close: list[tuple[int, float]], lexical: list[Scored], named: frozenset[int]) -> list[Scored]:
         """The ``fusion`` rule (``rank.fuse``), superseded memories below those replacing
-        them within the fused part."""
+        them within the fused part, and a memory called exactly what was asked first."""
         pool = self.config.fusion_pool
-        ordered = rank.fuse(close, lexical, self.config)
+        ordered = rank.named_first(rank.fuse(close, lexical, self.config), named)
         cut = len({s.rid for s in lexical[:pool]} | {rid for rid, _ in close[:pool]})
         return self.supersede(ordered[:cut]) + ordered[cut:]
 
@@ -224,9 +235,14 @@ class Engine:
 
     def correct(self, m: TermMatch, filters: Filters, now: str) -> TermMatch | None:
         """The closest indexed word (fewest edits, then most memories) that matches
-        within the filters; None when nothing is close enough."""
+        within the filters; None when nothing is close enough. Where the profile
+        prefers the question's language, only words some memory in that language holds
+        (the question's, else the vault's main language)."""
         word, bound = m.term.text, typo_bound(m.term.text)
+        language = self.correction_language() if self.config.other_language != 1.0 else ""
         for candidate in rank.closest(word, self.vocabulary(word, bound), bound, edit_distance)[: self.config.typo_tries]:
+            if language and not self._run(sql.in_language(word_term(candidate).expr, suiting(language))):
+                continue  # a word of another language ("nicht" for "night" in an English vault)
             [found] = self.match_terms([word_term(candidate)], filters, now)
             if found.rids is None or found.rids:
                 return found
@@ -279,6 +295,55 @@ class Engine:
         ordered = rank.some_terms(short, rest, lifted, scores, matched, bm25, self.updated(short + rest),
                                   frozenset(m.term.text for m in matches), self.newest)
         return self.supersede(ordered[: len(short)]) + self.supersede(ordered[len(short):])
+
+    def weighted(self, matches: list[TermMatch], filters: Filters, now: str, tiers: bool) -> list[Scored]:
+        """The ``weighted`` ranking (``rank.weighted``): every candidate of the coverage
+        step, the best ``bm25_pool`` by BM25 with the profile's field weights and the
+        question's language preferred; the memories holding every term first only when
+        ``tiers`` and every term is specific."""
+        scores, matched = self.coverage(matches, filters, now)
+        short = rank.shortlist(scores, self.config.bm25_pool)
+        held = set(short)
+        rest = [rid for rid in scores if rid not in held]
+        bm25 = self.bm25(short, matches)
+        language = self.question_language(matches) if self.config.other_language != 1.0 else ""
+        languages = self.languages(short + rest) if language else {}
+        population = max(self._run(sql.row_count())[0][0], 1)
+        specific = tiers and all(rank.specific(m.df, population, self.config) for m in matches)
+        ordered = rank.weighted(short, rest, scores, matched, bm25, languages, language,
+                                frozenset(m.term.text for m in matches), specific, self.config)
+        return self.supersede(ordered[: len(short)]) + self.supersede(ordered[len(short):])
+
+    def question_language(self, matches: list[TermMatch]) -> str:
+        """The question's language: as its own words tell it; else (Latin letters, or no
+        letters, and no language's function words) the language the memories its terms
+        match point to (``rank.language_votes``); else the vault's main language when it
+        suits the question's letters."""
+        if self.language and self.language != "latin":
+            return self.language
+        counts = {m.term.text: dict(self._run(sql.language_counts(sorted(m.rids)))) for m in matches if m.rids}
+        population = max(self._run(sql.row_count())[0][0], 1)
+        weights = {m.term.text: rank.idf(m.df, population) for m in matches if m.rids}
+        voted = rank.language_votes(counts, weights, self.language)
+        if voted:
+            return voted
+        main = self.main_language()
+        return main if same_language(self.language, main) else self.language
+
+    def correction_language(self) -> str:
+        """The language typos are corrected towards: the question's when its words
+        tell it, else the vault's main language where that suits the question's letters."""
+        if self.language and self.language != "latin":
+            return self.language
+        main = self.main_language()
+        return main if same_language(self.language, main) else self.language
+
+    def main_language(self) -> str:
+        rows = self._run(sql.main_language())
+        return str(rows[0][0]) if rows else ""
+
+    def languages(self, rids: list[int]) -> dict[int, str]:
+        return {row[0]: row[1] for row in self._run(sql.languages(rids))} if rids else {}
 
     def coverage(self, matches: list[TermMatch], filters: Filters, now: str) -> tuple[dict[int, float], Mapping[int, list[str]]]:
         """IDF-weighted term coverage (``rank.coverage``) over the candidates: the
@@ -415,7 +480,12 @@ class Engine:
         if not rids or not terms:
             return {}
         wanted = set(rids)
-        rows = self._run(sql.bm25((all_expr if every else any_expr)(terms), min(rids), max(rids)))
+        expr = (all_expr if every else any_expr)(terms)
+        if not every and self.config.near:
+            # Pairs of words that are not common only: FTS5 reads every position of each word in a NEAR group.
+            expr = " OR ".join([expr, *near_pairs([m.term if m.rids else Term("", "") for m in matches],
+                                                  self.config.near)])
+        rows = self._run(sql.bm25(expr, min(rids), max(rids), self.config.field_weights))
         return {row[0]: row[1] for row in rows if row[0] in wanted}
 
     def updated(self, rids: set[int] | list[int]) -> dict[int, str]:

@@ -14,6 +14,7 @@ import math
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 
+from .language import same_language
 from .records import Neighbours, TermMatch
 from .terms import Term
 
@@ -52,6 +53,21 @@ class RecallConfig:
     semantic_floor: float = 0.2  # a memory less similar than this is not a semantic hit
     semantic_newest_margin: float = 0.05  # "current X": newest among hits this close to the best
     semantic_pool: int = 200  # most semantic hits ranked (a fixed number: no page depends on another)
+    # How lexical hits are ordered with match="auto": "tiers", the memories holding every
+    # term first (each tier by its own score); "weighted" (hand-written notes), one
+    # ranking by BM25 over the terms any memory holds, the complete hits first only
+    # when every term is specific (in at most ``specific_share`` of the memories).
+    ranking: str = "tiers"
+    specific_share: float = 0.0
+    # BM25 column weights (names: title and file name, tags, body, cjk, dated,
+    # described, aliases; see index.db), or () for the schema's.
+    field_weights: tuple[float, ...] = ()
+    # What a memory in another language than the question's counts (1.0: language plays
+    # no part); typos are then corrected towards words of the question's language.
+    other_language: float = 1.0
+    # The "weighted" ranking's BM25 also counts each two neighbouring words of the
+    # question found within this many words of each other (0: not).
+    near: int = 0
 
     @property
     def uses_context(self) -> bool:
@@ -63,7 +79,14 @@ CONVERSATION = RecallConfig()
 # dialog turns, and are noise between unrelated facts written one after another).
 FACTS = RecallConfig(name="facts", context_sources=0, context_shares={}, question_weight=1.0, question_checked=0,
                      semantic="gate")
-PROFILES = {"facts": FACTS, "conversation": CONVERSATION}
+# Hand-written notes (an Obsidian vault): title, aliases and body weighed apart, one
+# ranking by BM25 with filler words never required, a preference for notes in the
+# question's language, and words and meaning fused on every query. The numbers are
+# from the real-notes set's tuning half (benchmarks/RESULTS.md).
+NOTES = RecallConfig(name="notes", context_sources=0, context_shares={}, question_weight=1.0, question_checked=0,
+                     ranking="weighted", specific_share=0.02, field_weights=(7.0, 3.0, 1.0, 1.0, 0.0, 1.0, 4.0),
+                     other_language=0.3, near=3, bm25_pool=1000)
+PROFILES = {"facts": FACTS, "conversation": CONVERSATION, "notes": NOTES}
 DEFAULT = CONVERSATION  # what Vault.search(config=None, profile=None) used before profiles; tests start from it
 
 
@@ -255,6 +278,58 @@ def some_terms(short: list[int], rest: list[int], scores: Mapping[int, float], c
             "bm25": bm25.get(rid, 0.0),
         }, complete=words <= set(terms)))
     return out
+
+
+# --------------------------------------------------------------------------- one weighted ranking (notes)
+
+
+def weighted(short: list[int], rest: list[int], coverage_of: Mapping[int, float], matched: Mapping[int, list[str]],
+             bm25: Mapping[int, float], languages: Mapping[int, str], language: str, words: frozenset[str],
+             specific: bool, config: RecallConfig) -> list[Scored]:
+    """The ``weighted`` ranking: the shortlist by BM25 (field weights, every term's
+    rarity), a memory written in another language than ``language`` counting
+    ``other_language`` of its score; then ``rest`` by IDF-weighted coverage. With
+    ``specific`` (every term is specific) the memories holding every term come first.
+    ``complete`` says on every hit whether it holds every term."""
+
+    def affinity(rid: int) -> float:
+        return 1.0 if same_language(language, languages.get(rid, "")) else config.other_language
+
+    def complete(rid: int) -> bool:
+        return words <= set(matched.get(rid, ()))
+
+    def tier(rid: int) -> int:
+        return 0 if not specific or complete(rid) else 1
+
+    order = sorted(short, key=lambda rid: (tier(rid), -bm25.get(rid, 0.0) * affinity(rid),
+                                           -coverage_of.get(rid, 0.0), -rid))
+    order += sorted(rest, key=lambda rid: (tier(rid), -coverage_of.get(rid, 0.0) * affinity(rid), -rid))
+    return [Scored(rid, bm25.get(rid, 0.0) * affinity(rid), tuple(matched.get(rid, ())), {
+        "bm25": bm25.get(rid, 0.0), "coverage": coverage_of.get(rid, 0.0), "language": affinity(rid),
+    }, complete=complete(rid)) for rid in order]
+
+
+def specific(df: float, population: int, config: RecallConfig) -> bool:
+    """A term in at most ``specific_share`` of the memories: a word that names a topic,
+    not a filler word a question happens to hold."""
+    return df <= config.specific_share * population
+
+
+def language_votes(counts: Mapping[str, Mapping[str, int]], weights: Mapping[str, float], script: str) -> str:
+    """The language a question's words point to when its own words do not say: per term
+    (``counts``: term -> language -> memories), its IDF ``weights`` shared among the
+    languages of the memories it matches that suit ``script`` (``"latin"`` or ``""``);
+    the clear winner, else ``""``."""
+    votes: dict[str, float] = {}
+    for term, by_language in counts.items():
+        total = sum(by_language.values())
+        for language, n in by_language.items():
+            if language and language != "latin" and total and same_language(script, language):
+                votes[language] = votes.get(language, 0.0) + weights.get(term, 0.0) * n / total
+    ranked = sorted(votes.items(), key=lambda item: (-item[1], item[0]))
+    if not ranked or ranked[0][1] <= 0 or (len(ranked) > 1 and ranked[1][1] >= ranked[0][1]):
+        return ""
+    return ranked[0][0]
 
 
 # --------------------------------------------------------------------------- meaning

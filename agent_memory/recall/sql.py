@@ -201,11 +201,34 @@ def updated(rids: list[int]) -> Query:
 # --------------------------------------------------------------------------- scores
 
 
-def bm25(expr: str, low: int, high: int) -> Query:
-    """BM25 (higher is better, with the schema's column weights) of the memories
-    matching ``expr`` between two row numbers: one FTS query for a whole shortlist,
-    since probing row by row would recount each term's documents every time."""
-    return "SELECT rowid, -rank FROM fts WHERE fts MATCH ? AND rowid BETWEEN ? AND ?", [expr, low, high]
+def bm25(expr: str, low: int, high: int, weights: tuple[float, ...] = ()) -> Query:
+    """BM25 (higher is better, with the schema's column weights or ``weights``) of the
+    memories matching ``expr`` between two row numbers: one FTS query for a whole
+    shortlist, since probing row by row would recount each term's documents every time."""
+    score = f"-bm25(fts, {', '.join(repr(float(w)) for w in weights)})" if weights else "-rank"
+    return f"SELECT rowid, {score} FROM fts WHERE fts MATCH ? AND rowid BETWEEN ? AND ?", [expr, low, high]
+
+
+def languages(rids: list[int]) -> Query:
+    """The language (``index.db``'s ``lang``) of each of ``rids``."""
+    return "SELECT rid, lang FROM memories WHERE rid IN (SELECT value FROM json_each(?))", [json.dumps(rids)]
+
+
+def language_counts(rids: list[int]) -> Query:
+    """How many of ``rids`` are written in each language."""
+    return ("SELECT lang, count(*) FROM memories WHERE rid IN (SELECT value FROM json_each(?)) GROUP BY lang",
+            [json.dumps(rids)])
+
+
+def main_language() -> Query:
+    """The language most memories are written in (from the index on ``lang``)."""
+    return "SELECT lang FROM memories WHERE lang != '' GROUP BY lang ORDER BY count(*) DESC, lang LIMIT 1", []
+
+
+def in_language(expr: str, languages: list[str]) -> Query:
+    """Whether some memory written in one of ``languages`` matches ``expr``."""
+    return ("SELECT 1 FROM fts CROSS JOIN memories m ON m.rid = fts.rowid WHERE fts MATCH ? "
+            "AND m.lang IN (SELECT value FROM json_each(?)) LIMIT 1", [expr, json.dumps(languages)])
 
 
 def asking(rids: list[int]) -> Query:

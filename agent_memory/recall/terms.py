@@ -358,6 +358,14 @@ def cjk_parts(run: str) -> list[Term]:
     return [cjk_term(p) for p in dict.fromkeys(parts) if p != run] or [cjk_term(run)]
 
 
+def near_pairs(words: list[Term], distance: int) -> list[str]:
+    """FTS5 ``NEAR`` groups of each two neighbouring plain words of a question: a note
+    holding "table of contents" together scores above one holding "table" and
+    "contents" apart (BM25 counts each group as one more, rarer term)."""
+    plain = [t if t.expr == _quote(t.text) and not (t.cjk or t.date) else None for t in words]
+    return [f"NEAR({a.expr} {b.expr}, {int(distance)})" for a, b in itertools.pairwise(plain) if a and b]
+
+
 def all_expr(words: list[Term]) -> str:
     return " AND ".join(t.expr for t in words)
 

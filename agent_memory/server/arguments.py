@@ -177,9 +177,10 @@ Since = Annotated[
 ]
 Until = Annotated[str | None, Field(description="Only memories created before this date.", max_length=40)]
 Profile = Annotated[
-    Literal["facts", "conversation"] | None,
-    Field(description="Ranking: facts (a store of facts) or conversation (dialog turns: a memory next to "
-          "a match is lifted); default: the vault's recall.profile setting."),
+    Literal["facts", "conversation", "notes"] | None,
+    Field(description="Ranking: facts (a store of facts), conversation (dialog turns: a memory next to "
+          "a match is lifted) or notes (hand-written notes: title, aliases and body weighed apart); "
+          "default: the vault's recall.profile setting, else the profile chosen from what the vault holds."),
 ]
 HitDepth = Annotated[
     int,

@@ -29,6 +29,8 @@ from ..index.db import Index, link_key
 from ..index.reconcile import SETTLE_GIVE_UP, FileIndexer, Reconciler
 from ..disk.locking import Generations, WriteLock
 from ..semantic.status import Semantic, wanted
+from ..recall.choice import Choice, choose, overridden
+from ..recall.rank import PROFILES
 from ..settings import SETTINGS_FILE, Settings, load_settings
 from ..models import Memory, Summary
 from ..limits import check_text
@@ -116,6 +118,7 @@ class Core:
         self._generations = Generations(self.store.control_dir / "writes.json", str(self.index.path))
         self._seen_others = self._generations.others()
         self._settings: tuple[object, Settings] | None = None
+        self._choice: tuple[int, Choice] | None = None  # (memories indexed, the profile chosen for them)
         self.settings  # noqa: B018 - a broken settings file is a clear error at open, not at the first write
         self.vectors = Semantic(self.index, self.index_dir)  # loads nothing until semantic recall is used
         self.files = FileIndexer(self.store, self.index, on_written=self.vectors.wake)
@@ -141,6 +144,23 @@ class Core:
             if pending:
                 log.warning("%s", approvals.ignored_warning(self.root, pending))
         return self._settings[1]
+
+    def profile_choice(self) -> Choice:
+        """The recall profile used when none is asked for: ``recall.profile`` when set,
+        else the one ``recall.choice`` picks from what the vault holds, recorded in the
+        index so its hysteresis holds across processes. Worked out again when the
+        number of memories changes."""
+        if self.settings.recall_profile is not None:
+            return overridden(self.settings.recall_profile)
+        total = int(self.index.query("SELECT memories FROM counts")[0][0])
+        if self._choice is not None and self._choice[0] == total:
+            return self._choice[1]
+        previous = self.index.recorded("profile")
+        choice = choose(self.index.holdings(), previous if previous in PROFILES else None)
+        if choice.profile != previous and not self.read_only:
+            self.index.record("profile", choice.profile)
+        self._choice = (total, choice)
+        return choice
 
     def guard_credentials(self, fields: dict[str, str], already: str = "") -> list[str]:
         """The credential guard over what a write adds (SPEC §3): refused (SecretRefused,

@@ -20,6 +20,8 @@ from ..trust import approvals, credentials
 from ..note import parse
 from ..errors import SettingsError
 from ..index.db import DB_NAME, SCHEMA_VERSION, FileFacts, Index, link_key
+from ..recall.choice import choose
+from ..recall.rank import PROFILES
 from ..settings import load_settings
 from ..disk.layout import index_folder, is_ignored_dir
 from ..disk.store import Store
@@ -140,6 +142,7 @@ def check_vault(root: Path, index_dir: Path | None = None) -> list[Check]:
                         "one with its fingerprint in secrets.allow of .agent-memory.toml", secrets))
     checks.append(_check_index(root, index_folder(root, index_dir), facts))
     checks.append(_check_semantic(root, index_folder(root, index_dir), facts))
+    checks.append(_check_profile(root, index_folder(root, index_dir)))
     checks.append(check_records(root))
     driver = driver_problem(root)
     if driver is not None:
@@ -280,6 +283,25 @@ def broken_links(root: Path, links: list[tuple[str, str, str]]) -> list[str]:
         return any(c == key or "/" not in key or c.endswith("/" + key) for c in candidates)
 
     return [f"{rel}: {relation} -> [[{target}]]" for rel, relation, target in links if not resolves(target)]
+
+
+def _check_profile(root: Path, folder: Path) -> Check:
+    """The recall profile used when none is asked for, and why (read-only)."""
+    try:
+        setting = load_settings(root).recall_profile
+    except SettingsError:
+        setting = None  # the files check reports the broken settings file
+    if setting is not None:
+        return Check("recall profile", True, f"{setting} (set by recall.profile)")
+    try:
+        peeked = Index.peek_choice(folder)
+    except sqlite3.Error:
+        peeked = None
+    if peeked is None:
+        return Check("recall profile", True, "chosen from what the vault holds once it is indexed")
+    held, previous = peeked
+    choice = choose(held, previous if previous in PROFILES else None)
+    return Check("recall profile", True, f"{choice.profile} ({choice.reason}; set recall.profile to choose another)")
 
 
 def _differences(facts: dict[str, FileFacts], indexed: dict[str, FileFacts]) -> list[str]:

@@ -28,7 +28,8 @@ from ..errors import InvalidInput, NotFound, PathRefused, disk_error
 from ..transfer.importing import Importing, SyncPlan
 from ..index.db import SCHEMA_VERSION, TOKENIZER
 from ..limits import MAX_BATCH, check_import_data, check_limit, check_offset, namespace_filter
-from ..models import ChatNote, ExportedMemory, ExportPage, GcResult, ImportResult, RestoreResult, Stats, TrashEntry
+from ..models import (ChatNote, ExportedMemory, ExportPage, GcResult, ImportResult, RecallProfile, RestoreResult, Stats,
+                      TrashEntry)
 from ..disk.staging import NotPublished, Staging
 from ..disk.trash import LEDGER_NAME
 
@@ -76,7 +77,12 @@ class Maintenance:
             schema_version=SCHEMA_VERSION,
             search_mode=SEARCH_MODE,
             semantic=self.core.vectors.status(self.core.semantic_on()),
+            recall_profile=self._profile(),
         )
+
+    def _profile(self) -> RecallProfile:
+        choice = self.core.profile_choice()
+        return RecallProfile(name=choice.profile, reason=choice.reason, set_by=choice.set_by)
 
     def export_memories(self, namespace: str | None = None, format: str | None = None,
                         progress: Progress | None = None) -> list[Any]:

@@ -26,6 +26,7 @@ from ..errors import InvalidInput, NotFound, PathRefused
 from ..wording import COMPLETE_FIRST, DEPTH, LIMIT, LINK_MEMORIES, LIST_MEMORIES, NAMESPACE_TAG_FILTERS, RELATED, SEE_MATCHED, said
 from ..recall.highlights import split_marks
 from ..recall.engine import MATCH_MODES, Engine, Found
+from ..recall.language import language_of
 from ..recall.rank import PROFILES, RecallConfig, Scored
 from ..recall.records import MemoryRecord
 from ..recall.sql import Filters, expired_rids, within_filters
@@ -204,11 +205,11 @@ class Reads:
                 hint="The query has no words to search for; ask with a few plain words.",
             )
         now = iso(self.core.now())
-        config = config or PROFILES[profile or self.core.settings.recall_profile]
+        config = config or PROFILES[profile or self.core.profile_choice().profile]
         nearest = self.core.vectors.nearest(query, self._within) if use_meaning and match == "auto" and config.semantic else None
         found = Engine(self.index, config, explain=explain).search(terms, filters, now, limit, match, offset,
                                                                    newest=planned.newest, named=self._named(query),
-                                                                   nearest=nearest)
+                                                                   nearest=nearest, language=language_of(query))
         hits = self._hits(found)
         mode = found.mode
         result = SearchResult(terms=[t.text for t in found.terms], match_mode=mode, count=len(hits), hits=hits)

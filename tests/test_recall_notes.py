@@ -1,0 +1,169 @@
+"""The ``notes`` profile on small vaults of hand-written notes: what a person asking
+a question of their own notes sees first."""
+
+from __future__ import annotations
+
+import dataclasses
+from pathlib import Path
+
+from agent_memory.recall.choice import FACT, NOTE, TURN, Holdings, choose, shape_of
+from agent_memory.recall.language import language_of, same_language
+from agent_memory.recall.rank import NOTES
+from agent_memory.vault.doctor import diagnose
+from agent_memory.vault.vault import Vault
+
+FILLER = "Get the shortcut you need and get going; every shortcut helps you get more done in a note. "
+
+
+def notes_vault(folder: Path, notes: dict[str, str]) -> Vault:
+    for name, text in notes.items():
+        path = folder / name
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(text, encoding="utf-8")
+    return Vault(folder)
+
+
+def paths(vault: Vault, question: str, **kwargs: object) -> list[str]:
+    return [hit["path"] for hit in vault.search(question, **kwargs)["hits"]]  # type: ignore[arg-type]
+
+
+def test_a_short_note_that_answers_ranks_above_a_long_note_holding_every_filler_word(tmp_path: Path) -> None:
+    notes = {f"Topic {i}.md": f"# Topic {i}\n{FILLER}Topic {i} is about something else entirely.\n" for i in range(12)}
+    notes["Rename notes.md"] = "# Rename notes\nTo rename a note, select it and press F2.\n"
+    notes["Everything.md"] = "# Everything\n" + FILLER * 6 + "You can also rename things, if you get a shortcut.\n"
+    vault = notes_vault(tmp_path, notes)
+    question = "how do I get a shortcut to rename a note"
+    result = vault.search(question, profile="notes")
+    assert result["hits"][0]["path"] == "Rename notes.md"
+    complete = {hit["path"]: hit["complete"] for hit in result["hits"]}
+    # complete stays truthful: the first hit lacks "get" and "shortcut", the long note holds them all
+    assert complete["Rename notes.md"] is False and complete["Everything.md"] is True
+    assert result["match_mode"] == "any"
+    # the facts profile puts the note holding every word first
+    assert paths(vault, question, profile="facts")[0] == "Everything.md"
+
+
+def test_specific_words_keep_the_note_holding_all_of_them_first(tmp_path: Path) -> None:
+    notes = {f"Filler {i}.md": f"Some text about gardening number {i}.\n" for i in range(60)}
+    notes["Flatpak.md"] = "# Flatpak\nFlatpak installs desktop apps. Flatpak Flatpak Flatpak.\n"
+    notes["Install on Linux.md"] = "# Install on Linux\nInstall Obsidian with Flatpak on Linux: flatpak install.\n"
+    vault = notes_vault(tmp_path, notes)
+    result = vault.search("obsidian flatpak linux", profile="notes")
+    assert result["hits"][0]["path"] == "Install on Linux.md" and result["hits"][0]["complete"] is True
+
+
+def test_an_alias_weighs_below_the_name_a_note_is_filed_under(tmp_path: Path) -> None:
+    body = "Everything about renaming things in this app, and the vault list.\n"
+    vault = notes_vault(tmp_path, {
+        "Rename a vault.md": body,
+        "Vault admin.md": "---\naliases: [Rename a vault quickly]\n---\n" + body,
+        **{f"Other {i}.md": f"Unrelated page {i} about plugins.\n" for i in range(5)},
+    })
+    result = vault.search("rename vault steps", profile="notes", explain=True)
+    scores = {hit["path"]: hit["score"] for hit in result["hits"]}
+    assert result["hits"][0]["path"] == "Rename a vault.md"
+    assert scores["Rename a vault.md"] > scores["Vault admin.md"]
+
+
+def test_words_found_together_rank_above_the_same_words_apart(tmp_path: Path) -> None:
+    vault = notes_vault(tmp_path, {
+        "Outline.md": "The outline shows the table of contents of the active note.\n",
+        "Tables.md": "A table has rows and columns. Cells hold contents: text and links and images and more. "
+                     "The contents of a cell wrap inside its table, and a wide table scrolls.\n",
+        **{f"Other {i}.md": f"Unrelated page {i} about plugins.\n" for i in range(5)},
+    })
+    assert paths(vault, "table of contents", profile="notes")[0] == "Outline.md"
+
+
+def test_a_note_in_the_questions_language_ranks_above_its_translation(tmp_path: Path) -> None:
+    notes = {f"en/Page {i}.md": f"This page is about the {w} of the app and how it works.\n"
+             for i, w in enumerate(["editor", "sync", "graph", "canvas", "plugins"])}
+    notes["en/Strikethrough.md"] = "To strike text through, wrap it in two tildes. It is one of the formats.\n"
+    notes["de/Durchstreichen.md"] = "# Strikethrough\nText durchstreichen: Strikethrough mit zwei Tilden um den Text.\n"
+    vault = notes_vault(tmp_path, notes)
+    question = "strikethrough text"
+    assert paths(vault, question, profile="notes")[0] == "en/Strikethrough.md"
+    assert paths(vault, "Text durchstreichen mit Tilden", profile="notes")[0] == "de/Durchstreichen.md"
+    # without the preference the translation, which says it more often, wins
+    blind = dataclasses.replace(NOTES, other_language=1.0)
+    assert paths(vault, question, config=blind)[0] == "de/Durchstreichen.md"
+
+
+def test_a_typo_is_corrected_to_a_word_of_the_vaults_language(tmp_path: Path) -> None:
+    notes = {f"en/Page {i}.md": f"This page is about the {w} theme and how the app works.\n"
+             for i, w in enumerate(["dark", "blue", "green", "red", "grey"])}
+    notes["en/Themes.md"] = "Switch to the light theme when the room is bright.\n"
+    notes.update({f"de/Seite {i}.md": f"Das ist nicht das Thema {i}, und die Seite ist nicht leer.\n" for i in range(3)})
+    vault = notes_vault(tmp_path, notes)
+    assert vault.search("night", profile="facts").get("corrected") == {"night": "nicht"}
+    result = vault.search("night", profile="notes")
+    assert result.get("corrected") != {"night": "nicht"}
+
+
+def test_the_language_of_a_note_is_told_by_its_script_and_its_function_words() -> None:
+    assert language_of("How do I rename a vault on my phone?") == "en"
+    assert language_of("Wie ändere ich den Namen meines Vaults?") == "de"
+    assert language_of("Obsidian 是一个基于 Markdown 的笔记应用，它的文件存放在本地。") == "zh"
+    assert language_of("Obsidian は Markdown ファイルで動くノートアプリです。") == "ja"
+    assert language_of("Как переименовать хранилище?") == "cyrillic"
+    assert language_of("strikethrough text") == "latin" and language_of("1234 5678") == ""
+    assert same_language("latin", "en") and same_language("en", "") and not same_language("en", "de")
+    assert not same_language("latin", "zh")
+
+
+def test_the_notes_profile_is_offered_by_name(tmp_path: Path) -> None:
+    vault = notes_vault(tmp_path, {"A.md": "alpha beta\n"})
+    assert vault.search("alpha", profile="notes", explain=True)["explain"]["profile"] == "notes"
+
+
+# --------------------------------------------------------------------------- the profile chosen from the vault
+
+
+def test_a_vault_of_hand_written_notes_gets_the_notes_profile_and_says_why(tmp_path: Path) -> None:
+    vault = notes_vault(tmp_path, {f"Page {i}.md": f"Page {i} about the editor.\n" for i in range(4)})
+    explained = vault.search("editor", explain=True)["explain"]
+    assert explained["profile"] == "notes"
+    chosen = vault.stats()["recall_profile"]
+    assert chosen["name"] == "notes" and chosen["set_by"] == "vault" and "4 of 4" in chosen["reason"]
+    (tmp_path / ".agent-memory.toml").write_text('[recall]\nprofile = "facts"\n')
+    assert vault.search("editor", explain=True)["explain"]["profile"] == "facts"
+    assert vault.stats()["recall_profile"]["set_by"] == "setting"
+
+
+def test_the_chosen_profile_holds_as_a_vault_grows_past_the_line(tmp_path: Path) -> None:
+    vault = notes_vault(tmp_path, {f"Page {i}.md": f"Page {i} about the editor.\n" for i in range(6)})
+    assert vault.stats()["recall_profile"]["name"] == "notes"
+    for i in range(7):  # tool memories: notes fall to 6 of 13 (46%), above the 40% that leaves
+        vault.remember(f"The deploy of service {i} runs on Fridays.")
+    assert vault.stats()["recall_profile"]["name"] == "notes"
+    vault.close()
+    reopened = Vault(tmp_path)  # the choice was recorded in the index: a new process keeps it
+    assert reopened.stats()["recall_profile"]["name"] == "notes"
+    for i in range(7, 12):  # 6 of 18 (33%): below the line, the vault is a store of facts now
+        reopened.remember(f"The deploy of service {i} runs on Fridays.")
+    assert reopened.stats()["recall_profile"]["name"] == "facts"
+    # the same holdings chosen afresh: facts at once; with notes chosen before, notes
+    assert choose(Holdings(facts=7, notes=6)).profile == "facts"
+    assert choose(Holdings(facts=7, notes=6), previous="notes").profile == "notes"
+
+
+def test_the_rule_tells_notes_dialog_turns_and_facts_apart() -> None:
+    assert shape_of("Getting started/Install.md", "Download the app.") == NOTE
+    assert shape_of("2026/07/23/caroline-hi.md", "Caroline: I'm thrilled to make a family.") == TURN
+    assert shape_of("2026/07/23/caroline-hi.md", "[8 May 2023] Caroline: hi") == TURN
+    assert shape_of("2026/07/23/deploys.md", "Deploys run on Fridays at 10:00.") == FACT
+    assert choose(Holdings(facts=10, turns=30)).profile == "conversation"
+    assert choose(Holdings(facts=30, turns=10)).profile == "facts"
+    assert choose(Holdings()).profile == "facts"
+    # hysteresis: a conversation vault keeps its profile at 45% turns, a facts vault needs 60%
+    assert choose(Holdings(facts=55, turns=45), previous="conversation").profile == "conversation"
+    assert choose(Holdings(facts=45, turns=55), previous="facts").profile == "facts"
+    assert choose(Holdings(facts=35, turns=65), previous="facts").profile == "conversation"
+
+
+def test_doctor_shows_the_profile_and_its_reason(tmp_path: Path) -> None:
+    vault = notes_vault(tmp_path, {f"Page {i}.md": f"Page {i} about the editor.\n" for i in range(3)})
+    vault.search("editor")
+    vault.close()
+    [check] = [c for c in diagnose(tmp_path) if c.name == "recall profile"]
+    assert check.ok and check.detail.startswith("notes (3 of 3 memories are notes a person named")
