@@ -214,7 +214,7 @@ class Importing:
                     continue
                 seen[key] = memory_id
             if entry.existing is None:
-                entry.rel = self._free_path(entry.rel, taken)
+                entry.rel = self.free_path(entry.rel, taken)
             else:
                 other = updating.setdefault(entry.rel, where)
                 if other != where:  # one file, two memories of the source: which one it is would be a guess
@@ -254,7 +254,7 @@ class Importing:
         if existing is None and memory_id is not None:
             row = self.vault.index.by_id(memory_id, iso(now))
             if row is not None:
-                existing = self._readable(row["path"])
+                existing = self.readable(row["path"])
         if item.get("placeholder"):  # only there to carry links to a memory another batch brought
             if existing is not None:
                 rel, data, note = existing
@@ -320,9 +320,9 @@ class Importing:
             return None
         if not (is_memory_path(rel) and self.vault.store.inside(rel)):
             return None
-        return self._readable(rel)
+        return self.readable(rel)
 
-    def _readable(self, rel: str) -> tuple[str, bytes, Note] | None:
+    def readable(self, rel: str) -> tuple[str, bytes, Note] | None:
         """A memory file's settled bytes and note, refused if a tool must not patch it."""
         try:
             data = self.vault.settled(rel)
@@ -342,7 +342,7 @@ class Importing:
         existing = next((p for p in (path, *path.parents) if p.exists() or p == self.vault.root), self.vault.root)
         return existing == self.vault.root or self.vault.store.unaliased(self.vault.store.relpath(existing))
 
-    def _free_path(self, rel: str, taken: set[str]) -> str:
+    def free_path(self, rel: str, taken: set[str]) -> str:
         """The first free name for a new file (``-2``, ``-3``… as publishing names them),
         decided now so that links can name it."""
         folder, name = rel.rsplit("/", 1) if "/" in rel else ("", rel)

@@ -72,7 +72,7 @@ class _Node:
     relations: list[tuple[int, Relation]] = field(default_factory=list)
 
 
-def _relation_key(r: Relation) -> tuple[str, str, str]:
+def relation_key(r: Relation) -> tuple[str, str, str]:
     return r["from"], r["to"], r["relationType"]
 
 
@@ -85,16 +85,7 @@ class KnowledgeGraph:
 
     # ------------------------------------------------------------------ reading
     def _nodes(self) -> list[_Node]:
-        self.core.check_index()
-        rows = self.core.index.query("SELECT path FROM memories WHERE namespace = ? ORDER BY path", (NAMESPACE,))
-        nodes = []
-        for row in rows:
-            read = self.core.files.read(row["path"])
-            if read is not None:
-                node = node_of(row["path"], parse(read[0], row["path"]))
-                if node is not None:
-                    nodes.append(node)
-        return nodes
+        return read_nodes(self.core)
 
     def read_graph(self) -> Graph:
         """Every entity and relation, in the order they were made."""
@@ -120,13 +111,13 @@ class KnowledgeGraph:
     def create_entities(self, entities: list[Entity]) -> list[Entity]:
         """New entities, one note each; a name the graph has is skipped (returned: those made)."""
         for e in entities:
-            _check_entity(e)
+            check_entity(e)
             self._guard({"the name": e["name"], "the entityType": e["entityType"],
                          "the observations": "\n".join(e["observations"])})
         with self.core.writing():
             nodes = self._nodes()
             names = {n.entity["name"] for n in nodes if n.entity is not None}
-            order = _next_order(nodes)
+            order = next_order(nodes)
             made: list[Entity] = []
             for e in entities:
                 if e["name"] in names:
@@ -141,21 +132,21 @@ class KnowledgeGraph:
     def create_relations(self, relations: list[Relation]) -> list[Relation]:
         """New relations; one the graph has is skipped (returned: those made)."""
         for r in relations:
-            _check_relation(r)
+            check_relation(r)
             self._guard({"the relation": " ".join((r["from"], r["relationType"], r["to"]))})
         with self.core.writing():
             nodes = self._nodes()
-            have = {_relation_key(r) for n in nodes for _, r in n.relations}
+            have = {relation_key(r) for n in nodes for _, r in n.relations}
             new = [Relation(**{"from": r["from"], "to": r["to"], "relationType": r["relationType"]})
-                   for r in relations if _relation_key(r) not in have]
-            order = _next_order(nodes)
+                   for r in relations if relation_key(r) not in have]
+            order = next_order(nodes)
             by_home: dict[str, list[dict[str, Any]]] = {}
             for r in new:
                 by_home.setdefault(self._home(nodes, r), []).append({**r, "order": order})
                 order += 1
             for path, entries in by_home.items():
                 self._edit(path, lambda note, body, entries=entries: (
-                    {"relations": [*_relation_list(note), *entries]}, None))
+                    {"relations": [*relation_list(note), *entries]}, None))
             return new
 
     def add_observations(self, additions: list[dict[str, Any]]) -> list[ObservationsAdded]:
@@ -215,12 +206,12 @@ class KnowledgeGraph:
     def delete_relations(self, relations: list[Relation]) -> None:
         """The given relations off the graph; unknown ones are ignored."""
         for r in relations:
-            _check_relation(r)
-        gone = {_relation_key(r) for r in relations}
+            check_relation(r)
+        gone = {relation_key(r) for r in relations}
         with self.core.writing():
             for node in self._nodes():
-                if any(_relation_key(r) in gone for _, r in node.relations):
-                    self._drop_relations(node.path, lambda r: _relation_key(r) in gone)
+                if any(relation_key(r) in gone for _, r in node.relations):
+                    self._drop_relations(node.path, lambda r: relation_key(r) in gone)
 
     def _guard(self, fields: dict[str, str]) -> None:
         """The vault's credential guard (refused, or logged in ``secrets.mode = "warn"``:
@@ -251,18 +242,9 @@ class KnowledgeGraph:
 
     def _new_note(self, title: str, entity: dict[str, Any] | None, body: str, note_id: str | None = None) -> str:
         now = self.core.now()
-        fields: dict[str, Any] = {
-            "id": note_id or new_id(int(now.timestamp() * 1000)),
-            "namespace": NAMESPACE,
-            "title": " ".join(title.split()) or "entity",
-            "tags": [],
-            "created": iso(now),
-            "updated": iso(now),
-            "entity": entity,
-        }
+        fields = note_fields(title, entity, now, note_id)
         data = render_new(fields, body).encode("utf-8")
-        folder = "/".join(p for p in (self.core.settings.memories_folder, dated_folder(now)) if p)
-        rel, published = self.core.store.place(None, folder, make_slug(fields["title"]), data)
+        rel, published = self.core.store.place(None, note_folder(self.core, now), make_slug(fields["title"]), data)
         self.core.files.index_new(rel, data, published)
         return rel
 
@@ -277,25 +259,58 @@ class KnowledgeGraph:
 
     def _drop_relations(self, path: str, drop: Any) -> None:
         def change(note: Note, body: str) -> tuple[dict[str, Any], None]:
-            kept = [r for r in _relation_list(note) if not drop(r)]
+            kept = [r for r in relation_list(note) if not drop(r)]
             return {"relations": kept or None}, None
         self._edit(path, change)
 
 
+# ---------------------------------------------------------------------- the notes
+def read_nodes(core: Core) -> list[_Node]:
+    """Every note of the graph's namespace that holds part of it, as read from disk."""
+    core.check_index()
+    rows = core.index.query("SELECT path FROM memories WHERE namespace = ? ORDER BY path", (NAMESPACE,))
+    nodes = []
+    for row in rows:
+        read = core.files.read(row["path"])
+        if read is not None:
+            node = node_of(row["path"], parse(read[0], row["path"]))
+            if node is not None:
+                nodes.append(node)
+    return nodes
+
+
+def note_fields(title: str, entity: dict[str, Any] | None, now: Any, note_id: str | None = None) -> dict[str, Any]:
+    """The front matter of a new note of the graph (an entity's, or the loose relations')."""
+    return {
+        "id": note_id or new_id(int(now.timestamp() * 1000)),
+        "namespace": NAMESPACE,
+        "title": " ".join(title.split()) or "entity",
+        "tags": [],
+        "created": iso(now),
+        "updated": iso(now),
+        "entity": entity,
+    }
+
+
+def note_folder(core: Core, now: Any) -> str:
+    """Where a new note of the graph goes: today's folder (under the memories folder)."""
+    return "/".join(p for p in (core.settings.memories_folder, dated_folder(now)) if p)
+
+
 # ---------------------------------------------------------------------- pure helpers
-def _check_entity(e: Entity) -> None:
+def check_entity(e: Entity) -> None:
     obs.check_text(e["name"], "an entity name")
     obs.check_text(e["entityType"], "an entityType")
     for text in e["observations"]:
         obs.check_text(text, "an observation")
 
 
-def _check_relation(r: Relation) -> None:
+def check_relation(r: Relation) -> None:
     for key in ("from", "to", "relationType"):
         obs.check_text(r[key], key)
 
 
-def _relation_list(note: Note) -> list[dict[str, Any]]:
+def relation_list(note: Note) -> list[dict[str, Any]]:
     value = note.meta.get("relations")
     return [r for r in value if _is_relation(r)] if isinstance(value, list) else []
 
@@ -320,7 +335,7 @@ def node_of(path: str, note: Note) -> _Node | None:
             node.order = entity["order"]
         else:
             log.warning("%s: its entity key needs a name, an entityType and an order; skipped", path)
-    for r in _relation_list(note):
+    for r in relation_list(note):
         node.relations.append((r["order"], Relation(**{"from": r["from"], "to": r["to"],
                                                        "relationType": r["relationType"]})))
     return node if node.entity is not None or node.relations else None
@@ -338,7 +353,7 @@ def _with_relations(entities: list[Entity], relations: list[Relation]) -> Graph:
     return Graph(entities=entities, relations=[r for r in relations if r["from"] in names or r["to"] in names])
 
 
-def _next_order(nodes: Iterable[_Node]) -> int:
+def next_order(nodes: Iterable[_Node]) -> int:
     return 1 + max((o for n in nodes for o in _orders(n)), default=0)
 
 
@@ -358,24 +373,36 @@ def read_jsonl(text: str, where: str) -> Graph:
             continue
         try:
             item = json.loads(line)
-        except (json.JSONDecodeError, RecursionError) as exc:
-            raise InvalidInput(f"{where} line {number} is not a JSON object; nothing was imported.") from exc
-        if not isinstance(item, dict):
-            continue
-        if item.get("type") == "entity":
-            entity = {k: item.get(k) for k in ("name", "entityType", "observations")}
-            if not (isinstance(entity["name"], str) and isinstance(entity["entityType"], str)
-                    and isinstance(entity["observations"], list)
-                    and all(isinstance(o, str) for o in entity["observations"])):
-                raise InvalidInput(f"{where} line {number}: an entity needs a name, an entityType and a list of "
-                                   "observations (text); nothing was imported.")
-            graph["entities"].append(Entity(**entity))  # type: ignore[typeddict-item]
-        elif item.get("type") == "relation":
-            if not all(isinstance(item.get(k), str) for k in ("from", "to", "relationType")):
-                raise InvalidInput(f"{where} line {number}: a relation needs from, to and relationType (text); "
-                                   "nothing was imported.")
-            graph["relations"].append(Relation(**{k: item[k] for k in ("from", "to", "relationType")}))  # type: ignore[typeddict-item]
+        except json.JSONDecodeError as exc:
+            raise InvalidInput(f"{where} line {number} is not JSON ({exc.msg}); nothing was imported.") from exc
+        except RecursionError:
+            raise InvalidInput(f"{where} line {number} nests lists or objects too deeply to read; nothing was "
+                               "imported.") from None
+        add_record(graph, item, f"{where} line {number}")
     return graph
+
+
+def add_record(graph: Graph, item: Any, where: str) -> bool:
+    """One memory.jsonl record into ``graph``, checked as the reference's tools check
+    them; False when it is neither an entity nor a relation (the reference skips it)."""
+    if not isinstance(item, dict):
+        return False
+    if item.get("type") == "entity":
+        entity = {k: item.get(k) for k in ("name", "entityType", "observations")}
+        if not (isinstance(entity["name"], str) and isinstance(entity["entityType"], str)
+                and isinstance(entity["observations"], list)
+                and all(isinstance(o, str) for o in entity["observations"])):
+            raise InvalidInput(f"{where}: an entity needs a name, an entityType and a list of "
+                               "observations (text); nothing was imported.")
+        graph["entities"].append(Entity(**entity))  # type: ignore[typeddict-item]
+        return True
+    if item.get("type") == "relation":
+        if not all(isinstance(item.get(k), str) for k in ("from", "to", "relationType")):
+            raise InvalidInput(f"{where}: a relation needs from, to and relationType (text); "
+                               "nothing was imported.")
+        graph["relations"].append(Relation(**{k: item[k] for k in ("from", "to", "relationType")}))  # type: ignore[typeddict-item]
+        return True
+    return False
 
 
 def to_jsonl(graph: Graph) -> str:

@@ -7,12 +7,13 @@ import json
 import datetime as dt
 import os
 import sqlite3
+from collections.abc import Callable
 from typing import Any
 
 from ..note import parse
 from ..note.links import BODY_LINK_RELATION
 from ..note.parse import Note
-from ..transfer.formats import EXPORT_FORMATS, importer
+from ..transfer.formats import EXPORT_FORMATS, GRAPH_FORMAT, importer
 from ..transfer.importers.chats import CHAT_FORMATS, note_items
 from ..transfer.importers.chats import conversations as chat_conversations
 from ..trust import credentials
@@ -20,6 +21,7 @@ from ..recall import graph
 from ..recall.sql import Filters
 from ..trust import confine
 from .graph import NAMESPACE as GRAPH_NAMESPACE, graph_of_nodes, node_of
+from .graph_import import graph_source, plan_graph_import
 from ..transfer.importers.knowledge_graph import entity_name, observations, records, relation_type
 from ..clock import iso
 from ..progress import Every, Progress, Step
@@ -188,6 +190,9 @@ class Maintenance:
         """
         if format in CHAT_FORMATS:
             return self._import_chats(items, format, progress)
+        if format == GRAPH_FORMAT:  # the notes serve --compat knowledge-graph keeps: one exact mapping
+            graph = graph_source(items)
+            return self._published(lambda now: plan_graph_import(self.core, self.importing, graph, now), progress)
         if format is not None:
             items = importer(format)(items)
         return self._import_items(items, progress, sync=format is not None)
@@ -197,16 +202,21 @@ class Maintenance:
         if not isinstance(items, list):
             raise InvalidInput("Import expects a JSON array of memories (as written by export).")
         check_import_data(items)  # no NUL, no nesting past MAX_NESTING, anywhere it would be written
+
+        def planned(now: dt.datetime) -> SyncPlan:
+            if sync:
+                return self.importing.plan_sync(items, now)
+            plans, duplicates, expired = self.importing.plan_import(items, now)
+            return SyncPlan(files=plans, duplicates=duplicates, expired=expired)
+        return self._published(planned, progress)
+
+    def _published(self, planned: Callable[[dt.datetime], SyncPlan], progress: Progress | None) -> ImportResult:
+        """An import's files, planned under the write lock, staged and published in one go."""
         with self.core.writing():
             # Under the lock no other import runs: a staging folder now is one a crash left.
             # Finish or drop it first (a long-running server would otherwise refuse imports).
             self.finish_interrupted_import()
-            now = self.core.now()
-            if sync:
-                plan = self.importing.plan_sync(items, now)
-            else:
-                plans, duplicates, expired = self.importing.plan_import(items, now)
-                plan = SyncPlan(files=plans, duplicates=duplicates, expired=expired)
+            plan = planned(self.core.now())
             staging = self.staging()
             total = len(plan.files)
 

@@ -1,168 +1,24 @@
-"""The MCP reference memory server's ``memory.jsonl``: entities and relations, in and out (pure).
+"""The MCP reference memory server's ``memory.jsonl`` records from notes that are not the
+graph's own (pure).
 
-In: one note per entity (``knowledge_graph``). Out: the same records from notes
-(``records``), so that import then export gives the same entities and relations.
+Import writes a graph into the notes ``serve --compat knowledge-graph`` keeps
+(``vault.graph_import``), exported exactly as they are; the helpers here give any other
+memory as an entity (its first alias or title, its body's items as observations, its
+link properties as relations), and an entity's note id (``entity_id``).
 """
 
 from __future__ import annotations
 
 import hashlib
-import json
-import os
 import re
 from typing import Any
 
 from ...note.links import RELATION_NAME
 from ...note.parse import RESERVED_KEYS
-from ...errors import InvalidInput
-from ._source import read_text
-
-# Characters Obsidian refuses in a note name, or that would end or split a [[wikilink]].
-_NOT_IN_NAME = re.compile(r'[\\/#|\[\]^:*?"<>\x00-\x1f\x7f]+')
-_NAME_LENGTH = 100
-_NAME_BYTES = 200  # room for " 2" and ".md" under a file system's 255 bytes
-
-
-def knowledge_graph(source: Any) -> list[dict[str, Any]]:
-    """One note per entity, named after it (a clean file name, unique without regard to
-    case; the original name in ``aliases`` and as the first-line heading, which titles
-    it), its observations as a list in the body, ``entityType`` as ``type``, and each
-    relation as a wikilink property of its ``from`` entity (``works_at: ["[[Acme]]"]``).
-    A relation type that is not already a property name is made one, and the original
-    is kept in ``relation_types`` so that it can be given back."""
-    text = read_text(source, "JSON lines")
-    if text is not None and text.lstrip().startswith("{") and '"entities"' in text:
-        try:
-            whole = json.loads(text)  # read_graph's answer saved as a file (one JSON object)
-        except (json.JSONDecodeError, RecursionError):
-            whole = None
-        if isinstance(whole, dict):
-            text, source = None, whole
-    records = _jsonl(text, os.fspath(source)) if text is not None else _graph_records(source)
-    if not isinstance(records, list):
-        raise InvalidInput("An mcp-knowledge-graph import is the list of memory.jsonl records "
-                           "({type: entity|relation, ...}); nothing was imported.")
-    entities: dict[str, dict[str, Any]] = {}
-    relations: list[tuple[str, str, str]] = []
-    for n, record in enumerate(records):
-        where = f"Record {n + 1}"
-        if not isinstance(record, dict) or record.get("type") not in ("entity", "relation"):
-            raise InvalidInput(f"{where} is not an entity or a relation ({{\"type\": \"entity\", ...}}); "
-                               "nothing was imported.")
-        if record["type"] == "entity":
-            name = _name(record.get("name"), f"{where}: name")
-            observations = record.get("observations") or []
-            if not isinstance(observations, list) or not all(isinstance(o, str) for o in observations):
-                raise InvalidInput(f"{where}: observations must be a list of text; nothing was imported.")
-            entity = entities.setdefault(name, {"type": None, "observations": []})
-            entity["recorded"] = True
-            kind = record.get("entityType")
-            if kind not in (None, ""):
-                if not isinstance(kind, str):
-                    raise InvalidInput(f"{where}: entityType must be text; nothing was imported.")
-                entity["type"] = kind.strip() or None
-            entity["observations"] += [o for o in observations if o not in entity["observations"]]
-        else:
-            ends = [_name(record.get(key), f"{where}: {key}") for key in ("from", "to")]
-            kind = record.get("relationType")
-            if not isinstance(kind, str) or not kind.strip():
-                raise InvalidInput(f"{where}: relationType must be text; nothing was imported.")
-            relations.append((ends[0], kind.strip(), ends[1]))
-            entities.setdefault(ends[0], {"type": None, "observations": []})  # a link needs a note to live in
-    files = note_names(list(entities))
-    outgoing: dict[str, list[tuple[str, str]]] = {}
-    for source_name, kind, target in relations:
-        outgoing.setdefault(source_name, []).append((kind, target))
-    items = []
-    for name, entity in entities.items():
-        links: dict[str, list[dict[str, str]]] = {}
-        originals: dict[str, str] = {}
-        for kind, target in outgoing.get(name, []):
-            prop = relation_property(kind)
-            if prop != kind:
-                originals[prop] = kind
-            # by id: the target's note wherever it is (this batch, or one imported before)
-            to = {"id": entity_id(target), "name": files.get(target) or _clean(target)}
-            if to not in links.setdefault(prop, []):
-                links[prop].append(to)
-        item: dict[str, Any] = {
-            "id": entity_id(name),
-            "path": files[name] + ".md",
-            "content": _entity_body(name, entity["observations"]),
-            "aliases": [name],
-            "type": entity["type"],
-            "links": links,
-            "unique_by": "id",  # two entities may hold the same observations
-        }
-        if not entity.get("recorded"):  # named by a relation only: where its note exists, it only gains links
-            item["placeholder"] = True
-        if originals:
-            item["relation_types"] = originals
-        items.append(item)
-    return items
-
-
-def _graph_records(source: Any) -> Any:
-    """``read_graph``'s answer (``{"entities": [...], "relations": [...]}``, entities and
-    relations without ``"type"``) as memory.jsonl records; records without ``"type"`` get
-    theirs from their keys. Anything else is left as it is, to be refused."""
-    if isinstance(source, dict) and set(source) <= {"entities", "relations"}:
-        entities, relations = source.get("entities") or [], source.get("relations") or []
-        if isinstance(entities, list) and isinstance(relations, list):
-            source = [*entities, *relations]
-    if not isinstance(source, list):
-        return source
-    return [{"type": "relation" if "from" in r else "entity", **r}
-            if isinstance(r, dict) and "type" not in r and ("name" in r or "from" in r) else r for r in source]
-
 
 def entity_id(name: str) -> str:
     """An entity's id: its name is its key in the graph."""
     return "kg-" + hashlib.sha256(name.encode("utf-8")).hexdigest()[:16]
-
-
-def _jsonl(text: str, where: str) -> list[Any]:
-    records = []
-    for number, line in enumerate(text.splitlines(), 1):
-        if line.strip():
-            try:
-                records.append(json.loads(line))
-            except json.JSONDecodeError as exc:
-                raise InvalidInput(f"{where} line {number} is not JSON ({exc.msg}); nothing was imported.") from exc
-            except RecursionError:
-                raise InvalidInput(f"{where} line {number} nests lists or objects too deeply to read; nothing was "
-                                   "imported.") from None
-    return records
-
-
-def _name(value: Any, what: str) -> str:
-    if not isinstance(value, str) or not value.strip():
-        raise InvalidInput(f"{what} must be a non-empty name; nothing was imported.")
-    return value.strip()
-
-
-def _clean(name: str) -> str:
-    """A file name for ``name``: what Obsidian or a wikilink cannot hold becomes '-'; at
-    most ``_NAME_LENGTH`` characters and ``_NAME_BYTES`` bytes (100 CJK characters are 300)."""
-    clean = " ".join(_NOT_IN_NAME.sub("-", name).split()).strip(" .-")[:_NAME_LENGTH]
-    clean = clean.encode("utf-8")[:_NAME_BYTES].decode("utf-8", "ignore").strip(" .-")
-    return clean or "entity"
-
-
-def note_names(names: list[str]) -> dict[str, str]:
-    """Each name's file name (without .md): clean, and unique without regard to case
-    (Obsidian on macOS and Windows sees ``Alice.md`` and ``alice.md`` as one file)."""
-    taken: set[str] = set()
-    out: dict[str, str] = {}
-    for name in names:
-        base = _clean(name)
-        stem, n = base, 1
-        while stem.casefold() in taken:
-            n += 1
-            stem = f"{base} {n}"
-        taken.add(stem.casefold())
-        out[name] = stem
-    return out
 
 
 def relation_property(kind: str) -> str:
@@ -175,12 +31,6 @@ def relation_property(kind: str) -> str:
         prop = "rel_" + prop
     prop = prop[:64]
     return prop + "_" if prop in RESERVED_KEYS else prop
-
-
-def _entity_body(name: str, observations: list[str]) -> str:
-    lines = [f"# {' '.join(name.split())}", ""]
-    lines += ["- " + "\n  ".join(o.strip().splitlines() or [""]) for o in observations]
-    return "\n".join(lines).rstrip("\n") + "\n"
 
 
 # --- out: notes -> memory.jsonl records -------------------------------------------------
