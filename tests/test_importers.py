@@ -11,7 +11,9 @@ import pytest
 
 from agent_memory.cli.transfer import IMPORT_FORMATS
 from agent_memory.transfer.formats import IMPORT_FORMATS as ALL_FORMATS
-from agent_memory.transfer.importers.knowledge_graph import relation_property
+from agent_memory.transfer.importers.knowledge_graph import entity_id, relation_property
+from agent_memory.vault import doctor
+from agent_memory.vault.graph import NAMESPACE, KnowledgeGraph
 from agent_memory.note.links import RELATION_NAME
 from agent_memory.note.parse import RESERVED_KEYS, is_tool_id, parse
 from agent_memory.errors import InvalidInput
@@ -49,25 +51,36 @@ def test_an_unknown_format_is_refused_naming_the_ones_there_are(vault: Vault) ->
         vault.import_memories([], format="mem0")
 
 
-def test_a_knowledge_graph_becomes_one_named_note_per_entity_with_links(vault: Vault, tmp_path: Path) -> None:
+def _graph(vault: Vault) -> dict[str, Any]:
+    """The graph serve --compat knowledge-graph answers read_graph with."""
+    return dict(KnowledgeGraph(vault.core, vault.writes).read_graph())
+
+
+def _source_graph(records: list[dict]) -> dict[str, Any]:
+    return {"entities": [{k: r[k] for k in ("name", "entityType", "observations")} for r in records if r["type"] == "entity"],
+            "relations": [{k: r[k] for k in ("from", "to", "relationType")} for r in records if r["type"] == "relation"]}
+
+
+def _note_of(vault: Vault, name: str) -> Path:
+    """The file of the entity ``name`` (its id is derived from the name)."""
+    return vault.root / vault.get(entity_id(name))["path"]
+
+
+def test_a_knowledge_graph_becomes_the_notes_the_compat_server_keeps(vault: Vault, tmp_path: Path) -> None:
     result = vault.import_memories(_jsonl(tmp_path, KNOWLEDGE_GRAPH), format="mcp-knowledge-graph")
-    assert result["imported"] == 4
-    assert sorted(result["paths"]) == ["ACME-Corp -1.md", "Priya Shah.md", "Project-Atlas.md", "priya shah 2.md"]
-
-    priya = parse((vault.root / "Priya Shah.md").read_bytes(), "Priya Shah.md")
-    assert priya.meta["aliases"] == ["Priya Shah"] and priya.meta["type"] == "person"
-    assert priya.body == "# Priya Shah\n\n- Leads the billing team\n- Prefers async standups\n"
-    assert priya.meta["works_at"] == ["[[ACME-Corp -1]]"] and priya.meta["leads"] == ["[[Project-Atlas]]"]
-    assert priya.meta["relation_types"] == {"works_at": "works at"}  # the source's name, to give back
-    acme = vault.get("ACME-Corp -1.md")
-    assert acme["title"] == "ACME/Corp #1" and "aliases" in acme["front_matter"]
-    # the entity differing only in case, with no observations, is its own note
-    assert parse((vault.root / "priya shah 2.md").read_bytes(), "x.md").meta["aliases"] == ["priya shah"]
-
-    graph = vault.related(priya.id)
-    edges = {(e["relation"], next(n["path"] for n in graph["nodes"] if n["id"] == e["target"])) for e in graph["edges"]}
-    assert edges == {("works_at", "ACME-Corp -1.md"), ("leads", "Project-Atlas.md")}
-    assert vault.search("who leads the billing team")["hits"][0]["path"] == "Priya Shah.md"
+    assert result["imported"] == 4 and result["links"] == 3
+    assert sorted(result["paths"]) == ["2026/07/20/acme-corp-1.md", "2026/07/20/priya-shah-2.md",
+                                       "2026/07/20/priya-shah.md", "2026/07/20/project-atlas.md"]
+    priya = parse(_note_of(vault, "Priya Shah").read_bytes(), "x.md")
+    assert priya.namespace == NAMESPACE and priya.meta["entity"] == {"name": "Priya Shah", "entityType": "person",
+                                                                      "order": 1}
+    assert priya.body == "- Leads the billing team\n- Prefers async standups\n"
+    assert [r["relationType"] for r in priya.meta["relations"]] == ["works at", "leads"]  # the source's names
+    assert priya.links == []  # a name is never a link: nothing for doctor to find broken
+    # the entity differing only in case, and the one named like a wikilink, are their own notes
+    assert _graph(vault) == _source_graph(KNOWLEDGE_GRAPH)
+    assert vault.search("who leads the billing team")["hits"][0]["id"] == entity_id("Priya Shah")
+    assert {c.name: c for c in doctor.check_vault(vault.root)}["broken links"].ok
     assert_index_matches_files(vault)
 
 
@@ -88,30 +101,33 @@ def test_a_knowledge_graph_imported_again_changes_nothing(vault: Vault, tmp_path
 
 def test_an_entity_that_gained_an_observation_is_updated_in_place(vault: Vault, tmp_path: Path, clock) -> None:
     vault.import_memories(_jsonl(tmp_path, KNOWLEDGE_GRAPH), format="mcp-knowledge-graph")
-    priya = vault.root / "Priya Shah.md"
+    priya = _note_of(vault, "Priya Shah")
     # a person's own key and comment stay through the update
-    priya.write_text(priya.read_text().replace("type: person\n", "type: person\nmood: calm  # mine\n"))
-    untouched = (vault.root / "Project-Atlas.md").read_bytes()
+    priya.write_text(priya.read_text().replace("tags: []\n", "tags: []\nmood: calm  # mine\n"))
+    vault.reconcile()
+    untouched = _note_of(vault, "[[Project|Atlas]]").read_bytes()
     grown = json.loads(json.dumps(KNOWLEDGE_GRAPH))
     grown[0]["observations"].append("Moved to the Lisbon office")
     grown.append({"type": "relation", "from": "Priya Shah", "to": "priya shah", "relationType": "same as"})
     clock.advance(days=1)
     result = vault.import_memories(_jsonl(tmp_path, grown), format="mcp-knowledge-graph")
     assert (result["imported"], result["updated"], result["unchanged"], result["links"]) == (0, 1, 3, 1)
-    note = parse(priya.read_bytes(), "Priya Shah.md")
+    note = parse(priya.read_bytes(), "x.md")
     assert note.body.endswith("- Prefers async standups\n- Moved to the Lisbon office\n")
-    assert "mood: calm  # mine\n" in priya.read_text() and note.meta["same_as"] == ["[[priya shah 2]]"]
-    assert note.meta["relation_types"] == {"works_at": "works at", "same_as": "same as"}
+    assert "mood: calm  # mine\n" in priya.read_text()
+    assert note.meta["relations"][-1] == {"from": "Priya Shah", "to": "priya shah", "relationType": "same as",
+                                          "order": 8}
     assert note.updated == "2026-07-21T09:00:00Z" and note.id == result["ids"][0]
-    assert (vault.root / "Project-Atlas.md").read_bytes() == untouched
+    assert _note_of(vault, "[[Project|Atlas]]").read_bytes() == untouched
     assert any(e["reason"] == "replaced" for e in vault.trash_list())  # the old body stays restorable
+    assert _graph(vault) == _source_graph(grown)
     assert_index_matches_files(vault)
 
 
 def test_importing_again_never_undoes_what_a_person_changed_since(vault: Vault, tmp_path: Path, clock) -> None:
     source = _jsonl(tmp_path, KNOWLEDGE_GRAPH)
     vault.import_memories(source, format="mcp-knowledge-graph")
-    priya = vault.root / "Priya Shah.md"
+    priya = _note_of(vault, "Priya Shah")
     priya.write_text(priya.read_text().replace("- Prefers async standups", "- Prefers async standups (Bob: confirmed)"))
     edited = priya.read_bytes()
     vault.reconcile()  # as the watcher folds a person's save in
@@ -129,42 +145,46 @@ def test_importing_again_never_undoes_what_a_person_changed_since(vault: Vault, 
     # A memory nobody touched still follows its source.
     grown[2]["observations"].append("Budget approved in May")
     followed = vault.import_memories(_jsonl(tmp_path, grown), format="mcp-knowledge-graph")
-    acme = next(p for p in vault.root.glob("ACME*.md"))
+    acme = _note_of(vault, "ACME/Corp #1")
     assert (followed["updated"], followed["kept"]) == (1, 1) and "Budget approved in May" in acme.read_text()
     assert_index_matches_files(vault)
 
 
 def test_importing_again_does_not_bring_back_what_was_forgotten(vault: Vault, tmp_path: Path) -> None:
     source = _jsonl(tmp_path, KNOWLEDGE_GRAPH)
-    first = vault.import_memories(source, format="mcp-knowledge-graph")
-    acme = next(rel for rel in first["paths"] if rel.startswith("ACME"))
+    vault.import_memories(source, format="mcp-knowledge-graph")
+    acme = vault.get(entity_id("ACME/Corp #1"))["path"]
     vault.forget(acme)
     again = vault.import_memories(source, format="mcp-knowledge-graph")
     assert (again["imported"], again["forgotten"]) == (0, 1)
     assert not (vault.root / acme).exists()
+    # nor the relation its note held ("funds"): it went with it
+    assert [r["relationType"] for r in _graph(vault)["relations"]] == ["works at", "leads"]
     vault.restore(acme)  # restore is the way back; then the import follows it again
     assert vault.import_memories(source, format="mcp-knowledge-graph")["forgotten"] == 0
     assert (vault.root / acme).exists()
+    assert _graph(vault) == _source_graph(KNOWLEDGE_GRAPH)
     assert_index_matches_files(vault)
 
 
-def test_a_relation_in_a_later_batch_links_the_notes_of_an_earlier_one(vault: Vault) -> None:
+def test_a_relation_in_a_later_batch_joins_the_entities_of_an_earlier_one(vault: Vault) -> None:
     entities = [r for r in KNOWLEDGE_GRAPH if r["type"] == "entity"]
     relations = [r for r in KNOWLEDGE_GRAPH if r["type"] == "relation"]
     vault.import_memories(entities, format="mcp-knowledge-graph")
-    before = (vault.root / "Priya Shah.md").read_bytes()
+    priya = _note_of(vault, "Priya Shah")
+    before = parse(priya.read_bytes(), "x.md")
     later = vault.import_memories(relations, format="mcp-knowledge-graph")
-    assert (later["imported"], later["updated"], later["links"]) == (0, 2, 3)  # Priya and ACME gain links
-    after = parse((vault.root / "Priya Shah.md").read_bytes(), "Priya Shah.md")
-    assert after.body == parse(before, "Priya Shah.md").body  # only links added, observations kept
-    assert after.meta["works_at"] == ["[[ACME-Corp -1]]"]
-    # and the other way round: the relation first, its target entity in the next batch
+    assert (later["imported"], later["updated"], later["links"]) == (0, 2, 3)  # Priya and ACME gain relations
+    after = parse(priya.read_bytes(), "x.md")
+    assert after.body == before.body  # only relations added, observations kept
+    assert _graph(vault) == _source_graph(KNOWLEDGE_GRAPH)
+    # and the other way round: the relation first, its entities in the next batch
     vault.import_memories([{"type": "relation", "from": "Globex", "to": "Dana Ruiz", "relationType": "employs"}],
                           format="mcp-knowledge-graph")
     vault.import_memories([{"type": "entity", "name": "Dana Ruiz", "entityType": "person", "observations": ["CFO"]}],
                           format="mcp-knowledge-graph")
-    graph = vault.related("Globex.md")
-    assert [n["path"] for n in graph["nodes"] if n["path"] != "Globex.md"] == ["Dana Ruiz.md"]
+    graph = KnowledgeGraph(vault.core, vault.writes).open_nodes(["Dana Ruiz"])
+    assert graph["relations"] == [{"from": "Globex", "to": "Dana Ruiz", "relationType": "employs"}]
     assert_index_matches_files(vault)
 
 
@@ -221,7 +241,7 @@ def test_a_relation_type_becomes_a_link_property(kind: str, prop: str) -> None:
 def test_a_bad_knowledge_graph_line_writes_nothing(vault: Vault, tmp_path: Path) -> None:
     path = _jsonl(tmp_path, KNOWLEDGE_GRAPH)
     path.write_text(path.read_text() + "{not json\n")
-    with pytest.raises(InvalidInput, match="line 8 is not JSON"):
+    with pytest.raises(InvalidInput, match="line 8 is not JSON \\("):
         vault.import_memories(path, format="mcp-knowledge-graph")
     with pytest.raises(InvalidInput, match="Record 1 is not an entity or a relation"):
         vault.import_memories([{"title": "x"}], format="mcp-knowledge-graph")
@@ -229,7 +249,7 @@ def test_a_bad_knowledge_graph_line_writes_nothing(vault: Vault, tmp_path: Path)
 
 
 def test_the_credential_guard_runs_on_a_knowledge_graph(vault: Vault) -> None:
-    records = [{"type": "entity", "name": "CI", "observations": ["token ghp_" + "a1B2c3D4e5F6g7H8i9J0k1L2m3N4o5P6q7R8"]}]
+    records = [{"type": "entity", "name": "CI", "entityType": "service", "observations": ["token ghp_" + "a1B2c3D4e5F6g7H8i9J0k1L2m3N4o5P6q7R8"]}]
     with pytest.raises(InvalidInput, match="(?i)token"):
         vault.import_memories(records, format="mcp-knowledge-graph")
     assert list(vault.store.walk()) == []
@@ -385,10 +405,12 @@ REFUSED = [
     # (format, source: data, or a function of tmp_path making the file, the message)
     ("mcp-knowledge-graph", lambda t: _write(t, "memory.jsonl", b"\xff\xfe not text"), r"memory\.jsonl is not UTF-8 text \(byte 0\), so it cannot be read as JSON lines; save it as UTF-8"),
     ("mcp-knowledge-graph", {"type": "entity"}, r"An mcp-knowledge-graph import is the list of memory\.jsonl records"),
-    ("mcp-knowledge-graph", [{"type": "entity", "name": "A", "observations": "one text"}], r"Record 1: observations must be a list of text"),
-    ("mcp-knowledge-graph", [{"type": "entity", "name": "A", "entityType": 7}], r"Record 1: entityType must be text"),
-    ("mcp-knowledge-graph", [{"type": "relation", "from": "A", "to": "B"}], r"Record 1: relationType must be text"),
-    ("mcp-knowledge-graph", [{"type": "entity", "name": "  "}], r"Record 1: name must be a non-empty name"),
+    ("mcp-knowledge-graph", [{"type": "entity", "name": "A", "entityType": "t", "observations": "one text"}], r"Record 1: an entity needs a name, an entityType and a list of observations \(text\)"),
+    ("mcp-knowledge-graph", [{"type": "entity", "name": "A", "entityType": 7, "observations": []}], r"Record 1: an entity needs a name, an entityType"),
+    ("mcp-knowledge-graph", [{"type": "relation", "from": "A", "to": "B"}], r"Record 1: a relation needs from, to and relationType \(text\)"),
+    ("mcp-knowledge-graph", [{"type": "entity", "name": 5, "entityType": "t", "observations": []}], r"Record 1: an entity needs a name"),
+    ("mcp-knowledge-graph", [{"type": "entity", "name": "A\x00", "entityType": "t", "observations": []}], r"Entity 1: an entity name holds a NUL character"),
+    ("mcp-knowledge-graph", [{"type": "entity", "name": "A", "entityType": "t", "observations": ["\ud800"]}], r"Entity 1: an observation holds an unpaired surrogate"),
     ("mcp-memory-vault", lambda t: _write(t, "export.json", b'{"memories": [}'), r"export\.json is not valid JSON \(.* at line 1\)"),
     ("mcp-memory-vault", {"memories": "not a list"}, r"An mcp-memory-vault import is its export"),
     ("mcp-memory-vault", {"memories": ["just text"]}, r"Memory 1 is not an object"),

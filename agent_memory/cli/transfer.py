@@ -33,7 +33,9 @@ def export(output: str, namespace: str | None, export_format: str) -> None:
 
     Each item has the front matter as written, the body, and the file's raw text,
     which import writes back byte for byte. --format mcp-knowledge-graph writes one
-    entity a line (name, entityType, observations), then the relations.
+    entity a line (name, entityType, observations), then the relations, as the
+    reference server writes memory.jsonl: a graph imported from one comes back
+    byte for byte.
 
     \b
     Examples:
@@ -49,11 +51,12 @@ def export(output: str, namespace: str | None, export_format: str) -> None:
         text = json.dumps(items, ensure_ascii=False, indent=2) + "\n"
         what = plural(len(items), "memory", "memories")
     else:
-        text = "".join(json.dumps(record, ensure_ascii=False) + "\n" for record in items)
+        # as the reference server writes memory.jsonl: compact JSON, no newline after the last line
+        text = "\n".join(json.dumps(record, ensure_ascii=False, separators=(",", ":")) for record in items)
         entities = sum(1 for record in items if record["type"] == "entity")
         what = f"{plural(entities, 'entity', 'entities')} and {plural(len(items) - entities, 'relation')}"
     if output == "-":
-        click.echo(text, nl=False)
+        click.echo(text, nl=export_format != "json" and bool(text))
     else:
         Path(output).write_text(text, encoding="utf-8")
         click.echo(printable(f"Exported {what} ({export_format}) to {output}"), err=True)

@@ -67,7 +67,8 @@ def graph_source(source: Any) -> Graph:
                            "({type: entity|relation, ...}) or read_graph's answer; nothing was imported.")
     graph = Graph(entities=[], relations=[])
     for n, record in enumerate(source, 1):
-        if isinstance(record, dict) and "type" not in record:  # read_graph's records have no type
+        if isinstance(record, dict) and "type" not in record and ("name" in record or "from" in record):
+            # read_graph's records have no type: theirs is told by their keys
             record = {"type": "relation" if "from" in record else "entity", **record}
         if not add_record(graph, record, f"Record {n}"):
             raise InvalidInput(f"Record {n} is not an entity or a relation ({{\"type\": \"entity\", ...}}); "
