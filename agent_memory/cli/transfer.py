@@ -51,8 +51,9 @@ def export(output: str, namespace: str | None, export_format: str) -> None:
         text = json.dumps(items, ensure_ascii=False, indent=2) + "\n"
         what = plural(len(items), "memory", "memories")
     else:
-        # as the reference server writes memory.jsonl: compact JSON, no newline after the last line
-        text = "\n".join(json.dumps(record, ensure_ascii=False, separators=(",", ":")) for record in items)
+        from ..vault.graph import records_jsonl  # not imported on every start
+
+        text = records_jsonl(items)  # as the reference server writes memory.jsonl
         entities = sum(1 for record in items if record["type"] == "entity")
         what = f"{plural(entities, 'entity', 'entities')} and {plural(len(items) - entities, 'relation')}"
     if output == "-":

@@ -408,11 +408,14 @@ def add_record(graph: Graph, item: Any, where: str) -> bool:
 def to_jsonl(graph: Graph) -> str:
     """The graph as the reference server writes ``memory.jsonl``: entities then relations,
     compact JSON, one per line, no newline at the end."""
-    lines = [json.dumps({"type": "entity", **e}, ensure_ascii=False, separators=(",", ":"))
-             for e in graph["entities"]]
-    lines += [json.dumps({"type": "relation", **r}, ensure_ascii=False, separators=(",", ":"))
-              for r in graph["relations"]]
-    return "\n".join(lines)
+    return records_jsonl([*({"type": "entity", **e} for e in graph["entities"]),
+                          *({"type": "relation", **r} for r in graph["relations"])])
+
+
+def records_jsonl(records: Iterable[dict[str, Any]]) -> str:
+    """memory.jsonl records as the reference server writes them (its ``JSON.stringify``):
+    compact JSON, one a line, no newline at the end."""
+    return "\n".join(json.dumps(r, ensure_ascii=False, separators=(",", ":")) for r in records)
 
 
 class Imported(TypedDict):
