@@ -366,7 +366,8 @@ ImportFormat = Annotated[
     Literal["mcp-knowledge-graph", "mcp-memory-vault", "memory-mcp", "chatgpt", "claude"] | None,
     Field(
         description="Leave out for this tool's own export. mcp-knowledge-graph: items are the records of "
-        "a memory.jsonl ({type: entity|relation, ...}), one note per entity, relations as links. "
+        "a memory.jsonl ({type: entity|relation, ...}) or read_graph's entities and relations, kept exactly "
+        "as serve --compat knowledge-graph keeps its graph. "
         "mcp-memory-vault: items are its export's memories (created_at, updated_at, expires_at kept). "
         "memory-mcp: items are its memories (hash, content, tags, memory_type, importance, created_at) "
         "and relationships (from_hash, to_hash, relation_type). chatgpt, claude: items are conversations "

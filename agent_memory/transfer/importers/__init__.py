@@ -14,6 +14,10 @@ title, source, created, updated, expires, id, path, aliases, type, importance, l
 - ``origin``: the file the body was read from; when that file is a memory of the vault
   itself, it is adopted in place (front matter added, body untouched).
 
+The MCP reference server's graph is the exception: it is imported into the notes
+``serve --compat knowledge-graph`` keeps (``vault.graph_import``); ``knowledge_graph``
+here gives every other memory back as its records.
+
 Every id is derived from the source's own key (entity name, hash, row id), so importing
 the same source again updates what changed and adds nothing twice.
 ``transfer.formats`` names them for ``agent-memory import --from FORMAT PATH`` and
