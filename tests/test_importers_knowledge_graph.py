@@ -187,3 +187,23 @@ def test_a_symlinked_folder_or_a_credential_writes_nothing(vault: Vault, tmp_pat
     assert list(elsewhere.iterdir()) == []
     folder.unlink()
     assert _files(vault) == {}
+
+
+def test_an_entity_a_person_renamed_in_its_note_is_not_made_again(vault: Vault) -> None:
+    vault.import_memories(RECORDS, format="mcp-knowledge-graph")
+    path = vault.root / vault.get(entity_id("[[Acme|Corp]]"))["path"]
+    path.write_text(path.read_text(encoding="utf-8").replace('"name": "[[Acme|Corp]]"', '"name": "Acme Corp"'),
+                    encoding="utf-8")
+    vault.reconcile()
+    before = _files(vault)
+    again = vault.import_memories(RECORDS, format="mcp-knowledge-graph")
+    assert (again["imported"], again["updated"], again["kept"]) == (0, 0, 1)
+    assert _files(vault) == before and not vault.stats()["duplicate_ids"]
+    # one the person broke is refused, saying which file and why, and nothing is written
+    path.write_text(path.read_text(encoding="utf-8") + "<<<<<<< HEAD\nmine\n=======\ntheirs\n>>>>>>> other\n",
+                    encoding="utf-8")
+    vault.reconcile()
+    before = _files(vault)
+    with pytest.raises(InvalidInput, match="git conflict markers"):
+        vault.import_memories(RECORDS, format="mcp-knowledge-graph")
+    assert _files(vault) == before

@@ -159,6 +159,10 @@ class GraphImport:
         if row is not None and row["namespace"] != NAMESPACE:
             self._upgrade(row["path"], e, theirs)
             return
+        if row is not None:  # its note is here, but under another name now: a person renamed it
+            if self.importing.readable(row["path"]) is not None:  # (one that cannot be read is refused, saying why)
+                self.plan.kept += 1
+            return
         if note_id in self.forgotten:
             self.plan.forgotten += 1  # forgotten here: an import does not bring it back (restore does)
             self.gone.add(e["name"])
