@@ -157,6 +157,46 @@ def test_a_vault_opened_while_a_person_is_saving_still_finds_the_memory(vault: V
     assert "y" in result["memory"]["tags"] and "another line a person typed" in result["memory"]["content"]
 
 
+def _save_atomically(path: Path, text: str) -> None:
+    """A person's editor saving atomically: a temp file beside the memory, then a rename."""
+    tmp = path.with_name(f".{path.name}.editor.tmp")
+    tmp.write_text(text, encoding="utf-8")
+    os.replace(tmp, path)
+
+
+def test_a_save_landing_while_the_tool_writes_its_new_file_is_refused_before_anything_is_swapped(
+    vault: Vault, monkeypatch
+) -> None:
+    """The tool writes its new file (and fsyncs it: on a busy disk that takes a while)
+    between reading the memory and swapping. A save landing then is seen before the
+    swap: the person's file is never displaced, so their editor never sees the tool's
+    version in its place."""
+    stored = vault.remember("The kettle is in room 4.")["memory"]
+    path = vault.root / stored["path"]
+    real_park, real_swap = vault.store._park, locking.swap
+    in_place: list[str] = []
+
+    def park(*args, **kwargs) -> Path:
+        parked = real_park(*args, **kwargs)
+        _save_atomically(path, path.read_text(encoding="utf-8") + "a line a person typed\n")
+        return parked
+
+    def swap(a: Path, b: Path) -> bool:
+        swapped = real_swap(a, b)
+        in_place.append(path.read_text(encoding="utf-8"))
+        return swapped
+
+    monkeypatch.setattr(vault.store, "_park", park)
+    monkeypatch.setattr(locking, "swap", swap)
+    with pytest.raises(SavedMeanwhile):
+        vault.update(stored["id"], add_tags=["x"])
+    assert [text for text in in_place if "a line a person typed" not in text] == [], \
+        "the tool's version was put in place of the person's save"
+    assert path.read_text(encoding="utf-8").endswith("a line a person typed\n")
+    assert list(vault.store.parked_dir.iterdir()) == []
+    assert_index_matches_files(vault)
+
+
 # --------------------------------------------------------------------------- races
 
 

@@ -96,6 +96,14 @@ def _holds(path: Path, checked: bytes) -> bool:
     return stat_kind.S_ISREG(os.lstat(path).st_mode) and _bytes_of(path) == checked
 
 
+def _still_holds(path: Path, checked: bytes) -> bool:
+    """``_holds``, False for a file that is gone."""
+    try:
+        return _holds(path, checked)
+    except FileNotFoundError:
+        return False
+
+
 def _unchanged_since(path: Path, written: os.stat_result) -> os.stat_result | None:
     """The stat of ``path`` if it is still the file ``written`` describes (same inode,
     size and mtime: nobody wrote into it since), else None."""
@@ -592,6 +600,13 @@ class Store:
         parked = self._park(rel, checked, data, stat_kind.S_IMODE(found.st_mode), (found.st_uid, found.st_gid))
         swapped = False
         try:
+            # Writing the new file took a while (an fsync; longer on a busy disk): a save that
+            # landed meanwhile is refused here, before the person's file is ever displaced.
+            # Once swapped, the tool's version is the file for a moment, and an editor that
+            # reads it then may save from it (``_swap_back``).
+            if not _still_holds(target, checked):
+                self._unpark(parked)
+                raise SavedMeanwhile(rel)
             written = os.stat(parked)
             if locking.swap(parked, target):
                 swapped = True
