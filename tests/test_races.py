@@ -164,6 +164,113 @@ def _save_atomically(path: Path, text: str) -> None:
     os.replace(tmp, path)
 
 
+def _lines_kept(vault: Vault, path: Path) -> str:
+    """Everything a person can find their lines in once the parked files are settled:
+    the memory itself and the conflict copies in the trash."""
+    vault.store.settle_parked(grace=0)
+    return "\n".join([path.read_text(encoding="utf-8"), *_conflict_copies(vault)])
+
+
+def test_a_save_made_from_the_tools_version_while_it_was_briefly_in_place_keeps_the_save_it_replaced(
+    vault: Vault, monkeypatch
+) -> None:
+    """Found by the atomic race on a busy machine. A person saves after the tool's checks,
+    just before its swap; the swap puts the tool's version in place for a moment, and
+    the person's editor reads it then; the tool sees the displaced save and swaps it
+    back; the editor's next save, made from the version it read, replaces the save put
+    back. That save's lines were in no file: the swap back had deleted the tool's
+    version as its own unchanged bytes. They must be kept (as a conflict copy)."""
+    stored = vault.remember("The kettle is in room 4.")["memory"]
+    path = vault.root / stored["path"]
+    real_swap = locking.swap
+    calls: list[bool] = []
+    read_meanwhile: list[str] = []
+
+    def swap(a: Path, b: Path) -> bool:
+        if not calls:
+            _save_atomically(path, path.read_text(encoding="utf-8") + "first save\n")
+        calls.append(real_swap(a, b))
+        if len(calls) == 1:
+            read_meanwhile.append(path.read_text(encoding="utf-8"))  # the editor reloads: the tool's version
+        return calls[-1]
+
+    monkeypatch.setattr(locking, "swap", swap)
+    with pytest.raises(SavedMeanwhile):
+        vault.update(stored["id"], add_tags=["x"])
+    monkeypatch.setattr(locking, "swap", real_swap)
+    assert "first save" in path.read_text(encoding="utf-8")  # put back
+    assert "first save" not in read_meanwhile[0]  # what the editor read lacked it
+    _save_atomically(path, read_meanwhile[0] + "second save\n")
+    kept = _lines_kept(vault, path)
+    assert "first save" in kept, "the save put back was lost to a save made from the tool's version"
+    assert "second save" in path.read_text(encoding="utf-8")
+    assert list(vault.store.parked_dir.iterdir()) == []
+
+
+def test_a_save_put_back_is_in_place_and_its_copy_in_the_trash(vault: Vault, monkeypatch, capsys) -> None:
+    """The common case of a save landing just before the swap: it is put back, the tool's
+    change is refused, and a copy of the save is in the trash at once (the tool's version
+    was the file for a moment, and an editor that read it then may save from it at any
+    later time); nothing is left in ``.index/parked/`` once settled."""
+    stored = vault.remember("The kettle is in room 4.")["memory"]
+    path = vault.root / stored["path"]
+    real_swap = locking.swap
+    calls: list[bool] = []
+
+    def swap(a: Path, b: Path) -> bool:
+        if not calls:
+            _save_atomically(path, path.read_text(encoding="utf-8") + "first save\n")
+        calls.append(real_swap(a, b))
+        return calls[-1]
+
+    monkeypatch.setattr(locking, "swap", swap)
+    with pytest.raises(SavedMeanwhile):
+        vault.update(stored["id"], add_tags=["x"])
+    saved = path.read_text(encoding="utf-8")
+    assert "first save" in saved and "x" not in vault.get(stored["id"])["tags"]
+    assert _conflict_copies(vault) == [saved]
+    assert "it is back in place, and a copy is kept in .trash/" in capsys.readouterr().err
+    vault.store.settle_parked(grace=0)
+    assert path.read_text(encoding="utf-8") == saved and _conflict_copies(vault) == [saved]
+    assert list(vault.store.parked_dir.iterdir()) == []
+    assert_index_matches_files(vault)
+
+def test_saves_made_from_each_version_briefly_in_place_during_a_swap_back_are_all_kept(
+    vault: Vault, monkeypatch
+) -> None:
+    """Two saves land around the swap, so the tool swaps twice to put the newest one
+    back, and each swap shows the editor another version for a moment: the tool's
+    (the editor saves from it before the first swap back) and the older save (read
+    between the two swaps back, and saved from after them). No save's lines may be
+    lost, whichever version a later save was made from."""
+    stored = vault.remember("The kettle is in room 4.")["memory"]
+    path = vault.root / stored["path"]
+    real_swap = locking.swap
+    calls: list[bool] = []
+    read_meanwhile: list[str] = []
+
+    def swap(a: Path, b: Path) -> bool:
+        if not calls:
+            _save_atomically(path, path.read_text(encoding="utf-8") + "first save\n")
+        calls.append(real_swap(a, b))
+        if len(calls) == 1:  # the tool's version is in place: the editor saves from it
+            _save_atomically(path, path.read_text(encoding="utf-8") + "second save\n")
+        elif len(calls) == 2:  # the first save is back for a moment: the editor reads it
+            read_meanwhile.append(path.read_text(encoding="utf-8"))
+        return calls[-1]
+
+    monkeypatch.setattr(locking, "swap", swap)
+    with pytest.raises(SavedMeanwhile):
+        vault.update(stored["id"], add_tags=["x"])
+    monkeypatch.setattr(locking, "swap", real_swap)
+    assert len(calls) == 3 and "second save" in path.read_text(encoding="utf-8")
+    _save_atomically(path, read_meanwhile[0] + "third save\n")  # made from the first save, over the second
+    kept = _lines_kept(vault, path)
+    for line in ("first save", "second save", "third save"):
+        assert line in kept, f"{line!r} was lost"
+    assert list(vault.store.parked_dir.iterdir()) == []
+
+
 def test_a_save_landing_while_the_tool_writes_its_new_file_is_refused_before_anything_is_swapped(
     vault: Vault, monkeypatch
 ) -> None:

@@ -96,6 +96,12 @@ def _holds(path: Path, checked: bytes) -> bool:
     return stat_kind.S_ISREG(os.lstat(path).st_mode) and _bytes_of(path) == checked
 
 
+def _regular_bytes(path: Path) -> bytes | None:
+    """The bytes of ``path`` if it is a regular file, else None (what a swap displaced may
+    be a folder a person put at that name: it is not read)."""
+    return _bytes_of(path) if stat_kind.S_ISREG(os.lstat(path).st_mode) else None
+
+
 def _still_holds(path: Path, checked: bytes) -> bool:
     """``_holds``, False for a file that is gone."""
     try:
@@ -586,7 +592,9 @@ class Store:
         checked and of the new bytes), then the new file beside it, then one atomic swap
         (``locking.swap``) of that file with the memory. What the swap displaced lands in
         ``parked/`` under the record and is compared with ``checked``: a save that landed
-        in between is swapped back and ``SavedMeanwhile`` raised. The displaced file is
+        in between is swapped back and ``SavedMeanwhile`` raised (and a copy of it kept
+        in the trash: an editor may have read the tool's version meanwhile, see
+        ``_swap_back``). The displaced file is
         kept a while rather than deleted: an editor that saves in place may still write
         into it through a descriptor it opened before. Where the OS cannot swap, the
         memory is first moved aside (compared, and put back if it is not what was
@@ -610,8 +618,9 @@ class Store:
             written = os.stat(parked)
             if locking.swap(parked, target):
                 swapped = True
-                if not _holds(parked, checked):  # parked now holds what the swap displaced
-                    self._swap_back(rel, parked, target, data)
+                displaced = _regular_bytes(parked)  # parked now holds what the swap displaced
+                if displaced != checked:
+                    self._swap_back(rel, parked, target, data, displaced)
                     raise SavedMeanwhile(rel)
             else:
                 swapped = self._replace_without_swap(rel, parked, target, checked)
@@ -643,21 +652,51 @@ class Store:
         path = self.abspath(rel)
         return self.confine(rel) if path.is_symlink() else path
 
-    def _swap_back(self, rel: str, parked: Path, target: Path, ours: bytes) -> None:
+    def _swap_back(self, rel: str, parked: Path, target: Path, ours: bytes, displaced: bytes | None) -> None:
         """Undo a swap that displaced someone's save; ``parked`` then holds ours again
         (kept a while: for a moment it was the file, and an editor that opened it then
         may write into it). If yet another save replaced ours meanwhile, that newest save
-        becomes the file and the older one goes to the trash as a conflict copy."""
+        becomes the file and the older one goes to the trash as a conflict copy.
+
+        For that moment the tool's version was the file: an editor that read it then and
+        saves from it afterwards (at once, or after an hour's typing) replaces the save
+        put back, whose lines are then in no file. Nothing can tell that later save from
+        one made from the person's own, so the save put back is also copied to the trash
+        (``_keep_put_back``). Likewise the newest save when two landed: the older one was
+        the file between the two swaps back."""
         if not locking.swap(parked, target):
             raise VaultError(f"Could not put {rel} back after a save landed during a write; "
                              f"its saved bytes are in {parked}.")
-        if _bytes_of(parked) != ours:  # the newest save is here, an older one is the file
-            if not locking.swap(parked, target):
-                raise VaultError(f"Two saves landed on {rel} during a write; the newer is in {parked}.")
-            kept = self.trash.move_in(parked, rel, "", "conflict", _utc_stamp())
-            self._unpark(parked)
-            print(f"agent-memory: warning: two saves landed on {rel} while the tool wrote it; "
-                  f"the older is kept in {kept}", file=sys.stderr)
+        in_place = _bytes_of(parked)  # what the swap back displaced: ours, unless a save replaced it
+        if in_place == ours:
+            self._keep_put_back(rel, displaced)
+            return
+        # The newest save is here, an older one is the file.
+        if not locking.swap(parked, target):
+            raise VaultError(f"Two saves landed on {rel} during a write; the newer is in {parked}.")
+        kept = self.trash.move_in(parked, rel, "", "conflict", _utc_stamp())
+        self._unpark(parked)
+        print(f"agent-memory: warning: two saves landed on {rel} while the tool wrote it; "
+              f"the older is kept in {kept}", file=sys.stderr)
+        self._keep_put_back(rel, in_place)
+
+    def _keep_put_back(self, rel: str, saved: bytes | None) -> None:
+        """Copy a save the write put back to the trash as a conflict copy (``_swap_back``
+        says why). Made after the swap back, which must not wait: each moment the
+        tool's version stays in place is one an editor may read it. Never raises: the
+        save is in place; the copy only guards it against a save made from what an
+        editor saw for that moment."""
+        if saved is None:
+            return  # not a file (a folder a person put there): nothing to copy
+        try:
+            kept = self.trash.copy_in(saved, rel, "", "conflict", _utc_stamp())
+        except (OSError, VaultError, PathRefused) as exc:  # a full disk; a .trash/ that is a symlink
+            print(f"agent-memory: warning: a save that landed on {rel} during a write is back in place, but no "
+                  f"copy of it could be kept in the trash: {exc}", file=sys.stderr)
+            return
+        print(f"agent-memory: warning: a save landed on {rel} while the tool wrote it; it is back in place, and a "
+              f"copy is kept in {kept} (the tool's version was the file for a moment: an editor that read it then "
+              "would save over it)", file=sys.stderr)
 
     def _replace_without_swap(self, rel: str, parked: Path, target: Path, checked: bytes) -> bool:
         """The fallback where the OS cannot swap: take the memory aside, compare it, and
