@@ -714,8 +714,11 @@ class Store:
         try:
             locking.move_no_replace(parked, target)
         except FileExistsError:  # a save created the name while it was aside: it stands
-            self._unpark(parked)
-            held.unlink()  # exactly the bytes that were checked, superseded by that save
+            # The memory aside held the checked bytes when compared, but an editor that
+            # opened it before may have written into it since: parked under the record in
+            # place of ours (never in place), it is deleted only if still unchanged.
+            parked.unlink()
+            os.rename(held, parked)
             raise SavedMeanwhile(rel) from None
         os.rename(held, parked)  # the displaced file, kept a while like a swapped one
         return True
