@@ -33,7 +33,6 @@ from __future__ import annotations
 import importlib.util
 import os
 import sys
-import threading
 from pathlib import Path
 
 import pytest
@@ -90,14 +89,6 @@ def test_a_save_into_the_tools_file_while_it_was_briefly_in_place_is_kept(vault:
     assert any("second line a person typed" in text for text in kept), "the person's second save was lost"
 
 
-def _person_mid_save(path: Path) -> tuple[object, str]:
-    """A person saves the memory (so the file is newer than its index row), then starts
-    the next save in place: the file is truncated, the text not written yet."""
-    text = path.read_text(encoding="utf-8") + "a line a person typed\n"
-    path.write_text(text, encoding="utf-8")
-    return open(path, "w", encoding="utf-8"), text + "another line a person typed\n"
-
-
 def test_a_write_refused_while_a_person_is_saving_keeps_the_memory_findable(vault: Vault, monkeypatch) -> None:
     """The tool's change is refused because an editor has just truncated the file; the
     index refresh after the refusal read the file at that instant (empty) and dropped
@@ -117,6 +108,7 @@ def test_a_write_refused_while_a_person_is_saving_keeps_the_memory_findable(vaul
     with pytest.raises(SavedMeanwhile):
         vault.update(stored["id"], add_tags=["x"])
     monkeypatch.setattr(locking, "swap", real_swap)
+    assert _conflict_copies(vault) == []  # the save put back was empty (truncated, text to come): no copy of it
     editor[0].write(original + "a line a person typed\n")
     editor[0].close()
     result = vault.update(stored["id"], add_tags=["y"])
@@ -125,33 +117,58 @@ def test_a_write_refused_while_a_person_is_saving_keeps_the_memory_findable(vaul
     assert_index_matches_files(vault)
 
 
-def test_an_edit_while_a_person_is_saving_waits_for_their_save(vault: Vault) -> None:
+def _person_saving_at_the_first_read(monkeypatch, path: Path, rel: str, finish_at_once: bool) -> list:
+    """A person saves the memory (so the file is newer than its index row), then starts
+    the next save in place (truncates the file, the text not written yet) at the exact
+    moment the tool first reads ``rel``: that read finds the file empty and modified an
+    instant ago, however long the machine took to get there (a truncate made earlier
+    looks abandoned once it is older than ``SETTLE_GIVE_UP``). ``finish_at_once``: the
+    save is finished right after that read, before the tool reads again. Returns, once
+    the read has happened, [what it found, a function finishing the save]."""
+    text = path.read_text(encoding="utf-8") + "a line a person typed\n"
+    path.write_text(text, encoding="utf-8")
+    real_read = Vault._read
+    seen: list = []
+
+    def read(self: Vault, wanted: str):
+        if wanted != rel or seen:
+            return real_read(self, wanted)
+        editor = open(path, "w", encoding="utf-8")  # noqa: SIM115 - held open: truncated, text later
+        found = real_read(self, wanted)
+        seen.extend([found[0] if found else None,
+                     lambda: (editor.write(text + "another line a person typed\n"), editor.close())])
+        if finish_at_once:
+            seen[1]()
+        return found
+
+    monkeypatch.setattr(Vault, "_read", read)
+    return seen
+
+
+def test_an_edit_while_a_person_is_saving_waits_for_their_save(vault: Vault, monkeypatch) -> None:
     """``_load`` saw the file newer than its row and re-indexed it at once, while it was
     empty: the edit said "not found" instead of waiting for the save to settle."""
     stored = vault.remember("The kettle is in room 4.")["memory"]
     path = vault.root / stored["path"]
-    editor, rest = _person_mid_save(path)
-    finish = threading.Timer(0.05, lambda: (editor.write(rest), editor.close()))
-    finish.start()
-    try:
-        result = vault.update(stored["id"], add_tags=["y"])
-    finally:
-        finish.join()
+    seen = _person_saving_at_the_first_read(monkeypatch, path, stored["path"], finish_at_once=True)
+    result = vault.update(stored["id"], add_tags=["y"])
+    assert seen[0] == b""  # the edit's first read found the file mid-save
     assert "y" in result["memory"]["tags"] and "another line a person typed" in result["memory"]["content"]
 
 
-def test_a_vault_opened_while_a_person_is_saving_still_finds_the_memory(vault: Vault) -> None:
+def test_a_vault_opened_while_a_person_is_saving_still_finds_the_memory(vault: Vault, monkeypatch) -> None:
     """Each CLI command opens the vault, and the open reconciles: a file caught between
     an editor's truncate and its write was indexed empty, so ``agent-memory edit ID``
     said "not found"."""
     stored = vault.remember("The kettle is in room 4.")["memory"]
     path = vault.root / stored["path"]
-    editor, rest = _person_mid_save(path)
+    seen = _person_saving_at_the_first_read(monkeypatch, path, stored["path"], finish_at_once=False)
     try:
         other = Vault(vault.root)  # what `agent-memory edit` does first
     finally:
-        editor.write(rest)
-        editor.close()
+        if seen:
+            seen[1]()
+    assert seen[0] == b""  # the open's reconcile found the file mid-save
     with other:
         result = other.update(stored["id"], add_tags=["y"])
     assert "y" in result["memory"]["tags"] and "another line a person typed" in result["memory"]["content"]
@@ -234,6 +251,7 @@ def test_a_save_put_back_is_in_place_and_its_copy_in_the_trash(vault: Vault, mon
     assert path.read_text(encoding="utf-8") == saved and _conflict_copies(vault) == [saved]
     assert list(vault.store.parked_dir.iterdir()) == []
     assert_index_matches_files(vault)
+
 
 def test_saves_made_from_each_version_briefly_in_place_during_a_swap_back_are_all_kept(
     vault: Vault, monkeypatch

@@ -686,8 +686,8 @@ class Store:
         tool's version stays in place is one an editor may read it. Never raises: the
         save is in place; the copy only guards it against a save made from what an
         editor saw for that moment."""
-        if saved is None:
-            return  # not a file (a folder a person put there): nothing to copy
+        if not saved:
+            return  # not a file (a folder a person put there), or empty (an editor between truncate and write)
         try:
             kept = self.trash.copy_in(saved, rel, "", "conflict", _utc_stamp())
         except (OSError, VaultError, PathRefused) as exc:  # a full disk; a .trash/ that is a symlink
