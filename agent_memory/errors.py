@@ -10,11 +10,11 @@ import errno
 from pathlib import Path
 
 
-class MemoryError_(Exception):
+class AgentMemoryError(Exception):
     """Base class: every error here is something the caller can act on."""
 
 
-class NotFound(MemoryError_):
+class NotFound(AgentMemoryError):
     """No memory has that id or path (it may have expired or been forgotten)."""
 
     def __init__(self, memory_id: str) -> None:
@@ -25,11 +25,11 @@ class NotFound(MemoryError_):
         self.memory_id = memory_id
 
 
-class InvalidInput(MemoryError_):
+class InvalidInput(AgentMemoryError):
     """An argument breaks a documented limit or format; nothing was written."""
 
 
-class VersionConflict(MemoryError_):
+class VersionConflict(AgentMemoryError):
     """The file changed on disk since the caller read it."""
 
     def __init__(self, memory_id: str, expected: str, actual: str) -> None:
@@ -43,7 +43,7 @@ class VersionConflict(MemoryError_):
         self.actual = actual
 
 
-class Duplicate(MemoryError_):
+class Duplicate(AgentMemoryError):
     """The change would make this memory a copy of another one."""
 
     def __init__(self, memory_id: str, other_id: str) -> None:
@@ -55,7 +55,7 @@ class Duplicate(MemoryError_):
         self.other_id = other_id
 
 
-class VaultError(MemoryError_):
+class VaultError(AgentMemoryError):
     """The vault folder is missing, not a folder, or cannot be written."""
 
 
@@ -71,7 +71,7 @@ class NoVault(VaultError):
         )
 
 
-class PathRefused(MemoryError_):
+class PathRefused(AgentMemoryError):
     """A path points outside the vault or into a folder that is off limits."""
 
 
@@ -83,7 +83,7 @@ class SecretRefused(InvalidInput):
     """The text holds what looks like a credential; nothing was written (the secret is never echoed)."""
 
 
-class SavedMeanwhile(MemoryError_):
+class SavedMeanwhile(AgentMemoryError):
     """Someone saved the file between the tool's read and its write; their save stands."""
 
     def __init__(self, path: str) -> None:
@@ -94,7 +94,7 @@ class SavedMeanwhile(MemoryError_):
         self.path = path
 
 
-class ReadOnlyFile(MemoryError_):
+class ReadOnlyFile(AgentMemoryError):
     """A person made the file read-only: the tools do not change it (an editor would not)."""
 
     def __init__(self, path: str) -> None:
@@ -105,7 +105,7 @@ class ReadOnlyFile(MemoryError_):
         self.path = path
 
 
-class StillSaving(MemoryError_):
+class StillSaving(AgentMemoryError):
     """The file is empty, half-written or unclosed, as an editor leaves it mid-save."""
 
     def __init__(self, path: str, why: str) -> None:
@@ -116,7 +116,7 @@ class StillSaving(MemoryError_):
         self.path = path
 
 
-class VaultGone(MemoryError_):
+class VaultGone(AgentMemoryError):
     """The vault folder was moved or deleted while this process had it open."""
 
     def __init__(self, root: str) -> None:

@@ -7,8 +7,8 @@ tables and keys and bad values are errors that name the key, the file and what i
 allowed — all problems at once, one sentence each.
 
 Every key is declared once, as a field of ``Settings`` carrying its ``Key`` (TOML name,
-check, what is allowed). A later issue adds a key by adding one field; the loader, the
-"did you mean" suggestions and ``KEYS`` follow from it.
+check, what is allowed). A new key is one new field; the loader, the "did you mean"
+suggestions and ``KEYS`` follow from it.
 
 Example::
 
@@ -147,10 +147,10 @@ _AUTHOR = re.compile(r"[^<>\x00-\x1f\x7f]*[^<>\s\x00-\x1f\x7f] <[^<>\s\x00-\x1f\
 def _author(value: Any) -> str:
     if not isinstance(value, str):
         raise _Bad("is not a string")
-    value = value.strip()
-    if value and not _AUTHOR.fullmatch(value):
+    author = value.strip()
+    if author and not _AUTHOR.fullmatch(author):
         raise _Bad("is not in the form \"Name <email>\"")
-    return value
+    return author
 
 
 def _key(name: str, default: Any, check: Callable[[Any], Any], allowed: str, *, secret: bool = False) -> Any:

@@ -137,7 +137,7 @@ def import_items(batch: str, n: int) -> list[dict[str, Any]]:
 
 
 def run_writer(args: argparse.Namespace) -> int:
-    from agent_memory.errors import MemoryError_, NotFound
+    from agent_memory.errors import AgentMemoryError, NotFound
     from agent_memory.vault.vault import Vault
 
     rng = random.Random(args.seed)
@@ -174,7 +174,7 @@ def run_writer(args: argparse.Namespace) -> int:
             try:
                 result = vault.remember(f"Crash test fact tok-{tok}: service {i} deploys at night.",
                                         namespace=ns, tags=["crash"])
-            except MemoryError_ as exc:
+            except AgentMemoryError as exc:
                 refused(exc)
                 continue
             _ack(ack, {"op": "remember", "id": result["memory"]["id"], "tok": tok, "ns": ns})
@@ -192,7 +192,7 @@ def run_writer(args: argparse.Namespace) -> int:
                     seen = vault.get(memory_id)
                     vault.update(memory_id, content=seen["content"].rstrip("\n") + f"\nReplaced tok-{tok}.\n",
                                  expected_version=seen["version"])
-            except MemoryError_ as exc:
+            except AgentMemoryError as exc:
                 refused(exc)
                 continue
             _ack(ack, {"op": "update", "id": memory_id, "how": how, "tok": tok})
@@ -206,7 +206,7 @@ def run_writer(args: argparse.Namespace) -> int:
                 vault.forget(memory_id)
             except NotFound:
                 continue  # forgotten by an earlier writer of this round
-            except MemoryError_ as exc:
+            except AgentMemoryError as exc:
                 refused(exc)
                 continue
             _ack(ack, {"op": "forget", "id": memory_id})
@@ -215,7 +215,7 @@ def run_writer(args: argparse.Namespace) -> int:
         _ready()
         try:
             result = vault.import_memories(items)
-        except MemoryError_ as exc:
+        except AgentMemoryError as exc:
             refused(exc)
         else:
             _ack(ack, {"op": "import", "batch": wid, "n": len(items), "imported": result["imported"]})
@@ -840,13 +840,13 @@ def _fail_at(step: str, how: str) -> None:
     elif step == "ledger":
         before(trash.Trash, "_append")
     elif step == "staged file":
-        before(store.Store, "_write_temp", in_folder("files"))
+        before(store.Store, "write_temp", in_folder("files"))
     elif step == "manifest":
-        before(store.Store, "_write_temp", in_folder("import" if OP[0] == "import" else "move", manifest=True))
+        before(store.Store, "write_temp", in_folder("import" if OP[0] == "import" else "move", manifest=True))
     elif step == "publish":
         before(store.Store, "place")
     elif step == "journal copy":
-        before(store.Store, "_write_temp", in_folder("move", manifest=False))
+        before(store.Store, "write_temp", in_folder("move", manifest=False))
     elif step == "new name":
         before(moves.Moves, "_link_new_name")
     elif step == "linking file":
@@ -861,7 +861,7 @@ OP: list[str] = [""]
 
 def run_failing(args: argparse.Namespace) -> int:
     """The child: one operation, with one of its steps failing."""
-    from agent_memory.errors import MemoryError_
+    from agent_memory.errors import AgentMemoryError
     from agent_memory.vault.vault import Vault
 
     op, step, how = args.fail.split(":")
@@ -876,7 +876,7 @@ def run_failing(args: argparse.Namespace) -> int:
             vault.import_memories(import_items("failed", 5))
         else:
             vault.move("target.md", "moved/renamed.md")
-    except (MemoryError_, OSError) as exc:  # the step failed with an error: the operation says so
+    except (AgentMemoryError, OSError) as exc:  # the step failed with an error: the operation says so
         print(f"refused: {type(exc).__name__}: {exc}", file=sys.stderr)
         vault.close()
         return 2

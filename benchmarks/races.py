@@ -305,7 +305,7 @@ def settle(root: Path, memory_id: str, wait_grace: bool) -> None:
     and makes one more (no-op) write, as the next use of the tool would. Without it (every
     writer has been joined, so no descriptor is left open) it looks at them at once."""
     from agent_memory.disk import store
-    from agent_memory.errors import MemoryError_
+    from agent_memory.errors import AgentMemoryError
     from agent_memory.vault.vault import Vault
 
     with Vault(root) as vault:
@@ -313,7 +313,7 @@ def settle(root: Path, memory_id: str, wait_grace: bool) -> None:
             time.sleep(store.PARKED_GRACE + 0.2)
             try:  # already there: changes nothing; every write first settles the parked files
                 vault.update(memory_id, add_tags=["release"])
-            except MemoryError_:
+            except AgentMemoryError:
                 pass  # a damaged file: check() reports it; the parked files were settled first
         else:
             vault.store.settle_parked(grace=0)

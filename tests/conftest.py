@@ -256,16 +256,44 @@ def run_cli(
         return CliResult(done.returncode, done.stdout, done.stderr)
     from click.testing import CliRunner
 
-    from agent_memory.cli import Settings, cli
+    from agent_memory.cli.app import cli
+    from agent_memory.cli.options import GlobalOptions
 
     threads = set(threading.enumerate())
     with contextlib.chdir(cwd or os.getcwd()):
         result = CliRunner().invoke(cli, command, input=stdin, env={**unset, **(env or {})}, color=color,
-                                    obj=Settings(), prog_name="agent-memory", catch_exceptions=False,
+                                    obj=GlobalOptions(), prog_name="agent-memory", catch_exceptions=False,
                                     terminal_width=80)  # as on a pipe: help is wrapped the same everywhere
     left = [t.name for t in set(threading.enumerate()) - threads]
     assert not left, f"agent-memory {' '.join(args)} left threads running: {left}"  # a process would have ended
     return CliResult(result.exit_code, result.stdout, result.stderr)
+
+
+def run_with_terminal_stderr(*args: str, cwd: Path) -> tuple[subprocess.CompletedProcess[bytes], bytes]:
+    """Run the installed console script with stderr on a pseudo-terminal, as in a user's
+    shell (a subprocess: only a real terminal shows the progress bar); stdout is piped.
+    Returns the finished process and every byte the terminal received."""
+    import pty
+
+    master, slave = pty.openpty()
+    env = {k: v for k, v in os.environ.items() if k != "AGENT_MEMORY_DIR"}
+    env.update(TERM="xterm", COLUMNS="100")
+    try:
+        done = subprocess.run([str(CONSOLE_SCRIPT), *args], cwd=cwd, env=env, stdout=subprocess.PIPE, stderr=slave,
+                              timeout=deadline(120))
+        os.close(slave)
+        chunks = []
+        while True:
+            try:
+                chunk = os.read(master, 65536)
+            except OSError:
+                break
+            if not chunk:
+                break
+            chunks.append(chunk)
+    finally:
+        os.close(master)
+    return done, b"".join(chunks)
 
 
 def cli_ok(*args: str, **options: Any) -> str:
@@ -320,7 +348,7 @@ async def mcp_client(vault: Vault, **options: Any) -> AsyncIterator[Any]:
     go to ``mcp.Client``, e.g. ``mode="legacy"``)."""
     from mcp import Client
 
-    from agent_memory.server import build_server
+    from agent_memory.server.app import build_server
 
     async with Client(build_server(vault), **options) as connected:
         yield connected

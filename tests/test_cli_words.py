@@ -3,9 +3,12 @@ example for every command and summaries that are not cut off, path ids printed o
 
 from __future__ import annotations
 
+import json
+
 import pytest
 
-from agent_memory.cli import cli, cli_words
+from agent_memory.cli.app import cli
+from agent_memory.cli.words import cli_words
 from agent_memory.vault.vault import Vault
 
 from conftest import run_cli
@@ -39,6 +42,17 @@ def test_a_version_conflict_names_the_cli_command(vault: Vault) -> None:
     memory = vault.remember("Customer ACME prefers deploys on Fridays")["memory"]
     done = run_cli("--dir", str(vault.root), "edit", memory["id"], "--content", "Mondays", "--expected-version", "0" * 64)
     assert done.returncode == 1 and "`agent-memory show`" in done.stderr and "get_memory" not in done.stderr
+
+
+def test_a_search_that_finds_nothing_suggests_the_cli_command(vault: Vault) -> None:
+    """The library's hints name MCP tools too; a person reads the command instead, a
+    program reading --json gets the library's words as they are."""
+    vault.remember("Customer ACME prefers deploys on Fridays")
+    done = run_cli("--dir", str(vault.root), "search", "zebra")
+    assert done.returncode == 0 and "browse with `agent-memory list`." in done.stdout
+    assert "list_memories" not in done.stdout
+    as_json = run_cli("--dir", str(vault.root), "search", "zebra", "--json")
+    assert "browse with list_memories." in json.loads(as_json.stdout)["hint"]
 
 
 @pytest.mark.parametrize("name", COMMANDS)

@@ -15,7 +15,7 @@ from mcp import Client
 
 from agent_memory.trust import approvals, credentials
 from agent_memory.git.commits import Committer
-from agent_memory.server import build_server
+from agent_memory.server.app import build_server
 from agent_memory.vault.vault import Vault
 
 from conftest import run_cli

@@ -46,7 +46,7 @@ CHILD = textwrap.dedent(
         if steps == kill_at:  # kill -9 of this very process, before the step runs
             os.kill(os.getpid(), signal.SIGKILL)
 
-    write_temp, publish_one = store.Store._write_temp, staging.Staging._publish_one
+    write_temp, publish_one = store.Store.write_temp, staging.Staging._publish_one
 
     def counted_write_temp(self, folder, *args, **kwargs):
         if folder in (self.control_dir / staging.STAGING_DIRNAME, self.control_dir / staging.STAGING_DIRNAME / "files"):
@@ -57,7 +57,7 @@ CHILD = textwrap.dedent(
         step()
         return publish_one(self, *args, **kwargs)
 
-    store.Store._write_temp = counted_write_temp
+    store.Store.write_temp = counted_write_temp
     staging.Staging._publish_one = counted_publish_one
     items = [{"content": f"Imported fact tok-{batch}-{k} of a crash test.", "namespace": "imports"} for k in range(n)]
     Vault(root).import_memories(items)

@@ -16,7 +16,7 @@ import click
 import pytest
 
 from agent_memory import settings
-from agent_memory.cli import cli
+from agent_memory.cli.app import cli
 from conftest import run_cli
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -17,10 +17,10 @@ from click.testing import CliRunner
 from mcp import Client, StdioServerParameters
 
 from agent_memory.trust import approvals
-from agent_memory.cli import cli
+from agent_memory.cli.app import cli
 from agent_memory.errors import GitError, SyncConflict
 from agent_memory.git.commits import Committer
-from agent_memory.server import build_server
+from agent_memory.server.app import build_server
 from agent_memory.vault.vault import Vault
 
 from conftest import assert_index_matches_files

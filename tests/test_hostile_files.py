@@ -16,7 +16,7 @@ import pytest
 
 from agent_memory import limits
 from agent_memory.vault.doctor import check_vault
-from agent_memory.errors import MemoryError_
+from agent_memory.errors import AgentMemoryError
 from agent_memory.index.db import QueryInterrupted
 from agent_memory.recall.engine import SNIPPET_SCORED_BODY
 from agent_memory.disk.store import Store
@@ -204,7 +204,7 @@ def test_a_runaway_query_is_interrupted_with_a_clear_error(vault: Vault, monkeyp
     monkeypatch.setattr(limits, "MAX_QUERY_SECONDS", 0.2)
     with pytest.raises(QueryInterrupted, match=r"longer than 0.2 s and was stopped; narrow it") as caught:
         vault.index.query(RUNAWAY)  # unbounded, it runs to the end (about 12 s) and answers: no error
-    assert isinstance(caught.value, MemoryError_)  # shown as one line by the CLI and the server
+    assert isinstance(caught.value, AgentMemoryError)  # shown as one line by the CLI and the server
     assert [h["title"] for h in vault.search("lunch")["hits"]] == ["The team meets for lunch on Fridays"]
 
 

@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from agent_memory import cli
+from agent_memory.cli.transfer import IMPORT_FORMATS
 from agent_memory.transfer.formats import FORMATS
 from agent_memory.transfer.importers.knowledge_graph import relation_property
 from agent_memory.note.links import RELATION_NAME
@@ -17,7 +17,7 @@ from agent_memory.note.parse import RESERVED_KEYS, is_tool_id, parse
 from agent_memory.errors import InvalidInput
 from agent_memory.vault.vault import Vault
 
-from conftest import assert_index_matches_files, run_cli, tool_error, tool_ok
+from conftest import assert_index_matches_files, run_cli, run_with_terminal_stderr, tool_error, tool_ok
 
 # A memory.jsonl as the MCP reference memory server writes it: one record a line,
 # entities and relations mixed, names with characters no file name can hold.
@@ -41,7 +41,7 @@ def _jsonl(tmp_path: Path, records: list[dict]) -> Path:
 
 
 def test_the_cli_knows_every_format() -> None:
-    assert cli.IMPORT_FORMATS == tuple(FORMATS)
+    assert IMPORT_FORMATS == tuple(FORMATS)
 
 
 def test_an_unknown_format_is_refused_naming_the_ones_there_are(vault: Vault) -> None:
@@ -333,15 +333,13 @@ async def test_import_memories_takes_a_format_over_the_real_client(vault: Vault,
 
 
 def test_cli_import_shows_progress_on_a_terminal_but_not_under_json(tmp_path: Path) -> None:
-    from test_maintenance import _run_with_terminal_stderr
-
     source = _jsonl(tmp_path, KNOWLEDGE_GRAPH)
     run_cli("init", str(tmp_path / ".memory"))
-    done, terminal = _run_with_terminal_stderr("import", "--from", "mcp-knowledge-graph", str(source), cwd=tmp_path)
+    done, terminal = run_with_terminal_stderr("import", "--from", "mcp-knowledge-graph", str(source), cwd=tmp_path)
     assert done.returncode == 0, terminal
-    assert b"Importing memories" in terminal and b"100%" in terminal
+    assert b"Importing memories" in terminal and b"4/4" in terminal  # done/total
     assert done.stdout.decode().startswith("Imported 4, updated 0, unchanged 0, expired 0, links 3;")
-    done, terminal = _run_with_terminal_stderr("import", "--from", "mcp-knowledge-graph", str(source), "--json",
+    done, terminal = run_with_terminal_stderr("import", "--from", "mcp-knowledge-graph", str(source), "--json",
                                                cwd=tmp_path)
     assert done.returncode == 0 and terminal == b""
     assert json.loads(done.stdout)["unchanged"] == 4

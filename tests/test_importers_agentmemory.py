@@ -128,9 +128,9 @@ def test_a_person_edit_between_check_and_write_stands(tmp_path: Path, clock) -> 
     try:
         from agent_memory.transfer.formats import importer
 
-        plan = vault._plan_sync(importer("agentmemory")(folder), clock())
-        with vault._writing():
-            vault._staging().stage(plan.files)  # the commit point reached, then a crash
+        plan = vault.maintenance.importing.plan_sync(importer("agentmemory")(folder), clock())
+        with vault.core.writing():
+            vault.maintenance.staging().stage(plan.files)  # the commit point reached, then a crash
         (folder / "2026/07/21/acme-prefers-fridays.md").write_bytes(b"ACME now deploys on Thursdays.\n")
     finally:
         vault.close()

@@ -170,7 +170,7 @@ def test_cli_import_from_memory_mcp(vault: Vault, tmp_path: Path) -> None:
 async def test_import_memories_takes_memory_mcp_over_the_real_client(vault: Vault) -> None:
     from mcp import Client
 
-    from agent_memory.server import build_server
+    from agent_memory.server.app import build_server
 
     async with Client(build_server(vault)) as client:
         done = await client.call_tool("import_memories", {"items": [PNPM, CACHE, RELATIONSHIPS[0]], "format": "memory-mcp"})

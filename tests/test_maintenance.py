@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
 import time
 from pathlib import Path
 
@@ -13,7 +12,7 @@ import pytest
 from agent_memory.errors import InvalidInput
 from agent_memory.vault.vault import Vault
 
-from conftest import CONSOLE_SCRIPT as SCRIPT, CliResult, assert_index_matches_files, run_cli, deadline
+from conftest import CliResult, assert_index_matches_files, run_cli, run_with_terminal_stderr
 
 
 def run(*args: str, cwd: Path) -> CliResult:
@@ -237,41 +236,16 @@ def test_cli_doctor_on_a_missing_vault(tmp_path: Path) -> None:
     assert not (tmp_path / "nowhere").exists()
 
 
-def _run_with_terminal_stderr(*args: str, cwd: Path) -> tuple[subprocess.CompletedProcess[bytes], bytes]:
-    """Run the installed console script with stderr on a pseudo-terminal, as in a user's
-    shell (a subprocess: only a real terminal shows the progress bar)."""
-    import pty
-
-    master, slave = pty.openpty()
-    env = {k: v for k, v in os.environ.items() if k != "AGENT_MEMORY_DIR"}
-    env.update(TERM="xterm", COLUMNS="100")
-    try:
-        done = subprocess.run([str(SCRIPT), *args], cwd=cwd, env=env, stdout=subprocess.PIPE, stderr=slave, timeout=deadline(120))
-        os.close(slave)
-        chunks = []
-        while True:
-            try:
-                chunk = os.read(master, 65536)
-            except OSError:
-                break
-            if not chunk:
-                break
-            chunks.append(chunk)
-    finally:
-        os.close(master)
-    return done, b"".join(chunks)
-
-
 def test_cli_reindex_shows_progress_on_a_terminal_but_not_under_json(tmp_path: Path) -> None:
     run("init", cwd=tmp_path)
     for i in range(3):
         run("add", f"fact number {i}", cwd=tmp_path)
-    done, terminal = _run_with_terminal_stderr("reindex", cwd=tmp_path)
+    done, terminal = run_with_terminal_stderr("reindex", cwd=tmp_path)
     assert done.returncode == 0
-    assert b"Indexing files" in terminal and b"100%" in terminal
+    assert b"Indexing files" in terminal and b"3/3" in terminal  # done/total
     assert done.stdout.decode().startswith("Indexed 3 files")
 
-    done, terminal = _run_with_terminal_stderr("reindex", "--json", cwd=tmp_path)
+    done, terminal = run_with_terminal_stderr("reindex", "--json", cwd=tmp_path)
     assert done.returncode == 0 and terminal == b""
     assert json.loads(done.stdout)["added"] == 3
 

@@ -16,7 +16,7 @@ from click.testing import CliRunner
 from conftest import Clock, run_cli
 
 from agent_memory.note.parse import Note, parse
-from agent_memory.cli import cli
+from agent_memory.cli.app import cli
 from agent_memory.vault.vault import Vault
 
 pytestmark = pytest.mark.usefixtures("git_isolated")

@@ -17,7 +17,7 @@ from conftest import run_cli
 from agent_memory.disk import store
 from agent_memory.git import setup as git_setup
 from agent_memory.git.run import DRIVER_NAME, driver_command
-from agent_memory.cli import cli
+from agent_memory.cli.app import cli
 from agent_memory.vault.vault import Vault
 
 pytestmark = pytest.mark.usefixtures("git_isolated")

@@ -40,6 +40,7 @@ from conftest import assert_index_matches_files, run_cli
 
 from agent_memory.disk import locking
 from agent_memory.errors import SavedMeanwhile
+from agent_memory.index.reconcile import FileIndexer
 from agent_memory.vault.vault import Vault
 
 _SPEC = importlib.util.spec_from_file_location("races", Path(__file__).resolve().parents[1] / "benchmarks" / "races.py")
@@ -127,10 +128,10 @@ def _person_saving_at_the_first_read(monkeypatch, path: Path, rel: str, finish_a
     the read has happened, [what it found, a function finishing the save]."""
     text = path.read_text(encoding="utf-8") + "a line a person typed\n"
     path.write_text(text, encoding="utf-8")
-    real_read = Vault._read
+    real_read = FileIndexer.read
     seen: list = []
 
-    def read(self: Vault, wanted: str):
+    def read(self: FileIndexer, wanted: str):
         if wanted != rel or seen:
             return real_read(self, wanted)
         editor = open(path, "w", encoding="utf-8")  # noqa: SIM115 - held open: truncated, text later
@@ -141,12 +142,12 @@ def _person_saving_at_the_first_read(monkeypatch, path: Path, rel: str, finish_a
             seen[1]()
         return found
 
-    monkeypatch.setattr(Vault, "_read", read)
+    monkeypatch.setattr(FileIndexer, "read", read)  # every read of a memory file goes through it
     return seen
 
 
 def test_an_edit_while_a_person_is_saving_waits_for_their_save(vault: Vault, monkeypatch) -> None:
-    """``_load`` saw the file newer than its row and re-indexed it at once, while it was
+    """``load`` saw the file newer than its row and re-indexed it at once, while it was
     empty: the edit said "not found" instead of waiting for the save to settle."""
     stored = vault.remember("The kettle is in room 4.")["memory"]
     path = vault.root / stored["path"]
@@ -224,7 +225,7 @@ def test_a_save_made_from_the_tools_version_while_it_was_briefly_in_place_keeps_
     assert list(vault.store.parked_dir.iterdir()) == []
 
 
-def test_a_save_put_back_is_in_place_and_its_copy_in_the_trash(vault: Vault, monkeypatch, capsys) -> None:
+def test_a_save_put_back_is_in_place_and_its_copy_in_the_trash(vault: Vault, monkeypatch, caplog: pytest.LogCaptureFixture) -> None:
     """The common case of a save landing just before the swap: it is put back, the tool's
     change is refused, and a copy of the save is in the trash at once (the tool's version
     was the file for a moment, and an editor that read it then may save from it at any
@@ -246,7 +247,7 @@ def test_a_save_put_back_is_in_place_and_its_copy_in_the_trash(vault: Vault, mon
     saved = path.read_text(encoding="utf-8")
     assert "first save" in saved and "x" not in vault.get(stored["id"])["tags"]
     assert _conflict_copies(vault) == [saved]
-    assert "it is back in place, and a copy is kept in .trash/" in capsys.readouterr().err
+    assert "it is back in place, and a copy is kept in .trash/" in caplog.text
     vault.store.settle_parked(grace=0)
     assert path.read_text(encoding="utf-8") == saved and _conflict_copies(vault) == [saved]
     assert list(vault.store.parked_dir.iterdir()) == []

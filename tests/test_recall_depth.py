@@ -12,7 +12,8 @@ from typing import Any
 import pytest
 
 from agent_memory.errors import InvalidInput
-from agent_memory.vault.vault import SEARCH_RELATED_LIMIT, Vault
+from agent_memory.vault.reads import SEARCH_RELATED_LIMIT
+from agent_memory.vault.vault import Vault
 
 from conftest import mcp_client, run_cli, tool_error, tool_ok
 

@@ -82,7 +82,7 @@ def test_a_planted_move_journal_never_writes_a_git_hook(closed: Path) -> None:
     (root / "payload.md").write_bytes(PAYLOAD)
     (root / "payload.md").chmod(0o755)
     plant_move(root, ".git/hooks/post-merge", "payload.md", PAYLOAD)
-    first = run_cli("list", vault=root)
+    first = run_cli("list", vault=root, spawn=True)  # stderr as a user sees it
     assert first.returncode == 0, first.stderr
     assert not (root / ".git" / "hooks" / "post-merge").exists()
     assert (root / "payload.md").read_bytes() == PAYLOAD
@@ -375,7 +375,7 @@ def test_an_import_item_that_cannot_be_put_in_place_takes_the_import_back(
 
 
 def test_an_interrupted_import_that_cannot_be_finished_is_dropped_naming_its_items(
-        closed: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+        closed: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture) -> None:
     import errno
 
     root = closed
@@ -389,7 +389,7 @@ def test_an_interrupted_import_that_cannot_be_finished_is_dropped_naming_its_ite
 
     monkeypatch.setattr(Store, "place", place)
     with Vault(root) as vault:
-        said = capsys.readouterr().err
+        said = caplog.text
         assert "could not be put in place and were dropped" in said and "the-second-fact.md" in said
         assert vault.search("first fact")["count"] == 1
         assert not (root / ".index" / "import").exists()
@@ -410,7 +410,7 @@ def test_a_move_whose_journal_cannot_be_written_changes_nothing(closed: Path, mo
     with Vault(root) as vault:
         vault.reconcile()
         before = _files(root)
-        real_temp, real_enter = Store._write_temp, Register.enter
+        real_temp, real_enter = Store.write_temp, Register.enter
 
         def write_temp(self, folder, data, *args):
             is_manifest = data.startswith(b'{"old"')
@@ -423,7 +423,7 @@ def test_a_move_whose_journal_cannot_be_written_changes_nothing(closed: Path, mo
                 raise RegisterError("Could not write this user's register: the disk is full.")
             return real_enter(self, kind, record_hash, **kwargs)
 
-        monkeypatch.setattr(Store, "_write_temp", write_temp)
+        monkeypatch.setattr(Store, "write_temp", write_temp)
         monkeypatch.setattr(Register, "enter", enter if step == "register" else real_enter)
         with pytest.raises(Exception, match="disk is full|No space"):
             vault.move("people/priya.md", "people/priya-k.md")
@@ -658,7 +658,7 @@ def test_doctor_applies_a_genuine_record_from_another_machine(closed: Path, tmp_
     before = _files(root)
     interrupted(root, "move", "people/priya.md", "people/priya-k.md",
                 env={**os.environ, "AGENT_MEMORY_STATE_DIR": str(tmp_path / "other-machine")})
-    first = run_cli("list", vault=root)
+    first = run_cli("list", vault=root, spawn=True)  # stderr as a user sees it
     assert "not acted on" in first.stderr
     doctor = run_cli("doctor", vault=root)
     assert doctor.returncode == 1
@@ -748,7 +748,7 @@ async def test_over_mcp_a_forget_whose_ledger_cannot_be_written_is_a_clear_error
 
 
 def test_a_register_that_cannot_be_read_lets_nothing_act_and_says_so(closed: Path,
-                                                                     capsys: pytest.CaptureFixture[str]) -> None:
+                                                                     caplog: pytest.LogCaptureFixture) -> None:
     """A genuine interrupted move, then this user's register is damaged (a file where its
     folder was): the journal is not acted on, and the warning says why."""
     root = closed
@@ -757,7 +757,7 @@ def test_a_register_that_cannot_be_read_lets_nothing_act_and_says_so(closed: Pat
     shutil.rmtree(register)
     register.write_text("damaged")
     with Vault(root):
-        said = capsys.readouterr().err
+        said = caplog.text
     assert "not checked against this user's register" in said and "is not a folder" in said
     assert (root / "people" / "priya-k.md").exists()  # as the crash left it: nothing acted
     assert [n for n in _set_aside(root) if n.startswith("move-")]

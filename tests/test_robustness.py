@@ -41,7 +41,7 @@ def test_a_corrupt_index_does_not_break_the_cli(vault: Vault) -> None:
 
 
 def test_a_read_only_vault_with_expired_memories_can_still_be_searched(
-    vault: Vault, clock, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+    vault: Vault, clock, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
 ) -> None:
     vault.remember("a short-lived fact about parking", ttl_days=1)
     kept = vault.remember("a lasting fact about parking")["memory"]
@@ -56,7 +56,7 @@ def test_a_read_only_vault_with_expired_memories_can_still_be_searched(
     monkeypatch.setattr(store_module.locking, "move_no_replace", read_only)  # renameat2 bypasses os.*
     reopened = Vault(vault.root, clock=clock)
     try:
-        assert "read-only" in capsys.readouterr().err
+        assert "read-only" in caplog.text
         assert [h["id"] for h in reopened.search("parking")["hits"]] == [kept["id"]]
         assert len(list(reopened.store.walk())) == 2  # nothing moved, nothing lost
     finally:
@@ -185,7 +185,7 @@ def _finishes(seconds: float, work, fifo: Path) -> None:
 
 @pytest.mark.parametrize(("case", "make", "rel", "problem"), ODD_FILES, ids=[c[0] for c in ODD_FILES])
 def test_one_odd_file_breaks_no_command(
-    vault_dir: Path, clock, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str],
+    vault_dir: Path, clock, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture,
     case: str, make, rel: str, problem: str | None,
 ) -> None:
     from agent_memory.vault.doctor import diagnose
@@ -216,7 +216,7 @@ def test_one_odd_file_breaks_no_command(
 
     _finishes(20, every_command, vault_dir / "pipe.md")
     if case == "unreadable file":
-        assert "secret.md" in capsys.readouterr().err  # skipped, and said so
+        assert "secret.md" in caplog.text  # skipped, and said so
 
 
 # --------------------------------------------------------------------------- symlinks into dot-folders

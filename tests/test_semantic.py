@@ -264,7 +264,7 @@ def test_explain_says_which_signal_found_each_hit(vault: Vault, filled: dict[str
 def test_the_cli_switch(vault_dir: Path, vault: Vault, filled: dict[str, str]) -> None:
     from click.testing import CliRunner
 
-    from agent_memory.cli import cli
+    from agent_memory.cli.app import cli
 
     runner = CliRunner()
     vault.close()
@@ -279,7 +279,7 @@ def test_the_cli_switch(vault_dir: Path, vault: Vault, filled: dict[str, str]) -
 async def test_the_recall_tool_takes_semantic(vault: Vault, filled: dict[str, str]) -> None:
     from mcp import Client
 
-    from agent_memory.server import build_server
+    from agent_memory.server.app import build_server
 
     async with Client(build_server(vault)) as client:
         on = (await client.call_tool("recall", {"query": QUESTION})).structured_content
@@ -319,7 +319,8 @@ def test_reindex_rebuilds_missing_or_broken_vectors(vault_dir: Path, vault: Vaul
     again = Vault(vault_dir)
     try:
         embedded: list[tuple[int, int]] = []
-        report = again.reindex(embedding=lambda done, total: embedded.append((done, total)))
+        report = again.reindex(
+            progress=lambda step: embedded.append((step.done, step.total)) if step.phase == "embedding memories" else None)
         assert report["embedded"] == 3 and embedded[-1] == (3, 3)
         assert vector_keys(again) == file_versions(again)
         status = again.stats()["semantic"]
@@ -392,7 +393,7 @@ def test_the_conversation_profile_fuses_both_rankings(vault: Vault, filled: dict
 def test_doctor_and_stats_say_whether_vectors_are_current(vault: Vault, filled: dict[str, str]) -> None:
     from click.testing import CliRunner
 
-    from agent_memory.cli import cli
+    from agent_memory.cli.app import cli
 
     vault.search(QUESTION)  # embeds the three
     (vault.root / "new.md").write_text(f"# New\n\n{DEPLOY} Also on Fridays.\n")

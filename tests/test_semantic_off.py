@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from agent_memory.cli import cli
+from agent_memory.cli.app import cli
 from agent_memory.errors import InvalidInput
 from agent_memory.recall import rank
 from agent_memory.recall.rank import FACTS, Scored
@@ -28,8 +28,8 @@ root = Path(sys.argv[1])
 if sys.argv[2] == "off":
     root.mkdir(parents=True)
     (root / ".agent-memory.toml").write_text("[recall]\nsemantic = false\n")
-import agent_memory.cli, agent_memory.vault.doctor, agent_memory.server
-from agent_memory.server import build_server
+import agent_memory.cli, agent_memory.vault.doctor, agent_memory.server.app
+from agent_memory.server.app import build_server
 from agent_memory.watch.watcher import Watcher
 from agent_memory.vault.vault import Vault
 vault = Vault.init(root)

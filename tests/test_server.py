@@ -24,7 +24,7 @@ from agent_memory.trust import approvals
 from agent_memory.index import db as index_module
 from agent_memory.index.db import QueryInterrupted
 from agent_memory.note.tags import split_tags as as_tags
-from agent_memory.server import build_server
+from agent_memory.server.app import build_server
 from agent_memory.server.instructions import INSTRUCTIONS
 from agent_memory.vault.vault import Vault
 
@@ -253,7 +253,7 @@ async def test_every_library_error_reaches_the_model_as_its_text(client: Client,
     a = (await ok(client, "remember", content="First fact"))["memory"]
     await ok(client, "remember", content="Second fact")
     (vault.root / "2026" / "07" / "21").write_text("a file where a folder should be")
-    cases: dict[type[errors.MemoryError_], tuple[str, dict[str, Any], str]] = {
+    cases: dict[type[errors.AgentMemoryError], tuple[str, dict[str, Any], str]] = {
         errors.NotFound: ("get_memory", {"memory_id": "01nope"},
                           "Memory '01nope' not found — it may have expired or been forgotten; use recall or list_memories to find valid ids."),
         errors.InvalidInput: ("remember", {"content": "x", "tags": ["two words"]}, "use '-' or '_' instead"),
@@ -272,7 +272,7 @@ async def test_every_library_error_reaches_the_model_as_its_text(client: Client,
         errors.ReadOnlyFile: ("update_memory", {"memory_id": "locked.md", "add_tags": ["x"]},
                               "locked.md is read-only (its permissions let no one write it)"),
     }
-    assert set(cases) == set(errors.MemoryError_.__subclasses__()) | {QueryInterrupted}, \
+    assert set(cases) == set(errors.AgentMemoryError.__subclasses__()) | {QueryInterrupted}, \
         "add a case for every new error class"
     (vault.root / "locked.md").write_text("A note its owner made read-only.\n")
     (vault.root / "locked.md").chmod(0o444)

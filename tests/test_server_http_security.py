@@ -421,7 +421,7 @@ def test_limits_must_be_positive(tmp_path: Path, args: list[str], message: str) 
 
 
 def test_the_cli_defaults_are_the_library_defaults() -> None:
-    from agent_memory.cli import serve
+    from agent_memory.cli.serve import serve
     from agent_memory.server.transport import HttpLimits
 
     defaults = {p.name: p.default for p in serve.params}

@@ -67,19 +67,12 @@ async def test_files_made_by_hand_are_found_before_and_while_serving(tmp_path: P
         assert [h["path"] for h in found["hits"]] == ["people/priya.md"]
 
 
-def test_no_command_serves_stdio_with_nothing_but_protocol_on_stdout(tmp_path: Path) -> None:
-    vault_dir = tmp_path / ".memory"
-    Vault.init(vault_dir).close()
-    messages = [
-        {"jsonrpc": "2.0", "id": 1, "method": "initialize",
-         "params": {"protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "raw", "version": "0"}}},
-        {"jsonrpc": "2.0", "method": "notifications/initialized"},
-        {"jsonrpc": "2.0", "id": 2, "method": "tools/call",
-         "params": {"name": "remember", "arguments": {"content": "Raw JSON-RPC works"}}},
-        {"jsonrpc": "2.0", "id": 3, "method": "tools/call",
-         "params": {"name": "get_memory", "arguments": {"memory_id": "nope"}}},
-    ]
-    process = subprocess.Popen([str(SCRIPT), "--dir", str(vault_dir)], stdin=subprocess.PIPE,
+def serve_raw(vault_dir: Path, messages: list[dict], *args: str) -> tuple[list[dict], str]:
+    """Run ``agent-memory [args] --dir vault_dir`` (no command: stdio), write ``messages`` as
+    JSON-RPC lines, read until every request is answered, then close stdin: the server
+    must end by itself with exit code 0. Returns every message on stdout (each line must
+    be one) and what it wrote on stderr."""
+    process = subprocess.Popen([str(SCRIPT), *args, "--dir", str(vault_dir)], stdin=subprocess.PIPE,
                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     killer = threading.Timer(deadline(120), process.kill)  # a server that never exits is killed: exit code -9
     killer.start()
@@ -88,8 +81,9 @@ def test_no_command_serves_stdio_with_nothing_but_protocol_on_stdout(tmp_path: P
         for message in messages:
             process.stdin.write(json.dumps(message) + "\n")
         process.stdin.flush()
+        asked = {m["id"] for m in messages if "id" in m}
         lines = []
-        while {json.loads(line).get("id") for line in lines} != {1, 2, 3}:
+        while not asked <= {json.loads(line).get("id") for line in lines}:
             line = process.stdout.readline()
             assert line, "the server closed stdout before answering"
             lines.append(line)
@@ -102,10 +96,56 @@ def test_no_command_serves_stdio_with_nothing_but_protocol_on_stdout(tmp_path: P
     lines += rest.splitlines(keepends=True)
     replies = [json.loads(line) for line in lines]  # every byte on stdout is a JSON-RPC message
     assert all(r["jsonrpc"] == "2.0" for r in replies)
+    return replies, stderr
+
+
+HANDSHAKE = [
+    {"jsonrpc": "2.0", "id": 1, "method": "initialize",
+     "params": {"protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "raw", "version": "0"}}},
+    {"jsonrpc": "2.0", "method": "notifications/initialized"},
+]
+
+
+def test_no_command_serves_stdio_with_nothing_but_protocol_on_stdout(tmp_path: Path) -> None:
+    vault_dir = tmp_path / ".memory"
+    Vault.init(vault_dir).close()
+    (vault_dir / "people").mkdir()
+    (vault_dir / "people" / "priya.md").write_text("Priya owns the billing service\n")
+    messages = [
+        *HANDSHAKE,
+        {"jsonrpc": "2.0", "id": 2, "method": "tools/call",
+         "params": {"name": "remember", "arguments": {"content": "Raw JSON-RPC works"}}},
+        {"jsonrpc": "2.0", "id": 3, "method": "tools/call",
+         "params": {"name": "get_memory", "arguments": {"memory_id": "nope"}}},
+        {"jsonrpc": "2.0", "id": 4, "method": "tools/call",
+         "params": {"name": "reindex", "arguments": {}, "_meta": {"progressToken": "reindex-4"}}},
+    ]
+    replies, stderr = serve_raw(vault_dir, messages)
     by_id = {r.get("id"): r for r in replies}
     assert by_id[2]["result"]["isError"] is False
     assert by_id[3]["result"]["isError"] is True and "not found" in by_id[3]["result"]["content"][0]["text"]
+    assert by_id[4]["result"]["isError"] is False
+    progress = [r["params"] for r in replies if r.get("method") == "notifications/progress"]
+    assert progress and all(p["progressToken"] == "reindex-4" for p in progress)
+    indexed = [p for p in progress if p["message"] == "indexing files"]  # (embedding may follow)
+    assert indexed and indexed[-1]["progress"] == indexed[-1]["total"] >= 1
+    assert progress[-1]["progress"] == progress[-1]["total"]
+    last = max(i for i, r in enumerate(replies) if r.get("method") == "notifications/progress")
+    assert last < replies.index(by_id[4]), "the last progress notification goes out before the result"
     assert "serving" in stderr and str(vault_dir) in stderr
+
+
+def test_warnings_go_to_stderr_once_each_and_stdout_holds_only_protocol(tmp_path: Path) -> None:
+    """The server's own warning (a vault created) and a library's (git.commit on outside a
+    repository) are log lines on stderr, each once; stdout carries the protocol alone."""
+    vault_dir = tmp_path / "fresh-vault"
+    remember = {"jsonrpc": "2.0", "id": 2, "method": "tools/call",
+                "params": {"name": "remember", "arguments": {"content": "Logged, not printed"}}}
+    replies, stderr = serve_raw(vault_dir, [*HANDSHAKE, remember], "serve", "--git-commit")
+    assert [r["result"]["isError"] for r in replies if r.get("id") == 2] == [False]
+    created = f"WARNING agent_memory.server: created a new vault at {vault_dir}"
+    not_committed = f"WARNING agent_memory.git: {vault_dir}: git.commit is on but the vault is not in a git repository"
+    assert stderr.count(created) == 1 and stderr.count(not_committed) == 1, stderr
 
 
 async def test_the_handshake_does_not_wait_for_the_start_up_reconcile(tmp_path: Path) -> None:

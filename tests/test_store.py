@@ -284,7 +284,7 @@ def failing_disk(monkeypatch: pytest.MonkeyPatch):
         def refuse(self: Store, folder: Path, data: bytes, mode: int = 0o644, owner: object = None) -> Path:
             raise OSError(code, os.strerror(code))
 
-        monkeypatch.setattr(Store, "_write_temp", refuse)
+        monkeypatch.setattr(Store, "write_temp", refuse)
 
     return arm
 
@@ -611,7 +611,7 @@ def test_a_failure_after_the_swap_says_the_file_was_written_and_keeps_what_it_re
     def fsync_fails(self: Store, folder: Path) -> None:
         raise OSError(errno.EIO, "Input/output error")
 
-    monkeypatch.setattr(Store, "_fsync_dir", fsync_fails)
+    monkeypatch.setattr(Store, "fsync_dir", fsync_fails)
     with pytest.raises(VaultError, match=rf"^{made['path']} was written, but then: Input/output error\. What it "
                                          "replaced is kept"):
         vault.update(made["id"], add_tags=["ops"])
@@ -639,7 +639,7 @@ def test_a_batch_whose_syncfs_fails_imports_nothing(vault: Vault, monkeypatch: p
     assert_index_matches_files(vault)
 
 
-def test_a_damaged_parked_record_is_named_and_writes_go_on(vault: Vault, capsys: pytest.CaptureFixture[str]) -> None:
+def test_a_damaged_parked_record_is_named_and_writes_go_on(vault: Vault, caplog: pytest.LogCaptureFixture) -> None:
     """A record this user's register does not list (damaged, planted) is set aside with
     its bytes, named, and writes go on."""
     made = vault.remember("The staging database resets on Sundays")["memory"]
@@ -648,7 +648,7 @@ def test_a_damaged_parked_record_is_named_and_writes_go_on(vault: Vault, capsys:
     damaged.write_text("{half a record")
     (vault.store.parked_dir / "1000-deadbeef.md").write_text("bytes a crash left\n")
     assert vault.update(made["id"], add_tags=["ops"])["changed"] is True
-    assert ".index/parked/1000-deadbeef.json was not acted on" in capsys.readouterr().err
+    assert ".index/parked/1000-deadbeef.json was not acted on" in caplog.text
     [kept] = (vault.root / ".index" / "set-aside").glob("parked-*/record/1000-deadbeef.md")
     assert kept.read_text() == "bytes a crash left\n"  # nothing deleted
 

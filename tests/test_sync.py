@@ -16,7 +16,7 @@ from typing import Any
 
 import pytest
 
-from agent_memory.vault import core
+from agent_memory.index import reconcile
 from agent_memory.watch import watcher
 from agent_memory.watch.watcher import Change, Watcher
 from agent_memory.vault.vault import Vault
@@ -86,7 +86,7 @@ def test_a_note_saved_empty_is_folded_in_once_it_stays_empty(vault: Vault, watch
     the watcher keeps the old row. When the file stays empty no event comes again; before,
     the old text was searched (and a vouching watcher vouched for it) until the next sweep.
     (The moment is 2 s; 0.3 s here, so the test does not wait for it.)"""
-    monkeypatch.setattr(core, "SETTLE_GIVE_UP", 0.3)
+    monkeypatch.setattr(reconcile, "SETTLE_GIVE_UP", 0.3)
     monkeypatch.setattr(watcher, "SETTLE_GIVE_UP", 0.3)
     path = vault.root / "errands.md"
     path.write_text(hand_note("Buy the blue paint on Saturday."))
@@ -564,7 +564,7 @@ def test_a_watcher_with_impossible_timings_is_refused(vault: Vault, options: dic
 
 
 def test_a_failing_change_callback_is_named_and_the_watcher_keeps_indexing(
-    vault: Vault, watch: Callable[..., Watcher], capsys: pytest.CaptureFixture[str]
+    vault: Vault, watch: Callable[..., Watcher], caplog: pytest.LogCaptureFixture
 ) -> None:
     def broken(_change: Change) -> None:
         raise RuntimeError("the log pipe is closed")
@@ -574,11 +574,11 @@ def test_a_failing_change_callback_is_named_and_the_watcher_keeps_indexing(
     wait_until(lambda: body_is(vault, "a.md", "The kettle is in the blue cupboard."), "the first edit is indexed")
     (vault.root / "a.md").write_text(hand_note("The kettle moved to the red cupboard."))
     wait_until(lambda: body_is(vault, "a.md", "The kettle moved to the red cupboard."), "the next edit is indexed too")
-    assert "on_change callback failed: the log pipe is closed" in capsys.readouterr().err
+    assert "on_change callback failed: the log pipe is closed" in caplog.text
 
 
 def test_a_failing_sweep_is_named_and_the_watcher_stops_vouching(
-    vault: Vault, watch: Callable[..., Watcher], monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+    vault: Vault, watch: Callable[..., Watcher], monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
 ) -> None:
     from agent_memory.watch import vouch
 
@@ -592,5 +592,5 @@ def test_a_failing_sweep_is_named_and_the_watcher_stops_vouching(
     monkeypatch.setattr(Vault, "reconcile", walk_fails)  # the next periodic sweep's walk fails
     # Commands walk for themselves until a sweep works again.
     wait_until(lambda: '"healthy": false' in health.read_text(), "the watcher says it cannot vouch")
-    err = capsys.readouterr().err
+    err = caplog.text
     assert "full reconcile of" in err and "failed: [Errno 5] Input/output error" in err

@@ -14,7 +14,7 @@ from mcp import Client
 from agent_memory.trust import approvals
 from agent_memory.trust.credentials import find_credentials
 from agent_memory.errors import SecretRefused
-from agent_memory.server import build_server
+from agent_memory.server.app import build_server
 from agent_memory.trust.state import state_dir
 from agent_memory.vault.vault import Vault
 
@@ -53,26 +53,27 @@ LOOSENING = [
 
 @pytest.mark.parametrize(("text", "field", "asked", "safe"), LOOSENING)
 def test_a_loosening_value_applies_only_once_approved(vault: Vault, text: str, field: str, asked: object,
-                                                      safe: object, capsys: pytest.CaptureFixture[str]) -> None:
+                                                      safe: object, caplog: pytest.LogCaptureFixture) -> None:
     settings(vault.root, text)
     assert getattr(vault.settings, field) == safe
-    warning = capsys.readouterr().err
+    [warning] = [r.getMessage() for r in caplog.records]
     key = field.replace("_", ".", 1)
-    assert warning.count("\n") == 1 and "which this clone has not approved" in warning
+    assert "\n" not in warning and "which this clone has not approved" in warning
     assert f"trust {key}" in warning  # names the command that approves it
+    caplog.clear()
     assert [item.key for item in approvals.approve(vault.root)] == [key]
     assert getattr(vault.settings, field) == asked  # a running vault follows the approval
-    assert capsys.readouterr().err == ""  # nothing to warn about any more
+    assert caplog.records == []  # nothing to warn about any more
 
 
 @pytest.mark.parametrize("text", [
     '[memories]\nfolder = "Agent"\n', '[recall]\nprofile = "conversation"\nsemantic = false\n',
     '[git]\nauthor = "Agent <agent@example.com>"\n', '[secrets]\nmode = "refuse"\n', "[git]\ncommit = false\n",
 ])
-def test_values_that_loosen_no_guard_apply_at_once(vault: Vault, text: str, capsys: pytest.CaptureFixture[str]) -> None:
+def test_values_that_loosen_no_guard_apply_at_once(vault: Vault, text: str, caplog: pytest.LogCaptureFixture) -> None:
     settings(vault.root, text)
     vault.settings  # noqa: B018 - read
-    assert capsys.readouterr().err == ""
+    assert caplog.records == []
     assert approvals.review(vault.root) == []
 
 
@@ -108,7 +109,7 @@ def test_a_pulled_warn_mode_and_commit_setting_are_ignored_until_approved(team: 
     mate, victim = team.mate, team.victim
     settings(mate, '[secrets]\nmode = "warn"\n[git]\ncommit = true\n')
     team.push("relax the guard")
-    synced = run_cli("sync", vault=victim)
+    synced = run_cli("sync", vault=victim, spawn=True)  # stderr as a user sees it
     assert synced.returncode == 0, synced.stderr
     assert "secrets.mode = \"warn\", git.commit = true, which this clone has not approved" in synced.stderr
     assert "trust secrets.mode git.commit" in synced.stderr

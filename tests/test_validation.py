@@ -13,8 +13,8 @@ from mcp import Client
 
 from agent_memory import errors
 from agent_memory.limits import MAX_OFFSET, MIN_TTL_DAYS
-from agent_memory.server import build_server
-from agent_memory.server.tools import closest_name
+from agent_memory.server.app import build_server
+from agent_memory.server.arguments import closest_name
 from agent_memory.vault.vault import Vault
 
 from conftest import Clock, mcp_client, tool_ok as ok

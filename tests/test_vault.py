@@ -826,8 +826,8 @@ def test_a_ctime_only_change_is_hashed_once_then_not_read(vault: Vault, parse_ca
     path = vault.root / memory["path"]
     path.chmod(0o600)  # changes ctime only
     reads: list[str] = []
-    real = vault._read
-    monkeypatch.setattr(vault, "_read", lambda rel: reads.append(rel) or real(rel))
+    real = vault.core.files.read
+    monkeypatch.setattr(vault.core.files, "read", lambda rel: reads.append(rel) or real(rel))
     parse_calls.clear()
     report = vault.reconcile()
     assert (report["updated"], report["unchanged"]) == (0, 1)
@@ -1147,18 +1147,18 @@ def test_a_row_remembers_when_its_file_was_read_not_when_the_row_was_written(vau
     path = vault.root / "notes" / "acme.md"
     path.parent.mkdir()
     path.write_text("ACME deploys on Fridays.\n", encoding="utf-8")
-    examined = vault._examine("notes/acme.md")
+    examined = vault.core.files.examine("notes/acme.md")
     read_by = time.time_ns()
-    with vault._writing(), vault._index_write() as conn:
-        vault._refresh(conn, "notes/acme.md", None, examined)
+    with vault.core.writing(), vault.core.files.transaction() as conn:
+        vault.core.files.refresh(conn, "notes/acme.md", None, examined)
     assert vault.index.by_path("notes/acme.md")["indexed_ns"] <= read_by
     known = vault.index.file_facts()["notes/acme.md"]
     with vault.index.transaction() as conn:
         conn.execute("UPDATE memories SET size = size + 1")  # a stat that differs: the file is read again
-    examined = vault._examine("notes/acme.md", known)
+    examined = vault.core.files.examine("notes/acme.md", known)
     read_by = time.time_ns()
-    with vault._writing(), vault._index_write() as conn:
-        vault._refresh(conn, "notes/acme.md", vault.index.file_facts()["notes/acme.md"], examined)
+    with vault.core.writing(), vault.core.files.transaction() as conn:
+        vault.core.files.refresh(conn, "notes/acme.md", vault.index.file_facts()["notes/acme.md"], examined)
     row = vault.index.by_path("notes/acme.md")
     assert row["size"] == path.stat().st_size and row["indexed_ns"] <= read_by
 
@@ -1167,7 +1167,7 @@ def test_a_row_remembers_when_its_file_was_read_not_when_the_row_was_written(vau
 
 
 def test_an_interrupted_import_that_cannot_be_finished_does_not_lock_the_vault(
-    vault: Vault, capsys: pytest.CaptureFixture[str]
+    vault: Vault, caplog: pytest.LogCaptureFixture
 ) -> None:
     kept = vault.remember("Customer ACME prefers deploys on Fridays")["memory"]
     vault.close()
@@ -1176,7 +1176,7 @@ def test_an_interrupted_import_that_cannot_be_finished_does_not_lock_the_vault(
     (staged / "files" / "0.md").write_text("a staged file a crash left\n")
     (staged / "manifest.json").write_text("{half a manifest")  # damaged: the import cannot be finished
     with Vault(vault.root, clock=vault.clock) as reopened:
-        assert ".index/import was not acted on" in capsys.readouterr().err
+        assert ".index/import was not acted on" in caplog.text
         assert [h["id"] for h in reopened.search("ACME Fridays")["hits"]] == [kept["id"]]
         assert reopened.import_memories([{"content": "A later import"}])["imported"] == 1  # not blocked
     [aside] = (vault.root / ".index" / "set-aside").glob("import-*/record/import")
@@ -1184,7 +1184,7 @@ def test_an_interrupted_import_that_cannot_be_finished_does_not_lock_the_vault(
 
 
 def test_an_open_whose_walk_fails_serves_the_index_it_has(vault: Vault, monkeypatch: pytest.MonkeyPatch,
-                                                        capsys: pytest.CaptureFixture[str]) -> None:
+                                                        caplog: pytest.LogCaptureFixture) -> None:
     kept = vault.remember("Customer ACME prefers deploys on Fridays")["memory"]
     vault.close()
 
@@ -1193,7 +1193,7 @@ def test_an_open_whose_walk_fails_serves_the_index_it_has(vault: Vault, monkeypa
 
     monkeypatch.setattr(Vault, "reconcile", walk_fails)
     with Vault(vault.root, clock=vault.clock) as reopened:
-        assert "could not bring the index up to date: [Errno 5] Input/output error" in capsys.readouterr().err
+        assert "could not bring the index up to date: [Errno 5] Input/output error" in caplog.text
         assert [h["id"] for h in reopened.search("ACME Fridays")["hits"]] == [kept["id"]]
     shutil.rmtree(vault.root / ".index")  # and with no index to fall back on, a clear error
     with pytest.raises(VaultError, match=r"^Cannot index the vault .*: \[Errno 5\] Input/output error"):

@@ -49,7 +49,7 @@ def test_a_server_installed_from_the_wheel_serves_the_prompts(wheel: Path, tmp_p
 import json, sys, anyio
 from mcp import Client
 import agent_memory
-from agent_memory.server import build_server
+from agent_memory.server.app import build_server
 from agent_memory.server.prompts import bundled_prompts_dir
 from agent_memory.vault.vault import Vault
 

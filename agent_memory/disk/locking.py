@@ -197,7 +197,8 @@ def libc_function(name: str) -> Callable[..., int] | None:
                 from ctypes import util  # only where the running process does not export it (5 ms to import)
 
                 found = ctypes.CDLL(util.find_library(library), use_errno=True)
-            return getattr(found, name)
+            function: Callable[..., int] = getattr(found, name)
+            return function
         except (OSError, AttributeError, TypeError):
             continue
     return None

@@ -1,53 +1,51 @@
-"""An import that is all or nothing, even across a crash.
+"""An import that is all or nothing, even across a crash: ``Staging``.
 
-The files of an import are first written into the vault's own ``.index/import/``
-(``files/<n>.md``), made durable together (``Store.durable_together``: one ``syncfs``
-on Linux, else an fsync of each file and of the folder), then a manifest naming where
-each goes is put in place atomically: that rename is the commit point. Publishing moves
-each staged file to its free name in the vault in one step (``locking.move_no_replace``:
-on Linux a rename that never replaces; elsewhere a hard link, the staged names removed
-once every published file is durable), then makes them durable together. On the next
-open after a crash, an import without a manifest is dropped (nothing of it reached the
-vault) and one with a manifest is finished. Where publishing is a link, a file published
-before the crash still shares its inode with its staged name, so it is found there and
-never published twice (nor when a process that had the vault open forgot or edited it
-since: the inode's other link, or its id under its name, tells). The
-staging lives in the vault's own ``.index/`` (never in a database that may be elsewhere
-or deleted), and recovery removes only files the import itself staged.
-
-An import may also update files already in the vault (a source imported again): such an
-item is staged with the bytes it replaces (``<n>.old``) and put in place by ``replace``
-(the checked swap of every tool edit), which an interrupted import repeats safely: a
-file that already holds the new bytes is done, one a person saved since stays theirs.
-
-The staging folder is in the vault, so it may come from someone else: the manifest is
-entered in this user's register (``trust/register.py``) before it is written, and an
-interrupted import is finished only if the register lists its manifest and every item's
-path passes the memory rule (``trust/confine.py``) and every staged file holds the bytes the
-manifest names. Otherwise it is set aside, untouched. An item that cannot be put in
-place (a name the file system refuses, a full disk) undoes the import it is part of;
-after a crash, when the import must be finished, it is named and dropped and the rest
-is finished: the staging folder never stays to block later imports.
+Its files are staged in the vault's own ``.index/import/`` and made durable; a manifest
+renamed into place is the commit point; publishing moves each file to its free name (an
+update goes through the checked swap), and the next open after a crash drops an import
+without a manifest and finishes one with it, if this user's register lists it. The
+protocol: docs/design/import-staging.md.
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
+import logging
 import os
 import re
 import secrets
 import shutil
-import sys
 from collections.abc import Callable
+from typing import Any, NamedTuple
 from pathlib import Path
 
 from ..trust import confine
 from ..note import parse
-from ..errors import InvalidInput, MemoryError_, VaultError
+from ..errors import InvalidInput, AgentMemoryError, VaultError
 from ..trust.register import digest, read_record, refusal, set_aside
 from .layout import INDEX_DIRNAME
 from .store import Store
+
+log = logging.getLogger("agent_memory.disk")
+
+
+class StagedFile(NamedTuple):
+    """One file of an import: where it goes, its bytes, and the bytes it replaces there
+    (None: a new file, given the next free name)."""
+
+    path: str
+    data: bytes
+    replaces: bytes | None = None
+
+
+class Published(NamedTuple):
+    """A file an import put in the vault: its item number, its path, and the stat of the
+    file as published (``Store.place``; None: read it back before indexing it)."""
+
+    n: int
+    path: str
+    stat: os.stat_result | None
 
 STAGING_DIRNAME = "import"
 
@@ -78,17 +76,16 @@ class Staging:
         self._replace = replace  # (path, new bytes, bytes checked) -> path, or "" when it was left alone
         self._ours = False  # whether this import made the staging folder (only then may clear() remove it)
         self._record: bytes | None = None  # this import's manifest, as entered in the register
-        self._plans: list[tuple[str, bytes, bytes | None]] = []  # what this import stages, to take it back
+        self._plans: list[StagedFile] = []  # what this import stages, to take it back
         self.dropped: list[str] = []  # "path: why" of each item that could not be put in place
 
     def pending(self) -> bool:
-        return self.folder.exists()
+        return os.path.lexists(self.folder)  # a planted link or file too: ``recover`` sets it aside
 
-    def stage(self, plans: list[tuple[str, bytes, bytes | None]], on_write: Callable[[int], None] | None = None) -> None:
+    def stage(self, plans: list[StagedFile], on_write: Callable[[int], None] | None = None) -> None:
         """Write every file of the import, make them durable together, then the
-        manifest (the commit point). Each plan is ``(path, bytes, None)`` for a new file,
-        or ``(path, bytes, old bytes)`` to update the file at ``path`` if it still holds
-        the old bytes."""
+        manifest (the commit point). A file that ``replaces`` bytes updates the file at
+        its path only if it still holds them."""
         if self.pending():
             raise VaultError(f"An earlier import is still staged in {self.folder}; reopen the vault to finish it.")
         for rel, _data, _replaced in plans:  # before anything is written: a path no file system takes fails here
@@ -104,34 +101,33 @@ class Staging:
             for n, (rel, data, replaced) in enumerate(plans):
                 entry: dict[str, object] = {"n": n, "path": rel, "sha256": hashlib.sha256(data).hexdigest()}
                 if replaced is not None:
-                    old = self._store._write_temp(self.files, replaced)
+                    old = self._store.write_temp(self.files, replaced)
                     os.rename(old, self.files / f"{n}.old")
                     entry["replaces"] = True
-                tmp = self._store._write_temp(self.files, data)
+                tmp = self._store.write_temp(self.files, data)
                 os.rename(tmp, self.files / f"{n}.md")
                 items.append(entry)
                 if on_write is not None:
                     on_write(n + 1)
-            self._store._fsync_dir(self.files)
+            self._store.fsync_dir(self.files)
         record = json.dumps({"items": items, "record": secrets.token_hex(8)}).encode("utf-8")
         self._store.register.enter("import", digest(record))  # listed before it is written
         self._record = record
-        manifest = self._store._write_temp(self.folder, record)
+        manifest = self._store.write_temp(self.folder, record)
         os.rename(manifest, self.folder / MANIFEST)
-        self._store._fsync_dir(self.folder)  # ...and the commit point before any file reaches the vault
+        self._store.fsync_dir(self.folder)  # ...and the commit point before any file reaches the vault
 
     def publish(self, on_publish: Callable[[int], None] | None = None, *,
-                after_crash: bool = False) -> list[tuple[int, str, os.stat_result | None]]:
+                after_crash: bool = False) -> list[Published]:
         """Publish every staged file not yet in the vault, then make them durable
-        together; returns each one's item number, vault path and the stat of the file
-        published (``Store.place``; None: read it back before indexing it).
+        together; returns what was published.
 
         Staged names are removed only once every published file is durable (where
         publishing is a rename they are gone at once). ``after_crash``: a crash
         interrupted publishing (``recover``): any item still staged may have reached
         the vault already, so each is looked for there first."""
-        items = _checked_items(self.folder, self._store.root, self._manifest_bytes())
-        published: list[tuple[int, str, os.stat_result | None]] = []
+        items = checked_items(self.folder, self._store.root, self._manifest_bytes())
+        published: list[Published] = []
         done_with: list[Path] = []
         with self._store.durable_together():
             for done, item in enumerate(items, 1):
@@ -142,7 +138,7 @@ class Staging:
                     continue  # published, and its staged name removed, before a crash
                 try:
                     outcome = self._publish_one(item, staged, found, after_crash)
-                except (OSError, MemoryError_) as exc:  # a name the file system refuses, a full disk...
+                except (OSError, AgentMemoryError) as exc:  # a name the file system refuses, a full disk...
                     if not after_crash:  # all or nothing: what this import put in place is taken back
                         self._take_back(published)
                         raise NotPublished(f"Could not put {item['path']} in the vault ({_why(exc)}); nothing was "
@@ -152,7 +148,7 @@ class Staging:
                     staged.unlink(missing_ok=True)
                     continue
                 if outcome is not None:
-                    published.append((item["n"], *outcome))
+                    published.append(Published(item["n"], *outcome))
                 if not item.get("replaces"):
                     done_with.append(staged)
                 if on_publish is not None:
@@ -160,16 +156,16 @@ class Staging:
         for staged in done_with:
             staged.unlink(missing_ok=True)  # renamed into the vault (or linked, where there is no rename)
         if self.dropped:
-            print(f"agent-memory: warning: {len(self.dropped)} imported item(s) could not be put in place and were "
-                  "dropped (import them again once fixed): " + "; ".join(self.dropped[:10]), file=sys.stderr)
+            log.warning("%d imported item(s) could not be put in place and were dropped (import them again once "
+                        "fixed): %s", len(self.dropped), "; ".join(self.dropped[:10]))
         return published
 
-    def _take_back(self, published: list[tuple[int, str, os.stat_result | None]]) -> None:
+    def _take_back(self, published: list[Published]) -> None:
         """Undo what this import put in place so far (a later item failed): a new file is
         removed while it is still the one written, an update swapped back while the file
         still holds the import's bytes. A person's save since stands."""
         for n, rel, _stat in reversed(published):
-            data, replaced = self._plans[n][1], self._plans[n][2]
+            data, replaced = self._plans[n].data, self._plans[n].replaces
             path = self._root / rel
             try:
                 if replaced is not None:
@@ -177,11 +173,11 @@ class Staging:
                         self._replace(rel, replaced, data)
                 elif path.read_bytes() == data:
                     path.unlink()
-                    self._store._fsync_dir(path.parent)
-            except (OSError, MemoryError_):
+                    self._store.fsync_dir(path.parent)
+            except (OSError, AgentMemoryError):
                 continue  # changed since, or gone: it stands as it is
 
-    def _publish_one(self, item: dict, staged: Path, found: os.stat_result,
+    def _publish_one(self, item: dict[str, Any], staged: Path, found: os.stat_result,
                      after_crash: bool) -> tuple[str, os.stat_result | None] | None:
         """Put one staged item in place; its vault path and stat (None: nothing to index)."""
         rel = item["path"]
@@ -259,6 +255,10 @@ class Staging:
         if not self.pending():
             return []
         origin = f"{INDEX_DIRNAME}/{STAGING_DIRNAME}"
+        if not confine.real_folder(self.folder):  # no staging the tool made: never followed, never in the way
+            set_aside(self._store.control_dir, "import", digest(b""), [self.folder], origin,
+                      "a symlink or a file, not a folder the tool made", "do nothing: it is no staged import")
+            return []
         try:
             raw = self._manifest_bytes()
         except FileNotFoundError:
@@ -272,8 +272,8 @@ class Staging:
         why = refusal(self._store.register, self._store.tracked, "import", found, origin)
         if why is None:
             try:
-                _checked_items(self.folder, self._root, raw)
-            except (ValueError, TypeError, KeyError, MemoryError_) as exc:
+                checked_items(self.folder, self._root, raw)
+            except (ValueError, TypeError, KeyError, AgentMemoryError) as exc:
                 why = f"its manifest fails the checks ({_why(exc)})"
         if why is not None:
             set_aside(self._store.control_dir, "import", found, [self.folder], origin, why, import_would(raw))
@@ -282,13 +282,13 @@ class Staging:
         published = self.publish(after_crash=True)
         self._remove()
         self._store.register.done("import", found)
-        return [rel for _n, rel, _stat in published]
+        return [p.path for p in published]
 
 
 _STAGED_NAME = re.compile(r"[0-9]{1,9}")
 
 
-def _checked_items(folder: Path, root: Path, raw: bytes) -> list[dict]:
+def checked_items(folder: Path, root: Path, raw: bytes) -> list[dict[str, Any]]:
     """A manifest's items, refused (``ValueError``, ``PathRefused``) unless each names a
     staged file by number, a memory path (``confine``), and the sha256 of the staged
     file, which a file still staged must hold; an update's replaced bytes are staged too."""

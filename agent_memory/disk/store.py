@@ -1,6 +1,6 @@
 """The vault's files on disk: reading them safely, walking them, and durable writes.
 
-All file writes in the package go through ``_write_temp`` + a rename here, so a crash
+All file writes in the package go through ``write_temp`` + a rename here, so a crash
 leaves either the old file or the new one, and tests can inject disk errors in one place.
 Where things are (the vault, its index folder, which paths are memories) is ``layout``.
 """
@@ -12,6 +12,7 @@ import datetime as dt
 import errno
 import hashlib
 import json
+import logging
 import os
 import re
 import secrets
@@ -21,6 +22,7 @@ import sys
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from dataclasses import dataclass
 from pathlib import Path
 
 from . import locking
@@ -29,6 +31,8 @@ from ..trust import confine
 from ..trust.register import digest, read_record, refusal, set_aside
 from .layout import INDEX_DIRNAME, TMP_SUFFIX, encodable, is_ignored_dir
 from .trash import Trash
+
+log = logging.getLogger("agent_memory.disk")
 
 _TMP_NAME = re.compile(r"\.[0-9a-f]{12}" + re.escape(TMP_SUFFIX))
 ORPHAN_AGE = 60.0  # seconds: a temp file of ours this old belongs to a process that died
@@ -131,6 +135,18 @@ def _remove_empty(folders: list[Path]) -> None:
             return
 
 
+@dataclass(frozen=True)
+class WriteChange:
+    """One file a tool write changed (what its git commit takes): ``how`` is
+    ``created``, ``changed``, ``moved`` (``detail``: the old path), ``forgotten`` or
+    ``expired`` (``detail``: its trash path), or ``restored`` (``detail``: the trash
+    path it came back from)."""
+
+    path: str
+    how: str
+    detail: str = ""
+
+
 _STAMP = struct.Struct("<4q")
 
 
@@ -161,22 +177,21 @@ class Store:
         self._real_root: Path | None = None
         self.control_dir = root / INDEX_DIRNAME  # lock, staging, parked files: always the vault's own
         self.parked_dir = self.control_dir / "parked"
-        self.trash = Trash(root, self._fsync_dir, lambda folder, data: self._write_temp(folder, data), self.changed)
+        self.trash = Trash(root, self.fsync_dir, lambda folder, data: self.write_temp(folder, data), self.changed)
         # This user's register of open operations and git's tracked files: every record the
         # tool leaves in .index/ or .trash/ is checked against both before it is acted on.
         self.register, self.tracked = self.trash.register, self.trash.tracked
-        # What the write in progress did to the vault's files, in order: (path, how, detail).
-        # ``VaultCore._writing`` takes them when the write ends (``git.commits`` commits them).
-        self.changes: list[tuple[str, str, str]] = []
+        # What the write in progress did to the vault's files, in order; the vault's write
+        # lock takes them when the write ends (``git.commits`` commits them).
+        self.changes: list[WriteChange] = []
         self._batch: set[Path] | None = None  # inside ``durable_together``: folders to fsync at its end
         # Memories the last whole walk found with a second name (a symlink, or a hard link
         # anywhere): an edit through one name brings no event for the other.
         self.aliased = 0
 
     def changed(self, rel: str, how: str, detail: str = "") -> None:
-        """Note that the tool changed ``rel``: ``created``, ``changed``, ``moved`` (detail:
-        the old path), ``forgotten``/``expired`` (detail: its trash path), ``restored``."""
-        self.changes.append((rel, how, detail))
+        """Note that the tool changed ``rel`` (``WriteChange`` says how)."""
+        self.changes.append(WriteChange(rel, how, detail))
 
     # ------------------------------------------------------------------ paths
     def abspath(self, rel: str) -> Path:
@@ -263,21 +278,13 @@ class Store:
         self, skipped: Callable[[str, str], None] | None = None, temp_files: list[Path] | None = None,
         known: dict[str, bytes] | None = None, unchanged: list[int] | None = None,
     ) -> Iterator[tuple[str, os.stat_result]]:
-        """Every memory file with its stat, skipping dot-folders, editor droppings, names
-        that are not UTF-8, and anything that is not a regular file once symlinks are
-        followed (a named pipe would block the reader forever; a loop never resolves).
-
-        ``skipped(path, why)`` hears of each ``.md`` left out for a reason a person may
-        want to fix (``doctor`` lists them); dot-folders and droppings are left out quietly.
-        Files over ``limits.MAX_FILE_BYTES`` are left out too (reading, hashing and
-        parsing one would stall every command). ``temp_files`` collects the tool's own
-        temp files met on the way (``remove_orphans`` deletes those a crash left). Once
-        the walk is done, ``aliased`` counts the memories it found with a second name.
-
-        ``known`` (reconcile's snapshot of the index: path -> ``packed_stamp``):
-        each file walked is taken out of it, and one whose stat is the same is not
-        yielded, only counted in ``unchanged[0]``; what is left in ``known`` afterwards
-        was not found. Comparing here, in the walk's own loop, spares a second pass."""
+        """Every memory file with its stat (what is left out, and why: the walk in
+        docs/design/reconcile.md). ``skipped(path, why)`` hears of each ``.md`` left out
+        for a reason a person may fix (``doctor`` lists them); ``temp_files`` collects the
+        tool's own temp files met on the way; ``aliased`` then counts the memories found
+        with a second name. ``known`` is reconcile's snapshot (path -> ``packed_stamp``):
+        a file whose stat matches is only counted in ``unchanged[0]``, and what is left
+        in ``known`` afterwards was not found (compared in this loop: no second pass)."""
         from .. import limits
 
         def skip(rel: str, why: str) -> None:
@@ -372,10 +379,10 @@ class Store:
         except (FileNotFoundError, NotADirectoryError, IsADirectoryError):
             return None
         except OSError as exc:  # unreadable, a symlink swapped in, a socket
-            print(f"agent-memory: warning: skipped {rel}: {exc.strerror or exc}", file=sys.stderr)
+            log.warning("skipped %s: %s", rel, exc.strerror or exc)
             return None
         found = os.fstat(fd)
-        if not self._opened_inside(fd):
+        if not self.opened_inside(fd):
             os.close(fd)
             return None
         if (found.st_dev, found.st_ino) != (checked.st_dev, checked.st_ino):
@@ -400,7 +407,7 @@ class Store:
         except OSError as exc:
             if exc.errno == errno.ELOOP:
                 return _SLOW_PATH  # a symlink: resolved and checked the long way
-            print(f"agent-memory: warning: skipped {rel}: {exc.strerror or exc}", file=sys.stderr)
+            log.warning("skipped %s: %s", rel, exc.strerror or exc)
             return None
         try:
             where = os.readlink(f"/proc/self/fd/{fd}")
@@ -415,7 +422,7 @@ class Store:
         with os.fdopen(fd, "rb") as handle:
             return handle.read(), found
 
-    def _opened_inside(self, fd: int) -> bool:
+    def opened_inside(self, fd: int) -> bool:
         """Where the kernel says the opened file is (Linux: ``/proc/self/fd``) is inside
         the vault: a folder swapped for a symlink between the check and the open would
         pass the stat comparison, since both would see the swapped path."""
@@ -432,7 +439,7 @@ class Store:
             return None
 
     # ------------------------------------------------------------------ writing
-    def _write_temp(self, folder: Path, data: bytes, mode: int = 0o644, owner: tuple[int, int] | None = None) -> Path:
+    def write_temp(self, folder: Path, data: bytes, mode: int = 0o644, owner: tuple[int, int] | None = None) -> Path:
         """The one place bytes reach the disk: a hidden temp file, fsynced.
 
         ``mode``: an edit keeps the file's permissions (a 0600 note stays private), and
@@ -463,7 +470,7 @@ class Store:
         os.close(fd)
         return tmp
 
-    def _fsync_dir(self, folder: Path) -> None:
+    def fsync_dir(self, folder: Path) -> None:
         """Make a folder's entries durable (a new name, a rename); in a batch, once at its end."""
         if self._batch is not None:
             self._batch.add(folder)
@@ -537,7 +544,7 @@ class Store:
         try:
             if new_dirs:
                 target_dir.mkdir(parents=True, exist_ok=True)
-            tmp = staged if staged is not None else self._write_temp(target_dir, data)
+            tmp = staged if staged is not None else self.write_temp(target_dir, data)
             written = os.stat(tmp)
         except OSError as exc:
             _remove_empty(new_dirs)
@@ -549,7 +556,7 @@ class Store:
                     locking.move_no_replace(tmp, target_dir / name)  # fails if the name exists: no overwrite
                 except FileExistsError:
                     continue
-                self._fsync_dir(target_dir)
+                self.fsync_dir(target_dir)
                 rel = f"{folder}/{name}" if folder else name
                 self.changed(rel, "created")
                 return rel, _unchanged_since(target_dir / name, written)
@@ -583,23 +590,11 @@ class Store:
         return where == str(self.real_root / folder if folder else self.real_root) and self._refusal(Path(where)) is None
 
     def replace_checked(self, rel: str, data: bytes, checked: bytes) -> os.stat_result | None:
-        """Put ``data`` at ``rel`` if the file there still holds exactly ``checked``;
-        returns the stat of the file now there if it is still the one written (as
-        ``place`` does; None when something touched it since: read it back).
-
-        Every step leaves something ``settle_parked`` understands, so no crash or error
-        can lose a byte: first a record in ``.index/parked/`` (the hashes of what was
-        checked and of the new bytes), then the new file beside it, then one atomic swap
-        (``locking.swap``) of that file with the memory. What the swap displaced lands in
-        ``parked/`` under the record and is compared with ``checked``: a save that landed
-        in between is swapped back and ``SavedMeanwhile`` raised (and a copy of it kept
-        in the trash: an editor may have read the tool's version meanwhile, see
-        ``_swap_back``). The displaced file is
-        kept a while rather than deleted: an editor that saves in place may still write
-        into it through a descriptor it opened before. Where the OS cannot swap, the
-        memory is first moved aside (compared, and put back if it is not what was
-        checked), then the new file takes its name without replacing anything.
-        """
+        """Put ``data`` at ``rel`` only if the file there still holds exactly ``checked``,
+        else raise ``SavedMeanwhile`` (a save that landed meanwhile stands). Returns the
+        stat of the file now there if it is still the one written (None: read it back).
+        Every step leaves a record ``settle_parked`` understands, so no crash loses a
+        byte: the checked swap, docs/design/checked-writes.md (3 and 4)."""
         target = self._edit_target(rel)
         try:
             found = os.stat(target)
@@ -624,7 +619,7 @@ class Store:
                     raise SavedMeanwhile(rel)
             else:
                 swapped = self._replace_without_swap(rel, parked, target, checked)
-            self._fsync_dir(target.parent)
+            self.fsync_dir(target.parent)
             self.changed(rel, "changed")
             return _unchanged_since(target, written)
         except OSError as exc:
@@ -676,8 +671,7 @@ class Store:
             raise VaultError(f"Two saves landed on {rel} during a write; the newer is in {parked}.")
         kept = self.trash.move_in(parked, rel, "", "conflict", _utc_stamp())
         self._unpark(parked)
-        print(f"agent-memory: warning: two saves landed on {rel} while the tool wrote it; "
-              f"the older is kept in {kept}", file=sys.stderr)
+        log.warning("two saves landed on %s while the tool wrote it; the older is kept in %s", rel, kept)
         self._keep_put_back(rel, in_place)
 
     def _keep_put_back(self, rel: str, saved: bytes | None) -> None:
@@ -691,12 +685,12 @@ class Store:
         try:
             kept = self.trash.copy_in(saved, rel, "", "conflict", _utc_stamp())
         except (OSError, VaultError, PathRefused) as exc:  # a full disk; a .trash/ that is a symlink
-            print(f"agent-memory: warning: a save that landed on {rel} during a write is back in place, but no "
-                  f"copy of it could be kept in the trash: {exc}", file=sys.stderr)
+            log.warning("a save that landed on %s during a write is back in place, but no copy of it could be "
+                        "kept in the trash: %s", rel, exc)
             return
-        print(f"agent-memory: warning: a save landed on {rel} while the tool wrote it; it is back in place, and a "
-              f"copy is kept in {kept} (the tool's version was the file for a moment: an editor that read it then "
-              "would save over it)", file=sys.stderr)
+        log.warning("a save landed on %s while the tool wrote it; it is back in place, and a copy is kept in %s "
+                    "(the tool's version was the file for a moment: an editor that read it then would save over it)",
+                    rel, kept)
 
     def _replace_without_swap(self, rel: str, parked: Path, target: Path, checked: bytes) -> bool:
         """The fallback where the OS cannot swap: take the memory aside, compare it, and
@@ -730,10 +724,10 @@ class Store:
         name = f"{time.time_ns()}-{secrets.token_hex(4)}"
         record = folder / f"{name}.json"
         note = {"source": rel, "checked": hashlib.sha256(checked).hexdigest(), "ours": hashlib.sha256(data).hexdigest()}
+        confine.tool_folder(folder)  # never a planted link: the bytes kept there are a memory's
         try:
-            folder.mkdir(parents=True, exist_ok=True)
             self._write_record(record, note)
-            tmp = self._write_temp(folder, data, mode, owner)
+            tmp = self.write_temp(folder, data, mode, owner)
             os.rename(tmp, folder / f"{name}.md")
         except OSError as exc:
             self._drop_record(record)
@@ -746,7 +740,7 @@ class Store:
         descriptor opened on it still writes into it, and ``settle_parked`` sees that)."""
         folder = self.parked_dir
         name = f"{time.time_ns()}-{secrets.token_hex(4)}"
-        folder.mkdir(parents=True, exist_ok=True)
+        confine.tool_folder(folder)
         note = {"source": rel, "checked": hashlib.sha256(checked).hexdigest(), "ours": ""}
         record = folder / f"{name}.json"
         self._write_record(record, note)
@@ -788,8 +782,8 @@ class Store:
         were checked (what a write displaced, unchanged) or the write's own bytes (never
         swapped in, or swapped back) is deleted; anything else, a save that reached it
         through an open descriptor, or one a crash left there, goes to the trash as a
-        conflict copy. Returns those copies' trash paths. Never raises: one odd file
-        must not stop every write."""
+        conflict copy (docs/design/checked-writes.md, 5). Returns those copies' trash
+        paths. Never raises: one odd file must not stop every write."""
         kept: list[str] = []
         self.trash.finish_interrupted()  # a move into the trash a crash cut short, first
         try:
@@ -807,9 +801,9 @@ class Store:
             except ValueError:
                 pass  # not a name the tool gives: looked at (and set aside) below
             try:
-                kept.extend(self._settle_one(stem))
+                kept.extend(self.settle_one(stem))
             except (OSError, ValueError, VaultError) as exc:
-                print(f"agent-memory: warning: could not look at {self.parked_dir / name}: {exc}", file=sys.stderr)
+                log.warning("could not look at %s: %s", self.parked_dir / name, exc)
         return kept
 
     def set_aside_unlisted_parked(self) -> None:
@@ -821,11 +815,11 @@ class Store:
             return
         for stem in stems:
             try:
-                self._settle_one(stem, settle=False)
+                self.settle_one(stem, settle=False)
             except (OSError, ValueError) as exc:
-                print(f"agent-memory: warning: could not look at {self.parked_dir / stem}.json: {exc}", file=sys.stderr)
+                log.warning("could not look at %s.json: %s", self.parked_dir / stem, exc)
 
-    def _settle_one(self, stem: str, settle: bool = True) -> list[str]:
+    def settle_one(self, stem: str, settle: bool = True) -> list[str]:
         """Settle one parked record, if this user's register lists it; else set it aside."""
         record = self.parked_dir / f"{stem}.json"
         files = [self.parked_dir / f"{stem}.md", self.parked_dir / f"{stem}.held"]
@@ -851,8 +845,7 @@ class Store:
             source = note.get("source")
             source = source if confine.memory_problem(source) is None else "displaced.md"
             kept.append(self.trash.move_in(parked, str(source), "", "conflict", _utc_stamp()))
-            print(f"agent-memory: warning: {source} was written to while the tool replaced it; "
-                  f"those bytes are kept in {kept[-1]}", file=sys.stderr)
+            log.warning("%s was written to while the tool replaced it; those bytes are kept in %s", source, kept[-1])
         record.unlink(missing_ok=True)
         self.register.done("parked", found)
         return kept
@@ -876,12 +869,12 @@ class Store:
         target = self.abspath(rel)
         try:
             target.parent.mkdir(parents=True, exist_ok=True)
-            tmp = self._write_temp(target.parent, data, mode, owner)
+            tmp = self.write_temp(target.parent, data, mode, owner)
         except OSError as exc:
             raise disk_error(exc, f"write {rel}") from exc
         try:
             locking.move_no_replace(tmp, target)
-            self._fsync_dir(target.parent)
+            self.fsync_dir(target.parent)
             self.changed(rel, "created")
         except FileExistsError as exc:
             raise VaultError(f"{rel} already exists; it was left as it was.") from exc

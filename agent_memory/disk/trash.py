@@ -21,10 +21,11 @@ import dataclasses
 import datetime as dt
 import hashlib
 import json
+import logging
 import os
 import stat as stat_kind
-import sys
 from collections.abc import Callable, Iterator
+from typing import Any
 from pathlib import Path
 
 from . import locking
@@ -32,6 +33,8 @@ from ..trust import confine
 from ..errors import PathRefused, VaultError, disk_error
 from ..trust.register import Register, Tracked, digest, record_id, refusal
 from .layout import TRASH_DIRNAME
+
+log = logging.getLogger("agent_memory.disk")
 
 LEDGER_NAME = ".agent-memory.jsonl"
 REASONS = ("forgotten", "expired", "replaced", "conflict")
@@ -185,9 +188,14 @@ class Trash:
         self.register.done("trash", entry.record_hash)
 
     def _rewrite(self, keep: list[Entry]) -> None:
-        tmp = self.folder / f".{LEDGER_NAME}.{os.getpid()}.tmp"
-        tmp.write_text("".join(e.to_json() + "\n" for e in keep), encoding="utf-8")
-        os.replace(tmp, self.ledger)
+        """The ledger whole, atomically, through a temp file of an unguessable name that
+        must not exist: a name a plant can take (a symlink in ``.trash/``) is never written."""
+        tmp = self._write_temp(self.folder, "".join(e.to_json() + "\n" for e in keep).encode("utf-8"))
+        try:
+            os.replace(tmp, self.ledger)
+        except BaseException:
+            tmp.unlink(missing_ok=True)
+            raise
 
     def _still_ours(self, entry: Entry) -> bool:
         """The entry's file is the one the tool put there, unchanged: same bytes, and (where
@@ -265,13 +273,13 @@ class Trash:
                     self._finish_one(intent)
                     done.append(str(intent.get("to")))
             except (OSError, VaultError, ValueError, TypeError) as exc:
-                print(f"agent-memory: warning: could not finish a move into the trash a crash interrupted ({exc}); "
-                      f"it is noted in {noted}", file=sys.stderr)
+                log.warning("could not finish a move into the trash a crash interrupted (%s); it is noted in %s",
+                            exc, noted)
                 continue
             self.register.drop_intent(noted)
         return done
 
-    def _finish_one(self, intent: dict) -> None:
+    def _finish_one(self, intent: dict[str, Any]) -> None:
         rel, origin = str(intent["to"]), Path(str(intent["from"]))
         target = self._inside(rel)
         if not os.path.lexists(target) or any(e.trash == rel for e in self.entries()):

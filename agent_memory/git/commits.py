@@ -1,31 +1,10 @@
 """Tool writes as git commits (``git.commit``, ``serve --git-commit``): the journal of
-pending writes and the ``Committer``.
+pending writes (``Pending``, ``GitState.note_write``) and the ``Committer`` thread.
 
-A write never waits for git. When it succeeds, the files it changed (``Store.changes``,
-noted where the store creates, replaces, trashes and restores files, and where a move
-renames one) and a message (``remember: <title>``...) are appended to a small journal in
-the vault's own ``.index/`` (``git-pending.jsonl``, ``note_write``). A ``Committer``
-thread (started by the server) commits the journal after a short quiet spell, so writes
-that come close together make one commit; ``sync`` commits whatever is still pending,
-from any process.
-
-A commit touches only the journal's paths (``git commit --only``: a person's staged or
-unstaged work elsewhere is never included), runs no hook of the repository unless this
-clone opted in (``git.hooks = true``, approved; then a failing hook is logged and the
-writes stay pending: the files are the truth, the commit a record), runs no program the
-repository's own config names (``run.repository_overrides``),
-and is not attempted in a state this module does not understand — a detached HEAD, a
-rebase, merge or cherry-pick in progress, unmerged paths — which is said once in the
-log. A busy repository (someone else's ``index.lock``) is retried a few seconds later.
-
-Commits and ``sync`` act only when the vault is the repository's top folder, or when
-``git.subfolder = true`` opts a vault inside a larger repository in: they must never
-commit to, rebase or push a code branch by surprise.
-
-Locks, always taken in this order: the git lock (``.index/git.lock``: one committer or
-sync at a time per vault), the vault's write lock (writes, and ``sync`` while it joins
-the histories and updates the index), the journal's own lock (held for an append or a
-rewrite only). The committer never takes the vault's lock, so a commit never blocks a write.
+A write never waits for git: it appends its files to a journal in ``.index/``, and the
+committer commits only those paths, without the repository's hooks or programs, and
+never in a state it does not understand. The protocol (the journal, what a commit
+touches, the lock order): docs/design/git.md.
 """
 
 from __future__ import annotations
@@ -41,11 +20,14 @@ import threading
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Self
+from collections.abc import Callable
+from typing import Any, Protocol, Self
 
-from ..vault.core import VaultCore
 from ..disk.layout import INDEX_DIRNAME
 from ..disk.locking import WriteLock
+from ..disk.store import Store, WriteChange, replace_file
+from ..index.db import Index
+from ..settings import Settings
 from ..errors import GitError
 from ..note import parse
 from ..trust import confine, credentials
@@ -57,6 +39,19 @@ PENDING_FILE = "git-pending.jsonl"
 BATCH_WINDOW = 0.5  # seconds of quiet after a write before its commit: close writes share one
 RETRY_AFTER = 5.0  # seconds before a busy repository (index.lock, a rebase) is tried again
 MAX_TITLE = 72
+
+
+class GitVault(Protocol):
+    """What git's commits and ``sync`` need of an open vault (``vault.core.Core`` is one)."""
+
+    @property
+    def root(self) -> Path: ...
+    @property
+    def store(self) -> Store: ...
+    @property
+    def index(self) -> Index: ...
+    @property
+    def settings(self) -> Settings: ...
 
 
 def state_problem(repo: Repo) -> tuple[str, str] | None:
@@ -82,7 +77,7 @@ class Pending:
     Each line is entered in this user's register first; a line it does not list (or a
     journal git tracks) is set aside when read, never committed."""
 
-    def __init__(self, folder: Path, store: Any = None) -> None:
+    def __init__(self, folder: Path, store: Store | None = None) -> None:
         self.path = folder / PENDING_FILE
         self._lock = WriteLock(folder / "git-pending.lock")
         self._folder = folder
@@ -134,12 +129,10 @@ class Pending:
             return lines
         aside = [line for line in lines if line not in keep]
         why = refusal(self._store.register, self._store.tracked, "git-pending", digest(aside[0]), origin)
-        tmp = self.path.with_name(f".{PENDING_FILE}.{os.getpid()}.tmp")
-        tmp.write_bytes(b"".join(line + b"\n" for line in keep) + tail)
-        os.replace(tmp, self.path)
+        replace_file(self.path, b"".join(line + b"\n" for line in keep) + tail)  # never through a planted link
         text = b"".join(line + b"\n" for line in aside)
         set_aside(self._folder, "git-pending", digest(text), [], origin,
-                  f"{len(aside)} line(s) {why or 'not listed'}", _pending_would(aside), {PENDING_FILE: text})
+                  f"{len(aside)} line(s) {why or 'not listed'}", pending_would(aside), {PENDING_FILE: text})
         return keep
 
     def drop(self, count: int) -> None:
@@ -158,12 +151,10 @@ class Pending:
             if not rest:
                 self.path.unlink(missing_ok=True)
                 return
-            tmp = self.path.with_name(f".{PENDING_FILE}.{os.getpid()}.tmp")
-            tmp.write_bytes(b"".join(line + b"\n" for line in rest))
-            os.replace(tmp, self.path)
+            replace_file(self.path, b"".join(line + b"\n" for line in rest))
 
 
-def _pending_would(lines: list[bytes]) -> str:
+def pending_would(lines: list[bytes]) -> str:
     """What committing journal lines would do, for a person deciding about them."""
     paths: list[str] = []
     for line in lines:
@@ -189,11 +180,13 @@ class GitState:
 
     RECHECK = 10.0  # seconds: a vault not in git is looked at again after this long (git init)
 
-    def __init__(self, vault: VaultCore) -> None:
+    def __init__(self, vault: GitVault) -> None:
         self.vault = vault
         self.pending = Pending(vault.store.control_dir, vault.store)
         self.lock = WriteLock(vault.store.control_dir / "git.lock")
-        self.wake: Any = None  # the running committer's wake(), if any
+        self.wake: Callable[[], None] | None = None  # the running committer's wake(), if any
+        # Commit tool writes: True (``serve --git-commit``), or None to follow ``git.commit``.
+        self.commit: bool | None = None
         self._repo: Repo | None = None
         self._looked = 0.0
         self._said: set[str] = set()
@@ -216,15 +209,31 @@ class GitState:
     def all_well(self) -> None:
         self._said.clear()
 
-
-_state_lock = threading.Lock()
-
-
-def state_of(vault: VaultCore) -> GitState:
-    with _state_lock:
-        if vault.git_state is None:
-            vault.git_state = GitState(vault)
-        return vault.git_state
+    def note_write(self, changes: list[WriteChange]) -> None:
+        """Note a successful write's files in the journal when commits are on and the
+        vault may be committed (checked once per process; said once otherwise), then wake
+        the committer. Under the vault's lock: no git command runs here but the first look
+        for the repository."""
+        if not (self.commit or (self.commit is None and self.vault.settings.git_commit)):
+            return
+        try:
+            repo = self.repository()
+            if repo is None:
+                self.say_once("no-git", "git.commit is on but the vault is not in a git repository; nothing is "
+                              "committed (git init in it to start)")
+                return
+            scope = repo.in_scope(self.vault.settings.git_subfolder)
+            if scope:
+                self.say_once("scope", scope)
+                return
+            paths, message = describe(self.vault, changes)
+            if paths:
+                self.pending.add({"paths": paths, "message": message, "at": time.time()})
+        except Exception as exc:  # noqa: BLE001 - the write succeeded: it stands whatever its record does
+            self.say_once("record", f"could not note a write for a git commit: {exc}")
+            return
+        if self.wake is not None:
+            self.wake()
 
 
 def _clean(title: str) -> str:
@@ -232,12 +241,13 @@ def _clean(title: str) -> str:
     return title if len(title) <= MAX_TITLE else title[: MAX_TITLE - 1] + "…"
 
 
-def describe(vault: VaultCore, changes: list[tuple[str, str, str]]) -> tuple[list[str], str]:
+def describe(vault: GitVault, changes: list[WriteChange]) -> tuple[list[str], str]:
     """The paths one write changed and its commit message (``remember: <title>``...)."""
     paths: list[str] = []
     kinds: dict[str, list[tuple[str, str]]] = {}
     seen: set[str] = set()
-    for rel, how, detail in changes:
+    for change in changes:
+        rel, how, detail = change.path, change.how, change.detail
         for path in (rel, detail) if how == "moved" else (rel,):
             if path not in paths:
                 paths.append(path)
@@ -279,7 +289,7 @@ def describe(vault: VaultCore, changes: list[tuple[str, str, str]]) -> tuple[lis
 
 
 @dataclass
-class Outcome:
+class CommitOutcome:
     """What one attempt to commit the pending writes did."""
 
     status: str  # "committed", "nothing", "busy" (retry later), "refused" (a state not understood), "failed"
@@ -328,25 +338,25 @@ def _message(entries: list[dict[str, Any]]) -> str:
     return f"{messages[0]} (+{len(messages) - 1} more)\n\n" + "\n".join(f"- {m}" for m in messages) + "\n"
 
 
-def commit_pending(vault: VaultCore, state: GitState, repo: Repo) -> Outcome:
+def commit_pending(vault: GitVault, state: GitState, repo: Repo) -> CommitOutcome:
     """Commit every pending write, in one commit, touching only their paths. The caller
     holds the git lock."""
     entries, taken = state.pending.read()
     if not taken:
-        return Outcome("nothing")
+        return CommitOutcome("nothing")
     problem = state_problem(repo)
     if problem is not None:
         kind, sentence = problem
-        return Outcome("busy" if kind == "busy" else "refused", len(entries), message=sentence, problem=kind)
+        return CommitOutcome("busy" if kind == "busy" else "refused", len(entries), message=sentence, problem=kind)
     paths = list(dict.fromkeys(p for e in entries for p in e["paths"]))
     changed, untracked = _changed_paths(repo, paths) if paths else ([], [])
     held = _holding_credentials(vault, changed)
-    withheld = [f"{rel}: {why}" for rel, why in held.items()]
+    withheld = [f"{_shown(rel, vault.settings)}: {why}" for rel, why in held.items()]
     changed = [p for p in changed if p not in held]
     untracked = [p for p in untracked if p not in held]
     if not changed:  # undone since, committed by a person already, or all withheld
         _keep_pending(state, taken, entries, held)
-        return Outcome("nothing", len(entries), withheld=withheld)
+        return CommitOutcome("nothing", len(entries), withheld=withheld)
     if untracked:
         added = repo.run("add", "-A", "--", *untracked, optional_locks=True)
         if added.returncode != 0:
@@ -360,14 +370,15 @@ def commit_pending(vault: VaultCore, state: GitState, repo: Repo) -> Outcome:
         return _failed(repo, done, len(entries), changed)
     _keep_pending(state, taken, entries, held)
     head = repo.run("rev-parse", "HEAD").stdout.decode().strip()
-    return Outcome("committed", len(entries), head, _message(entries).split("\n")[0], changed, withheld=withheld)
+    return CommitOutcome("committed", len(entries), head, _message(entries).split("\n")[0], changed, withheld=withheld)
 
 
-def _holding_credentials(vault: VaultCore, paths: list[str]) -> dict[str, str]:
+def _holding_credentials(vault: GitVault, paths: list[str]) -> dict[str, str]:
     """Of the files about to be committed, those holding a credential not in
-    ``secrets.allow`` (a person's hand edit included), or that cannot be read to be
-    checked: path -> what was found (kinds and fingerprints, never the value). A file
-    that is gone is a deletion: nothing of it leaves."""
+    ``secrets.allow`` (a person's hand edit included), in their content or in their name
+    (a commit carries both), or that cannot be read to be checked: path -> what was found
+    (kinds and fingerprints, never the value). A file that is gone is a deletion: nothing
+    of it leaves."""
     settings = vault.settings
     held: dict[str, str] = {}
     for rel in paths:
@@ -378,11 +389,19 @@ def _holding_credentials(vault: VaultCore, paths: list[str]) -> dict[str, str]:
         except OSError as exc:
             held[rel] = f"cannot be read to check it for credentials ({exc.strerror or exc})"
             continue
+        named = credentials.check_text(rel, settings)
         found = credentials.check_text(data.decode("utf-8", "replace"), settings)
-        if found:
-            held[rel] = ", ".join(f"{f.kind} (line {f.line}, fingerprint {f.fingerprint})" for f in found[:3]) + (
-                f" and {len(found) - 3} more" if len(found) > 3 else "")
+        said = [f"its name holds a {f.kind} (fingerprint {f.fingerprint})" for f in named[:3]]
+        said += [f"{f.kind} (line {f.line}, fingerprint {f.fingerprint})" for f in found[:3]]
+        if said:
+            more = len(named) + len(found) - len(said)
+            held[rel] = ", ".join(said) + (f" and {more} more" if more else "")
     return held
+
+
+def _shown(rel: str, settings: Any) -> str:
+    """A path as messages and logs show it: a credential in its name redacted."""
+    return credentials.redact(rel, credentials.check_text(rel, settings))
 
 
 def _as_committed(path: Path) -> bytes:
@@ -407,17 +426,24 @@ def _keep_pending(state: GitState, taken: int, entries: list[dict[str, Any]], he
         state.pending.add({"paths": list(held), "message": waiting[0]["message"], "at": time.time()})
 
 
-def _failed(repo: Repo, done: subprocess.CompletedProcess[bytes], writes: int, paths: list[str]) -> Outcome:
+def _failed(repo: Repo, done: subprocess.CompletedProcess[bytes], writes: int, paths: list[str]) -> CommitOutcome:
     if (repo.git_dir / "index.lock").exists():
-        return Outcome("busy", writes, message=f"git is busy in {repo.top} (another git command holds index.lock)",
+        return CommitOutcome("busy", writes, message=f"git is busy in {repo.top} (another git command holds index.lock)",
                        problem="index.lock")
     text = (done.stderr or done.stdout).decode("utf-8", "replace").strip()
     lines = [line for line in text.splitlines() if line.strip()][-5:]
     hint = ""
     if "identity unknown" in text or "tell me who you are" in text:
         hint = ' (set [git] author = "Name <email>" in the vault\'s .agent-memory.toml, or git config user.email)'
-    return Outcome("failed", writes, message=f"git commit failed{hint}: {' | '.join(lines) or 'no output'}",
+    return CommitOutcome("failed", writes, message=f"git commit failed{hint}: {' | '.join(lines) or 'no output'}",
                    paths=paths)
+
+
+class HasGitState(Protocol):
+    """An open vault with its git state (``Vault``)."""
+
+    @property
+    def git_state(self) -> GitState: ...
 
 
 class Committer:
@@ -426,12 +452,12 @@ class Committer:
     ``flush()`` commits what is pending now and waits for it (tests, and the server's
     exit through ``stop()``). It never raises into a write: every problem is logged."""
 
-    def __init__(self, vault: VaultCore, *, window: float = BATCH_WINDOW, retry: float = RETRY_AFTER) -> None:
-        self.vault = vault
-        self.state = state_of(vault)
+    def __init__(self, vault: HasGitState, *, window: float = BATCH_WINDOW, retry: float = RETRY_AFTER) -> None:
+        self.state = vault.git_state
+        self.vault = self.state.vault
         self.window = window
         self.retry = retry
-        self.last: Outcome | None = None
+        self.last: CommitOutcome | None = None
         self._cond = threading.Condition()
         self._wanted = 1  # a first run commits what a crash or the CLI left pending
         self._done = 0
@@ -451,7 +477,7 @@ class Committer:
             self._wanted += 1
             self._cond.notify_all()
 
-    def flush(self, timeout: float = 60.0) -> Outcome | None:
+    def flush(self, timeout: float = 60.0) -> CommitOutcome | None:
         """Commit now what is pending and wait (at most ``timeout`` s); the outcome."""
         with self._cond:
             self._wanted += 1
@@ -504,23 +530,23 @@ class Committer:
                 self._retry_at = time.monotonic() + self.retry if outcome.status == "busy" else None
                 self._cond.notify_all()
 
-    def run_once(self) -> Outcome:
+    def run_once(self) -> CommitOutcome:
         """One attempt, under the git lock; never raises."""
         state = self.state
         if not state.pending.path.exists():
-            return Outcome("nothing")  # no git command at all while nothing is pending
+            return CommitOutcome("nothing")  # no git command at all while nothing is pending
         try:
             repo = state.repository()
             if repo is None:
-                return Outcome("refused", message="not in a git repository")
+                return CommitOutcome("refused", message="not in a git repository")
             scope = repo.in_scope(self.vault.settings.git_subfolder)
             if scope:
                 state.say_once("scope", scope)
-                return Outcome("refused", message=scope)
+                return CommitOutcome("refused", message=scope)
             with state.lock.hold():
                 outcome = commit_pending(self.vault, state, repo)
         except Exception as exc:  # noqa: BLE001 - the committer outlives any one failure, and says it
-            outcome = Outcome("failed", message=str(exc))
+            outcome = CommitOutcome("failed", message=str(exc))
         for item in outcome.withheld:
             state.say_once(f"withheld {item}", f"not committed: {item}, not in secrets.allow; remove it from the "
                            "file (or approve its fingerprint), and the next commit takes it")
@@ -534,31 +560,3 @@ class Committer:
         elif outcome.status == "failed":
             state.say_once(outcome.message, outcome.message + "; the writes stand and stay pending")
         return outcome
-
-
-def note_write(vault: VaultCore, changes: list[tuple[str, str, str]]) -> None:
-    """Note a successful write's files in the journal when commits are on and the
-    vault may be committed (checked once per process; said once otherwise), then wake
-    the committer. Under the vault's lock: no git command runs here but the first look
-    for the repository."""
-    if not (vault.git_commit or (vault.git_commit is None and vault.settings.git_commit)):
-        return
-    state = state_of(vault)
-    try:
-        repo = state.repository()
-        if repo is None:
-            state.say_once("no-git", "git.commit is on but the vault is not in a git repository; nothing is "
-                           "committed (git init in it to start)")
-            return
-        scope = repo.in_scope(vault.settings.git_subfolder)
-        if scope:
-            state.say_once("scope", scope)
-            return
-        paths, message = describe(vault, changes)
-        if paths:
-            state.pending.add({"paths": paths, "message": message, "at": time.time()})
-    except Exception as exc:  # noqa: BLE001 - the write succeeded: it stands whatever its record does
-        state.say_once("record", f"could not note a write for a git commit: {exc}")
-        return
-    if state.wake is not None:
-        state.wake()

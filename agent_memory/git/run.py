@@ -114,21 +114,23 @@ def dubious_owner(stderr: bytes) -> str | None:
 
 # A key of the repository's own config that names a program git would run for the tool's
 # commands, and the value that replaces it: filters pass the bytes through, a merge driver
-# other than ours is git's own text merge, signing programs are git's defaults. (What
+# other than ours is git's own text merge, signing programs are git's defaults. Section and
+# key names are compared in any case, as git does; a subsection (a driver's name) exactly,
+# as git does too: ``merge.Agent-Memory.driver`` is another driver than ours. (What
 # reaches the remote, core.sshCommand and credential helpers, is the person's and is left
 # alone; a local remote's upload/receive-pack program is named on the command line by
 # ``sync``, as the first value in the config would win over ``-c``.)
 _PROGRAM_KEYS: tuple[tuple[re.Pattern[str], str], ...] = (
-    (re.compile(r"filter\..+\.(?:clean|smudge|process)"), ""),
-    (re.compile(r"filter\..+\.required"), "false"),
-    (re.compile(r"merge\.(.+)\.driver"), TEXT_MERGE),
-    (re.compile(r"gpg\.program|gpg\.openpgp\.program"), "gpg"),
-    (re.compile(r"gpg\.x509\.program"), "gpgsm"),
-    (re.compile(r"gpg\.ssh\.program"), "ssh-keygen"),
-    (re.compile(r"gpg\.ssh\.defaultkeycommand|core\.alternaterefscommand"), ""),
+    (re.compile(r"filter\..+\.(?:clean|smudge|process)", re.IGNORECASE), ""),
+    (re.compile(r"filter\..+\.required", re.IGNORECASE), "false"),
+    (re.compile(r"merge\.(.+)\.driver", re.IGNORECASE), TEXT_MERGE),
+    (re.compile(r"gpg\.program|gpg\.openpgp\.program", re.IGNORECASE), "gpg"),
+    (re.compile(r"gpg\.x509\.program", re.IGNORECASE), "gpgsm"),
+    (re.compile(r"gpg\.ssh\.program", re.IGNORECASE), "ssh-keygen"),
+    (re.compile(r"gpg\.ssh\.defaultkeycommand|core\.alternaterefscommand", re.IGNORECASE), ""),
 )
 _REPOSITORY_SCOPES = ("local", "worktree")
-_overrides: dict[Path, tuple[object, tuple[str, ...]]] = {}
+_overrides: dict[Path, tuple[object, tuple[Path, ...], object, tuple[str, ...]]] = {}
 _overrides_lock = threading.Lock()
 
 
@@ -148,27 +150,32 @@ def repository_overrides(folder: Path, config_files: tuple[Path, ...], keep: str
     """``-c`` arguments that replace every program the repository's own config
     (``.git/config``, ``config.worktree`` and what they include) names for git to run;
     ``keep`` is a merge driver left as it is (ours, which the caller pins itself).
-    Read again when those files change."""
+    Read again when those files change, included files too (a tracked file a team's
+    clones include can change with any pull); ``config_files`` may name more files whose
+    change means reading again (``HEAD``, for ``includeIf "onbranch:…"``)."""
     stamp = _config_stamp(config_files)
     with _overrides_lock:
         cached = _overrides.get(folder)
-        if cached is not None and cached[0] == stamp:
-            return cached[1]
-    done = run(folder, "config", "--list", "--show-scope", "-z", task="read the repository's config")
+        if cached is not None and cached[0] == stamp and _config_stamp(cached[1]) == cached[2]:
+            return cached[3]
+    done = run(folder, "config", "--list", "--show-scope", "--show-origin", "-z", task="read the repository's config")
     tokens = done.stdout.decode("utf-8", "surrogateescape").split("\0") if done.returncode == 0 else []
     out: list[str] = []
-    for scope, entry in zip(tokens[::2], tokens[1::2], strict=False):
+    included: list[Path] = []
+    for scope, origin, entry in zip(tokens[::3], tokens[1::3], tokens[2::3], strict=False):
         if scope not in _REPOSITORY_SCOPES:
             continue
+        if origin.startswith("file:") and (folder / origin[5:]) not in (*config_files, *included):
+            included.append(folder / origin[5:])
         key = entry.split("\n", 1)[0]
         for pattern, value in _PROGRAM_KEYS:
-            match = pattern.fullmatch(key.lower())
-            if match and not (match.groups() and match[1] == keep.lower()):
+            match = pattern.fullmatch(key)
+            if match and not (match.groups() and match[1] == keep):
                 out += ["-c", f"{key}={value}"]
                 break
     result = tuple(out)
     with _overrides_lock:
-        _overrides[folder] = (stamp, result)
+        _overrides[folder] = (stamp, tuple(included), _config_stamp(tuple(included)), result)
     return result
 
 
@@ -223,7 +230,7 @@ class Repo:
         no hooks (unless opted in) and no program the repository's own config names but
         our merge driver, pinned to this install's command."""
         config = (*BASE_CONFIG, *(() if self.hooks else HOOKS_OFF), *_DRIVER_PIN,
-                  *repository_overrides(self.vault, self.config_files, keep=DRIVER))
+                  *repository_overrides(self.vault, (*self.config_files, self.git_dir / "HEAD"), keep=DRIVER))
         return run(self.vault, *args, task=COMMIT_TASK, retry=COMMIT_RETRY, timeout=timeout, env=env,
                    optional_locks=optional_locks, config=config, stdin=stdin)
 
@@ -267,8 +274,34 @@ def find_repo(vault: Path, *, task: str = COMMIT_TASK) -> Repo | None:
             raise GitError(refused + ".")
         raise GitError(f"git cannot read the vault's repository: {first_line(done)}.")
     top, prefix, git_dir, config, worktree = (done.stdout.decode("utf-8", "surrogateescape").split("\n") + [""] * 5)[:5]
+    if not _holds_repository(Path(top), Path(git_dir)):
+        raise GitError(
+            f"The git repository {git_dir} names {top} as its work tree (core.worktree), not the folder it is in, "
+            "so agent-memory runs no git command in it: a pull would write files there. If you did not set that, "
+            f"remove it: git --git-dir {shlex.quote(git_dir)} config --unset core.worktree."
+        )
     return Repo(vault=vault, top=Path(top), prefix=prefix, git_dir=Path(git_dir),
                 config_files=(vault / config, vault / worktree))
+
+
+def _holds_repository(top: Path, git_dir: Path) -> bool:
+    """Whether the work tree git reports is where its repository is: ``top/.git`` is the
+    git folder, or a file naming it (a linked worktree, a submodule, a clone with
+    ``--separate-git-dir``). ``core.worktree`` in a ``.git/config`` synced from elsewhere
+    can name any other folder, and every checkout would write there."""
+    marker = top / ".git"
+    try:
+        if marker.is_dir():
+            return os.path.samefile(marker, git_dir)
+        line = marker.read_text(encoding="utf-8", errors="replace").strip()
+    except OSError:
+        return False
+    if not line.startswith("gitdir:"):
+        return False
+    try:
+        return os.path.samefile(top / line[len("gitdir:"):].strip(), git_dir)
+    except OSError:
+        return False
 
 
 def repository(root: Path, *, task: str = "read the history",

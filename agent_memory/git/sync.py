@@ -1,9 +1,8 @@
 """``agent-memory sync``: commit pending tool writes, pull (rebase; a merge when the
 rebase conflicts), bring the index up to date with the files that changed, push.
 
-Only where commits may go (``commits``: the vault is the repository's top folder, or
-``git.subfolder`` opts it in), never in a state git is in the middle of, and never pulling
-or pushing this machine's ``.index/`` or ``.trash/``.
+Only where commits may go, never in a state git is in the middle of, and never pulling
+or pushing this machine's ``.index/`` or ``.trash/``: docs/design/git.md.
 """
 
 from __future__ import annotations
@@ -11,17 +10,20 @@ from __future__ import annotations
 import logging
 import os
 import re
+import secrets
 import tempfile
+from collections.abc import Callable
+from contextlib import AbstractContextManager
 from pathlib import Path
+from typing import Protocol
 
-from ..vault.core import VaultCore
 from ..disk.layout import INDEX_DIRNAME, TMP_SUFFIX, TRASH_DIRNAME, is_memory_path
 from ..disk.locking import move_no_replace
 from ..disk.store import replace_file
 from ..errors import GitError, SettingsError, SyncConflict
 from ..models import SyncResult
 from ..note import parse
-from .commits import GitState, commit_pending, note_write, state_of, state_problem
+from .commits import GitState, GitVault, commit_pending, state_problem
 from .run import DRIVER, Repo, first_line
 
 log = logging.getLogger("agent_memory.git")
@@ -30,33 +32,42 @@ PUSH_TRIES = 3  # a push refused because another clone pushed first: pull again,
 FULL_RECONCILE_OVER = 2000  # changed files past which one reconcile is cheaper than per-file
 
 
-class GitSync(VaultCore):
-    def _written(self, changes: list[tuple[str, str, str]]) -> None:
-        note_write(self, changes)
+class SyncTarget(GitVault, Protocol):
+    """What ``sync`` needs of an open vault besides git's: its write lock."""
+
+    def writing(self) -> AbstractContextManager[None]: ...
+
+
+class GitSync:
+    """``agent-memory sync`` for one open vault. ``reconcile`` and ``reconcile_path``
+    bring the index up to date with the files a pull changed."""
+
+    def __init__(self, vault: SyncTarget, state: GitState, *, reconcile: Callable[[], object],
+                 reconcile_path: Callable[[str], str]) -> None:
+        self.vault = vault
+        self.state = state
+        self._reconcile = reconcile
+        self._reconcile_path = reconcile_path
 
     def sync(self) -> SyncResult:
-        """Commit pending tool writes, pull (rebase; a merge when the rebase conflicts),
-        bring the index up to date with the files that changed, push.
-
-        A person's uncommitted edits are stashed around the pull and put back
-        (``--autostash``). Refused, with what to do, when the vault is not in git, not
-        the repository's top folder (unless ``git.subfolder``), on a detached HEAD or in
-        the middle of a rebase or merge, and without a remote or an upstream branch. A
-        conflict leaves the merge in progress for a person (``SyncConflict``)."""
-        state = state_of(self)
+        """Commit pending tool writes, pull, reindex what changed, push (the steps:
+        docs/design/git.md). Refused, with what to do, when the vault is not in git or
+        not where commits may go, in a state git is in the middle of, or without an
+        upstream branch; a conflict is left for a person (``SyncConflict``)."""
+        state = self.state
         repo = state.repository()
         if repo is None:
-            raise GitError(f"The vault {self.root} is not in a git repository, so there is nothing to sync. Put it "
+            raise GitError(f"The vault {self.vault.root} is not in a git repository, so there is nothing to sync. Put it "
                            "in one (git init, git remote add origin URL) first.")
-        scope = repo.in_scope(self.settings.git_subfolder)
+        scope = repo.in_scope(self.vault.settings.git_subfolder)
         if scope:
             raise GitError(scope[0].upper() + scope[1:] + ".")
         with state.lock.hold():
             result: SyncResult | None = None
             for _attempt in range(PUSH_TRIES):
-                with self._writing():  # tool writes wait; each round commits what they left first
+                with self.vault.writing():  # tool writes wait; each round commits what they left first
                     branch, remote, merge_ref = _upstream(repo)
-                    committed, withheld = _commit_for_sync(self, state, repo)
+                    committed, withheld = _commit_for_sync(self.vault, state, repo)
                     _fetch(repo, remote)
                     step = self._integrate(repo, branch, remote, merge_ref)
                 step["committed"] = committed
@@ -78,7 +89,7 @@ class GitSync(VaultCore):
         named now (``settings`` warns), and a broken file is said, not raised: the sync
         itself went through."""
         try:
-            self.settings  # noqa: B018 - read for its warning
+            self.vault.settings  # noqa: B018 - read for its warning
         except SettingsError as exc:
             result["note"] = f"{result.get('note', '')} {exc}".strip()
 
@@ -168,10 +179,10 @@ class GitSync(VaultCore):
         """Fold the files that changed into the index: per file, or one reconcile for many."""
         paths = [p for p in paths if is_memory_path(p)]
         if len(paths) > FULL_RECONCILE_OVER:
-            self.reconcile()
+            self._reconcile()
         else:
             for rel in paths:
-                self.reconcile_path(rel)
+                self._reconcile_path(rel)
         return len(paths)
 
 
@@ -187,7 +198,7 @@ def _added(before: SyncResult, after: SyncResult) -> SyncResult:
     return after
 
 
-def _commit_for_sync(vault: VaultCore, state: GitState, repo: Repo) -> tuple[int, list[str]]:
+def _commit_for_sync(vault: GitVault, state: GitState, repo: Repo) -> tuple[int, list[str]]:
     problem = state_problem(repo)
     if problem is not None:
         raise GitError(f"Cannot sync: {problem[1]}.")
@@ -287,15 +298,20 @@ _URL_SCHEME = re.compile(r"[A-Za-z][A-Za-z0-9+.-]*://")
 _SCP_LIKE = re.compile(r"[^/\\:]{2,}:")  # user@host:path (one letter before ':' is a Windows drive)
 
 
-def _local_pack_programs(repo: Repo, remote: str, option: str, program: str) -> list[str]:
+def _local_pack_programs(repo: Repo, remote: str, option: str, program: str, *, push: bool = False) -> list[str]:
     """For a remote on this machine (a path, file://), ``--upload-pack``/``--receive-pack``
     naming git's own program: git runs it here, and the repository's config
     (``remote.<name>.uploadpack``, which a ``.git/`` synced from elsewhere can set, and
-    which ``-c`` cannot override) must not choose it. Remotes elsewhere run theirs there."""
-    url = repo.run("remote", "get-url", remote).stdout.decode("utf-8", "surrogateescape").strip()
-    scheme = _URL_SCHEME.match(url)
-    local = url.startswith("file://") if scheme else not _SCP_LIKE.match(url)
-    return [f"{option}={program}"] if local else []
+    which ``-c`` cannot override) must not choose it. Remotes elsewhere run theirs there.
+    Every URL git would use for that direction counts: a push goes to each push URL (or
+    each URL), which need not be the fetch URL."""
+    urls = repo.run("remote", "get-url", "--all", *(("--push",) if push else ()), remote).stdout
+    for url in urls.decode("utf-8", "surrogateescape").splitlines() or [""]:
+        url = url.strip()
+        scheme = _URL_SCHEME.match(url)
+        if url.startswith("file://") if scheme else not _SCP_LIKE.match(url):
+            return [f"{option}={program}"]
+    return []
 
 
 def _fetch(repo: Repo, remote: str) -> None:
@@ -321,7 +337,7 @@ def _push(repo: Repo, remote: str, merge_ref: str) -> tuple[bool, int]:
                        f"{INDEX_DIRNAME}/ or {TRASH_DIRNAME}/, which hold this machine's index and trash and are never "
                        f"pushed by agent-memory. Take them out of git (git rm -r --cached {INDEX_DIRNAME} "
                        f"{TRASH_DIRNAME}, then commit), then sync again; the commits are kept locally.")
-    done = repo.run("push", "--porcelain", *_local_pack_programs(repo, remote, "--receive-pack", "git-receive-pack"),
+    done = repo.run("push", "--porcelain", *_local_pack_programs(repo, remote, "--receive-pack", "git-receive-pack", push=True),
                     remote, f"HEAD:{merge_ref}", timeout=NETWORK_TIMEOUT, optional_locks=True)
     if done.returncode == 0:
         return False, ahead
@@ -386,9 +402,10 @@ def _keep_both_added(repo: Repo, conflicted: list[str]) -> dict[str, str]:
         while (folder / f"{stem}-{n}.md").exists() or f"{parent}{stem}-{n}.md" in tracked:
             n += 1
         other = folder / f"{stem}-{n}.md"
-        tmp = folder / f".{stem}-{n}.md.{os.getpid()}{TMP_SUFFIX}"
-        tmp.write_bytes(theirs)
+        tmp = folder / f".{secrets.token_hex(6)}{TMP_SUFFIX}"  # unguessable, and made here: never a planted link
         try:
+            with os.fdopen(os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644), "wb") as handle:
+                handle.write(theirs)
             move_no_replace(tmp, other)
         finally:
             tmp.unlink(missing_ok=True)

@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from .. import limits
-from ..errors import MemoryError_
+from ..errors import AgentMemoryError
 from ..disk.locking import ignore_folder
 from ..note.parse import Note, file_version, hand_named, note_name
 from ..recall.sql import Filters
@@ -132,7 +132,7 @@ _MONTHS = "January February March April May June July August September October N
 PROGRESS_STEPS = 10_000  # SQLite VM steps between two checks of a query's deadline
 
 
-class QueryInterrupted(MemoryError_):
+class QueryInterrupted(AgentMemoryError):
     """A read of the index ran past ``limits.MAX_QUERY_SECONDS`` and was stopped."""
 
 
@@ -183,7 +183,7 @@ class FileFacts:
         return cls(len(data), mtime_ns, ctime_ns, inode, file_version(data))
 
     @classmethod
-    def of_row(cls, row: Any) -> FileFacts:
+    def of_row(cls, row: sqlite3.Row) -> FileFacts:
         return cls(row["size"], row["mtime_ns"], row["ctime_ns"], row["inode"], row["sha256"],
                    racy=racy(row["mtime_ns"], row["ctime_ns"], row["indexed_ns"]), seen_ns=row["indexed_ns"])
 
@@ -669,9 +669,9 @@ class Index:
 
     def count(self, filters: Filters, now: str) -> int:
         where, params = filters.sql()
-        return self.query(
+        return int(self.query(
             f"SELECT count(*) FROM memories m WHERE (m.expires IS NULL OR m.expires > ?){where}", [now, *params]
-        )[0][0]
+        )[0][0])
 
     # ------------------------------------------------------------------ vault health
     def namespace_counts(self, now: str) -> dict[str, int]:
@@ -722,7 +722,7 @@ class Index:
         return (first[0][0] if first else None), (last[0][0] if last else None)
 
     def ttl_count(self, now: str) -> int:
-        return self.query("SELECT count(*) FROM memories WHERE expires > ?", (now,))[0][0]
+        return int(self.query("SELECT count(*) FROM memories WHERE expires > ?", (now,))[0][0])
 
     def problem_files(self) -> builtins.list[dict[str, str]]:
         return [

@@ -1,26 +1,179 @@
-"""Whole-vault sync: fold new, changed, moved and deleted files into the index.
+"""The files into the index: one file at a time (``FileIndexer``), and the whole vault
+(``Reconciler``: reconcile, reindex, the expiry sweep).
 
-``reconcile`` (every open, and the watcher's sweep), ``reindex`` (a rebuild from the
-files alone) and the expiry sweep. One file at a time goes through ``_refresh``. The
-protocol (the stat snapshot, examining outside the lock, the racy-stamp rule):
-docs/design/reconcile.md.
+The files are the truth: a file enters the index only through ``FileIndexer.refresh``,
+from the bytes actually on disk. The protocol (the stat snapshot, examining outside the
+lock, the racy-stamp rule): docs/design/reconcile.md.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import datetime as dt
+import enum
 import gc
 import os
 import re
-from collections.abc import Iterable, Iterator
-from contextlib import contextmanager
+import sqlite3
+import time
+from collections.abc import Callable, Iterable, Iterator
+from contextlib import AbstractContextManager, contextmanager
 from pathlib import Path
 
-from ..note.parse import Note, file_version
 from ..clock import iso
-from ..vault.core import Progress, VaultCore
-from .db import FileFacts
+from ..disk.layout import encodable, is_memory_path
+from ..disk.store import Store
+from ..errors import VaultError
+from ..limits import MAX_FILE_BYTES
 from ..models import ReconcileReport
+from ..note import parse
+from ..note.parse import Note, file_version
+from ..progress import Every, Progress
+from .db import FileFacts, Index
+
+SETTLE_GIVE_UP = 2.0  # seconds: an empty or broken file older than this is no save in progress
+STALE_MARK = "stale"  # in the vault's .index/: an index write failed, rebuild on the next open
+
+
+@dataclasses.dataclass(frozen=True)
+class Examined:
+    """A memory file as read before the lock: its facts, and its note (None: not
+    parsed, its bytes are the ones the index already holds)."""
+
+    note: Note | None
+    facts: FileFacts
+
+
+class _Unread(enum.Enum):
+    UNREAD = "unread"
+
+
+_UNREAD = _Unread.UNREAD  # refresh's "not examined yet" (None says "no file there")
+
+
+def _still(stat: os.stat_result | None, examined: Examined | None) -> bool:
+    """Whether a file examined earlier is unchanged since (same presence, size, mtime,
+    ctime and inode)."""
+    if examined is None:
+        return stat is None
+    return examined.facts.same_stat(stat)
+
+
+def _mid_save(note: Note, facts: FileFacts) -> bool:
+    """A file that looks like one an editor is saving right now: empty, or its front
+    matter not closed yet, and modified moments ago (broken YAML is reported at once)."""
+    return note.half_written and time.time_ns() - facts.mtime_ns < SETTLE_GIVE_UP * 1e9
+
+
+class FileIndexer:
+    """One path's row brought in line with its file: reading it (confined, bounded),
+    parsing it, and the index transaction that writes the row."""
+
+    def __init__(self, store: Store, index: Index, *, on_written: Callable[[], None]) -> None:
+        self.store = store
+        self.index = index
+        self._on_written = on_written  # after every index write (semantic recall's embedder catches up)
+
+    def read(self, rel: str) -> tuple[bytes, os.stat_result] | None:
+        """A memory file's bytes and stat, confined to the vault at read time; None for
+        anything else (gone, not a regular file, over ``MAX_FILE_BYTES``), so one odd
+        file never stops a command."""
+        return self.store.read(rel, MAX_FILE_BYTES)
+
+    @staticmethod
+    def note_for(rel: str, data: bytes, stat: os.stat_result) -> Note:
+        """Parse a file, filling times a hand-written file may lack from its mtime."""
+        note = parse.parse(data, rel)
+        if note.created is None or note.updated is None:
+            try:
+                mtime = iso(dt.datetime.fromtimestamp(stat.st_mtime, dt.timezone.utc))
+            except (OverflowError, OSError, ValueError):  # a timestamp past what a date holds (year 9999)
+                mtime = iso(dt.datetime.fromtimestamp(0, dt.timezone.utc))
+            note = dataclasses.replace(note, created=note.created or mtime, updated=note.updated or note.created or mtime)
+        return note
+
+    def written(self, rel: str, data: bytes, stat: os.stat_result) -> Examined:
+        """A file this process just wrote, examined from the bytes it wrote and the stat
+        of the file as published, without reading it back."""
+        return Examined(self.note_for(rel, data, stat), FileFacts.read(data, stat))
+
+    def examine(self, rel: str, known: FileFacts | None = None) -> Examined | None:
+        """Read and parse one path, outside any lock or transaction: a slow file (a huge
+        one, a hostile front matter) must not hold up other writers or this process's
+        readers. None: no memory file there (gone, not a regular file, out of bounds).
+        A file whose bytes are those ``known`` already describes is not parsed."""
+        read = self.read(rel) if is_memory_path(rel) and self.store.inside(rel) else None
+        if read is None:
+            return None
+        data, stat = read
+        facts = FileFacts.read(data, stat)
+        if known is not None and known.sha256 == facts.sha256:
+            return Examined(None, facts)
+        return Examined(self.note_for(rel, data, stat), facts)
+
+    def refresh(self, conn: sqlite3.Connection, rel: str, known: FileFacts | None,
+                examined: Examined | None | _Unread = _UNREAD) -> str:
+        """Bring one path's row in line with the file: the one way a file enters the index.
+
+        ``examined``: what ``examine`` found before the lock was taken; used if the file
+        still has that stat (size, mtime, ctime, inode), else the file is read again."""
+        if isinstance(examined, _Unread) or not _still(self.store.stat(rel), examined):
+            examined = self.examine(rel, known)
+        if examined is None:
+            return "removed" if self.index.delete(conn, rel) else "absent"
+        if known is not None and known.sha256 == examined.facts.sha256:
+            if known.stamp != examined.facts.stamp or known.racy:
+                self.index.touch(conn, rel, examined.facts)
+            return "unchanged"
+        if examined.note is None:  # examined against facts that changed since: parse it now
+            examined = self.examine(rel)
+            if examined is None:
+                return "removed" if self.index.delete(conn, rel) else "absent"
+        note, facts = examined.note, examined.facts
+        assert note is not None  # examined without known facts: always parsed
+        if _mid_save(note, facts) and (known is not None or self.index.by_path(rel) is not None):
+            # Caught between an editor's truncate and its write: keep the row (the memory
+            # keeps its id and stays findable); its facts differ from the file's, so the
+            # next event or sweep folds in the finished save ("settling": a watcher looks
+            # again once it cannot be a save in progress, in case no event comes).
+            return "settling"
+        self.index.upsert(conn, note, facts)
+        return "added" if known is None else "updated"
+
+    @contextmanager
+    def transaction(self) -> Iterator[sqlite3.Connection]:
+        """An index transaction after a file changed: if it fails (a full disk), the
+        index is marked stale and rebuilt on the next open, and the error says so."""
+        try:
+            with self.index.transaction() as conn:
+                yield conn
+        except sqlite3.Error as exc:
+            raise self.mark_stale(exc) from exc
+        self._on_written()
+
+    def mark_stale(self, why: BaseException) -> VaultError:
+        """A file changed but its index row could not be written (a full disk): leave a
+        mark so the next open rebuilds the index from the files; return the error to raise."""
+        try:
+            (self.store.control_dir / STALE_MARK).write_text(f"{why}\n", encoding="utf-8")
+        except OSError:
+            pass  # the disk is full: the next open's walk still finds what changed
+        return VaultError(
+            f"The file was written but the index could not be updated ({why}); nothing is lost. "
+            "Free some disk space; the next command rebuilds the index (or run `agent-memory reindex`)."
+        )
+
+    def index_new(self, rel: str, data: bytes, published: os.stat_result | None) -> sqlite3.Row | None:
+        """Index a file this process just published from the bytes it wrote and the stat
+        of the file as published (``Store.place``), without reading it back; when that
+        stat is missing (something touched the file in between) it is read like any
+        other. Returns the new row."""
+        with self.transaction() as conn:
+            if published is None:
+                self.refresh(conn, rel, None)
+            else:
+                self.refresh(conn, rel, None, self.written(rel, data, published))
+        return self.index.by_path(rel)
 
 
 @contextmanager
@@ -57,7 +210,20 @@ def rebuild_order(walked: Iterable[tuple[str, os.stat_result]]) -> list[str]:
     return [rel for _day, rel in sorted((day(rel, stat), rel) for rel, stat in walked)]
 
 
-class Reconcile(VaultCore):
+class Reconciler:
+    """The index made to match the whole vault: new, changed, moved and deleted files, a
+    rebuild from the files alone, and expired memories moved to the trash.
+
+    ``writing`` is the vault's write lock (``Core.writing``); ``now`` its clock."""
+
+    def __init__(self, files: FileIndexer, *, writing: Callable[[], AbstractContextManager[None]],
+                 now: Callable[[], dt.datetime]) -> None:
+        self.files = files
+        self.store = files.store
+        self.index = files.index
+        self._writing = writing
+        self._now = now
+
     def reconcile(self) -> ReconcileReport:
         """Make the index match the files: new, changed, moved and deleted ones.
 
@@ -87,79 +253,75 @@ class Reconcile(VaultCore):
                 self.store.remove_orphans(temp_files)
         counts["unchanged"] = matched[0]
         stale.extend(known)  # indexed, but no longer walked: gone, moved, or now out of bounds
-        if not stale and not self._expiring():
+        if not stale and not self.expiring():
             return self._report(counts, 0)
         rows = {rel: self.index.by_path(rel) for rel in stale}
-        examined = {rel: self._examine(rel, FileFacts.of_row(row) if row else None) for rel, row in rows.items()}
+        examined = {rel: self.files.examine(rel, FileFacts.of_row(row) if row else None) for rel, row in rows.items()}
         with self._writing():
             if stale:
-                with self._index_write() as conn:
+                with self.files.transaction() as conn:
                     for rel in stale:
                         row = self.index.by_path(rel)
                         now_known = FileFacts.of_row(row) if row else None
-                        counts[self._refresh(conn, rel, now_known, examined[rel])] += 1
+                        counts[self.files.refresh(conn, rel, now_known, examined[rel])] += 1
             expired = self.sweep_expired()
         return self._report(counts, expired)
 
-    def _expiring(self) -> bool:
+    def reconcile_path(self, rel: str) -> str:
+        """Fold one changed path into the index (the watcher's, and a lookup's of a file
+        the index has not seen yet)."""
+        rel = rel.replace(os.sep, "/")
+        if not encodable(rel):
+            return "absent"  # a name that is not UTF-8 is never indexed (SQLite holds text)
+        before = self.index.by_path(rel)
+        examined = self.files.examine(rel, FileFacts.of_row(before) if before else None)
+        with self._writing():
+            row = self.index.by_path(rel)
+            known = FileFacts.of_row(row) if row else None
+            with self.files.transaction() as conn:
+                return self.files.refresh(conn, rel, known, examined)
+
+    def expiring(self) -> bool:
         """Whether a memory's expiry has passed (one look at the partial index on expires)."""
         return bool(self.index.query("SELECT 1 FROM memories WHERE expires IS NOT NULL AND expires <= ? LIMIT 1",
-                                     (iso(self.now()),)))
+                                     (iso(self._now()),)))
 
-    def reindex(self, *, sweep: bool = True, progress: Progress | None = None,
-                embedding: Progress | None = None) -> ReconcileReport:
-        """Rebuild the index from the files alone, in one transaction; then, with
-        semantic recall on, embed every memory whose vector is missing (a file's vector
-        depends on its bytes only, so unchanged files keep theirs).
+    def reindex(self, *, sweep: bool = True, progress: Progress | None = None) -> ReconcileReport:
+        """Rebuild the index from the files alone, in one transaction.
 
-        ``sweep=False`` leaves expired files where they are (a read-only rebuild,
-        as the test suite's "index equals a rebuild" check needs). ``progress(done,
-        total)`` is called as files are read, ``embedding(done, total)`` as memories are
-        embedded, for a front end to show.
-        """
+        ``sweep=False`` leaves expired files where they are (a read-only rebuild, as the
+        test suite's "index equals a rebuild" check needs). ``progress`` gets a ``Step``
+        as files are read ("indexing files")."""
         with self._writing():
             counts = {"added": 0, "updated": 0, "removed": 0, "unchanged": 0, "absent": 0}
-            report = self._rebuild(counts, sweep=sweep, progress=progress)
-        if self.semantic_on():
-            report["embedded"] = self.vectors.rebuild(embedding)
-        return report
+            return self._rebuild(counts, sweep=sweep, progress=progress)
 
-    def _rebuild(self, counts: dict[str, int], sweep: bool = True, progress: Progress | None = None,
-                 paths: list[str] | None = None) -> ReconcileReport:
+    def _rebuild(self, counts: dict[str, int], sweep: bool = True, progress: Progress | None = None) -> ReconcileReport:
         # Oldest first, so row numbers follow recency (``rebuild_order``): the index's
         # "newest" shortcuts (for questions of only common words) read rows from the
         # highest number down, and later writes get higher numbers anyway.
         temp_files: list[Path] = []
-        if paths is None:
-            paths = rebuild_order(self.store.walk(temp_files=temp_files))
-        else:
-            paths = sorted(paths)
+        paths = rebuild_order(self.store.walk(temp_files=temp_files))
         self.store.remove_orphans(temp_files)  # temp files a crash left (callers hold the lock)
+
+        reading = Every(progress, "indexing files", len(paths), items=500)
 
         def parsed() -> Iterator[tuple[Note, FileFacts]]:
             for done, rel in enumerate(paths, 1):
-                if progress is not None and (done % 500 == 0 or done == len(paths)):
-                    progress(done, len(paths))
-                read = self._read(rel)
+                reading(done)
+                read = self.files.read(rel)
                 if read is None:
                     continue
                 data, stat = read
-                yield self._note_for(rel, data, stat), FileFacts.read(data, stat)
+                yield self.files.note_for(rel, data, stat), FileFacts.read(data, stat)
 
-        with self._index_write() as conn:
+        with self.files.transaction() as conn:
             counts["added"] = self.index.replace_all(conn, parsed())
         return self._report(counts, self.sweep_expired() if sweep else 0)
 
     def _report(self, counts: dict[str, int], expired: int) -> ReconcileReport:
-        problems = self.index.problem_files()
-        return ReconcileReport(
-            added=counts["added"],
-            updated=counts["updated"],
-            removed=counts["removed"],
-            unchanged=counts["unchanged"],
-            expired=expired,
-            problems=problems,
-        )
+        return ReconcileReport(added=counts["added"], updated=counts["updated"], removed=counts["removed"],
+                               unchanged=counts["unchanged"], expired=expired, problems=self.index.problem_files())
 
     def sweep_expired(self) -> int:
         """Move memories whose ``expires`` has passed to the trash.
@@ -167,18 +329,18 @@ class Reconcile(VaultCore):
         Reads never return them anyway (every query filters on ``expires``); this only
         tidies the folder, so it needs no daemon.
         """
-        rows = self.index.expired(iso(self.now()))
+        rows = self.index.expired(iso(self._now()))
         if not rows:
             return 0
         moved = 0
         with self._writing():
             for row in rows:
-                indexed, read = self.index.by_path(row["path"]), self._read(row["path"])
+                indexed, read = self.index.by_path(row["path"]), self.files.read(row["path"])
                 if indexed is not None and read is not None and file_version(read[0]) != indexed["sha256"]:
                     # Changed since it was indexed (a person kept it, or another file took
                     # its place): only the file as it is now may say it expired.
-                    with self._index_write() as conn:
-                        self._refresh(conn, row["path"], FileFacts.of_row(indexed))
+                    with self.files.transaction() as conn:
+                        self.files.refresh(conn, row["path"], FileFacts.of_row(indexed))
                     continue
                 if self.store.abspath(row["path"]).is_symlink():
                     # A person's link to another memory file: moved into .trash/ it would
@@ -187,9 +349,8 @@ class Reconcile(VaultCore):
                     continue
                 if self.store.stat(row["path"]) is not None:
                     self.store.trash.move_in(self.store.abspath(row["path"]), row["path"], row["id"], "expired",
-                                             iso(self.now()))
-                with self._index_write() as conn:
+                                             iso(self._now()))
+                with self.files.transaction() as conn:
                     self.index.delete(conn, row["path"])
                 moved += 1
         return moved
-

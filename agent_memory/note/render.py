@@ -9,6 +9,7 @@ import datetime as dt
 import functools
 import json
 import re
+from collections.abc import Callable
 from typing import Any
 
 import yaml
@@ -26,6 +27,8 @@ TIMESTAMP = re.compile(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ")
 # What YAML reads as a line break or refuses to read: always written as a \u escape.
 _YAML_UNSAFE = re.compile("[\x7f-\x9f\u2028\u2029\ufeff\ufffe\uffff\ud800-\udfff]")
 _RESOLVER = yaml.resolver.Resolver()
+# The tag YAML gives a plain scalar (PyYAML's stubs leave ``resolve`` untyped).
+_resolve: Callable[[type[yaml.Node], str, tuple[bool, bool]], str] = _RESOLVER.resolve
 
 
 def to_utc(value: Any) -> str:
@@ -80,7 +83,7 @@ def yaml_scalar(value: Any) -> str:
 @functools.lru_cache(maxsize=4096)  # namespaces and tags repeat across a whole vault
 def reads_as_text(text: str) -> bool:
     """Whether YAML reads ``text`` unquoted as a string (not ``0x1F`` -> 31, ``0b101`` -> 5)."""
-    return _RESOLVER.resolve(yaml.ScalarNode, text, (True, False)) == "tag:yaml.org,2002:str"
+    return _resolve(yaml.ScalarNode, text, (True, False)) == "tag:yaml.org,2002:str"
 
 
 def _quoted(value: Any) -> str:

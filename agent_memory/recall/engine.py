@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from . import rank, sql
-from .graph import Links, key_suffixes
+from .graph import LinkGraph, key_suffixes
 from .rank import RecallConfig, Scored
 from .records import MemoryRecord, Neighbours, TermMatch
 from .sql import Filters, Query
@@ -57,7 +57,7 @@ SNIPPET_TOKENS = 16  # words in a snippet
 
 
 @dataclass(frozen=True)
-class Outcome:
+class Found:
     """What a search found: the terms searched (after any rescue), the mode that
     produced the hits, one page of hits in order with their records and snippets,
     whether more follow it, typo corrections, and (with ``explain``) every statement run."""
@@ -88,7 +88,7 @@ class Engine:
 
     # ------------------------------------------------------------------ the one entry
     def search(self, terms: list[Term], filters: Filters, now: str, limit: int, match: str, offset: int = 0,
-               newest: bool = False, named: frozenset[int] = frozenset(), nearest: Nearest | None = None) -> Outcome:
+               newest: bool = False, named: frozenset[int] = frozenset(), nearest: Nearest | None = None) -> Found:
         """One page (``offset``, ``limit``) of one ranking that depends on neither.
 
         ``all``: memories with every term. ``any``: memories with most terms.
@@ -141,7 +141,7 @@ class Engine:
         records = self.records([s.rid for s in page])
         page = [s for s in page if s.rid in records]  # forgotten since it was ranked
         snippets = self.snippets([records[s.rid] for s in page], terms)
-        return Outcome(terms, mode, page, records, snippets, corrected, len(ranked) > want, list(self.statements or []),
+        return Found(terms, mode, page, records, snippets, corrected, len(ranked) > want, list(self.statements or []),
                        semantic)
 
     def by_meaning(self, close: list[tuple[int, float]], partial: list[Scored], newest: bool) -> list[Scored]:
@@ -372,7 +372,7 @@ class Engine:
             return complete
         matching = {row[0] for row in self._run(sql.matching_among(any_expr([m.term for m in matches]),
                                                                   sorted({row[0] for row in found_links})))}
-        links = Links(self.index, now)
+        links = LinkGraph(self.index, now)
         above: dict[int, list[int]] = {}
         for src, path, target in found_links:
             if src not in matching:
@@ -399,7 +399,7 @@ class Engine:
         hits, the partial shortlist, the rest), so no page depends on another."""
         if len(order) < 2:
             return order
-        links = Links(self.index, self.now)
+        links = LinkGraph(self.index, self.now)
         replaced_by: dict[int, set[int]] = {}
         for src, path, target in self._run(sql.supersedes([s.rid for s in order])):
             old = links.resolve(target, path)

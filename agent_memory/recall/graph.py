@@ -34,7 +34,7 @@ def key_suffixes(path_key: str) -> list[str]:
     return ["/".join(parts[i:]) for i in range(len(parts))]
 
 
-class Links:
+class LinkGraph:
     """Resolves link targets against the live memories of one index, at one instant."""
 
     def __init__(self, index: Index, now: str) -> None:
@@ -103,13 +103,13 @@ class Walk:
     aborted: bool = False
 
 
-def walk(links: Links, start: sqlite3.Row, depth: int, direction: str, max_visits: int) -> Walk:
+def walk(links: LinkGraph, start: sqlite3.Row, depth: int, direction: str, max_visits: int) -> Walk:
     """Breadth-first from ``start`` up to ``depth`` hops, visiting at most ``max_visits``
     memories (the start included); ``aborted`` says the cap cut the walk short."""
     return walk_from(links, [start], depth, direction, max_visits)
 
 
-def walk_from(links: Links, starts: list[Any], depth: int, direction: str, max_visits: int) -> Walk:
+def walk_from(links: LinkGraph, starts: list[Any], depth: int, direction: str, max_visits: int) -> Walk:
     """``walk`` from several memories at once (a recall's hits, at distance 0): each
     memory reached gets its distance from the nearest start; ``max_visits`` counts the
     starts too."""
@@ -133,7 +133,7 @@ def walk_from(links: Links, starts: list[Any], depth: int, direction: str, max_v
 
 
 def _neighbours(
-    links: Links, row: sqlite3.Row, direction: str, cap: int, result: Walk
+    links: LinkGraph, row: sqlite3.Row, direction: str, cap: int, result: Walk
 ) -> Iterator[tuple[tuple[int, str, int], sqlite3.Row]]:
     if direction in ("out", "both"):
         for relation, target in links.outgoing(row):

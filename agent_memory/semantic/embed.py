@@ -87,13 +87,13 @@ def _erf(x: np.ndarray) -> np.ndarray:
     a = np.abs(x)
     t = 1.0 / (1.0 + 0.3275911 * a)  # Python floats: they keep x's float32 (a numpy float64 would not)
     poly = t * (0.254829592 + t * (-0.284496736 + t * (1.421413741 + t * (-1.453152027 + t * 1.061405429))))
-    return sign * (1.0 - poly * np.exp(-a * a))
+    return np.asarray(sign * (1.0 - poly * np.exp(-a * a)))  # an array (numpy's stubs say Any)
 
 
 def _layer_norm(x: np.ndarray, weight: np.ndarray, bias: np.ndarray, eps: float) -> np.ndarray:
     mean = x.mean(-1, keepdims=True)
     var = ((x - mean) ** 2).mean(-1, keepdims=True)
-    return (x - mean) / np.sqrt(var + eps) * weight + bias
+    return np.asarray((x - mean) / np.sqrt(var + eps) * weight + bias)
 
 
 class Encoder:
@@ -214,7 +214,7 @@ class Encoder:
             ln2_weight, ln2_bias = block["ln2"]
             x = _layer_norm(x + h @ widen(block["down"], scratch).T + block["down_b"], ln2_weight, ln2_bias, self.eps)
         pooled = (x * mask[..., None]).sum(1) / mask.sum(1, keepdims=True)
-        return pooled / np.maximum(np.linalg.norm(pooled, axis=1, keepdims=True), 1e-12)
+        return np.asarray(pooled / np.maximum(np.linalg.norm(pooled, axis=1, keepdims=True), 1e-12))
 
 
 _shared: Encoder | None = None

@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING
 
 from ..errors import InvalidInput
 from ..models import SemanticStatus
+from ..progress import Progress
 from ..recall.sql import Filters
 
 if TYPE_CHECKING:
@@ -124,7 +125,7 @@ class Semantic:
 
         return nearest
 
-    def rebuild(self, progress: Callable[[int, int], None] | None = None) -> int:
+    def rebuild(self, progress: Progress | None = None) -> int:
         """Embed every memory without a vector now (``reindex``); returns how many."""
         found = self.embedder()
         return found.catch_up(progress=progress) if found is not None else 0

@@ -36,6 +36,8 @@ from typing import Any
 
 import numpy as np
 
+from ..index.db import Index
+from ..progress import Progress, Step
 from .embed import DIMENSIONS, Encoder, shared_encoder
 from .model_files import MODEL_NAME, VECTORS_FILE
 
@@ -51,7 +53,6 @@ HAMMING_ROWS = 16_384  # sign codes per block of distances (128 KB of scratch)
 ROOM = 1 / 8  # spare rows kept after a full load, for vectors appended later
 CACHE_KIB = -256  # SQLite page cache of our connections (KiB): they read each row once, in order
 
-Progress = Callable[[int, int], None]
 DIGEST = np.dtype("S32")  # a sha256 as raw bytes: half its hex, and one numpy array for 100k
 
 
@@ -137,11 +138,11 @@ class VectorStore:
     def version(self) -> int:
         """Changes whenever another connection commits to the file (PRAGMA data_version)."""
         with self._lock:
-            return self.conn.execute("PRAGMA data_version").fetchone()[0] + self._own_writes
+            return int(self.conn.execute("PRAGMA data_version").fetchone()[0]) + self._own_writes
 
     def count(self) -> int:
         with self._lock:
-            return self.conn.execute("SELECT count(*) FROM vectors").fetchone()[0]
+            return int(self.conn.execute("SELECT count(*) FROM vectors").fetchone()[0])
 
     def keys(self) -> np.ndarray:
         """Every vector's file version (``DIGEST``), in order, read a block at a time."""
@@ -237,7 +238,7 @@ class Loaded:
         """What the loaded rows take in memory (the room past them is allocated but not
         touched, so it is not resident)."""
         per_row = self.keys.itemsize + DIMENSIONS + self.scales.itemsize + self.signs.itemsize * len(self.signs)
-        return self.count * per_row + self.order.nbytes + self.alive.nbytes
+        return int(self.count * per_row + self.order.nbytes + self.alive.nbytes)
 
     def _settle(self, alive: np.ndarray) -> None:
         self.alive = alive
@@ -351,7 +352,7 @@ class VectorIndex:
             part = distance[at:at + HAMMING_ROWS]
             for words, bits in zip(self.signs[:, at:at + HAMMING_ROWS], code):
                 part += np.bitwise_count(words ^ bits)
-        return distance[self.rows]
+        return np.asarray(distance[self.rows])
 
     def _best(self, chosen: np.ndarray, query: np.ndarray, most: int) -> tuple[np.ndarray, np.ndarray]:
         """The ``most`` of ``chosen`` (positions in ``rids``) nearest to ``query`` by
@@ -381,8 +382,8 @@ class Embedder:
     background thread that ``wake()`` (after an index write) sets going; ``index()`` is
     the in-memory ``VectorIndex`` of the current rows."""
 
-    def __init__(self, index: Any, folder: Path, encoder: Callable[[], Encoder] = shared_encoder) -> None:
-        self.source = index  # agent_memory.index.db.Index
+    def __init__(self, index: Index, folder: Path, encoder: Callable[[], Encoder] = shared_encoder) -> None:
+        self.source = index
         self.store = VectorStore(folder)
         self.model = MODEL_NAME
         self._encoder = encoder
@@ -516,7 +517,7 @@ class Embedder:
                     self.store.put([r["sha256"] for r in rows], vectors)
                 done += len(rows)
                 if progress is not None:
-                    progress(done, len(todo))
+                    progress(Step("embedding memories", done, len(todo)))
             self.error = None
             return done
         finally:
@@ -570,4 +571,4 @@ class Embedder:
             return built
 
     def encode_query(self, text: str) -> np.ndarray:
-        return self._encoder().encode([text])[0]
+        return np.asarray(self._encoder().encode([text])[0])

@@ -18,7 +18,7 @@ from ..vault.vault import Vault
 from .instructions import INSTRUCTIONS
 from .prompts import register_prompts
 from .resources import register_resources
-from .tools import register_tools
+from .registry import register_tools
 
 if TYPE_CHECKING:
     from ..watch.watcher import Watcher

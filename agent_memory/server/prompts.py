@@ -26,7 +26,7 @@ from mcp.server.mcpserver.prompts.base import Prompt, PromptArgument, UserMessag
 
 from ..note import parse
 from ..trust import approvals
-from ..errors import MemoryError_
+from ..errors import AgentMemoryError
 from ..vault.vault import Vault
 
 log = logging.getLogger("agent_memory.server")
@@ -162,7 +162,7 @@ def _from_vault(vault: Vault) -> list[PromptFile]:
                                                approved=False))
                 continue
             found.append(parse_prompt(text, rel))
-        except (MemoryError_, ValueError) as exc:
+        except (AgentMemoryError, ValueError) as exc:
             log.warning("skipping prompt %s: %s", rel, exc)
     if pending:
         log.warning("%s", approvals.ignored_warning(vault.root, pending))

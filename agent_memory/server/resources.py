@@ -12,7 +12,7 @@ from mcp.server.mcpserver import MCPServer
 from mcp.server.mcpserver.exceptions import ResourceError, ResourceNotFoundError
 from mcp_types import Completion, ResourceTemplateReference
 
-from ..errors import MemoryError_, NotFound
+from ..errors import AgentMemoryError, NotFound
 from ..index.db import SCHEMA
 from ..note.render import NEW_FILE_ORDER
 from ..vault.vault import Vault
@@ -55,7 +55,7 @@ def register_resources(server: MCPServer, vault: Vault) -> None:
     def stats() -> str:
         try:
             return json.dumps(vault.stats(), ensure_ascii=False, indent=2)
-        except MemoryError_ as exc:
+        except AgentMemoryError as exc:
             raise ResourceError(str(exc)) from exc
 
     @server.resource(
@@ -77,7 +77,7 @@ def register_resources(server: MCPServer, vault: Vault) -> None:
             return vault.read_file(path)["content"]
         except NotFound as exc:
             raise ResourceNotFoundError(str(exc)) from exc
-        except MemoryError_ as exc:
+        except AgentMemoryError as exc:
             raise ResourceError(str(exc)) from exc
 
     @server.completion()

@@ -396,10 +396,27 @@ def run(
         vault.close()
 
 
+LOG_FORMAT = "%(asctime)s %(levelname)s %(name)s: %(message)s"
+
+
 def _log_to_stderr() -> None:
     """Plain one-line log records on stderr (clients keep a server's stderr as its log;
-    stdout is the protocol). Set before the SDK would install its own handler."""
-    logging.basicConfig(stream=sys.stderr, level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    stdout is the protocol): the library's and the server's through a handler of their
+    own on the ``agent_memory`` logger, whatever else configured the root logger; the
+    SDK's and uvicorn's through the root logger's, set before the SDK would install its
+    own."""
+    logging.basicConfig(stream=sys.stderr, level=logging.INFO, format=LOG_FORMAT)
+    ours = logging.getLogger("agent_memory")
+    if not any(isinstance(h, _StderrHandler) for h in ours.handlers):
+        handler = _StderrHandler(sys.stderr)
+        handler.setFormatter(logging.Formatter(LOG_FORMAT))
+        ours.addHandler(handler)
+    ours.setLevel(logging.INFO)
+    ours.propagate = False  # each record once: not again through the root logger's handler
+
+
+class _StderrHandler(logging.StreamHandler):
+    """The serving process's handler for the library's records (found again, not added twice)."""
 
 
 def _open(path: Path) -> Vault:

@@ -1,5 +1,7 @@
-"""Importing another memory server's data again and again: new memories, and the ones
-it gave before brought up to date in place.
+"""The vault's part of an import: every item checked and its file computed before
+anything is written, for this tool's export and items made by hand (``plan_import``),
+and for another memory server's data imported again and again (``plan_sync``): new
+memories, and the ones it gave before brought up to date in place.
 
 An importer's items (``importers/``) carry ids derived from the source's own keys
 (entity name, hash, row id). A memory with such an id already in the vault, or the
@@ -18,20 +20,21 @@ import datetime as dt
 import json
 import os
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 from ..note import parse
 from ..note.parse import Note, content_hash
 from ..note.patch import patch
-from ..note.render import render_new
-from .items import (IMPORT_BASE, as_list, import_path, link_fields, new_fields, own_id, plain, resync, source_digest,
-                    twin_id)
+from ..note.render import render_front_matter, render_new, to_utc
+from .items import (IMPORT_BASE, as_list, exported_file, exported_front_matter, import_path, link_fields, new_fields,
+                    own_id, plain, resync, source_digest, twin_id)
 from ..clock import iso
-from ..vault.core import VaultCore
 from ..errors import InvalidInput, NotFound, SavedMeanwhile
-from ..index.db import link_key
-from ..limits import check_content
+from ..index.db import Index, link_key
+from ..limits import MAX_FILE_BYTES, check_content, check_text
 from ..disk.layout import is_memory_path
+from ..disk.staging import StagedFile
+from ..disk.store import Store
 
 _NOT_IN_LINK = set("[]|#^\n")
 
@@ -50,9 +53,9 @@ class _Entry:
 
 @dataclasses.dataclass
 class SyncPlan:
-    """The files an import writes (``(path, bytes, bytes replaced or None)``) and its counts."""
+    """The files an import writes and its counts."""
 
-    files: list[tuple[str, bytes, bytes | None]] = dataclasses.field(default_factory=list)
+    files: list[StagedFile] = dataclasses.field(default_factory=list)
     unchanged: int = 0
     duplicates: int = 0
     expired: int = 0
@@ -74,8 +77,99 @@ def _twin(item: dict[str, Any], claimed: dict[str, str]) -> dict[str, Any]:
     return {**item, "id": twin_id(memory_id, content)}
 
 
-class Importing(VaultCore):
-    def _plan_sync(self, items: list[Any], now: dt.datetime) -> SyncPlan:
+class ImportTarget(Protocol):
+    """What an import needs of the open vault (``vault.core.Core`` is one)."""
+
+    @property
+    def root(self) -> Path: ...
+    @property
+    def store(self) -> Store: ...
+    @property
+    def index(self) -> Index: ...
+    def settled(self, rel: str) -> bytes: ...
+    def guard_credentials(self, fields: dict[str, str], already: str = "") -> list[str]: ...
+    def now(self) -> dt.datetime: ...
+
+
+class Importing:
+    """The vault's part of an import: every item checked and its file computed before
+    anything is written (``plan_import`` for this tool's export and items made by hand,
+    ``plan_sync`` for another server's data), and an update put in place only over the
+    bytes it was computed from (``replace_imported``)."""
+
+    def __init__(self, vault: ImportTarget) -> None:
+        self.vault = vault
+
+    def plan_import(self, items: list[Any], now: dt.datetime) -> tuple[list[StagedFile], int, int]:
+        """Every item checked and its file computed, before anything is written:
+        (files, duplicates, expired)."""
+        plans: list[StagedFile] = []
+        seen: set[tuple[str, str]] = set()
+        seen_ids: set[str] = set()
+        plain: dict[str, bool] = {}  # folders checked once per import here; publishing checks each again
+        duplicates = expired = 0
+        for n, item in enumerate(items):
+            where = f"Item {n}"
+            if not isinstance(item, dict):
+                raise InvalidInput(f"{where} is not an object; nothing was imported.")
+            try:
+                check_text(item.get("path"), "path")
+                exported = exported_file(item)
+                if exported is not None:  # an export's raw text: the file exactly as it was
+                    check_content(exported.body)
+                    meta, namespace, content = exported.meta, exported.namespace, exported.body
+                    data = item["raw"].encode("utf-8")
+                    expires = exported.expires
+                    memory_id = exported.id if exported.own_id else None
+                    self.vault.guard_credentials({"the file text": item["raw"]})
+                else:
+                    content = check_content(item.get("content"))  # type: ignore[arg-type]
+                    if "front_matter" in item:  # an export: its front matter is the file's, as written
+                        meta, namespace = exported_front_matter(item["front_matter"])
+                        content = item["content"]  # byte for byte: export -> import -> export is stable
+                        data = render_front_matter(meta, content).encode("utf-8")
+                    else:  # a hand-made item {content, namespace, tags, title, source, created, ...}
+                        meta = new_fields(item, now)
+                        namespace = meta["namespace"]
+                        data = render_new(meta, content).encode("utf-8")  # the file remember would write
+                    written = meta.get("expires")
+                    expires = None if written in (None, "") else to_utc(written)
+                    memory_id = own_id(meta)
+                    self.vault.guard_credentials({"the content": content, "the front matter": json.dumps(meta, default=str)})
+            except (InvalidInput, ValueError) as exc:  # the same kind of error, naming the item
+                kind = type(exc) if isinstance(exc, InvalidInput) else InvalidInput
+                raise kind(f"{where}: {exc} Nothing was imported.") from exc
+            if expires is not None and expires <= iso(now):
+                expired += 1
+                continue
+            key = (namespace, content_hash(content))
+            by_id = item.get("unique_by") == "id" and memory_id is not None  # an importer's: entities are told apart by name
+            if not by_id and (key in seen or self.vault.index.find_content(namespace, key[1], iso(now)) is not None):
+                duplicates += 1
+                continue
+            if memory_id is not None and memory_id in seen_ids:
+                # An earlier item of this import claimed the id with other content: both are
+                # kept, this one under an id derived from the id and its content.
+                memory_id = twin_id(memory_id, content)
+                data = _with_id(data, memory_id)
+                meta = {**meta, "id": memory_id}
+            if memory_id is not None and (memory_id in seen_ids or self.vault.index.by_id(memory_id, iso(now)) is not None):
+                duplicates += 1  # an older copy of a live memory: a second file would claim its id
+                continue
+            seen.add(key)
+            if memory_id is not None:
+                seen_ids.add(memory_id)
+            rel = import_path(self.vault.store, item.get("path"), meta, content, now)
+            folder = rel.rsplit("/", 1)[0] if "/" in rel else ""
+            if folder and folder not in plain:
+                plain[folder] = self.plain_folder(folder)
+            if folder and not plain[folder]:
+                raise InvalidInput(f"{where}: {folder}/ in the vault is (or goes through) a symlink; imports are not "
+                                   "written through symlinks. Replace it with a real folder. Nothing was imported.")
+            plans.append(StagedFile(rel, data))
+        return plans, duplicates, expired
+
+    def plan_sync(self, items: list[Any], now: dt.datetime) -> SyncPlan:
         """Check every item and compute every file, before anything is written."""
         plan = SyncPlan()
         entries: dict[str, _Entry] = {}  # by id
@@ -83,7 +177,7 @@ class Importing(VaultCore):
         seen: dict[tuple[str, str], str] = {}
         taken: set[str] = set()
         updating: dict[str, str] = {}  # a vault file an item updates -> the item
-        forgotten = {e.id for e in self.store.trash.entries() if e.reason == "forgotten"}  # by a tool or a person
+        forgotten = {e.id for e in self.vault.store.trash.entries() if e.reason == "forgotten"}  # by a tool or a person
         claimed: dict[str, str] = {}  # an id -> the content of the first item that claimed it
         for n, item in enumerate(items):
             where = f"Item {n}"
@@ -112,7 +206,7 @@ class Importing(VaultCore):
                 key = (entry.meta["namespace"], content_hash(entry.content or ""))
                 twin = seen.get(key)
                 if twin is None:
-                    row = self.index.find_content(key[0], key[1], iso(now))
+                    row = self.vault.index.find_content(key[0], key[1], iso(now))
                     twin = row["id"] if row is not None else None
                 if twin is not None:
                     twins[memory_id] = twin
@@ -158,7 +252,7 @@ class Importing(VaultCore):
         existing = self._adopted(item)
         memory_id = own_id(item)
         if existing is None and memory_id is not None:
-            row = self.index.by_id(memory_id, iso(now))
+            row = self.vault.index.by_id(memory_id, iso(now))
             if row is not None:
                 existing = self._readable(row["path"])
         if item.get("placeholder"):  # only there to carry links to a memory another batch brought
@@ -174,13 +268,13 @@ class Importing(VaultCore):
             rel, data, note = existing
             if note.own_id:
                 meta["id"] = note.id  # an adopted file that already had an id of its own keeps it
-            self.guard_credentials({"the content": content, "the front matter": json.dumps(meta, default=str)},
+            self.vault.guard_credentials({"the content": content, "the front matter": json.dumps(meta, default=str)},
                                    already=data.decode("utf-8", "replace"))
             return _Entry(where, item, meta, content, rel, (data, note))
-        self.guard_credentials({"the content": content, "the front matter": json.dumps(meta, default=str)})
-        rel = import_path(self.store, item.get("path"), meta, content, now)
+        self.vault.guard_credentials({"the content": content, "the front matter": json.dumps(meta, default=str)})
+        rel = import_path(self.vault.store, item.get("path"), meta, content, now)
         folder = rel.rsplit("/", 1)[0] if "/" in rel else ""
-        if folder and not self._plain_folder(folder):
+        if folder and not self.plain_folder(folder):
             raise InvalidInput(f"{folder}/ in the vault is (or goes through) a symlink; imports are not "
                                "written through symlinks. Replace it with a real folder.")
         return _Entry(where, item, meta, content, rel, None)
@@ -201,7 +295,7 @@ class Importing(VaultCore):
         if entry.existing is None:
             fields[IMPORT_BASE] = source_digest(fields, entry.item, entry.content)
             data = render_new(fields, entry.content or "").encode("utf-8")
-            plan.files.append((entry.rel, data, None))
+            plan.files.append(StagedFile(entry.rel, data))
             plan.links += sum(len(fields[k]) for k in relations)
             return
         old, note = entry.existing
@@ -211,7 +305,7 @@ class Importing(VaultCore):
             plan.unchanged += 1
             return
         text = patch(old.decode("utf-8"), changes, body=body)
-        plan.files.append((entry.rel, text.encode("utf-8"), old))
+        plan.files.append(StagedFile(entry.rel, text.encode("utf-8"), old))
         plan.links += sum(len(changes[k]) - len(as_list(note.meta.get(k))) for k in relations if k in changes)
 
     def _adopted(self, item: dict[str, Any]) -> tuple[str, bytes, Note] | None:
@@ -221,17 +315,17 @@ class Importing(VaultCore):
         if not isinstance(origin, str) or not origin:
             return None
         try:
-            rel = Path(origin).resolve().relative_to(self.store.real_root).as_posix()
+            rel = Path(origin).resolve().relative_to(self.vault.store.real_root).as_posix()
         except (OSError, ValueError):
             return None
-        if not (is_memory_path(rel) and self.store.inside(rel)):
+        if not (is_memory_path(rel) and self.vault.store.inside(rel)):
             return None
         return self._readable(rel)
 
     def _readable(self, rel: str) -> tuple[str, bytes, Note] | None:
         """A memory file's settled bytes and note, refused if a tool must not patch it."""
         try:
-            data = self._settled(rel)
+            data = self.vault.settled(rel)
         except NotFound:
             return None
         note = parse.parse(data, rel)
@@ -241,12 +335,12 @@ class Importing(VaultCore):
                                "then import again.")
         return rel, data, note
 
-    def _plain_folder(self, folder: str) -> bool:
+    def plain_folder(self, folder: str) -> bool:
         """Whether the deepest existing part of ``folder`` is a real folder in the vault
         (no symlink on the way): checked before staging, so publishing cannot fail on it."""
-        path = self.store.abspath(folder)
-        existing = next((p for p in (path, *path.parents) if p.exists() or p == self.root), self.root)
-        return existing == self.root or self.store.unaliased(self.store.relpath(existing))
+        path = self.vault.store.abspath(folder)
+        existing = next((p for p in (path, *path.parents) if p.exists() or p == self.vault.root), self.vault.root)
+        return existing == self.vault.root or self.vault.store.unaliased(self.vault.store.relpath(existing))
 
     def _free_path(self, rel: str, taken: set[str]) -> str:
         """The first free name for a new file (``-2``, ``-3``… as publishing names them),
@@ -256,7 +350,7 @@ class Importing(VaultCore):
         for n in range(1, 10_000):
             candidate = f"{slug}.md" if n == 1 else f"{slug}-{n}.md"
             full = f"{folder}/{candidate}" if folder else candidate
-            if full.casefold() not in taken and not os.path.lexists(self.store.abspath(full)):
+            if full.casefold() not in taken and not os.path.lexists(self.vault.store.abspath(full)):
                 taken.add(full.casefold())
                 return full
         raise InvalidInput(f"Too many files named {slug!r} in {folder!r}.")
@@ -270,32 +364,38 @@ class Importing(VaultCore):
         if memory_id in entries:
             rel = entries[memory_id].rel
         else:
-            row = self.index.by_id(memory_id, iso(now))
+            row = self.vault.index.by_id(memory_id, iso(now))
             if row is None:
                 return None
             rel = row["path"]
         stem = rel.rsplit("/", 1)[-1][:-3]
         key = link_key(stem)
-        others = {r["path"] for r in self.index.query("SELECT path FROM memories WHERE name_key = ?", (key,))}
+        others = {r["path"] for r in self.vault.index.query("SELECT path FROM memories WHERE name_key = ?", (key,))}
         others |= new_paths.get(key, set())
         return stem if not others - {rel} else rel[:-3]
 
-    def _replace_imported(self, rel: str, new: bytes, old: bytes) -> str:
+    def replace_imported(self, rel: str, new: bytes, old: bytes) -> str:
         """Put an import's update in place if the file still holds what was checked;
         returns its path, or "" when a person's save since then stands (or it is gone).
         Also what finishes an update after a crash: one already in place is done."""
-        read = self._read(rel)
+        read = self.vault.store.read(rel, MAX_FILE_BYTES)
         if read is None:
             return ""
         if read[0] == new:
             return rel
-        if read[0] != old or self.store.read_only(rel):  # a person's save, or their read-only file, stands
+        if read[0] != old or self.vault.store.read_only(rel):  # a person's save, or their read-only file, stands
             return ""
         before, after = parse.parse(old, rel), parse.parse(new, rel)
         if plain(before.body) != plain(after.body):  # the old body stays restorable
-            self.store.trash.copy_in(old, rel, before.id, "replaced", iso(self.now()))
+            self.vault.store.trash.copy_in(old, rel, before.id, "replaced", iso(self.vault.now()))
         try:
-            self.store.replace_checked(rel, new, old)
+            self.vault.store.replace_checked(rel, new, old)
         except SavedMeanwhile:
             return ""
         return rel
+
+
+def _with_id(data: bytes, memory_id: str) -> bytes:
+    """A file's bytes with its ``id`` set to ``memory_id`` (only that key rewritten)."""
+    text = data.decode("utf-8")
+    return patch(text, {"id": memory_id}).encode("utf-8")

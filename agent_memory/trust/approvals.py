@@ -40,7 +40,7 @@ from typing import Any
 
 from ..errors import InvalidInput
 from ..settings import SETTINGS_FILE, Settings, load_settings
-from .state import vault_state_dir
+from .state import inside_vault, vault_state_dir
 
 APPROVALS_FILE = "approved.json"
 PROMPTS_KEY = ".prompts"
@@ -90,7 +90,7 @@ class Loosening:
         """As a person reads it: ``git.commit = true``, ``secrets.allow: "sha256:…"``."""
         if self.key == PROMPTS_KEY:
             name, _, digest = self.value.partition(" ")
-            return f"{PROMPTS_DIR}/{name} ({digest})"
+            return f"{PROMPTS_DIR}/{name} ({digest[:len('sha256:') + 16]}…)"
         if self.key == "secrets.allow":
             return f'secrets.allow: "{self.value}"'
         if self.value in ("true", "false"):
@@ -122,9 +122,14 @@ def approvals_stamp(root: Path) -> object:
 
 
 def load_approvals(root: Path) -> dict[str, set[str]]:
-    """key -> approved values. A missing or damaged file approves nothing (the safe side)."""
+    """key -> approved values. A missing or damaged file approves nothing (the safe side),
+    nor does one in the vault (a state folder set or linked there: anyone who shares the
+    vault could have written it)."""
+    path = approvals_path(root)
+    if inside_vault(root, path):
+        return {}
     try:
-        data = json.loads(approvals_path(root).read_bytes())
+        data = json.loads(path.read_bytes())
     except (OSError, ValueError, RecursionError):
         return {}
     found = data.get("approved") if isinstance(data, dict) else None
@@ -135,8 +140,12 @@ def load_approvals(root: Path) -> dict[str, set[str]]:
 
 
 def _save_approvals(root: Path, approved: dict[str, set[str]]) -> None:
-    """Write the approvals whole or not at all, readable by this user only."""
+    """Write the approvals whole or not at all, readable by this user only; never in the vault."""
     path = approvals_path(root)
+    if inside_vault(root, path):
+        raise InvalidInput(f"This user's state folder ({path.parent.parent.parent}) is inside the vault, where anyone "
+                           "who shares the vault could write approvals; nothing was changed. Set "
+                           "AGENT_MEMORY_STATE_DIR to a folder outside every vault, then run trust again.")
     path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
     data = {"vault": os.path.realpath(root), "approved": {k: sorted(v) for k, v in sorted(approved.items()) if v}}
     tmp = path.with_name(f".{APPROVALS_FILE}.{secrets.token_hex(6)}.tmp")
@@ -180,8 +189,10 @@ def settings_for(root: Path) -> Settings:
 
 
 def prompt_value(name: str, data: bytes) -> str:
-    """What approving a prompt file binds to: its name and a hash of its bytes."""
-    return f"{name} sha256:{hashlib.sha256(data).hexdigest()[:16]}"
+    """What approving a prompt file binds to: its name and the whole SHA-256 of its bytes
+    (the teammate writes both the text approved and the one that would replace it: a hash
+    cut to 64 bits is one they could make collide)."""
+    return f"{name} sha256:{hashlib.sha256(data).hexdigest()}"
 
 
 def prompt_approved(root: Path, name: str, data: bytes) -> bool:

@@ -145,3 +145,24 @@ def _link_stays_inside(root: Path, rel: str, link: Path) -> None:
     inside = os.path.relpath(target, real_root).replace(os.sep, "/")
     if inside.startswith("../") or inside == ".." or memory_problem(inside) is not None:
         raise PathRefused(f"{rel!r} is a symlink to {target}, which is no memory path of the vault.")
+
+
+def real_folder(path: Path) -> bool:
+    """Whether ``path`` is a folder itself, not a symlink to one (nor a file)."""
+    try:
+        return stat.S_ISDIR(os.lstat(path).st_mode)
+    except OSError:
+        return False
+
+
+def tool_folder(folder: Path) -> Path:
+    """One of the tool's own folders in the vault's ``.index/`` (parked files, records set
+    aside), made if missing. ``.index/`` is in the vault, so a synced folder or a pull can
+    put a symlink (or a file) at that name, which would send what the tool keeps there,
+    memories' bytes included, to a folder elsewhere: refused (``PathRefused``)."""
+    if os.path.lexists(folder) and not real_folder(folder):
+        raise PathRefused(f"{folder} is a symlink or a file, not a folder the tool made; it keeps its own files only "
+                          "in a real folder in the vault's .index/. Remove it (nothing of the tool's is in it) and "
+                          "retry.")
+    folder.mkdir(parents=True, exist_ok=True)
+    return folder

@@ -513,6 +513,10 @@ _NOT_A_VALUE = frozenset(
     "kept stored saved set rotated expired revoked valid invalid missing required needed managed shared "
     "available unknown empty same different".split()
 )
+# Words that may stand between "is"/"was" and the value: "the password is now hunter2",
+# "is set to hunter2" (then the next word decides, as above: "the token is now rotated").
+_BRIDGE = frozenset("now still also currently set to".split())
+_WORD_THEN_MORE = re.compile(r"(\S+)\s+")  # a word something follows
 _CLAUSE_END = re.compile(r"[,;|]|\.(?:\s|$)|\s[-–—]\s")
 REDACTED = "[redacted]"
 
@@ -520,8 +524,9 @@ REDACTED = "[redacted]"
 def redact_named_values(text: str) -> str:
     """``text`` with the value after each credential word redacted, up to the end of its
     clause (``,``, ``;``, ``. ``, a dash, the line): "The wifi password: hunter2, ask Bo"
-    becomes "The wifi password: [redacted], ask Bo". "token budget", "pin numpy", "the
-    password policy" and "the token is in the vault" have no value and stay."""
+    becomes "The wifi password: [redacted], ask Bo"; "the password is now x" and "is set to
+    x" lose "x" too. "token budget", "pin numpy", "the password policy" and "the token
+    is in the vault" have no value and stay."""
     out: list[str] = []
     pos = 0
     for match in _NAMED_VALUE.finditer(text):
@@ -534,14 +539,29 @@ def redact_named_values(text: str) -> str:
         value = value.rstrip(" \t.:!?)")
         if not value.strip():
             continue
-        first = value.split()[0].strip("\"'`").lower()
-        if match["verb"] and first in _NOT_A_VALUE:
-            continue
+        if match["verb"]:
+            skipped = _bridged(value)
+            start, value = start + skipped, value[skipped:]
+            word = value.split()[0] if value.strip() else ""
+            if not word or (word[0] not in "\"'`" and word.lower() in _NOT_A_VALUE):
+                continue  # no value, or none said here: "the token is in the vault"; a quoted one is one
         out.append(text[pos:start])
         out.append(REDACTED)
         pos = start + len(value)
     out.append(text[pos:])
     return "".join(out)
+
+
+def _bridged(value: str) -> int:
+    """How many characters of ``value`` are bridge words before the value itself
+    ("now ", "set to "); "to" only after "set"."""
+    skipped, last = 0, ""
+    for word in _WORD_THEN_MORE.finditer(value):
+        bare = word[1].lower()
+        if bare not in _BRIDGE or (bare == "to" and last != "set"):
+            break
+        skipped, last = word.end(), bare
+    return skipped
 
 
 def redact_for_names(text: str) -> str:

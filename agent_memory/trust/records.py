@@ -25,7 +25,7 @@ from ..errors import InvalidInput, PathRefused
 from .register import ABOUT, SET_ASIDE_DIRNAME, Register, Tracked, digest, read_record, record_id, refusal
 from ..disk.layout import INDEX_DIRNAME
 from ..disk.layout import TRASH_DIRNAME
-from ..disk.trash import LEDGER_NAME, Trash
+from ..disk.trash import LEDGER_NAME, Entry, Trash
 
 if TYPE_CHECKING:
     from ..vault.vault import Vault
@@ -69,10 +69,35 @@ def _set_aside(root: Path) -> list[Record]:
     for name in names:
         about = _about(base / name)
         if _ID.fullmatch(name) and about is not None:
-            out.append(Record(name, name.split("-")[0] if not name.startswith("git-") else "git-pending",
-                              _text(about.get("from")), _text(about.get("why")), _text(about.get("what")),
+            kind = name.split("-")[0] if not name.startswith("git-") else "git-pending"
+            out.append(Record(name, kind, _text(about.get("from")), _text(about.get("why")),
+                              _would(base / name / "record", kind),
                               f"{INDEX_DIRNAME}/{SET_ASIDE_DIRNAME}/{name}/record"))
     return out
+
+
+def _would(record: Path, kind: str) -> str:
+    """What applying a set-aside record would do, read from the record itself, as applying
+    it reads it: its ``about.json`` is a file in the vault too, and a plant's note may say
+    anything ("nothing in the vault changes")."""
+    from ..git.commits import PENDING_FILE, pending_would
+    from ..vault.moves import MANIFEST as MOVE_MANIFEST
+    from ..vault.moves import MOVE_DIRNAME, move_would
+    from ..disk.staging import MANIFEST as IMPORT_MANIFEST
+    from ..disk.staging import STAGING_DIRNAME, import_would
+    from ..disk.store import parked_would
+
+    try:
+        if kind == "move":
+            return move_would(read_record(record / MOVE_DIRNAME / MOVE_MANIFEST))
+        if kind == "import":
+            return import_would(read_record(record / STAGING_DIRNAME / IMPORT_MANIFEST))
+        if kind == "git-pending":
+            return pending_would(read_record(record / PENDING_FILE).split(b"\n")[:-1])
+        [parked] = [p for p in record.iterdir() if p.suffix == ".json" and not p.is_symlink()]
+        return parked_would(read_record(parked))
+    except (OSError, ValueError):
+        return "do nothing: it holds no record of its kind (discard it)"
 
 
 def _about(folder: Path) -> dict[str, Any] | None:
@@ -91,14 +116,14 @@ def _text(value: object) -> str:
 def _in_place(root: Path, register: Register, tracked: Tracked) -> list[Record]:
     """Records still where the tool would look for them that it will not act on."""
     from ..vault.moves import MANIFEST as MOVE_MANIFEST
-    from ..vault.moves import MOVE_DIRNAME, _move_would
+    from ..vault.moves import MOVE_DIRNAME, move_would
     from ..disk.staging import MANIFEST as IMPORT_MANIFEST
     from ..disk.staging import STAGING_DIRNAME, import_would
     from ..disk.store import parked_would
 
     control = root / INDEX_DIRNAME
     found: list[tuple[str, str, bytes, str]] = []
-    for kind, folder, manifest, would in (("move", MOVE_DIRNAME, MOVE_MANIFEST, _move_would),
+    for kind, folder, manifest, would in (("move", MOVE_DIRNAME, MOVE_MANIFEST, move_would),
                                           ("import", STAGING_DIRNAME, IMPORT_MANIFEST, import_would)):
         try:
             raw = read_record(control / folder / manifest)
@@ -127,7 +152,7 @@ def _in_place(root: Path, register: Register, tracked: Tracked) -> list[Record]:
 def _pending_in_place(control: Path, register: Register, tracked: Tracked) -> list[tuple[str, str, bytes, str]]:
     """The git journal's lines the register does not list, as the one record they become
     when the committer sets them aside."""
-    from ..git.commits import PENDING_FILE, _pending_would
+    from ..git.commits import PENDING_FILE, pending_would
 
     origin = f"{INDEX_DIRNAME}/{PENDING_FILE}"
     try:
@@ -138,7 +163,7 @@ def _pending_in_place(control: Path, register: Register, tracked: Tracked) -> li
     aside = [line for line in lines if every or not register.listed("git-pending", digest(line))]
     if not aside:
         return []
-    return [("git-pending", origin, b"".join(line + b"\n" for line in aside), _pending_would(aside))]
+    return [("git-pending", origin, b"".join(line + b"\n" for line in aside), pending_would(aside))]
 
 
 def _ledger(root: Path) -> list[Record]:
@@ -168,17 +193,15 @@ def _trash(root: Path) -> Trash:
 def gather(vault: Vault) -> None:
     """Set aside every record still in place that the register does not list, so each
     has its one id and place (opening the vault already did this for moves and imports)."""
-    from ..git.commits import state_of
-
     vault.finish_interrupted_move()
     vault.store.set_aside_unlisted_parked()
-    state_of(vault).pending.read()
+    vault.git_state.pending.read()
 
 
 def apply(vault: Vault, rid: str) -> str:
     """Let a record a person decided is theirs act: it goes through the checks of its kind
     (``confine``), is entered in this user's register and acts once. Returns what was done."""
-    with vault._writing():
+    with vault.core.writing():
         gather(vault)
         entry = _ledger_line(vault, rid)
         if entry is not None:
@@ -195,7 +218,7 @@ def apply(vault: Vault, rid: str) -> str:
 def discard(vault: Vault, rid: str) -> str:
     """Delete a record a person decided is not theirs (a ledger line: its file stays in
     ``.trash/``, the tool's no more). Returns what was done."""
-    with vault._writing():
+    with vault.core.writing():
         gather(vault)
         entry = _ledger_line(vault, rid)
         if entry is not None:
@@ -206,7 +229,7 @@ def discard(vault: Vault, rid: str) -> str:
         return f"{rid}: deleted"
 
 
-def _ledger_line(vault: Vault, rid: str) -> Any:
+def _ledger_line(vault: Vault, rid: str) -> Entry | None:
     if not rid.startswith("trash-"):
         return None
     for entry, _why in vault.store.trash.unlisted():
@@ -231,13 +254,13 @@ def _unknown(rid: str) -> InvalidInput:
 
 
 def _apply_move(vault: Vault, record: Path) -> str:
-    from ..vault.moves import MOVE_DIRNAME, _checked_manifest, _raw_manifest
+    from ..vault.moves import MOVE_DIRNAME, checked_manifest, raw_manifest
 
     journal = record / MOVE_DIRNAME
-    raw = _raw_manifest(journal)
+    raw = raw_manifest(journal)
     if raw is None:
         raise InvalidInput("This record holds no move's manifest; nothing can be undone from it. Discard it.")
-    manifest = _checked_manifest(vault.root, journal, raw)  # PathRefused: a path no memory may have
+    manifest = checked_manifest(vault.root, journal, raw)  # PathRefused: a path no memory may have
     place = _put_back(vault, journal, MOVE_DIRNAME, "move", raw)
     try:
         kept = vault.undo_recorded_move(place, raw)
@@ -251,7 +274,7 @@ def _apply_move(vault: Vault, record: Path) -> str:
 
 
 def _apply_import(vault: Vault, record: Path) -> str:
-    from ..disk.staging import MANIFEST, STAGING_DIRNAME, _checked_items
+    from ..disk.staging import MANIFEST, STAGING_DIRNAME, checked_items
 
     staging = record / STAGING_DIRNAME
     try:
@@ -260,7 +283,7 @@ def _apply_import(vault: Vault, record: Path) -> str:
         raise InvalidInput("This record holds no import's manifest; nothing can be finished from it. "
                            "Discard it.") from exc
     try:
-        _checked_items(staging, vault.root, raw)
+        checked_items(staging, vault.root, raw)
     except (ValueError, TypeError, KeyError) as exc:
         raise PathRefused(f"The staged import cannot be finished: {exc}. Nothing was changed; discard it.") from exc
     _put_back(vault, staging, STAGING_DIRNAME, "import", raw)
@@ -275,7 +298,7 @@ def _apply_parked(vault: Vault, record: Path) -> str:
     stem = jsons[0].name[:-5]
     raw = read_record(jsons[0])
     _not_tracked(vault, f"{INDEX_DIRNAME}/parked/{stem}.json")
-    vault.store.parked_dir.mkdir(parents=True, exist_ok=True)
+    confine.tool_folder(vault.store.parked_dir)
     for path in record.iterdir():
         if path.name in (f"{stem}.json", f"{stem}.md", f"{stem}.held") and not path.is_symlink():
             target = vault.store.parked_dir / path.name
@@ -283,13 +306,13 @@ def _apply_parked(vault: Vault, record: Path) -> str:
                 raise InvalidInput(f"{target} exists; nothing was changed.")
             os.rename(path, target)
     vault.store.register.enter("parked", digest(raw), durable=False)
-    kept = vault.store._settle_one(stem)
+    kept = vault.store.settle_one(stem)
     return "the parked file was settled" + (f": its bytes are kept in {', '.join(kept)}" if kept else " (deleted: "
                                             "it held what a write had checked)")
 
 
 def _apply_pending(vault: Vault, record: Path) -> str:
-    from ..git.commits import PENDING_FILE, state_of
+    from ..git.commits import PENDING_FILE
 
     lines = read_record(record / PENDING_FILE).split(b"\n")
     entries = []
@@ -304,7 +327,7 @@ def _apply_pending(vault: Vault, record: Path) -> str:
                 confine.memory_path(vault.root, path)  # PathRefused: nothing is committed from this record
             entries.append({"paths": paths, "message": entry["message"]})
     _not_tracked(vault, f"{INDEX_DIRNAME}/{PENDING_FILE}")
-    pending = state_of(vault).pending
+    pending = vault.git_state.pending
     for entry in entries:
         pending.add(entry)
     return f"{len(entries)} write(s) will be committed at the next commit or sync"

@@ -25,18 +25,21 @@ from __future__ import annotations
 import errno
 import hashlib
 import json
+import logging
 import os
 import secrets
 import stat
-import sys
 import time
 from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
-from ..errors import VaultError
+from ..errors import PathRefused, VaultError
 from ..git.run import run
-from .state import vault_state_dir
+from .confine import tool_folder
+from .state import inside_vault, vault_state_dir
+
+log = logging.getLogger("agent_memory.trust")
 
 REGISTER_DIRNAME = "register"
 SET_ASIDE_DIRNAME = "set-aside"  # in the vault's .index/: records set aside, never read as records
@@ -102,8 +105,7 @@ class Register:
 
     def _find_problem(self) -> str | None:
         folder = self.folder
-        real = os.path.realpath(folder)
-        if real == self.vault or real.startswith(self.vault.rstrip(os.sep) + os.sep):
+        if inside_vault(self._root, folder):
             return (f"this user's state folder {folder} is inside the vault, where anyone who shares the vault "
                     "could write it; set AGENT_MEMORY_STATE_DIR to a folder outside every vault")
         try:
@@ -321,8 +323,8 @@ def read_record(path: Path, limit: int = 64 << 20) -> bytes:
 
 
 def warn(sentence: str) -> None:
-    """Name a record once on stderr (never stdout: the stdio server speaks there)."""
-    print(f"agent-memory: warning: {sentence}", file=sys.stderr)
+    """Name a record once, as a warning through ``logging`` (``agent_memory/log.py``)."""
+    log.warning("%s", sentence)
 
 
 # --------------------------------------------------------------------------- tracked by git
@@ -405,7 +407,7 @@ def set_aside(control_dir: Path, kind: str, record_hash: str, paths: list[Path],
               what: str, written: dict[str, bytes] | None = None) -> str | None:
     """Move a record that is not to be acted on (its folder, or its files) into
     ``.index/set-aside/<kind>-<hash>/record/``, with ``about.json`` saying where it was,
-    why it was set aside and what applying it would do; name it once on stderr. Returns
+    why it was set aside and what applying it would do; name it once in a logged warning. Returns
     its id (None when it could not be moved: it stays where it is, still not acted on).
     ``written``: files to write there instead (lines taken out of a journal)."""
     rid = record_id(kind, record_hash)
@@ -416,6 +418,7 @@ def set_aside(control_dir: Path, kind: str, record_hash: str, paths: list[Path],
         n += 1
         folder = base / f"{rid}-{n}"
     try:
+        tool_folder(base)  # never a planted link: a record set aside holds memories' bytes
         (folder / "record").mkdir(parents=True)
         about = {"kind": kind, "hash": record_hash, "from": origin, "why": why, "what": what,
                  "at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}
@@ -425,8 +428,8 @@ def set_aside(control_dir: Path, kind: str, record_hash: str, paths: list[Path],
         for path in paths:
             if os.path.lexists(path):
                 os.rename(path, folder / "record" / path.name)
-    except OSError as exc:
-        warn(f"{origin} is {why}; it was not acted on, and could not be set aside ({exc.strerror or exc})")
+    except (OSError, PathRefused) as exc:
+        warn(f"{origin} is {why}; it was not acted on, and could not be set aside ({getattr(exc, 'strerror', None) or exc})")
         return None
     warn(f"{origin} was not acted on: {why}. It would {what}. It is set aside as {folder.name} "
          f"(`agent-memory doctor` lists it; `agent-memory doctor --apply {folder.name}` or `--discard` decides)")

@@ -40,3 +40,11 @@ def vault_key(root: Path) -> str:
 def vault_state_dir(root: Path) -> Path:
     """The folder of this user's state about one vault (not created here)."""
     return state_dir() / "vaults" / vault_key(root)
+
+
+def inside_vault(root: Path, path: Path) -> bool:
+    """Whether ``path`` (symlinks resolved) is in the vault at ``root``: this user's state
+    there is a file anyone who shares the vault could write, so it is never trusted."""
+    vault = os.path.realpath(root)
+    real = os.path.realpath(path)
+    return real == vault or real.startswith(vault.rstrip(os.sep) + os.sep)

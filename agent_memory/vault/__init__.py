@@ -1,5 +1,5 @@
-"""The vault, the library's one entry point: ``vault.Vault`` composes the jobs (each a
-module here: ``writes``, ``relations`` (unlink), ``moves``, ``maintenance``, over the
-shared ``core``) with ``index.reconcile`` and ``git.sync``; ``doctor`` checks a vault
-and says what to fix.
+"""The vault, the library's one entry point: ``vault.Vault`` is a façade over the jobs
+it holds (each a module here: ``reads``, ``writes``, ``relations``, ``moves``,
+``maintenance``, all over the shared ``core``) and ``index.reconcile`` and
+``git.sync``; ``doctor`` checks a vault and says what to fix.
 """

@@ -1,66 +1,50 @@
-"""An open vault: its folder, index and lock, reading one file safely, and finding a memory.
+"""An open vault: its folder, index, lock and settings, and finding and reading a memory.
 
-The files are the truth: a file enters the index only through ``_refresh``, from the
-bytes actually on disk. Whole-vault sync (``reconcile``), writes and maintenance build
-on this in their own modules; ``Vault`` composes them.
+Every job of ``Vault`` (writes, relations, moves, maintenance, git) works through one
+``Core``: the write lock (``writing``), the lookups (``resolve``, ``load``) and the
+settled read an edit starts from. Files reach the index through ``core.files``
+(``index/reconcile.py``).
 """
 
 from __future__ import annotations
 
 import dataclasses
 import datetime as dt
+import logging
 import os
 import sqlite3
-import sys
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any, Self
+from typing import Any, Protocol
 
 from ..trust import approvals, credentials
 from ..note import parse
-from ..note.parse import Note, file_version
+from ..note.parse import file_version
 from ..clock import Clock, humanize_age, iso, utcnow
 from ..errors import InvalidInput, NotFound, StillSaving, VaultError, VaultGone
-from ..index.db import FileFacts, Index, link_key
+from ..index.db import Index, link_key
+from ..index.reconcile import SETTLE_GIVE_UP, FileIndexer, Reconciler
 from ..disk.locking import Generations, WriteLock
 from ..semantic.status import Semantic, wanted
 from ..settings import SETTINGS_FILE, Settings, load_settings
-from ..models import Memory, ReconcileReport, Summary
-from ..limits import MAX_FILE_BYTES, check_text
-from ..disk.layout import INDEX_DIRNAME, cache_folder, encodable, index_folder, is_memory_path
-from ..disk.store import Store
-from ..disk.layout import TRASH_DIRNAME
+from ..models import Memory, Summary
+from ..limits import check_text
+from ..disk.layout import INDEX_DIRNAME, TRASH_DIRNAME, cache_folder, encodable, index_folder
+from ..disk.store import Store, WriteChange
 
-Progress = Callable[[int, int], None]
 SETTLED_AGE = 0.1  # seconds: a file not modified for this long is not being saved
 SETTLE_WAIT = 0.03  # between two reads that must agree
 SETTLE_TRIES = 30  # about a second of retries before a clear error
-SETTLE_GIVE_UP = 2.0  # seconds: an empty or broken file older than this is no save in progress
-STALE_MARK = "stale"  # in the vault's .index/: an index write failed, rebuild on the next open
 _CONTROL_FOLDERS = (INDEX_DIRNAME, TRASH_DIRNAME, ".prompts")
+log = logging.getLogger("agent_memory.vault")
 
 
-# A file as read before the lock: its note (None: not parsed, its bytes were already
-# indexed) and facts; None: no memory file there.
-Examined = tuple[Note | None, FileFacts] | None
-_UNREAD: Any = object()  # _refresh's "not examined yet"
+class Fields(Protocol):
+    """A memory's index row, as SQLite gives it or as recall holds it (``MemoryRecord``)."""
 
-
-def _still(stat: os.stat_result | None, examined: Examined) -> bool:
-    """Whether a file examined earlier is unchanged since (same presence, size, mtime,
-    ctime and inode)."""
-    if examined is None:
-        return stat is None
-    _note, facts = examined
-    return facts.same_stat(stat)
-
-
-def _mid_save(note: Note, facts: FileFacts) -> bool:
-    """A file that looks like one an editor is saving right now: empty, or its front
-    matter not closed yet, and modified moments ago (broken YAML is reported at once)."""
-    return note.half_written and time.time_ns() - facts.mtime_ns < SETTLE_GIVE_UP * 1e9
+    def __getitem__(self, key: str, /) -> Any: ...
 
 
 def _identity(root: Path) -> tuple[int, int] | None:
@@ -89,8 +73,13 @@ def _writable(root: Path) -> bool:
     return os.access(root, os.W_OK) and (not own.is_dir() or os.access(own, os.W_OK))
 
 
-class VaultCore:
-    """A vault folder and its index. Open it, use it, ``close()`` it."""
+class Core:
+    """A vault folder and its index, open: what every job of ``Vault`` shares.
+
+    ``reconcile`` is what brings the index up to date when another process replaced
+    it or wrote through another index (``Vault`` passes its own, which first undoes a
+    move a crash interrupted); ``written`` gets the files each write changed, once it
+    succeeded (``Vault`` passes git's commit journal)."""
 
     def __init__(
         self,
@@ -98,6 +87,8 @@ class VaultCore:
         *,
         index_dir: str | os.PathLike[str] | None = None,
         clock: Clock = utcnow,
+        reconcile: Callable[[], object] | None = None,
+        written: Callable[[list[WriteChange]], None] | None = None,
     ) -> None:
         self.root = Path(root).expanduser().absolute()
         if self.root.exists() and not self.root.is_dir():
@@ -113,29 +104,29 @@ class VaultCore:
         if self.read_only and self.index_dir == self.store.control_dir:
             self.index_dir = cache_folder(self.root)
             self.store.control_dir = self.index_dir
-            print(f"agent-memory: {self.root} is read-only: searching it with an index in {self.index_dir}",
-                  file=sys.stderr)
+            log.warning("%s is read-only: searching it with an index in %s", self.root, self.index_dir)
         try:
             self.index = Index(self.index_dir)
         except (OSError, sqlite3.Error) as exc:
             raise VaultError(f"Cannot open the index in {self.index_dir}: {exc}. Check the folder is writable.") from exc
         # The lock lives in the vault's own .index/ wherever the database is, so every
         # process on this vault takes the same one (AGENT_MEMORY_INDEX_DIR or not).
-        self._lock = WriteLock(self.store.control_dir / "write.lock")
+        self.lock = WriteLock(self.store.control_dir / "write.lock")
         self._generations = Generations(self.store.control_dir / "writes.json", str(self.index.path))
         self._seen_others = self._generations.others()
         self._settings: tuple[object, Settings] | None = None
-        # Commit tool writes: True (``serve --git-commit``), or None to follow ``git.commit``.
-        self.git_commit: bool | None = None
-        self.git_state: Any = None  # git.commits' per-vault state (repository, pending writes, committer)
         self.settings  # noqa: B018 - a broken settings file is a clear error at open, not at the first write
         self.vectors = Semantic(self.index, self.index_dir)  # loads nothing until semantic recall is used
+        self.files = FileIndexer(self.store, self.index, on_written=self.vectors.wake)
+        self.reconciler = Reconciler(self.files, writing=self.writing, now=self.now)
+        self._reconcile = reconcile or self.reconciler.reconcile
+        self._written = written
 
     @property
     def settings(self) -> Settings:
         """``<vault>/.agent-memory.toml`` as this clone approved it (``trust/approvals.py``): a value
-        that loosens a guard and is not approved is ignored, with a one-line warning on
-        stderr. Read again when the file or the approvals change (a running server follows
+        that loosens a guard and is not approved is ignored, with a one-line warning
+        (logged). Read again when the file or the approvals change (a running server follows
         a person's edit; a broken edit is a clear error on the next use)."""
         try:
             found = os.stat(self.root / SETTINGS_FILE)
@@ -147,7 +138,7 @@ class VaultCore:
             self._settings = (stamp, applied)
             pending = [item for item in asked if not item.approved]
             if pending:
-                print(f"agent-memory: warning: {approvals.ignored_warning(self.root, pending)}", file=sys.stderr)
+                log.warning("%s", approvals.ignored_warning(self.root, pending))
         return self._settings[1]
 
     def guard_credentials(self, fields: dict[str, str], already: str = "") -> list[str]:
@@ -172,31 +163,20 @@ class VaultCore:
         setting, else whether the optional extra is installed."""
         return wanted(self.settings.recall_semantic, asked)
 
-    def keep_vectors(self) -> None:
-        """A long-running process (server, watcher): embed new and changed memories in
-        the background from now on, when semantic recall is on."""
-        if self.semantic_on():
-            self.vectors.keep_current()
-
-    def __enter__(self) -> Self:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()
-
     def now(self) -> dt.datetime:
         return self.clock()
 
     @contextmanager
-    def _writing(self) -> Iterator[None]:
+    def writing(self) -> Iterator[None]:
         """Hold the vault's write lock, on a vault that is still where it was opened and
-        an index that is current; look again at files recent writes displaced."""
+        an index that is current; look again at files recent writes displaced. When the
+        outermost write succeeds, the files it changed go to ``written``."""
         self._check_vault()
-        with self._lock.hold():
-            outermost = self._lock.depth == 1
+        with self.lock.hold():
+            outermost = self.lock.depth == 1
             if outermost:
                 self.store.changes.clear()  # what a crash recovery outside a write restored is no write's
-            self._check_index()
+            self.check_index()
             if outermost:
                 self._catch_up()
             self.store.settle_parked()
@@ -208,12 +188,8 @@ class VaultCore:
                 if outermost:
                     self._generations.bump()
                     changes, self.store.changes = self.store.changes, []
-                    if done and changes:
+                    if done and changes and self._written is not None:
                         self._written(changes)
-
-    def _written(self, changes: list[tuple[str, str, str]]) -> None:
-        """A write succeeded and changed these files (still under the lock): the hook
-        ``git.sync.GitSync`` fills in to commit tool writes."""
 
     def _catch_up(self) -> None:
         """Another process may have written through an index of its own (one of them with
@@ -224,7 +200,7 @@ class VaultCore:
         others = self._generations.others()
         if others != self._seen_others:
             self._seen_others = others
-            self.reconcile()
+            self._reconcile()
 
     def _check_vault(self) -> None:
         """The vault folder renamed or deleted under a running server: say so instead
@@ -232,135 +208,21 @@ class VaultCore:
         if _identity(self.root) != self._identity:
             raise VaultGone(str(self.root))
 
-    def mark_stale(self, why: BaseException) -> VaultError:
-        """A file changed but its index row could not be written (a full disk): leave a
-        mark so the next open rebuilds the index from the files; return the error to raise."""
-        try:
-            (self.store.control_dir / STALE_MARK).write_text(f"{why}\n", encoding="utf-8")
-        except OSError:
-            pass  # the disk is full: the next open's walk still finds what changed
-        return VaultError(
-            f"The file was written but the index could not be updated ({why}); nothing is lost. "
-            "Free some disk space; the next command rebuilds the index (or run `agent-memory reindex`)."
-        )
-
-    def reconcile(self) -> ReconcileReport:
-        """Make the index match the files (see ``Reconcile.reconcile``)."""
-        raise NotImplementedError
-
-    def _check_index(self) -> None:
+    def check_index(self) -> None:
         """Another process deleted or replaced the index file: reopen it and, if it
         came back empty, rebuild it from the files."""
         self._check_vault()
         if self.index.ensure_current():
-            with self._lock.hold():
-                self.reconcile()
-
-    # ------------------------------------------------------------------ sync
-    def _read(self, rel: str) -> tuple[bytes, os.stat_result] | None:
-        """A memory file's bytes and stat, confined to the vault at read time; None for
-        anything else (gone, not a regular file, over ``MAX_FILE_BYTES``), so one odd
-        file never stops a command."""
-        return self.store.read(rel, MAX_FILE_BYTES)
-
-    def _note_for(self, rel: str, data: bytes, stat: os.stat_result) -> Note:
-        """Parse a file, filling times a hand-written file may lack from its mtime."""
-        note = parse.parse(data, rel)
-        if note.created is None or note.updated is None:
-            try:
-                mtime = iso(dt.datetime.fromtimestamp(stat.st_mtime, dt.timezone.utc))
-            except (OverflowError, OSError, ValueError):  # a timestamp past what a date holds (year 9999)
-                mtime = iso(dt.datetime.fromtimestamp(0, dt.timezone.utc))
-            note = dataclasses.replace(note, created=note.created or mtime, updated=note.updated or note.created or mtime)
-        return note
-
-    def _examine(self, rel: str, known: FileFacts | None = None) -> Examined:
-        """Read and parse one path, outside any lock or transaction: a slow file (a huge
-        one, a hostile front matter) must not hold up other writers or this process's
-        readers. None: no memory file there (gone, not a regular file, out of bounds).
-        A file whose bytes are those ``known`` already describes is not parsed (None note)."""
-        read = self._read(rel) if is_memory_path(rel) and self.store.inside(rel) else None
-        if read is None:
-            return None
-        data, stat = read
-        facts = FileFacts.read(data, stat)
-        if known is not None and known.sha256 == facts.sha256:
-            return None, facts
-        return self._note_for(rel, data, stat), facts
-
-    def _refresh(self, conn: sqlite3.Connection, rel: str, known: FileFacts | None,
-                 examined: Examined = _UNREAD) -> str:
-        """Bring one path's row in line with the file: the one way a file enters the index.
-
-        ``examined``: what ``_examine`` found before the lock was taken; used if the file
-        still has that stat (size, mtime, ctime, inode), else the file is read again."""
-        if examined is _UNREAD or not _still(self.store.stat(rel), examined):
-            examined = self._examine(rel, known)
-        if examined is None:
-            return "removed" if self.index.delete(conn, rel) else "absent"
-        note, facts = examined
-        if known is not None and known.sha256 == facts.sha256:
-            if known.stamp != facts.stamp or known.racy:
-                self.index.touch(conn, rel, facts)
-            return "unchanged"
-        if note is None:  # examined against facts that changed since: parse it now
-            examined = self._examine(rel)
-            if examined is None:
-                return "removed" if self.index.delete(conn, rel) else "absent"
-            note, facts = examined
-        if _mid_save(note, facts) and (known is not None or self.index.by_path(rel) is not None):  # type: ignore[arg-type]
-            # Caught between an editor's truncate and its write: keep the row (the memory
-            # keeps its id and stays findable); its facts differ from the file's, so the
-            # next event or sweep folds in the finished save ("settling": a watcher looks
-            # again once it cannot be a save in progress, in case no event comes).
-            return "settling"
-        self.index.upsert(conn, note, facts)  # type: ignore[arg-type]
-        return "added" if known is None else "updated"
-
-    def reconcile_path(self, rel: str) -> str:
-        """Fold one changed path into the index (used by the watcher)."""
-        rel = rel.replace(os.sep, "/")
-        if not encodable(rel):
-            return "absent"  # a name that is not UTF-8 is never indexed (SQLite holds text)
-        before = self.index.by_path(rel)
-        examined = self._examine(rel, FileFacts.of_row(before) if before else None)
-        with self._writing():
-            row = self.index.by_path(rel)
-            known = FileFacts.of_row(row) if row else None
-            with self._index_write() as conn:
-                return self._refresh(conn, rel, known, examined)
-
-    def _index_new(self, rel: str, data: bytes, published: os.stat_result | None) -> sqlite3.Row | None:
-        """Index a file this process just published from the bytes it wrote and the stat
-        of the file as published (``Store.place``), without reading it back; when that
-        stat is missing (something touched the file in between) it is read like any
-        other. Returns the new row."""
-        with self._index_write() as conn:
-            if published is None:
-                self._refresh(conn, rel, None)
-            else:
-                self._refresh(conn, rel, None, (self._note_for(rel, data, published), FileFacts.read(data, published)))
-        return self.index.by_path(rel)
-
-    @contextmanager
-    def _index_write(self) -> Iterator[sqlite3.Connection]:
-        """An index transaction after a file changed: if it fails (a full disk), the
-        index is marked stale and rebuilt on the next open, and the error says so."""
-        try:
-            with self.index.transaction() as conn:
-                yield conn
-        except sqlite3.Error as exc:
-            raise self.mark_stale(exc) from exc
-        self.vectors.wake()  # a background embedder (if any) catches up; nobody waits for it
-
+            with self.lock.hold():
+                self._reconcile()
 
     # ------------------------------------------------------------------ lookups
-    def _resolve(self, memory_id: str) -> sqlite3.Row:
+    def resolve(self, memory_id: str) -> sqlite3.Row:
         """An id, a vault-relative path, or a note's name as Obsidian resolves
         ``[[Note name]]`` (a path without ``.md``, else the file name; case-insensitive and
         Unicode-normalised: macOS writes NFD names). A name several notes share is an
         error listing them. Expired memories are not found."""
-        self._check_index()
+        self.check_index()
         key = (check_text(memory_id, "memory_id") or "").strip()
         if not key:
             raise InvalidInput("memory_id is empty; pass an id or a vault-relative path (use recall to find one).")
@@ -369,7 +231,7 @@ class VaultCore:
         path = key.replace("\\", "/").removeprefix("./")
         row = self.index.by_id(key, iso(self.now())) or self.index.by_path(path)
         if row is None and path.endswith(".md") and self.store.stat(path) is not None:
-            self.reconcile_path(path)  # a file made by hand that the index has not seen yet
+            self.reconciler.reconcile_path(path)  # a file made by hand that the index has not seen yet
             row = self.index.by_path(path)
         if row is None:
             row = self._by_name(key)
@@ -393,7 +255,7 @@ class VaultCore:
                 raise InvalidInput(f"{len(rows)} notes are named {name!r}: {listed}. Pass one of these paths instead.")
         return None
 
-    def _summary(self, row: sqlite3.Row) -> Summary:
+    def summary(self, row: Fields) -> Summary:
         return Summary(
             id=row["id"],
             path=row["path"],
@@ -408,12 +270,12 @@ class VaultCore:
             conflict=bool(row["conflict"]),
         )
 
-    def _memory(self, rel: str, data: bytes, row: sqlite3.Row) -> Memory:
+    def memory(self, rel: str, data: bytes, row: sqlite3.Row) -> Memory:
         note = parse.parse(data, rel)
         relations: dict[str, list[str]] = {}
         for relation, target in note.links:
             relations.setdefault(relation, []).append(target)
-        summary = self._summary(row)
+        summary = self.summary(row)
         summary["version"] = file_version(data)
         summary["conflict"] = note.conflict
         return Memory(
@@ -426,22 +288,22 @@ class VaultCore:
             problems=note.problems,
         )
 
-    def _settled(self, rel: str) -> bytes:
+    def settled(self, rel: str) -> bytes:
         """The file's bytes once they have settled: unmodified for ``SETTLED_AGE``, or
         the same in two reads ``SETTLE_WAIT`` apart. An empty or unreadable file (what
         an editor leaves between truncate and write) is read again until it is complete
-        or has stayed the same a while (then ``_editable`` says what is wrong); one that
+        or has stayed the same a while (then ``writes.editable`` says what is wrong); one that
         stays empty or keeps changing is refused."""
         last: bytes | None = None
         for _ in range(SETTLE_TRIES):
-            read = self._read(rel)
+            read = self.files.read(rel)
             if read is None:
                 raise NotFound(rel)
             data, stat = read
             age = time.time() - stat.st_mtime
             if age < SETTLED_AGE:
                 time.sleep(SETTLE_WAIT)
-                again = self._read(rel)
+                again = self.files.read(rel)
                 if again is None or again[0] != data:
                     last = None
                     continue
@@ -449,32 +311,32 @@ class VaultCore:
                 if age > SETTLE_GIVE_UP:
                     raise StillSaving(rel, "is empty")
             elif data == last or age > SETTLE_GIVE_UP or not parse.parse(data, rel).unreadable:
-                return data  # complete, or broken and not changing: _editable says why
+                return data  # complete, or broken and not changing: editable() says why
             last = data
             time.sleep(SETTLE_WAIT * 3)
         raise StillSaving(rel, "is empty" if last is not None and not last.strip() else "keeps changing")
 
-    def _load(self, memory_id: str, settle: bool = False) -> tuple[sqlite3.Row, bytes]:
+    def load(self, memory_id: str, settle: bool = False) -> tuple[sqlite3.Row, bytes]:
         """The row and the file's current bytes, re-indexing the file if it drifted.
 
-        ``settle``: the bytes once settled (``_settled``), as an edit needs them, and so
+        ``settle``: the bytes once settled (``settled``), as an edit needs them, and so
         the index never takes in a file caught halfway through someone's save (its id
         would vanish from the index, and the edit would say "not found")."""
-        row = self._resolve(memory_id)
+        row = self.resolve(memory_id)
         if settle:
-            data = self._settled(row["path"])
+            data = self.settled(row["path"])
         else:
-            read = self._read(row["path"])
+            read = self.files.read(row["path"])
             if read is None:
-                self.reconcile_path(row["path"])
+                self.reconciler.reconcile_path(row["path"])
                 raise NotFound(memory_id)
             data, _ = read
         if file_version(data) != row["sha256"]:
-            self.reconcile_path(row["path"])
-            row = self._resolve(memory_id)
+            self.reconciler.reconcile_path(row["path"])
+            row = self.resolve(memory_id)
         return row, data
 
     def get(self, memory_id: str) -> Memory:
-        row, data = self._load(memory_id)
-        return self._memory(row["path"], data, row)
+        row, data = self.load(memory_id)
+        return self.memory(row["path"], data, row)
 

@@ -7,26 +7,23 @@ import json
 import datetime as dt
 import os
 import sqlite3
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from ..note import parse
 from ..note.links import BODY_LINK_RELATION
-from ..note.parse import Note, content_hash
-from ..note.patch import patch
-from ..note.render import render_front_matter, render_new, to_utc
+from ..note.parse import Note
 from ..transfer.formats import EXPORT_FORMATS, importer
-from ..transfer.items import exported_file, exported_front_matter, import_path, new_fields, own_id, twin_id
 from ..recall import graph
 from ..recall.sql import Filters
 from ..trust import confine
 from ..transfer.importers.knowledge_graph import entity_name, observations, records, relation_type
 from ..clock import iso
-from .core import _UNREAD, Progress
+from ..progress import Every, Progress
+from .core import Core
 from ..errors import InvalidInput, NotFound, PathRefused, disk_error
 from ..transfer.importing import Importing, SyncPlan
-from ..index.db import SCHEMA_VERSION, TOKENIZER, FileFacts
-from ..limits import (MAX_BATCH, check_content, check_import_data, check_limit, check_offset, check_text,
-                     namespace_filter)
+from ..index.db import SCHEMA_VERSION, TOKENIZER
+from ..limits import MAX_BATCH, check_import_data, check_limit, check_offset, namespace_filter
 from ..models import ExportedMemory, ExportPage, GcResult, ImportResult, RestoreResult, Stats, TrashEntry
 from ..disk.staging import NotPublished, Staging
 from ..disk.trash import LEDGER_NAME
@@ -38,19 +35,25 @@ SEARCH_MODE = (
 )
 
 
-class Maintenance(Importing):
-    if TYPE_CHECKING:  # Vault composes this with Reconcile, whose sweep moves expired memories to the trash
-        def sweep_expired(self) -> int: ...
+class Maintenance:
+    """Owning a vault: stats, export, import, the trash (gc, list, restore)."""
+
+    def __init__(self, core: Core) -> None:
+        self.core = core
+        self.store = core.store
+        self.index = core.index
+        self.files = core.files
+        self.importing = Importing(core)
 
     # ------------------------------------------------------------------ owning the vault
     def stats(self) -> Stats:
         """Totals and health at a glance (also the MCP ``memory_stats`` tool)."""
-        self._check_index()
-        now = iso(self.now())
+        self.core.check_index()
+        now = iso(self.core.now())
         namespaces = self.index.namespace_counts(now)
         oldest, newest = self.index.created_range(now)
         return Stats(
-            vault=str(self.root),
+            vault=str(self.core.root),
             total=sum(namespaces.values()),
             namespaces=namespaces,
             top_tags=self.index.top_tags(now),
@@ -68,7 +71,7 @@ class Maintenance(Importing):
             index_bytes=self.index.size_bytes(),
             schema_version=SCHEMA_VERSION,
             search_mode=SEARCH_MODE,
-            semantic=self.vectors.status(self.semantic_on()),
+            semantic=self.core.vectors.status(self.core.semantic_on()),
         )
 
     def export_memories(self, namespace: str | None = None, format: str | None = None) -> list[Any]:
@@ -80,8 +83,8 @@ class Maintenance(Importing):
         title, ``type`` as ``entityType``, the body's items as observations, and every
         link property to another memory as a relation, its type given back from
         ``relation_types`` where the property name had to differ."""
-        self._check_index()
-        rows = self.index.live_rows(iso(self.now()), namespace_filter(namespace))
+        self.core.check_index()
+        rows = self.index.live_rows(iso(self.core.now()), namespace_filter(namespace))
         if format is None or format == "json":
             return self._exported(rows)
         if format not in EXPORT_FORMATS:
@@ -89,11 +92,11 @@ class Maintenance(Importing):
         return self._knowledge_graph(rows)
 
     def _knowledge_graph(self, rows: list[sqlite3.Row]) -> list[dict[str, Any]]:
-        links = graph.Links(self.index, iso(self.now()))
+        links = graph.LinkGraph(self.index, iso(self.core.now()))
         read: list[tuple[sqlite3.Row, Note]] = []
         names: dict[int, str] = {}
         for row in rows:
-            found = self._read(row["path"])
+            found = self.files.read(row["path"])
             if found is None:
                 continue
             note = parse.parse(found[0], row["path"])
@@ -116,10 +119,10 @@ class Maintenance(Importing):
 
     def export_page(self, namespace: str | None = None, limit: int = 100, offset: int = 0) -> ExportPage:
         """One page of the export, read from disk page by page (an MCP call's worth)."""
-        self._check_index()
+        self.core.check_index()
         check_offset(offset)
         namespace = namespace_filter(namespace)
-        now = iso(self.now())
+        now = iso(self.core.now())
         total = self.index.count(Filters(namespace=namespace or None), now)
         check_limit(limit, most=MAX_BATCH)
         rows = self.index.live_rows(now, namespace or None, limit, offset)
@@ -132,7 +135,7 @@ class Maintenance(Importing):
     def _exported(self, rows: list[sqlite3.Row]) -> list[ExportedMemory]:
         out: list[ExportedMemory] = []
         for row in rows:
-            read = self._read(row["path"])
+            read = self.files.read(row["path"])
             if read is None:
                 continue
             note = parse.parse(read[0], row["path"])
@@ -164,22 +167,20 @@ class Maintenance(Importing):
         if not isinstance(items, list):
             raise InvalidInput("Import expects a JSON array of memories (as written by export).")
         check_import_data(items)  # no NUL, no nesting past MAX_NESTING, anywhere it would be written
-        with self._writing():
+        with self.core.writing():
             # Under the lock no other import runs: a staging folder now is one a crash left.
             # Finish or drop it first (a long-running server would otherwise refuse imports).
             self.finish_interrupted_import()
-            now = self.now()
+            now = self.core.now()
             if format is not None:
-                plan = self._plan_sync(items, now)
+                plan = self.importing.plan_sync(items, now)
             else:
-                plans, duplicates, expired = self._plan_import(items, now)
-                plan = SyncPlan(files=[(rel, data, None) for rel, data in plans], duplicates=duplicates, expired=expired)
-            staging = self._staging()
+                plans, duplicates, expired = self.importing.plan_import(items, now)
+                plan = SyncPlan(files=plans, duplicates=duplicates, expired=expired)
+            staging = self.staging()
             total = len(plan.files)
 
-            def report(done: int) -> None:
-                if progress is not None and (done % 100 == 0 or done == total):
-                    progress(done, total)
+            report = Every(progress, "importing memories", total)
 
             try:
                 staging.stage(plan.files)
@@ -195,107 +196,42 @@ class Maintenance(Importing):
                 raise
             staging.clear()
             # Indexed in one transaction from the bytes just written and each published
-            # file's stat, not read back (one that changed since is: ``_refresh`` checks).
-            examined = {rel: (self._note_for(rel, plan.files[n][1], stat), FileFacts.read(plan.files[n][1], stat))
-                        for n, rel, stat in published if stat is not None}
-            done = {rel for _n, rel, _stat in published}
-            with self._index_write() as conn:
-                for _n, rel, _stat in published:
-                    self._refresh(conn, rel, None, examined.get(rel, _UNREAD))
-                for rel, _data, old in plan.files:
-                    if old is not None and rel not in done:  # a person's save stood instead: index that
-                        self._refresh(conn, rel, None)
+            # file's stat, not read back (one that changed since is: ``refresh`` checks).
+            # Parsed before the transaction, not inside it.
+            examined = {p.path: self.files.written(p.path, plan.files[p.n].data, p.stat) for p in published
+                        if p.stat is not None}
+            done = {p.path for p in published}
+            with self.files.transaction() as conn:
+                for p in published:
+                    if p.path in examined:
+                        self.files.refresh(conn, p.path, None, examined[p.path])
+                    else:
+                        self.files.refresh(conn, p.path, None)
+                for staged in plan.files:
+                    if staged.replaces is not None and staged.path not in done:  # a person's save stood: index that
+                        self.files.refresh(conn, staged.path, None)
             rows = self.index.query(
                 "SELECT path, id FROM memories WHERE path IN (SELECT value FROM json_each(?))",
-                (json.dumps([rel for _n, rel, _stat in published]),))
+                (json.dumps([p.path for p in published]),))
             ids = {row["path"]: row["id"] for row in rows}
-        written = [rel for _n, rel, _stat in published if rel in ids]
-        updated = sum(1 for n, _rel, _stat in published if plan.files[n][2] is not None)
+        written = [p.path for p in published if p.path in ids]
+        updated = sum(1 for p in published if plan.files[p.n].replaces is not None)
         return ImportResult(imported=len(published) - updated, updated=updated, unchanged=plan.unchanged,
                             duplicates=plan.duplicates, expired=plan.expired, links=plan.links, kept=plan.kept,
                             forgotten=plan.forgotten,
                             ids=[ids[rel] for rel in written], paths=written)
 
-    def _plan_import(self, items: list[Any], now: dt.datetime) -> tuple[list[tuple[str, bytes]], int, int]:
-        """Every item checked and its file computed, before anything is written:
-        (files, duplicates, expired)."""
-        plans: list[tuple[str, bytes]] = []
-        seen: set[tuple[str, str]] = set()
-        seen_ids: set[str] = set()
-        plain: dict[str, bool] = {}  # folders checked once per import here; publishing checks each again
-        duplicates = expired = 0
-        for n, item in enumerate(items):
-            where = f"Item {n}"
-            if not isinstance(item, dict):
-                raise InvalidInput(f"{where} is not an object; nothing was imported.")
-            try:
-                check_text(item.get("path"), "path")
-                exported = exported_file(item)
-                if exported is not None:  # an export's raw text: the file exactly as it was
-                    check_content(exported.body)
-                    meta, namespace, content = exported.meta, exported.namespace, exported.body
-                    data = item["raw"].encode("utf-8")
-                    expires = exported.expires
-                    memory_id = exported.id if exported.own_id else None
-                    self.guard_credentials({"the file text": item["raw"]})
-                else:
-                    content = check_content(item.get("content"))  # type: ignore[arg-type]
-                    if "front_matter" in item:  # an export: its front matter is the file's, as written
-                        meta, namespace = exported_front_matter(item["front_matter"])
-                        content = item["content"]  # byte for byte: export -> import -> export is stable
-                        data = render_front_matter(meta, content).encode("utf-8")
-                    else:  # a hand-made item {content, namespace, tags, title, source, created, ...}
-                        meta = new_fields(item, now)
-                        namespace = meta["namespace"]
-                        data = render_new(meta, content).encode("utf-8")  # the file remember would write
-                    written = meta.get("expires")
-                    expires = None if written in (None, "") else to_utc(written)
-                    memory_id = own_id(meta)
-                    self.guard_credentials({"the content": content, "the front matter": json.dumps(meta, default=str)})
-            except (InvalidInput, ValueError) as exc:  # the same kind of error, naming the item
-                kind = type(exc) if isinstance(exc, InvalidInput) else InvalidInput
-                raise kind(f"{where}: {exc} Nothing was imported.") from exc
-            if expires is not None and expires <= iso(now):
-                expired += 1
-                continue
-            key = (namespace, content_hash(content))
-            by_id = item.get("unique_by") == "id" and memory_id is not None  # an importer's: entities are told apart by name
-            if not by_id and (key in seen or self.index.find_content(namespace, key[1], iso(now)) is not None):
-                duplicates += 1
-                continue
-            if memory_id is not None and memory_id in seen_ids:
-                # An earlier item of this import claimed the id with other content: both are
-                # kept, this one under an id derived from the id and its content.
-                memory_id = twin_id(memory_id, content)
-                data = _with_id(data, memory_id)
-                meta = {**meta, "id": memory_id}
-            if memory_id is not None and (memory_id in seen_ids or self.index.by_id(memory_id, iso(now)) is not None):
-                duplicates += 1  # an older copy of a live memory: a second file would claim its id
-                continue
-            seen.add(key)
-            if memory_id is not None:
-                seen_ids.add(memory_id)
-            rel = import_path(self.store, item.get("path"), meta, content, now)
-            folder = rel.rsplit("/", 1)[0] if "/" in rel else ""
-            if folder and folder not in plain:
-                plain[folder] = self._plain_folder(folder)
-            if folder and not plain[folder]:
-                raise InvalidInput(f"{where}: {folder}/ in the vault is (or goes through) a symlink; imports are not "
-                                   "written through symlinks. Replace it with a real folder. Nothing was imported.")
-            plans.append((rel, data))
-        return plans, duplicates, expired
-
-    def _staging(self) -> Staging:
-        return Staging(self.store, self._replace_imported)
+    def staging(self) -> Staging:
+        return Staging(self.store, self.importing.replace_imported)
 
     def finish_interrupted_import(self) -> int:
         """An import a crash interrupted: finished if it was fully staged, else dropped."""
-        with self._writing():
-            published = self._staging().recover()
+        with self.core.writing():
+            published = self.staging().recover()
             if published:
-                with self._index_write() as conn:
+                with self.files.transaction() as conn:
                     for rel in published:
-                        self._refresh(conn, rel, None)
+                        self.files.refresh(conn, rel, None)
         return len(published)
 
     def gc(self, older_than_days: float = TRASH_DAYS) -> GcResult:
@@ -306,9 +242,9 @@ class Maintenance(Importing):
         there."""
         if not isinstance(older_than_days, (int, float)) or older_than_days < 0:
             raise InvalidInput("older_than_days must be 0 or more.")
-        with self._writing():
-            moved = self.sweep_expired()
-            removed, kept, refused = self.store.trash.purge(dt.timedelta(days=older_than_days), self.now())
+        with self.core.writing():
+            moved = self.core.reconciler.sweep_expired()
+            removed, kept, refused = self.store.trash.purge(dt.timedelta(days=older_than_days), self.core.now())
         result = GcResult(removed=removed, kept=kept, expired_moved=moved)
         if refused:
             result["refused"] = refused
@@ -329,7 +265,7 @@ class Maintenance(Importing):
         if not isinstance(key, str) or not key.strip():
             raise InvalidInput("Say what to restore: a memory id, its old path, or its path in .trash/ "
                                "(agent-memory restore lists them).")
-        with self._writing():
+        with self.core.writing():
             entry = self.store.trash.find(key)
             if entry is None:
                 refused = self.store.trash.find_refused(key)
@@ -339,7 +275,7 @@ class Maintenance(Importing):
                 raise PathRefused(f"The trash ledger's line for {key!r} ({refused[0].record}) {refused[1]}; nothing "
                                   "was restored. `agent-memory doctor` lists it, and can apply it if it is yours.")
             try:
-                confine.memory_path(self.root, entry.source)
+                confine.memory_path(self.core.root, entry.source)
             except PathRefused as exc:
                 raise PathRefused(f"{entry.trash} is recorded as coming from {entry.source!r}, which is not a place "
                                   f"in the vault a memory can be restored to ({exc}); move the file by hand.") from None
@@ -353,14 +289,8 @@ class Maintenance(Importing):
                 self.store.trash.take_out(entry, self.store.abspath(entry.source))
             except FileExistsError:
                 raise InvalidInput(f"{entry.source} appeared meanwhile; nothing was restored.") from None
-            with self._index_write() as conn:
-                self._refresh(conn, entry.source, None)
+            with self.files.transaction() as conn:
+                self.files.refresh(conn, entry.source, None)
             row = self.index.by_path(entry.source)
         return RestoreResult(path=entry.source, id=row["id"] if row else entry.id, restored_from=entry.trash,
                              reason=entry.reason)
-
-
-def _with_id(data: bytes, memory_id: str) -> bytes:
-    """A file's bytes with its ``id`` set to ``memory_id`` (only that key rewritten)."""
-    text = data.decode("utf-8")
-    return patch(text, {"id": memory_id}).encode("utf-8")

@@ -1,24 +1,10 @@
-"""Renaming or moving a note, and every wikilink and markdown link that points to it: ``move``.
+"""Renaming or moving a note and rewriting every wikilink and markdown link to it, as
+Obsidian does: ``move``.
 
-As Obsidian does when a note is renamed inside it: the file gets its new name, and each
-``[[link]]`` to it across the vault (front matter and body, ``!`` embeds, ``#heading``
-and ``|alias`` kept) is rewritten by a span edit. All or nothing:
-
-1. Under the vault's lock, every file involved is read until its bytes settle, and the
-   new texts are computed from exactly those bytes (nothing is written yet).
-2. A journal (``.index/move/``: the original bytes, then a manifest as the commit
-   point) is written, so a crash at any later step is undone on the next open.
-3. The note gets its new name as a hard link to the same file (mtime, permissions and
-   an editor's open descriptor follow it), linking files are swapped in only if they
-   still hold the bytes checked (``Store.replace_checked``), and the old name is taken
-   away only if it still names that file.
-4. If any file changed meanwhile (a person's save), everything already written is put
-   back, the save stands, and the move is refused.
-5. Once every file is in place the journal is marked done: a crash from then on leaves
-   the move as it is (its journal is just removed on the next open).
-
-A note without an ``id`` is known by its path, so its id changes (``old_id`` ->
-``new_id`` in the result). Nothing is ever overwritten: a taken name is refused.
+All or nothing, even across a crash: the new texts are computed from settled bytes under
+the vault's lock, a journal in ``.index/move/`` is written before any file changes, and a
+save that lands meanwhile undoes the move (the save stands). Nothing is ever overwritten.
+The protocol: docs/design/move-journal.md.
 """
 
 from __future__ import annotations
@@ -33,7 +19,8 @@ import sqlite3
 import stat
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING
+from collections.abc import Callable
+from typing import Any
 
 from ..recall import graph
 from ..trust import confine, credentials
@@ -41,14 +28,14 @@ from ..note import parse
 from ..note.links import retarget_links, retarget_markdown_links
 from ..note.parse import Note, file_version
 from ..clock import iso
-from .core import VaultCore
+from .core import Core
 from ..errors import InvalidInput, NotFound, PathRefused, ReadOnlyFile, SavedMeanwhile, VaultError, disk_error
 from ..index.db import link_key
-from ..limits import check_text
+from ..limits import check_names, check_text
 from ..models import MoveResult, Rewritten
 from ..trust.register import digest, read_record, refusal, set_aside
 from ..disk.layout import INDEX_DIRNAME, TMP_SUFFIX, encodable
-from .writes import Writes, _editable
+from .writes import editable
 
 MOVE_DIRNAME = "move"
 MANIFEST = "manifest.json"
@@ -67,20 +54,32 @@ class _File:
     links: int
 
 
-class Moves(VaultCore):
-    if TYPE_CHECKING:  # Vault composes this with Writes, whose settled read it uses
-        _settled = Writes._settled
+class Moves:
+    """move, and undoing a move a crash interrupted (its journal in ``.index/move/``).
 
-    _moving = False  # this process is inside ``move`` (its journal is no crash's)
+    ``reconcile`` is the vault's whole reconcile: a move first folds in the links a
+    person typed since the last look."""
+
+    def __init__(self, core: Core, *, reconcile: Callable[[], object]) -> None:
+        self.core = core
+        self.root = core.root
+        self.store = core.store
+        self.index = core.index
+        self.files = core.files
+        self._reconcile = reconcile
+        self._moving = False  # this process is inside ``move`` (its journal is no crash's)
 
     def move(self, memory_id: str, new_path: str) -> MoveResult:
         """Rename or move a note to ``new_path`` (vault-relative; ``.md`` is added if
         missing; a path ending in ``/`` or naming a folder keeps the file name) and
-        rewrite every wikilink and markdown link to it. Refused if the new path is taken."""
+        rewrite every wikilink and markdown link to it. Refused if the new path is taken,
+        or names what the file system cannot hold (over 255 bytes, ``.md`` included)."""
+        if isinstance(new_path, str):
+            check_names(new_path.strip(), "new_path", suffix=".md")
         check_text(new_path, "new_path")
-        with self._writing():
-            self.reconcile()  # links a person typed since the last look are rewritten too
-            row = self._resolve(memory_id)
+        with self.core.writing():
+            self._reconcile()  # links a person typed since the last look are rewritten too
+            row = self.core.resolve(memory_id)
             old = row["path"]
             new = self._new_place(old, new_path)
             moved, linking = self._plan(row, new)
@@ -89,15 +88,15 @@ class Moves(VaultCore):
                 self._carry_out(old, new, moved, linking)
             finally:
                 self._moving = False
-                with self._index_write() as conn:
+                with self.files.transaction() as conn:
                     for rel in (old, new, *(f.path for f in linking)):
-                        self._refresh(conn, rel, None)
+                        self.files.refresh(conn, rel, None)
             memory = self.index.by_path(new)
             if memory is None:  # its file vanished the instant it was made
                 raise NotFound(new)
             return MoveResult(
                 old_id=row["id"], new_id=memory["id"], old_path=old, new_path=new,
-                memory=self._summary(memory),
+                memory=self.core.summary(memory),
                 rewritten=[Rewritten(path=f.path, links=f.links) for f in linking if f.links]
                 + ([Rewritten(path=new, links=moved.links)] if moved.links else []),
             )
@@ -129,7 +128,7 @@ class Moves(VaultCore):
                 f"{name!r} cannot be a note name: wikilinks and Obsidian refuse {' '.join(refused) or 'outer spaces'}; "
                 "choose another name."
             )
-        credentials.refuse_in_name(rel, self.settings)  # not even in warn mode
+        credentials.refuse_in_name(rel, self.core.settings)  # not even in warn mode
         if rel == old:
             raise InvalidInput(f"{old} is already there; give another path.")
         if os.path.lexists(self.root / rel):
@@ -149,14 +148,14 @@ class Moves(VaultCore):
         """The moved file and each linking file, with the bytes checked and the new
         text, computed before anything is written."""
         old = row["path"]
-        links = graph.Links(self.index, iso(self.now()))
+        links = graph.LinkGraph(self.index, iso(self.core.now()))
         others = self.index.query(
             "SELECT count(*) FROM memories WHERE name_key = ? AND path != ?",
             (link_key(new.rsplit("/", 1)[-1]), old),
         )[0][0]
         by_path = others > 0  # the name is taken elsewhere: links name the path, as Obsidian's would
 
-        def rewrite_in(source: str, moved_to: str | None = None):
+        def rewrite_in(source: str, moved_to: str | None = None) -> Callable[[str], str | None]:
             def new_target(written: str) -> str | None:
                 found = links.resolve(written, source)
                 if found is not None and found["rid"] != row["rid"] and moved_to is not None:
@@ -164,14 +163,14 @@ class Moves(VaultCore):
                     # same name may reach another note (a namesake there). Name this one's path.
                     again = links.resolve(written, moved_to)
                     if again is None or again["rid"] != found["rid"]:
-                        return found["path"][:-3] + (written[-3:] if written.casefold().endswith(".md") else "")
+                        return str(found["path"])[:-3] + (written[-3:] if written.casefold().endswith(".md") else "")
                 if found is None or found["rid"] != row["rid"]:
                     return None
                 suffix = written[-3:] if written.casefold().endswith(".md") else ""
                 return (new[:-3] if by_path or "/" in written else new.rsplit("/", 1)[-1][:-3]) + suffix
             return new_target
 
-        def moved_note(source: str, moved_to: str | None = None):
+        def moved_note(source: str, moved_to: str | None = None) -> Callable[[str], str | None]:
             def new_path(target: str) -> str | None:  # a markdown link's note, as a vault path
                 found = links.resolve(target, source)
                 if found is not None and found["rid"] == row["rid"]:
@@ -181,15 +180,15 @@ class Moves(VaultCore):
                     # same text may reach another note (a namesake there). Keep it on this one.
                     again = links.resolve(target, moved_to)
                     if again is None or again["rid"] != found["rid"]:
-                        return found["path"]
+                        return str(found["path"])
                 return None
             return new_path
 
         sources = sorted({src["path"] for _relation, src in links.incoming(row, 10**9)[0]} - {old})
         linking: list[_File] = []
         for path in sources:
-            before = self._settled(path)
-            note = _editable(parse.parse(before, path))
+            before = self.core.settled(path)
+            note = editable(parse.parse(before, path))
             after, count = retarget_links(before.decode("utf-8"), rewrite_in(path))
             after, markdown = retarget_markdown_links(after, path, moved_note(path))
             count += markdown
@@ -198,13 +197,13 @@ class Moves(VaultCore):
                 if self.store.read_only(path):  # all or nothing: a protected note's links stay as they are
                     raise ReadOnlyFile(path)
                 linking.append(_File(path, before, after.encode("utf-8"), count))
-        before = self._settled(old)
+        before = self.core.settled(old)
         after_text, count = retarget_links(before.decode("utf-8", errors="replace"), rewrite_in(old, new))
         # Its own ./ and ../ links are read from its new folder after the move.
         after_text, markdown = retarget_markdown_links(after_text, old, moved_note(old, new), moved_to=new)
         count += markdown
         if count:  # the note links to itself, or relatively to others: that is an edit of it too
-            note = _editable(parse.parse(before, old))
+            note = editable(parse.parse(before, old))
             _check_rewrite(note, after_text, old)
             if self.store.read_only(old):
                 raise ReadOnlyFile(old)
@@ -227,7 +226,7 @@ class Moves(VaultCore):
         # from its new place for a spare copy, and a new file under the old name (a person's,
         # before the next open) for the original.
         os.close(os.open(journal / DONE, os.O_WRONLY | os.O_CREAT, 0o644))
-        self._forget_record(_raw_manifest(journal))
+        self._forget_record(raw_manifest(journal))
         shutil.rmtree(journal, ignore_errors=True)
         self.store.changed(new, "moved", old)
 
@@ -241,16 +240,16 @@ class Moves(VaultCore):
         try:
             entries = []
             for n, f in enumerate([moved, *linking]):
-                tmp = self.store._write_temp(folder, f.before)
+                tmp = self.store.write_temp(folder, f.before)
                 os.replace(tmp, folder / f"{n}.md")
                 entries.append({"path": f.path, "before": file_version(f.before),
                                 "after": file_version(f.after), "copy": f"{n}.md"})
             manifest = json.dumps({"old": old, "new": new, "files": entries, "record": secrets.token_hex(8)})
             data = manifest.encode("utf-8")
             self.store.register.enter("move", digest(data))
-            tmp = self.store._write_temp(folder, data)
+            tmp = self.store.write_temp(folder, data)
             os.replace(tmp, folder / MANIFEST)  # the commit point: from here a crash is undone
-            self.store._fsync_dir(folder)
+            self.store.fsync_dir(folder)
         except BaseException:
             if (folder / MANIFEST).exists():
                 self._undo(folder)
@@ -305,7 +304,7 @@ class Moves(VaultCore):
         same_file = os.path.samefile(aside, self.store.abspath(new))
         if same_file or _bytes(aside) == checked:
             aside.unlink()  # its bytes live on under the new name
-            self.store._fsync_dir(source.parent)
+            self.store.fsync_dir(source.parent)
             return
         _put_back(aside, source)
         raise SavedMeanwhile(old)
@@ -316,7 +315,7 @@ class Moves(VaultCore):
         the move wrote (a save made since stands, and is named in the result). The
         manifest's paths pass the memory rule first (``confine``), and each original's
         copy must hold the bytes the manifest names."""
-        raw = _raw_manifest(folder)
+        raw = raw_manifest(folder)
         if raw is None:
             shutil.rmtree(folder, ignore_errors=True)  # no manifest: nothing of it reached the vault
             return []
@@ -324,13 +323,13 @@ class Moves(VaultCore):
             self._forget_record(raw)
             shutil.rmtree(folder, ignore_errors=True)
             return []
-        manifest = _checked_manifest(self.root, folder, raw)
+        manifest = checked_manifest(self.root, folder, raw)
         kept: list[str] = []
         old, new = manifest["old"], manifest["new"]
         moved, *linking = manifest["files"]
         for entry in linking:
             original = (folder / entry["copy"]).read_bytes()
-            read = self._read(entry["path"])
+            read = self.files.read(entry["path"])
             if read is None or file_version(read[0]) != entry["after"]:
                 continue  # not written yet, or saved since: as it is
             try:
@@ -347,7 +346,7 @@ class Moves(VaultCore):
                 self.store.park(target, new, data)  # the move's own copy; the original is at the old name
             else:
                 kept.append(new)  # not the move's: someone's file, left as it is
-        read = self._read(old)
+        read = self.files.read(old)
         if read is not None and file_version(read[0]) == moved["after"] != moved["before"]:
             self.store.replace_checked(old, (folder / moved["copy"]).read_bytes(), read[0])
         _remove_empty_folders(target.parent, self.root)
@@ -360,12 +359,16 @@ class Moves(VaultCore):
         files whose save since then stands are returned. A journal this user's register
         does not list (planted, synced in, a replay), or git tracks, is set aside."""
         folder = self.store.control_dir / MOVE_DIRNAME
-        if self._moving or self.read_only or not folder.exists():
+        if self._moving or self.core.read_only or not os.path.lexists(folder):
             return []
-        with self._lock.hold():
-            if not folder.exists():
+        with self.core.lock.hold():
+            if not os.path.lexists(folder):
                 return []
-            raw = _raw_manifest(folder)
+            if not confine.real_folder(folder):  # no journal the tool made: never followed, never in the way
+                set_aside(self.store.control_dir, "move", digest(b""), [folder], _ORIGIN,
+                          "a symlink or a file, not a folder the tool made", move_would(None))
+                return []
+            raw = raw_manifest(folder)
             if raw is not None and not self._may_undo(folder, raw):
                 return []
             try:
@@ -375,18 +378,18 @@ class Moves(VaultCore):
                 # (it keeps every file's original bytes) and let the vault work on.
                 self._forget_record(raw)
                 set_aside(self.store.control_dir, "move", digest(raw or b""), [folder], _ORIGIN,
-                          f"could not be undone ({exc})", _move_would(raw))
+                          f"could not be undone ({exc})", move_would(raw))
                 return []
 
     def undo_recorded_move(self, folder: Path, raw: bytes | None) -> list[str]:
         """Undo the move a journal the register lists records (under the vault's lock), and
         bring the index up to date; raises when it cannot."""
-        manifest = _checked_manifest(self.root, folder, raw) if raw is not None else None
+        manifest = checked_manifest(self.root, folder, raw) if raw is not None else None
         kept = self._undo(folder)
         if manifest:
-            with self._index_write() as conn:
+            with self.files.transaction() as conn:
                 for rel in {manifest["old"], manifest["new"], *(f["path"] for f in manifest["files"])}:
-                    self._refresh(conn, rel, None)
+                    self.files.refresh(conn, rel, None)
         return kept
 
     def _may_undo(self, folder: Path, raw: bytes) -> bool:
@@ -396,20 +399,16 @@ class Moves(VaultCore):
         why = refusal(self.store.register, self.store.tracked, "move", found, _ORIGIN)
         if why is None:
             return True
-        set_aside(self.store.control_dir, "move", found, [folder], _ORIGIN, why, _move_would(raw))
+        set_aside(self.store.control_dir, "move", found, [folder], _ORIGIN, why, move_would(raw))
         return False
 
-    def reconcile(self):
-        """Undo a move a crash interrupted, then reconcile (see ``Reconcile.reconcile``)."""
-        self.finish_interrupted_move()
-        return super().reconcile()
 
 
 _ORIGIN = f"{INDEX_DIRNAME}/{MOVE_DIRNAME}"
 _COPY_NAME = re.compile(r"[0-9]{1,6}\.md")
 
 
-def _raw_manifest(folder: Path) -> bytes | None:
+def raw_manifest(folder: Path) -> bytes | None:
     """The journal's manifest as written (None: there is none, or it is no plain file)."""
     try:
         return read_record(folder / MANIFEST)
@@ -417,7 +416,7 @@ def _raw_manifest(folder: Path) -> bytes | None:
         return None
 
 
-def _checked_manifest(root: Path, folder: Path, raw: bytes) -> dict:
+def checked_manifest(root: Path, folder: Path, raw: bytes) -> dict[str, Any]:
     """A journal's manifest, refused (``PathRefused``, ``ValueError``) unless every path
     in it is a memory path (``confine``), every copy a file of the journal holding the
     bytes the manifest names, and the moved note the first file."""
@@ -440,7 +439,7 @@ def _checked_manifest(root: Path, folder: Path, raw: bytes) -> dict:
     return manifest
 
 
-def _move_would(raw: bytes | None) -> str:
+def move_would(raw: bytes | None) -> str:
     """What undoing a move's journal would do, for a person deciding about it."""
     try:
         manifest = json.loads(raw or b"")

@@ -1,83 +1,57 @@
-"""The one object every front end talks to: remember, recall, update, forget, sync.
+"""The one object every front end talks to: ``Vault``, the façade over a vault's jobs.
 
-It composes the store (files), the index (SQLite) and the query planner. The files
-are the truth: every write goes to a file first, then the index is refreshed from
-the bytes actually on disk, through the same per-file function reconcile uses.
+It opens the vault (``Core``), builds each job with what it uses, and lists the whole
+library in one place: every method is a line that hands the call to the job that does
+it. The files are the truth: every write goes to a file first, then the index is
+refreshed from the bytes actually on disk (``index/reconcile.py``).
 """
 
 from __future__ import annotations
 
 import builtins
+import datetime as dt
+import logging
 import os
 import sqlite3
-import stat
-import sys
 from collections.abc import Iterable
 from pathlib import Path
-from typing import Any
+from typing import Any, Self
 
-from ..watch import vouch
-from ..recall import graph
-from ..note import parse
-from ..note.parse import file_version
-from ..note.render import to_utc
-from ..clock import Clock, iso, utcnow
-from .core import STALE_MARK
-from ..errors import InvalidInput, NotFound, PathRefused, VaultError
-from ..recall.engine import MATCH_MODES, Engine, Outcome
-from ..recall.rank import PROFILES, RecallConfig, Scored
-from ..recall.records import MemoryRecord
-from ..recall.sql import Filters, expired_rids, within_filters
-from ..recall.terms import MAX_QUERY_CHARS, plan
-from ..git.history import log as history_log
-from ..index.db import name_key
-from .maintenance import Maintenance
-from ..models import (
-    ContextMemory,
-    ContextResult,
-    Explanation,
-    Edge,
-    FileContent,
-    HistoryResult,
-    Hit,
-    ListResult,
-    MoveResult,
-    Memory,
-    RecallGraph,
-    RelatedNode,
-    RelatedResult,
-    ScoreParts,
-    SearchResult,
-    Statement,
-    Summary,
-)
-from ..limits import (check_importance, check_limit, check_names, check_offset, check_tags, check_text, check_type,
-                     namespace_filter)
-from ..index.reconcile import Reconcile
-from ..settings import SETTINGS_FILE, checked_value
-from ..disk.layout import GITIGNORE, is_memory_path
+from ..clock import Clock, utcnow
+from ..disk.layout import GITIGNORE
 from ..disk.store import Store
-from .writes import Writes
-from .relations import Links
-from .moves import Moves
+from ..errors import InvalidInput, VaultError
+from ..git.commits import GitState
 from ..git.sync import GitSync
+from ..index.reconcile import STALE_MARK
+from ..log import configured, show_warnings_on_stderr
+from ..models import (ContextResult, ExportPage, FileContent, ForgetBatchResult, ForgetResult, GcResult, HistoryResult,
+                      ImportResult, LinkResult, ListResult, Memory, MoveResult, ReconcileReport, RelatedResult,
+                      RememberResult, RestoreResult, SearchResult, Stats, SyncResult, TrashEntry, UnlinkResult,
+                      UpdateResult)
+from ..progress import Progress
+from ..recall.rank import RecallConfig
+from ..settings import SETTINGS_FILE, Settings, checked_value
+from ..watch import vouch
+from .core import Core
+from .maintenance import TRASH_DAYS, Maintenance
+from .moves import Moves
+from .reads import MAX_READ_BYTES, Reads
+from .relations import Relations
+from .writes import Writes
 
-CONTENT_IN_HITS = 1500  # a hit carries the whole body up to this many characters (SPEC §5)
-SEARCH_RELATED_LIMIT = 50  # most linked memories search(depth=...) adds beside the hits
-CONTEXT_STRATEGIES = ("relevance", "recency", "importance")
-CONTEXT_CANDIDATES = 100
-MAX_TOKEN_BUDGET = 200_000
-MAX_READ_BYTES = 1_000_000
-TOKEN_ESTIMATE = "ceil(characters / 4) of each memory's title and content"
+log = logging.getLogger("agent_memory.vault")
 
 
-class Vault(Writes, Links, Moves, Maintenance, Reconcile, GitSync):
+class Vault:
     """A vault folder and its index. Open it, use it, ``close()`` it.
 
-    The one object every front end talks to. Its jobs live in their own modules:
-    ``core`` (opening, reading a file, lookups), ``reconcile`` (files -> index),
-    ``writes`` (remember, update, forget, link), ``maintenance`` (stats, export,
-    import, gc); the reads (list, search, graph, context, files) are here.
+    Its parts, each built with what it uses: ``core`` (the folder, index, lock,
+    settings and lookups every part shares), ``reads`` (list, search, related, history,
+    context, files), ``writes`` (remember, update, forget), ``relations`` (link,
+    unlink), ``moves`` (move, and undoing one a crash interrupted), ``maintenance``
+    (stats, export, import, the trash), ``reconciler`` (the files into the index) and
+    ``git`` (``sync``; tool writes as commits through ``git_state``).
     """
 
     def __init__(
@@ -88,7 +62,24 @@ class Vault(Writes, Links, Moves, Maintenance, Reconcile, GitSync):
         clock: Clock = utcnow,
         sync: bool = True,
     ) -> None:
-        super().__init__(root, index_dir=index_dir, clock=clock)
+        if not configured():  # nobody decided where warnings go: stderr, rather than lost
+            show_warnings_on_stderr()
+        # The core runs the vault's whole reconcile when another process replaced the index
+        # or wrote through another one (looked up when it runs: ``reconcile`` below), and
+        # hands each successful write's files to git's commit journal.
+        self.core = core = Core(root, index_dir=index_dir, clock=clock, reconcile=lambda: self.reconcile(),
+                                written=lambda changes: self.git_state.note_write(changes))
+        self.root, self.store, self.index, self.index_dir = core.root, core.store, core.index, core.index_dir
+        self.read_only, self.vectors, self.clock = core.read_only, core.vectors, core.clock
+        self.git_state = GitState(core)
+        self.reconciler = core.reconciler
+        self.reads = Reads(core)
+        self.writes = Writes(core)
+        self.relations = Relations(core, self.writes)
+        self.moves = Moves(core, reconcile=lambda: self.reconcile())
+        self.maintenance = Maintenance(core)
+        self.git = GitSync(core, self.git_state, reconcile=lambda: self.reconcile(),
+                           reconcile_path=self.reconciler.reconcile_path)
         if sync:
             self._sync_on_open()
 
@@ -104,7 +95,7 @@ class Vault(Writes, Links, Moves, Maintenance, Reconcile, GitSync):
             except (VaultError, sqlite3.Error, OSError, ValueError, KeyError) as exc:
                 # One import a crash left that cannot be finished must not lock the vault:
                 # its staged files stay in .index/import/ for a person to look at.
-                print(f"agent-memory: warning: could not finish an interrupted import: {exc}", file=sys.stderr)
+                log.warning("could not finish an interrupted import: %s", exc)
         try:
             stale = self.store.control_dir / STALE_MARK
             if stale.exists():
@@ -112,14 +103,14 @@ class Vault(Writes, Links, Moves, Maintenance, Reconcile, GitSync):
                 stale.unlink(missing_ok=True)
             elif self._watcher_vouches():
                 self.finish_interrupted_move()
-                if self._expiring():
+                if self.reconciler.expiring():
                     self.sweep_expired()
             else:
                 self.reconcile()
         except (VaultError, sqlite3.Error, OSError) as exc:
             if not self.index.file_facts():
                 raise VaultError(f"Cannot index the vault {self.root}: {exc}") from exc
-            print(f"agent-memory: warning: could not bring the index up to date: {exc}", file=sys.stderr)
+            log.warning("could not bring the index up to date: %s", exc)
 
     def _watcher_vouches(self) -> bool:
         """Whether a live, healthy watcher of this vault keeping this very index has
@@ -130,7 +121,8 @@ class Vault(Writes, Links, Moves, Maintenance, Reconcile, GitSync):
         return vouch.vouched(self.store.control_dir, self.root, self.index.path)
 
     @classmethod
-    def init(cls, root: str | os.PathLike[str], *, memories_folder: str | None = None, **kwargs: Any) -> Vault:
+    def init(cls, root: str | os.PathLike[str], *, memories_folder: str | None = None,
+             index_dir: str | os.PathLike[str] | None = None, clock: Clock = utcnow, sync: bool = True) -> Self:
         """Create the vault folder (and its .gitignore) if needed, then open it.
 
         ``memories_folder`` writes the ``memories.folder`` setting (where new memories'
@@ -152,428 +144,208 @@ class Vault(Writes, Links, Moves, Maintenance, Reconcile, GitSync):
                 Store(path).write_new_file(SETTINGS_FILE, f'[memories]\nfolder = "{folder}"\n'.encode())
         except OSError as exc:
             raise VaultError(f"Cannot create a vault at {path}: {exc.strerror or exc}.") from exc
-        return cls(path, **kwargs)
+        return cls(path, index_dir=index_dir, clock=clock, sync=sync)
+
+    # ------------------------------------------------------------------ the open vault
+    @property
+    def settings(self) -> Settings:
+        """``.agent-memory.toml`` as this clone approved it (``Core.settings``)."""
+        return self.core.settings
 
     @property
     def is_obsidian_vault(self) -> bool:
         """Whether Obsidian opens this folder as a vault (it holds ``.obsidian/``)."""
         return (self.root / ".obsidian").is_dir()
 
+    @property
+    def git_commit(self) -> bool | None:
+        """Commit tool writes: True (``serve --git-commit``), or None to follow ``git.commit``."""
+        return self.git_state.commit
+
+    @git_commit.setter
+    def git_commit(self, value: bool | None) -> None:
+        self.git_state.commit = value
+
+    def now(self) -> dt.datetime:
+        return self.core.now()
+
+    def semantic_on(self, asked: bool | None = None) -> bool:
+        """Whether recall uses embeddings (``Core.semantic_on``)."""
+        return self.core.semantic_on(asked)
+
+    def keep_vectors(self) -> None:
+        """A long-running process (server, watcher): embed new and changed memories in
+        the background from now on, when semantic recall is on."""
+        if self.semantic_on():
+            self.vectors.keep_current()
+
+    def close(self) -> None:
+        self.core.close()
+
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
     # ------------------------------------------------------------------ reads
-    def list(
-        self,
-        namespace: str | None = None,
-        tags: Iterable[str] | str | None = (),
-        limit: int = 20,
-        offset: int = 0,
-        path_prefix: str | None = None,
-        type: str | None = None,
-        min_importance: float | None = None,
-        max_importance: float | None = None,
-    ) -> ListResult:
-        """Memories newest first, filtered in SQL, paged."""
-        filters = Filters(namespace=namespace_filter(namespace), tags=tuple(check_tags(tags)),
-                          path_prefix=check_text(path_prefix, "path_prefix") or None,
-                          **_kind_filters(type, min_importance, max_importance))
-        check_limit(limit)
-        check_offset(offset)
-        self._check_index()
-        now = iso(self.now())
-        rows = self.index.list(filters, now, limit, offset)
-        total = self.index.count(filters, now)
-        result = ListResult(total=total, count=len(rows), offset=offset, memories=[self._summary(r) for r in rows])
-        if offset + len(rows) < total:
-            result["next_offset"] = offset + len(rows)
-        return result
+    def get(self, memory_id: str) -> Memory:
+        """One memory, as its file is now (``Core.get``)."""
+        return self.core.get(memory_id)
 
-    def _named(self, query: str) -> frozenset[int]:
-        """The memories called exactly what was asked (a note's name, title or alias, as
-        Obsidian's quick switcher finds it): those rank first among the hits."""
-        wanted = name_key(query.strip().rstrip("?!.").strip())
-        if not wanted or len(wanted) > 200:
-            return frozenset()
-        return frozenset(self.index.named(wanted))
+    def list(self, namespace: str | None = None, tags: Iterable[str] | str | None = (), limit: int = 20,
+             offset: int = 0, path_prefix: str | None = None, type: str | None = None,
+             min_importance: float | None = None, max_importance: float | None = None) -> ListResult:
+        """Memories newest first (``Reads.list``)."""
+        return self.reads.list(namespace, tags, limit, offset, path_prefix, type, min_importance, max_importance)
 
-    def search(
-        self,
-        query: str,
-        namespace: str | None = None,
-        tags: Iterable[str] | str | None = (),
-        limit: int = 10,
-        match: str = "auto",
-        since: str | None = None,
-        until: str | None = None,
-        path_prefix: str | None = None,
-        offset: int = 0,
-        profile: str | None = None,
-        config: RecallConfig | None = None,
-        explain: bool = False,
-        depth: int = 0,
-        type: str | None = None,
-        min_importance: float | None = None,
-        max_importance: float | None = None,
-        semantic: bool | None = None,
-    ) -> SearchResult:
-        """Plain-question recall: all terms when some memory has them all, else the
-        memories matching most terms (IDF-weighted, lifted by the memories written next
-        to them), then BM25, then recency (``recall.engine``). A term that matches
-        nothing gets a second chance; corrections are reported in ``corrected``.
-        ``offset`` pages through one ranking (``next_offset`` says where the next page
-        starts). ``profile`` (``facts``, ``conversation``; default the vault setting
-        ``recall.profile``) picks the ranking. ``config`` replaces the ranking's knobs (tests and benchmarks); ``explain`` adds
-        every statement run and each hit's score parts (``explain``). ``depth`` (1-3)
-        adds ``related``: the memories linked to or from the hits up to that many links
-        away, with the edges, at most ``SEARCH_RELATED_LIMIT`` of them (``related_to_hits``).
-        ``semantic`` (default: the ``recall.semantic`` setting, on when the optional extra
-        is installed): with ``match="auto"``, when no memory holds every term, rank the
-        memories by meaning (embeddings) instead, as the profile says; each hit says
-        ``found_by``."""
-        if not isinstance(query, str) or len(query) > MAX_QUERY_CHARS:
-            raise InvalidInput(f"The query must be text of at most {MAX_QUERY_CHARS} characters.")
-        if match not in MATCH_MODES:
-            raise InvalidInput(f"match must be one of {', '.join(MATCH_MODES)}; got {match!r}.")
-        check_limit(limit)
-        check_offset(offset)
-        if not isinstance(depth, int) or isinstance(depth, bool) or not 0 <= depth <= graph.MAX_DEPTH:
-            raise InvalidInput(f"depth must be between 0 and {graph.MAX_DEPTH}; got {depth!r}.")
-        if profile is not None and profile not in PROFILES:
-            raise InvalidInput(f"profile must be one of {', '.join(PROFILES)}; got {profile!r}.")
-        filters = Filters(
-            namespace=namespace_filter(namespace),
-            tags=tuple(check_tags(tags)),
-            since=_bound(since, "since"),
-            until=_bound(until, "until"),
-            path_prefix=check_text(path_prefix, "path_prefix") or None,
-            **_kind_filters(type, min_importance, max_importance),
-        )
-        check_text(query, "The query")
-        if semantic is not None and not isinstance(semantic, bool):
-            raise InvalidInput(f"semantic must be true or false; got {semantic!r}.")
-        use_meaning = self.semantic_on(semantic)
-        self._check_index()
-        planned = plan(query)
-        terms = planned.terms
-        if not terms:
-            return SearchResult(
-                terms=[], match_mode=match, count=0, hits=[],
-                hint="The query has no words to search for; ask with a few plain words.",
-            )
-        now = iso(self.now())
-        config = config or PROFILES[profile or self.settings.recall_profile]
-        nearest = self.vectors.nearest(query, self._within) if use_meaning and match == "auto" and config.semantic else None
-        found = Engine(self.index, config, explain=explain).search(terms, filters, now, limit, match, offset,
-                                                                   newest=planned.newest, named=self._named(query),
-                                                                   nearest=nearest)
-        hits = self._hits(found)
-        mode = found.mode
-        result = SearchResult(terms=[t.text for t in found.terms], match_mode=mode, count=len(hits), hits=hits)
-        if found.semantic:
-            for hit, scored in zip(hits, found.ranked):
-                hit["found_by"] = scored.found_by
-        if found.corrected:
-            result["corrected"] = found.corrected
-        if found.more:
-            result["next_offset"] = offset + len(hits)
-        if depth:
-            result["related"] = self.related_to_hits([found.records[s.rid] for s in found.ranked], depth, now)
-        if explain:
-            result["explain"] = Explanation(
-                profile=config.name,
-                statements=[Statement(sql=text, params=list(params)) for text, params in found.statements],
-                scores=[ScoreParts(id=hit["id"], score=hit["score"], parts={k: round(v, 4) for k, v in s.parts.items()})
-                        for hit, s in zip(hits, found.ranked)],
-            )
-        if found.semantic == "gate" and hits:
-            result["note"] = ("No memory contains all of the terms; these are the memories closest in meaning "
-                              "(found_by: semantic), then those matching some of the terms (found_by: lexical).")
-        elif match == "auto" and mode == "any" and hits:
-            result["note"] = (
-                "Some memories contain all of the terms (complete: true, first); the others match some of them "
-                "(see matched_terms)." if any(h["complete"] for h in hits) or offset else
-                "No memory contains all of the terms; these match some of them (see matched_terms)."
-            )
-        if not hits:
-            result["hint"] = (
-                "Nothing matched. Try fewer or other words, remove namespace/tag filters, "
-                "or browse with list_memories."
-            )
-        return result
-
-    def related_to_hits(self, hits: builtins.list[MemoryRecord], depth: int, now: str) -> RecallGraph:
-        """The memories linked to or from ``hits`` (both directions, as ``related``'s
-        default), breadth-first up to ``depth`` links from the nearest hit, at most
-        ``SEARCH_RELATED_LIMIT`` besides the hits; edges among all of them."""
-        walked = graph.walk_from(graph.Links(self.index, now), hits, depth, "both", len(hits) + SEARCH_RELATED_LIMIT)
-        ordered = sorted((pair for pair in walked.nodes.values() if pair[1] > 0), key=lambda pair: (pair[1], pair[0]["path"]))
-        ids = {row["rid"]: row["id"] for row, _distance in walked.nodes.values()}
-        out = RecallGraph(
-            depth=depth, count=len(ordered),
-            nodes=[RelatedNode(**self._summary(row), distance=distance) for row, distance in ordered],
-            edges=[Edge(source=ids[src], relation=relation, target=ids[dst]) for src, relation, dst in walked.edges],
-            aborted=walked.aborted,
-        )
-        if walked.aborted:
-            out["note"] = (f"Stopped at {SEARCH_RELATED_LIMIT} linked memories: more are linked. Use related on one "
-                           "hit, or a lower depth, to see the rest.")
-        return out
-
-    def _within(self, filters: Filters, now: str, rids: builtins.list[int] | None) -> set[int]:
-        """Semantic recall's filter: which of ``rids`` (None: of all memories) are live
-        and within the search's filters, checked in SQL as lexical hits are. Without
-        filters only expiry applies: the expired few are left out instead."""
-        if rids is not None and filters == Filters():
-            expired = {row[0] for row in self.index.query(*expired_rids(now))}
-            return set(rids) - expired
-        return {row[0] for row in self.index.query(*within_filters(filters, now, rids))}
-
-    def _hits(self, found: Outcome) -> builtins.list[Hit]:
-        return [self._hit(found.records[s.rid], s, found.snippets.get(s.rid) or _opening(found.records[s.rid].body))
-                for s in found.ranked]
-
-    def _hit(self, record: MemoryRecord, scored: Scored, snippet: str) -> Hit:
-        """``score``: higher is better, comparable within one result only. A short
-        memory comes whole (``content``), so no second call is needed to read it."""
-        hit = Hit(**self._summary(record), snippet=snippet, matched_terms=list(scored.matched),  # type: ignore[arg-type]
-                  complete=scored.complete, score=round(scored.score, 4))
-        if len(record.body) <= CONTENT_IN_HITS:
-            hit["content"] = record.body
-        return hit
+    def search(self, query: str, namespace: str | None = None, tags: Iterable[str] | str | None = (), limit: int = 10,
+               match: str = "auto", since: str | None = None, until: str | None = None,
+               path_prefix: str | None = None, offset: int = 0, profile: str | None = None,
+               config: RecallConfig | None = None, explain: bool = False, depth: int = 0, type: str | None = None,
+               min_importance: float | None = None, max_importance: float | None = None,
+               semantic: bool | None = None) -> SearchResult:
+        """Plain-question recall (``Reads.search``)."""
+        return self.reads.search(query, namespace, tags, limit, match, since, until, path_prefix, offset, profile,
+                                 config, explain, depth, type, min_importance, max_importance, semantic)
 
     def related(self, memory_id: str, depth: int = 1, direction: str = "both", limit: int = 100) -> RelatedResult:
-        """Memories linked to this one, breadth-first up to ``depth`` hops.
-
-        Follows front-matter relations and body ``[[wikilinks]]`` (``out``), backlinks
-        (``in``) or both; visits at most ``limit`` memories, the start included, and
-        says ``aborted`` when that cap cut the walk short.
-        """
-        if not isinstance(depth, int) or isinstance(depth, bool) or not 0 <= depth <= graph.MAX_DEPTH:
-            raise InvalidInput(f"depth must be between 0 and {graph.MAX_DEPTH}; got {depth!r}.")
-        if direction not in graph.DIRECTIONS:
-            raise InvalidInput(f"direction must be one of {', '.join(graph.DIRECTIONS)}; got {direction!r}.")
-        if not isinstance(limit, int) or isinstance(limit, bool) or not 1 <= limit <= graph.MAX_VISITS:
-            raise InvalidInput(f"limit must be between 1 and {graph.MAX_VISITS}; got {limit!r}.")
-        start = self._resolve(memory_id)
-        walked = graph.walk(graph.Links(self.index, iso(self.now())), start, depth, direction, limit)
-        ordered = sorted(walked.nodes.values(), key=lambda pair: (pair[1], pair[0]["path"]))
-        ids = {row["rid"]: row["id"] for row, _distance in ordered}
-        result = RelatedResult(
-            memory_id=start["id"],
-            depth=depth,
-            direction=direction,
-            count=len(ordered) - 1,
-            nodes=[RelatedNode(**self._summary(row), distance=distance) for row, distance in ordered],
-            edges=[Edge(source=ids[src], relation=relation, target=ids[dst]) for src, relation, dst in walked.edges],
-            aborted=walked.aborted,
-        )
-        if walked.aborted:
-            result["note"] = (
-                f"Stopped at {limit} memories: more are linked. Raise limit (up to {graph.MAX_VISITS}) "
-                "or lower depth to see the rest."
-            )
-        elif len(ordered) == 1:
-            result["note"] = "No linked memories. Add a link with link_memories, or try direction='both' or a larger depth."
-        return result
+        """Memories linked to this one (``Reads.related``)."""
+        return self.reads.related(memory_id, depth, direction, limit)
 
     def history(self, memory_id: str, limit: int = 20) -> HistoryResult:
-        """The commits that changed this memory's file, newest first, following renames
-        (``git log --follow``, at most ``limit``): date, author, message and what changed
-        (front-matter keys, body lines). Read-only; the vault may be a subfolder of the
-        repository. A vault not in git is a clear error."""
-        check_limit(limit)
-        row = self._resolve(memory_id)
-        entries, more, top = history_log(self.root, row["path"], limit)
-        result = HistoryResult(
-            memory_id=row["id"], path=row["path"], repository=str(top), count=len(entries),
-            truncated=more, commits=entries,
-        )
-        if not entries:
-            result["note"] = (
-                f"{row['path']} has no commits yet: it is not committed to git (new, ignored, or only staged). "
-                "Its history starts with the first commit that includes it."
-            )
-        elif more:
-            result["note"] = f"Showing the newest {limit} commits; more changed this memory. Raise limit to see older ones."
-        return result
+        """The commits that changed this memory's file (``Reads.history``)."""
+        return self.reads.history(memory_id, limit)
 
-    def retrieve_context(
-        self,
-        query: str,
-        token_budget: int = 4000,
-        strategy: str = "relevance",
-        namespace: str | None = None,
-        tags: Iterable[str] | str | None = (),
-        type: str | None = None,
-        min_importance: float | None = None,
-        max_importance: float | None = None,
-    ) -> ContextResult:
-        """Whole memories that together fit ``token_budget``, best first.
-
-        Candidates are the top recall hits for ``query`` (or the newest memories when
-        the query is empty). ``relevance`` keeps recall's order, ``recency`` puts the
-        latest update first, ``importance`` a numeric ``importance:`` front-matter key,
-        then the number of memories linking to it. A memory that does not fit is
-        skipped (never cut), and smaller ones after it may still fit.
-        """
-        if strategy not in CONTEXT_STRATEGIES:
-            raise InvalidInput(f"strategy must be one of {', '.join(CONTEXT_STRATEGIES)}; got {strategy!r}.")
-        if not isinstance(token_budget, int) or isinstance(token_budget, bool) or not 1 <= token_budget <= MAX_TOKEN_BUDGET:
-            raise InvalidInput(f"token_budget must be between 1 and {MAX_TOKEN_BUDGET:,} tokens; got {token_budget!r}.")
-        hint = None
-        kinds: dict[str, Any] = {"type": type, "min_importance": min_importance, "max_importance": max_importance}
-        if (query or "").strip():
-            found = self.search(query, namespace=namespace, tags=tags, limit=CONTEXT_CANDIDATES, **kinds)
-            paths = [hit["path"] for hit in found["hits"]]
-            hint = found.get("hint")
-        else:
-            paths = [m["path"] for m in self.list(namespace=namespace, tags=tags, limit=CONTEXT_CANDIDATES,
-                                                  **kinds)["memories"]]
-        loaded = []
-        for path in paths:
-            try:
-                row, data = self._load(path)
-            except NotFound:  # forgotten or expired since the search
-                continue
-            loaded.append((row, self._memory(row["path"], data, row)))
-        picked: list[ContextMemory] = []
-        used = omitted = 0
-        for _row, memory in self._context_order(loaded, strategy):
-            cost = self.estimate_tokens(memory["title"] + "\n" + memory["content"])
-            if used + cost > token_budget:
-                omitted += 1
-                continue
-            used += cost
-            picked.append(ContextMemory(**self._summary_of(memory), content=memory["content"], estimated_tokens=cost))
-        result = ContextResult(
-            query=query or "", strategy=strategy, token_budget=token_budget, estimated_tokens=used,
-            estimate=TOKEN_ESTIMATE, truncated=omitted > 0, omitted=omitted, count=len(picked), memories=picked,
-        )
-        if hint:
-            result["hint"] = hint
-        elif omitted:
-            result["hint"] = f"{omitted} matching memories did not fit; raise token_budget or narrow the query to see them."
-        return result
-
-    def _context_order(self, loaded: builtins.list[tuple[sqlite3.Row, Memory]], strategy: str) -> builtins.list[tuple[sqlite3.Row, Memory]]:
-        if strategy == "recency":
-            return sorted(loaded, key=lambda pair: pair[1]["updated"], reverse=True)
-        if strategy == "importance":
-            links = graph.Links(self.index, iso(self.now()))
-
-            def weight(pair: tuple[sqlite3.Row, Memory]) -> tuple[float, int]:
-                declared = pair[1]["front_matter"].get("importance")
-                number = declared if isinstance(declared, (int, float)) and not isinstance(declared, bool) else 0
-                return (-number, -links.backlink_count(pair[0]))
-
-            return sorted(loaded, key=weight)
-        return loaded
+    def retrieve_context(self, query: str, token_budget: int = 4000, strategy: str = "relevance",
+                         namespace: str | None = None, tags: Iterable[str] | str | None = (), type: str | None = None,
+                         min_importance: float | None = None, max_importance: float | None = None) -> ContextResult:
+        """Whole memories that together fit ``token_budget`` (``Reads.retrieve_context``)."""
+        return self.reads.retrieve_context(query, token_budget, strategy, namespace, tags, type, min_importance,
+                                           max_importance)
 
     @staticmethod
     def estimate_tokens(text: str) -> int:
-        """The budget estimate ``retrieve_context`` uses: characters / 4, rounded up."""
-        return -(-len(text) // 4)
-
-    @staticmethod
-    def _summary_of(memory: Memory) -> Summary:
-        return Summary(**{key: memory[key] for key in Summary.__annotations__})  # type: ignore[typeddict-item, literal-required]
-
-    def move(self, memory_id: str, new_path: str) -> MoveResult:
-        """``Moves.move``, with a new path whose names the file system cannot hold (over
-        255 bytes, ``.md`` included) refused in one line first."""
-        if isinstance(new_path, str):
-            check_names(new_path.strip(), "new_path", suffix=".md")
-        return super().move(memory_id, new_path)
+        """The budget estimate ``retrieve_context`` uses (``Reads.estimate_tokens``)."""
+        return Reads.estimate_tokens(text)
 
     def read_file(self, path: str, max_bytes: int = MAX_READ_BYTES) -> FileContent:
-        """A text file inside the vault, as it is on disk.
-
-        Symlinks are resolved first and ``..`` escapes, absolute paths elsewhere and
-        dot-folders other than ``.prompts/`` are refused (``.git/config`` can hold
-        tokens); binary files and files over ``max_bytes`` are refused by name and size,
-        and a memory that has expired is not found. A path inside the vault with nothing
-        there is an answer (``exists: false``), not an error: agents ask "is it there?".
-        """
-        if not isinstance(path, str) or not path.strip():
-            raise InvalidInput("path is empty; give a vault-relative path such as 2026/07/20/some-memory.md.")
-        check_text(path, "path")
-        resolved = self.store.confine(check_names(path.strip(), "path"))
-        rel = resolved.relative_to(self.root.resolve()).as_posix()
-        if resolved.is_dir():
-            raise InvalidInput(f"{rel or '.'} is a folder in the vault; give the path of a file "
-                               "(list_memories shows them).")
-        if not os.path.lexists(resolved):  # nothing there: an answer, not an error
-            return FileContent(path=rel, exists=False, size=0, version="", memory_id=None, content="")
-        if not resolved.is_file():
-            raise InvalidInput(f"{rel} is not a regular file; read_file reads text files only.")
-        try:
-            fd = os.open(resolved, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
-        except OSError as exc:  # swapped for a symlink since it was checked, or unreadable
-            raise PathRefused(f"{rel} cannot be read safely ({exc.strerror}); nothing was returned.") from exc
-        if not self.store._opened_inside(fd) or not stat.S_ISREG(os.fstat(fd).st_mode):
-            os.close(fd)  # a folder on the way swapped for a symlink since the check, or a pipe swapped in
-            raise PathRefused(f"{rel} changed while it was being read (a folder or the file was replaced); nothing "
-                              "was returned. Retry.")
-        with os.fdopen(fd, "rb") as handle:
-            size = os.fstat(handle.fileno()).st_size
-            data = handle.read(max_bytes + 1) if size <= max_bytes else b""
-        if size > max_bytes or len(data) > max_bytes:
-            raise InvalidInput(
-                f"{rel} is {max(size, len(data)):,} bytes; read_file returns at most {max_bytes:,} bytes. "
-                "Open it in an editor instead, or recall the memory for a snippet."
-            )
-        try:
-            if b"\0" in data:
-                raise UnicodeError
-            text = data.decode("utf-8")
-        except UnicodeError:
-            raise InvalidInput(f"{rel} is a binary file, not UTF-8 text; read_file returns text files only.") from None
-        if is_memory_path(rel):
-            expires = parse.parse(data, rel).expires  # the file's own word, even before the index saw it
-            if expires is not None and expires <= iso(self.now()):
-                raise NotFound(rel)  # SPEC §3: an expired memory is never returned by any read
-        row = self.index.by_path(rel)
-        return FileContent(
-            path=rel, exists=True, size=len(data), version=file_version(data),
-            memory_id=row["id"] if row is not None else None, content=text,
-        )
+        """A text file inside the vault, as it is on disk (``Reads.read_file``)."""
+        return self.reads.read_file(path, max_bytes)
 
     def complete_ids(self, prefix: str, limit: int = 20) -> builtins.list[str]:
-        """Live memory ids and vault paths that start with ``prefix``, newest first
-        (what an MCP client offers while someone types a ``memory://`` address)."""
-        n = len(prefix)
-        rows = self.index.query(
-            "SELECT id, path FROM memories m WHERE (substr(m.id, 1, ?) = ? OR substr(m.path, 1, ?) = ?) "
-            "AND (m.expires IS NULL OR m.expires > ?) ORDER BY m.updated DESC, m.path LIMIT ?",
-            (n, prefix, n, prefix, iso(self.now()), limit),
-        )
-        values: list[str] = []
-        for row in rows:
-            for value in (row["id"], row["path"]):
-                if value.startswith(prefix) and value not in values:
-                    values.append(value)
-        return values[:limit]
+        """Live memory ids and paths that start with ``prefix`` (``Reads.complete_ids``)."""
+        return self.reads.complete_ids(prefix, limit)
 
+    # ------------------------------------------------------------------ writes
+    def remember(self, content: str, namespace: str = "default", tags: Iterable[str] | str | None = (),
+                 title: str = "", source: str = "", ttl_days: float = 0, type: str | None = None,
+                 importance: float | str | None = None) -> RememberResult:
+        """Store a fact as a new file (``Writes.remember``)."""
+        return self.writes.remember(content, namespace, tags, title, source, ttl_days, type, importance)
 
+    def update(self, memory_id: str, *, content: str | None = None, append: str | None = None,
+               replace_old: str | None = None, replace_new: str | None = None,
+               tags: Iterable[str] | str | None = None, add_tags: Iterable[str] | str | None = (),
+               remove_tags: Iterable[str] | str | None = (), namespace: str | None = None,
+               source: str | None = None, title: str | None = None, ttl_days: float | None = None,
+               type: str | None = None, importance: float | str | None = None,
+               expected_version: str | None = None) -> UpdateResult:
+        """Change a memory in place (``Writes.update``)."""
+        return self.writes.update(memory_id, content=content, append=append, replace_old=replace_old,
+                                  replace_new=replace_new, tags=tags, add_tags=add_tags, remove_tags=remove_tags,
+                                  namespace=namespace, source=source, title=title, ttl_days=ttl_days, type=type,
+                                  importance=importance, expected_version=expected_version)
 
+    def forget(self, memory_id: str, expected_version: str | None = None) -> ForgetResult:
+        """Move a memory's file to ``.trash/`` (``Writes.forget``)."""
+        return self.writes.forget(memory_id, expected_version)
 
-def _opening(body: str, most: int = 160) -> str:
-    """A snippet for a hit no term matched (found by meaning): the body's opening words."""
-    text = " ".join(body.split())
-    return text if len(text) <= most else text[:most].rsplit(" ", 1)[0] + "…"
+    def forget_many(self, memory_ids: Iterable[str] | str, expected_version: str | None = None,
+                    dry_run: bool = False) -> ForgetBatchResult:
+        """Forget several memories, all or nothing (``Writes.forget_many``)."""
+        return self.writes.forget_many(memory_ids, expected_version, dry_run)
 
+    def link(self, memory_id: str, target_id: str, relation: str = "related_to") -> LinkResult:
+        """Add a relation to a memory's front matter (``Relations.link``)."""
+        return self.relations.link(memory_id, target_id, relation)
 
-def _kind_filters(kind: str | None, least: float | None, most: float | None) -> dict[str, Any]:
-    """The ``type`` and importance filters, checked as the values a write takes."""
-    filters = {"type": check_type(kind) or None,
-               "min_importance": check_importance(least, "min_importance"),
-               "max_importance": check_importance(most, "max_importance")}
-    return filters
+    def unlink(self, memory_id: str, target_id: str, relation: str = "related_to") -> UnlinkResult:
+        """Remove a relation from a memory's front matter (``Relations.unlink``)."""
+        return self.relations.unlink(memory_id, target_id, relation)
 
+    def move(self, memory_id: str, new_path: str) -> MoveResult:
+        """Rename or move a note and rewrite every link to it (``Moves.move``)."""
+        return self.moves.move(memory_id, new_path)
 
-def _bound(value: str | None, name: str) -> str | None:
-    if not value:
-        return None
-    try:
-        return to_utc(value)
-    except ValueError as exc:
-        raise InvalidInput(f"{name} must be a date or timestamp like 2026-07-20; got {value!r}.") from exc
+    # ------------------------------------------------------------------ owning the vault
+    def stats(self) -> Stats:
+        """Totals and health at a glance (``Maintenance.stats``)."""
+        return self.maintenance.stats()
 
+    def export_memories(self, namespace: str | None = None, format: str | None = None) -> builtins.list[Any]:
+        """Every live memory as written (``Maintenance.export_memories``)."""
+        return self.maintenance.export_memories(namespace, format)
+
+    def export_page(self, namespace: str | None = None, limit: int = 100, offset: int = 0) -> ExportPage:
+        """One page of the export (``Maintenance.export_page``)."""
+        return self.maintenance.export_page(namespace, limit, offset)
+
+    def import_memories(self, items: Any, progress: Progress | None = None, format: str | None = None) -> ImportResult:
+        """Import a batch, all or nothing (``Maintenance.import_memories``)."""
+        return self.maintenance.import_memories(items, progress, format)
+
+    def finish_interrupted_import(self) -> int:
+        """Finish or drop an import a crash interrupted (``Maintenance.finish_interrupted_import``)."""
+        return self.maintenance.finish_interrupted_import()
+
+    def gc(self, older_than_days: float = TRASH_DAYS) -> GcResult:
+        """Empty the trash of the tool's old entries (``Maintenance.gc``)."""
+        return self.maintenance.gc(older_than_days)
+
+    def trash_list(self) -> builtins.list[TrashEntry]:
+        """What the tool put in the trash and can restore (``Maintenance.trash_list``)."""
+        return self.maintenance.trash_list()
+
+    def restore(self, key: str) -> RestoreResult:
+        """Put a memory back from the trash (``Maintenance.restore``)."""
+        return self.maintenance.restore(key)
+
+    # ------------------------------------------------------------------ the index and the files
+    def reconcile(self) -> ReconcileReport:
+        """Make the index match the files (``Reconciler.reconcile``), after undoing a
+        move a crash interrupted (``Moves.finish_interrupted_move``)."""
+        self.moves.finish_interrupted_move()
+        return self.reconciler.reconcile()
+
+    def reconcile_path(self, rel: str) -> str:
+        """Fold one changed path into the index (``Reconciler.reconcile_path``)."""
+        return self.reconciler.reconcile_path(rel)
+
+    def reindex(self, *, sweep: bool = True, progress: Progress | None = None) -> ReconcileReport:
+        """Rebuild the index from the files alone (``Reconciler.reindex``); then, with
+        semantic recall on, embed every memory whose vector is missing (a file's vector
+        depends on its bytes only, so unchanged files keep theirs). ``progress`` gets a
+        ``Step`` as files are read ("indexing files") and memories embedded ("embedding
+        memories")."""
+        report = self.reconciler.reindex(sweep=sweep, progress=progress)
+        if self.semantic_on():
+            report["embedded"] = self.vectors.rebuild(progress)
+        return report
+
+    def sweep_expired(self) -> int:
+        """Move memories whose ``expires`` has passed to the trash (``Reconciler.sweep_expired``)."""
+        return self.reconciler.sweep_expired()
+
+    def finish_interrupted_move(self) -> builtins.list[str]:
+        """Undo a move a crash interrupted (``Moves.finish_interrupted_move``)."""
+        return self.moves.finish_interrupted_move()
+
+    def undo_recorded_move(self, folder: Path, raw: bytes | None) -> builtins.list[str]:
+        """Undo the move a journal records (``Moves.undo_recorded_move``)."""
+        return self.moves.undo_recorded_move(folder, raw)
+
+    # ------------------------------------------------------------------ git
+    def sync(self) -> SyncResult:
+        """Commit, pull, reindex what changed, push (``GitSync.sync``)."""
+        return self.git.sync()

@@ -1,4 +1,4 @@
-"""Writes: remember, update, forget and link, each a change to one file, then its row.
+"""Writes: remember, update and forget, each a change to one file, then its row.
 
 A person's editor and an agent may change one file at the same instant: every edit takes
 the vault's lock, reads the file until its bytes settle, computes the change from exactly
@@ -11,31 +11,25 @@ from __future__ import annotations
 import datetime as dt
 import os
 import sqlite3
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from typing import Any
 
-from ..recall import graph
 from ..trust import credentials
 from ..note import parse
-from ..note.links import RELATION_NAME, wikilinks
-from ..note.parse import Note, RESERVED_KEYS, content_hash, derive_title, file_version, is_tool_id
+from ..note.parse import Note, content_hash, derive_title, file_version, is_tool_id
 from ..note.patch import edit_body, patch
 from ..note.render import render_new
 from ..note.tags import as_tag_list, normalise_tag, split_tags
 from ..clock import iso
-from .core import Examined, VaultCore
-from ..index.db import FileFacts
+from .core import Core
+from ..index.reconcile import Examined
 from ..errors import Duplicate, InvalidInput, ReadOnlyFile, SavedMeanwhile, VersionConflict
 from ..limits import (MAX_TAGS, check_content, check_importance, check_namespace, check_tags, check_text, check_ttl,
                      check_type)
-from ..models import (ForgetBatchResult, ForgetResult, ForgottenMemory, LinkResult, Memory, RememberResult,
-                     UpdateResult)
+from ..models import ForgetBatchResult, ForgetResult, ForgottenMemory, Memory, RememberResult, UpdateResult
 from ..disk.layout import dated_folder, make_slug, new_id
 
-_RELATION_NAME = RELATION_NAME
-
-
-def _editable(note: Note) -> Note:
+def editable(note: Note) -> Note:
     """``note``, unless a tool must not patch it: its front matter could not be read as
     written (decided by the parser's flag, never by its messages), or it holds git
     conflict markers (SPEC §2: refused until resolved)."""
@@ -52,19 +46,28 @@ def _editable(note: Note) -> Note:
     return note
 
 
-class Writes(VaultCore):
-    # ------------------------------------------------------------------ the safe edit
-    def _checked(self, memory_id: str, expected_version: str | None) -> tuple[sqlite3.Row, bytes, Note]:
+class Writes:
+    """remember, update, forget; and the checked write every tool edit goes through
+    (``checked`` then ``put``: docs/design/checked-writes.md)."""
+
+    def __init__(self, core: Core) -> None:
+        self.core = core
+        self.store = core.store
+        self.index = core.index
+        self.files = core.files
+
+    # ------------------------------------------------------------------ the checked write
+    def checked(self, memory_id: str, expected_version: str | None) -> tuple[sqlite3.Row, bytes, Note]:
         """The memory's row, the settled bytes the change is computed from, and their
         note; refused if the caller's version is not those bytes' or the file is not
         one a tool may patch."""
-        row, data = self._load(memory_id, settle=True)
+        row, data = self.core.load(memory_id, settle=True)
         version = file_version(data)
         if expected_version and expected_version != version:
             raise VersionConflict(memory_id, expected_version, version)
-        return row, data, _editable(parse.parse(data, row["path"]))
+        return row, data, editable(parse.parse(data, row["path"]))
 
-    def _put(self, rel: str, checked: bytes, text: str) -> sqlite3.Row | None:
+    def put(self, rel: str, checked: bytes, text: str) -> sqlite3.Row | None:
         """Swap the new text in if the file still holds ``checked``, then index it (from
         the bytes written and the stat of the file swapped in, when it is still that
         file; else read back) and return its row. If a save landed meanwhile, the index
@@ -76,21 +79,21 @@ class Writes(VaultCore):
         try:
             published = self.store.replace_checked(rel, data, checked)
         finally:
-            examined: Examined
+            examined: Examined | None
             if published is not None:
-                examined = (self._note_for(rel, data, published), FileFacts.read(data, published))
+                examined = self.files.written(rel, data, published)
             else:
-                examined = self._examine(rel)  # parsed before the index transaction, not inside it
-            with self._index_write() as conn:
-                self._refresh(conn, rel, None, examined)
+                examined = self.files.examine(rel)  # parsed before the index transaction, not inside it
+            with self.files.transaction() as conn:
+                self.files.refresh(conn, rel, None, examined)
         return self.index.by_path(rel)
 
     def _as_written(self, rel: str, data: bytes, row: sqlite3.Row | None) -> Memory:
         """The memory a write just made, from the bytes it wrote when the index row is
         of those very bytes (else, a save landed since: read the file as it is now)."""
         if row is not None and row["sha256"] == file_version(data):
-            return self._memory(rel, data, row)
-        return self.get(rel)
+            return self.core.memory(rel, data, row)
+        return self.core.get(rel)
 
     # ------------------------------------------------------------------ writes
     def _twin(self, namespace: str, content_hash: str, now: str, exclude_path: str = "") -> sqlite3.Row | None:
@@ -98,7 +101,7 @@ class Writes(VaultCore):
         have edited or deleted it since it was indexed (dedup must not swallow a new fact)."""
         twin = self.index.find_content(namespace, content_hash, now, exclude_path)
         while twin is not None:
-            state = self.reconcile_path(twin["path"])
+            state = self.core.reconciler.reconcile_path(twin["path"])
             if state == "unchanged":
                 return twin
             if state == "settling":
@@ -132,11 +135,11 @@ class Writes(VaultCore):
         title = (check_text(title, "title") or "").strip()
         check_text(source, "source")
         source = (source or "").strip()
-        warnings = self.guard_credentials({"the content": content, "the title": title, "the source": source,
+        warnings = self.core.guard_credentials({"the content": content, "the title": title, "the source": source,
                                            "the tags": " ".join(tag_list), "the namespace": namespace,
                                            "the type": kind or ""})
-        with self._writing():
-            now = self.now()
+        with self.core.writing():
+            now = self.core.now()
             existing = self._twin(namespace, content_hash(content), iso(now))
             if existing is not None:
                 return self._merge_tags_into(existing, tag_list)
@@ -157,9 +160,9 @@ class Writes(VaultCore):
             # title is derived too (its markdown clean-up can glue "DB_PASSWORD" into one word).
             named = title or derive_title(credentials.redact_for_names(content), "")
             slug = make_slug(named)
-            folder = "/".join(p for p in (self.settings.memories_folder, dated_folder(now)) if p)
+            folder = "/".join(p for p in (self.core.settings.memories_folder, dated_folder(now)) if p)
             rel, published = self.store.place(None, folder, slug, data)
-            result = RememberResult(memory=self._as_written(rel, data, self._index_new(rel, data, published)),
+            result = RememberResult(memory=self._as_written(rel, data, self.files.index_new(rel, data, published)),
                                     deduplicated=False)
             if warnings:
                 result["warnings"] = warnings
@@ -168,9 +171,9 @@ class Writes(VaultCore):
     def _merge_tags_into(self, row: sqlite3.Row, tags: list[str]) -> RememberResult:
         current = row["tags"].split()
         if all(t in current for t in tags):
-            return RememberResult(memory=self.get(row["path"]), deduplicated=True)
+            return RememberResult(memory=self.core.get(row["path"]), deduplicated=True)
         if self.store.read_only(row["path"]):  # the fact is stored; a protected file keeps its tags
-            return RememberResult(memory=self.get(row["path"]), deduplicated=True,
+            return RememberResult(memory=self.core.get(row["path"]), deduplicated=True,
                                   warnings=[f"{row['path']} is read-only, so the new tags were not added to it."])
         result = self.update(row["path"], add_tags=tags)
         return RememberResult(memory=result["memory"], deduplicated=True)
@@ -218,14 +221,14 @@ class Writes(VaultCore):
         ttl = check_ttl(ttl_days)
         kind = check_type(type)  # '' removes it
         weight = check_importance(importance)
-        with self._writing():
-            row, data, note = self._checked(memory_id, expected_version)
+        with self.core.writing():
+            row, data, note = self.checked(memory_id, expected_version)
             if ttl is not None and not is_tool_id(note.id):
                 raise InvalidInput(
                     f"{row['path']} is a note of yours, not a memory the tool made (its id is not in the tool's "
                     "format), so it never expires; ttl_days is refused. Set an expiry on a memory from remember."
                 )
-            now = self.now()
+            now = self.core.now()
             changes: dict[str, Any] = {}
             if whole_set is not None:
                 current = [normalise_tag(t) for t in as_tag_list(note.meta.get("tags"))]
@@ -271,8 +274,8 @@ class Writes(VaultCore):
                 if other is not None:
                     raise Duplicate(memory_id, other["id"])
             if not changes and not body_changed:
-                return UpdateResult(memory=self._memory(row["path"], data, row), changed=False)
-            warnings = self.guard_credentials({
+                return UpdateResult(memory=self.core.memory(row["path"], data, row), changed=False)
+            warnings = self.core.guard_credentials({
                 "the content": body_after if body_changed else "",
                 "the title": changes.get("title") or "", "the source": changes.get("source") or "",
                 "the tags": " ".join(t for t in adding if t not in note.tags),
@@ -284,7 +287,7 @@ class Writes(VaultCore):
             if body_changed and new_body is not None:  # kept before the write: a crash or a full disk
                 self.store.trash.copy_in(data, row["path"], row["id"], "replaced", iso(now))  # loses nothing
             written = patch(edited if body_changed else text, changes).encode("utf-8")
-            new_row = self._put(row["path"], data, written.decode("utf-8"))
+            new_row = self.put(row["path"], data, written.decode("utf-8"))
             result = UpdateResult(memory=self._as_written(row["path"], written, new_row), changed=True)
             if warnings:
                 result["warnings"] = warnings
@@ -292,17 +295,17 @@ class Writes(VaultCore):
 
     def forget(self, memory_id: str, expected_version: str | None = None) -> ForgetResult:
         """Move a memory's file to ``.trash/``; nothing is deleted outright."""
-        with self._writing():
-            row, data = self._load(memory_id, settle=True)
+        with self.core.writing():
+            row, data = self.core.load(memory_id, settle=True)
             version = file_version(data)
             if expected_version and expected_version != version:
                 raise VersionConflict(memory_id, expected_version, version)
             self._not_a_link(row["path"])
             trashed = self.store.trash.move_in(self.store.abspath(row["path"]), row["path"], row["id"], "forgotten",
-                                               iso(self.now()))
+                                               iso(self.core.now()))
             if file_version(self.store.abspath(trashed).read_bytes()) != version:
                 self._put_back(trashed, row["path"])  # a save landed after the check: it stands
-            with self._index_write() as conn:
+            with self.files.transaction() as conn:
                 self.index.delete(conn, row["path"])
             return ForgetResult(id=row["id"], path=row["path"], title=row["title"], trashed_to=trashed)
 
@@ -321,10 +324,10 @@ class Writes(VaultCore):
         if expected_version and len(ids) > 1:
             raise InvalidInput("expected_version applies to a single memory; forget several without it "
                                "(forgotten memories stay restorable in .trash/).")
-        with self._writing():
+        with self.core.writing():
             picked: dict[str, tuple[sqlite3.Row, str]] = {}
             for memory_id in ids:
-                row, data = self._load(memory_id, settle=True)
+                row, data = self.core.load(memory_id, settle=True)
                 version = file_version(data)
                 if expected_version and expected_version != version:
                     raise VersionConflict(memory_id, expected_version, version)
@@ -348,12 +351,14 @@ class Writes(VaultCore):
                                 self.store.trash.take_out(entry, self.store.abspath(rel))
                             except FileExistsError:
                                 pass  # a file was saved there meanwhile: it stands, the copy stays in .trash/
-                        with self._index_write() as conn:
-                            self._refresh(conn, rel, None)
+                        with self.files.transaction() as conn:
+                            self.files.refresh(conn, rel, None)
                     raise
             result = ForgetBatchResult(dry_run=bool(dry_run), count=len(done), memories=done)
-            if len(done) == 1:
-                result.update(done[0])
+            if len(done) == 1:  # its fields at the top too, as a single forget's
+                for key in ("id", "path", "title", "trashed_to"):
+                    if key in done[0]:
+                        result[key] = done[0][key]
             return result
 
     def _not_a_link(self, rel: str) -> None:
@@ -368,10 +373,10 @@ class Writes(VaultCore):
         """Move a checked memory's file to the trash and drop its row; a save that landed
         after the check is put back and the forget refused."""
         trashed = self.store.trash.move_in(self.store.abspath(row["path"]), row["path"], row["id"], "forgotten",
-                                           iso(self.now()))
+                                           iso(self.core.now()))
         if file_version(self.store.abspath(trashed).read_bytes()) != version:
             self._put_back(trashed, row["path"])
-        with self._index_write() as conn:
+        with self.files.transaction() as conn:
             self.index.delete(conn, row["path"])
         return trashed
 
@@ -383,79 +388,9 @@ class Writes(VaultCore):
                 self.store.trash.take_out(entry, self.store.abspath(rel))
             except FileExistsError:  # saved yet again meanwhile: the older save stays restorable
                 pass
-        with self._index_write() as conn:
-            self._refresh(conn, rel, None)
+        with self.files.transaction() as conn:
+            self.files.refresh(conn, rel, None)
         raise SavedMeanwhile(rel)
-
-
-    # ------------------------------------------------------------------ links, context, files
-    def link(self, memory_id: str, target_id: str, relation: str = "related_to") -> LinkResult:
-        """Add ``"[[target]]"`` to the source file's front-matter list ``relation``.
-
-        That is the SPEC §5 form (``related_to: ["[[acme-billing]]"]``), a property
-        Obsidian draws as links. Only that key's lines change (not even ``updated``);
-        a link that is already there, in any spelling that resolves to the target,
-        changes nothing.
-        """
-        relation = (relation or "").strip()
-        if not _RELATION_NAME.fullmatch(relation) or relation in RESERVED_KEYS:
-            raise InvalidInput(
-                f"Relation {relation!r} cannot be used: give one word such as related_to or depends_on "
-                "(letters, digits, '_' or '-', up to 64 characters), not one of the reserved keys "
-                f"{', '.join(RESERVED_KEYS)}."
-            )
-        warnings = self.guard_credentials({"the relation": relation})  # it becomes a key of the file
-        with self._writing():
-            source, data, note = self._checked(memory_id, None)
-            target = self._resolve(target_id)
-            if target["path"] == source["path"]:
-                raise InvalidInput(f"A memory cannot be linked to itself ({source['path']}); give another target_id.")
-            items = self._relation_items(note.meta.get(relation), source["path"], relation)
-            links = graph.Links(self.index, iso(self.now()))
-            already = any(
-                (found := links.resolve(written, source["path"])) is not None and found["rid"] == target["rid"]
-                for item in items
-                if isinstance(item, str)
-                for written in wikilinks(item)
-            )
-            wikilink = f"[[{self._link_text(target)}]]"
-            if not already:
-                self._put(source["path"], data, patch(data.decode("utf-8"), {relation: [*items, wikilink]}))
-                source = self.index.by_path(source["path"]) or source
-            result = LinkResult(
-                source=self._summary(source), target=self._summary(target), relation=relation,
-                link=wikilink, changed=not already,
-            )
-            if warnings:
-                result["warnings"] = warnings
-            return result
-
-    @staticmethod
-    def _relation_items(value: Any, path: str, relation: str) -> list[Any]:
-        """What a relation property holds now, as a list to append to."""
-        if value is None:
-            return []
-        if isinstance(value, str):
-            return [value]
-        if isinstance(value, list) and all(isinstance(v, (str, int, float)) or v is None for v in value):
-            return [v for v in value if v is not None]
-        raise InvalidInput(
-            f"{path} already has a {relation!r} key that is not a list of links; "
-            "choose another relation name or edit that key by hand."
-        )
-
-    def _link_text(self, target: sqlite3.Row) -> str:
-        """The target's file name without ``.md``, or its vault path when the name repeats
-        (Obsidian would otherwise resolve the name to another file)."""
-        name = target["path"].rsplit("/", 1)[-1][:-3]
-        same_name = self.index.query("SELECT count(*) FROM memories WHERE name_key = ?", (target["name_key"],))[0][0]
-        text = name if same_name <= 1 else target["path"][:-3]
-        if any(c in text for c in "[]|#^"):
-            raise InvalidInput(
-                f"{target['path']} has a character a wikilink cannot hold ([ ] | # ^); rename the file, then link again."
-            )
-        return text
-
 
 
 def _retag(note: Note, adding: list[str], removing: list[str]) -> list[Any] | None:
@@ -493,7 +428,8 @@ def _plain(body: str) -> str:
     return body.replace("\r\n", "\n").strip("\n")
 
 
-def _body_edit(content: str | None, append: str | None, old: str | None, new: str | None) -> Any:
+def _body_edit(content: str | None, append: str | None, old: str | None,
+               new: str | None) -> Callable[[str, str], str] | None:
     """The one body edit asked for, as ``edit(text, path) -> text``; None when none is.
     More than one at once is refused: their order would be a guess."""
     asked = [name for name, value in (("content", content), ("append", append), ("replace_old", old)) if value is not None]

@@ -30,7 +30,6 @@ import logging
 import os
 import queue
 import stat
-import sys
 import threading
 import time
 import warnings
@@ -57,7 +56,7 @@ from watchdog.observers import Observer
 from watchdog.observers.api import BaseObserver
 
 from ..note import parse
-from ..vault.core import SETTLE_GIVE_UP
+from ..index.reconcile import SETTLE_GIVE_UP
 from ..limits import MAX_FILE_BYTES
 from ..models import ReconcileReport
 from ..disk.layout import is_ignored_dir, is_memory_path
@@ -141,9 +140,13 @@ class Change:
 OnChange = Callable[[Change], None]
 
 
+log = logging.getLogger("agent_memory.watch")
+
+
 def _warn(message: str) -> None:
-    """Warnings go to stderr: stdout may be an MCP stdio channel."""
-    print(f"agent-memory: warning: {message}", file=sys.stderr, flush=True)
+    """A warning through ``logging`` (``agent_memory/log.py``): never stdout, which may
+    be an MCP stdio channel."""
+    log.warning("%s", message)
 
 
 class _Handler(FileSystemEventHandler):
@@ -192,8 +195,8 @@ def _describe(report: ReconcileReport) -> str:
 class Watcher:
     """Keeps ``vault``'s index in step with the files while it runs.
 
-    ``start()`` returns once the watch is set up (or has failed, with a warning on
-    stderr, leaving the periodic sweep to do the work); ``stop()`` folds in what is
+    ``start()`` returns once the watch is set up (or has failed, with a logged warning,
+    leaving the periodic sweep to do the work); ``stop()`` folds in what is
     still pending, then stops and joins the observer and the worker thread. Also a
     context manager. ``on_change`` is called on the worker thread for every change
     made to the index; ``counts`` tallies every outcome (including ``unchanged``).
@@ -272,7 +275,7 @@ class Watcher:
         try:
             self.vault.keep_vectors()
         except Exception as exc:
-            print(f"agent-memory: warning: semantic recall's vectors will not be kept current: {exc}", file=sys.stderr)
+            _warn(f"semantic recall's vectors will not be kept current: {exc}")
 
     def stop(self) -> None:
         """Stop vouching, stop watching, fold in the paths still pending, join both threads."""

@@ -208,7 +208,7 @@ def relation_type(prop: str, originals: Any) -> str:
     """A link property's relation type in the source (``relation_types`` keeps those
     that are not property names already)."""
     if isinstance(originals, dict) and isinstance(originals.get(prop), str) and originals[prop].strip():
-        return originals[prop]
+        return str(originals[prop])
     return prop
 
 

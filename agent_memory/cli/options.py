@@ -1,0 +1,60 @@
+"""The options every command takes (``--dir``, ``--json``, before or after the command
+name) and the vault they name."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import click
+
+from ..disk.layout import require_vault
+from ..vault.vault import Vault
+
+
+class GlobalOptions:
+    """--dir and --json, which may come before or after the command name."""
+
+    def __init__(self) -> None:
+        self.dir: str | None = None
+        self.json: bool = False
+
+
+def _remember_dir(ctx: click.Context, _param: click.Parameter, value: str | None) -> None:
+    if value:
+        ctx.ensure_object(GlobalOptions).dir = value
+
+
+def _remember_json(ctx: click.Context, _param: click.Parameter, value: bool) -> None:
+    if value:
+        ctx.ensure_object(GlobalOptions).json = True
+
+
+def common(func: Callable[..., Any]) -> Callable[..., Any]:
+    """Add ``--dir``/``--json`` to a command as well as to the group."""
+    func = click.option(
+        "--dir", "dir_", metavar="PATH", expose_value=False, callback=_remember_dir,
+        help="The vault folder itself (default: the nearest .memory/, Obsidian vault or vault with an .index/ "
+             "here or above, else ~/.memory; or $AGENT_MEMORY_DIR).",
+    )(func)
+    func = click.option(
+        "--json", "json_", is_flag=True, expose_value=False, callback=_remember_json, help="Print JSON."
+    )(func)
+    return func
+
+
+def global_options() -> GlobalOptions:
+    """The ``--dir`` and ``--json`` this command line gave, wherever they stood."""
+    return click.get_current_context().ensure_object(GlobalOptions)
+
+
+def vault_path() -> Path:
+    """The vault this command works on (``require_vault``: a clear error naming where it
+    looked when there is none)."""
+    return require_vault(global_options().dir)
+
+
+def open_vault() -> Vault:
+    """The vault this command works on, opened (which brings its index up to date)."""
+    return Vault(vault_path())
