@@ -323,6 +323,105 @@ def test_a_save_landing_while_the_tool_writes_its_new_file_is_refused_before_any
     assert_index_matches_files(vault)
 
 
+def test_a_save_landing_just_after_the_swap_stands(vault: Vault, monkeypatch) -> None:
+    """A save lands after the swap, before the tool looks at what it displaced: it
+    replaces the tool's version, the displaced file is the one checked, and the write
+    goes through. The person's save is the file, and the index says what it holds."""
+    stored = vault.remember("The kettle is in room 4.")["memory"]
+    path = vault.root / stored["path"]
+    real_swap = locking.swap
+    original = path.read_text(encoding="utf-8")
+
+    def swap(a: Path, b: Path) -> bool:
+        swapped = real_swap(a, b)
+        _save_atomically(path, original + "a line a person typed\n")
+        return swapped
+
+    monkeypatch.setattr(locking, "swap", swap)
+    result = vault.update(stored["id"], add_tags=["x"])
+    monkeypatch.setattr(locking, "swap", real_swap)
+    assert path.read_text(encoding="utf-8") == original + "a line a person typed\n"
+    assert "a line a person typed" in result["memory"]["content"]  # read back, not the tool's bytes
+    vault.store.settle_parked(grace=0)
+    assert _conflict_copies(vault) == [] and list(vault.store.parked_dir.iterdir()) == []
+    assert_index_matches_files(vault)
+
+
+def test_a_save_written_into_the_displaced_file_after_the_write_went_through_is_kept(
+    vault: Vault, monkeypatch
+) -> None:
+    """An editor opened the memory before the swap and writes through that descriptor
+    after the write went through: its bytes land in the displaced file, now under
+    ``.index/parked/``, and are kept as a conflict copy when it is settled."""
+    stored = vault.remember("The kettle is in room 4.")["memory"]
+    path = vault.root / stored["path"]
+    real_swap = locking.swap
+    original = path.read_text(encoding="utf-8")
+    editor: list[int] = []
+
+    def swap(a: Path, b: Path) -> bool:
+        if not editor:
+            editor.append(os.open(path, os.O_WRONLY))  # opened on the person's file, before the swap
+        return real_swap(a, b)
+
+    monkeypatch.setattr(locking, "swap", swap)
+    vault.update(stored["id"], add_tags=["x"])
+    monkeypatch.setattr(locking, "swap", real_swap)
+    os.ftruncate(editor[0], 0)
+    os.write(editor[0], (original + "a line a person typed\n").encode("utf-8"))
+    os.close(editor[0])
+    assert "x" in vault.get(stored["id"])["tags"]
+    assert any("a line a person typed" in text for text in _lines_kept(vault, path).split("\n"))
+    assert list(vault.store.parked_dir.iterdir()) == []
+
+
+@pytest.mark.parametrize("second", ["later, in place", "at once, atomically"])
+def test_an_in_place_save_finished_before_the_swap_back_is_kept_from_a_save_made_from_the_tools_version(
+    vault: Vault, monkeypatch, second: str
+) -> None:
+    """An editor truncates the memory just before the swap (so what the swap displaced
+    is empty: refused, swapped back) and writes its text into the displaced file before
+    the swap back; meanwhile the tool's version was in place, and a save made from it
+    replaces the save put back: later, in place, or atomically the instant after the
+    swap back, before the tool copies the save put back. Its lines must still be
+    somewhere: the copy is of the file put back as it is after the swap back, not of
+    the empty file seen, nor of whatever holds the name by then."""
+    stored = vault.remember("The kettle is in room 4.")["memory"]
+    path = vault.root / stored["path"]
+    real_swap = locking.swap
+    first = path.read_text(encoding="utf-8") + "first save\n"
+    editor: list = []
+    read_meanwhile: list[str] = []
+
+    def swap(a: Path, b: Path) -> bool:
+        if not editor:
+            editor.append(open(path, "w", encoding="utf-8"))  # noqa: SIM115 - truncated, text later
+        else:  # the swap back: the editor's text lands first, in the displaced file
+            editor[0].write(first)
+            editor[0].close()
+        swapped = real_swap(a, b)
+        if len(editor) == 1:
+            read_meanwhile.append(path.read_text(encoding="utf-8"))  # another reader: the tool's version
+            editor.append(None)
+        elif second == "at once, atomically":
+            assert path.read_text(encoding="utf-8") == first  # put back
+            _save_atomically(path, read_meanwhile[0] + "second save\n")
+        return swapped
+
+    monkeypatch.setattr(locking, "swap", swap)
+    with pytest.raises(SavedMeanwhile):
+        vault.update(stored["id"], add_tags=["x"])
+    monkeypatch.setattr(locking, "swap", real_swap)
+    assert "first save" not in read_meanwhile[0]
+    if second == "later, in place":
+        assert path.read_text(encoding="utf-8") == first  # put back
+        path.write_text(read_meanwhile[0] + "second save\n", encoding="utf-8")  # over the first save
+    kept = _lines_kept(vault, path)
+    assert "first save" in kept, "the save put back was lost to a save made from the tool's version"
+    assert "second save" in path.read_text(encoding="utf-8")
+    assert list(vault.store.parked_dir.iterdir()) == []
+
+
 # --------------------------------------------------------------------------- races
 
 

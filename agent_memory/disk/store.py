@@ -114,6 +114,26 @@ def _still_holds(path: Path, checked: bytes) -> bool:
         return False
 
 
+def _follow(path: Path) -> int | None:
+    """A descriptor on the file at ``path``, to read it later wherever it has moved
+    (None if it cannot be opened: a copy made on the way must never fail the write)."""
+    try:
+        return os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_NOFOLLOW", 0))
+    except OSError:
+        return None
+
+
+def _read_followed(fd: int) -> bytes | None:
+    """What the file ``fd`` was opened on holds now (None if it cannot be read)."""
+    chunks: list[bytes] = []
+    try:
+        while chunk := os.pread(fd, 1 << 20, sum(map(len, chunks))):
+            chunks.append(chunk)
+    except OSError:
+        return None
+    return b"".join(chunks)
+
+
 def _unchanged_since(path: Path, written: os.stat_result) -> os.stat_result | None:
     """The stat of ``path`` if it is still the file ``written`` describes (same inode,
     size and mtime: nobody wrote into it since), else None."""
@@ -659,12 +679,24 @@ class Store:
         one made from the person's own, so the save put back is also copied to the trash
         (``_keep_put_back``). Likewise the newest save when two landed: the older one was
         the file between the two swaps back."""
+        # Empty when compared: an editor between truncate and write, whose text may land
+        # any moment; the copy is of what that file holds after the swap back.
+        follow = _follow(parked) if displaced == b"" else None
+        try:
+            self._swap_back_and_keep(rel, parked, target, ours, displaced, follow)
+        finally:
+            if follow is not None:
+                os.close(follow)
+
+    def _swap_back_and_keep(self, rel: str, parked: Path, target: Path, ours: bytes, displaced: bytes | None,
+                            follow: int | None) -> None:
+        """``_swap_back``'s swaps, and the copies it keeps."""
         if not locking.swap(parked, target):
             raise VaultError(f"Could not put {rel} back after a save landed during a write; "
                              f"its saved bytes are in {parked}.")
         in_place = _bytes_of(parked)  # what the swap back displaced: ours, unless a save replaced it
         if in_place == ours:
-            self._keep_put_back(rel, displaced)
+            self._keep_put_back(rel, displaced if follow is None else _read_followed(follow))
             return
         # The newest save is here, an older one is the file.
         if not locking.swap(parked, target):
@@ -681,7 +713,7 @@ class Store:
         save is in place; the copy only guards it against a save made from what an
         editor saw for that moment."""
         if not saved:
-            return  # not a file (a folder a person put there), or empty (an editor between truncate and write)
+            return  # not a file (a folder a person put there), or still empty: no line to lose yet
         try:
             kept = self.trash.copy_in(saved, rel, "", "conflict", _utc_stamp())
         except (OSError, VaultError, PathRefused) as exc:  # a full disk; a .trash/ that is a symlink
