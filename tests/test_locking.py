@@ -146,6 +146,27 @@ def test_without_a_swap_a_save_written_into_the_memory_aside_as_another_took_its
     assert parked(vault) == []
 
 
+def test_without_a_swap_a_save_written_into_the_memory_aside_after_the_write_went_through_is_kept(
+    no_renameat2: None, vault: Vault
+) -> None:
+    """An editor that opened the memory before the write writes into it after the new
+    file took the name: its bytes land in the file taken aside, now parked, and are
+    kept as a conflict copy when it is settled; the tool's change stands."""
+    made = vault.remember("The staging database resets on Sundays")["memory"]
+    path = vault.root / made["path"]
+    editor = os.open(path, os.O_WRONLY)  # opened before the write, written into after it
+    try:
+        vault.update(made["id"], add_tags=["ops"])
+        os.ftruncate(editor, 0)
+        os.write(editor, b"---\ntitle: Typed in the editor\n---\nWords from the editor.\n")
+    finally:
+        os.close(editor)
+    assert "ops" in vault.get(made["id"])["tags"]
+    vault.store.settle_parked(grace=0)
+    assert [text for text in trashed(vault) if "Words from the editor." in text], "the editor's save was lost"
+    assert parked(vault) == []
+
+
 def test_without_a_swap_two_saves_during_one_write_are_both_kept(
     no_renameat2: None, vault: Vault, monkeypatch: pytest.MonkeyPatch
 ) -> None:
