@@ -43,11 +43,12 @@ class GitSync:
     bring the index up to date with the files a pull changed."""
 
     def __init__(self, vault: SyncTarget, state: GitState, *, reconcile: Callable[[], object],
-                 reconcile_path: Callable[[str], str]) -> None:
+                 reconcile_path: Callable[[str], str], dates: Callable[[], object] = lambda: None) -> None:
         self.vault = vault
         self.state = state
         self._reconcile = reconcile
         self._reconcile_path = reconcile_path
+        self._dates = dates  # git's dates of notes without their own, brought up to the new HEAD
 
     def sync(self) -> SyncResult:
         """Commit pending tool writes, pull, reindex what changed, push (the steps:
@@ -178,6 +179,7 @@ class GitSync:
     def _follow(self, paths: list[str]) -> int:
         """Fold the files that changed into the index: per file, or one reconcile for many."""
         paths = [p for p in paths if is_memory_path(p)]
+        self._dates()
         if len(paths) > FULL_RECONCILE_OVER:
             self._reconcile()
         else:

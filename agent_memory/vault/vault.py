@@ -22,6 +22,8 @@ from ..disk.layout import GITIGNORE
 from ..disk.store import Store
 from ..errors import InvalidInput, VaultError
 from ..git.commits import GitState
+from ..git.dates import GitDates
+from ..git.run import find_repo
 from ..git.sync import GitSync
 from ..index.reconcile import STALE_MARK
 from ..log import configured, show_warnings_on_stderr
@@ -78,8 +80,9 @@ class Vault:
         self.relations = Relations(core, self.writes)
         self.moves = Moves(core, reconcile=lambda: self.reconcile())
         self.maintenance = Maintenance(core)
+        self.git_dates = GitDates(core, lambda: find_repo(core.root))
         self.git = GitSync(core, self.git_state, reconcile=lambda: self.reconcile(),
-                           reconcile_path=self.reconciler.reconcile_path)
+                           reconcile_path=self.reconciler.reconcile_path, dates=self.git_dates.refresh)
         if sync:
             self._sync_on_open()
 
@@ -102,6 +105,7 @@ class Vault:
                 self.reindex()
                 stale.unlink(missing_ok=True)
             elif self._watcher_vouches():
+                self.git_dates.refresh()
                 self.finish_interrupted_move()
                 if self.reconciler.expiring():
                     self.sweep_expired()
@@ -316,6 +320,7 @@ class Vault:
         """Make the index match the files (``Reconciler.reconcile``), after undoing a
         move a crash interrupted (``Moves.finish_interrupted_move``)."""
         self.moves.finish_interrupted_move()
+        self.git_dates.refresh()  # before the walk: files it reads take git's dates
         return self.reconciler.reconcile()
 
     def reconcile_path(self, rel: str) -> str:
@@ -328,6 +333,7 @@ class Vault:
         depends on its bytes only, so unchanged files keep theirs). ``progress`` gets a
         ``Step`` as files are read ("indexing files") and memories embedded ("embedding
         memories")."""
+        self.git_dates.refresh()
         report = self.reconciler.reindex(sweep=sweep, progress=progress)
         if self.semantic_on():
             report["embedded"] = self.vectors.rebuild(progress)

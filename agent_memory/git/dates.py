@@ -1,0 +1,162 @@
+"""Dates for notes that lack ``created`` or ``updated``, from git: when a note was first
+added (its author date, renames followed with ``-M``) and last changed.
+
+A file's mtime is the last ``git checkout`` or ``pull``, so it says nothing of when a
+person wrote the note. One pass reads ``git log`` from the commit the index last saw to
+``HEAD`` (the whole history when there is none, or when ``HEAD`` no longer descends
+from it) and keeps the dates in the index: a cache like the rest, rebuilt from git when
+``.index/`` is deleted. Nothing changed since the last pass costs one ``rev-parse``. A
+shallow clone cannot know when a note older than its boundary was made: such notes
+keep their file's dates, and the pass says so.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import logging
+from collections.abc import Callable
+from contextlib import AbstractContextManager
+from typing import Protocol
+
+from ..clock import iso
+from ..disk.layout import is_memory_path
+from ..errors import GitError
+from ..index.db import Index
+from ..index.reconcile import FileIndexer
+from .run import Repo
+
+log = logging.getLogger("agent_memory.git")
+
+Dates = tuple[str | None, str | None]  # (created, updated); None where git cannot say
+
+
+class DatedVault(Protocol):
+    """What the pass needs of an open vault (``vault.core.Core`` is one)."""
+
+    @property
+    def index(self) -> Index: ...
+    @property
+    def files(self) -> FileIndexer: ...
+    def writing(self) -> AbstractContextManager[None]: ...
+
+
+class GitDates:
+    """The git-dates pass of one open vault; ``repository`` finds its repository (None:
+    not in git)."""
+
+    def __init__(self, vault: DatedVault, repository: Callable[[], Repo | None]) -> None:
+        self.vault = vault
+        self._repository = repository
+
+    def refresh(self) -> list[str]:
+        """Bring the stored dates up to ``HEAD``; re-index the notes whose dates came from
+        them and changed. Returns those paths. Never raises for git's sake: without git
+        (or a repository git refuses) notes keep their files' dates."""
+        try:
+            repo = self._repository()
+            if repo is None:
+                return []
+            return self._refresh(repo)
+        except GitError as exc:
+            log.info("dates of notes come from their files: %s", exc)
+            return []
+
+    def _refresh(self, repo: Repo) -> list[str]:
+        index = self.vault.index
+        done = repo.run("rev-parse", "-q", "--verify", "HEAD^{commit}")
+        head = done.stdout.decode().strip()
+        if done.returncode != 0 or not head:
+            return []  # no commit yet
+        shallow_file = repo.git_dir / "shallow"
+        shallow = shallow_file.exists()
+        stored = index.git_dates_state()
+        if stored == (head, shallow):
+            return []
+        whole = (stored is None or stored[1] != shallow
+                 or repo.run("merge-base", "--is-ancestor", stored[0], head).returncode != 0)
+        since = None if whole or stored is None else stored[0]
+        boundary = set(shallow_file.read_text(encoding="ascii", errors="replace").split()) if shallow else set()
+        dates = _walk(repo, since, head, boundary, (lambda _p: None) if whole else index.git_date)
+        if shallow and whole:
+            log.warning("%s is a shallow clone: notes older than its first commit keep their files' dates "
+                        "(git fetch --unshallow gives them git's)", repo.top)
+        with self.vault.writing():
+            with self.vault.files.transaction() as conn:
+                index.save_git_dates(conn, dates, head, shallow, whole=whole)
+            stale = index.undated(dates) if not whole else index.undated(r["path"] for r in index.query(
+                "SELECT path FROM memories"))
+            if stale:
+                with self.vault.files.transaction() as conn:
+                    for rel in stale:
+                        self.vault.files.refresh(conn, rel, None)
+        return stale
+
+
+def _walk(repo: Repo, since: str | None, head: str, boundary: set[str],
+          known: Callable[[str], Dates | None]) -> dict[str, Dates | None]:
+    """Each memory path's dates after replaying the commits ``since..head`` oldest first
+    on top of what ``known`` says (None: the path is gone)."""
+    done = repo.run("log", "--reverse", "--topo-order", "-M", "-z", "--name-status", "--no-color", "--relative",
+                    "--format=%x1e%H%x1f%aI", f"{since}..{head}" if since else head, timeout=600.0)
+    if done.returncode != 0:
+        raise GitError(f"git log failed in {repo.top}")
+    table: dict[str, Dates | None] = {}
+
+    def current(path: str) -> Dates | None:
+        return table[path] if path in table else known(path)
+
+    for record in done.stdout.decode("utf-8", "surrogateescape").split("\x1e")[1:]:
+        header, _, rest = record.partition("\0")
+        commit, _, when = header.partition("\x1f")
+        date = _utc(when)
+        unknown = commit in boundary or date is None  # a shallow boundary: every file looks added there
+        tokens = [t for t in rest.lstrip("\n").split("\0")]
+        at = 0
+        while at < len(tokens) and tokens[at]:
+            status = tokens[at].lstrip("\n")
+            letter = status[:1]
+            paths = tokens[at + 1:at + 3] if letter in "RC" else tokens[at + 1:at + 2]
+            at += 1 + len(paths)
+            _apply(table, current, letter, status, paths, None if unknown else date)
+    return table
+
+
+def _apply(table: dict[str, Dates | None], current: Callable[[str], Dates | None], letter: str, status: str,
+           paths: list[str], date: str | None) -> None:
+    """One file's change in one commit, on the table."""
+    if not paths:
+        return
+    new = paths[-1]
+    before = current(paths[0])
+    if letter == "D":
+        table[new] = None
+        return
+    if letter == "R":
+        table[paths[0]] = None
+        if not is_memory_path(new):
+            return
+        same = status[1:] == "100"  # moved, not changed: it keeps its last change's date
+        table[new] = (before[0] if before else None,
+                      (before[1] if before and before[1] else date) if same else _later(before, date))
+        return
+    if not is_memory_path(new):
+        return
+    if letter in "AC":
+        earlier = current(new)
+        created = date if not earlier or earlier[0] is None or date is None else min(earlier[0], date)
+        table[new] = (created, _later(earlier, date))
+    else:  # M, T: changed
+        table[new] = (before[0] if before else None, _later(before, date))
+
+
+def _later(before: Dates | None, date: str | None) -> str | None:
+    if before is None or before[1] is None:
+        return date
+    return before[1] if date is None else max(before[1], date)
+
+
+def _utc(text: str) -> str | None:
+    try:
+        return iso(dt.datetime.fromisoformat(text.strip()).astimezone(dt.timezone.utc))
+    except ValueError:
+        return None
