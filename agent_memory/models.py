@@ -371,6 +371,19 @@ class SyncResult(TypedDict):
     # credential not in secrets.allow; files under .index/ or .trash/ that git tracks.
     withheld: NotRequired[list[str]]
     tracked_private: NotRequired[list[str]]
+    hand_shared: NotRequired[list[str]]  # hand changes committed by this sync ("edited people/priya.md")
+    hand_not_shared: NotRequired[list[str]]  # hand changes it left uncommitted (sync --all shares them)
+
+
+class SyncPreview(TypedDict):
+    """What ``sync --dry-run`` would commit: the pending tool writes' files, the hand
+    changes (committed only when ``shares_hand_changes``), and what would be held back."""
+
+    dry_run: bool
+    shares_hand_changes: bool
+    tool_writes: list[str]
+    hand_changes: list[str]
+    withheld: list[str]
 
 
 class FileContent(TypedDict):

@@ -21,9 +21,10 @@ from ..disk.layout import INDEX_DIRNAME, TMP_SUFFIX, TRASH_DIRNAME, is_memory_pa
 from ..disk.locking import move_no_replace
 from ..disk.store import replace_file
 from ..errors import GitError, SettingsError, SyncConflict
-from ..models import SyncResult
+from ..models import SyncPreview, SyncResult
 from ..note import parse
-from .commits import GitState, GitVault, commit_pending, state_problem
+from .commits import GitState, GitVault, changed_paths, commit_pending, identity_flags, state_problem
+from .hand import HandChange, commit_hand_changes, hand_changes, held_back
 from .run import DRIVER, Repo, first_line
 
 log = logging.getLogger("agent_memory.git")
@@ -50,30 +51,64 @@ class GitSync:
         self._reconcile_path = reconcile_path
         self._dates = dates  # git's dates of notes without their own, brought up to the new HEAD
 
-    def sync(self) -> SyncResult:
-        """Commit pending tool writes, pull, reindex what changed, push (the steps:
-        docs/design/git.md). Refused, with what to do, when the vault is not in git or
-        not where commits may go, in a state git is in the middle of, or without an
-        upstream branch; a conflict is left for a person (``SyncConflict``)."""
-        state = self.state
-        repo = state.repository()
+    def _repo(self) -> Repo:
+        """The vault's repository, where sync may commit; refused with what to do."""
+        repo = self.state.repository()
         if repo is None:
             raise GitError(f"The vault {self.vault.root} is not in a git repository, so there is nothing to sync. Put it "
                            "in one (git init, git remote add origin URL) first.")
         scope = repo.in_scope(self.vault.settings.git_subfolder)
         if scope:
             raise GitError(scope[0].upper() + scope[1:] + ".")
+        return repo
+
+    def sharing(self, share_hand: bool) -> bool:
+        """Whether hand changes are shared: ``sync --all``, or ``git.commit = "all"`` (approved)."""
+        return share_hand or self.vault.settings.git_commit == "all"
+
+    def preview(self, share_hand: bool = False) -> SyncPreview:
+        """What ``sync`` would commit now, changing nothing and reaching no remote."""
+        repo = self._repo()
+        problem = state_problem(repo)
+        if problem is not None:
+            raise GitError(f"Cannot sync: {problem[1]}.")
+        entries, _taken = self.state.pending.read()
+        pending = list(dict.fromkeys(p for e in entries for p in e["paths"]))
+        tool = changed_paths(repo, pending)[0] if pending else []
+        hand = hand_changes(repo, set(tool))
+        share = self.sharing(share_hand)
+        held = held_back(self.vault, [*hand, *(HandChange(p, "edited") for p in tool)])
+        return SyncPreview(dry_run=True, shares_hand_changes=share,
+                           tool_writes=[p for p in tool if p not in held],
+                           hand_changes=[c.shown for c in hand if c.path not in held],
+                           withheld=[f"{rel}: {why}" for rel, why in held.items()])
+
+    def sync(self, share_hand: bool = False) -> SyncResult:
+        """Commit pending tool writes (and, when sharing, the hand changes), pull,
+        reindex what changed, push (the steps: docs/design/git.md). Refused, with what to
+        do, when the vault is not in git or not where commits may go, in a state git is
+        in the middle of, or without an upstream branch; a conflict is left for a person
+        (``SyncConflict``). Hand changes not shared are named in the result every time."""
+        state = self.state
+        repo = self._repo()
+        share = self.sharing(share_hand)
         with state.lock.hold():
             result: SyncResult | None = None
             for _attempt in range(PUSH_TRIES):
                 with self.vault.writing():  # tool writes wait; each round commits what they left first
                     branch, remote, merge_ref = _upstream(repo)
                     committed, withheld = _commit_for_sync(self.vault, state, repo)
+                    shared, hand, held = self._hand(repo, share, withheld)
                     _fetch(repo, remote)
                     step = self._integrate(repo, branch, remote, merge_ref)
                 step["committed"] = committed
+                withheld = [*withheld, *held]
                 if withheld:
                     step["withheld"] = withheld
+                if shared:
+                    step["hand_shared"] = shared
+                if hand:
+                    step["hand_not_shared"] = hand
                 private = tracked_private(repo)
                 if private:
                     step["tracked_private"] = private
@@ -84,6 +119,16 @@ class GitSync:
                     return result
         raise GitError(f"The remote kept refusing the push (others pushed meanwhile, {PUSH_TRIES} tries); "
                        "run agent-memory sync again.")
+
+    def _hand(self, repo: Repo, share: bool, withheld: list[str]) -> tuple[list[str], list[str], list[str]]:
+        """Hand changes: (shared in one commit now, left unshared, held back and why)."""
+        held_paths = {item.split(": ", 1)[0] for item in withheld}
+        changes = hand_changes(repo, held_paths)
+        if not share or not changes:
+            return [], [c.shown for c in changes], []
+        flags, env = identity_flags(repo, self.vault.settings.git_author)
+        done = commit_hand_changes(self.vault, repo, changes, flags, env)
+        return [c.shown for c in done.shared], [], done.withheld
 
     def _settings_pulled(self, result: SyncResult) -> None:
         """Read the settings again after a pull: a loosening value that came with it is
@@ -195,6 +240,8 @@ def _added(before: SyncResult, after: SyncResult) -> SyncResult:
     after["merged"] = sorted({*before["merged"], *after["merged"]})
     if "withheld" in before:
         after["withheld"] = sorted({*before["withheld"], *after.get("withheld", [])})
+    if "hand_shared" in before:
+        after["hand_shared"] = sorted({*before["hand_shared"], *after.get("hand_shared", [])})
     if after["method"] == "none":
         after["method"] = before["method"]
     return after

@@ -29,7 +29,7 @@ from ..index.reconcile import STALE_MARK
 from ..log import configured, show_warnings_on_stderr
 from ..models import (ContextResult, ExportPage, FileContent, ForgetBatchResult, ForgetResult, GcResult, HistoryResult,
                       ImportResult, LinkResult, ListResult, Memory, MoveResult, ReconcileReport, RelatedResult,
-                      RememberResult, RestoreResult, SearchResult, Stats, SyncResult, TrashEntry, UnlinkResult,
+                      RememberResult, RestoreResult, SearchResult, Stats, SyncPreview, SyncResult, TrashEntry, UnlinkResult,
                       UpdateResult)
 from ..progress import Progress
 from ..recall.rank import RecallConfig
@@ -352,6 +352,11 @@ class Vault:
         return self.moves.undo_recorded_move(folder, raw)
 
     # ------------------------------------------------------------------ git
-    def sync(self) -> SyncResult:
-        """Commit, pull, reindex what changed, push (``GitSync.sync``)."""
-        return self.git.sync()
+    def sync(self, share_hand: bool = False) -> SyncResult:
+        """Commit, pull, reindex what changed, push (``GitSync.sync``); ``share_hand``
+        commits hand changes too (``sync --all``)."""
+        return self.git.sync(share_hand)
+
+    def sync_preview(self, share_hand: bool = False) -> SyncPreview:
+        """What ``sync`` would commit now (``GitSync.preview``): ``sync --dry-run``."""
+        return self.git.preview(share_hand)
