@@ -15,6 +15,7 @@ import tempfile
 from collections.abc import Callable
 from contextlib import AbstractContextManager
 from pathlib import Path
+from subprocess import CompletedProcess
 from typing import Protocol
 
 from ..disk.layout import INDEX_DIRNAME, TMP_SUFFIX, TRASH_DIRNAME, is_memory_path
@@ -25,11 +26,13 @@ from ..models import SyncPreview, SyncResult
 from ..note import parse
 from .commits import GitState, GitVault, changed_paths, commit_pending, identity_flags, state_problem
 from .hand import HandChange, commit_hand_changes, hand_changes, held_back
+from .stash import Stash, holds, put_back, put_back_beside, set_aside, unmerged
 from .run import DRIVER, Repo, first_line
 
 log = logging.getLogger("agent_memory.git")
 NETWORK_TIMEOUT = 120.0
 PUSH_TRIES = 3  # a push refused because another clone pushed first: pull again, push again
+THIS_CLONE = "this clone's version"
 FULL_RECONCILE_OVER = 2000  # changed files past which one reconcile is cheaper than per-file
 
 
@@ -163,18 +166,8 @@ class GitSync:
                            "records or trash. Nothing was pulled or pushed. Whoever pushed them should take them out "
                            f"of git (git rm -r --cached {INDEX_DIRNAME} {TRASH_DIRNAME}, commit, push); then sync again.")
         dirty = _dirty(repo)
-        stashes = _stash_count(repo)
-        if base == old:
-            result["method"] = "fast-forward"
-            done = repo.run("merge", "--ff-only", "--autostash", up, optional_locks=True)
-        else:
-            result["method"] = "rebase"
-            done = repo.run("rebase", "--autostash", up, optional_locks=True)
-            if done.returncode != 0 and repo.busy_marker():
-                repo.run("rebase", "--abort", optional_locks=True)  # one merge is easier to resolve than N replays
-                result["method"] = "merge"
-                named = tracking.removeprefix("refs/remotes/")  # "Merge remote-tracking branch 'origin/main'"
-                done = repo.run("merge", "--no-edit", "--autostash", named, optional_locks=True)
+        stash = set_aside(repo)  # a stash of our own, named: never lost from `git stash list`
+        done = _pull(repo, result, base, old, up, tracking)
         in_vault, elsewhere = _unmerged(repo)
         split = _keep_both_added(repo, in_vault) if in_vault else {}
         if split:
@@ -189,6 +182,8 @@ class GitSync:
         if done.returncode != 0 and not conflicts:
             if repo.busy_marker() == "a rebase":
                 repo.run("rebase", "--abort", optional_locks=True)
+            if stash is not None:
+                put_back(repo, stash)  # on the tree it came from: it applies as it was
             raise GitError(f"git could not pull {result['upstream']} into {branch}: {first_line(done)}. "
                            "Nothing was changed; fix that, then sync again.")
         ours: set[str] = set()
@@ -197,28 +192,22 @@ class GitSync:
             result["merged"] = sorted(p for p in _names(repo, base, up) if p in ours and p not in conflicts)
         new = _rev(repo, "HEAD") or old
         changed = set(_names(repo, old, new)) | ours | set(in_vault) | dirty | set(split) | set(split.values())
-        result["indexed"] = self._follow(sorted(changed))
         result["conflicts"] = conflicts
-        stashed = _stash_count(repo) > stashes  # the autostash could not be put back cleanly: git kept it
-        shown = ", ".join(conflicts[:5]) + (f" and {len(conflicts) - 5} more" if len(conflicts) > 5 else "")
-        if stashed:
-            result["note"] = ("Your uncommitted edits conflicted with what was pulled: they are kept in the stash "
-                              "(git stash list).")
-        if conflicts and stashed and not repo.busy_marker():
-            raise SyncConflict(
-                f"sync pulled {result['upstream']}, but your uncommitted edits to {shown} conflict with it: each "
-                "file now holds both versions (between <<<<<<< Updated upstream and >>>>>>> Stashed changes) and "
-                "your edits are also kept in the stash (git stash list). Edit each file to keep what is right, then "
-                "git restore --staged FILE (it stays your uncommitted edit) and git stash drop; then sync again.",
-                dict(result),
-            )
         if conflicts:
-            raise SyncConflict(
-                f"sync pulled {result['upstream']} but {len(conflicts)} file{'s' if len(conflicts) != 1 else ''} "
-                f"conflict: {shown}. Resolve each (keep what is right, remove the <<<<<<< ======= >>>>>>> lines), "
-                "then git add them, git commit, and run agent-memory sync again (or git merge --abort to go back).",
-                dict(result),
-            )
+            beside: tuple[list[str], list[str]] = ([], [])
+            if stash is not None:
+                beside = put_back_beside(repo, stash, unmerged(repo))
+                changed |= {p.removeprefix(repo.prefix) for p in beside[0] if p.startswith(repo.prefix)}
+            result["indexed"] = self._follow(sorted(changed))
+            raise SyncConflict(_pull_conflict(repo, result, conflicts, stash, beside), dict(result))
+        back = put_back(repo, stash) if stash is not None else []
+        result["indexed"] = self._follow(sorted(changed | {p[len(repo.prefix):] for p in back
+                                                            if p.startswith(repo.prefix)}))
+        if back:
+            assert stash is not None
+            result["conflicts"] = [p.removeprefix(repo.prefix) for p in back]
+            result["note"] = f"Your uncommitted edits conflicted with what was pulled; they are kept in {stash.where(repo)}."
+            raise SyncConflict(_stash_conflict(repo, result, back, stash), dict(result))
         return result
 
     def _follow(self, paths: list[str]) -> int:
@@ -245,6 +234,56 @@ def _added(before: SyncResult, after: SyncResult) -> SyncResult:
     if after["method"] == "none":
         after["method"] = before["method"]
     return after
+
+
+def _pull(repo: Repo, result: SyncResult, base: str, old: str, up: str, tracking: str) -> CompletedProcess[bytes]:
+    """Join ``up`` into HEAD: a fast-forward, else a rebase, else (the rebase conflicted)
+    one merge, which is easier to resolve than N replays. ``result["method"]`` says which."""
+    if base == old:
+        result["method"] = "fast-forward"
+        return repo.run("merge", "--ff-only", up, optional_locks=True)
+    result["method"] = "rebase"
+    done = repo.run("rebase", up, optional_locks=True)
+    if done.returncode != 0 and repo.busy_marker():
+        repo.run("rebase", "--abort", optional_locks=True)
+        result["method"] = "merge"
+        named = tracking.removeprefix("refs/remotes/")  # "Merge remote-tracking branch 'origin/main'"
+        done = repo.run("merge", "--no-edit", named, optional_locks=True)
+    return done
+
+
+def _each_holds(repo: Repo, paths: list[str], side: str) -> str:
+    """``a.md holds both versions, between …; b.png holds this clone's version only …``
+    for the first few of ``paths`` (repository-relative; shown vault-relative)."""
+    said = [f"{p.removeprefix(repo.prefix)} holds {holds(repo, p, side)}" for p in paths[:5]]
+    return "; ".join(said) + (f"; and {len(paths) - 5} more" if len(paths) > 5 else "")
+
+
+def _pull_conflict(repo: Repo, result: SyncResult, conflicts: list[str], stash: Stash | None,
+                   beside: tuple[list[str], list[str]]) -> str:
+    """What a pull that conflicted left, file by file, and how to finish (and where the
+    person's uncommitted changes are, when sync set them aside)."""
+    n = len(conflicts)
+    back, left = ([p.removeprefix(repo.prefix) for p in paths] for paths in beside)
+    where = f" Your uncommitted edits to {_shown(back)} are back in place." if back else ""
+    if stash is not None and left:
+        where += (f" Your uncommitted edits to {_shown(left)} are set aside in {stash.where(repo)} (git stash list "
+                  "shows it): once the merge is committed, put them back with git stash pop.")
+    finish = ("git add them, git commit" if repo.busy_marker() == "a merge"
+              else "git add them and finish what git is in the middle of (git status says what)")
+    return (f"sync pulled {result['upstream']} but {n} file{'s' if n != 1 else ''} conflict: "
+            f"{_each_holds(repo, unmerged(repo), THIS_CLONE)}. Resolve each (keep what is right, "
+            f"remove any <<<<<<< ======= >>>>>>> lines), then {finish}, and run agent-memory sync again "
+            f"(or git merge --abort to go back).{where}")
+
+
+def _stash_conflict(repo: Repo, result: SyncResult, back: list[str], stash: Stash) -> str:
+    """The pull went through but the person's uncommitted edits conflict with it."""
+    shown = [p.removeprefix(repo.prefix) for p in back]
+    return (f"sync pulled {result['upstream']}, but your uncommitted edits to {', '.join(shown[:5])} conflict with "
+            f"it: {_each_holds(repo, back, 'the pulled version')}. Your edits are also kept in {stash.where(repo)}. "
+            "Edit each file to keep what is right, then git restore --staged FILE (it stays your uncommitted edit) "
+            "and git stash drop that stash; then sync again.")
 
 
 def _commit_for_sync(vault: GitVault, state: GitState, repo: Repo) -> tuple[int, list[str]]:
@@ -413,9 +452,10 @@ def _names(repo: Repo, a: str, b: str, *, whole: bool = False) -> list[str]:
 
 
 def _unmerged(repo: Repo) -> tuple[list[str], list[str]]:
-    """Files with conflicts anywhere in the repository: those in the vault (vault-relative)
+    """Files with conflicts anywhere in the repository (``git ls-files -u``: a file git
+    could not merge line by line has no markers): those in the vault (vault-relative)
     and those outside it (repository-relative; only with ``git.subfolder``)."""
-    out = [p for p in repo.ok("diff", "--name-only", "-z", "--diff-filter=U").split("\0") if p]
+    out = unmerged(repo)
     inside = sorted({p[len(repo.prefix):] for p in out if p.startswith(repo.prefix)})
     return inside, sorted({p for p in out if not p.startswith(repo.prefix)})
 
@@ -470,8 +510,3 @@ def _dirty(repo: Repo) -> set[str]:
     """Files with a person's uncommitted changes (the autostash takes and puts them back)."""
     out = repo.ok("diff", "--name-only", "-z", "--relative", "HEAD")
     return {p for p in out.split("\0") if p}
-
-
-def _stash_count(repo: Repo) -> int:
-    done = repo.run("rev-list", "--walk-reflogs", "--count", "refs/stash")
-    return int(done.stdout.decode().strip() or 0) if done.returncode == 0 else 0
