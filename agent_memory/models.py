@@ -329,8 +329,9 @@ class HistoryEntry(TypedDict):
     author: str
     email: str
     message: str
-    status: str  # added, modified, renamed, copied or deleted
+    status: str  # added, modified, renamed, copied, deleted, or merged (a merge: its change against its first parent)
     path: str  # the file's path in that commit: vault-relative while inside the vault
+    merge: NotRequired[bool]  # a merge commit (a conflict resolved, or the other side's change brought in)
     old_path: NotRequired[str]  # renamed or copied from
     keys_changed: list[str]  # front-matter keys added, removed or changed
     lines_added: int  # body lines

@@ -140,3 +140,45 @@ def test_an_edit_that_conflicts_with_the_pull_is_described_with_the_markers_it_h
     assert f"people/priya.md holds both versions, between the lines {start}" in str(caught.value)
     assert "agent-memory sync" in git(team.victim, "stash", "list")
     assert "stash@{0}" in str(caught.value)
+
+
+# --------------------------------------------------------------------------- merges in history
+
+
+def resolve(team: Team, how: str) -> None:
+    """Sync into the conflict, resolve terms.md ``how``, and commit the merge."""
+    both_change_terms(team)
+    with Vault(team.victim) as vault, pytest.raises(SyncConflict):
+        vault.sync()
+    terms = team.victim / "terms.md"
+    if how in ("ours", "theirs"):
+        git(team.victim, "checkout", f"--{how}", "--", "terms.md")
+    else:
+        terms.write_text("# Terms in EUR\n\nPay in EUR, net 30 (GBP accepted).\n")
+    git(team.victim, "add", "terms.md")
+    git(team.victim, "commit", "-q", "--no-edit")
+
+
+@pytest.mark.parametrize(("how", "added", "removed"), [
+    ("theirs", ["# Terms in EUR", "Pay in EUR, net 30."], ["# Terms in GBP", "Pay in GBP."]),
+    ("hand", ["# Terms in EUR", "Pay in EUR, net 30 (GBP accepted)."], ["# Terms in GBP", "Pay in GBP."]),
+    ("ours", [], []),
+])
+def test_a_resolved_conflict_shows_in_history_as_a_merge(team: Team, how: str, added: list[str],
+                                                         removed: list[str]) -> None:
+    resolve(team, how)
+    with Vault(team.victim) as vault:
+        newest = vault.history("terms.md")["commits"][0]
+        assert newest["merge"] is True and newest["status"] == "merged"
+        assert newest["message"].startswith("Merge remote-tracking branch 'origin/main'")
+        assert (newest["added"], newest["removed"]) == (added, removed)  # against the first parent: ours
+        messages = [entry["message"] for entry in vault.history("terms.md")["commits"]]
+    assert "terms: EUR" in messages and "terms: GBP" in messages
+
+
+def test_a_merge_that_left_a_memory_alone_is_not_in_its_history(team: Team) -> None:
+    resolve(team, "theirs")
+    with Vault(team.victim) as vault:
+        entries = vault.history("people/priya.md")["commits"]
+    assert [entry["message"] for entry in entries] == ["shared notes"]
+    assert not any(entry.get("merge") for entry in entries)
