@@ -6,6 +6,8 @@ commit naming them, through the credential gate. Real git: a bare remote and two
 from __future__ import annotations
 
 import json
+import os
+import time
 from pathlib import Path
 
 import pytest
@@ -15,6 +17,7 @@ from agent_memory.cli.app import cli
 from agent_memory.trust import approvals
 from agent_memory.vault.vault import Vault
 
+from conftest import assert_index_matches_files
 from gitteam import AUTHOR, Team, git, make_team, token
 
 
@@ -147,3 +150,16 @@ def test_sync_on_the_command_line_names_hand_edits_and_shares_them_with_all(team
     assert shared.exit_code == 0, shared.output
     assert "shared your hand changes: edited people/priya.md" in shared.output
     assert team.remote_log()[0] == "by hand: edited people/priya.md"
+
+
+def test_a_note_shared_by_sync_all_takes_its_commits_date(team: Team) -> None:
+    note = team.victim / "inbox.md"
+    note.write_text("A new note of mine.\n")
+    os.utime(note, (1_600_000_000, 1_600_000_000))  # its mtime says 2020: the commit's date must win
+    with Vault(team.victim) as vault:
+        vault.reconcile()
+        vault.sync(share_hand=True)
+        committed = git(team.victim, "log", "-1", "--format=%at", "--", "inbox.md").strip()
+        expected = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(int(committed)))
+        assert vault.get("inbox.md")["created"] == expected
+        assert_index_matches_files(vault)

@@ -119,6 +119,7 @@ class GitSync:
                 refused, result["pushed"] = _push(repo, remote, merge_ref)
                 if not refused:
                     self._settings_pulled(result)
+                    self._dates()  # notes this sync committed by hand take their commit's date
                     return result
         raise GitError(f"The remote kept refusing the push (others pushed meanwhile, {PUSH_TRIES} tries); "
                        "run agent-memory sync again.")
