@@ -508,6 +508,6 @@ def _keep_both_added(repo: Repo, conflicted: list[str]) -> dict[str, str]:
 
 
 def _dirty(repo: Repo) -> set[str]:
-    """Files with a person's uncommitted changes (the autostash takes and puts them back)."""
+    """Files in the vault with a person's uncommitted changes (sync sets them aside and puts them back)."""
     out = repo.ok("diff", "--name-only", "-z", "--relative", "HEAD")
     return {p for p in out.split("\0") if p}
