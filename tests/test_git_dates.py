@@ -193,3 +193,31 @@ def test_a_shallow_clone_dates_notes_added_after_its_boundary(tmp_path: Path) ->
     with Vault(clone) as vault:
         assert dates(vault, "lars.md")[0] == "2024-02-02T02:02:02Z"
         assert dates(vault, "people/priya.md")[0] > "2025"  # older than the boundary: the file's (now)
+
+
+def test_a_start_with_nothing_new_runs_no_git_command(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    repo = hand_repo(tmp_path / "team")
+    Vault(repo).close()  # the first start reads git's dates
+    git(repo, "pack-refs", "--all")  # HEAD's branch now only in packed-refs
+    real = subprocess.run
+    ran: list[str] = []
+
+    def spy(args, *rest, **kwargs):  # type: ignore[no-untyped-def]
+        if args and args[0] == "git":
+            ran.append(" ".join(args))
+        return real(args, *rest, **kwargs)
+
+    monkeypatch.setattr(subprocess, "run", spy)
+    with Vault(repo) as vault:
+        assert dates(vault, "people/priya.md")[0] == "2020-01-02T08:00:00Z"
+    assert ran == []
+    with Vault.init(tmp_path / "plain") as vault:  # a vault in no repository: none either
+        vault.remember("Outside git.", title="Plain")
+    assert ran == []
+    monkeypatch.setattr(subprocess, "run", real)
+    (repo / "lars.md").write_text("Lars owns search.\n")
+    commit_all(repo, "lars", "2024-02-02T02:02:02Z")
+    monkeypatch.setattr(subprocess, "run", spy)
+    with Vault(repo) as vault:  # HEAD moved: the pass runs, over the new commit only
+        assert dates(vault, "lars.md")[0] == "2024-02-02T02:02:02Z"
+    assert any(" log " in command and ".." in command for command in ran)

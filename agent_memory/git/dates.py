@@ -14,8 +14,11 @@ from __future__ import annotations
 
 import datetime as dt
 import logging
+import os
+import re
 from collections.abc import Callable
 from contextlib import AbstractContextManager
+from pathlib import Path
 from typing import Protocol
 
 from ..clock import iso
@@ -33,6 +36,8 @@ Dates = tuple[str | None, str | None]  # (created, updated); None where git cann
 class DatedVault(Protocol):
     """What the pass needs of an open vault (``vault.core.Core`` is one)."""
 
+    @property
+    def root(self) -> Path: ...
     @property
     def index(self) -> Index: ...
     @property
@@ -52,6 +57,9 @@ class GitDates:
         """Bring the stored dates up to ``HEAD``; re-index the notes whose dates came from
         them and changed. Returns those paths. Never raises for git's sake: without git
         (or a repository git refuses) notes keep their files' dates."""
+        seen = _head_from_files(self.vault.root)
+        if seen is None or seen == self.vault.index.git_dates_state():
+            return []  # no repository above the vault, or nothing new: no git command at all
         try:
             repo = self._repository()
             if repo is None:
@@ -90,6 +98,40 @@ class GitDates:
                     for rel in stale:
                         self.vault.files.refresh(conn, rel, None)
         return stale
+
+
+_HASH = re.compile(r"[0-9a-f]{40}(?:[0-9a-f]{24})?")
+
+
+def _head_from_files(root: Path) -> tuple[str, bool] | tuple[()] | None:
+    """``HEAD``'s commit and whether the clone is shallow, read from the files of the
+    ``.git`` folder above ``root`` without running git (a start with nothing new must
+    cost nothing); None when no folder above holds a ``.git``; ``()`` (never equal to a
+    stored state: ask git) when it is not that simple (a worktree's ``.git`` file,
+    ``GIT_DIR`` set, a ref git keeps elsewhere)."""
+    if "GIT_DIR" in os.environ:
+        return ()
+    for folder in (root, *root.parents):
+        marker = folder / ".git"
+        if marker.is_dir():
+            break
+        if marker.exists():
+            return ()
+    else:
+        return None
+    try:
+        head = (marker / "HEAD").read_text(encoding="ascii", errors="replace").strip()
+        if head.startswith("ref: "):
+            ref = head[5:].strip()
+            loose = marker / ref
+            if loose.is_file():
+                head = loose.read_text(encoding="ascii", errors="replace").strip()
+            else:
+                packed = (marker / "packed-refs").read_text(encoding="ascii", errors="replace").splitlines()
+                head = next((line.split()[0] for line in packed if line.endswith(" " + ref)), "")
+    except OSError:
+        return ()
+    return (head, (marker / "shallow").exists()) if _HASH.fullmatch(head) else ()
 
 
 def _walk(repo: Repo, since: str | None, head: str, boundary: set[str],
