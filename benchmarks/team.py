@@ -124,6 +124,10 @@ def resolve_as_a_person(clone: Path, paths: list[str]) -> bool:
     """Resolve conflicted memories as a person would: our file, with the tags of both
     sides, and the later ``updated``. False when a conflict is not only about tags."""
     for rel in paths:
+        stages = {line.split()[2] for line in git(clone, "ls-files", "-u", "--", rel).splitlines()}
+        if not {"2", "3"} <= stages:  # one side deleted the note (its person did) and the other tagged it
+            git(clone, "rm", "-q", "--", rel)  # the person keeps the deletion they meant
+            continue
         ours, theirs = (git(clone, "show", f":{stage}:{rel}") for stage in (2, 3))
         mine, other = parse(ours.encode(), rel), parse(theirs.encode(), rel)
         if mine.body != other.body:

@@ -65,11 +65,11 @@ class GitSync:
             raise GitError(scope[0].upper() + scope[1:] + ".")
         return repo
 
-    def sharing(self, share_hand: bool) -> bool:
+    def _sharing(self, share_hand: bool) -> bool:
         """Whether hand changes are shared: ``sync --all``, or ``git.commit = "all"`` (approved)."""
         return share_hand or self.vault.settings.git_commit == "all"
 
-    def preview(self, share_hand: bool = False) -> SyncPreview:
+    def sync_preview(self, share_hand: bool = False) -> SyncPreview:
         """What ``sync`` would commit now, changing nothing and reaching no remote."""
         repo = self._repo()
         problem = state_problem(repo)
@@ -79,7 +79,7 @@ class GitSync:
         pending = list(dict.fromkeys(p for e in entries for p in e["paths"]))
         tool = changed_paths(repo, pending)[0] if pending else []
         hand = hand_changes(repo, set(tool))
-        share = self.sharing(share_hand)
+        share = self._sharing(share_hand)
         held = held_back(self.vault, [*hand, *(HandChange(p, "edited") for p in tool)])
         return SyncPreview(dry_run=True, shares_hand_changes=share,
                            tool_writes=[p for p in tool if p not in held],
@@ -94,7 +94,7 @@ class GitSync:
         (``SyncConflict``). Hand changes not shared are named in the result every time."""
         state = self.state
         repo = self._repo()
-        share = self.sharing(share_hand)
+        share = self._sharing(share_hand)
         with state.lock.hold():
             result: SyncResult | None = None
             for _attempt in range(PUSH_TRIES):

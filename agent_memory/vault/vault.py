@@ -358,5 +358,5 @@ class Vault:
         return self.git.sync(share_hand)
 
     def sync_preview(self, share_hand: bool = False) -> SyncPreview:
-        """What ``sync`` would commit now (``GitSync.preview``): ``sync --dry-run``."""
-        return self.git.preview(share_hand)
+        """What ``sync`` would commit now (``GitSync.sync_preview``): ``sync --dry-run``."""
+        return self.git.sync_preview(share_hand)
