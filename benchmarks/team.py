@@ -324,6 +324,7 @@ class Hands:
         self.tokens: dict[str, str] = {}  # token -> the note it was written into (following renames)
         self.gone: set[str] = set()  # tokens of notes a person deleted
         self.tagged: set[str] = set()  # hand notes an agent tagged
+        self.origin: dict[str, str] = {}  # a renamed note -> the path it was first written at
         self.made = 0
 
     def edit(self, clone: Path, name: str, k: int, rng: random.Random) -> None:
@@ -347,6 +348,7 @@ class Hands:
             self.notes.discard(old)
             self.notes.add(rel)
             self.tagged.discard(old)
+            self.origin[rel] = self.origin.pop(old, old)
             for t, where in self.tokens.items():
                 if where == old:
                     self.tokens[t] = rel
@@ -362,13 +364,14 @@ class Hands:
         self.made += 1
 
 
-def hand_checks(hand: Hands, clones: list[Path], remote: Path) -> dict[str, int]:
+def hand_checks(hand: Hands, clones: list[Path], remote: Path) -> dict[str, Any]:
     """Hand edits shared (on the remote), lost (a token missing from a clone's note) and
     hand notes misdated (index date not git's first author date, or a date key added)."""
     on_remote = "".join(git(remote, "show", f"main:{rel}", check=False) for rel in sorted(hand.notes))
     live = {t: rel for t, rel in hand.tokens.items() if t not in hand.gone}
     shared = sum(1 for t in live if t in on_remote)
     lost = misdated = 0
+    details: list[str] = []
     for clone in clones:
         with Vault(clone, sync=False) as vault:
             rows = {row["path"]: row["created"] for row in vault.index.query(
@@ -379,14 +382,16 @@ def hand_checks(hand: Hands, clones: list[Path], remote: Path) -> dict[str, int]
                 lost += 1
         for rel in hand.notes:
             text = (clone / rel).read_text(encoding="utf-8") if (clone / rel).exists() else ""
-            added = [line for line in git(clone, "log", "--follow", "--diff-filter=A", "--format=%at", "--", rel)
-                     .split()]
+            # When the note was first added, at the path its person first wrote it at (not
+            # `git log --follow`, which also follows a copy to another note).
+            added = git(clone, "log", "--diff-filter=A", "--format=%at", "--", hand.origin.get(rel, rel)).split()
             first = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(int(added[-1]))) if added else None
             header = text.split("\n---", 1)[0] if text.startswith("---") else ""
-            if rows.get(rel) != first or any(f"\n{key}:" in "\n" + header for key in
-                                               ("id", "created", "updated", "namespace")):
+            keys = [key for key in ("id", "created", "updated", "namespace") if f"\n{key}:" in "\n" + header]
+            if rows.get(rel) != first or keys:
                 misdated += 1
-    return {"shared": shared, "made": len(live), "lost": lost, "misdated": misdated}
+                details.append(f"misdated: {clone.name}:{rel} index {rows.get(rel)}, git {first}, keys added {keys}")
+    return {"shared": shared, "made": len(live), "lost": lost, "misdated": misdated, "details": details}
 
 
 def start_time(count: int) -> dict[str, float]:
@@ -520,6 +525,7 @@ def main() -> int:
         rebuilds.append(index_equals_rebuild(clone))
     commits = int(git(clones[0], "rev-list", "--count", "HEAD").strip())
     hands = hand_checks(run.hand, clones, remote)
+    run.errors[:0] = hands["details"][:10]
 
     print(f"agent-memory team benchmark: {len(clones)} clones, each `serve --git-commit` over stdio; "
           f"{args.memories} new + {args.updates} shared updates per agent at {args.rate:g} calls/s; "

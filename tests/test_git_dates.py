@@ -221,3 +221,25 @@ def test_a_start_with_nothing_new_runs_no_git_command(tmp_path: Path, monkeypatc
     with Vault(repo) as vault:  # HEAD moved: the pass runs, over the new commit only
         assert dates(vault, "lars.md")[0] == "2024-02-02T02:02:02Z"
     assert any(" log " in command and ".." in command for command in ran)
+
+
+def test_a_merge_of_a_rename_and_an_edit_dates_the_note_as_a_rebuild_does(tmp_path: Path) -> None:
+    """One side renames a note, the other edits it; after the merge the dates are the
+    same whether the pass ran before it (then over the merge) or over the whole history."""
+    repo = hand_repo(tmp_path / "team")
+    git(repo, "switch", "-q", "-c", "side")
+    (repo / "people" / "priya.md").write_text(HAND + "Ask her before changing invoices.\nShe is in Lisbon.\n")
+    commit_all(repo, "priya in Lisbon", "2022-02-02T00:00:00Z")
+    git(repo, "switch", "-q", "main")
+    git(repo, "mv", "people/priya.md", "people/priya-s.md")
+    commit_all(repo, "rename", "2021-06-06T00:00:00Z")
+    with Vault(repo) as vault:
+        assert dates(vault, "people/priya-s.md") == ("2020-01-02T08:00:00Z", "2021-03-04T05:06:07Z")
+    git(repo, "merge", "-q", "--no-edit", "side", date="2023-03-03T00:00:00Z")
+    assert "Lisbon" in (repo / "people" / "priya-s.md").read_text()
+    with Vault(repo) as vault:
+        assert dates(vault, "people/priya-s.md") == ("2020-01-02T08:00:00Z", "2023-03-03T00:00:00Z")
+        assert_index_matches_files(vault)
+    shutil.rmtree(repo / ".index")
+    with Vault(repo) as vault:
+        assert dates(vault, "people/priya-s.md") == ("2020-01-02T08:00:00Z", "2023-03-03T00:00:00Z")

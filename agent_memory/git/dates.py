@@ -84,15 +84,22 @@ class GitDates:
                  or repo.run("merge-base", "--is-ancestor", stored[0], head).returncode != 0)
         since = None if whole or stored is None else stored[0]
         boundary = set(shallow_file.read_text(encoding="ascii", errors="replace").split()) if shallow else set()
-        dates = _walk(repo, since, head, boundary, (lambda _p: None) if whole else index.git_date)
+        dates = _walk(repo, since, head, boundary, index.git_date) if since else None
+        if dates is None:  # the whole history: first pass, rewritten history, or merges since
+            whole, dates = True, _walk(repo, None, head, boundary, lambda _p: None)
+        assert dates is not None
         if shallow and whole:
             log.warning("%s is a shallow clone: notes older than its first commit keep their files' dates "
                         "(git fetch --unshallow gives them git's)", repo.top)
         with self.vault.writing():
+            changed = set(dates)
+            if whole:  # only the dates that differ from the stored ones call for a re-index
+                before = {row["path"]: (row["created"], row["updated"])
+                          for row in index.query("SELECT path, created, updated FROM git_dates")}
+                changed = {p for p in dates.keys() | before.keys() if before.get(p) != dates.get(p)}
             with self.vault.files.transaction() as conn:
                 index.save_git_dates(conn, dates, head, shallow, whole=whole)
-            stale = index.undated(dates) if not whole else index.undated(r["path"] for r in index.query(
-                "SELECT path FROM memories"))
+            stale = index.undated(changed)
             if stale:
                 with self.vault.files.transaction() as conn:
                     for rel in stale:
@@ -135,11 +142,16 @@ def _head_from_files(root: Path) -> tuple[str, bool] | tuple[()] | None:
 
 
 def _walk(repo: Repo, since: str | None, head: str, boundary: set[str],
-          known: Callable[[str], Dates | None]) -> dict[str, Dates | None]:
+          known: Callable[[str], Dates | None]) -> dict[str, Dates | None] | None:
     """Each memory path's dates after replaying the commits ``since..head`` oldest first
-    on top of what ``known`` says (None: the path is gone)."""
-    done = repo.run("log", "--reverse", "--topo-order", "-M", "-z", "--name-status", "--no-color", "--relative",
-                    "--format=%x1e%H%x1f%aI", f"{since}..{head}" if since else head, timeout=600.0)
+    on top of what ``known`` says (None: the path is gone); a merge counts as what it
+    changed against its first parent (a change it brought in is a change on this branch). None when ``since..head``
+    holds a merge: replayed after what was stored, its sides' renames and edits could
+    land in another order than in the whole history's walk, and the dates must be the
+    same as a rebuild's, so the whole history is walked instead."""
+    done = repo.run("log", "--reverse", "--topo-order", "-M", "--diff-merges=first-parent", "-z", "--name-status",
+                    "--no-color", "--relative",
+                    "--format=%x1e%H%x1f%aI%x1f%P", f"{since}..{head}" if since else head, timeout=600.0)
     if done.returncode != 0:
         raise GitError(f"git log failed in {repo.top}")
     table: dict[str, Dates | None] = {}
@@ -149,7 +161,10 @@ def _walk(repo: Repo, since: str | None, head: str, boundary: set[str],
 
     for record in done.stdout.decode("utf-8", "surrogateescape").split("\x1e")[1:]:
         header, _, rest = record.partition("\0")
-        commit, _, when = header.partition("\x1f")
+        commit, _, rest_of_header = header.partition("\x1f")
+        when, _, parents = rest_of_header.partition("\x1f")
+        if since and len(parents.split()) > 1:
+            return None
         date = _utc(when)
         unknown = commit in boundary or date is None  # a shallow boundary: every file looks added there
         tokens = [t for t in rest.lstrip("\n").split("\0")]
@@ -169,7 +184,7 @@ def _apply(table: dict[str, Dates | None], current: Callable[[str], Dates | None
     if not paths:
         return
     new = paths[-1]
-    before = current(paths[0])
+    before = current(paths[0]) or (current(new) if letter == "R" else None)  # a merge repeats its side's rename
     if letter == "D":
         table[new] = None
         return
