@@ -243,3 +243,18 @@ def test_a_merge_of_a_rename_and_an_edit_dates_the_note_as_a_rebuild_does(tmp_pa
     shutil.rmtree(repo / ".index")
     with Vault(repo) as vault:
         assert dates(vault, "people/priya-s.md") == ("2020-01-02T08:00:00Z", "2023-03-03T00:00:00Z")
+
+
+def test_a_note_a_merge_brings_in_keeps_the_date_it_was_added_on_its_side(tmp_path: Path) -> None:
+    """Author dates need not follow the graph (clocks differ between clones): the merge
+    that brings a note in says nothing of when it was written."""
+    repo = hand_repo(tmp_path / "team")
+    git(repo, "switch", "-q", "-c", "side")
+    (repo / "lars.md").write_text("Lars owns search.\n")
+    commit_all(repo, "lars", "2024-05-05T00:00:00Z")
+    git(repo, "switch", "-q", "main")
+    (repo / "other.md").write_text("Something else.\n")
+    commit_all(repo, "other", "2022-01-01T00:00:00Z")
+    git(repo, "merge", "-q", "--no-edit", "side", date="2023-01-01T00:00:00Z")  # a clock behind the side's
+    with Vault(repo) as vault:
+        assert dates(vault, "lars.md")[0] == "2024-05-05T00:00:00Z"

@@ -163,7 +163,8 @@ def _walk(repo: Repo, since: str | None, head: str, boundary: set[str],
         header, _, rest = record.partition("\0")
         commit, _, rest_of_header = header.partition("\x1f")
         when, _, parents = rest_of_header.partition("\x1f")
-        if since and len(parents.split()) > 1:
+        merge = len(parents.split()) > 1
+        if since and merge:
             return None
         date = _utc(when)
         unknown = commit in boundary or date is None  # a shallow boundary: every file looks added there
@@ -174,13 +175,15 @@ def _walk(repo: Repo, since: str | None, head: str, boundary: set[str],
             letter = status[:1]
             paths = tokens[at + 1:at + 3] if letter in "RC" else tokens[at + 1:at + 2]
             at += 1 + len(paths)
-            _apply(table, current, letter, status, paths, None if unknown else date)
+            _apply(table, current, letter, status, paths, None if unknown else date, merge)
     return table
 
 
 def _apply(table: dict[str, Dates | None], current: Callable[[str], Dates | None], letter: str, status: str,
-           paths: list[str], date: str | None) -> None:
-    """One file's change in one commit, on the table."""
+           paths: list[str], date: str | None, merge: bool = False) -> None:
+    """One file's change in one commit, on the table. A merge (against its first parent)
+    that adds a file its other side added keeps that side's dates: the note was made
+    then, whatever date the merge carries."""
     if not paths:
         return
     new = paths[-1]
@@ -200,6 +203,8 @@ def _apply(table: dict[str, Dates | None], current: Callable[[str], Dates | None
         return
     if letter in "AC":
         earlier = current(new)
+        if merge and earlier is not None and earlier[0] is not None:
+            return
         created = date if not earlier or earlier[0] is None or date is None else min(earlier[0], date)
         table[new] = (created, _later(earlier, date))
     else:  # M, T: changed
