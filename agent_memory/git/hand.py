@@ -107,7 +107,8 @@ def commit_hand_changes(vault: GitVault, repo: Repo, changes: list[HandChange], 
     with tempfile.TemporaryDirectory(prefix="agent-memory-share-") as folder:
         index = {"GIT_INDEX_FILE": str(Path(folder) / "index")}  # the person's staging area untouched
         repo.ok("read-tree", "HEAD", env=index)
-        repo.ok("add", "-A", "--", *paths, env=index, optional_locks=True)
+        repo.ok("add", "-A", "--pathspec-from-file=-", "--pathspec-file-nul", env=index, optional_locks=True,
+                stdin=_nul_list(paths))  # on stdin: any number of files
         shared = _staged(repo, index)
         if not shared:
             return HandCommit("", [], withheld)
@@ -117,9 +118,14 @@ def commit_hand_changes(vault: GitVault, repo: Repo, changes: list[HandChange], 
             raise GitError(f"Cannot sync: your hand changes could not be committed: {first_line(done)}. Nothing "
                            "was pulled or pushed; fix that, then sync again.")
     names = sorted({p for c in shared for p in (c.path, c.old) if p})
-    repo.run("reset", "-q", "--", *names, optional_locks=True)  # the real index: those files as committed
+    repo.run("reset", "-q", "--pathspec-from-file=-", "--pathspec-file-nul", optional_locks=True,
+             stdin=_nul_list(names))  # the real index: those files as committed
     head = repo.ok("rev-parse", "HEAD").strip()
     return HandCommit(head, shared, withheld)
+
+
+def _nul_list(paths: list[str]) -> bytes:
+    return b"".join(p.encode("utf-8", "surrogateescape") + b"\0" for p in paths)
 
 
 def _staged(repo: Repo, index: dict[str, str]) -> list[HandChange]:
