@@ -396,8 +396,9 @@ class HistoryEntry(TypedDict):
     author: str
     email: str
     message: str
-    status: str  # added, modified, renamed, copied or deleted
+    status: str  # added, modified, renamed, copied, deleted, or merged (a merge: its change against its first parent)
     path: str  # the file's path in that commit: vault-relative while inside the vault
+    merge: NotRequired[bool]  # a merge commit (a conflict resolved, or the other side's change brought in)
     old_path: NotRequired[str]  # renamed or copied from
     keys_changed: list[str]  # front-matter keys added, removed or changed
     lines_added: int  # body lines
@@ -438,6 +439,19 @@ class SyncResult(TypedDict):
     # credential not in secrets.allow; files under .index/ or .trash/ that git tracks.
     withheld: NotRequired[list[str]]
     tracked_private: NotRequired[list[str]]
+    hand_shared: NotRequired[list[str]]  # hand changes committed by this sync ("edited people/priya.md")
+    hand_not_shared: NotRequired[list[str]]  # hand changes it left uncommitted (sync --all shares them)
+
+
+class SyncPreview(TypedDict):
+    """What ``sync --dry-run`` would commit: the pending tool writes' files, the hand
+    changes (committed only when ``shares_hand_changes``), and what would be held back."""
+
+    dry_run: bool
+    shares_hand_changes: bool
+    tool_writes: list[str]
+    hand_changes: list[str]
+    withheld: list[str]
 
 
 class FileContent(TypedDict):

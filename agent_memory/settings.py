@@ -24,7 +24,7 @@ Example::
     semantic = false
 
     [git]
-    commit = false
+    commit = false              # true: commit each tool write; "all": sync shares hand changes too
     author = "Agent <agent@example.com>"
     subfolder = false
     hooks = false
@@ -85,6 +85,14 @@ def _bool(value: Any) -> bool:
         if isinstance(value, str) and value.strip().lower() in ("true", "false"):
             raise _Bad("is a string, not a boolean (write it without quotes)")
         raise _Bad("is not a boolean")
+    return value
+
+
+def _bool_or_all(value: Any) -> bool | Literal["all"]:
+    if value == "all":
+        return "all"
+    if not isinstance(value, bool):
+        raise _Bad('is not true, false or "all"')
     return value
 
 
@@ -177,7 +185,8 @@ class Settings:
     )
     # None (unset): on when the optional semantic extra is installed (``semantic.status.wanted``).
     recall_semantic: bool | None = _key("recall.semantic", None, _bool, "true or false")
-    git_commit: bool = _key("git.commit", False, _bool, "true or false")
+    # True: commit each tool write; "all": and ``sync`` shares hand changes too (``git/hand.py``).
+    git_commit: bool | Literal["all"] = _key("git.commit", False, _bool_or_all, 'true, false or "all"')
     git_author: str = _key("git.author", "", _author, 'a string "Name <email>", or "" for git\'s own')
     git_subfolder: bool = _key("git.subfolder", False, _bool, "true or false")
     # The repository's hooks run for the tool's own commits and pulls only when this is true.

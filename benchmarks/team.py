@@ -11,11 +11,21 @@ needed a human (this script plays the human: it keeps both sides' tags, as a per
 would, and counts it), and how long a memory written on one clone took to be recallable
 on the others (recall through the other clones' servers).
 
+Two of the clones also have a person editing notes by hand (as in Obsidian: new notes
+without front matter, lines appended, renames, deletes; the agents tag those notes too)
+who shares them with ``sync --all``, over a compressed day (the person's commits carry
+author dates from 08:00 yesterday on). Printed: hand edits made and shared, hand edits
+lost, and hand notes misdated (the index's creation time is not git's author date of the
+note's first commit, or a tool edit wrote id/created/updated/namespace into it): all
+but the first must be 0. Last, the start time of a vault of ``--start-notes`` hand notes
+in git (100,000 by default) with nothing changed, the git-dates pass included, beside the
+first start that built the index and read the whole history.
+
 The merge driver (``agent-memory git setup``) is used when this installation has it;
 otherwise git's own merge runs and concurrent tag edits of one memory conflict.
 
-    python benchmarks/team.py            # 3 agents x (200 new + 50 shared updates)
-    python benchmarks/team.py --quick    # 3 x (20 + 5), for a smoke run
+    python benchmarks/team.py            # 3 agents x (200 new + 50 shared updates), 2 people x 60 hand edits
+    python benchmarks/team.py --quick    # 3 x (20 + 5), 2 x 15, a start at 5,000 notes, for a smoke run
 """
 
 from __future__ import annotations
@@ -46,6 +56,9 @@ from agent_memory.note.tags import as_tag_list
 from agent_memory.vault.vault import Vault
 
 NAMES = ("ada", "grace", "linus")
+PEOPLE = NAMES[:2]  # these clones also have a person editing by hand, who syncs with --all
+DAY_START = time.time() - 86400 - (time.time() % 86400) + 8 * 3600  # 08:00 UTC yesterday
+DAY_SPEED = 600.0  # the person's clock runs 10 minutes a second: a day in a couple of minutes
 WORDS = ("deploy invoice billing schema backup latency budget roadmap incident pager dashboard quota region "
          "cluster vendor contract renewal laptop review prototype kettle printer badge parking lunch").split()
 COMPARED = ("path, id, own_id, namespace, title, tags, body, created, updated, expires, source, content_hash, "
@@ -111,6 +124,10 @@ def resolve_as_a_person(clone: Path, paths: list[str]) -> bool:
     """Resolve conflicted memories as a person would: our file, with the tags of both
     sides, and the later ``updated``. False when a conflict is not only about tags."""
     for rel in paths:
+        stages = {line.split()[2] for line in git(clone, "ls-files", "-u", "--", rel).splitlines()}
+        if not {"2", "3"} <= stages:  # one side deleted the note (its person did) and the other tagged it
+            git(clone, "rm", "-q", "--", rel)  # the person keeps the deletion they meant
+            continue
         ours, theirs = (git(clone, "show", f":{stage}:{rel}") for stage in (2, 3))
         mine, other = parse(ours.encode(), rel), parse(theirs.encode(), rel)
         if mine.body != other.body:
@@ -141,11 +158,25 @@ class Run:
         self.probes_lost = 0
         self.agents_done = 0
         self.expected: list[dict[str, float]] = [{} for _ in clones]  # per clone: probe word -> when written
+        self.hand = Hands()
+        self.locks = {clone: anyio.Lock() for clone in clones}  # a person does not type while their sync runs
+        self.began = time.monotonic()
+        self.people_left = sum(1 for clone in clones if clone.name in PEOPLE)
+
+    def day_clock(self) -> str:
+        """The person's time now, in the compressed day, as git takes an author date."""
+        return f"@{int(DAY_START + (time.monotonic() - self.began) * DAY_SPEED)} +0000"
 
     async def sync(self, clone: Path, depth: int = 0) -> None:
+        async with self.locks[clone]:
+            await self._sync(clone, depth)
+
+    async def _sync(self, clone: Path, depth: int = 0) -> None:
         began = time.monotonic()
-        done = await anyio.run_process([sys.executable, "-m", "agent_memory", "--dir", str(clone), "--json", "sync"],
-                                       env=ENV, check=False)
+        person = clone.name in PEOPLE
+        env = {**ENV, "GIT_AUTHOR_DATE": self.day_clock()} if person else ENV
+        done = await anyio.run_process([sys.executable, "-m", "agent_memory", "--dir", str(clone), "--json", "sync",
+                                        *(["--all"] if person else [])], env=env, check=False)
         self.sync_seconds.append(time.monotonic() - began)
         if done.returncode == 0:
             self.syncs["ok"] += 1
@@ -160,7 +191,7 @@ class Run:
             if not await anyio.to_thread.run_sync(resolve_as_a_person, clone, result["conflicts"]):
                 self.errors.append(f"{clone.name}: a conflict that is not only tags: {result['conflicts']}")
             elif depth < 3:
-                await self.sync(clone, depth + 1)  # the person runs sync again, as the error says
+                await self._sync(clone, depth + 1)  # the person runs sync again, as the error says
         else:
             self.syncs["failed"] += 1
             self.errors.append(f"{clone.name}: {done.stderr.decode().strip()[:200]}")
@@ -169,15 +200,17 @@ class Run:
 
     async def sync_loop(self, n: int, clone: Path) -> None:
         await anyio.sleep(self.args.sync_every * n / len(self.clones))  # staggered
-        while self.agents_done < len(self.clones) or any(self.expected):
+        while self.agents_done < len(self.clones) or any(self.expected) or self.people_left:
             await self.sync(clone)
             await anyio.sleep(self.args.sync_every)
 
-    async def call(self, client: Client, tool: str, **arguments: Any) -> dict[str, Any] | None:
+    async def call(self, client: Client, tool: str, retry: bool = True, **arguments: Any) -> dict[str, Any] | None:
         for _ in range(50):
             result = await client.call_tool(tool, arguments)
             if not result.is_error:
                 return result.structured_content
+            if not retry:  # a person's note not pulled here yet, or renamed meanwhile: skip it
+                return None
             self.refused += 1  # a file in conflict, or saved meanwhile: retry a little later
             await anyio.sleep(0.5)
         self.errors.append(f"{tool} kept failing: {result.content[0].text[:200]}")
@@ -201,10 +234,26 @@ class Run:
                 made += 1
             else:
                 await self.call(client, "update_memory", memory_id=shared.pop(), add_tags=[f"seen-by-{name}"])
+                if self.hand.notes and rng.random() < 0.5:  # a person's note: the tag edit must add only tags
+                    rel = rng.choice(sorted(self.hand.notes))
+                    if await self.call(client, "update_memory", retry=False, memory_id=rel,
+                                       add_tags=[f"seen-by-{name}"]):
+                        self.hand.tagged.add(rel)
             if k % self.args.probe_every == 0:
                 await self.probe(n, clients)
             await anyio.sleep(1 / self.args.rate)
         self.agents_done += 1
+
+    async def person(self, clone: Path) -> None:
+        """A person editing notes by hand in their clone, between their syncs: new notes
+        without front matter, a line appended (to their own notes or the team's common
+        ones), a rename, a delete. Every line carries a token the end checks for."""
+        name, rng = clone.name, random.Random(f"hand-{clone.name}")
+        for k in range(self.args.hand_edits):
+            await anyio.sleep(rng.uniform(0.5, 2.0) * self.args.sync_every / 2)
+            async with self.locks[clone]:
+                await anyio.to_thread.run_sync(self.hand.edit, clone, name, k, rng)
+        self.people_left -= 1
 
     async def probe(self, n: int, clients: list[Client]) -> None:
         """A memory with a word of its own; the other clones' pollers time its arrival."""
@@ -257,11 +306,131 @@ class Run:
                 async with anyio.create_task_group() as agents:
                     for n in range(len(self.clones)):
                         agents.start_soon(self.agent, n, clients)
+                    for clone in self.clones:
+                        if clone.name in PEOPLE:
+                            agents.start_soon(self.person, clone)
         for log in logs:
             log.close()
         self.server_warnings = sum(1 for clone in self.clones
                                    for line in (clone.parent / f"{clone.name}-server.log").read_text().splitlines()
                                    if " WARNING " in line or " ERROR " in line)
+
+
+class Hands:
+    """What the people did by hand, for the checks at the end."""
+
+    def __init__(self) -> None:
+        self.notes: set[str] = set()  # hand notes that exist (vault paths), as their people last saw them
+        self.tokens: dict[str, str] = {}  # token -> the note it was written into (following renames)
+        self.gone: set[str] = set()  # tokens of notes a person deleted
+        self.tagged: set[str] = set()  # hand notes an agent tagged
+        self.origin: dict[str, str] = {}  # a renamed note -> the path it was first written at
+        self.made = 0
+
+    def edit(self, clone: Path, name: str, k: int, rng: random.Random) -> None:
+        own = sorted(p for p in self.notes if p.startswith(f"hand/{name}-") and (clone / p).exists())
+        common = sorted(p for p in self.notes if p.startswith("hand/common-") and (clone / p).exists())
+        token = f"hand{name}{k}x"
+        roll = rng.random()
+        if not own or roll < 0.3 or (k < 2 and name == PEOPLE[0]):
+            rel = f"hand/common-{k}.md" if k < 2 and name == PEOPLE[0] else f"hand/{name}-{k}.md"
+            (clone / "hand").mkdir(exist_ok=True)
+            (clone / rel).write_text(f"# {name.title()} note {k}\n\nWritten by hand: {token}.\n\nLast line.\n")
+            self.notes.add(rel)
+        elif roll < 0.75:
+            rel = rng.choice(own + common)
+            with open(clone / rel, "a", encoding="utf-8") as note:
+                note.write(f"Added by {name}: {token}.\n")
+        elif roll < 0.88:
+            old = rng.choice(own)
+            rel = f"hand/{name}-{k}-renamed.md"
+            (clone / old).rename(clone / rel)
+            self.notes.discard(old)
+            self.notes.add(rel)
+            self.tagged.discard(old)
+            self.origin[rel] = self.origin.pop(old, old)
+            for t, where in self.tokens.items():
+                if where == old:
+                    self.tokens[t] = rel
+            return
+        else:
+            rel = rng.choice(own)
+            (clone / rel).unlink()
+            self.notes.discard(rel)
+            self.tagged.discard(rel)
+            self.gone.update(t for t, where in self.tokens.items() if where == rel)
+            return
+        self.tokens[token] = rel
+        self.made += 1
+
+
+def hand_checks(hand: Hands, clones: list[Path], remote: Path) -> dict[str, Any]:
+    """Hand edits shared (on the remote), lost (a token missing from a clone's note) and
+    hand notes misdated (index date not git's first author date, or a date key added)."""
+    on_remote = "".join(git(remote, "show", f"main:{rel}", check=False) for rel in sorted(hand.notes))
+    live = {t: rel for t, rel in hand.tokens.items() if t not in hand.gone}
+    shared = sum(1 for t in live if t in on_remote)
+    lost = misdated = 0
+    details: list[str] = []
+    for clone in clones:
+        with Vault(clone, sync=False) as vault:
+            rows = {row["path"]: row["created"] for row in vault.index.query(
+                "SELECT path, created FROM memories WHERE path LIKE 'hand/%'")}
+        for token, rel in live.items():
+            path = clone / rel
+            if not path.exists() or token not in path.read_text(encoding="utf-8"):
+                lost += 1
+        for rel in hand.notes:
+            text = (clone / rel).read_text(encoding="utf-8") if (clone / rel).exists() else ""
+            # When the note was first added, at the path its person first wrote it at (not
+            # `git log --follow`, which also follows a copy to another note).
+            added = git(clone, "log", "--diff-filter=A", "--format=%at", "--", hand.origin.get(rel, rel)).split()
+            first = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(int(added[-1]))) if added else None
+            header = text.split("\n---", 1)[0] if text.startswith("---") else ""
+            keys = [key for key in ("id", "created", "updated", "namespace") if f"\n{key}:" in "\n" + header]
+            if rows.get(rel) != first or keys:
+                misdated += 1
+                details.append(f"misdated: {clone.name}:{rel} index {rows.get(rel)}, git {first}, keys added {keys}")
+    return {"shared": shared, "made": len(live), "lost": lost, "misdated": misdated, "details": details}
+
+
+def start_time(count: int) -> dict[str, float]:
+    """A vault of ``count`` hand notes in git: the first start (index built, git dates
+    read from the whole history), then starts with nothing changed (median of three),
+    then one after a commit that changed a note (the incremental pass)."""
+    base = Path(tempfile.mkdtemp(prefix="agent-memory-start-"))
+    try:
+        repo = base / "vault"
+        repo.mkdir()
+        git(repo, "init", "-q", "-b", "main")
+        Vault.init(repo, sync=False).close()
+        for k in range(count):
+            folder = repo / "notes" / f"{k // 1000:03d}"
+            if k % 1000 == 0:
+                folder.mkdir(parents=True)
+            (folder / f"note-{k}.md").write_text(f"# Note {k}\n\nA hand note about {WORDS[k % len(WORDS)]} {k}.\n")
+        git(repo, "add", "-A")
+        subprocess.run(["git", "-C", str(repo), "commit", "-q", "-m", "notes"], check=True,
+                       env={**ENV, "GIT_AUTHOR_DATE": "@1700000000 +0000"})
+        began = time.monotonic()
+        Vault(repo).close()
+        first = time.monotonic() - began
+        again = []
+        for _ in range(3):
+            began = time.monotonic()
+            Vault(repo).close()
+            again.append(time.monotonic() - began)
+        (repo / "notes" / "000" / "note-1.md").write_text("# Note 1\n\nChanged and committed.\n")
+        git(repo, "commit", "-q", "-am", "one change")
+        began = time.monotonic()
+        Vault(repo).close()
+        incremental = time.monotonic() - began
+        with Vault(repo, sync=False) as vault:
+            dated = vault.index.query("SELECT count(*) AS n FROM memories WHERE created = '2023-11-14T22:13:20Z'")[0]["n"]
+        return {"first": first, "unchanged": statistics.median(again), "incremental": incremental,
+                "dated": dated}
+    finally:
+        shutil.rmtree(base, ignore_errors=True)
 
 
 # --------------------------------------------------------------------------- checks
@@ -314,9 +483,13 @@ def main() -> int:
     parser.add_argument("--probe-timeout", type=float, default=60.0)
     parser.add_argument("--no-driver", action="store_true", help="do not use agent-memory git setup even if present")
     parser.add_argument("--keep", action="store_true", help="keep the clones (their path is printed)")
+    parser.add_argument("--hand-edits", type=int, default=60, help="edits by hand per person")
+    parser.add_argument("--start-notes", type=int, default=100_000,
+                        help="hand notes in git for the start-time measurement (0: skip it)")
     args = parser.parse_args()
     if args.quick:
-        args.memories, args.updates, args.shared, args.probe_every = 20, 5, 5, 5
+        args.memories, args.updates, args.shared, args.probe_every, args.hand_edits = 20, 5, 5, 5, 15
+        args.start_notes = min(args.start_notes, 5000)
     args.updates = min(args.updates, args.shared)
     base = Path(tempfile.mkdtemp(prefix="agent-memory-team-"))
     home = base / "home"
@@ -351,6 +524,8 @@ def main() -> int:
                         if not {f"seen-by-{n}" for n in NAMES} <= tags.get(sid, set()) and args.updates == args.shared)
         rebuilds.append(index_equals_rebuild(clone))
     commits = int(git(clones[0], "rev-list", "--count", "HEAD").strip())
+    hands = hand_checks(run.hand, clones, remote)
+    run.errors[:0] = hands["details"][:10]
 
     print(f"agent-memory team benchmark: {len(clones)} clones, each `serve --git-commit` over stdio; "
           f"{args.memories} new + {args.updates} shared updates per agent at {args.rate:g} calls/s; "
@@ -368,6 +543,10 @@ def main() -> int:
         ("conflicts that needed a human", len(run.human)),
         ("tool writes refused and retried", run.refused),
         ("server warnings logged", run.server_warnings),
+        ("hand edits shared / made (2 people, sync --all)", f"{hands['shared']} / {hands['made']}"),
+        ("hand edits lost (summed over clones)", hands["lost"]),
+        ("hand notes misdated (summed over clones)", hands["misdated"]),
+        ("hand notes the agents tagged", len(run.hand.tagged)),
     ]
     if run.latency:
         ordered = sorted(run.latency)
@@ -378,6 +557,13 @@ def main() -> int:
     took = f"{statistics.median(run.sync_seconds):.2f} s / {max(run.sync_seconds):.2f} s"
     rows.append(("one sync (a CLI process): median / max", took))
     rows.append(("wall time (writing / total)", f"{writing:.0f} s / {time.monotonic() - started:.0f} s"))
+    if args.start_notes:
+        start = start_time(args.start_notes)
+        rows.append((f"start at {args.start_notes:,} hand notes in git, nothing changed (median of 3)",
+                     f"{start['unchanged']:.2f} s"))
+        rows.append(("  after one commit (incremental git-dates pass)", f"{start['incremental']:.2f} s"))
+        rows.append(("  first start (index built, whole history read)", f"{start['first']:.1f} s"))
+        rows.append(("  notes dated by git, not by checkout", f"{start['dated']:,} of {args.start_notes:,}"))
     width = max(len(r[0]) for r in rows)
     for label, value in rows:
         print(f"  {label:<{width}}  {value}")
@@ -389,7 +575,8 @@ def main() -> int:
         print(f"  clones kept in {base}")
     else:
         shutil.rmtree(base, ignore_errors=True)
-    ok = identical and rounds > 0 and all(rebuilds) and not lost and not duplicated and not untagged
+    ok = (identical and rounds > 0 and all(rebuilds) and not lost and not duplicated and not untagged
+          and not hands["lost"] and not hands["misdated"] and hands["shared"] == hands["made"])
     return 0 if ok else 1
 
 

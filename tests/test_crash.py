@@ -1,9 +1,12 @@
 """kill -9 of a real import: all or nothing after the next open (SPEC §3).
 
-Each test runs ``import_memories`` in a child process and SIGKILLs it: after a random
-delay, right after its manifest (the commit point) appears in ``.index/import/``, or
-while it is still staging files there. No hook in the library: the tests watch the
-staging folder from outside. The long version is ``benchmarks/crash.py``.
+Each test runs ``import_memories`` in a child process that SIGKILLs itself at an exact
+step of the import: while it is still staging files in ``.index/import/``, just before
+its manifest (the commit point), right after it, or halfway through publishing. The
+child counts the steps by wrapping two methods that still run (a staged file written,
+an item published); the kill lands where the test says on any machine, however busy
+(a parent polling the staging folder from outside killed late under load). The long
+version, with kills from outside at random times, is ``benchmarks/crash.py``.
 """
 
 from __future__ import annotations
@@ -11,10 +14,10 @@ from __future__ import annotations
 import json
 import os
 import random
+import signal
 import subprocess
 import sys
 import textwrap
-import time
 from pathlib import Path
 
 import pytest
@@ -23,42 +26,52 @@ from agent_memory.note.parse import parse
 from agent_memory.errors import VaultError
 from agent_memory.vault.vault import Vault
 
-from conftest import assert_index_matches_files, wait_until
+from conftest import assert_index_matches_files, deadline
 
 ITEMS = 600
+# The steps of an import of ITEMS new memories, as the child counts them: ITEMS staged
+# files, then the manifest (step MANIFEST_STEP), then one step per item published.
+MANIFEST_STEP = ITEMS + 1
 CHILD = textwrap.dedent(
     """
-    import sys
+    import os, signal, sys
+    from agent_memory.disk import staging, store
     from agent_memory.vault.vault import Vault
-    root, batch, n = sys.argv[1], sys.argv[2], int(sys.argv[3])
+    root, batch, n, kill_at = sys.argv[1], sys.argv[2], int(sys.argv[3]), int(sys.argv[4])
+    steps = 0
+
+    def step():
+        global steps
+        steps += 1
+        if steps == kill_at:  # kill -9 of this very process, before the step runs
+            os.kill(os.getpid(), signal.SIGKILL)
+
+    write_temp, publish_one = store.Store.write_temp, staging.Staging._publish_one
+
+    def counted_write_temp(self, folder, *args, **kwargs):
+        if folder in (self.control_dir / staging.STAGING_DIRNAME, self.control_dir / staging.STAGING_DIRNAME / "files"):
+            step()  # a staged file, or the manifest
+        return write_temp(self, folder, *args, **kwargs)
+
+    def counted_publish_one(self, *args, **kwargs):
+        step()
+        return publish_one(self, *args, **kwargs)
+
+    store.Store.write_temp = counted_write_temp
+    staging.Staging._publish_one = counted_publish_one
     items = [{"content": f"Imported fact tok-{batch}-{k} of a crash test.", "namespace": "imports"} for k in range(n)]
-    vault = Vault(root)
-    print("ready", flush=True)
-    vault.import_memories(items)
-    print("done", flush=True)
+    Vault(root).import_memories(items)
+    print(f"not killed: the import ended after {steps} steps", file=sys.stderr)
     """
 )
 
 
-def _start_import(root: Path, batch: str, n: int = ITEMS) -> subprocess.Popen[str]:
-    child = subprocess.Popen([sys.executable, "-c", CHILD, str(root), batch, str(n)], stdout=subprocess.PIPE,
-                             stderr=subprocess.PIPE, text=True)
-    assert child.stdout is not None and child.stdout.readline() == "ready\n", child.stderr.read() if child.stderr else ""
-    return child
-
-
-def _kill_when(child: subprocess.Popen[str], appeared: Path, timeout: float = 120.0) -> None:
-    """SIGKILL the child as soon as ``appeared`` exists (polled from outside)."""
-    def there() -> bool:
-        assert child.poll() is None, f"the import ended before {appeared.name} appeared: {child.communicate()}"
-        return appeared.exists()
-
-    try:
-        wait_until(there, f"{appeared} appears", seconds=timeout, every=0.0005)
-        child.kill()
-    finally:
-        child.kill()
-        child.communicate()
+def _import_killed_at(root: Path, batch: str, step: int) -> None:
+    """Run an import of ITEMS memories in a child that kills itself (SIGKILL) just before
+    its ``step``-th step (see ``MANIFEST_STEP``)."""
+    child = subprocess.run([sys.executable, "-c", CHILD, str(root), batch, str(ITEMS), str(step)],
+                           capture_output=True, text=True, timeout=deadline(300))
+    assert child.returncode == -signal.SIGKILL, f"exit {child.returncode}: {child.stderr}"
 
 
 def _present(root: Path, batch: str) -> int:
@@ -84,30 +97,30 @@ def root(tmp_path: Path) -> Path:
 
 
 @pytest.mark.parametrize("seed", range(3))
-def test_an_import_killed_at_a_random_moment_is_all_or_nothing(root: Path, seed: int) -> None:
-    delay = random.Random(seed).uniform(0.0, 0.6)  # an import of 600 items takes ~0.6 s here
-    child = _start_import(root, "rand")
-    try:
-        time.sleep(delay)
-    finally:
-        child.kill()
-        child.communicate()
+def test_an_import_killed_at_a_random_step_is_all_or_nothing(root: Path, seed: int) -> None:
+    step = random.Random(seed).randint(1, MANIFEST_STEP + ITEMS)
+    _import_killed_at(root, "rand", step)
     with _reopened(root) as vault:
-        assert _present(root, "rand") in (0, ITEMS), f"killed after {delay:.3f} s"
+        # Killed before its manifest: dropped; after it: finished.
+        assert _present(root, "rand") == (0 if step <= MANIFEST_STEP else ITEMS), f"killed before step {step}"
         assert_index_matches_files(vault)
 
 
-def test_an_import_killed_right_after_its_manifest_is_finished_on_the_next_open(root: Path) -> None:
-    _kill_when(_start_import(root, "late"), root / ".index" / "import" / "manifest.json")
+@pytest.mark.parametrize("published", [0, ITEMS // 2])
+def test_an_import_killed_after_its_manifest_is_finished_on_the_next_open(root: Path, published: int) -> None:
+    _import_killed_at(root, "late", MANIFEST_STEP + 1 + published)
     assert (root / ".index" / "import" / "manifest.json").exists()
+    assert _present(root, "late") == published
     with _reopened(root) as vault:
         assert _present(root, "late") == ITEMS
         assert vault.list(namespace="imports")["total"] == ITEMS
         assert_index_matches_files(vault)
 
 
-def test_an_import_killed_before_its_manifest_is_dropped_on_the_next_open(root: Path) -> None:
-    _kill_when(_start_import(root, "early"), root / ".index" / "import" / "files")
+@pytest.mark.parametrize("step", [ITEMS // 2, MANIFEST_STEP])
+def test_an_import_killed_before_its_manifest_is_dropped_on_the_next_open(root: Path, step: int) -> None:
+    _import_killed_at(root, "early", step)
+    assert (root / ".index" / "import" / "files").is_dir()
     assert not (root / ".index" / "import" / "manifest.json").exists()
     with _reopened(root) as vault:
         assert _present(root, "early") == 0
@@ -123,7 +136,7 @@ def test_an_import_in_a_process_opened_before_a_crash_never_drops_the_interrupte
     partial import after the next open."""
     opened_before = Vault(root)
     try:
-        _kill_when(_start_import(root, "first"), root / ".index" / "import" / "manifest.json")
+        _import_killed_at(root, "first", MANIFEST_STEP + 1)
         try:
             opened_before.import_memories([{"content": f"Second batch tok-second-{k}.", "namespace": "imports"}
                                            for k in range(5)])
@@ -139,25 +152,17 @@ def test_an_import_in_a_process_opened_before_a_crash_never_drops_the_interrupte
 
 def _link_first_unpublished(root: Path) -> str:
     """The state of an import killed between ``Store.publish``'s hard link and the unlink
-    of the staged name (the link's folder fsync is most of that time): the first item not
-    yet published is linked into the vault by hand, its staged name left. Returns its path."""
+    of the staged name (the link's folder fsync is most of that time), made from one
+    killed just before publishing: the first item is linked into the vault by hand, its
+    staged name left. Returns its path."""
     staging = root / ".index" / "import"
-    for item in json.loads((staging / "manifest.json").read_text(encoding="utf-8"))["items"]:
-        staged = staging / "files" / f"{item['n']}.md"
-        if staged.exists() and staged.stat().st_nlink > 1:
-            # The kill itself landed there: this item is linked, its staged name left. Only
-            # one item is ever in that state, so it is the one (linking another would make a
-            # state no crash can leave).
-            inode = staged.stat().st_ino
-            folder = (root / item["path"]).parent
-            [linked] = [p for p in folder.glob("*.md") if p.stat().st_ino == inode]
-            return linked.relative_to(root).as_posix()
-        if staged.exists() and staged.stat().st_nlink == 1:
-            target = root / item["path"]
-            target.parent.mkdir(parents=True, exist_ok=True)
-            os.link(staged, target)
-            return item["path"]
-    raise AssertionError("the import was published in full before it was killed")
+    item = json.loads((staging / "manifest.json").read_text(encoding="utf-8"))["items"][0]
+    staged = staging / "files" / f"{item['n']}.md"
+    assert staged.stat().st_nlink == 1, "the first item was published before the kill"
+    target = root / item["path"]
+    target.parent.mkdir(parents=True, exist_ok=True)
+    os.link(staged, target)
+    return item["path"]
 
 
 def _files_with_id(root: Path, memory_id: str) -> list[Path]:
@@ -179,7 +184,7 @@ def test_an_item_published_before_a_crash_and_changed_since_is_not_published_aga
     with one id: the edited one and the original)."""
     opened_before = Vault(root)
     try:
-        _kill_when(_start_import(root, "pub"), root / ".index" / "import" / "manifest.json")
+        _import_killed_at(root, "pub", MANIFEST_STEP + 1)
         rel = _link_first_unpublished(root)
         memory_id = opened_before.get(rel)["id"]
         if change == "forget":

@@ -471,7 +471,7 @@ def test_sync_says_how_to_finish_when_a_persons_edit_conflicts_with_the_pull(tea
         assert "git stash drop" in str(caught.value) and "merge --abort" not in str(caught.value)
         text = edited.read_text()
         assert "blue door" in text and "green door" in text  # neither side lost
-        assert "autostash" in git(b, "stash", "list")  # and the edit is kept in the stash too
+        assert "agent-memory sync" in git(b, "stash", "list")  # and the edit is kept in a stash named for sync
         assert git(b, "rev-parse", "HEAD") == git(a, "rev-parse", "HEAD")  # the pull itself went through
 
 

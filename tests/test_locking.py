@@ -106,9 +106,65 @@ def test_without_a_swap_a_save_made_while_the_memory_is_aside_stands(
     with pytest.raises(SavedMeanwhile):
         vault.update(made["id"], add_tags=["ops"])
     assert path.read_text() == "---\ntitle: Rewritten by a person\n---\nTheir words.\n"
+    vault.store.settle_parked(grace=0)  # what was aside is kept a while: it may be written into
     assert trashed(vault) == []  # what was aside held only the bytes that were checked: nothing to keep
     assert parked(vault) == []
     assert_index_matches_files(vault)
+
+
+def test_without_a_swap_a_save_written_into_the_memory_aside_as_another_took_its_name_is_kept(
+    no_renameat2: None, vault: Vault, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The memory is aside and compared (it holds the checked bytes); then, before the
+    new file takes the name, an editor that opened the memory earlier writes into it
+    in place, and another program saves the name afresh. The fresh save stands, and the
+    editor's bytes are kept: the file aside was deleted as "the bytes that were checked",
+    and what the editor wrote into it went with it."""
+    made = vault.remember("The staging database resets on Sundays")["memory"]
+    path = vault.root / made["path"]
+    editor = os.open(path, os.O_WRONLY)  # opened before the write, written into later
+    real_move = locking.move_no_replace
+    saved: list[bool] = []
+
+    def move_no_replace(src: Path, dst: Path) -> None:
+        if dst == path and not saved:
+            saved.append(True)
+            os.ftruncate(editor, 0)
+            os.write(editor, b"---\ntitle: Typed in the editor\n---\nWords from the editor.\n")
+            path.write_text("---\ntitle: Saved by the sync tool\n---\nWords from elsewhere.\n")
+        real_move(src, dst)
+
+    monkeypatch.setattr(locking, "move_no_replace", move_no_replace)
+    try:
+        with pytest.raises(SavedMeanwhile):
+            vault.update(made["id"], add_tags=["ops"])
+    finally:
+        os.close(editor)
+    assert path.read_text() == "---\ntitle: Saved by the sync tool\n---\nWords from elsewhere.\n"
+    vault.store.settle_parked(grace=0)
+    assert [text for text in trashed(vault) if "Words from the editor." in text], "the editor's save was lost"
+    assert parked(vault) == []
+
+
+def test_without_a_swap_a_save_written_into_the_memory_aside_after_the_write_went_through_is_kept(
+    no_renameat2: None, vault: Vault
+) -> None:
+    """An editor that opened the memory before the write writes into it after the new
+    file took the name: its bytes land in the file taken aside, now parked, and are
+    kept as a conflict copy when it is settled; the tool's change stands."""
+    made = vault.remember("The staging database resets on Sundays")["memory"]
+    path = vault.root / made["path"]
+    editor = os.open(path, os.O_WRONLY)  # opened before the write, written into after it
+    try:
+        vault.update(made["id"], add_tags=["ops"])
+        os.ftruncate(editor, 0)
+        os.write(editor, b"---\ntitle: Typed in the editor\n---\nWords from the editor.\n")
+    finally:
+        os.close(editor)
+    assert "ops" in vault.get(made["id"])["tags"]
+    vault.store.settle_parked(grace=0)
+    assert [text for text in trashed(vault) if "Words from the editor." in text], "the editor's save was lost"
+    assert parked(vault) == []
 
 
 def test_without_a_swap_two_saves_during_one_write_are_both_kept(

@@ -224,7 +224,7 @@ BAD_VALUES = [
     ('[recall]\nprofile = "chat"\n', 'recall.profile = "chat" is not allowed', 'use "facts", "conversation" or "notes"'),
     ('[recall]\nsemantic = "true"\n', 'recall.semantic = "true" is a string, not a boolean (write it without quotes)', "use true or false"),
     ("[recall]\nsemantic = 1\n", "recall.semantic = 1 is not a boolean", "use true or false"),
-    ('[git]\ncommit = "yes"\n', 'git.commit = "yes" is not a boolean', "use true or false"),
+    ('[git]\ncommit = "yes"\n', 'git.commit = "yes" is not true, false or "all"', 'use true, false or "all"'),
     ("[git]\nsubfolder = 0\n", "git.subfolder = 0 is not a boolean", "use true or false"),
     ('[git]\nauthor = "bob"\n', 'git.author = "bob" is not in the form "Name <email>"', 'use a string "Name <email>"'),
     ('[git]\nauthor = "<bob@example.com>"\n', "is not in the form", "Name <email>"),

@@ -33,7 +33,7 @@ DELEGATED: dict[str, Callable[..., Any]] = {
     "gc": Maintenance.gc, "trash_list": Maintenance.trash_list, "restore": Maintenance.restore,
     "reconcile": Reconciler.reconcile, "reconcile_path": Reconciler.reconcile_path, "reindex": Reconciler.reindex,
     "sweep_expired": Reconciler.sweep_expired,
-    "sync": GitSync.sync,
+    "sync": GitSync.sync, "sync_preview": GitSync.sync_preview,
 }
 
 

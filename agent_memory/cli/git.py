@@ -146,23 +146,37 @@ def merge_file(ctx: click.Context, base: Path, ours: Path, theirs: Path, marker_
 
 @click.command()
 @common
+@click.option("--all", "share_all", is_flag=True,
+              help="Share your hand changes too (edits, deletes, renames, attachments in the vault), in one commit.")
+@click.option("--dry-run", is_flag=True, help="List what sync would commit; change nothing, reach no remote.")
 @handle_errors
-def sync() -> None:
+def sync(share_all: bool, dry_run: bool) -> None:
     """Commit pending tool writes, pull, update the index, push.
 
-    Pulls by rebase (a merge when the rebase conflicts), keeping your uncommitted
-    edits (--autostash). Only a vault that is its repository's top folder, or one
-    whose settings say [git] subfolder = true. A conflict is left for you to resolve.
+    Your own changes to the vault (hand edits, deletes, renames, attachments)
+    are named every time and left uncommitted, unless you pass --all (or set
+    [git] commit = "all"): then they go in one commit naming them (never
+    .obsidian/workspace*, .index/ or .trash/; a file holding a credential is
+    held back). Pulls by rebase (a merge when the rebase conflicts); your
+    uncommitted edits are set aside in a stash named for sync and put back.
+    Only a vault that is its repository's top folder, or one whose settings
+    say [git] subfolder = true. A conflict is left for you to resolve.
 
     \b
-    Example:
+    Examples:
+      agent-memory sync --dry-run
+      agent-memory sync --all
       agent-memory sync --json
     """
     from ..errors import SyncConflict
 
     with open_vault() as vault:
+        if dry_run:
+            preview = vault.sync_preview(share_all)
+            emit(preview, lambda: _print_preview(preview))
+            return
         try:
-            result = vault.sync()
+            result = vault.sync(share_all)
         except SyncConflict as exc:
             if global_options().json:
                 click.echo(json.dumps({**exc.result, "error": str(exc)}, ensure_ascii=False, indent=2))
@@ -185,7 +199,37 @@ def sync() -> None:
         for item in result.get("withheld", []):
             click.echo(printable(f"  not committed or pushed: {item} — remove it from the file (or approve its "
                                  "fingerprint in secrets.allow), then sync again"), err=True)
+        if result.get("hand_shared"):
+            click.echo(printable(f"  shared your hand changes: {', '.join(result['hand_shared'])}"))
+        _print_not_shared(result.get("hand_not_shared", []))
         if "note" in result:
             click.echo(printable(cli_words(result["note"])))
 
     emit(result, human)
+
+
+def _print_not_shared(changes: list[str]) -> None:
+    """Every hand change sync leaves uncommitted, one a line: never silently unshared."""
+    if not changes:
+        return
+    click.echo(f"  not shared: {len(changes)} file{'s' if len(changes) != 1 else ''} you changed by hand "
+               "(agent-memory sync --all shares them):")
+    for item in changes:
+        click.echo(printable(f"    {item}"))
+
+
+def _print_preview(preview: Any) -> None:
+    tool, hand = preview["tool_writes"], preview["hand_changes"]
+    if not tool and not (hand and preview["shares_hand_changes"]):
+        click.echo("sync would commit nothing (nothing was changed; no remote was reached).")
+    else:
+        click.echo("sync would commit (nothing was changed; no remote was reached):")
+    for path in tool:
+        click.echo(printable(f"  tool write: {path}"))
+    if preview["shares_hand_changes"]:
+        for item in hand:
+            click.echo(printable(f"  by hand: {item}"))
+    else:
+        _print_not_shared(hand)
+    for item in preview["withheld"]:
+        click.echo(printable(f"  held back: {item}"), err=True)

@@ -100,6 +100,40 @@ def _holds(path: Path, checked: bytes) -> bool:
     return stat_kind.S_ISREG(os.lstat(path).st_mode) and _bytes_of(path) == checked
 
 
+def _regular_bytes(path: Path) -> bytes | None:
+    """The bytes of ``path`` if it is a regular file, else None (what a swap displaced may
+    be a folder a person put at that name: it is not read)."""
+    return _bytes_of(path) if stat_kind.S_ISREG(os.lstat(path).st_mode) else None
+
+
+def _still_holds(path: Path, checked: bytes) -> bool:
+    """``_holds``, False for a file that is gone."""
+    try:
+        return _holds(path, checked)
+    except FileNotFoundError:
+        return False
+
+
+def _follow(path: Path) -> int | None:
+    """A descriptor on the file at ``path``, to read it later wherever it has moved
+    (None if it cannot be opened: a copy made on the way must never fail the write)."""
+    try:
+        return os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_NOFOLLOW", 0))
+    except OSError:
+        return None
+
+
+def _read_followed(fd: int) -> bytes | None:
+    """What the file ``fd`` was opened on holds now (None if it cannot be read)."""
+    chunks: list[bytes] = []
+    try:
+        while chunk := os.pread(fd, 1 << 20, sum(map(len, chunks))):
+            chunks.append(chunk)
+    except OSError:
+        return None
+    return b"".join(chunks)
+
+
 def _unchanged_since(path: Path, written: os.stat_result) -> os.stat_result | None:
     """The stat of ``path`` if it is still the file ``written`` describes (same inode,
     size and mtime: nobody wrote into it since), else None."""
@@ -589,11 +623,19 @@ class Store:
         parked = self._park(rel, checked, data, stat_kind.S_IMODE(found.st_mode), (found.st_uid, found.st_gid))
         swapped = False
         try:
+            # Writing the new file took a while (an fsync; longer on a busy disk): a save that
+            # landed meanwhile is refused here, before the person's file is ever displaced.
+            # Once swapped, the tool's version is the file for a moment, and an editor that
+            # reads it then may save from it (``_swap_back``).
+            if not _still_holds(target, checked):
+                self._unpark(parked)
+                raise SavedMeanwhile(rel)
             written = os.stat(parked)
             if locking.swap(parked, target):
                 swapped = True
-                if not _holds(parked, checked):  # parked now holds what the swap displaced
-                    self._swap_back(rel, parked, target, data)
+                displaced = _regular_bytes(parked)  # parked now holds what the swap displaced
+                if displaced != checked:
+                    self._swap_back(rel, parked, target, data, displaced)
                     raise SavedMeanwhile(rel)
             else:
                 swapped = self._replace_without_swap(rel, parked, target, checked)
@@ -625,20 +667,62 @@ class Store:
         path = self.abspath(rel)
         return self.confine(rel) if path.is_symlink() else path
 
-    def _swap_back(self, rel: str, parked: Path, target: Path, ours: bytes) -> None:
+    def _swap_back(self, rel: str, parked: Path, target: Path, ours: bytes, displaced: bytes | None) -> None:
         """Undo a swap that displaced someone's save; ``parked`` then holds ours again
         (kept a while: for a moment it was the file, and an editor that opened it then
         may write into it). If yet another save replaced ours meanwhile, that newest save
-        becomes the file and the older one goes to the trash as a conflict copy."""
+        becomes the file and the older one goes to the trash as a conflict copy.
+
+        For that moment the tool's version was the file: an editor that read it then and
+        saves from it afterwards (at once, or after an hour's typing) replaces the save
+        put back, whose lines are then in no file. Nothing can tell that later save from
+        one made from the person's own, so the save put back is also copied to the trash
+        (``_keep_put_back``). Likewise the newest save when two landed: the older one was
+        the file between the two swaps back."""
+        # Empty when compared: an editor between truncate and write, whose text may land
+        # any moment; the copy is of what that file holds after the swap back.
+        follow = _follow(parked) if displaced == b"" else None
+        try:
+            self._swap_back_and_keep(rel, parked, target, ours, displaced, follow)
+        finally:
+            if follow is not None:
+                os.close(follow)
+
+    def _swap_back_and_keep(self, rel: str, parked: Path, target: Path, ours: bytes, displaced: bytes | None,
+                            follow: int | None) -> None:
+        """``_swap_back``'s swaps, and the copies it keeps."""
         if not locking.swap(parked, target):
             raise VaultError(f"Could not put {rel} back after a save landed during a write; "
                              f"its saved bytes are in {parked}.")
-        if _bytes_of(parked) != ours:  # the newest save is here, an older one is the file
-            if not locking.swap(parked, target):
-                raise VaultError(f"Two saves landed on {rel} during a write; the newer is in {parked}.")
-            kept = self.trash.move_in(parked, rel, "", "conflict", _utc_stamp())
-            self._unpark(parked)
-            log.warning("two saves landed on %s while the tool wrote it; the older is kept in %s", rel, kept)
+        in_place = _bytes_of(parked)  # what the swap back displaced: ours, unless a save replaced it
+        if in_place == ours:
+            self._keep_put_back(rel, displaced if follow is None else _read_followed(follow))
+            return
+        # The newest save is here, an older one is the file.
+        if not locking.swap(parked, target):
+            raise VaultError(f"Two saves landed on {rel} during a write; the newer is in {parked}.")
+        kept = self.trash.move_in(parked, rel, "", "conflict", _utc_stamp())
+        self._unpark(parked)
+        log.warning("two saves landed on %s while the tool wrote it; the older is kept in %s", rel, kept)
+        self._keep_put_back(rel, in_place)
+
+    def _keep_put_back(self, rel: str, saved: bytes | None) -> None:
+        """Copy a save the write put back to the trash as a conflict copy (``_swap_back``
+        says why). Made after the swap back, which must not wait: each moment the
+        tool's version stays in place is one an editor may read it. Never raises: the
+        save is in place; the copy only guards it against a save made from what an
+        editor saw for that moment."""
+        if not saved:
+            return  # not a file (a folder a person put there), or still empty: no line to lose yet
+        try:
+            kept = self.trash.copy_in(saved, rel, "", "conflict", _utc_stamp())
+        except (OSError, VaultError, PathRefused) as exc:  # a full disk; a .trash/ that is a symlink
+            log.warning("a save that landed on %s during a write is back in place, but no copy of it could be "
+                        "kept in the trash: %s", rel, exc)
+            return
+        log.warning("a save landed on %s while the tool wrote it; it is back in place, and a copy is kept in %s "
+                    "(the tool's version was the file for a moment: an editor that read it then would save over it)",
+                    rel, kept)
 
     def _replace_without_swap(self, rel: str, parked: Path, target: Path, checked: bytes) -> bool:
         """The fallback where the OS cannot swap: take the memory aside, compare it, and
@@ -656,8 +740,11 @@ class Store:
         try:
             locking.move_no_replace(parked, target)
         except FileExistsError:  # a save created the name while it was aside: it stands
-            self._unpark(parked)
-            held.unlink()  # exactly the bytes that were checked, superseded by that save
+            # The memory aside held the checked bytes when compared, but an editor that
+            # opened it before may have written into it since: parked under the record in
+            # place of ours (never in place), it is deleted only if still unchanged.
+            parked.unlink()
+            os.rename(held, parked)
             raise SavedMeanwhile(rel) from None
         os.rename(held, parked)  # the displaced file, kept a while like a swapped one
         return True

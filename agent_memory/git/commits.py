@@ -301,7 +301,7 @@ class CommitOutcome:
     withheld: list[str] = field(default_factory=list)  # "path: kind (fingerprint …)": not committed
 
 
-def _changed_paths(repo: Repo, paths: list[str]) -> tuple[list[str], list[str]]:
+def changed_paths(repo: Repo, paths: list[str]) -> tuple[list[str], list[str]]:
     """Of ``paths`` (vault-relative), those that differ from HEAD, and those of them git
     does not track yet."""
     done = repo.run("status", "--porcelain", "-z", "--untracked-files=all", "--no-renames", "--", *paths)
@@ -318,7 +318,7 @@ def _changed_paths(repo: Repo, paths: list[str]) -> tuple[list[str], list[str]]:
     return changed, untracked
 
 
-def _identity(repo: Repo, author: str) -> tuple[list[str], dict[str, str]]:
+def identity_flags(repo: Repo, author: str) -> tuple[list[str], dict[str, str]]:
     """``--author`` and the committer's environment for the ``git.author`` setting (the
     committer too, when git has no identity of its own); nothing when it is unset."""
     if not author:
@@ -349,8 +349,8 @@ def commit_pending(vault: GitVault, state: GitState, repo: Repo) -> CommitOutcom
         kind, sentence = problem
         return CommitOutcome("busy" if kind == "busy" else "refused", len(entries), message=sentence, problem=kind)
     paths = list(dict.fromkeys(p for e in entries for p in e["paths"]))
-    changed, untracked = _changed_paths(repo, paths) if paths else ([], [])
-    held = _holding_credentials(vault, changed)
+    changed, untracked = changed_paths(repo, paths) if paths else ([], [])
+    held = holding_credentials(vault, changed)
     withheld = [f"{_shown(rel, vault.settings)}: {why}" for rel, why in held.items()]
     changed = [p for p in changed if p not in held]
     untracked = [p for p in untracked if p not in held]
@@ -361,7 +361,7 @@ def commit_pending(vault: GitVault, state: GitState, repo: Repo) -> CommitOutcom
         added = repo.run("add", "-A", "--", *untracked, optional_locks=True)
         if added.returncode != 0:
             return _failed(repo, added, len(entries), changed)
-    flags, env = _identity(repo, vault.settings.git_author)
+    flags, env = identity_flags(repo, vault.settings.git_author)
     done = repo.run("commit", "--only", "--quiet", "--no-edit", "-m", _message(entries), *flags, "--", *changed,
                     env=env, optional_locks=True)
     if done.returncode != 0:
@@ -373,7 +373,7 @@ def commit_pending(vault: GitVault, state: GitState, repo: Repo) -> CommitOutcom
     return CommitOutcome("committed", len(entries), head, _message(entries).split("\n")[0], changed, withheld=withheld)
 
 
-def _holding_credentials(vault: GitVault, paths: list[str]) -> dict[str, str]:
+def holding_credentials(vault: GitVault, paths: list[str]) -> dict[str, str]:
     """Of the files about to be committed, those holding a credential not in
     ``secrets.allow`` (a person's hand edit included), in their content or in their name
     (a commit carries both), or that cannot be read to be checked: path -> what was found

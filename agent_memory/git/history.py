@@ -1,7 +1,7 @@
 """A memory's history from git: the commits that changed its file, following renames,
 newest first, and what each changed (front-matter keys, body lines).
 
-Read-only by construction: only ``rev-parse``, ``log`` and ``cat-file`` run, through
+Read-only by construction: only ``rev-parse``, ``log``, ``merge-base`` and ``cat-file`` run, through
 ``git -C <vault>`` without a shell, with a timeout and ``GIT_OPTIONAL_LOCKS=0`` (so not
 even git's optional index refresh writes). The vault may be the repository's root or
 any folder inside one; paths in the result are vault-relative when the file was inside
@@ -37,8 +37,11 @@ def log(root: Path, rel: str, limit: int) -> tuple[list[HistoryEntry], bool, Pat
     file and its own."""
     repo = repository(root)
     top, prefix = repo.top, repo.prefix
+    # -m: a merge is listed when its file differs from either parent (a conflict resolved
+    # to our side differs only from theirs); what it changed is taken against its first
+    # parent, as --diff-merges=first-parent shows it (``_merges``).
     done = run(
-        root, "log", "--follow", "-M", "-z", "--name-status", "--no-color", "--no-ext-diff", "--no-textconv",
+        root, "log", "--follow", "-M", "-m", "-z", "--name-status", "--no-color", "--no-ext-diff", "--no-textconv",
         f"-n{limit + 1}", "--format=%x1e%H%x1f%P%x1f%aI%x1f%an%x1f%ae%x1f%B%x1f", "--", rel,
         task=_TASK, retry=_RETRY,
     )
@@ -48,12 +51,38 @@ def log(root: Path, rel: str, limit: int) -> tuple[list[HistoryEntry], bool, Pat
             return [], False, top  # a repository without a first commit: no history yet
         raise VaultError(f"git could not read the history of {rel}: {first_line(done)}.")
     parsed = [_parse(record) for record in done.stdout.decode("utf-8", "surrogateescape").split("\x1e")[1:]]
-    commits = [c for c in parsed if c is not None]
+    commits = list({c["commit"]: c for c in reversed([c for c in parsed if c is not None])}.values())[::-1]
     more = len(commits) > limit
     commits = commits[:limit]
+    for c in commits:
+        if len(c["parents"]) > 1:  # a merge: labelled, its file compared with its first parent's
+            c["status"], c["merge"] = "merged", True
+            c["new"] = c["old"] = c["new"] or c["old"]
     blobs = _read_blobs(root, commits)
+    commits = [c for c in commits if not c.get("merge") or _changed_memory(root, c, blobs)]
     entries = [_entry(c, prefix, blobs) for c in commits]
     return entries, more, top
+
+
+def _changed_memory(root: Path, c: dict[str, Any], blobs: dict[str, bytes | None]) -> bool:
+    """Whether a merge changed the memory: its file is not its first parent's, or it is
+    but the other side had changed the file and the merge dropped that (a conflict
+    resolved to our side). A merge that only carried our own change past theirs did not."""
+    path = c["new"]
+    if blobs.get(f"{c['commit']}:{path}") != blobs.get(f"{c['parent']}:{path}"):
+        return True
+    return _dropped_theirs(root, c, path)
+
+
+def _dropped_theirs(root: Path, c: dict[str, Any], path: str) -> bool:
+    """Whether the second parent had changed ``path`` since the merge base."""
+    first, second = c["parents"][:2]
+    base = run(root, "merge-base", first, second, task=_TASK, retry=_RETRY).stdout.decode().strip()
+    if not base:
+        return True
+    blobs = [run(root, "rev-parse", "-q", "--verify", f"{rev}:{path}", task=_TASK, retry=_RETRY).stdout.strip()
+             for rev in (base, second)]
+    return blobs[0] != blobs[1]
 
 
 def _parse(record: str) -> dict[str, Any] | None:
@@ -73,7 +102,8 @@ def _parse(record: str) -> dict[str, Any] | None:
             new = old = tokens[1]
         if letter == "A":
             old = None
-    return {"commit": commit, "parent": parents.split()[0] if parents.split() else None, "date": date,
+    return {"commit": commit, "parent": parents.split()[0] if parents.split() else None, "parents": parents.split(),
+            "date": date,
             "author": author, "email": email, "message": message, "status": status, "old": old, "new": new}
 
 
@@ -123,6 +153,8 @@ def _entry(c: dict[str, Any], prefix: str, blobs: dict[str, bytes | None]) -> Hi
         added=[_cut(line) for line in added[:MAX_LINES_SHOWN]],
         removed=[_cut(line) for line in removed[:MAX_LINES_SHOWN]],
     )
+    if c.get("merge"):
+        entry["merge"] = True
     if c["status"] in ("renamed", "copied") and c["old"] is not None:
         entry["old_path"] = _redacted(_shown_path(c["old"], prefix))  # a name once held a token
     return entry

@@ -15,20 +15,24 @@ import tempfile
 from collections.abc import Callable
 from contextlib import AbstractContextManager
 from pathlib import Path
+from subprocess import CompletedProcess
 from typing import Protocol
 
 from ..disk.layout import INDEX_DIRNAME, TMP_SUFFIX, TRASH_DIRNAME, is_memory_path
 from ..disk.locking import move_no_replace
 from ..disk.store import replace_file
 from ..errors import GitError, SettingsError, SyncConflict
-from ..models import SyncResult
+from ..models import SyncPreview, SyncResult
 from ..note import parse
-from .commits import GitState, GitVault, commit_pending, state_problem
+from .commits import GitState, GitVault, changed_paths, commit_pending, identity_flags, state_problem
+from .hand import HandChange, commit_hand_changes, hand_changes, held_back
+from .stash import Stash, holds, put_back, put_back_beside, set_aside, unmerged
 from .run import DRIVER, Repo, first_line
 
 log = logging.getLogger("agent_memory.git")
 NETWORK_TIMEOUT = 120.0
 PUSH_TRIES = 3  # a push refused because another clone pushed first: pull again, push again
+THIS_CLONE = "this clone's version"
 FULL_RECONCILE_OVER = 2000  # changed files past which one reconcile is cheaper than per-file
 
 
@@ -43,36 +47,71 @@ class GitSync:
     bring the index up to date with the files a pull changed."""
 
     def __init__(self, vault: SyncTarget, state: GitState, *, reconcile: Callable[[], object],
-                 reconcile_path: Callable[[str], str]) -> None:
+                 reconcile_path: Callable[[str], str], dates: Callable[[], object] = lambda: None) -> None:
         self.vault = vault
         self.state = state
         self._reconcile = reconcile
         self._reconcile_path = reconcile_path
+        self._dates = dates  # git's dates of notes without their own, brought up to the new HEAD
 
-    def sync(self) -> SyncResult:
-        """Commit pending tool writes, pull, reindex what changed, push (the steps:
-        docs/design/git.md). Refused, with what to do, when the vault is not in git or
-        not where commits may go, in a state git is in the middle of, or without an
-        upstream branch; a conflict is left for a person (``SyncConflict``)."""
-        state = self.state
-        repo = state.repository()
+    def _repo(self) -> Repo:
+        """The vault's repository, where sync may commit; refused with what to do."""
+        repo = self.state.repository()
         if repo is None:
             raise GitError(f"The vault {self.vault.root} is not in a git repository, so there is nothing to sync. Put it "
                            "in one (git init, git remote add origin URL) first.")
         scope = repo.in_scope(self.vault.settings.git_subfolder)
         if scope:
             raise GitError(scope[0].upper() + scope[1:] + ".")
+        return repo
+
+    def _sharing(self, share_hand: bool) -> bool:
+        """Whether hand changes are shared: ``sync --all``, or ``git.commit = "all"`` (approved)."""
+        return share_hand or self.vault.settings.git_commit == "all"
+
+    def sync_preview(self, share_hand: bool = False) -> SyncPreview:
+        """What ``sync`` would commit now, changing nothing and reaching no remote."""
+        repo = self._repo()
+        problem = state_problem(repo)
+        if problem is not None:
+            raise GitError(f"Cannot sync: {problem[1]}.")
+        entries, _taken = self.state.pending.read()
+        pending = list(dict.fromkeys(p for e in entries for p in e["paths"]))
+        tool = changed_paths(repo, pending)[0] if pending else []
+        hand = hand_changes(repo, set(tool))
+        share = self._sharing(share_hand)
+        held = held_back(self.vault, [*hand, *(HandChange(p, "edited") for p in tool)])
+        return SyncPreview(dry_run=True, shares_hand_changes=share,
+                           tool_writes=[p for p in tool if p not in held],
+                           hand_changes=[c.shown for c in hand if c.path not in held],
+                           withheld=[f"{rel}: {why}" for rel, why in held.items()])
+
+    def sync(self, share_hand: bool = False) -> SyncResult:
+        """Commit pending tool writes (and, when sharing, the hand changes), pull,
+        reindex what changed, push (the steps: docs/design/git.md). Refused, with what to
+        do, when the vault is not in git or not where commits may go, in a state git is
+        in the middle of, or without an upstream branch; a conflict is left for a person
+        (``SyncConflict``). Hand changes not shared are named in the result every time."""
+        state = self.state
+        repo = self._repo()
+        share = self._sharing(share_hand)
         with state.lock.hold():
             result: SyncResult | None = None
             for _attempt in range(PUSH_TRIES):
                 with self.vault.writing():  # tool writes wait; each round commits what they left first
                     branch, remote, merge_ref = _upstream(repo)
                     committed, withheld = _commit_for_sync(self.vault, state, repo)
+                    shared, hand, held = self._hand(repo, share, withheld)
                     _fetch(repo, remote)
                     step = self._integrate(repo, branch, remote, merge_ref)
                 step["committed"] = committed
+                withheld = [*withheld, *held]
                 if withheld:
                     step["withheld"] = withheld
+                if shared:
+                    step["hand_shared"] = shared
+                if hand:
+                    step["hand_not_shared"] = hand
                 private = tracked_private(repo)
                 if private:
                     step["tracked_private"] = private
@@ -80,9 +119,20 @@ class GitSync:
                 refused, result["pushed"] = _push(repo, remote, merge_ref)
                 if not refused:
                     self._settings_pulled(result)
+                    self._dates()  # notes this sync committed by hand take their commit's date
                     return result
         raise GitError(f"The remote kept refusing the push (others pushed meanwhile, {PUSH_TRIES} tries); "
                        "run agent-memory sync again.")
+
+    def _hand(self, repo: Repo, share: bool, withheld: list[str]) -> tuple[list[str], list[str], list[str]]:
+        """Hand changes: (shared in one commit now, left unshared, held back and why)."""
+        held_paths = {item.split(": ", 1)[0] for item in withheld}
+        changes = hand_changes(repo, held_paths)
+        if not share or not changes:
+            return [], [c.shown for c in changes], []
+        flags, env = identity_flags(repo, self.vault.settings.git_author)
+        done = commit_hand_changes(self.vault, repo, changes, flags, env)
+        return [c.shown for c in done.shared], [], done.withheld
 
     def _settings_pulled(self, result: SyncResult) -> None:
         """Read the settings again after a pull: a loosening value that came with it is
@@ -117,18 +167,8 @@ class GitSync:
                            "records or trash. Nothing was pulled or pushed. Whoever pushed them should take them out "
                            f"of git (git rm -r --cached {INDEX_DIRNAME} {TRASH_DIRNAME}, commit, push); then sync again.")
         dirty = _dirty(repo)
-        stashes = _stash_count(repo)
-        if base == old:
-            result["method"] = "fast-forward"
-            done = repo.run("merge", "--ff-only", "--autostash", up, optional_locks=True)
-        else:
-            result["method"] = "rebase"
-            done = repo.run("rebase", "--autostash", up, optional_locks=True)
-            if done.returncode != 0 and repo.busy_marker():
-                repo.run("rebase", "--abort", optional_locks=True)  # one merge is easier to resolve than N replays
-                result["method"] = "merge"
-                named = tracking.removeprefix("refs/remotes/")  # "Merge remote-tracking branch 'origin/main'"
-                done = repo.run("merge", "--no-edit", "--autostash", named, optional_locks=True)
+        stash = set_aside(repo)  # a stash of our own, named: never lost from `git stash list`
+        done = _pull(repo, result, base, old, up, tracking)
         in_vault, elsewhere = _unmerged(repo)
         split = _keep_both_added(repo, in_vault) if in_vault else {}
         if split:
@@ -143,6 +183,8 @@ class GitSync:
         if done.returncode != 0 and not conflicts:
             if repo.busy_marker() == "a rebase":
                 repo.run("rebase", "--abort", optional_locks=True)
+            if stash is not None:
+                put_back(repo, stash)  # on the tree it came from: it applies as it was
             raise GitError(f"git could not pull {result['upstream']} into {branch}: {first_line(done)}. "
                            "Nothing was changed; fix that, then sync again.")
         ours: set[str] = set()
@@ -151,33 +193,28 @@ class GitSync:
             result["merged"] = sorted(p for p in _names(repo, base, up) if p in ours and p not in conflicts)
         new = _rev(repo, "HEAD") or old
         changed = set(_names(repo, old, new)) | ours | set(in_vault) | dirty | set(split) | set(split.values())
-        result["indexed"] = self._follow(sorted(changed))
         result["conflicts"] = conflicts
-        stashed = _stash_count(repo) > stashes  # the autostash could not be put back cleanly: git kept it
-        shown = ", ".join(conflicts[:5]) + (f" and {len(conflicts) - 5} more" if len(conflicts) > 5 else "")
-        if stashed:
-            result["note"] = ("Your uncommitted edits conflicted with what was pulled: they are kept in the stash "
-                              "(git stash list).")
-        if conflicts and stashed and not repo.busy_marker():
-            raise SyncConflict(
-                f"sync pulled {result['upstream']}, but your uncommitted edits to {shown} conflict with it: each "
-                "file now holds both versions (between <<<<<<< Updated upstream and >>>>>>> Stashed changes) and "
-                "your edits are also kept in the stash (git stash list). Edit each file to keep what is right, then "
-                "git restore --staged FILE (it stays your uncommitted edit) and git stash drop; then sync again.",
-                dict(result),
-            )
         if conflicts:
-            raise SyncConflict(
-                f"sync pulled {result['upstream']} but {len(conflicts)} file{'s' if len(conflicts) != 1 else ''} "
-                f"conflict: {shown}. Resolve each (keep what is right, remove the <<<<<<< ======= >>>>>>> lines), "
-                "then git add them, git commit, and run agent-memory sync again (or git merge --abort to go back).",
-                dict(result),
-            )
+            beside: tuple[list[str], list[str]] = ([], [])
+            if stash is not None:
+                beside = put_back_beside(repo, stash, unmerged(repo))
+                changed |= {p.removeprefix(repo.prefix) for p in beside[0] if p.startswith(repo.prefix)}
+            result["indexed"] = self._follow(sorted(changed))
+            raise SyncConflict(_pull_conflict(repo, result, conflicts, stash, beside), dict(result))
+        back = put_back(repo, stash) if stash is not None else []
+        result["indexed"] = self._follow(sorted(changed | {p[len(repo.prefix):] for p in back
+                                                            if p.startswith(repo.prefix)}))
+        if back:
+            assert stash is not None
+            result["conflicts"] = [p.removeprefix(repo.prefix) for p in back]
+            result["note"] = f"Your uncommitted edits conflicted with what was pulled; they are kept in {stash.where(repo)}."
+            raise SyncConflict(_stash_conflict(repo, result, back, stash), dict(result))
         return result
 
     def _follow(self, paths: list[str]) -> int:
         """Fold the files that changed into the index: per file, or one reconcile for many."""
         paths = [p for p in paths if is_memory_path(p)]
+        self._dates()
         if len(paths) > FULL_RECONCILE_OVER:
             self._reconcile()
         else:
@@ -193,9 +230,61 @@ def _added(before: SyncResult, after: SyncResult) -> SyncResult:
     after["merged"] = sorted({*before["merged"], *after["merged"]})
     if "withheld" in before:
         after["withheld"] = sorted({*before["withheld"], *after.get("withheld", [])})
+    if "hand_shared" in before:
+        after["hand_shared"] = sorted({*before["hand_shared"], *after.get("hand_shared", [])})
     if after["method"] == "none":
         after["method"] = before["method"]
     return after
+
+
+def _pull(repo: Repo, result: SyncResult, base: str, old: str, up: str, tracking: str) -> CompletedProcess[bytes]:
+    """Join ``up`` into HEAD: a fast-forward, else a rebase, else (the rebase conflicted)
+    one merge, which is easier to resolve than N replays. ``result["method"]`` says which."""
+    if base == old:
+        result["method"] = "fast-forward"
+        return repo.run("merge", "--ff-only", up, optional_locks=True)
+    result["method"] = "rebase"
+    done = repo.run("rebase", up, optional_locks=True)
+    if done.returncode != 0 and repo.busy_marker():
+        repo.run("rebase", "--abort", optional_locks=True)
+        result["method"] = "merge"
+        named = tracking.removeprefix("refs/remotes/")  # "Merge remote-tracking branch 'origin/main'"
+        done = repo.run("merge", "--no-edit", named, optional_locks=True)
+    return done
+
+
+def _each_holds(repo: Repo, paths: list[str], side: str) -> str:
+    """``a.md holds both versions, between …; b.png holds this clone's version only …``
+    for the first few of ``paths`` (repository-relative; shown vault-relative)."""
+    said = [f"{p.removeprefix(repo.prefix)} holds {holds(repo, p, side)}" for p in paths[:5]]
+    return "; ".join(said) + (f"; and {len(paths) - 5} more" if len(paths) > 5 else "")
+
+
+def _pull_conflict(repo: Repo, result: SyncResult, conflicts: list[str], stash: Stash | None,
+                   beside: tuple[list[str], list[str]]) -> str:
+    """What a pull that conflicted left, file by file, and how to finish (and where the
+    person's uncommitted changes are, when sync set them aside)."""
+    n = len(conflicts)
+    back, left = ([p.removeprefix(repo.prefix) for p in paths] for paths in beside)
+    where = f" Your uncommitted edits to {_shown(back)} are back in place." if back else ""
+    if stash is not None and left:
+        where += (f" Your uncommitted edits to {_shown(left)} are set aside in {stash.where(repo)} (git stash list "
+                  "shows it): once the merge is committed, put them back with git stash pop.")
+    finish = ("git add them, git commit" if repo.busy_marker() == "a merge"
+              else "git add them and finish what git is in the middle of (git status says what)")
+    return (f"sync pulled {result['upstream']} but {n} file{'s' if n != 1 else ''} conflict: "
+            f"{_each_holds(repo, unmerged(repo), THIS_CLONE)}. Resolve each (keep what is right, "
+            f"remove any <<<<<<< ======= >>>>>>> lines), then {finish}, and run agent-memory sync again "
+            f"(or git merge --abort to go back).{where}")
+
+
+def _stash_conflict(repo: Repo, result: SyncResult, back: list[str], stash: Stash) -> str:
+    """The pull went through but the person's uncommitted edits conflict with it."""
+    shown = [p.removeprefix(repo.prefix) for p in back]
+    return (f"sync pulled {result['upstream']}, but your uncommitted edits to {', '.join(shown[:5])} conflict with "
+            f"it: {_each_holds(repo, back, 'the pulled version')}. Your edits are also kept in {stash.where(repo)}. "
+            "Edit each file to keep what is right, then git restore --staged FILE (it stays your uncommitted edit) "
+            "and git stash drop that stash; then sync again.")
 
 
 def _commit_for_sync(vault: GitVault, state: GitState, repo: Repo) -> tuple[int, list[str]]:
@@ -364,9 +453,10 @@ def _names(repo: Repo, a: str, b: str, *, whole: bool = False) -> list[str]:
 
 
 def _unmerged(repo: Repo) -> tuple[list[str], list[str]]:
-    """Files with conflicts anywhere in the repository: those in the vault (vault-relative)
+    """Files with conflicts anywhere in the repository (``git ls-files -u``: a file git
+    could not merge line by line has no markers): those in the vault (vault-relative)
     and those outside it (repository-relative; only with ``git.subfolder``)."""
-    out = [p for p in repo.ok("diff", "--name-only", "-z", "--diff-filter=U").split("\0") if p]
+    out = unmerged(repo)
     inside = sorted({p[len(repo.prefix):] for p in out if p.startswith(repo.prefix)})
     return inside, sorted({p for p in out if not p.startswith(repo.prefix)})
 
@@ -418,11 +508,6 @@ def _keep_both_added(repo: Repo, conflicted: list[str]) -> dict[str, str]:
 
 
 def _dirty(repo: Repo) -> set[str]:
-    """Files with a person's uncommitted changes (the autostash takes and puts them back)."""
+    """Files in the vault with a person's uncommitted changes (sync sets them aside and puts them back)."""
     out = repo.ok("diff", "--name-only", "-z", "--relative", "HEAD")
     return {p for p in out.split("\0") if p}
-
-
-def _stash_count(repo: Repo) -> int:
-    done = repo.run("rev-list", "--walk-reflogs", "--count", "refs/stash")
-    return int(done.stdout.decode().strip() or 0) if done.returncode == 0 else 0

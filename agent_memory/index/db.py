@@ -37,7 +37,7 @@ from ..recall.terms import cjk_index_text, date_tokens
 from ..disk.store import packed_stamp, signed64
 from .properties import properties
 
-SCHEMA_VERSION = 11
+SCHEMA_VERSION = 12
 # The bytes (sha256) of the last write this tool made to each file, whatever session made
 # it: a body may be replaced without the version read only while the file still holds
 # them (``Writes.update``). Outside the versioned schema: losing it (a rebuilt index)
@@ -136,6 +136,10 @@ CREATE TABLE props (key TEXT NOT NULL, value TEXT NOT NULL, rid INTEGER NOT NULL
   PRIMARY KEY (key, value, rid)) WITHOUT ROWID;
 CREATE INDEX props_rid ON props(rid);
 CREATE INDEX links_target ON links(target);
+-- Dates git gives the notes that lack created/updated (author dates, renames followed),
+-- as of the commit named in git_dates_state: a cache like the rest, rebuilt from git.
+CREATE TABLE git_dates (path TEXT PRIMARY KEY, created TEXT, updated TEXT) WITHOUT ROWID;
+CREATE TABLE git_dates_state (head TEXT NOT NULL, shallow INTEGER NOT NULL);
 CREATE VIRTUAL TABLE fts USING fts5(
   names, tags, body, cjk, dated, described, aliases, content='memories', content_rowid='rid', tokenize='{TOKENIZER}'
 );
@@ -682,6 +686,44 @@ class Index:
                 pending = []
         self._insert(conn, pending)
         return count
+
+    # ------------------------------------------------------------------ git's dates
+    def git_dates_state(self) -> tuple[str, bool] | None:
+        """The commit the git dates were computed up to, and whether the clone was
+        shallow then; None before the first pass."""
+        rows = self.query("SELECT head, shallow FROM git_dates_state LIMIT 1")
+        return (str(rows[0]["head"]), bool(rows[0]["shallow"])) if rows else None
+
+    def git_date(self, path: str) -> tuple[str | None, str | None] | None:
+        """(created, updated) git gives ``path``, either None where git cannot say."""
+        rows = self.query("SELECT created, updated FROM git_dates WHERE path = ?", (path,))
+        return (rows[0]["created"], rows[0]["updated"]) if rows else None
+
+    def save_git_dates(self, conn: sqlite3.Connection, dates: dict[str, tuple[str | None, str | None] | None],
+                       head: str, shallow: bool, *, whole: bool) -> None:
+        """Store a pass's dates (None: the path is gone) as of ``head``; ``whole``: they
+        replace every date stored before."""
+        if whole:
+            conn.execute("DELETE FROM git_dates")
+        for path, found in dates.items():
+            if found is None:
+                conn.execute("DELETE FROM git_dates WHERE path = ?", (path,))
+            else:
+                conn.execute("INSERT OR REPLACE INTO git_dates VALUES (?, ?, ?)", (path, *found))
+        conn.execute("DELETE FROM git_dates_state")
+        conn.execute("INSERT INTO git_dates_state VALUES (?, ?)", (head, int(shallow)))
+
+    def undated(self, paths: Iterable[str]) -> list[str]:
+        """Of ``paths``, the indexed ones whose file lacks ``created`` or ``updated``."""
+        found: list[str] = []
+        wanted = list(paths)
+        for start in range(0, len(wanted), 500):
+            chunk = wanted[start:start + 500]
+            marks = ",".join("?" * len(chunk))
+            found += [row["path"] for row in self.query(
+                f"SELECT path FROM memories WHERE path IN ({marks}) AND "
+                "(json_type(meta, '$.created') IS NULL OR json_type(meta, '$.updated') IS NULL)", chunk)]
+        return found
 
     # ------------------------------------------------------------------ reads
     def stamps(self) -> dict[str, bytes]:

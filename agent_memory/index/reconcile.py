@@ -80,16 +80,19 @@ class FileIndexer:
         file never stops a command."""
         return self.store.read(rel, MAX_FILE_BYTES)
 
-    @staticmethod
-    def note_for(rel: str, data: bytes, stat: os.stat_result) -> Note:
-        """Parse a file, filling times a hand-written file may lack from its mtime."""
+    def note_for(self, rel: str, data: bytes, stat: os.stat_result) -> Note:
+        """Parse a file, filling times a hand-written file may lack: from git's author
+        dates when the vault is a repository (``git_dates``, kept in the index by
+        ``git/dates.py``), else from its mtime (which a checkout resets)."""
         note = parse.parse(data, rel)
         if note.created is None or note.updated is None:
+            git_created, git_updated = self.index.git_date(rel) or (None, None)
             try:
                 mtime = iso(dt.datetime.fromtimestamp(stat.st_mtime, dt.timezone.utc))
             except (OverflowError, OSError, ValueError):  # a timestamp past what a date holds (year 9999)
                 mtime = iso(dt.datetime.fromtimestamp(0, dt.timezone.utc))
-            note = dataclasses.replace(note, created=note.created or mtime, updated=note.updated or note.created or mtime)
+            note = dataclasses.replace(note, created=note.created or git_created or mtime,
+                                       updated=note.updated or git_updated or note.created or mtime)
         return note
 
     def written(self, rel: str, data: bytes, stat: os.stat_result) -> Examined:

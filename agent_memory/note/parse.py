@@ -122,6 +122,8 @@ def parse(data: bytes, path: str) -> Note:
     note = _note_from(path, meta, body, problems)
     # A git add/add conflict starts its markers inside or before the front matter, not the body.
     note.conflict = conflict
+    if conflict:
+        _first_side_names(note, rest, meta)
     note.unreadable = unreadable
     note.half_written = half_written
     return note
@@ -140,9 +142,25 @@ def _first_side_front_matter(text: str) -> tuple[str, int] | None:
     That side is "ours" in a merge and the upstream one in a rebase; both normally carry
     the same id. The body is everything after that front matter as written, markers and
     both sides included, so what either side says is still found."""
+    lines, kept = _first_side_lines(text)
+    first = "".join(lines[i] for i in kept)
+    parts = split(first)
+    if parts.fm_text is None:
+        return None
+    offset = consumed = 0
+    while consumed < len(kept) and offset < parts.body_start:
+        offset += len(lines[kept[consumed]])
+        consumed += 1
+    last_fm_line = kept[consumed - 1]
+    return parts.fm_text, sum(len(line) for line in lines[: last_fm_line + 1])
+
+
+def _first_side_lines(text: str) -> tuple[list[str], list[int]]:
+    """``text``'s lines (ends kept), and the indices of those the first side of each
+    conflict reads (its own lines and every line outside a conflict)."""
     lines = text.split("\n")
     lines = [line + "\n" for line in lines[:-1]] + ([lines[-1]] if lines[-1] else [])
-    kept: list[int] = []  # indices of the lines the first side reads
+    kept: list[int] = []
     side = ""  # "", "first", "base", "other"
     for i, line in enumerate(lines):
         if not side and _MARKER["<"].match(line):
@@ -155,16 +173,20 @@ def _first_side_front_matter(text: str) -> tuple[str, int] | None:
             side = ""
         elif side in ("", "first"):
             kept.append(i)
+    return lines, kept
+
+
+def _first_side_names(note: Note, text: str, meta: dict[str, Any]) -> None:
+    """A conflicted file's title and inline tags as its first side ("ours") writes them,
+    not the marker line ``<<<<<<< ours`` nor the other side's heading (SPEC §2)."""
+    lines, kept = _first_side_lines(text)
     first = "".join(lines[i] for i in kept)
     parts = split(first)
-    if parts.fm_text is None:
-        return None
-    offset = consumed = 0
-    while consumed < len(kept) and offset < parts.body_start:
-        offset += len(lines[kept[consumed]])
-        consumed += 1
-    last_fm_line = kept[consumed - 1]
-    return parts.fm_text, sum(len(line) for line in lines[: last_fm_line + 1])
+    body = first[len(parts.bom):][parts.body_start:] if parts.fm_text is not None else first[len(parts.bom):]
+    title = meta.get("title")
+    if not (isinstance(title, (str, int, float)) and str(title).strip()):
+        note.title = derive_title(body, note.path)
+    note.tags = merge_unique(as_tag_list(meta.get("tags")), inline_tags(body))
 
 
 def _note_from(path: str, meta: dict[str, Any], body: str, problems: list[str]) -> Note:

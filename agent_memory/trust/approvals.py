@@ -10,7 +10,8 @@ Loosening values:
 
 - ``secrets.mode = "warn"`` (credentials stored with a warning instead of refused);
 - each fingerprint in ``secrets.allow`` (that value passes the credential guard);
-- ``git.commit = true`` (tool writes are committed, and ``sync`` pushes them);
+- ``git.commit = true`` (tool writes are committed, and ``sync`` pushes them), or
+  ``"all"`` (and ``sync`` commits and pushes the person's hand changes too);
 - ``git.subfolder = true`` (commits and sync in a repository the vault is only a folder of);
 - ``git.hooks = true`` (the repository's hooks run for the tool's own commits and pulls);
 - each ``.prompts/*.md`` file, by name and content hash (its text reaches every agent).

@@ -22,12 +22,15 @@ from ..disk.layout import GITIGNORE
 from ..disk.store import Store
 from ..errors import InvalidInput, VaultError
 from ..git.commits import GitState
+from ..git.dates import GitDates
+from ..git.run import find_repo
 from ..git.sync import GitSync
 from ..index.reconcile import STALE_MARK
 from ..log import configured, show_warnings_on_stderr
 from ..models import (ContextResult, ExportPage, FileContent, ForgetBatchResult, ForgetResult, GcResult, HistoryResult,
                       ImportResult, LinkResult, ListResult, ActivityResult, Memory, MoveResult, ReconcileReport, RelatedResult,
-                      RememberBatchResult, RememberResult, RestoreResult, SearchResult, Stats, SyncResult, TrashEntry, UnlinkResult,
+                      RememberBatchResult, RememberResult, RestoreResult, SearchResult, Stats, SyncPreview, SyncResult,
+                      TrashEntry, UnlinkResult,
                       UpdateResult)
 from ..progress import Progress
 from ..recall.rank import RecallConfig
@@ -82,8 +85,9 @@ class Vault:
         self.relations = Relations(core, self.writes)
         self.moves = Moves(core, reconcile=lambda: self.reconcile())
         self.maintenance = Maintenance(core)
+        self.git_dates = GitDates(core, lambda: find_repo(core.root))
         self.git = GitSync(core, self.git_state, reconcile=lambda: self.reconcile(),
-                           reconcile_path=self.reconciler.reconcile_path)
+                           reconcile_path=self.reconciler.reconcile_path, dates=self.git_dates.refresh)
         if sync:
             self._sync_on_open(progress)
 
@@ -106,6 +110,7 @@ class Vault:
                 self.reindex(progress=progress)
                 stale.unlink(missing_ok=True)
             elif self._watcher_vouches():
+                self.git_dates.refresh()
                 self.finish_interrupted_move()
                 if self.reconciler.expiring():
                     self.sweep_expired()
@@ -334,6 +339,7 @@ class Vault:
         """Make the index match the files (``Reconciler.reconcile``), after undoing a
         move a crash interrupted (``Moves.finish_interrupted_move``)."""
         self.moves.finish_interrupted_move()
+        self.git_dates.refresh()  # before the walk: files it reads take git's dates
         return self.reconciler.reconcile(progress)
 
     def reconcile_path(self, rel: str) -> str:
@@ -346,6 +352,7 @@ class Vault:
         depends on its bytes only, so unchanged files keep theirs). ``progress`` gets a
         ``Step`` as files are read ("indexing files") and memories embedded ("embedding
         memories")."""
+        self.git_dates.refresh()
         report = self.reconciler.reindex(sweep=sweep, progress=progress)
         if self.semantic_on():
             report["embedded"] = self.vectors.rebuild(progress)
@@ -364,6 +371,11 @@ class Vault:
         return self.moves.undo_recorded_move(folder, raw)
 
     # ------------------------------------------------------------------ git
-    def sync(self) -> SyncResult:
-        """Commit, pull, reindex what changed, push (``GitSync.sync``)."""
-        return self.git.sync()
+    def sync(self, share_hand: bool = False) -> SyncResult:
+        """Commit, pull, reindex what changed, push (``GitSync.sync``); ``share_hand``
+        commits hand changes too (``sync --all``)."""
+        return self.git.sync(share_hand)
+
+    def sync_preview(self, share_hand: bool = False) -> SyncPreview:
+        """What ``sync`` would commit now (``GitSync.sync_preview``): ``sync --dry-run``."""
+        return self.git.sync_preview(share_hand)

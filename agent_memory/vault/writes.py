@@ -327,9 +327,8 @@ class Writes:
                 "the tags": " ".join(t for t in adding if t not in note.tags),
                 "the namespace": changes.get("namespace") or "", "the type": changes.get("type") or "",
             }, already=note.body)
-            if "created" not in note.meta:  # its creation time came from the mtime, which this write resets
-                changes["created"] = row["created"]
-            changes["updated"] = iso(now)
+            if "updated" in note.meta:  # a note without one keeps its dates in the index (git, else the file)
+                changes["updated"] = iso(now)
             if body_changed and (new_body is not None or replace_section is not None):  # kept before the write: a crash or a full disk
                 self.store.trash.copy_in(data, row["path"], row["id"], "replaced", iso(now))  # loses nothing
             written = patch(edited if body_changed else text, changes).encode("utf-8")

@@ -1,0 +1,149 @@
+"""A person's uncommitted changes while ``sync`` pulls, and conflicts said as they are.
+
+``sync`` sets the changes aside in a stash it makes itself, with a name that says whose
+and when (not ``--autostash``, whose stash git may keep under ``MERGE_AUTOSTASH`` where
+``git stash list`` never shows it), pulls, and puts them back; the stash is dropped only
+once they are back whole. Conflicts are what ``git ls-files -u`` lists (a file git could
+not merge line by line, ``merge=binary`` or an image, has no markers to look for), and
+each file is described as it is: both sides between which marker lines, or one side
+only and where the other is.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from dataclasses import dataclass
+
+from ..clock import iso, utcnow
+from ..disk.store import replace_file
+from ..errors import GitError
+from .run import Repo, first_line
+
+STASH_NAME = "agent-memory sync"  # every stash sync makes starts so: `git stash list` shows it
+_START = re.compile(r"^<{7}(?: (.*))?$", re.MULTILINE)
+_END = re.compile(r"^>{7}(?: (.*))?$", re.MULTILINE)
+_ALL_PATHS = {"GIT_LITERAL_PATHSPECS": "0"}  # ":/" (the whole repository) is a magic pathspec
+
+
+@dataclass(frozen=True)
+class Stash:
+    """The stash sync made: its commit and its message."""
+
+    commit: str
+    message: str
+
+    def where(self, repo: Repo) -> str:
+        """How a person finds it now: ``stash@{0} ("agent-memory sync …")``."""
+        ref = _ref(repo, self.commit)
+        return f"{ref or 'the stash'} (\"{self.message}\")"
+
+
+def set_aside(repo: Repo) -> Stash | None:
+    """Stash the repository's uncommitted changes to tracked files under a name of our
+    own; None when there are none (untracked files stay where they are: a pull that
+    would overwrite one is refused by git, and nothing is lost)."""
+    if repo.run("diff", "--quiet", "HEAD", "--", ":/", env=_ALL_PATHS).returncode == 0:
+        return None
+    message = f"{STASH_NAME} {iso(utcnow())}: your uncommitted changes, set aside while it pulled"
+    before = _top(repo)
+    done = repo.run("stash", "push", "--quiet", "-m", message, optional_locks=True)
+    after = _top(repo)
+    if done.returncode != 0 or after is None or after == before:
+        raise GitError(f"Cannot sync: your uncommitted changes could not be set aside ({first_line(done)}). Nothing "
+                       "was pulled or pushed; commit or stash them yourself, then sync again.")
+    return Stash(after, message)
+
+
+def put_back(repo: Repo, stash: Stash) -> list[str]:
+    """Apply the stash on the pulled tree; drop it once it applied cleanly. Returns the
+    files where it conflicted (the stash is kept then)."""
+    done = repo.run("stash", "apply", "--quiet", stash.commit, optional_locks=True)
+    conflicted = unmerged(repo)
+    if done.returncode == 0 and not conflicted:
+        ref = _ref(repo, stash.commit)
+        if ref:
+            repo.run("stash", "drop", "--quiet", ref, optional_locks=True)
+        return []
+    if not conflicted:
+        raise GitError(f"sync pulled, but could not put your uncommitted changes back: {first_line(done)}. They are "
+                       f"kept in {stash.where(repo)}; put them back with git stash pop once that is fixed.")
+    return conflicted
+
+
+def put_back_beside(repo: Repo, stash: Stash, conflicted: list[str]) -> tuple[list[str], list[str]]:
+    """While a pull's conflicts wait for a person (no stash applies then): write back the
+    stashed files the pull left exactly as they were, each whole, and drop the stash
+    when that is all of them. Returns (put back, left only in the stash); paths are
+    repository-relative."""
+    out = repo.ok("diff", "--name-only", "-z", "--no-renames", f"{stash.commit}^1", stash.commit, "--", ":/",
+                  env=_ALL_PATHS)
+    back: list[str] = []
+    left: list[str] = []
+    for path in (p for p in out.split("\0") if p):
+        if path in conflicted or not _untouched(repo, stash, path):
+            left.append(path)
+            continue
+        target = repo.top / path
+        stashed = repo.run("cat-file", "blob", f"{stash.commit}:{path}")
+        if stashed.returncode == 0:
+            replace_file(target, stashed.stdout)
+        else:
+            target.unlink(missing_ok=True)  # the person had deleted it
+        back.append(path)
+    if not left:
+        ref = _ref(repo, stash.commit)
+        if ref:
+            repo.run("stash", "drop", "--quiet", ref, optional_locks=True)
+    return back, left
+
+
+def _untouched(repo: Repo, stash: Stash, path: str) -> bool:
+    """Whether the file in the work tree is what it was when the stash was made (the pull
+    did not change it), reached through no symlink: safe to write the stashed one back."""
+    target = repo.top / path
+    folder = os.path.normpath(os.path.join(os.path.realpath(repo.top), os.path.dirname(path)))
+    if target.is_symlink() or os.path.realpath(target.parent) != folder:
+        return False
+    before = repo.run("rev-parse", "-q", "--verify", f"{stash.commit}^1:{path}").stdout.decode().strip()
+    if not target.exists():
+        return not before
+    now = repo.run("hash-object", "--no-filters", "--", str(target))
+    return now.returncode == 0 and bool(before) and now.stdout.decode().strip() == before
+
+
+def unmerged(repo: Repo) -> list[str]:
+    """Files with unmerged index entries anywhere in the repository (repository-relative)."""
+    out = repo.ok("ls-files", "-u", "-z", "--full-name", "--", ":/", env=_ALL_PATHS)
+    return sorted({entry.split("\t", 1)[1] for entry in out.split("\0") if "\t" in entry})
+
+
+def holds(repo: Repo, path: str, ours: str) -> str:
+    """What one conflicted file (repository-relative) holds now, in a few words:
+    ``both versions, between <<<<<<< ours and >>>>>>> theirs``, or one side only when
+    git wrote no markers, ``ours`` naming that side."""
+    try:
+        text = (repo.top / path).read_text(encoding="utf-8", errors="replace")
+    except OSError:
+        return "no file (one side deleted it; git status shows which)"
+    start, end = _START.search(text), _END.search(text)
+    if start and end and start.start() < end.start():
+        return f"both versions, between the lines <<<<<<< {start[1] or ''} and >>>>>>> {end[1] or ''}".rstrip()
+    return (f"{ours} only, without conflict markers (git could not merge it line by line); the other side is "
+            f"git show :3:{path}")
+
+
+def _top(repo: Repo) -> str | None:
+    done = repo.run("rev-parse", "-q", "--verify", "refs/stash")
+    return done.stdout.decode().strip() or None if done.returncode == 0 else None
+
+
+def _ref(repo: Repo, commit: str) -> str | None:
+    """``stash@{n}`` of the stash whose commit is ``commit``, or None when it is gone."""
+    done = repo.run("log", "-g", "--format=%H", "refs/stash")
+    if done.returncode != 0:
+        return None
+    for n, line in enumerate(done.stdout.decode().split()):
+        if line == commit:
+            return f"stash@{{{n}}}"
+    return None

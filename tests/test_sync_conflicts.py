@@ -1,0 +1,184 @@
+"""Conflicts explained and nothing hidden: ``sync`` sets a person's uncommitted changes
+aside in a stash it names itself, finds conflicts with ``git ls-files -u`` (a file git
+could not merge line by line has no markers), says what each file now holds and where
+the person's change is, and puts the change back when it can. A conflicted note keeps
+its "ours" side's title. Real git: a bare remote, a teammate's clone, and ours."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pytest
+
+from agent_memory.errors import GitError, SyncConflict
+from agent_memory.vault.vault import Vault
+
+from gitteam import AUTHOR, Team, git, make_team
+
+PRIYA = "# Priya\n\nPriya owns billing.\n"
+
+
+@pytest.fixture(autouse=True)
+def isolated_git(git_isolated: None, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("GIT_CONFIG_GLOBAL", "/dev/null")
+    for name, value in AUTHOR.items():
+        monkeypatch.setenv(name, value)
+
+
+@pytest.fixture
+def team(tmp_path: Path) -> Team:
+    team = make_team(tmp_path)
+    (team.mate / "people").mkdir()
+    (team.mate / "people" / "priya.md").write_text(PRIYA)
+    (team.mate / "terms.md").write_text("# Terms\n\nPay in USD.\n")
+    (team.mate / "attachments").mkdir()
+    (team.mate / "attachments" / "diagram.png").write_bytes(b"\x89PNG\r\n\x1a\n\x00first")
+    team.push("shared notes")
+    git(team.victim, "pull", "-q")
+    return team
+
+
+def both_change_terms(team: Team) -> None:
+    """The teammate pushes EUR; this clone commits GBP locally (not pushed yet)."""
+    (team.mate / "terms.md").write_text("# Terms in EUR\n\nPay in EUR, net 30.\n")
+    team.push("terms: EUR")
+    (team.victim / "terms.md").write_text("# Terms in GBP\n\nPay in GBP.\n")
+    git(team.victim, "commit", "-q", "-am", "terms: GBP")
+
+
+def edit_priya(victim: Path) -> Path:
+    """An unrelated uncommitted hand edit."""
+    path = victim / "people" / "priya.md"
+    path.write_text(PRIYA + "Ask her before changing invoices.\n")
+    return path
+
+
+def test_a_conflict_says_what_the_file_holds_and_puts_an_unrelated_edit_back(team: Team) -> None:
+    both_change_terms(team)
+    priya = edit_priya(team.victim)
+    with Vault(team.victim) as vault, pytest.raises(SyncConflict) as caught:
+        vault.sync()
+    text = (team.victim / "terms.md").read_text()
+    start = re.search(r"^<<<<<<<.*$", text, re.MULTILINE)[0]
+    end = re.search(r"^>>>>>>>.*$", text, re.MULTILINE)[0]
+    message = str(caught.value)
+    assert f"terms.md holds both versions, between the lines {start} and {end}" in message
+    assert "Updated upstream" not in message and "Stashed changes" not in message
+    # The unrelated edit is back in the file, and no stash is left over to forget.
+    assert priya.read_text().endswith("Ask her before changing invoices.\n")
+    assert "people/priya.md are back in place" in message
+    assert git(team.victim, "stash", "list") == ""
+    assert caught.value.result["conflicts"] == ["terms.md"]
+
+
+def test_a_conflicted_note_keeps_our_sides_title_in_search_and_list(team: Team) -> None:
+    both_change_terms(team)
+    with Vault(team.victim) as vault:
+        with pytest.raises(SyncConflict):
+            vault.sync()
+        [hit] = vault.search("Pay in EUR")["hits"]
+        assert hit["title"] == "Terms in GBP" and hit["path"] == "terms.md"
+        listed = {item["path"]: item["title"] for item in vault.list(limit=50)["memories"]}
+        assert listed["terms.md"] == "Terms in GBP"
+        assert not any(title.startswith("<<<<<<<") for title in listed.values())
+
+
+def test_an_edit_the_pull_also_changed_stays_in_a_named_stash_during_the_conflict(team: Team) -> None:
+    both_change_terms(team)
+    (team.mate / "people" / "priya.md").write_text(PRIYA + "She moved to Lisbon.\n")
+    team.push("priya moved")
+    priya = edit_priya(team.victim)
+    with Vault(team.victim) as vault, pytest.raises(SyncConflict) as caught:
+        vault.sync()
+    stashes = git(team.victim, "stash", "list")
+    assert "agent-memory sync" in stashes  # findable, under a name that says whose it is
+    assert "Your uncommitted edits to people/priya.md are set aside in stash@{0}" in str(caught.value)
+    git(team.victim, "show", "stash@{0}:people/priya.md")  # the edit is in it
+    assert "Ask her before changing invoices." in git(team.victim, "show", "stash@{0}:people/priya.md")
+    assert "Lisbon" in priya.read_text()  # the file holds the merge's version meanwhile
+
+
+def test_a_binary_conflict_is_found_without_markers_and_said_as_it_is(team: Team) -> None:
+    (team.mate / "attachments" / "diagram.png").write_bytes(b"\x89PNG\r\n\x1a\n\x00theirs")
+    team.push("diagram: theirs")
+    (team.victim / "attachments" / "diagram.png").write_bytes(b"\x89PNG\r\n\x1a\n\x00ours")
+    git(team.victim, "commit", "-q", "-am", "diagram: ours")
+    priya = edit_priya(team.victim)
+    with Vault(team.victim) as vault, pytest.raises(SyncConflict) as caught:
+        vault.sync()
+    message = str(caught.value)
+    assert caught.value.result["conflicts"] == ["attachments/diagram.png"]
+    assert ("attachments/diagram.png holds this clone's version only, without conflict markers (git could not "
+            "merge it line by line); the other side is git show :3:attachments/diagram.png") in message
+    assert (team.victim / "attachments" / "diagram.png").read_bytes().endswith(b"ours")
+    assert priya.read_text().endswith("Ask her before changing invoices.\n")
+
+
+def test_a_pulled_merge_binary_attribute_is_refused_and_the_persons_line_kept(team: Team) -> None:
+    (team.mate / ".gitattributes").write_text("*.md merge=binary\n")
+    (team.mate / "people" / "priya.md").write_text(PRIYA + "She moved to Lisbon.\n")
+    team.push("merge markdown as binary")
+    priya = edit_priya(team.victim)
+    head = git(team.victim, "rev-parse", "HEAD")
+    with Vault(team.victim) as vault, pytest.raises(GitError, match=r"merge=binary"):
+        vault.sync()
+    assert priya.read_text().endswith("Ask her before changing invoices.\n")
+    assert git(team.victim, "rev-parse", "HEAD") == head and git(team.victim, "stash", "list") == ""
+
+
+def test_an_edit_that_conflicts_with_the_pull_is_described_with_the_markers_it_has(team: Team) -> None:
+    (team.mate / "people" / "priya.md").write_text(PRIYA.replace("billing", "payroll"))
+    team.push("priya: payroll")
+    priya = team.victim / "people" / "priya.md"
+    priya.write_text(PRIYA.replace("billing", "invoicing"))  # uncommitted
+    with Vault(team.victim) as vault, pytest.raises(SyncConflict) as caught:
+        vault.sync()
+    text = priya.read_text()
+    assert "payroll" in text and "invoicing" in text
+    start = re.search(r"^<<<<<<<.*$", text, re.MULTILINE)[0]
+    assert f"people/priya.md holds both versions, between the lines {start}" in str(caught.value)
+    assert "agent-memory sync" in git(team.victim, "stash", "list")
+    assert "stash@{0}" in str(caught.value)
+
+
+# --------------------------------------------------------------------------- merges in history
+
+
+def resolve(team: Team, how: str) -> None:
+    """Sync into the conflict, resolve terms.md ``how``, and commit the merge."""
+    both_change_terms(team)
+    with Vault(team.victim) as vault, pytest.raises(SyncConflict):
+        vault.sync()
+    terms = team.victim / "terms.md"
+    if how in ("ours", "theirs"):
+        git(team.victim, "checkout", f"--{how}", "--", "terms.md")
+    else:
+        terms.write_text("# Terms in EUR\n\nPay in EUR, net 30 (GBP accepted).\n")
+    git(team.victim, "add", "terms.md")
+    git(team.victim, "commit", "-q", "--no-edit")
+
+
+@pytest.mark.parametrize(("how", "added", "removed"), [
+    ("theirs", ["# Terms in EUR", "Pay in EUR, net 30."], ["# Terms in GBP", "Pay in GBP."]),
+    ("hand", ["# Terms in EUR", "Pay in EUR, net 30 (GBP accepted)."], ["# Terms in GBP", "Pay in GBP."]),
+    ("ours", [], []),
+])
+def test_a_resolved_conflict_shows_in_history_as_a_merge(team: Team, how: str, added: list[str],
+                                                         removed: list[str]) -> None:
+    resolve(team, how)
+    with Vault(team.victim) as vault:
+        newest = vault.history("terms.md")["commits"][0]
+        assert newest["merge"] is True and newest["status"] == "merged"
+        assert newest["message"].startswith("Merge remote-tracking branch 'origin/main'")
+        assert (newest["added"], newest["removed"]) == (added, removed)  # against the first parent: ours
+        messages = [entry["message"] for entry in vault.history("terms.md")["commits"]]
+    assert "terms: EUR" in messages and "terms: GBP" in messages
+
+
+def test_a_merge_that_left_a_memory_alone_is_not_in_its_history(team: Team) -> None:
+    resolve(team, "theirs")
+    with Vault(team.victim) as vault:
+        entries = vault.history("people/priya.md")["commits"]
+    assert [entry["message"] for entry in entries] == ["shared notes"]
+    assert not any(entry.get("merge") for entry in entries)
