@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 import sys
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
 
-from ..vault.vault import Vault
+if TYPE_CHECKING:
+    from ..vault.vault import Vault
 from .options import common, open_vault
 from .output import emit, id_and_path, print_summary, printable
 from .words import cli_words, handle_errors
