@@ -37,12 +37,13 @@ def tool_notes(n: int = 10_000) -> list[str]:
     sys.path.insert(0, str(HERE))
     import scale
 
+    from agent_memory.disk.layout import new_id
     from agent_memory.note.render import render_new
 
     rng = random.Random(3)
     texts = []
     for i in range(n):
-        fields = {"id": f"0{i:015d}", "namespace": rng.choice(scale.NAMESPACES),
+        fields = {"id": new_id(1_780_000_000_000 + i * 60_000), "namespace": rng.choice(scale.NAMESPACES),
                   "title": scale.sentence(rng, 5)[:-1] if i % 3 == 0 else None,
                   "tags": sorted(set(rng.sample(scale.TAGS, rng.randint(0, 4)))),
                   "created": "2026-07-20T09:00:00Z", "updated": "2026-07-21T10:30:00Z",
