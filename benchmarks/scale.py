@@ -210,6 +210,19 @@ def import_items(n: int) -> list[dict]:
              "created": f"2025-{1 + i % 12:02d}-{1 + i % 28:02d}T10:00:00Z"} for i in range(n)]
 
 
+class Rows(list):  # type: ignore[type-arg]
+    """The table's rows, each also said on stderr as it is measured (a 1M run takes an hour)."""
+
+    def append(self, row: tuple[str, str, str, str]) -> None:
+        print(" | ".join(row), file=sys.stderr, flush=True)
+        super().append(row)
+
+    def __iadd__(self, more):  # type: ignore[no-untyped-def]
+        for row in more:
+            self.append(row)
+        return self
+
+
 def references_frozen() -> str:
     """The references' hash against the frozen one: a changed reference makes every ratio moot."""
     got = hashlib.sha256(Path(references.__file__).read_bytes()).hexdigest()
@@ -258,7 +271,7 @@ def main() -> None:
         generate(root, args.n)
     scratch = Path(tempfile.mkdtemp(prefix="agent-memory-scale-refs-"))
     size = f"{args.n // 1000}k" if args.n % 1000 == 0 else f"{args.n:,}"
-    rows: list[tuple[str, str, str, str]] = []  # measure, result, reference (same run), target
+    rows = Rows()  # measure, result, reference (same run), target
 
     walk_parse_insert(root)  # warm the page cache for both the reference and the reindex
     reference_s = timed(lambda: walk_parse_insert(root))
