@@ -162,3 +162,16 @@ def test_the_resolver_types_only_plain_scalars_starting_with_the_characters_the_
     assert keyed <= fast_yaml._MAYBE_TYPED | fast_yaml._INDICATORS
     assert fast_yaml.read_simple("a: &x\n") is None and fast_yaml.read_simple("a:\n") == {"a": None}
     assert None not in yaml.resolver.Resolver.yaml_implicit_resolvers
+
+
+def test_the_ascii_shortcut_of_content_normalising_is_nfkc_and_casefold() -> None:
+    """Dedup compares normalised content; ASCII skips NFKC, which must change nothing."""
+    import unicodedata
+
+    from agent_memory.note.parse import normalise_content
+
+    rng = random.Random(7)
+    texts = ["".join(map(chr, range(128))), *("".join(chr(rng.randrange(128)) for _ in range(30)) for _ in range(2000))]
+    for text in texts:
+        assert normalise_content(text) == " ".join(unicodedata.normalize("NFKC", text).casefold().split())
+    assert normalise_content("Straße  ＡＢＣ") == "strasse abc"  # and the rest still folds
