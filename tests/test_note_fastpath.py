@@ -175,3 +175,13 @@ def test_the_ascii_shortcut_of_content_normalising_is_nfkc_and_casefold() -> Non
     for text in texts:
         assert normalise_content(text) == " ".join(unicodedata.normalize("NFKC", text).casefold().split())
     assert normalise_content("Straße  ＡＢＣ") == "strasse abc"  # and the rest still folds
+
+
+def test_a_hostile_line_is_read_in_one_pass() -> None:
+    """Long runs of spaces where a list item or a block item could end: a pattern that
+    backtracked would take hours on these (no clock here: it would simply not finish)."""
+    spaces = " " * 200_000
+    assert fast_yaml.read_simple(f"a: [x{spaces}y\n") is None  # never closed: declined
+    assert fast_yaml.read_simple(f"a: [x{spaces}, y]\n") == {"a": ["x", "y"]}
+    assert fast_yaml.read_simple(f"a:\n  - x{spaces}y\n") == {"a": [f"x{spaces}y"]}
+    assert fast_yaml.read_simple(f'a: ["x"{spaces}, "y"]\n') == {"a": ["x", "y"]}

@@ -28,13 +28,13 @@ _UNSAFE = re.compile("[\x00-\x09\x0b-\x1f\x7f-\x9f\u2028\u2029\ufeff\ufffe\uffff
 # A key at the start of a line: a plain scalar without indicators, colons or comments
 # (kept as written, as the full loader keeps keys); a value after ": " (or nothing).
 _KEY_LINE = re.compile(r"([^\s\-?:,\[\]{}#&*!|>'\"%@`<=~][^:#,\[\]{}]{0,200}):(?: +(.*))?")
-_ITEM_LINE = re.compile(r"( *)-(?: +(.*?))? *")
+_ITEM_LINE = re.compile(r"( *)-(?: +(.*))?")  # no lazy match before trailing spaces: linear on any line
 _DOUBLE = re.compile(r'"(?:[^"\\]|\\["\\bfnrt]|\\u(?![dD][89abAB])[0-9a-fA-F]{4})*"')
 _SINGLE = re.compile(r"'(?:[^']|'')*'")
 # A flow list's item: quoted, or plain without flow indicators, colons or comments.
-_FLOW_ITEM = re.compile(
-    r""" *("(?:[^"\\]|\\["\\bfnrt]|\\u(?![dD][89abAB])[0-9a-fA-F]{4})*"|'(?:[^']|'')*'"""
-    r"""|[^\s,\[\]{}:#&*!|>'"%@`?\-][^,\[\]{}:#]*?) *([,\]])"""
+_FLOW_ITEM = re.compile(  # possessive: no backtracking, so a hostile line costs linear time
+    r""" *+("(?:[^"\\]|\\["\\bfnrt]|\\u(?![dD][89abAB])[0-9a-fA-F]{4})*+"|'(?:[^']|'')*+'"""
+    r"""|[^\s,\[\]{}:#&*!|>'"%@`?\-][^,\[\]{}:#]*+) *+([,\]])"""
 )
 _FLOW_SPECIAL = re.compile(r"[\"':#\[\]{}]")
 _DECIMAL = re.compile(r"[-+]?(?:0|[1-9][0-9]*)")
@@ -91,7 +91,7 @@ def _read_lines(lines: list[str]) -> dict[str, Any]:
             if item is None or listing is None or (indent >= 0 and len(item.group(1)) != indent):
                 raise _Declined
             indent = len(item.group(1))
-            listing.append(_value(item.group(2) or "", block=True))
+            listing.append(_value((item.group(2) or "").rstrip(" "), block=True))
     return {key: (value.value() if isinstance(value, _ListOrNone) else value) for key, value in out.items()}
 
 
@@ -170,8 +170,7 @@ def _flow_list(raw: str) -> list[Any]:
         match = _FLOW_ITEM.match(raw, at)
         if match is None:
             raise _Declined
-        text = match.group(1)
-        items.append(_value(text, block=False))
+        items.append(_value(match.group(1).rstrip(" "), block=False))
         at = match.end()
         if match.group(2) == "]":
             break
