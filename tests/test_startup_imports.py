@@ -60,3 +60,13 @@ def test_search_loads_the_library_but_not_the_server_the_watcher_or_semantic_rec
     assert "agent_memory.vault.vault" in modules  # it searched
     assert _loaded(modules, ("mcp", "numpy", "watchdog", "uvicorn", "agent_memory.server",
                              "agent_memory.watch.watcher")) == []
+
+
+def test_the_version_printed_is_the_installed_packages(tmp_path: Path) -> None:
+    """``--version`` prints ``__version__`` (the metadata is slow to read): the two must agree."""
+    from importlib.metadata import version
+
+    done = subprocess.run([sys.executable, "-m", "agent_memory", "--version"], capture_output=True, text=True,
+                          cwd=tmp_path, timeout=300)
+    assert done.returncode == 0
+    assert done.stdout.strip() == f"agent-memory, version {version('agent-memory')}"
