@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import argparse
 import datetime as dt
+import hashlib
 import itertools
 import json
 import os
@@ -39,6 +40,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import mcp_path  # noqa: E402  (benchmarks/ is on sys.path: this script's folder)
+import references  # noqa: E402
 from agent_memory.note.parse import parse  # noqa: E402
 from agent_memory.watch import vouch  # noqa: E402
 from agent_memory.index.db import FileFacts, Index  # noqa: E402
@@ -55,6 +57,8 @@ WORDS = (
     "password rotation policy audit compliance gdpr privacy export import sync backup storage bucket "
     "budget quarter forecast hiring interview onboarding laptop office travel conference booth talk"
 ).split()
+# benchmarks/references.py as it was frozen, before any tuning against it (its docstring).
+REFERENCES_SHA256 = "36ead98d4c4636ac12ad89e3ee1acc02765e37cae274a9e86cb1e14917519eb0"
 NAMES = "acme globex initech umbrella hooli stark wayne wonka tyrell cyberdyne soylent massive".split()
 NAMESPACES = ["support", "engineering", "team", "sales", "ops", "default"]
 TAGS = WORDS[:40] + NAMES
@@ -206,6 +210,49 @@ def import_items(n: int) -> list[dict]:
              "created": f"2025-{1 + i % 12:02d}-{1 + i % 28:02d}T10:00:00Z"} for i in range(n)]
 
 
+class Rows(list):  # type: ignore[type-arg]
+    """The table's rows, each also said on stderr as it is measured (a 1M run takes an hour)."""
+
+    def append(self, row: tuple[str, str, str, str]) -> None:
+        print(" | ".join(row), file=sys.stderr, flush=True)
+        super().append(row)
+
+    def __iadd__(self, more):  # type: ignore[no-untyped-def]
+        for row in more:
+            self.append(row)
+        return self
+
+
+def references_frozen() -> str:
+    """The references' hash against the frozen one: a changed reference makes every ratio moot."""
+    got = hashlib.sha256(Path(references.__file__).read_bytes()).hexdigest()
+    return "frozen" if got == REFERENCES_SHA256 else f"CHANGED (sha256 {got[:12]}…, frozen {REFERENCES_SHA256[:12]}…)"
+
+
+def peak_rss_mb() -> float:
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+
+
+def cpu_of(fn) -> float:
+    """CPU seconds (user + system) this process spends in ``fn``."""
+    before = references.cpu_self()
+    fn()
+    return references.cpu_self() - before
+
+
+def fixed_cost_row(command: list[str], runs: int = 9) -> tuple[str, str, str, str]:
+    """``agent-memory --version`` beside a bare interpreter importing sqlite3, both in CPU
+    time, interleaved so a neighbour's load falls on both alike; medians of ``runs``."""
+    ours, bare = [], []
+    for _ in range(runs):
+        ours.append(references.child_cpu([*command, "--version"]))
+        bare.append(references.bare_start())
+    cli, floor = statistics.median(ours), statistics.median(bare)
+    return ("CLI fixed cost (`--version`), CPU", f"median {cli * 1000:.0f} ms",
+            f"bare python + import sqlite3 {floor * 1000:.0f} ms ({cli / floor:.2f}×)",
+            f"≤ 3× reference: {verdict(cli, 3 * floor)}")
+
+
 def verdict(value: float, limit: float, lower_is_better: bool = True) -> str:
     ok = value <= limit if lower_is_better else value >= limit
     return "holds" if ok else "MISSED"
@@ -221,21 +268,29 @@ def main() -> None:
     args = parser.parse_args()
 
     root = args.keep or Path(tempfile.mkdtemp(prefix="agent-memory-scale-"))
+    load_before = os.getloadavg()[0]
     if not any(root.glob("20*")):
         root.mkdir(parents=True, exist_ok=True)
         print(f"generating {args.n:,} memories in {root} …", file=sys.stderr)
         generate(root, args.n)
     scratch = Path(tempfile.mkdtemp(prefix="agent-memory-scale-refs-"))
     size = f"{args.n // 1000}k" if args.n % 1000 == 0 else f"{args.n:,}"
-    rows: list[tuple[str, str, str, str]] = []  # measure, result, reference (same run), target
+    rows = Rows()  # measure, result, reference (same run), target
 
-    walk_parse_insert(root)  # warm the page cache for both the reference and the reindex
+    references.plain_loop(root)  # warms the page cache for the references and the reindex
+    plain_cpu = cpu_of(lambda: references.plain_loop(root))
     reference_s = timed(lambda: walk_parse_insert(root))
     drop_index(root)
-    reindex_s = timed(lambda: Vault(root).close())
+    cpu_before, wall_before = references.cpu_self(), time.perf_counter()
+    Vault(root).close()
+    reindex_s, reindex_cpu = time.perf_counter() - wall_before, references.cpu_self() - cpu_before
     rows.append((f"full reindex at {size}", f"{reindex_s:.2f} s",
                  f"walk+parse+insert {reference_s:.2f} s ({reindex_s / reference_s:.2f}×)",
                  f"≤ 1.3× reference: {verdict(reindex_s, 1.3 * reference_s)}"))
+    rows.append((f"full reindex at {size}, CPU", f"{reindex_cpu:.2f} s",
+                 f"plain loop {plain_cpu:.2f} s ({reindex_cpu / plain_cpu:.2f}×)",
+                 f"≤ 2× reference: {verdict(reindex_cpu, 2 * plain_cpu)}"))
+    rows.append(("peak RSS after the reindex (this script)", f"{peak_rss_mb():,.0f} MB", "", ""))
 
     start_s = statistics.median(timed(lambda: Vault(root).close()) for _ in range(3))
     walk_s = statistics.median(timed(lambda: plain_walk(root)) for _ in range(3))
@@ -281,6 +336,7 @@ def main() -> None:
     command = [str(script)] if script.exists() else [sys.executable, "-m", "agent_memory"]
     cli_queries = all_q[:15]
     import_s = import_seconds(python)
+    rows.append(fixed_cost_row(command))
 
     # No watcher, nothing changed: the CLI walks the vault once.
     walk_s = statistics.median(timed(lambda: plain_walk(root)) for _ in range(3))
@@ -338,11 +394,13 @@ def main() -> None:
                  f"≥ 500 /s: {verdict(rate, 500, lower_is_better=False)}"))
     rows.append(mcp_path.remember_row())
 
-    rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
-    rows.append(("peak RSS (this script)", f"{rss:,.0f} MB", "", ""))
+    rows.append(("references (benchmarks/references.py)", references_frozen(), "", ""))
+    rows.append(("peak RSS (this script)", f"{peak_rss_mb():,.0f} MB", "", ""))
 
     print(f"\nagent-memory scale benchmark: {args.n:,} memories; Python {platform.python_version()}, "
-          f"SQLite {sqlite3.sqlite_version}, {os.cpu_count()} cores, {platform.machine()} {platform.system()}\n")
+          f"SQLite {sqlite3.sqlite_version}, {os.cpu_count()} cores, {platform.machine()} {platform.system()}; "
+          f"load average {load_before:.1f} at the start, {os.getloadavg()[0]:.1f} at the end; "
+          f"{dt.datetime.now(dt.timezone.utc):%Y-%m-%d %H:%M} UTC\n")
     widths = [max(len(r[i]) for r in rows) for i in range(4)]
     heads = ("measure", "result", "reference (same run)", "target")
     widths = [max(w, len(h)) for w, h in zip(widths, heads)]

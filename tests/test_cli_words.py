@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 
+import click
 import pytest
 
 from agent_memory.cli.app import cli
@@ -16,7 +17,7 @@ from agent_memory.vault.vault import Vault
 
 from conftest import run_cli
 
-COMMANDS = sorted(cli.commands)
+COMMANDS = cli.list_commands(click.Context(cli))  # its commands' modules are imported when asked for
 
 
 @pytest.mark.parametrize(("message", "shown"), [

@@ -105,7 +105,9 @@ async def test_every_mcp_tool_is_documented_with_its_arguments(client: Any) -> N
 def command_paths(group: click.Group = cli, prefix: str = "") -> list[str]:
     """Every command a user can type, subcommands of groups included (``git setup``)."""
     paths = []
-    for name, command in group.commands.items():
+    context = click.Context(group)  # the public way to a lazy group's commands (each imported on request)
+    for name in group.list_commands(context):
+        command = group.get_command(context, name)
         path = f"{prefix}{name}"
         if isinstance(command, click.Group):
             paths += command_paths(command, f"{path} ")

@@ -12,19 +12,28 @@ import sys
 
 import click
 
-from .git import git_group, merge_file, sync, trust
-from .memories import add, edit, forget, history, link, mv, restore, show, unlink
+from .. import __version__
+from .lazy import LazyGroup
 from .options import GlobalOptions, common
-from .output import library_warnings_on_stderr
-from .search import list_, search
-from .serve import serve
-from .transfer import export, import_
-from .vault import doctor, gc, init, reindex, stats, watch
+
+# Each command and where it is defined (module of this package, name there): its module
+# is imported only when the command runs, so a command pays only for what it uses.
+COMMANDS = {
+    "init": ("vault", "init"), "add": ("memories", "add"), "search": ("search", "search"),
+    "list": ("search", "list_"), "show": ("memories", "show"), "edit": ("memories", "edit"),
+    "forget": ("memories", "forget"), "restore": ("memories", "restore"), "link": ("memories", "link"),
+    "unlink": ("memories", "unlink"), "mv": ("memories", "mv"), "history": ("memories", "history"),
+    "git": ("git", "git_group"), "trust": ("git", "trust"), "merge-file": ("git", "merge_file"),
+    "reindex": ("vault", "reindex"), "stats": ("vault", "stats"), "export": ("transfer", "export"),
+    "import": ("transfer", "import_"), "gc": ("vault", "gc"), "doctor": ("vault", "doctor"),
+    "serve": ("serve", "serve"), "sync": ("git", "sync"), "watch": ("vault", "watch"),
+}
 
 
-@click.group(invoke_without_command=True, context_settings={"help_option_names": ["-h", "--help"]})
+@click.group(cls=LazyGroup, lazy=COMMANDS, invoke_without_command=True,
+             context_settings={"help_option_names": ["-h", "--help"]})
 @common
-@click.version_option(package_name="agent-memory")
+@click.version_option(__version__, prog_name="agent-memory")  # not read from the installed metadata: slow
 @click.pass_context
 def cli(ctx: click.Context) -> None:
     """A memory for AI agents that humans can read, edit and version.
@@ -38,14 +47,13 @@ def cli(ctx: click.Context) -> None:
         if _a_person_is_here():
             click.echo(ctx.get_help())
             ctx.exit(0)
+        serve = cli.get_command(ctx, "serve")
+        assert serve is not None
         ctx.invoke(serve)
     elif ctx.invoked_subcommand != "serve":  # the server sets up its own log on stderr
+        from .output import library_warnings_on_stderr
+
         ctx.with_resource(library_warnings_on_stderr())
-
-
-for _command in (init, add, search, list_, show, edit, forget, restore, link, unlink, mv, history, git_group, trust,
-                 merge_file, reindex, stats, export, import_, gc, doctor, serve, sync, watch):
-    cli.add_command(_command)
 
 
 def _a_person_is_here() -> bool:

@@ -5,12 +5,14 @@ from __future__ import annotations
 import json
 import sys
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
 
 from ..errors import InvalidInput, NotFound
-from ..vault.vault import Vault
+
+if TYPE_CHECKING:
+    from ..vault.vault import Vault
 from .options import common, open_vault
 from .paths import ROOT_PREFIX, each, keys, looked_where, read_path, resolved, target_path
 from .output import emit, id_and_path, plural, print_summary, printable

@@ -4,14 +4,14 @@ name) and the vault they name."""
 from __future__ import annotations
 
 from collections.abc import Callable
-from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
 
-from ..disk.layout import require_vault
-from ..vault.vault import Vault
-from .output import progress_bar
+if TYPE_CHECKING:
+    from pathlib import Path
+
+    from ..vault.vault import Vault
 
 
 class GlobalOptions:
@@ -58,12 +58,17 @@ def global_options() -> GlobalOptions:
 def vault_path() -> Path:
     """The vault this command works on (``require_vault``: a clear error naming where it
     looked when there is none)."""
+    from ..disk.layout import require_vault
+
     return require_vault(global_options().dir)
 
 
 def open_vault() -> Vault:
     """The vault this command works on, opened (which brings its index up to date,
     with progress drawn when that is long work: the first index of a vault)."""
+    from ..vault.vault import Vault
+    from .output import progress_bar
+
     path = vault_path()
     with progress_bar() as progress:
         return Vault(path, progress=progress)

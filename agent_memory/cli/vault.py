@@ -10,9 +10,6 @@ from typing import Any
 
 import click
 
-from ..disk.layout import VAULT_DIRNAME, locate_vault
-from ..semantic.status import vector_summary
-from ..vault.vault import Vault
 from .options import common, global_options, open_vault, vault_path
 from .output import emit, plural, printable, progress_bar
 from .words import cli_words, handle_errors
@@ -35,6 +32,9 @@ def init(path: str | None, memories_folder: str | None) -> None:
       agent-memory init
       agent-memory init ~/notes --memories-folder Agent
     """
+    from ..disk.layout import VAULT_DIRNAME
+    from ..vault.vault import Vault
+
     target = Path(path or global_options().dir or os.environ.get("AGENT_MEMORY_DIR") or VAULT_DIRNAME)
     with Vault.init(target, memories_folder=memories_folder) as vault:
         if vault.is_obsidian_vault and not vault.settings.memories_folder:
@@ -54,6 +54,8 @@ def reindex() -> None:
     Example:
       agent-memory reindex
     """
+    from ..vault.vault import Vault
+
     vault = Vault(vault_path(), sync=False)
     with vault, progress_bar() as progress:
         report = vault.reindex(progress=progress)
@@ -82,6 +84,8 @@ def stats() -> None:
     Example:
       agent-memory stats --json
     """
+    from ..semantic.status import vector_summary
+
     with open_vault() as vault:
         result = vault.stats()
 
@@ -164,6 +168,8 @@ def doctor(apply_ids: tuple[str, ...] = (), discard_ids: tuple[str, ...] = (), s
       agent-memory doctor --apply move-3fa2c1d0e9b8
       agent-memory doctor --discard trash-91be0c44a7d2
     """
+    from ..disk.layout import locate_vault
+
     if apply_ids or discard_ids:
         _decide_records(apply_ids, discard_ids)
         return
@@ -256,6 +262,8 @@ def watch(debounce: float, sweep_interval: float) -> None:
     Example:
       agent-memory watch
     """
+    from ..vault.vault import Vault
+
     import signal
     import threading
     import time

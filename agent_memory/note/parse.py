@@ -81,6 +81,8 @@ def content_hash(body: str) -> str:
 
 
 def normalise_content(body: str) -> str:
+    if body.isascii():  # NFKC leaves ASCII as it is, and casefold is lower there: the same, faster
+        return " ".join(body.lower().split())
     return " ".join(unicodedata.normalize("NFKC", body).casefold().split())
 
 

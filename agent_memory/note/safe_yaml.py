@@ -1,20 +1,20 @@
 """Front matter as plain data, read safely: YAML that keeps keys as written (``on:``,
 ``2024:``), an alias budget (``limits.MAX_YAML_ALIAS_EXPANSION``) checked before anything
-is built, and a fast path for the simple front matter the tool writes.
+is built, and a fast path (``fast_yaml``) for the simple front matter nearly every note has.
 """
 
 from __future__ import annotations
 
 import datetime as dt
 import json
-import re
 from typing import Any
 
 import frontmatter
 import yaml
 
 from .. import limits  # read at call time: tests lower the budget
-from .render import TIMESTAMP, reads_as_text, to_utc
+from .fast_yaml import read_simple
+from .render import to_utc
 
 
 _BaseLoader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)  # libyaml's parser when PyYAML has it
@@ -105,55 +105,11 @@ def _check_alias_expansion(root: yaml.Node) -> None:
         )
 
 
-_FAST_LINE = re.compile(r"([A-Za-z_][A-Za-z0-9_-]*): (.*?)[ \t]*\r?")
-_FAST_WORD = r"[A-Za-z0-9][A-Za-z0-9_\-/.]*"
-
-
-# A quoted comma is left to YAML (items are split on ", "), and so are control and
-# line-break characters, which YAML refuses or folds.
-_FAST_ITEM = rf"{_FAST_WORD}|\"[^\"\\\\,\x00-\x1f\x7f-\x9f\u2028\u2029\ufffe\uffff]*\""
-_FAST_LIST = re.compile(rf"\[((?:{_FAST_ITEM})(?:, (?:{_FAST_ITEM}))*)?\]")
-_FAST_SCALAR = re.compile(rf"{_FAST_WORD}(?: {_FAST_WORD})*")
-
-
-def _fast_value(raw: str) -> tuple[bool, Any]:
-    if TIMESTAMP.fullmatch(raw):
-        return True, raw
-    if _FAST_SCALAR.fullmatch(raw):
-        return reads_as_text(raw), raw
-    if _FAST_LIST.fullmatch(raw):
-        items = [] if raw == "[]" else raw[1:-1].split(", ")
-        if not all(i.startswith('"') or reads_as_text(i) for i in items):
-            return False, None
-        return True, [i[1:-1] if i.startswith('"') else i for i in items]
-    return False, None
-
-
-def _fast_yaml(fm_text: str) -> dict[str, Any] | None:
-    """The simple front matter the tool writes, without a YAML parser (6x faster on a
-    full reindex). Returns None for anything it is not certain YAML reads the same way;
-    tests check it agrees with YAML on every case it accepts. One deliberate difference:
-    an impossible timestamp (2026-02-30T09:00:00Z) stays a string, so only that key is
-    reported as a problem instead of the whole front matter being lost."""
-    out: dict[str, Any] = {}
-    for line in fm_text.split("\n"):
-        if not line:
-            continue
-        match = _FAST_LINE.fullmatch(line)
-        if match is None or match.group(1) in out:
-            return None
-        ok, value = _fast_value(match.group(2))
-        if not ok:
-            return None
-        out[match.group(1)] = value
-    return out
-
-
 def load_yaml(fm_text: str, problems: list[str]) -> tuple[dict[str, Any], bool]:
     """The front matter as plain data, and whether it could not be read as written."""
     if not fm_text.strip():
         return {}, False
-    fast = _fast_yaml(fm_text)
+    fast = read_simple(fm_text)  # the simple shapes nearly every note has, without YAML
     if fast is not None:
         return fast, False
     try:

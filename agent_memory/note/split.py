@@ -6,6 +6,7 @@ The other modules of this folder build on it; everything here is pure.
 
 from __future__ import annotations
 
+import functools
 import re
 from dataclasses import dataclass
 
@@ -46,6 +47,7 @@ def merge_unique(*lists: list[str]) -> list[str]:
     return list(seen)
 
 
+@functools.lru_cache(maxsize=2)  # tags, wikilinks and markdown links each ask for the same body
 def without_code(body: str) -> str:
     """The body with code spans and fenced blocks removed (their ``#`` and ``[[`` are code)."""
     return CODE.sub("", body) if "`" in body or "~~~" in body else body

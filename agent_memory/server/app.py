@@ -89,20 +89,17 @@ def _lifespan(
             # otherwise be flushed into the protocol stream at exit.
             sys.stdout.flush()
             sys.stdout = sys.stderr
-        watcher = None
+        watching: list[Watcher] = []  # the watcher, once started in the background
         # Commits tool writes when git.commit (or serve --git-commit) is on; idle otherwise.
         committer = Committer(vault).start() if keep_in_sync else None
         try:
             async with anyio.create_task_group() as tasks:
                 if keep_in_sync:
-                    from ..watch.watcher import Watcher  # imports watchdog: only when serving
-
-                    watcher = Watcher(vault)
-                    tasks.start_soon(_start_watcher, watcher)
+                    tasks.start_soon(_start_watcher, vault, watching)
                 yield None
         finally:
             with anyio.CancelScope(shield=True):
-                if watcher is not None:
+                for watcher in watching:
                     await anyio.to_thread.run_sync(watcher.stop)
                 if committer is not None:  # the last writes' commit, before the vault closes
                     await anyio.to_thread.run_sync(committer.stop)
@@ -111,10 +108,19 @@ def _lifespan(
     return lifespan
 
 
-async def _start_watcher(watcher: Watcher) -> None:
+async def _start_watcher(vault: Vault, watching: list[Watcher]) -> None:
     """Start watching off the event loop (a large vault takes a while to reconcile and
-    to watch); a failure leaves the server working on the index as it is."""
+    to watch); a failure leaves the server working on the index as it is. watchdog is
+    imported there too, so the handshake does not wait for it."""
+
+    def start() -> None:
+        from ..watch.watcher import Watcher
+
+        watcher = Watcher(vault)
+        watching.append(watcher)  # stopped when the server ends, even if starting failed half-way
+        watcher.start()
+
     try:
-        await anyio.to_thread.run_sync(watcher.start)
+        await anyio.to_thread.run_sync(start)
     except Exception:  # serve on without live sync, and say why
         log.exception("could not start watching the vault; changes made by hand need `agent-memory reindex`")
