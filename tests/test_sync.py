@@ -241,21 +241,24 @@ def test_git_checkout_of_fifty_changed_files(vault: Vault, watch: Callable[..., 
         (root / "team" / f"{n:02d}.md").parent.mkdir(exist_ok=True)
         (root / "team" / f"{n:02d}.md").write_text(hand_note(f"Teammate {n} works on the mainline branch.", tags="[main]"))
     git(root, "add", "-A")
-    git(root, "commit", "-qm", "main")
+    git(root, "commit", "-qm", "main", "--date=2026-01-01T09:00:00Z")
     git(root, "checkout", "-qb", "feature")
     for n in range(50):
         (root / "team" / f"{n:02d}.md").write_text(hand_note(f"Teammate {n} works on the featurebranch.", tags="[feature]"))
     (root / "team" / "only-on-feature.md").write_text(hand_note("Exists only on the featurebranch."))
     git(root, "add", "-A")
-    git(root, "commit", "-qm", "feature")
+    git(root, "commit", "-qm", "feature", "--date=2026-02-01T09:00:00Z")
     vault.reconcile()
-    watch()
+    watch(sweep_interval=3600)  # the checkout reaches the index through its events alone
     assert len(hits(vault, "featurebranch")) == 51
     git(root, "checkout", "-q", "main")  # 50 files rewritten and one deleted at once
     wait_until(lambda: len(hits(vault, "mainline")) == 50 and not hits(vault, "featurebranch"),
                "the index follows the checkout")
     assert len(hits(vault, "teammate", tags=["main"])) == 50
     assert hits(vault, "teammate", tags=["feature"]) == []
+    # The notes have no dates of their own: theirs come from git, and follow the checkout.
+    wait_until(lambda: {vault.get(f"team/{n:02d}.md")["updated"] for n in range(50)} == {"2026-01-01T09:00:00Z"},
+               "the notes' dates follow the checkout")
     assert git(root, "status", "--porcelain") == ""  # the tool rewrote nothing
     assert_index_matches_files(vault)
 

@@ -335,7 +335,7 @@ class Watcher:
         next_sweep = time.monotonic() + interval
         next_check = time.monotonic() + HEALTH_CHECK
         while True:
-            wake = min(next_sweep, next_check) if self._voucher is not None else next_sweep
+            wake = min(next_sweep, next_check)
             wake = min(self._timers[0][0], wake) if self._timers else wake
             items = self._take(wake - time.monotonic())
             self._schedule(key for key in items if isinstance(key, tuple))
@@ -355,8 +355,10 @@ class Watcher:
             if time.monotonic() >= next_sweep:
                 self._sweep()
                 next_sweep = time.monotonic() + interval
-            if self._voucher is not None and time.monotonic() >= next_check:
-                self._voucher.beat(self.healthy, HEARTBEAT)
+            if time.monotonic() >= next_check:
+                if self._voucher is not None:
+                    self._voucher.beat(self.healthy, HEARTBEAT)
+                self._follow_head()
                 next_check = time.monotonic() + HEALTH_CHECK
 
     def _answer(self, cookies: list[_Cookie]) -> None:
@@ -440,6 +442,17 @@ class Watcher:
                 self._doubted()
         for rel in paths:
             self._fold_path(rel)
+        self._follow_head()
+
+    def _follow_head(self) -> None:
+        """Bring the notes' dates from git up to ``HEAD`` when it moved (a checkout, a
+        pull, a commit made outside the tool): ``.git/`` brings no events, and git moves
+        ``HEAD`` only after it wrote the files. Costs a read of ``.git/HEAD`` when nothing
+        moved."""
+        try:
+            self.vault.git_dates.refresh()
+        except Exception as exc:  # the notes keep their files' dates; the watcher goes on
+            _warn(f"could not bring the notes' dates from git up to date: {exc}")
 
     def _fold_path(self, rel: str) -> None:
         try:
