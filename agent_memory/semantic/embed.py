@@ -18,6 +18,7 @@ import math
 import os
 import struct
 import threading
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -34,6 +35,9 @@ from .model_files import model_dir
 DIMENSIONS = 384
 MAX_TOKENS = 256  # sentence-transformers' max_seq_length for this model: longer text is cut
 BATCH_TOKENS = 256  # tokens (padded) per forward pass: bounds its memory (+18 MB; 2,048 took +166 MB, no faster)
+OVERLAP = 32  # tokens shared by consecutive chunks of a long text
+MAX_CHUNKS = 256  # chunks of one text at most (about 60,000 tokens): a 100 MB file is not embedded whole
+THREADS = max(1, min(4, os.cpu_count() or 1))  # forward passes run at once in one long encode
 _DTYPES = {"F32": np.float32, "F16": np.float16, "I64": np.int64}
 
 
@@ -96,6 +100,13 @@ def _layer_norm(x: np.ndarray, weight: np.ndarray, bias: np.ndarray, eps: float)
     return np.asarray((x - mean) / np.sqrt(var + eps) * weight + bias)
 
 
+def _token_id(tokenizer: Any, token: str) -> int:
+    found = tokenizer.token_to_id(token)
+    if found is None:
+        raise ValueError(f"the model's tokenizer has no {token} token")
+    return int(found)
+
+
 class Encoder:
     """Text -> unit vectors of ``DIMENSIONS`` floats (cosine = dot product).
 
@@ -111,7 +122,8 @@ class Encoder:
         self.eps = float(config.get("layer_norm_eps", 1e-12))
         self.tokenizer = Tokenizer.from_file(str(folder / "tokenizer.json"))
         self.tokenizer.no_padding()
-        self.tokenizer.enable_truncation(MAX_TOKENS)
+        self.tokenizer.no_truncation()  # long texts are cut into chunks (``chunks``), not cut short
+        self.cls, self.sep = (_token_id(self.tokenizer, t) for t in ("[CLS]", "[SEP]"))
         words = "embeddings.word_embeddings.weight"
         dense = [f"encoder.layer.{i}.{n}.weight" for i in range(self.layers) for n in (
             "attention.self.query", "attention.self.key", "attention.self.value", "attention.output.dense",
@@ -148,23 +160,56 @@ class Encoder:
         self.ln0 = (w["embeddings.LayerNorm.weight"], w["embeddings.LayerNorm.bias"])
 
     def encode(self, texts: list[str]) -> np.ndarray:
-        """One unit vector (float32) per text, in order. Texts of similar length are
-        batched together, so little padding is computed."""
-        if not texts:
+        """One unit vector (float32) per text, in order, each of the text's first
+        ``MAX_TOKENS`` tokens (a question, a short memory)."""
+        return self.encode_ids([self.chunks(text)[0] for text in texts])
+
+    def chunks(self, text: str, head: str = "") -> list[list[int]]:
+        """The token ids (with the model's own [CLS] and [SEP]) of every chunk of
+        ``text``, so every word of a long text is embedded: a text within ``MAX_TOKENS``
+        is one chunk, encoded exactly as the model reads it; a longer one is cut into
+        windows overlapping by ``OVERLAP`` tokens, each after the first led by ``head``
+        (a memory's title: what a window of its body is about). At most ``MAX_CHUNKS``."""
+        ids = self.tokenizer.encode(text, add_special_tokens=False).ids
+        room = MAX_TOKENS - 2
+        if len(ids) <= room:
+            return [[self.cls, *ids, self.sep]]
+        lead = self.tokenizer.encode(f"{head}\n", add_special_tokens=False).ids if head else []
+        lead = lead[: room // 4]  # a title longer than a quarter of a window is cut
+        out = [[self.cls, *ids[:room], self.sep]]
+        start, width = room - OVERLAP, room - len(lead)
+        while len(out) < MAX_CHUNKS and start < len(ids) - OVERLAP:
+            out.append([self.cls, *lead, *ids[start:start + width], self.sep])
+            start += width - OVERLAP
+        return out
+
+    def encode_ids(self, pieces: list[list[int]]) -> np.ndarray:
+        """One unit vector per list of token ids (each with [CLS] and [SEP], at most
+        ``MAX_TOKENS``), in order. Sorted by length and batched, so little padding is
+        computed; the batches of a long encode run on ``THREADS`` threads (numpy lets go
+        of the GIL in its products and element-wise loops, so they use as many cores)."""
+        if not pieces:
             return np.zeros((0, DIMENSIONS), dtype=np.float32)
-        # One at a time: encode_batch starts a pool of tokenizer threads (each with its own
-        # C heap) to save well under a millisecond against the model's tens.
-        ids = [self.tokenizer.encode(text).ids for text in texts]
-        order = sorted(range(len(ids)), key=lambda i: len(ids[i]))
-        out = np.zeros((len(texts), DIMENSIONS), dtype=np.float32)
+        order = sorted(range(len(pieces)), key=lambda i: len(pieces[i]))
+        batches: list[list[int]] = []
         start = 0
         while start < len(order):
-            end = start + 1  # the longest text so far is the last: padding is to its length
-            while end < len(order) and (end + 1 - start) * len(ids[order[end]]) <= BATCH_TOKENS:
+            end = start + 1  # the longest piece so far is the last: padding is to its length
+            while end < len(order) and (end + 1 - start) * len(pieces[order[end]]) <= BATCH_TOKENS:
                 end += 1
-            chosen = order[start:end]
-            out[chosen] = self._forward([ids[i] for i in chosen])
+            batches.append(order[start:end])
             start = end
+        out = np.zeros((len(pieces), DIMENSIONS), dtype=np.float32)
+
+        def run(chosen: list[int]) -> None:
+            out[chosen] = self._forward([pieces[i] for i in chosen])
+
+        if THREADS == 1 or len(batches) == 1:
+            for chosen in batches:
+                run(chosen)
+        else:
+            with ThreadPoolExecutor(min(THREADS, len(batches)), thread_name_prefix="agent-memory-encode") as pool:
+                list(pool.map(run, batches[::-1]))  # longest first: the last to finish is a short one
         return out
 
     def _forward(self, batch: list[list[int]]) -> np.ndarray:
