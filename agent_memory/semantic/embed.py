@@ -84,14 +84,20 @@ def widen(half: np.ndarray, scratch: np.ndarray) -> np.ndarray:
     return wide.view(np.float32)
 
 
-def _erf(x: np.ndarray) -> np.ndarray:
-    """erf to within 1.5e-7 (Abramowitz and Stegun 7.1.26): numpy has none, and BERT's
-    GELU is the exact one, not the tanh approximation."""
-    sign = np.sign(x)
-    a = np.abs(x)
-    t = 1.0 / (1.0 + 0.3275911 * a)  # Python floats: they keep x's float32 (a numpy float64 would not)
-    poly = t * (0.254829592 + t * (-0.284496736 + t * (1.421413741 + t * (-1.453152027 + t * 1.061405429))))
-    return np.asarray(sign * (1.0 - poly * np.exp(-a * a)))  # an array (numpy's stubs say Any)
+def _gelu(h: np.ndarray) -> np.ndarray:
+    """GELU by its tanh form, in place: one ``np.tanh`` (vectorised in numpy) where the
+    exact erf form needs a dozen passes over the largest activations (0.5 ms against 7
+    for a 256-token chunk's layer). The two differ by under 1e-3 per activation;
+    the vectors by a cosine above 0.999 (tests compare them with the exact form)."""
+    inner = h * h
+    inner *= 0.044715 * 0.7978845608
+    inner += 0.7978845608
+    inner *= h
+    np.tanh(inner, out=inner)
+    inner += 1.0
+    inner *= 0.5
+    h *= inner
+    return h
 
 
 def _layer_norm(x: np.ndarray, weight: np.ndarray, bias: np.ndarray, eps: float) -> np.ndarray:
@@ -243,19 +249,25 @@ class Encoder:
     def _layers(self, x: np.ndarray, mask: np.ndarray, scratch: np.ndarray) -> np.ndarray:
         n, length = mask.shape
         heads, size = self.heads, x.shape[-1] // self.heads
+        padded = bool((mask == 0).any())
         blocked = (1.0 - mask)[:, None, None, :] * -1e9  # padding gets no attention
         for block in self.blocks:
             qkv = x @ widen(block["qkv"], scratch).T + block["qkv_b"]
-            q, k, v = (qkv[..., j * heads * size:(j + 1) * heads * size].reshape(n, length, heads, size).transpose(0, 2, 1, 3)
-                       for j in range(3))
-            scores = q @ k.transpose(0, 1, 3, 2) * (1.0 / math.sqrt(size)) + blocked
-            scores = np.exp(scores - scores.max(-1, keepdims=True))
+            # Contiguous (3, n, heads, length, size): numpy's stacked products over
+            # transposed views skip BLAS and took 4x as long.
+            q, k, v = np.ascontiguousarray(qkv.reshape(n, length, 3, heads, size).transpose(2, 0, 3, 1, 4))
+            q *= 1.0 / math.sqrt(size)
+            scores = q @ k.transpose(0, 1, 3, 2)  # softmax in place: it is heads x length^2 floats
+            if padded:
+                scores += blocked
+            scores -= scores.max(-1, keepdims=True)
+            np.exp(scores, out=scores)
             scores /= scores.sum(-1, keepdims=True)
             context = (scores @ v).transpose(0, 2, 1, 3).reshape(n, length, heads * size)
             ln1_weight, ln1_bias = block["ln1"]
             x = _layer_norm(x + context @ widen(block["out"], scratch).T + block["out_b"], ln1_weight, ln1_bias, self.eps)
             h = x @ widen(block["up"], scratch).T + block["up_b"]
-            h = 0.5 * h * (1.0 + _erf(h * (1.0 / math.sqrt(2.0))))
+            h = _gelu(h)
             ln2_weight, ln2_bias = block["ln2"]
             x = _layer_norm(x + h @ widen(block["down"], scratch).T + block["down_b"], ln2_weight, ln2_bias, self.eps)
         pooled = (x * mask[..., None]).sum(1) / mask.sum(1, keepdims=True)
