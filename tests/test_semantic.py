@@ -450,6 +450,26 @@ def test_a_sentence_deep_in_a_long_memory_is_found_by_meaning(vault: Vault) -> N
     assert len(rows) > 3 and len(set(rows)) == 2  # several chunks of one file version, one of the other
 
 
+def test_chunks_cover_every_token_within_the_model_and_stop_at_the_cap() -> None:
+    encoder = embed.shared_encoder()
+    words = [f"w{i}" for i in range(3_000)]  # each word its own few tokens, in order
+    text = " ".join(words)
+    body = encoder.tokenizer.encode(text, add_special_tokens=False).ids
+    chunks = encoder.chunks(text, head="Log")
+    assert all(len(c) <= embed.MAX_TOKENS and c[0] == encoder.cls and c[-1] == encoder.sep for c in chunks)
+    lead = encoder.tokenizer.encode("Log\n", add_special_tokens=False).ids
+    assert all(c[1:1 + len(lead)] == lead for c in chunks[1:])  # each later window says whose it is
+    seen = [c[1:-1] for c in chunks[:1]] + [c[1 + len(lead):-1] for c in chunks[1:]]
+    joined: list[int] = list(seen[0])
+    for window in seen[1:]:
+        assert window[:embed.OVERLAP] == joined[-embed.OVERLAP:]  # overlapping: nothing falls between
+        joined += window[embed.OVERLAP:]
+    assert joined == body
+    huge = encoder.chunks(text * 40, head="Log")
+    assert len(huge) == embed.MAX_CHUNKS
+    assert encoder.chunks("short") == [encoder.tokenizer.encode("short").ids]  # as the model reads a short text
+
+
 def test_a_memory_of_many_chunks_is_one_hit_scored_by_its_best() -> None:
     rng = np.random.default_rng(5)
     vectors = rng.standard_normal((6, embed.DIMENSIONS)).astype(np.float32)
