@@ -28,7 +28,7 @@ if not extra_installed():
 
 import numpy as np
 
-from agent_memory.semantic import embed, model_files
+from agent_memory.semantic import embed, model_files, vectors
 from agent_memory.vault.vault import Vault
 from agent_memory.semantic.vectors import (EXACT_MAX, Loaded, VectorIndex, VectorStore, digests, embedded_text, hexes,
                                            quantize, sign_codes)
@@ -608,3 +608,29 @@ def test_words_find_memories_while_their_vectors_are_being_built(vault: Vault) -
         go.set()
         embed.Encoder.encode_ids = real  # type: ignore[method-assign]
     wait_until(lambda: vault.stats()["semantic"].get("current") is True, "the vectors built after all", seconds=300)
+
+
+def test_a_search_leaves_a_long_note_without_vectors_to_the_background(vault: Vault,
+                                                                       monkeypatch: pytest.MonkeyPatch) -> None:
+    """A one-shot search embeds a few short memories itself, not a long note of many
+    chunks: it answers by words and the note is embedded by reindex (or a server). The
+    budget is made small here so that a note of three chunks exceeds it."""
+    monkeypatch.setattr(vectors, "INLINE_CHARS", 1_000)
+    vault.remember("Garden log\n\n" + FILLER * 25)
+    coffee = vault.remember(COFFEE)["memory"]["id"]
+    sizes: list[int] = []
+    real = embed.Encoder.encode_ids
+
+    def counted(self: embed.Encoder, pieces: list[list[int]]) -> np.ndarray:
+        sizes.append(len(pieces))
+        return real(self, pieces)
+
+    embed.Encoder.encode_ids = counted  # type: ignore[method-assign]
+    try:
+        assert ids_of(vault.search("coffee sugar"))[:1] == [coffee]
+        assert max(sizes, default=0) <= 1  # the question at most
+        assert vault.stats()["semantic"]["vectors"] == 0
+        assert vault.reindex()["embedded"] == 2 and max(sizes) > 2
+    finally:
+        embed.Encoder.encode_ids = real  # type: ignore[method-assign]
+    assert vault.stats()["semantic"]["current"] is True

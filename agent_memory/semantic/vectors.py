@@ -52,6 +52,7 @@ EXACT_MAX = 20_000  # up to this many chunks every one is scored exactly
 PREFILTER = 2_000  # nearest by sign code, rescored exactly, in a larger vault
 EMBED_BATCH = 32  # memories per encode and per write: closing waits for one batch at most
 RELOAD_WHILE_EMBEDDING = 30.0  # seconds the loaded vectors serve while a background pass commits more
+INLINE_CHARS = 64_000  # characters of title and body at most that a search embeds itself (``catch_up(most)``)
 EMBED_CHARS = 400_000  # of title and body: more than ``embed.MAX_CHUNKS`` chunks of tokens hold
 READ_ROWS = 1024  # rows per fetch: bounds what a load holds (~1 MB of rows and scratch)
 SCORE_ROWS = 512  # rows per scoring block: a search's scratch (< 1 MB), not 150 MB of floats
@@ -530,7 +531,7 @@ class Embedder:
             missing, unused = self._gap()
             if not len(missing) and not len(unused):
                 return 0
-            if most is not None and len(missing) > most:
+            if most is not None and (len(missing) > most or self._text_size(missing) > INLINE_CHARS):
                 return 0
             self.store.drop(set(hexes(unused)))
             todo = hexes(missing)
@@ -552,6 +553,15 @@ class Embedder:
             return done
         finally:
             self._work.release()
+
+    def _text_size(self, versions: np.ndarray) -> int:
+        """Characters of title and body of these file versions: a search embeds a few
+        short memories itself, not a long note of hundreds of chunks."""
+        row = self.source.query(
+            "SELECT sum(length(title) + length(body)) AS size FROM (SELECT min(title) AS title, min(body) AS body "
+            "FROM memories WHERE sha256 IN (SELECT value FROM json_each(?)) GROUP BY sha256)",
+            (json.dumps(hexes(versions)),))
+        return int(row[0]["size"] or 0) if row else 0
 
     def _embed(self, rows: list[Any]) -> None:
         """Every chunk of these memories embedded in one encode (its batches spread
