@@ -18,6 +18,7 @@ import math
 import os
 import struct
 import threading
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -34,6 +35,9 @@ from .model_files import model_dir
 DIMENSIONS = 384
 MAX_TOKENS = 256  # sentence-transformers' max_seq_length for this model: longer text is cut
 BATCH_TOKENS = 256  # tokens (padded) per forward pass: bounds its memory (+18 MB; 2,048 took +166 MB, no faster)
+OVERLAP = 32  # tokens shared by consecutive chunks of a long text
+MAX_CHUNKS = 256  # chunks of one text at most (about 60,000 tokens): a 100 MB file is not embedded whole
+THREADS = max(1, min(4, os.cpu_count() or 1))  # forward passes run at once in one long encode
 _DTYPES = {"F32": np.float32, "F16": np.float16, "I64": np.int64}
 
 
@@ -80,20 +84,33 @@ def widen(half: np.ndarray, scratch: np.ndarray) -> np.ndarray:
     return wide.view(np.float32)
 
 
-def _erf(x: np.ndarray) -> np.ndarray:
-    """erf to within 1.5e-7 (Abramowitz and Stegun 7.1.26): numpy has none, and BERT's
-    GELU is the exact one, not the tanh approximation."""
-    sign = np.sign(x)
-    a = np.abs(x)
-    t = 1.0 / (1.0 + 0.3275911 * a)  # Python floats: they keep x's float32 (a numpy float64 would not)
-    poly = t * (0.254829592 + t * (-0.284496736 + t * (1.421413741 + t * (-1.453152027 + t * 1.061405429))))
-    return np.asarray(sign * (1.0 - poly * np.exp(-a * a)))  # an array (numpy's stubs say Any)
+def _gelu(h: np.ndarray) -> np.ndarray:
+    """GELU by its tanh form, in place: one ``np.tanh`` (vectorised in numpy) where the
+    exact erf form needs a dozen passes over the largest activations (0.5 ms against 7
+    for a 256-token chunk's layer). The two differ by under 1e-3 per activation;
+    the vectors by a cosine above 0.999 (tests compare them with the exact form)."""
+    inner = h * h
+    inner *= 0.044715 * 0.7978845608
+    inner += 0.7978845608
+    inner *= h
+    np.tanh(inner, out=inner)
+    inner += 1.0
+    inner *= 0.5
+    h *= inner
+    return h
 
 
 def _layer_norm(x: np.ndarray, weight: np.ndarray, bias: np.ndarray, eps: float) -> np.ndarray:
     mean = x.mean(-1, keepdims=True)
     var = ((x - mean) ** 2).mean(-1, keepdims=True)
     return np.asarray((x - mean) / np.sqrt(var + eps) * weight + bias)
+
+
+def _token_id(tokenizer: Any, token: str) -> int:
+    found = tokenizer.token_to_id(token)
+    if found is None:
+        raise ValueError(f"the model's tokenizer has no {token} token")
+    return int(found)
 
 
 class Encoder:
@@ -111,7 +128,8 @@ class Encoder:
         self.eps = float(config.get("layer_norm_eps", 1e-12))
         self.tokenizer = Tokenizer.from_file(str(folder / "tokenizer.json"))
         self.tokenizer.no_padding()
-        self.tokenizer.enable_truncation(MAX_TOKENS)
+        self.tokenizer.no_truncation()  # long texts are cut into chunks (``chunks``), not cut short
+        self.cls, self.sep = (_token_id(self.tokenizer, t) for t in ("[CLS]", "[SEP]"))
         words = "embeddings.word_embeddings.weight"
         dense = [f"encoder.layer.{i}.{n}.weight" for i in range(self.layers) for n in (
             "attention.self.query", "attention.self.key", "attention.self.value", "attention.output.dense",
@@ -148,23 +166,56 @@ class Encoder:
         self.ln0 = (w["embeddings.LayerNorm.weight"], w["embeddings.LayerNorm.bias"])
 
     def encode(self, texts: list[str]) -> np.ndarray:
-        """One unit vector (float32) per text, in order. Texts of similar length are
-        batched together, so little padding is computed."""
-        if not texts:
+        """One unit vector (float32) per text, in order, each of the text's first
+        ``MAX_TOKENS`` tokens (a question, a short memory)."""
+        return self.encode_ids([self.chunks(text)[0] for text in texts])
+
+    def chunks(self, text: str, head: str = "") -> list[list[int]]:
+        """The token ids (with the model's own [CLS] and [SEP]) of every chunk of
+        ``text``, so every word of a long text is embedded: a text within ``MAX_TOKENS``
+        is one chunk, encoded exactly as the model reads it; a longer one is cut into
+        windows overlapping by ``OVERLAP`` tokens, each after the first led by ``head``
+        (a memory's title: what a window of its body is about). At most ``MAX_CHUNKS``."""
+        ids = self.tokenizer.encode(text, add_special_tokens=False).ids
+        room = MAX_TOKENS - 2
+        if len(ids) <= room:
+            return [[self.cls, *ids, self.sep]]
+        lead = self.tokenizer.encode(f"{head}\n", add_special_tokens=False).ids if head else []
+        lead = lead[: room // 4]  # a title longer than a quarter of a window is cut
+        out = [[self.cls, *ids[:room], self.sep]]
+        start, width = room - OVERLAP, room - len(lead)
+        while len(out) < MAX_CHUNKS and start < len(ids) - OVERLAP:
+            out.append([self.cls, *lead, *ids[start:start + width], self.sep])
+            start += width - OVERLAP
+        return out
+
+    def encode_ids(self, pieces: list[list[int]]) -> np.ndarray:
+        """One unit vector per list of token ids (each with [CLS] and [SEP], at most
+        ``MAX_TOKENS``), in order. Sorted by length and batched, so little padding is
+        computed; the batches of a long encode run on ``THREADS`` threads (numpy lets go
+        of the GIL in its products and element-wise loops, so they use as many cores)."""
+        if not pieces:
             return np.zeros((0, DIMENSIONS), dtype=np.float32)
-        # One at a time: encode_batch starts a pool of tokenizer threads (each with its own
-        # C heap) to save well under a millisecond against the model's tens.
-        ids = [self.tokenizer.encode(text).ids for text in texts]
-        order = sorted(range(len(ids)), key=lambda i: len(ids[i]))
-        out = np.zeros((len(texts), DIMENSIONS), dtype=np.float32)
+        order = sorted(range(len(pieces)), key=lambda i: len(pieces[i]))
+        batches: list[list[int]] = []
         start = 0
         while start < len(order):
-            end = start + 1  # the longest text so far is the last: padding is to its length
-            while end < len(order) and (end + 1 - start) * len(ids[order[end]]) <= BATCH_TOKENS:
+            end = start + 1  # the longest piece so far is the last: padding is to its length
+            while end < len(order) and (end + 1 - start) * len(pieces[order[end]]) <= BATCH_TOKENS:
                 end += 1
-            chosen = order[start:end]
-            out[chosen] = self._forward([ids[i] for i in chosen])
+            batches.append(order[start:end])
             start = end
+        out = np.zeros((len(pieces), DIMENSIONS), dtype=np.float32)
+
+        def run(chosen: list[int]) -> None:
+            out[chosen] = self._forward([pieces[i] for i in chosen])
+
+        if THREADS == 1 or len(batches) == 1:
+            for chosen in batches:
+                run(chosen)
+        else:
+            with ThreadPoolExecutor(min(THREADS, len(batches)), thread_name_prefix="agent-memory-encode") as pool:
+                list(pool.map(run, batches[::-1]))  # longest first: the last to finish is a short one
         return out
 
     def _forward(self, batch: list[list[int]]) -> np.ndarray:
@@ -198,19 +249,25 @@ class Encoder:
     def _layers(self, x: np.ndarray, mask: np.ndarray, scratch: np.ndarray) -> np.ndarray:
         n, length = mask.shape
         heads, size = self.heads, x.shape[-1] // self.heads
+        padded = bool((mask == 0).any())
         blocked = (1.0 - mask)[:, None, None, :] * -1e9  # padding gets no attention
         for block in self.blocks:
             qkv = x @ widen(block["qkv"], scratch).T + block["qkv_b"]
-            q, k, v = (qkv[..., j * heads * size:(j + 1) * heads * size].reshape(n, length, heads, size).transpose(0, 2, 1, 3)
-                       for j in range(3))
-            scores = q @ k.transpose(0, 1, 3, 2) * (1.0 / math.sqrt(size)) + blocked
-            scores = np.exp(scores - scores.max(-1, keepdims=True))
+            # Contiguous (3, n, heads, length, size): numpy's stacked products over
+            # transposed views skip BLAS and took 4x as long.
+            q, k, v = np.ascontiguousarray(qkv.reshape(n, length, 3, heads, size).transpose(2, 0, 3, 1, 4))
+            q *= 1.0 / math.sqrt(size)
+            scores = q @ k.transpose(0, 1, 3, 2)  # softmax in place: it is heads x length^2 floats
+            if padded:
+                scores += blocked
+            scores -= scores.max(-1, keepdims=True)
+            np.exp(scores, out=scores)
             scores /= scores.sum(-1, keepdims=True)
             context = (scores @ v).transpose(0, 2, 1, 3).reshape(n, length, heads * size)
             ln1_weight, ln1_bias = block["ln1"]
             x = _layer_norm(x + context @ widen(block["out"], scratch).T + block["out_b"], ln1_weight, ln1_bias, self.eps)
             h = x @ widen(block["up"], scratch).T + block["up_b"]
-            h = 0.5 * h * (1.0 + _erf(h * (1.0 / math.sqrt(2.0))))
+            h = _gelu(h)
             ln2_weight, ln2_bias = block["ln2"]
             x = _layer_norm(x + h @ widen(block["down"], scratch).T + block["down_b"], ln2_weight, ln2_bias, self.eps)
         pooled = (x * mask[..., None]).sum(1) / mask.sum(1, keepdims=True)

@@ -2,24 +2,30 @@
 
 Only imported when semantic recall is on and its extra is installed (it needs numpy).
 
-Storage: ``<index folder>/vectors.sqlite3``, one row per distinct file version
-(``memories.sha256``): the vector as 384 signed bytes (each component times 127 over the
-vector's largest) and that scale. A file's bytes decide its vector, so a move, a
-``touch`` or a ``reindex`` re-embeds nothing; a vector no memory has any more is dropped
-by the next catch-up. 392 bytes a memory on disk.
+Storage: ``<index folder>/vectors.sqlite3``, one row per chunk of each distinct file
+version (``memories.sha256``, chunk number): the vector as 384 signed bytes (each
+component times 127 over the vector's largest) and that scale. A memory within the
+model's 256 tokens is one chunk; a longer one is cut into overlapping windows
+(``embed.Encoder.chunks``) so every word of it is embedded, and it scores as its best
+chunk. A file's bytes decide its vectors, so a move, a ``touch`` or a ``reindex``
+re-embeds nothing; vectors no memory has any more are dropped by the next catch-up.
+About 400 bytes a chunk on disk.
 
 In memory (``Loaded``, ``VectorIndex``): per vector its signed bytes (384 B), a 384-bit
 sign code (48 B), its scale and its file version as 32 raw bytes; per memory its row
 number and the row of its vector (16 B): 49 MB at 100k memories, in numpy arrays (no
 Python object per memory, which would take as much again). A search ranks every memory
-by the Hamming distance of the sign codes (0.4 ms at 100k), rescores the nearest
+chunk by the Hamming distance of the sign codes (0.4 ms at 100k), rescores the nearest
 ``PREFILTER`` exactly from the bytes, a block of rows at a time, and widens to every
 memory within the filters when too few of those pass them. Vectors committed since the
 last load are read alone and appended in place (``Loaded.refresh``): a background pass
 or a ``remember`` never re-reads the 100k others.
 
 Embedding (``Embedder``) runs on a background thread: writes only wake it, so
-``remember`` and edits never wait for the model. A search embeds a few memories still
+``remember`` and edits never wait for the model, and a search ranks by words alone
+what has no vector yet. Each batch of memories is committed with all its chunks, so a
+pass that is interrupted (the process killed) resumes where it stopped: the next one
+embeds only the memories without vectors. A search embeds a few memories still
 waiting itself (``status.INLINE_CATCH_UP``: a one-shot ``search`` after a ``remember``
 in another process), and ranks the rest once they are done.
 """
@@ -41,12 +47,13 @@ from ..progress import Progress, Step
 from .embed import DIMENSIONS, Encoder, shared_encoder
 from .model_files import MODEL_NAME, VECTORS_FILE
 
-VECTORS_VERSION = 1
-EXACT_MAX = 20_000  # up to this many memories every one is scored exactly
+VECTORS_VERSION = 2  # 2: a row per chunk (1 held each memory's first 256 tokens only)
+EXACT_MAX = 20_000  # up to this many chunks every one is scored exactly
 PREFILTER = 2_000  # nearest by sign code, rescored exactly, in a larger vault
 EMBED_BATCH = 32  # memories per encode and per write: closing waits for one batch at most
 RELOAD_WHILE_EMBEDDING = 30.0  # seconds the loaded vectors serve while a background pass commits more
-EMBED_CHARS = 2_000  # of title and body: the model reads at most 256 tokens anyway
+INLINE_CHARS = 64_000  # characters of title and body at most that a search embeds itself (``catch_up(most)``)
+EMBED_CHARS = 400_000  # of title and body: more than ``embed.MAX_CHUNKS`` chunks of tokens hold
 READ_ROWS = 1024  # rows per fetch: bounds what a load holds (~1 MB of rows and scratch)
 SCORE_ROWS = 512  # rows per scoring block: a search's scratch (< 1 MB), not 150 MB of floats
 HAMMING_ROWS = 16_384  # sign codes per block of distances (128 KB of scratch)
@@ -124,8 +131,8 @@ class VectorStore:
                 conn.execute("INSERT OR REPLACE INTO about VALUES ('model', ?)", (made,))
                 conn.execute("COMMIT")
             conn.execute(
-                "CREATE TABLE IF NOT EXISTS vectors (sha256 TEXT PRIMARY KEY, scale REAL NOT NULL, code BLOB NOT NULL) "
-                "WITHOUT ROWID"
+                "CREATE TABLE IF NOT EXISTS vectors (sha256 TEXT NOT NULL, chunk INTEGER NOT NULL, scale REAL NOT NULL, "
+                "code BLOB NOT NULL, PRIMARY KEY (sha256, chunk)) WITHOUT ROWID"
             )
         except BaseException:
             conn.close()
@@ -145,10 +152,11 @@ class VectorStore:
             return int(self.conn.execute("SELECT count(*) FROM vectors").fetchone()[0])
 
     def keys(self) -> np.ndarray:
-        """Every vector's file version (``DIGEST``), in order, read a block at a time."""
+        """Every vector's file version (``DIGEST``), in order (a version once per chunk),
+        read a block at a time."""
         with self._lock:
             blocks = [digests([r[0] for r in rows])
-                      for rows in _blocks(self.conn.execute("SELECT sha256 FROM vectors ORDER BY sha256"))]
+                      for rows in _blocks(self.conn.execute("SELECT sha256 FROM vectors ORDER BY sha256, chunk"))]
         return np.concatenate(blocks) if blocks else np.zeros(0, dtype=DIGEST)
 
     def read(self, keys: np.ndarray | None, each: Callable[[np.ndarray, np.ndarray, np.ndarray], None]) -> None:
@@ -160,7 +168,7 @@ class VectorStore:
             if keys is None:
                 queries = [("SELECT sha256, code, scale FROM vectors", ())]
             else:
-                wanted = hexes(keys)
+                wanted = hexes(np.unique(keys))  # each version once: its chunks come with it
                 queries = [("SELECT sha256, code, scale FROM vectors WHERE sha256 IN (SELECT value FROM json_each(?))",
                             (json.dumps(wanted[at:at + READ_ROWS]),)) for at in range(0, len(wanted), READ_ROWS)]
             for sql, params in queries:
@@ -170,11 +178,18 @@ class VectorStore:
                          np.array([r[2] for r in rows], dtype=np.float32))
 
     def put(self, keys: list[str], vectors: np.ndarray) -> None:
+        """Store the vectors of some file versions, ``keys[i]`` owning ``vectors[i]``
+        (a version's chunks in order, one after the other), in one transaction: a
+        version has all its chunks or none, whatever stops the process."""
         codes, scales = quantize(vectors)
+        chunk, rows = 0, []
+        for i, (k, s, c) in enumerate(zip(keys, scales, codes)):
+            chunk = chunk + 1 if i and keys[i - 1] == k else 0
+            rows.append((k, chunk, float(s), c.tobytes()))
         with self._lock:
             self.conn.execute("BEGIN IMMEDIATE")
-            self.conn.executemany("INSERT OR REPLACE INTO vectors VALUES (?, ?, ?)",
-                                  [(k, float(s), c.tobytes()) for k, s, c in zip(keys, scales, codes)])
+            self.conn.executemany("DELETE FROM vectors WHERE sha256 = ?", [(k,) for k in dict.fromkeys(keys)])
+            self.conn.executemany("INSERT INTO vectors VALUES (?, ?, ?, ?)", rows)
             self.conn.execute("COMMIT")
             self._own_writes += 1
 
@@ -197,8 +212,9 @@ class VectorStore:
 
 
 class Loaded:
-    """The vectors file in memory: row ``i`` holds the vector of file version ``keys[i]``
-    (its codes, scale and sign code), for rows below ``count``; ``alive[i]`` says the
+    """The vectors file in memory: row ``i`` holds a vector of file version ``keys[i]``
+    (its codes, scale and sign code; a version has a row per chunk), for rows below
+    ``count``; ``alive[i]`` says the
     file still has it. Rows past ``count`` are room for vectors committed later:
     ``refresh`` reads only those and appends them, so a ``VectorIndex`` made earlier
     keeps reading the rows it knows, which are never rewritten."""
@@ -245,12 +261,17 @@ class Loaded:
         self.order = np.argsort(self.keys[: self.count], kind="stable")
         self.view = (self.keys[: self.count], self.order, alive)  # one attribute: read whole by other threads
 
-    def rows_of(self, keys: np.ndarray) -> np.ndarray:
-        """The row of each of ``keys``, -1 where there is no live one."""
-        rows = self.rows_loaded(keys)
-        live = rows >= 0
-        live[live] = self.alive[rows[live]]
-        return np.where(live, rows, -1)
+    def rows_of(self, keys: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """Every live row of ``keys`` (a version's chunks), as (which of ``keys`` owns
+        it, the row): worked out with two binary searches, no Python loop."""
+        ordered = self.keys[: self.count][self.order]
+        low = np.searchsorted(ordered, keys, side="left")
+        counts = np.searchsorted(ordered, keys, side="right") - low
+        owner = np.repeat(np.arange(len(keys)), counts)
+        first = np.repeat(low - (np.cumsum(counts) - counts), counts)
+        rows = self.order[first + np.arange(len(owner))]
+        live = self.alive[rows]
+        return owner[live], rows[live]
 
     def rows_loaded(self, keys: np.ndarray) -> np.ndarray:
         """The row of each of ``keys``, live or dead, -1 where there is none."""
@@ -262,7 +283,7 @@ class Loaded:
         is due instead (these are then to be dropped): the room is used up, or a quarter
         of the rows are dead (each edit leaves one)."""
         alive = find(current, self.keys[: self.count]) >= 0
-        added = current[self.rows_loaded(current) < 0]
+        added = current[self.rows_loaded(current) < 0]  # a version once per chunk: each chunk's row
         dead = self.count - int(alive.sum())
         if self.count + len(added) > len(self.keys) or dead > len(current) // 4 + 256:
             return False
@@ -295,7 +316,8 @@ class _NoRoom(Exception):
 
 class VectorIndex:
     """The vectors of the indexed memories: ``rids[i]``'s vector is row ``rows[i]`` of
-    ``Loaded``'s arrays (shared, not copied, between rebuilds). ``signs`` holds one
+    ``Loaded``'s arrays (shared, not copied, between rebuilds); a memory of several
+    chunks is in ``rids`` once per chunk, and scores as its best. ``signs`` holds one
     64-bit word of every row's sign code per line (6 x rows): a search's Hamming
     distances are then six passes over contiguous words."""
 
@@ -312,8 +334,8 @@ class VectorIndex:
 
     def nearest(self, query: np.ndarray, allowed: Callable[[list[int] | None], set[int]], want: int
                 ) -> list[tuple[int, float]]:
-        """Memories by cosine to ``query`` (unit float32), best first, at least ``want``
-        of them that ``allowed`` keeps (it gets candidate rids, or None for "every memory
+        """Memories by cosine to ``query`` (unit float32) of their nearest chunk, best
+        first, each once, at least ``want`` of them that ``allowed`` keeps (it gets candidate rids, or None for "every memory
         within the filters", and returns those it keeps). The best few hundred
         candidates are offered to ``allowed`` first, then, if enough pass at that rate,
         the rest; if not, every memory within the filters is scored."""
@@ -324,11 +346,15 @@ class VectorIndex:
         else:
             chosen, sims = self._best(np.argpartition(self._hamming(query), PREFILTER)[:PREFILTER], query, PREFILTER)
         found: list[tuple[int, float]] = []
+        seen: set[int] = set()
         at, step = 0, max(2 * want, 256)
         while at < len(chosen) and len(found) < want:
             rids = self.rids[chosen[at:at + step]].tolist()
-            keep = allowed(rids)
-            found.extend((rid, sim) for rid, sim in zip(rids, sims[at:at + step].tolist()) if rid in keep)
+            keep = allowed(list(dict.fromkeys(rids)))
+            for rid, sim in zip(rids, sims[at:at + step].tolist()):
+                if rid in keep and rid not in seen:  # a later chunk of a memory found is no better
+                    seen.add(rid)
+                    found.append((rid, sim))
             at += len(rids)
             if len(found) * len(chosen) < want * at and len(chosen) < len(self):
                 break  # at this rate the rest would not be enough either: every memory within the filters
@@ -336,9 +362,14 @@ class VectorIndex:
         if len(found) >= want or len(chosen) == len(self):
             return found
         within = allowed(None)
-        chosen, sims = self._best(np.nonzero(np.isin(self.rids, np.fromiter(within, dtype=np.int64, count=len(within))))[0],
-                                  query, want)
-        return list(zip(self.rids[chosen].tolist(), sims.tolist()))
+        rows = np.nonzero(np.isin(self.rids, np.fromiter(within, dtype=np.int64, count=len(within))))[0]
+        chosen, sims = self._best(rows, query, len(rows))
+        best: dict[int, float] = {}
+        for rid, sim in zip(self.rids[chosen].tolist(), sims.tolist()):
+            best.setdefault(rid, sim)  # best first: a memory's first is its nearest chunk
+            if len(best) == want:
+                break
+        return list(best.items())
 
     def _hamming(self, query: np.ndarray) -> np.ndarray:
         """Each memory's Hamming distance between its sign code and the query's: worked
@@ -476,8 +507,9 @@ class Embedder:
         spot = find(have, wanted, order)
         if live is not None and len(have):  # a dead row is no vector of the file's
             spot[(spot >= 0) & ~live[np.maximum(spot, 0)]] = -1
-        unused = np.ones(len(have), dtype=bool) if live is None else live.copy()
-        unused[spot[spot >= 0]] = False
+        unused = ~np.isin(have, wanted)  # every chunk's row of a version no memory has
+        if live is not None:
+            unused &= live
         missing = np.unique(wanted[spot < 0])
         self._checked = (versions, missing, have[unused])
         return missing, have[unused]
@@ -499,7 +531,7 @@ class Embedder:
             missing, unused = self._gap()
             if not len(missing) and not len(unused):
                 return 0
-            if most is not None and len(missing) > most:
+            if most is not None and (len(missing) > most or self._text_size(missing) > INLINE_CHARS):
                 return 0
             self.store.drop(set(hexes(unused)))
             todo = hexes(missing)
@@ -513,8 +545,7 @@ class Embedder:
                     (json.dumps(todo[start:start + EMBED_BATCH]),),
                 )
                 if rows:
-                    vectors = self._encoder().encode([embedded_text(r["title"], r["body"]) for r in rows])
-                    self.store.put([r["sha256"] for r in rows], vectors)
+                    self._embed(rows)
                 done += len(rows)
                 if progress is not None:
                     progress(Step("embedding memories", done, len(todo)))
@@ -522,6 +553,27 @@ class Embedder:
             return done
         finally:
             self._work.release()
+
+    def _text_size(self, versions: np.ndarray) -> int:
+        """Characters of title and body of these file versions: a search embeds a few
+        short memories itself, not a long note of hundreds of chunks."""
+        row = self.source.query(
+            "SELECT sum(length(title) + length(body)) AS size FROM (SELECT min(title) AS title, min(body) AS body "
+            "FROM memories WHERE sha256 IN (SELECT value FROM json_each(?)) GROUP BY sha256)",
+            (json.dumps(hexes(versions)),))
+        return int(row[0]["size"] or 0) if row else 0
+
+    def _embed(self, rows: list[Any]) -> None:
+        """Every chunk of these memories embedded in one encode (its batches spread
+        over the encoder's threads) and stored in one transaction."""
+        encoder = self._encoder()
+        keys: list[str] = []
+        pieces: list[list[int]] = []
+        for r in rows:
+            chunks = encoder.chunks(embedded_text(r["title"], r["body"]), head=r["title"])
+            pieces += chunks
+            keys += [r["sha256"]] * len(chunks)
+        self.store.put(keys, encoder.encode_ids(pieces))
 
     # ------------------------------------------------------------------ reading
     def _index_version(self) -> tuple[int, int]:
@@ -563,9 +615,8 @@ class Embedder:
                 return cached[1]
             loaded = self._loaded
             rids, keys = self._indexed()
-            rows = loaded.rows_of(keys)
-            has = rows >= 0
-            built = VectorIndex(rids[has], rows[has], loaded.codes, loaded.scales, loaded.signs)
+            owner, rows = loaded.rows_of(keys)
+            built = VectorIndex(rids[owner], rows, loaded.codes, loaded.scales, loaded.signs)
             self._cached = (indexed_at, built)
             self._memories = None  # 4 MB at 100k, read again when the index next changes
             return built
