@@ -19,14 +19,14 @@ from .output import emit, id_and_path, plural, print_summary, printable
 from .words import cli_words, handle_errors
 
 
-class _ImportanceOrEmpty(click.ParamType):
+class _ImportanceOrEmpty(click.ParamType):  # type: ignore[type-arg]  # generic in click's stubs only
     """A number, or '' (edit --importance '' removes the key, as --type '' does)."""
 
     name = "NUMBER|''"
 
     def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> float | str:
-        if value == "" or isinstance(value, float):
-            return value
+        if isinstance(value, float) or value == "":
+            return value if isinstance(value, float) else ""
         try:
             return float(value)
         except (TypeError, ValueError):

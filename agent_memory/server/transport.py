@@ -424,7 +424,7 @@ def _log_to_stderr() -> None:
     ours.propagate = False  # each record once: not again through the root logger's handler
 
 
-class _StderrHandler(logging.StreamHandler):
+class _StderrHandler(logging.StreamHandler):  # type: ignore[type-arg]  # generic in typeshed only
     """The serving process's handler for the library's records (found again, not added twice)."""
 
 
