@@ -401,6 +401,17 @@ def git_isolated(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
 
 
 @pytest.fixture
+def team_git(git_isolated: None, monkeypatch: pytest.MonkeyPatch) -> None:
+    """git as a team's tests run it (``gitteam.py``): isolated, no global config, every
+    commit by one author."""
+    from gitteam import AUTHOR
+
+    monkeypatch.setenv("GIT_CONFIG_GLOBAL", "/dev/null")
+    for name, value in AUTHOR.items():
+        monkeypatch.setenv(name, value)
+
+
+@pytest.fixture
 def watch(vault: Vault) -> Iterator[Callable[..., Any]]:
     """Start watchers (each back once its start-up sweep is done, so every later change
     reaches the index through its event); every one is stopped and joined, and no

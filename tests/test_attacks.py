@@ -22,14 +22,10 @@ from agent_memory.trust.state import vault_key
 from agent_memory.vault.vault import Vault
 
 from conftest import deadline, run_cli, wait_listening
-from gitteam import AUTHOR, Team, git, make_team, token
+from gitteam import Team, git, make_team, token
 
 
-@pytest.fixture(autouse=True)
-def isolated_git(git_isolated: None, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setenv("GIT_CONFIG_GLOBAL", "/dev/null")
-    for name, value in AUTHOR.items():
-        monkeypatch.setenv(name, value)
+pytestmark = pytest.mark.usefixtures("team_git")
 
 
 @pytest.fixture

@@ -15,17 +15,13 @@ import pytest
 from agent_memory.vault.vault import Vault
 
 from conftest import run_cli
-from gitteam import AUTHOR, Team, git, make_team
+from gitteam import Team, git, make_team
 
 HOOKS = ("pre-commit", "prepare-commit-msg", "commit-msg", "post-commit", "post-merge", "post-checkout",
          "post-rewrite", "pre-rebase", "reference-transaction", "pre-push", "pre-auto-gc", "pre-merge-commit")
 
 
-@pytest.fixture(autouse=True)
-def isolated_git(git_isolated: None, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setenv("GIT_CONFIG_GLOBAL", "/dev/null")
-    for name, value in AUTHOR.items():
-        monkeypatch.setenv(name, value)
+pytestmark = pytest.mark.usefixtures("team_git")
 
 
 @pytest.fixture

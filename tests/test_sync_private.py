@@ -12,14 +12,10 @@ import pytest
 from agent_memory.vault.vault import Vault
 
 from conftest import run_cli
-from gitteam import AUTHOR, Team, git, make_team
+from gitteam import Team, git, make_team
 
 
-@pytest.fixture(autouse=True)
-def isolated_git(git_isolated: None, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setenv("GIT_CONFIG_GLOBAL", "/dev/null")
-    for name, value in AUTHOR.items():
-        monkeypatch.setenv(name, value)
+pytestmark = pytest.mark.usefixtures("team_git")
 
 
 @pytest.fixture
