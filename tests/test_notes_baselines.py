@@ -110,33 +110,6 @@ def test_a_long_note_is_cut_into_overlapping_chunks_that_cover_every_word() -> N
     assert baselines.chunk_texts(short, words, max_tokens=100) == ["Only a title"]
 
 
-@pytest.fixture(scope="session")
-def model_folder(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """The model's weights, found once per session as tests/test_semantic.py finds them
-    (AGENT_MEMORY_MODEL, else the installed package extracted into a session folder)."""
-    from agent_memory.semantic.status import extra_installed
-
-    if not extra_installed():
-        if REQUIRED:
-            raise RuntimeError("AGENT_MEMORY_TEST_SEMANTIC=required, but the semantic extra is not installed")
-        pytest.skip('the semantic extra is not installed (pip install "agent-memory[semantic]")')
-    from agent_memory.semantic import model_files
-
-    old = os.environ.get("XDG_CACHE_HOME")
-    os.environ["XDG_CACHE_HOME"] = str(tmp_path_factory.mktemp("model-cache"))
-    try:
-        return model_files.model_dir()
-    except model_files.ModelMissing as exc:
-        if REQUIRED:
-            raise
-        pytest.skip(f"the all-MiniLM-L6-v2 weights are not installed: {exc}")
-    finally:
-        if old is None:
-            del os.environ["XDG_CACHE_HOME"]
-        else:
-            os.environ["XDG_CACHE_HOME"] = old
-
-
 def test_dense_finds_a_sentence_deep_in_a_long_note(corpus: Path, model_folder: Path, tmp_path: Path,
                                                      monkeypatch: pytest.MonkeyPatch) -> None:
     """The sentence sits past the first 256 tokens: only a note embedded whole finds it."""

@@ -28,31 +28,11 @@ if not extra_installed():
 
 import numpy as np
 
-from agent_memory.semantic import embed, model_files, vectors
+from agent_memory.semantic import embed, vectors
 from agent_memory.vault.vault import Vault
 from agent_memory.semantic.vectors import (EXACT_MAX, Loaded, VectorIndex, VectorStore, digests, embedded_text, hexes,
                                            quantize, sign_codes)
 from conftest import deadline, wait_until
-
-
-@pytest.fixture(scope="session")
-def model_folder(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """The model's weights, found once per session: AGENT_MEMORY_MODEL, else the
-    installed model package extracted into a session folder (never the real home)."""
-    cache = tmp_path_factory.mktemp("model-cache")
-    old = os.environ.get("XDG_CACHE_HOME")
-    os.environ["XDG_CACHE_HOME"] = str(cache)
-    try:
-        return model_files.model_dir()
-    except model_files.ModelMissing as exc:
-        if REQUIRED:
-            raise
-        pytest.skip(f"the all-MiniLM-L6-v2 weights are not installed: {exc}")
-    finally:
-        if old is None:
-            del os.environ["XDG_CACHE_HOME"]
-        else:
-            os.environ["XDG_CACHE_HOME"] = old
 
 
 @pytest.fixture(autouse=True)
