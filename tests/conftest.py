@@ -522,3 +522,17 @@ def model_folder(tmp_path_factory: pytest.TempPathFactory) -> Path:
             del os.environ["XDG_CACHE_HOME"]
         else:
             os.environ["XDG_CACHE_HOME"] = old
+
+
+def read_all(master: int) -> bytes:
+    """Everything a pseudo-terminal's other end wrote, once it closed (Linux ends the
+    read with EIO when the last writer is gone)."""
+    shown = b""
+    while True:
+        try:
+            chunk = os.read(master, 65536)
+        except OSError:
+            return shown
+        if not chunk:
+            return shown
+        shown += chunk

@@ -13,7 +13,7 @@ from pathlib import Path
 
 from agent_memory.vault.vault import Vault
 
-from conftest import CONSOLE_SCRIPT, deadline, run_cli
+from conftest import CONSOLE_SCRIPT, deadline, read_all, run_cli
 from test_server_stdio import HANDSHAKE, serve_raw
 
 
@@ -28,15 +28,7 @@ def _with_terminal(which: str, vault: Path) -> tuple[int, bytes, bytes]:
         done = subprocess.run([str(CONSOLE_SCRIPT), "--dir", str(vault)], env=env, stderr=subprocess.PIPE,
                               timeout=deadline(120), **streams)
         os.close(slave)
-        shown = b""
-        while which == "stdout":
-            try:
-                chunk = os.read(master, 65536)
-            except OSError:
-                break
-            if not chunk:
-                break
-            shown += chunk
+        shown = read_all(master) if which == "stdout" else b""
     finally:
         os.close(master)
     return done.returncode, done.stdout if which != "stdout" else shown, done.stderr

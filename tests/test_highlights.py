@@ -19,7 +19,7 @@ from agent_memory.recall.highlights import split_marks
 from agent_memory.recall.terms import MARK_CLOSE, MARK_OPEN
 from agent_memory.vault.vault import Vault
 
-from conftest import CONSOLE_SCRIPT, deadline, mcp_client, run_cli, tool_ok
+from conftest import CONSOLE_SCRIPT, deadline, mcp_client, read_all, run_cli, tool_ok
 
 
 def bracketed(hit: dict[str, Any]) -> str:
@@ -92,15 +92,7 @@ def test_a_terminal_shows_matches_in_bold(tmp_path: Path) -> None:
         done = subprocess.run([str(CONSOLE_SCRIPT), "search", "acme", "--dir", str(root)], env=env, stdin=subprocess.DEVNULL,
                               stdout=slave, stderr=subprocess.PIPE, timeout=deadline(120))
         os.close(slave)
-        shown = b""
-        while True:
-            try:
-                chunk = os.read(master, 65536)
-            except OSError:
-                break
-            if not chunk:
-                break
-            shown += chunk
+        shown = read_all(master)
     finally:
         os.close(master)
     assert done.returncode == 0, done.stderr
