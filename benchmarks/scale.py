@@ -271,7 +271,7 @@ def recall_cpu_rows(vault: Vault, root: Path, scratch: Path, size: str, all_q: l
                                      ("four words, one unknown", any_q, " OR ")):
         ours = bare = 0.0
         for _ in range(2):
-            ours += cpu_of(lambda: [vault.search(q, limit=RECALL_LIMIT) for q in questions])
+            ours += cpu_of(lambda qs=questions: [vault.search(q, limit=RECALL_LIMIT) for q in qs])
             bare += references.bare_queries(database, questions, joiner, RECALL_LIMIT)
         per_ours, per_bare = ours / (2 * len(questions)), bare / (2 * len(questions))
         out.append((f"library recall at {size}, {label}, CPU", f"{per_ours * 1000:.2f} ms a question",
