@@ -32,7 +32,7 @@ from agent_memory.semantic import embed, vectors
 from agent_memory.vault.vault import Vault
 from agent_memory.semantic.vectors import (EXACT_MAX, Loaded, VectorIndex, VectorStore, digests, embedded_text, hexes,
                                            quantize, sign_codes)
-from conftest import deadline, wait_until
+from conftest import deadline, run_cli, wait_until
 
 
 @pytest.fixture(autouse=True)
@@ -318,6 +318,21 @@ def test_reindex_rebuilds_missing_or_broken_vectors(vault_dir: Path, vault: Vaul
         assert again.reindex()["embedded"] == 0  # a file's vector depends on its bytes: kept
     finally:
         again.close()
+
+
+def test_the_cli_reindex_says_what_it_embedded_and_nothing_when_all_were_kept(
+        vault_dir: Path, vault: Vault, filled: dict[str, str]) -> None:
+    vault.search(QUESTION)  # embeds them
+    vault.close()
+    (vault_dir / ".index" / VECTORS_FILE).write_bytes(b"not a database at all")
+    for suffix in ("-wal", "-shm"):
+        (vault_dir / ".index" / f"{VECTORS_FILE}{suffix}").unlink(missing_ok=True)
+    first = run_cli("reindex", vault=vault_dir)
+    assert first.returncode == 0, first.stderr
+    assert "Embedded 3 memories for semantic recall" in first.stdout
+    second = run_cli("reindex", vault=vault_dir)
+    assert second.returncode == 0 and second.stdout.startswith("Indexed 3 files")
+    assert "Embedded" not in second.stdout  # every vector kept: nothing to say
 
 
 def test_writes_are_embedded_in_the_background_and_never_touch_files(vault: Vault) -> None:

@@ -63,7 +63,7 @@ def reindex() -> None:
     def human() -> None:
         click.echo(f"Indexed {plural(report['added'], 'file')} in {printable(vault.root)} "
                    f"({plural(report['expired'], 'expired memory', 'expired memories')} moved to .trash/).")
-        if "embedded" in report:
+        if report.get("embedded"):  # nothing to say when every vector was already there
             click.echo(f"Embedded {plural(report['embedded'], 'memory', 'memories')} for semantic recall (the others "
                        "kept their vectors).")
         for problem in report["problems"]:
