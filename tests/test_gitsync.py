@@ -728,3 +728,47 @@ def test_a_push_that_loses_a_race_to_another_clone_is_pulled_and_pushed_again(
         # What was pulled on the second round is indexed too.
         assert "Other first" in [h["title"] for h in vault.search("pushed other clone", match="all")["hits"]]
     assert git(remote, "log", "--format=%s", "main").splitlines()[:2] == ["remember: From a", "remember: Other first"]
+
+
+def test_sync_puts_a_staged_edit_back_staged(team: tuple[Path, Path, Path]) -> None:
+    """A person who ran ``git add`` on an edit finds it staged after sync, as before it."""
+    _remote, a, b = team
+    with Vault(a) as va:
+        mine = va.remember("Priya owns billing.", title="Priya")["memory"]
+        va.sync()
+    with Vault(b) as vb:
+        vb.sync()
+        with Vault(a) as va:
+            va.remember("Lars owns search.", title="Lars")
+            va.sync()
+        edited = b / mine["path"]
+        edited.write_text(edited.read_text() + "Ask her before changing invoices.\n")
+        git(b, "add", mine["path"])
+        assert vb.sync()["pulled"] == 1
+    assert edited.read_text().endswith("Ask her before changing invoices.\n")
+    assert f"M  {mine['path']}" in git(b, "status", "--porcelain").splitlines()
+    assert git(b, "stash", "list") == ""
+
+
+def test_a_staged_edit_next_to_pulled_lines_comes_back_unstaged_and_whole(team: tuple[Path, Path, Path]) -> None:
+    """git cannot restore the staging when the pull changed a line within the staged
+    change's context; the edit is still put back (merged line by line), unstaged."""
+    _remote, a, b = team
+    lines = "".join(f"Line {n} of the runbook.\n" for n in range(1, 9))
+    with Vault(a) as va:
+        mine = va.remember(lines, title="Runbook")["memory"]
+        va.sync()
+    with Vault(b) as vb:
+        vb.sync()
+        pulled = (a / mine["path"]).read_text().replace("Line 2 of", "Line two of")
+        (a / mine["path"]).write_text(pulled)
+        git(a, "commit", "-qam", "line two by hand")
+        git(a, "push", "-q")
+        edited = b / mine["path"]
+        edited.write_text(edited.read_text().replace("Line 5 of", "Line five of"))
+        git(b, "add", mine["path"])
+        assert vb.sync()["pulled"] == 1
+    text = edited.read_text()
+    assert "Line two of" in text and "Line five of" in text
+    assert f" M {mine['path']}" in git(b, "status", "--porcelain").splitlines()
+    assert git(b, "stash", "list") == ""

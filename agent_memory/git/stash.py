@@ -43,7 +43,7 @@ def set_aside(repo: Repo) -> Stash | None:
     """Stash the repository's uncommitted changes to tracked files under a name of our
     own; None when there are none (untracked files stay where they are: a pull that
     would overwrite one is refused by git, and nothing is lost)."""
-    if repo.run("diff", "--quiet", "HEAD", "--", ":/", env=_ALL_PATHS).returncode == 0:
+    if _clean(repo):
         return None
     message = f"{STASH_NAME} {iso(utcnow())}: your uncommitted changes, set aside while it pulled"
     before = _top(repo)
@@ -57,8 +57,12 @@ def set_aside(repo: Repo) -> Stash | None:
 
 def put_back(repo: Repo, stash: Stash) -> list[str]:
     """Apply the stash on the pulled tree; drop it once it applied cleanly. Returns the
-    files where it conflicted (the stash is kept then)."""
-    done = repo.run("stash", "apply", "--quiet", stash.commit, optional_locks=True)
+    files where it conflicted (the stash is kept then). What was staged comes back
+    staged; when the pull moved the lines around a staged change, git refuses to restore
+    the staging before touching anything, and the changes come back unstaged instead."""
+    done = repo.run("stash", "apply", "--index", "--quiet", stash.commit, optional_locks=True)
+    if done.returncode != 0 and not unmerged(repo) and _clean(repo):
+        done = repo.run("stash", "apply", "--quiet", stash.commit, optional_locks=True)
     conflicted = unmerged(repo)
     if done.returncode == 0 and not conflicted:
         ref = _ref(repo, stash.commit)
@@ -69,6 +73,12 @@ def put_back(repo: Repo, stash: Stash) -> list[str]:
         raise GitError(f"sync pulled, but could not put your uncommitted changes back: {first_line(done)}. They are "
                        f"kept in {stash.where(repo)}; put them back with git stash pop once that is fixed.")
     return conflicted
+
+
+def _clean(repo: Repo) -> bool:
+    """Whether the tracked files and the staging area are HEAD's (untracked files aside):
+    nothing to set aside, or what a refused ``stash apply --index`` leaves."""
+    return repo.run("diff", "--quiet", "HEAD", "--", ":/", env=_ALL_PATHS).returncode == 0
 
 
 def put_back_beside(repo: Repo, stash: Stash, conflicted: list[str]) -> tuple[list[str], list[str]]:
