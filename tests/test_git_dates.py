@@ -14,7 +14,7 @@ import pytest
 
 from agent_memory.vault.vault import Vault
 
-from conftest import assert_index_matches_files
+from conftest import assert_index_matches_files, run_cli
 
 AUTHOR = {"GIT_AUTHOR_NAME": "Ada", "GIT_AUTHOR_EMAIL": "ada@example.com",
           "GIT_COMMITTER_NAME": "Ada", "GIT_COMMITTER_EMAIL": "ada@example.com"}
@@ -178,10 +178,12 @@ def test_a_shallow_clone_says_so_and_falls_back_to_the_file(tmp_path: Path,
         # Both files look added by the boundary commit: git cannot say when they were made.
         assert dates(vault, "people/priya.md") == ("2023-11-14T22:13:20Z", "2023-11-14T22:13:20Z")
     assert "shallow clone" in caplog.text
+    assert "a shallow clone: notes with no dates of their own" in run_cli("doctor", vault=clone).stdout
     git(clone, "fetch", "-q", "--unshallow")
     with Vault(clone) as vault:
         assert dates(vault, "people/priya.md") == ("2020-01-02T08:00:00Z", "2021-03-04T05:06:07Z")
         assert dates(vault, "lars.md")[0] == "2024-02-02T02:02:02Z"
+    assert "a shallow clone" not in run_cli("doctor", vault=clone).stdout
 
 
 def test_a_shallow_clone_dates_notes_added_after_its_boundary(tmp_path: Path) -> None:

@@ -57,7 +57,7 @@ class GitDates:
         """Bring the stored dates up to ``HEAD``; re-index the notes whose dates came from
         them and changed. Returns those paths. Never raises for git's sake: without git
         (or a repository git refuses) notes keep their files' dates."""
-        seen = _head_from_files(self.vault.root)
+        seen = head_from_files(self.vault.root)
         if seen is None or seen == self.vault.index.git_dates_state():
             return []  # no repository above the vault, or nothing new: no git command at all
         try:
@@ -110,7 +110,7 @@ class GitDates:
 _HASH = re.compile(r"[0-9a-f]{40}(?:[0-9a-f]{24})?")
 
 
-def _head_from_files(root: Path) -> tuple[str, bool] | tuple[()] | None:
+def head_from_files(root: Path) -> tuple[str, bool] | tuple[()] | None:
     """``HEAD``'s commit and whether the clone is shallow, read from the files of the
     ``.git`` folder above ``root`` without running git (a start with nothing new must
     cost nothing); None when no folder above holds a ``.git``; ``()`` (never equal to a

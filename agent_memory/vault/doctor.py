@@ -15,6 +15,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+from ..git.dates import head_from_files
 from ..git.setup import driver_problem
 from ..trust import approvals, credentials
 from ..note import parse
@@ -148,7 +149,20 @@ def check_vault(root: Path, index_dir: Path | None = None) -> list[Check]:
     if driver is not None:
         checks.append(Check("merge driver", False, driver))
     checks.append(_check_approvals(root))
+    shallow = _check_shallow(root)
+    if shallow is not None:
+        checks.append(shallow)
     return checks
+
+
+def _check_shallow(root: Path) -> Check | None:
+    """A shallow clone cannot date the notes older than its first commit: said once here
+    (read from the ``.git`` folder's files, no git run), nothing when the clone is whole."""
+    seen = head_from_files(root)
+    if not seen or not seen[1]:
+        return None
+    return Check("git dates", True, "a shallow clone: notes with no dates of their own that are older than its first "
+                 "commit show their files' dates (`git fetch --unshallow` gives them git's)", warn=True)
 
 
 def check_records(root: Path) -> Check:
