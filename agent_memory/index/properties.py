@@ -23,11 +23,17 @@ MAX_VALUE_CHARS = 500  # longer values are not indexed for equality (the key sti
 MAX_KEYS = 256  # most keys of one file indexed
 MAX_ITEMS = 1000  # most items of one list indexed
 _LINK = re.compile(r"\[\[([^\]|#]+)(?:#[^\]|]*)?(?:\|[^\]]*)?\]\]")
+_NUMBER = re.compile(r"-?\d+(\.\d+)?")
+
+
+def _nfc(text: str) -> str:
+    """``text`` in NFC (ASCII text already is: no call for it)."""
+    return text if text.isascii() else unicodedata.normalize("NFC", text)
 
 
 def prop_key(key: Any) -> str:
     """A property name as compared: normalised, case-folded, trimmed."""
-    return unicodedata.normalize("NFC", str(key)).casefold().strip()
+    return _nfc(str(key)).casefold().strip()
 
 
 def prop_value(value: Any) -> str | None:
@@ -42,7 +48,7 @@ def prop_value(value: Any) -> str | None:
             return None
         text = str(int(value)) if value.is_integer() and abs(value) < 1e15 else repr(value)
     elif isinstance(value, str):
-        text = unicodedata.normalize("NFC", value).casefold().strip()
+        text = _nfc(value).casefold().strip()
         number = _as_number(text)
         text = number if number is not None else text
     else:
@@ -52,7 +58,7 @@ def prop_value(value: Any) -> str | None:
 
 def _as_number(text: str) -> str | None:
     """``3.0`` typed in a filter is the number 3, as a YAML ``3.0`` is."""
-    if not re.fullmatch(r"-?\d+(\.\d+)?", text) or len(text) > 30:
+    if not _NUMBER.fullmatch(text) or len(text) > 30:
         return None
     return prop_value(float(text)) if "." in text else str(int(text))
 
@@ -64,7 +70,7 @@ def _values(value: Any) -> Iterator[str]:
         if text is None:
             continue
         yield text
-        if isinstance(item, str):
+        if isinstance(item, str) and "[[" in item:
             for target in _LINK.findall(item):  # "[[Acme Corp|Acme]]" is also "acme corp"
                 linked = prop_value(target)
                 if linked is not None and linked != text:

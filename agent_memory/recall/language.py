@@ -132,8 +132,8 @@ def _ascii_language(sample: str) -> str:
     if not words:
         return ""  # no letter at all
     votes = dict.fromkeys(_WORDS_OF, 0)
-    for word in words:
-        for lang in _LANGUAGES_OF_BYTES.get(word, ()):
+    for word in [word for word in words if word in _LANGUAGES_OF_BYTES]:  # the few function words
+        for lang in _LANGUAGES_OF_BYTES[word]:
             votes[lang] += 1
     return _voted(votes)
 
