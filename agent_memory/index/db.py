@@ -54,6 +54,7 @@ VOCAB_TOKENIZER = "unicode61 remove_diacritics 2"
 # A transaction adding this many rows (a rebuild, an import, a big reconcile) ends by
 # merging the full-text segments (``Index._merge_segments``).
 MERGE_AFTER = 1000
+LOAD_CACHE_KIB = 32 * 1024  # SQLite's page cache while a rebuild loads the rows (``replace_all``)
 RACY_NS = 2_500_000_000  # a tick of the coarsest file system times (FAT: 2 s), and some slack
 
 SCHEMA = f"""
@@ -682,16 +683,23 @@ class Index:
         # from this module's schema, not from what the file says they are.
         for statement in _index_statements():
             conn.execute(f"DROP INDEX IF EXISTS {statement.split()[2]}")
-        count, pending = 0, []
-        for note, facts in notes:
-            count += 1
-            pending.append((count, note, facts))
-            if len(pending) >= batch:
-                self._insert(conn, pending)
-                pending = []
-        self._insert(conn, pending)
-        for statement in _index_statements():
-            conn.execute(statement)
+        # A page cache big enough that the load does not write pages out and read them
+        # back over and over (SQLite's default is 2 MB), for this load only.
+        cache = conn.execute("PRAGMA cache_size").fetchone()[0]
+        conn.execute(f"PRAGMA cache_size = {-LOAD_CACHE_KIB}")
+        try:
+            count, pending = 0, []
+            for note, facts in notes:
+                count += 1
+                pending.append((count, note, facts))
+                if len(pending) >= batch:
+                    self._insert(conn, pending)
+                    pending = []
+            self._insert(conn, pending)
+            for statement in _index_statements():
+                conn.execute(statement)
+        finally:
+            conn.execute(f"PRAGMA cache_size = {int(cache)}")
         return count
 
     # ------------------------------------------------------------------ git's dates
