@@ -10,6 +10,7 @@ from __future__ import annotations
 import builtins
 import contextlib
 import datetime as dt
+import functools
 import json
 import logging
 import math
@@ -351,10 +352,16 @@ def _row_values(rid: int, note: Note, facts: FileFacts, names: str, body: str, c
 def date_words(created: str | None) -> str:
     """``2023-05-08T13:56:00Z`` -> ``8may2023 may2023 8may``: the ways a question names
     that day, spelled so only a date term matches them (``query.date_tokens``)."""
+    return _day_words(created[:10]) if isinstance(created, str) else ""
+
+
+@functools.lru_cache(maxsize=4096)
+def _day_words(day_text: str) -> str:
+    """``date_words`` of one day (a rebuild meets each day many times)."""
     try:
-        year, month, day = int(created[:4]), int(created[5:7]), int(created[8:10])  # type: ignore[index]
+        year, month, day = int(day_text[:4]), int(day_text[5:7]), int(day_text[8:10])
         name = _MONTHS[month - 1].lower()
-    except (TypeError, ValueError, IndexError):
+    except (ValueError, IndexError):
         return ""
     return " ".join((date_tokens(day, name, year), date_tokens(None, name, year), date_tokens(day, name, None)))
 
