@@ -58,7 +58,8 @@ def prop_value(value: Any) -> str | None:
 
 def _as_number(text: str) -> str | None:
     """``3.0`` typed in a filter is the number 3, as a YAML ``3.0`` is."""
-    if not _NUMBER.fullmatch(text) or len(text) > 30:
+    first = text[:1]
+    if not (first == "-" or first.isdecimal()) or not _NUMBER.fullmatch(text) or len(text) > 30:
         return None
     return prop_value(float(text)) if "." in text else str(int(text))
 
@@ -77,6 +78,11 @@ def _values(value: Any) -> Iterator[str]:
                     yield linked
 
 
+# Keys as written -> as compared: a vault's files share a few dozen keys (``prop_key`` once each).
+_KEYS: dict[str, str] = {}
+_KEYS_KEPT = 10_000
+
+
 def properties(meta: Mapping[Any, Any], tags: Iterable[str]) -> tuple[list[str], list[tuple[str, str]]]:
     """The keys a file has and its (key, value) pairs, as indexed. ``tags`` are the
     memory's tags as the tag filter reads them (a string of tags split, inline ``#tags``
@@ -84,7 +90,11 @@ def properties(meta: Mapping[Any, Any], tags: Iterable[str]) -> tuple[list[str],
     keys: dict[str, None] = {}
     pairs: dict[tuple[str, str], None] = {}
     for raw, value in list(meta.items())[:MAX_KEYS]:
-        key = prop_key(raw)
+        key = _KEYS.get(raw) if type(raw) is str else None
+        if key is None:
+            key = prop_key(raw)
+            if type(raw) is str and len(_KEYS) < _KEYS_KEPT:
+                _KEYS[raw] = key
         if not key or len(key) > MAX_KEY_CHARS:
             continue
         keys[key] = None
