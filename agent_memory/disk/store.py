@@ -25,7 +25,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
-from . import locking
+from . import locking, openat
 from ..errors import PathRefused, SavedMeanwhile, VaultError, disk_error
 from ..trust import confine
 from ..trust.register import digest, read_record, refusal, set_aside
@@ -37,11 +37,6 @@ log = logging.getLogger("agent_memory.disk")
 _TMP_NAME = re.compile(r"\.[0-9a-f]{12}" + re.escape(TMP_SUFFIX))
 ORPHAN_AGE = 60.0  # seconds: a temp file of ours this old belongs to a process that died
 READ_TRIES = 5  # checks of a file replaced (an atomic save) between its check and its open
-# ``read_all``: folders and files opened relative to an opened folder, never through a symlink.
-_OPEN_AT = os.open in os.supports_dir_fd and hasattr(os, "O_NOFOLLOW") and hasattr(os, "O_DIRECTORY")
-_FOLDER_FLAGS = os.O_RDONLY | getattr(os, "O_DIRECTORY", 0) | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_CLOEXEC", 0)
-_FILE_FLAGS = os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_CLOEXEC", 0)
-_FOLDERS_KEPT = 64  # folders ``read_all`` keeps open at once (a rebuild reads folder by folder)
 _REPLACED = object()
 _SLOW_PATH = object()
 PARKED_GRACE = 3.0  # seconds a displaced file is watched for writes through an open descriptor
@@ -458,13 +453,13 @@ class Store:
         more), so the kernel need not be asked where it is. Whatever this cannot open so
         (a symlink on the way or at the end, a dot-folder, an error, a system without
         ``dir_fd``) is read by ``read``, the one rule."""
-        if not _OPEN_AT:
+        if not openat.OPEN_AT:
             for rel in rels:
                 yield rel, self.read(rel, max_bytes)
             return
         folders: dict[str, int] = {}  # folder (vault-relative) -> an open descriptor of it
         try:
-            folders[""] = os.open(self.real_root, _FOLDER_FLAGS)
+            folders[""] = os.open(self.real_root, openat.FOLDER_FLAGS)
         except OSError:
             folders[""] = -1
         try:
@@ -474,7 +469,7 @@ class Store:
                     yield rel, self.read(rel, max_bytes)
                     continue
                 try:
-                    found = self._read_at(self._folder_fd(folders, folder), name, max_bytes)
+                    found = openat.read_at(openat.folder_fd(folders, folder), name, max_bytes)
                 except OSError:  # a symlink on the way or at the end, gone, unreadable
                     found = self.read(rel, max_bytes)
                 yield rel, found
@@ -482,47 +477,6 @@ class Store:
             for fd in folders.values():
                 if fd >= 0:
                     os.close(fd)
-
-    @staticmethod
-    def _folder_fd(folders: dict[str, int], folder: str) -> int:
-        """``folder`` opened part by part from the vault's folder (``folders[""]``), none
-        through a symlink; kept in ``folders`` (at most ``_FOLDERS_KEPT`` of them open)."""
-        fd = folders.get(folder)
-        if fd is not None:
-            return fd
-        if len(folders) > _FOLDERS_KEPT:
-            for kept in [key for key in folders if key]:
-                os.close(folders.pop(kept))
-        root = fd = folders[""]
-        try:
-            for part in folder.split("/"):
-                inner = os.open(part, _FOLDER_FLAGS, dir_fd=fd)
-                if fd != root:
-                    os.close(fd)
-                fd = inner
-        except OSError:
-            if fd != root:
-                os.close(fd)
-            raise
-        folders[folder] = fd
-        return fd
-
-    @staticmethod
-    def _read_at(folder_fd: int, name: str, max_bytes: int | None) -> tuple[bytes, os.stat_result] | None:
-        """A regular file's bytes and stat, opened by name in an opened folder without
-        following a symlink or blocking (a named pipe); None for anything else or a file
-        over ``max_bytes``."""
-        fd = os.open(name, _FILE_FLAGS, dir_fd=folder_fd)
-        try:
-            found = os.fstat(fd)
-            if not stat_kind.S_ISREG(found.st_mode) or (max_bytes is not None and found.st_size > max_bytes):
-                return None
-            chunks = [os.read(fd, found.st_size + 1)]
-            while chunks[-1]:  # to its end, as a read of the whole file does (it may have grown)
-                chunks.append(os.read(fd, 1 << 16))
-            return b"".join(chunks), found
-        finally:
-            os.close(fd)
 
     def opened_inside(self, fd: int) -> bool:
         """Where the kernel says the opened file is (Linux: ``/proc/self/fd``) is inside
