@@ -20,12 +20,12 @@ import stat as stat_kind
 import struct
 import sys
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
-from . import locking
+from . import locking, openat
 from ..errors import PathRefused, SavedMeanwhile, VaultError, disk_error
 from ..trust import confine
 from ..trust.register import digest, read_record, refusal, set_aside
@@ -441,6 +441,42 @@ class Store:
             return None
         with os.fdopen(fd, "rb") as handle:
             return handle.read(), found
+
+    def read_all(self, rels: Iterable[str], max_bytes: int | None = None,
+                 ) -> Iterator[tuple[str, tuple[bytes, os.stat_result] | None]]:
+        """``read`` of many paths in turn (a rebuild's every memory), each path with what
+        ``read`` gives for it, in fewer system calls: each folder on the way is opened
+        once, from the vault's own folder down and without following a symlink
+        (``O_NOFOLLOW``), and each file by its name inside its opened folder, not following
+        a symlink either. What is opened is then the file at that path in the vault,
+        whatever is swapped in above it meanwhile (a folder replaced by a link opens no
+        more), so the kernel need not be asked where it is. Whatever this cannot open so
+        (a symlink on the way or at the end, a dot-folder, an error, a system without
+        ``dir_fd``) is read by ``read``, the one rule."""
+        if not openat.OPEN_AT:
+            for rel in rels:
+                yield rel, self.read(rel, max_bytes)
+            return
+        folders: dict[str, int] = {}  # folder (vault-relative) -> an open descriptor of it
+        try:
+            folders[""] = os.open(self.real_root, openat.FOLDER_FLAGS)
+        except OSError:
+            folders[""] = -1
+        try:
+            for rel in rels:
+                folder, _, name = rel.rpartition("/")
+                if folders[""] < 0 or name.startswith(".") or "/." in f"/{folder}":
+                    yield rel, self.read(rel, max_bytes)
+                    continue
+                try:
+                    found = openat.read_at(openat.folder_fd(folders, folder), name, max_bytes)
+                except OSError:  # a symlink on the way or at the end, gone, unreadable
+                    found = self.read(rel, max_bytes)
+                yield rel, found
+        finally:
+            for fd in folders.values():
+                if fd >= 0:
+                    os.close(fd)
 
     def opened_inside(self, fd: int) -> bool:
         """Where the kernel says the opened file is (Linux: ``/proc/self/fd``) is inside

@@ -10,6 +10,7 @@ from __future__ import annotations
 import builtins
 import contextlib
 import datetime as dt
+import functools
 import json
 import logging
 import math
@@ -54,6 +55,7 @@ VOCAB_TOKENIZER = "unicode61 remove_diacritics 2"
 # A transaction adding this many rows (a rebuild, an import, a big reconcile) ends by
 # merging the full-text segments (``Index._merge_segments``).
 MERGE_AFTER = 1000
+LOAD_CACHE_KIB = 32 * 1024  # SQLite's page cache while a rebuild loads the rows (``replace_all``)
 RACY_NS = 2_500_000_000  # a tick of the coarsest file system times (FAT: 2 s), and some slack
 
 SCHEMA = f"""
@@ -350,10 +352,16 @@ def _row_values(rid: int, note: Note, facts: FileFacts, names: str, body: str, c
 def date_words(created: str | None) -> str:
     """``2023-05-08T13:56:00Z`` -> ``8may2023 may2023 8may``: the ways a question names
     that day, spelled so only a date term matches them (``query.date_tokens``)."""
+    return _day_words(created[:10]) if isinstance(created, str) else ""
+
+
+@functools.lru_cache(maxsize=4096)
+def _day_words(day_text: str) -> str:
+    """``date_words`` of one day (a rebuild meets each day many times)."""
     try:
-        year, month, day = int(created[:4]), int(created[5:7]), int(created[8:10])  # type: ignore[index]
+        year, month, day = int(day_text[:4]), int(day_text[5:7]), int(day_text[8:10])
         name = _MONTHS[month - 1].lower()
-    except (TypeError, ValueError, IndexError):
+    except (ValueError, IndexError):
         return ""
     return " ".join((date_tokens(day, name, year), date_tokens(None, name, year), date_tokens(day, name, None)))
 
@@ -682,16 +690,23 @@ class Index:
         # from this module's schema, not from what the file says they are.
         for statement in _index_statements():
             conn.execute(f"DROP INDEX IF EXISTS {statement.split()[2]}")
-        count, pending = 0, []
-        for note, facts in notes:
-            count += 1
-            pending.append((count, note, facts))
-            if len(pending) >= batch:
-                self._insert(conn, pending)
-                pending = []
-        self._insert(conn, pending)
-        for statement in _index_statements():
-            conn.execute(statement)
+        # A page cache big enough that the load does not write pages out and read them
+        # back over and over (SQLite's default is 2 MB), for this load only.
+        cache = conn.execute("PRAGMA cache_size").fetchone()[0]
+        conn.execute(f"PRAGMA cache_size = {-LOAD_CACHE_KIB}")
+        try:
+            count, pending = 0, []
+            for note, facts in notes:
+                count += 1
+                pending.append((count, note, facts))
+                if len(pending) >= batch:
+                    self._insert(conn, pending)
+                    pending = []
+            self._insert(conn, pending)
+            for statement in _index_statements():
+                conn.execute(statement)
+        finally:
+            conn.execute(f"PRAGMA cache_size = {int(cache)}")
         return count
 
     # ------------------------------------------------------------------ git's dates

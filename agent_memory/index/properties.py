@@ -23,11 +23,17 @@ MAX_VALUE_CHARS = 500  # longer values are not indexed for equality (the key sti
 MAX_KEYS = 256  # most keys of one file indexed
 MAX_ITEMS = 1000  # most items of one list indexed
 _LINK = re.compile(r"\[\[([^\]|#]+)(?:#[^\]|]*)?(?:\|[^\]]*)?\]\]")
+_NUMBER = re.compile(r"-?\d+(\.\d+)?")
+
+
+def _nfc(text: str) -> str:
+    """``text`` in NFC (ASCII text already is: no call for it)."""
+    return text if text.isascii() else unicodedata.normalize("NFC", text)
 
 
 def prop_key(key: Any) -> str:
     """A property name as compared: normalised, case-folded, trimmed."""
-    return unicodedata.normalize("NFC", str(key)).casefold().strip()
+    return _nfc(str(key)).casefold().strip()
 
 
 def prop_value(value: Any) -> str | None:
@@ -42,7 +48,7 @@ def prop_value(value: Any) -> str | None:
             return None
         text = str(int(value)) if value.is_integer() and abs(value) < 1e15 else repr(value)
     elif isinstance(value, str):
-        text = unicodedata.normalize("NFC", value).casefold().strip()
+        text = _nfc(value).casefold().strip()
         number = _as_number(text)
         text = number if number is not None else text
     else:
@@ -52,7 +58,8 @@ def prop_value(value: Any) -> str | None:
 
 def _as_number(text: str) -> str | None:
     """``3.0`` typed in a filter is the number 3, as a YAML ``3.0`` is."""
-    if not re.fullmatch(r"-?\d+(\.\d+)?", text) or len(text) > 30:
+    first = text[:1]
+    if not (first == "-" or first.isdecimal()) or not _NUMBER.fullmatch(text) or len(text) > 30:
         return None
     return prop_value(float(text)) if "." in text else str(int(text))
 
@@ -64,11 +71,16 @@ def _values(value: Any) -> Iterator[str]:
         if text is None:
             continue
         yield text
-        if isinstance(item, str):
+        if isinstance(item, str) and "[[" in item:
             for target in _LINK.findall(item):  # "[[Acme Corp|Acme]]" is also "acme corp"
                 linked = prop_value(target)
                 if linked is not None and linked != text:
                     yield linked
+
+
+# Keys as written -> as compared: a vault's files share a few dozen keys (``prop_key`` once each).
+_KEYS: dict[str, str] = {}
+_KEYS_KEPT = 10_000
 
 
 def properties(meta: Mapping[Any, Any], tags: Iterable[str]) -> tuple[list[str], list[tuple[str, str]]]:
@@ -78,7 +90,11 @@ def properties(meta: Mapping[Any, Any], tags: Iterable[str]) -> tuple[list[str],
     keys: dict[str, None] = {}
     pairs: dict[tuple[str, str], None] = {}
     for raw, value in list(meta.items())[:MAX_KEYS]:
-        key = prop_key(raw)
+        key = _KEYS.get(raw) if type(raw) is str else None
+        if key is None:
+            key = prop_key(raw)
+            if type(raw) is str and len(_KEYS) < _KEYS_KEPT:
+                _KEYS[raw] = key
         if not key or len(key) > MAX_KEY_CHARS:
             continue
         keys[key] = None

@@ -286,10 +286,32 @@ def derive_title(body: str, path: str) -> str:
             return heading.group(1).strip()
         if named:
             return note_name(path)
-        words = " ".join(_EMPHASIS_UNDERSCORE.sub("", line.translate(_MARKUP)).split())
+        words = _first_words(line)
         if words:  # a line of markup only (***, > ) is not a title
             return _shorten(words, 80)
     return note_name(path)
+
+
+_SPACE_AFTER = re.compile(r"\s")
+_ENOUGH = 200  # characters of a line read for its first words before the rest is looked at
+
+
+def _first_words(line: str) -> str:
+    """A line's words without markup, as a title shows them, read only as far as the title
+    needs. A line cut at a space reads the same up to the cut (markup goes character by
+    character, an emphasis underscore never spans a space), so a long paragraph's first
+    200-odd characters give its first 80 characters of words as the whole line would."""
+    cut = _SPACE_AFTER.search(line, _ENOUGH) if len(line) > _ENOUGH else None
+    if cut is not None:
+        words = _words(line[:cut.start()])
+        if len(words) > 80:
+            return words
+    return _words(line)
+
+
+def _words(text: str) -> str:
+    text = text.translate(_MARKUP)
+    return " ".join((_EMPHASIS_UNDERSCORE.sub("", text) if "_" in text else text).split())
 
 
 def _shorten(text: str, limit: int) -> str:

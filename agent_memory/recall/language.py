@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import re
 import unicodedata
+from collections import Counter
 
 # The commonest function words of each language, written without accents (as compared).
 # Words two languages share ("de", "la") count for both and decide nothing; no word of
@@ -66,6 +67,37 @@ def _fold(word: str) -> str:
     return "".join(c for c in unicodedata.normalize("NFKD", word.lower()) if not unicodedata.combining(c))
 
 
+# Each function word with the languages that have it (a word two languages share votes for both).
+_LANGUAGES_OF: dict[str, tuple[str, ...]] = {}
+for _lang, _words in _WORDS_OF.items():
+    for _word in _words:
+        _LANGUAGES_OF[_word] = (*_LANGUAGES_OF.get(_word, ()), _lang)
+_LANGUAGES_OF_BYTES = {word.encode(): langs for word, langs in _LANGUAGES_OF.items()}
+_NON_ASCII_LETTER = re.compile(r"[^\W\d_\x00-\x7f]")  # a character past ASCII that _WORD takes
+# ASCII bytes to what telling the language needs of them: a letter lower-cased, anything
+# else a space (so ``split`` gives the words ``_WORD`` finds, when all are ASCII).
+_ASCII_WORDS = bytes(c + 32 if 65 <= c <= 90 else c if 97 <= c <= 122 else 32 for c in range(256))
+# The script of each character seen so far, None for one that is no letter: a note has a
+# few dozen distinct characters, so each is classified once, not once per occurrence
+# (the first ``_SCRIPTS_KEPT`` kept: text of every code point must not grow it unbounded).
+_SCRIPT_OF: dict[str, str | None] = {}
+_SCRIPTS_KEPT = 20_000
+
+
+def _letters(sample: str) -> dict[str, int]:
+    """How many letters of each script ``sample`` holds."""
+    letters: dict[str, int] = {}
+    for char, n in Counter(sample).items():
+        script = _SCRIPT_OF.get(char, "")
+        if script == "":
+            script = _script(char) if char.isalpha() else None
+            if len(_SCRIPT_OF) < _SCRIPTS_KEPT:
+                _SCRIPT_OF[char] = script
+        if script is not None:
+            letters[script] = letters.get(script, 0) + n
+    return letters
+
+
 def language_of(text: str) -> str:
     """The language ``text`` is written in (a code as above), or ``""`` when unsure.
 
@@ -73,11 +105,9 @@ def language_of(text: str) -> str:
     by which language's function words it holds most of (at least two, and more than
     any other language's), else ``"latin"``."""
     sample = text[:SAMPLE]
-    letters: dict[str, int] = {}
-    for char in sample:
-        if char.isalpha():
-            script = _script(char)
-            letters[script] = letters.get(script, 0) + 1
+    if sample.isascii() or not _NON_ASCII_LETTER.search(sample):
+        return _ascii_language(sample)
+    letters = _letters(sample)
     if not letters:
         return ""
     counts = {script: n * _LETTER_WEIGHT.get(script, 1) for script, n in letters.items() if script not in ("han", "ja")}
@@ -87,16 +117,29 @@ def language_of(text: str) -> str:
         return "ja" if letters.get("ja", 0) * 20 >= letters.get("han", 0) else "zh"
     if script != "latin":
         return "" if script == "other" else script
-    return _latin_language(sample)
-
-
-def _latin_language(sample: str) -> str:
     votes = dict.fromkeys(_WORDS_OF, 0)
-    for word in _WORD.findall(sample):
-        folded = _fold(word)
-        for lang, words in _WORDS_OF.items():
-            if folded in words:
-                votes[lang] += 1
+    for word, n in Counter(_WORD.findall(sample)).items():
+        for lang in _LANGUAGES_OF.get(word.lower() if word.isascii() else _fold(word), ()):
+            votes[lang] += n
+    return _voted(votes)
+
+
+def _ascii_language(sample: str) -> str:
+    """``language_of`` for text whose every letter is ASCII (no character past ASCII
+    can be part of a word: most notes, a dash or an emoji aside), without a look at
+    each character from Python: its letters are Latin and its words ASCII."""
+    words = sample.encode("ascii", "replace").translate(_ASCII_WORDS).split()
+    if not words:
+        return ""  # no letter at all
+    votes = dict.fromkeys(_WORDS_OF, 0)
+    for word in [word for word in words if word in _LANGUAGES_OF_BYTES]:  # the few function words
+        for lang in _LANGUAGES_OF_BYTES[word]:
+            votes[lang] += 1
+    return _voted(votes)
+
+
+def _voted(votes: dict[str, int]) -> str:
+    """The language with most function words, if at least two and more than any other's."""
     ranked = sorted(votes.items(), key=lambda item: -item[1])
     (best, most), (_, second) = ranked[0], ranked[1]
     return best if most >= _LATIN_MIN and most > second else "latin"

@@ -1,0 +1,56 @@
+"""Folders and files opened relative to an opened folder, never through a symlink
+(``O_NOFOLLOW`` with ``dir_fd``): what ``Store.read_all`` reads a rebuild's files with.
+A file opened so is the one at that path in the vault, whatever is swapped in above it
+meanwhile, since no folder on the way was opened through a link."""
+
+from __future__ import annotations
+
+import os
+import stat as stat_kind
+
+OPEN_AT = os.open in os.supports_dir_fd and hasattr(os, "O_NOFOLLOW") and hasattr(os, "O_DIRECTORY")
+FOLDER_FLAGS = os.O_RDONLY | getattr(os, "O_DIRECTORY", 0) | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_CLOEXEC", 0)
+FILE_FLAGS = os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_CLOEXEC", 0)
+FOLDERS_KEPT = 64  # folders kept open at once (a rebuild reads folder by folder)
+
+
+def folder_fd(folders: dict[str, int], folder: str) -> int:
+    """``folder`` (vault-relative) opened part by part from the vault's folder
+    (``folders[""]``), none through a symlink; kept in ``folders`` (at most
+    ``FOLDERS_KEPT`` of them open). Raises ``OSError`` for a symlink on the way."""
+    fd = folders.get(folder)
+    if fd is not None:
+        return fd
+    if len(folders) > FOLDERS_KEPT:
+        for kept in [key for key in folders if key]:
+            os.close(folders.pop(kept))
+    root = fd = folders[""]
+    try:
+        for part in folder.split("/"):
+            inner = os.open(part, FOLDER_FLAGS, dir_fd=fd)
+            if fd != root:
+                os.close(fd)
+            fd = inner
+    except OSError:
+        if fd != root:
+            os.close(fd)
+        raise
+    folders[folder] = fd
+    return fd
+
+
+def read_at(folder: int, name: str, max_bytes: int | None) -> tuple[bytes, os.stat_result] | None:
+    """A regular file's bytes and stat, opened by name in an opened folder without
+    following a symlink or blocking (a named pipe); None for anything else or a file
+    over ``max_bytes``. Raises ``OSError`` for a symlink, a file gone, one unreadable."""
+    fd = os.open(name, FILE_FLAGS, dir_fd=folder)
+    try:
+        found = os.fstat(fd)
+        if not stat_kind.S_ISREG(found.st_mode) or (max_bytes is not None and found.st_size > max_bytes):
+            return None
+        chunks = [os.read(fd, found.st_size + 1)]
+        while chunks[-1]:  # to its end, as a read of the whole file does (it may have grown)
+            chunks.append(os.read(fd, 1 << 16))
+        return b"".join(chunks), found
+    finally:
+        os.close(fd)
