@@ -523,9 +523,12 @@ class Index:
             if merge:
                 self._merge_segments(conn)
 
-    def query(self, sql: str, params: Iterable[Any] = ()) -> list[sqlite3.Row]:
+    def query(self, sql: str, params: Iterable[Any] = (), warm: bool = False) -> list[sqlite3.Row]:
         """Run one read. Its work is bounded: past ``limits.MAX_QUERY_SECONDS`` SQLite
-        interrupts it (``QueryInterrupted``) rather than hold the index for minutes."""
+        interrupts it (``QueryInterrupted``) rather than hold the index for minutes.
+        ``warm``: through the writing connection, for a write's own lookups under the
+        vault's lock (its pages stay cached across this process's commits, where a
+        reading connection loads them afresh after each one)."""
         seconds = limits.MAX_QUERY_SECONDS
         deadline = time.monotonic() + seconds
         stopped: list[bool] = []
@@ -536,7 +539,7 @@ class Index:
                 return True  # nonzero: SQLite stops the statement with SQLITE_INTERRUPT
             return False
 
-        writing = self._writer == threading.get_ident()
+        writing = warm or self._writer == threading.get_ident()
         with self._lock if writing else contextlib.nullcontext():
             conn = self.conn if writing else self._reader()
             conn.set_progress_handler(over_time, PROGRESS_STEPS)
@@ -807,10 +810,14 @@ class Index:
         return rows[0] if rows else None
 
     def find_content(self, namespace: str, content_hash: str, now: str, exclude_path: str = "") -> sqlite3.Row | None:
+        """The memory holding this content in the namespace (dedup: asked by writes, under
+        the vault's lock, so through the writing connection)."""
+        # By the hash's index: unguided, SQLite walks the namespace in created order instead
+        # (to skip the sort), every memory of it for a content that is new.
         rows = self.query(
-            "SELECT * FROM memories WHERE content_hash = ? AND namespace = ? AND path != ? "
+            "SELECT * FROM memories INDEXED BY memories_hash WHERE content_hash = ? AND namespace = ? AND path != ? "
             "AND (expires IS NULL OR expires > ?) ORDER BY created, path LIMIT 1",
-            (content_hash, namespace, exclude_path, now),
+            (content_hash, namespace, exclude_path, now), warm=True,
         )
         return rows[0] if rows else None
 

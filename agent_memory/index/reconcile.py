@@ -166,18 +166,23 @@ class FileIndexer:
             "Free some disk space; the next command rebuilds the index (or run `agent-memory reindex`)."
         )
 
-    def index_new(self, rel: str, data: bytes, published: os.stat_result | None) -> sqlite3.Row | None:
+    def index_new(self, rel: str, data: bytes, published: os.stat_result | None) -> tuple[sqlite3.Row | None, Note | None]:
         """Index a file this process just published from the bytes it wrote and the stat
         of the file as published (``Store.place``), without reading it back; when that
         stat is missing (something touched the file in between) it is read like any
-        other. Returns the new row."""
+        other. Returns the new row, and the note parsed from ``data`` (None: read back)."""
+        note = None
         with self.transaction() as conn:
             if published is None:
                 self.refresh(conn, rel, None)
             else:
-                self.refresh(conn, rel, None, self.written(rel, data, published))
+                examined = self.written(rel, data, published)
+                note = examined.note
+                self.refresh(conn, rel, None, examined)
                 self.index.note_tool_write(conn, rel, parse.file_version(data))
-        return self.index.by_path(rel)
+            # Read back through the writing connection, whose pages are warm: a reading
+            # connection would load them afresh after every commit.
+            return self.index.by_path(rel), note
 
 
 @contextmanager
