@@ -29,6 +29,12 @@ _FUNCTION_WORDS = {
     "nl": "de het een en van is dat niet op te met voor zijn je ook als bij aan er naar",
 }
 _WORDS_OF = {lang: frozenset(words.split()) for lang, words in _FUNCTION_WORDS.items()}
+# Each function word -> the languages it counts for (one lookup a word, not one a language).
+_LANGS_OF: dict[str, tuple[str, ...]] = {}
+for _lang, _words in _WORDS_OF.items():
+    for _word in _words:
+        _LANGS_OF[_word] = (*_LANGS_OF.get(_word, ()), _lang)
+_NOT_LETTER = re.compile(r"[^A-Za-z]+")
 _WORD = re.compile(r"[^\W\d_]+")
 SAMPLE = 4000  # characters of a note read to tell its language
 _LATIN_MIN = 2  # function words a Latin text needs before a language is named
@@ -73,6 +79,8 @@ def language_of(text: str) -> str:
     by which language's function words it holds most of (at least two, and more than
     any other language's), else ``"latin"``."""
     sample = text[:SAMPLE]
+    if sample.isascii():  # the common case, at once: every letter is Latin, every word folds by lower()
+        return _latin_language(sample.lower(), folded=True) if _NOT_LETTER.sub("", sample) else ""
     letters: dict[str, int] = {}
     for char in sample:
         if char.isalpha():
@@ -90,13 +98,14 @@ def language_of(text: str) -> str:
     return _latin_language(sample)
 
 
-def _latin_language(sample: str) -> str:
+def _latin_language(sample: str, folded: bool = False) -> str:
+    """The language of Latin text by its function words; ``folded``: ``sample`` is
+    already as ``_fold`` makes a word (ASCII, lower case)."""
     votes = dict.fromkeys(_WORDS_OF, 0)
+    langs_of = _LANGS_OF
     for word in _WORD.findall(sample):
-        folded = _fold(word)
-        for lang, words in _WORDS_OF.items():
-            if folded in words:
-                votes[lang] += 1
+        for lang in langs_of.get(word if folded else _fold(word), ()):
+            votes[lang] += 1
     ranked = sorted(votes.items(), key=lambda item: -item[1])
     (best, most), (_, second) = ranked[0], ranked[1]
     return best if most >= _LATIN_MIN and most > second else "latin"
