@@ -577,6 +577,8 @@ class Store:
                 except FileExistsError:
                     continue
                 self.fsync_dir(target_dir)
+                for made in new_dirs:  # a folder made for it (a new day's): its name in its parent, once
+                    self.fsync_dir(made.parent)
                 rel = f"{folder}/{name}" if folder else name
                 self.changed(rel, "created")
                 return rel, _unchanged_since(target_dir / name, written)
