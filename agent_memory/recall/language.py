@@ -35,6 +35,7 @@ for _lang, _words in _WORDS_OF.items():
     for _word in _words:
         _LANGS_OF[_word] = (*_LANGS_OF.get(_word, ()), _lang)
 _NOT_LETTER = re.compile(r"[^A-Za-z]+")
+_NON_ASCII = re.compile(r"[^\x00-\x7f]+")
 _WORD = re.compile(r"[^\W\d_]+")
 SAMPLE = 4000  # characters of a note read to tell its language
 _LATIN_MIN = 2  # function words a Latin text needs before a language is named
@@ -81,11 +82,13 @@ def language_of(text: str) -> str:
     sample = text[:SAMPLE]
     if sample.isascii():  # the common case, at once: every letter is Latin, every word folds by lower()
         return _latin_language(sample.lower(), folded=True) if _NOT_LETTER.sub("", sample) else ""
-    letters: dict[str, int] = {}
-    for char in sample:
-        if char.isalpha():
-            script = _script(char)
-            letters[script] = letters.get(script, 0) + 1
+    ascii_letters = len(_NOT_LETTER.sub("", sample))  # Latin, counted at once; the rest one by one
+    letters: dict[str, int] = {"latin": ascii_letters} if ascii_letters else {}
+    for run in _NON_ASCII.findall(sample):
+        for char in run:
+            if char.isalpha():
+                script = _script(char)
+                letters[script] = letters.get(script, 0) + 1
     if not letters:
         return ""
     counts = {script: n * _LETTER_WEIGHT.get(script, 1) for script, n in letters.items() if script not in ("han", "ja")}
@@ -104,7 +107,7 @@ def _latin_language(sample: str, folded: bool = False) -> str:
     votes = dict.fromkeys(_WORDS_OF, 0)
     langs_of = _LANGS_OF
     for word in _WORD.findall(sample):
-        for lang in langs_of.get(word if folded else _fold(word), ()):
+        for lang in langs_of.get(word if folded else word.lower() if word.isascii() else _fold(word), ()):
             votes[lang] += 1
     ranked = sorted(votes.items(), key=lambda item: -item[1])
     (best, most), (_, second) = ranked[0], ranked[1]
