@@ -557,13 +557,31 @@ class Index:
 
     # ------------------------------------------------------------------ writes
     def upsert(self, conn: sqlite3.Connection, note: Note, facts: FileFacts) -> None:
-        old = conn.execute("SELECT rid, names, tags, body, cjk, dated, described, aliases FROM memories WHERE path = ?", (note.path,)).fetchone()
-        if old is not None:
-            self._delete_row(conn, old)
-            rid = old["rid"]
-        else:
-            rid = conn.execute("SELECT coalesce(max(rid), 0) + 1 FROM memories").fetchone()[0]
-        self._insert(conn, [(rid, note, facts)])
+        self.upsert_many(conn, [(note, facts)])
+
+    def upsert_many(self, conn: sqlite3.Connection, notes: list[tuple[Note, FileFacts]]) -> None:
+        """Each note's row put in place of its path's old one (which keeps its row number),
+        inserted together: one statement a table for the lot, not one a note (an
+        import's thousands). The same rows, numbered the same, as one ``upsert`` a note."""
+        if len({note.path for note, _ in notes}) != len(notes):  # a path twice: each sees the one before
+            for pair in notes:
+                self.upsert_many(conn, [pair])
+            return
+        rows: list[tuple[int, Note, FileFacts]] = []
+        next_rid: int | None = None
+        for note, facts in notes:
+            old = conn.execute("SELECT rid, names, tags, body, cjk, dated, described, aliases FROM memories "
+                               "WHERE path = ?", (note.path,)).fetchone()
+            if old is not None:
+                self._delete_row(conn, old)
+                rid = old["rid"]
+            else:
+                if next_rid is None:
+                    next_rid = conn.execute("SELECT coalesce(max(rid), 0) + 1 FROM memories").fetchone()[0]
+                rid, next_rid = next_rid, next_rid + 1
+            rows.append((rid, note, facts))
+        if rows:
+            self._insert(conn, rows)
 
     @staticmethod
     def _merge_segments(conn: sqlite3.Connection) -> None:
