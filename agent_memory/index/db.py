@@ -829,9 +829,8 @@ class Index:
 
     def find_content(self, namespace: str, content_hash: str, now: str, exclude_path: str = "") -> sqlite3.Row | None:
         """The memory holding this content in the namespace (dedup: asked by writes, under
-        the vault's lock, so through the writing connection)."""
-        # By the hash's index: unguided, SQLite walks the namespace in created order instead
-        # (to skip the sort), every memory of it for a content that is new.
+        the vault's lock, so through the writing connection). By the hash's index: unguided,
+        SQLite walks the whole namespace in created order (to skip the sort) instead."""
         rows = self.query(
             "SELECT * FROM memories INDEXED BY memories_hash WHERE content_hash = ? AND namespace = ? AND path != ? "
             "AND (expires IS NULL OR expires > ?) ORDER BY created, path LIMIT 1",
