@@ -201,8 +201,7 @@ class Core:
             if outermost:
                 self.store.changes.clear()  # what a crash recovery outside a write restored is no write's
             self.check_index()
-            if outermost:
-                self._catch_up()
+            counts = self._catch_up() if outermost else None
             self.store.settle_parked()
             done = False
             try:
@@ -210,21 +209,25 @@ class Core:
                 done = True
             finally:
                 if outermost:
-                    self._generations.bump()
+                    self._generations.bump(counts)
                     changes, self.store.changes = self.store.changes, []
                     if done and changes and self._written is not None:
                         self._written(changes)
 
-    def _catch_up(self) -> None:
+    def _catch_up(self) -> dict[str, int]:
         """Another process may have written through an index of its own (one of them with
         ``AGENT_MEMORY_INDEX_DIR``, one without): its writes are in the files but not in
         this database. Each write counts itself per index beside the vault's lock; a
         count of another index this process has not seen means reconcile first, so
-        dedup never misses a file. Processes sharing one index never pay for this."""
-        others = self._generations.others()
+        dedup never misses a file. Processes sharing one index never pay for this.
+        Returns every index's count as read (the write's own bump adds to them: under
+        the lock nobody else changes them meanwhile)."""
+        counts = self._generations.counts()
+        others = {k: v for k, v in counts.items() if k != self._generations.mine}
         if others != self._seen_others:
             self._seen_others = others
             self._reconcile()
+        return counts
 
     def _check_vault(self) -> None:
         """The vault folder renamed or deleted under a running server: say so instead
