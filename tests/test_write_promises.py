@@ -164,3 +164,19 @@ def test_an_import_refuses_a_folder_made_a_symlink_after_it_was_planned(vault: V
     assert list(outside.iterdir()) == []
     assert not (vault.root / "2025/03/05").exists() or not any((vault.root / "2025/03/05").iterdir())
     assert vault.stats()["total"] == 0
+
+
+
+def test_a_new_file_in_new_folders_has_each_folder_made_durable(vault: Vault, monkeypatch: pytest.MonkeyPatch) -> None:
+    """``write_new_file`` (a move's copy where hard links are refused, init's files)."""
+    synced: list[Path] = []
+    real = store_module.fsync_folder
+
+    def recorded(folder: Path) -> None:
+        synced.append(Path(folder))
+        real(folder)
+
+    monkeypatch.setattr(store_module, "fsync_folder", recorded)
+    vault.store.write_new_file("projects/alpha/fact.md", b"A fact in a folder of its own\n")
+    assert (vault.root / "projects/alpha/fact.md").read_bytes() == b"A fact in a folder of its own\n"
+    assert {vault.root / "projects/alpha", vault.root / "projects", vault.root} <= set(synced)
