@@ -148,6 +148,10 @@ class Generations:
         self.path = path
         self.mine = mine  # this process's index, as a key
 
+    def counts(self) -> dict[str, int]:
+        """Every index's write count, as the file holds them now."""
+        return self._read()
+
     def _read(self) -> dict[str, int]:
         try:
             loaded = json.loads(self.path.read_text(encoding="utf-8"))
@@ -159,8 +163,10 @@ class Generations:
         """The write counts of every other index of this vault."""
         return {k: v for k, v in self._read().items() if k != self.mine}
 
-    def bump(self) -> None:
-        counts = self._read()
+    def bump(self, counts: dict[str, int] | None = None) -> None:
+        """Count one more write of this index; ``counts``: the file's counts as read
+        under the lock this write holds (else read now)."""
+        counts = dict(self._read() if counts is None else counts)
         counts[self.mine] = counts.get(self.mine, 0) + 1
         data = json.dumps(counts).encode("utf-8")
         try:

@@ -185,8 +185,11 @@ class Staging:
         if item.get("replaces"):  # an update: the checked swap, safe to repeat after a crash
             replaced = self._put_replacement(staged, rel)
             return (replaced, None) if replaced else None
-        confine.memory_path(self._root, f"{folder}/x.md" if folder else "x.md")  # no symlinked folder on the way
-        where = self._already_published(staged, found, folder, name[:-3]) if after_crash else None
+        where = None
+        if after_crash:  # looked for in the vault first: never through a symlinked folder
+            confine.memory_path(self._root, f"{folder}/x.md" if folder else "x.md")
+            where = self._already_published(staged, found, folder, name[:-3])
+        # (Else ``place`` itself refuses a folder that is, or goes through, a symlink.)
         stat = None
         if where is None:
             where, stat = self._store.place(staged, folder, name[:-3])

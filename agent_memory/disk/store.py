@@ -613,6 +613,8 @@ class Store:
                 except FileExistsError:
                     continue
                 self.fsync_dir(target_dir)
+                for made in new_dirs:  # a folder made for it (a new day's): its name in its parent, once
+                    self.fsync_dir(made.parent)
                 rel = f"{folder}/{name}" if folder else name
                 self.changed(rel, "created")
                 return rel, _unchanged_since(target_dir / name, written)
@@ -935,6 +937,7 @@ class Store:
         """Create ``rel`` exactly (used by import and init, and by a move's copy, which
         gives it the original's ``mode`` and ``owner``); refuses to overwrite."""
         target = self.abspath(rel)
+        new_dirs = [d for d in (target.parent, *target.parent.parents) if self._below_root(d) and not d.exists()]
         try:
             target.parent.mkdir(parents=True, exist_ok=True)
             tmp = self.write_temp(target.parent, data, mode, owner)
@@ -943,6 +946,8 @@ class Store:
         try:
             locking.move_no_replace(tmp, target)
             self.fsync_dir(target.parent)
+            for made in new_dirs:  # a folder made for it: its name in its parent, as ``place`` does
+                self.fsync_dir(made.parent)
             self.changed(rel, "created")
         except FileExistsError as exc:
             raise VaultError(f"{rel} already exists; it was left as it was.") from exc

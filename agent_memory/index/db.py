@@ -531,9 +531,12 @@ class Index:
             if merge:
                 self._merge_segments(conn)
 
-    def query(self, sql: str, params: Iterable[Any] = ()) -> list[sqlite3.Row]:
+    def query(self, sql: str, params: Iterable[Any] = (), warm: bool = False) -> list[sqlite3.Row]:
         """Run one read. Its work is bounded: past ``limits.MAX_QUERY_SECONDS`` SQLite
-        interrupts it (``QueryInterrupted``) rather than hold the index for minutes."""
+        interrupts it (``QueryInterrupted``) rather than hold the index for minutes.
+        ``warm``: through the writing connection, for a write's own lookups under the
+        vault's lock (its pages stay cached across this process's commits, where a
+        reading connection loads them afresh after each one)."""
         seconds = limits.MAX_QUERY_SECONDS
         deadline = time.monotonic() + seconds
         stopped: list[bool] = []
@@ -544,7 +547,7 @@ class Index:
                 return True  # nonzero: SQLite stops the statement with SQLITE_INTERRUPT
             return False
 
-        writing = self._writer == threading.get_ident()
+        writing = warm or self._writer == threading.get_ident()
         with self._lock if writing else contextlib.nullcontext():
             conn = self.conn if writing else self._reader()
             conn.set_progress_handler(over_time, PROGRESS_STEPS)
@@ -562,13 +565,31 @@ class Index:
 
     # ------------------------------------------------------------------ writes
     def upsert(self, conn: sqlite3.Connection, note: Note, facts: FileFacts) -> None:
-        old = conn.execute("SELECT rid, names, tags, body, cjk, dated, described, aliases FROM memories WHERE path = ?", (note.path,)).fetchone()
-        if old is not None:
-            self._delete_row(conn, old)
-            rid = old["rid"]
-        else:
-            rid = conn.execute("SELECT coalesce(max(rid), 0) + 1 FROM memories").fetchone()[0]
-        self._insert(conn, [(rid, note, facts)])
+        self.upsert_many(conn, [(note, facts)])
+
+    def upsert_many(self, conn: sqlite3.Connection, notes: list[tuple[Note, FileFacts]]) -> None:
+        """Each note's row put in place of its path's old one (which keeps its row number),
+        inserted together: one statement a table for the lot, not one a note (an
+        import's thousands). The same rows, numbered the same, as one ``upsert`` a note."""
+        if len({note.path for note, _ in notes}) != len(notes):  # a path twice: each sees the one before
+            for pair in notes:
+                self.upsert_many(conn, [pair])
+            return
+        rows: list[tuple[int, Note, FileFacts]] = []
+        next_rid: int | None = None
+        for note, facts in notes:
+            old = conn.execute("SELECT rid, names, tags, body, cjk, dated, described, aliases FROM memories "
+                               "WHERE path = ?", (note.path,)).fetchone()
+            if old is not None:
+                self._delete_row(conn, old)
+                rid = old["rid"]
+            else:
+                if next_rid is None:
+                    next_rid = conn.execute("SELECT coalesce(max(rid), 0) + 1 FROM memories").fetchone()[0]
+                rid, next_rid = next_rid, next_rid + 1
+            rows.append((rid, note, facts))
+        if rows:
+            self._insert(conn, rows)
 
     @staticmethod
     def _merge_segments(conn: sqlite3.Connection) -> None:
@@ -822,10 +843,13 @@ class Index:
         return rows[0] if rows else None
 
     def find_content(self, namespace: str, content_hash: str, now: str, exclude_path: str = "") -> sqlite3.Row | None:
+        """The memory holding this content in the namespace (dedup: asked by writes, under
+        the vault's lock, so through the writing connection). By the hash's index: unguided,
+        SQLite walks the whole namespace in created order (to skip the sort) instead."""
         rows = self.query(
-            "SELECT * FROM memories WHERE content_hash = ? AND namespace = ? AND path != ? "
+            "SELECT * FROM memories INDEXED BY memories_hash WHERE content_hash = ? AND namespace = ? AND path != ? "
             "AND (expires IS NULL OR expires > ?) ORDER BY created, path LIMIT 1",
-            (content_hash, namespace, exclude_path, now),
+            (content_hash, namespace, exclude_path, now), warm=True,
         )
         return rows[0] if rows else None
 

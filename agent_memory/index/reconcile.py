@@ -125,6 +125,27 @@ class FileIndexer:
 
         ``examined``: what ``examine`` found before the lock was taken; used if the file
         still has that stat (size, mtime, ctime, inode), else the file is read again."""
+        outcome = self._checked(conn, rel, known, examined)
+        if isinstance(outcome, str):
+            return outcome
+        self.index.upsert(conn, *outcome)
+        return "added" if known is None else "updated"
+
+    def refresh_new(self, conn: sqlite3.Connection, rels: list[str], examined: dict[str, Examined]) -> None:
+        """``refresh`` of many paths the index had no facts of (an import's new files),
+        each checked as ``refresh`` checks it (``examined``: those examined already),
+        their rows inserted together."""
+        rows = []
+        for rel in rels:
+            outcome = self._checked(conn, rel, None, examined.get(rel, _UNREAD))
+            if not isinstance(outcome, str):
+                rows.append(outcome)
+        self.index.upsert_many(conn, rows)
+
+    def _checked(self, conn: sqlite3.Connection, rel: str, known: FileFacts | None,
+                 examined: Examined | None | _Unread) -> str | tuple[Note, FileFacts]:
+        """``refresh`` up to its row: what it returns when no row is to be written (done
+        here), else the note and facts to write."""
         if isinstance(examined, _Unread) or not _still(self.store.stat(rel), examined):
             examined = self.examine(rel, known)
         if examined is None:
@@ -145,8 +166,7 @@ class FileIndexer:
             # next event or sweep folds in the finished save ("settling": a watcher looks
             # again once it cannot be a save in progress, in case no event comes).
             return "settling"
-        self.index.upsert(conn, note, facts)
-        return "added" if known is None else "updated"
+        return note, facts
 
     @contextmanager
     def transaction(self) -> Iterator[sqlite3.Connection]:
@@ -171,18 +191,23 @@ class FileIndexer:
             "Free some disk space; the next command rebuilds the index (or run `agent-memory reindex`)."
         )
 
-    def index_new(self, rel: str, data: bytes, published: os.stat_result | None) -> sqlite3.Row | None:
+    def index_new(self, rel: str, data: bytes, published: os.stat_result | None) -> tuple[sqlite3.Row | None, Note | None]:
         """Index a file this process just published from the bytes it wrote and the stat
         of the file as published (``Store.place``), without reading it back; when that
         stat is missing (something touched the file in between) it is read like any
-        other. Returns the new row."""
+        other. Returns the new row, and the note parsed from ``data`` (None: read back)."""
+        note = None
         with self.transaction() as conn:
             if published is None:
                 self.refresh(conn, rel, None)
             else:
-                self.refresh(conn, rel, None, self.written(rel, data, published))
+                examined = self.written(rel, data, published)
+                note = examined.note
+                self.refresh(conn, rel, None, examined)
                 self.index.note_tool_write(conn, rel, parse.file_version(data))
-        return self.index.by_path(rel)
+            # Read back through the writing connection, whose pages are warm: a reading
+            # connection would load them afresh after every commit.
+            return self.index.by_path(rel), note
 
 
 @contextmanager

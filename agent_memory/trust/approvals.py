@@ -117,9 +117,11 @@ def _stamp(path: Path) -> object:
     return found.st_mtime_ns, found.st_size, found.st_ino
 
 
-def approvals_stamp(root: Path) -> object:
-    """Changes when the approvals change (a running server follows ``trust``)."""
-    return _stamp(approvals_path(root))
+def approvals_stamp(root: Path, path: Path | None = None) -> object:
+    """Changes when the approvals change (a running server follows ``trust``). ``path``:
+    ``approvals_path(root)`` worked out once by a caller that asks on every write (it
+    resolves the vault's real path and hashes it)."""
+    return _stamp(path or approvals_path(root))
 
 
 def load_approvals(root: Path) -> dict[str, set[str]]:

@@ -12,6 +12,7 @@ from __future__ import annotations
 import base64
 import binascii
 import bisect
+import functools
 import hashlib
 import json
 import math
@@ -377,7 +378,16 @@ def find_credentials(text: str) -> list[Finding]:
 
     Where spans overlap (``GITHUB_TOKEN=ghp_…`` is both a GitHub token and a keyword
     assignment), the more specific rule — earlier in ``_RULES`` — wins.
+
+    A write scans its content twice, once to guard it and once to name its file
+    (``redact_for_names``): the last few texts' findings are kept, so it costs one scan.
     """
+    return list(_scanned(text))
+
+
+@functools.lru_cache(maxsize=8)
+def _scanned(text: str) -> tuple[Finding, ...]:
+    """``find_credentials``, kept for the last few texts (findings are frozen)."""
     spans: list[tuple[int, int, str, str]] = []  # start, end, kind, fingerprinted value
     taken: list[tuple[int, int]] = []  # the spans so far, sorted and never overlapping
 
@@ -427,7 +437,7 @@ def find_credentials(text: str) -> list[Finding]:
         line += text.count("\n", counted, start)
         counted = start
         findings.append(Finding(kind, fingerprint(value), start, end, line))
-    return findings
+    return tuple(findings)
 
 
 def _allowed(settings: SecretsSettings | None) -> frozenset[str]:

@@ -118,6 +118,9 @@ class Core:
         self._generations = Generations(self.store.control_dir / "writes.json", str(self.index.path))
         self._seen_others = self._generations.others()
         self._settings: tuple[object, Settings] | None = None
+        # Where this user's approvals of this vault are: asked on every write, worked out once
+        # (as the register's folder is; a vault moved meanwhile is refused by ``_check_vault``).
+        self._approvals = approvals.approvals_path(self.root)
         self._choice: tuple[int, Choice] | None = None  # (memories indexed, the profile chosen for them)
         self.settings  # noqa: B018 - a broken settings file is a clear error at open, not at the first write
         self.vectors = Semantic(self.index, self.index_dir)  # loads nothing until semantic recall is used
@@ -134,9 +137,9 @@ class Core:
         a person's edit; a broken edit is a clear error on the next use)."""
         try:
             found = os.stat(self.root / SETTINGS_FILE)
-            stamp: object = (found.st_mtime_ns, found.st_size, found.st_ino, approvals.approvals_stamp(self.root))
+            stamp: object = (found.st_mtime_ns, found.st_size, found.st_ino, approvals.approvals_stamp(self.root, self._approvals))
         except OSError:
-            stamp = approvals.approvals_stamp(self.root)
+            stamp = approvals.approvals_stamp(self.root, self._approvals)
         if self._settings is None or self._settings[0] != stamp:
             applied, asked = approvals.effective(load_settings(self.root), approvals.load_approvals(self.root))
             self._settings = (stamp, applied)
@@ -198,8 +201,7 @@ class Core:
             if outermost:
                 self.store.changes.clear()  # what a crash recovery outside a write restored is no write's
             self.check_index()
-            if outermost:
-                self._catch_up()
+            counts = self._catch_up() if outermost else None
             self.store.settle_parked()
             done = False
             try:
@@ -207,21 +209,25 @@ class Core:
                 done = True
             finally:
                 if outermost:
-                    self._generations.bump()
+                    self._generations.bump(counts)
                     changes, self.store.changes = self.store.changes, []
                     if done and changes and self._written is not None:
                         self._written(changes)
 
-    def _catch_up(self) -> None:
+    def _catch_up(self) -> dict[str, int]:
         """Another process may have written through an index of its own (one of them with
         ``AGENT_MEMORY_INDEX_DIR``, one without): its writes are in the files but not in
         this database. Each write counts itself per index beside the vault's lock; a
         count of another index this process has not seen means reconcile first, so
-        dedup never misses a file. Processes sharing one index never pay for this."""
-        others = self._generations.others()
+        dedup never misses a file. Processes sharing one index never pay for this.
+        Returns every index's count as read (the write's own bump adds to them: under
+        the lock nobody else changes them meanwhile)."""
+        counts = self._generations.counts()
+        others = {k: v for k, v in counts.items() if k != self._generations.mine}
         if others != self._seen_others:
             self._seen_others = others
             self._reconcile()
+        return counts
 
     def _check_vault(self) -> None:
         """The vault folder renamed or deleted under a running server: say so instead
@@ -292,8 +298,9 @@ class Core:
             conflict=bool(row["conflict"]),
         )
 
-    def memory(self, rel: str, data: bytes, row: sqlite3.Row) -> Memory:
-        note = parse.parse(data, rel)
+    def memory(self, rel: str, data: bytes, row: sqlite3.Row, note: parse.Note | None = None) -> Memory:
+        """The memory at ``rel`` from its bytes and row; ``note``: those bytes already parsed."""
+        note = note or parse.parse(data, rel)
         relations: dict[str, list[str]] = {}
         for relation, target in note.links:
             relations.setdefault(relation, []).append(target)

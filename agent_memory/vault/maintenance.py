@@ -242,11 +242,7 @@ class Maintenance:
                         if p.stat is not None}
             done = {p.path for p in published}
             with self.files.transaction() as conn:
-                for p in published:
-                    if p.path in examined:
-                        self.files.refresh(conn, p.path, None, examined[p.path])
-                    else:
-                        self.files.refresh(conn, p.path, None)
+                self.files.refresh_new(conn, [p.path for p in published], examined)
                 for staged in plan.files:
                     if staged.replaces is not None and staged.path not in done:  # a person's save stood: index that
                         self.files.refresh(conn, staged.path, None)

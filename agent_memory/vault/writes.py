@@ -93,11 +93,12 @@ class Writes:
                     self.index.note_tool_write(conn, rel, file_version(data))
         return self.index.by_path(rel)
 
-    def _as_written(self, rel: str, data: bytes, row: sqlite3.Row | None) -> Memory:
-        """The memory a write just made, from the bytes it wrote when the index row is
-        of those very bytes (else, a save landed since: read the file as it is now)."""
+    def _as_written(self, rel: str, data: bytes, row: sqlite3.Row | None, note: Note | None = None) -> Memory:
+        """The memory a write just made, from the bytes it wrote (``note``: parsed already)
+        when the index row is of those very bytes (else, a save landed since: read the
+        file as it is now)."""
         if row is not None and row["sha256"] == file_version(data):
-            return self.core.memory(rel, data, row)
+            return self.core.memory(rel, data, row, note)
         return self.core.get(rel)
 
     # ------------------------------------------------------------------ writes
@@ -167,8 +168,8 @@ class Writes:
             slug = make_slug(named)
             folder = "/".join(p for p in (self.core.settings.memories_folder, dated_folder(now)) if p)
             rel, published = self.store.place(None, folder, slug, data)
-            result = RememberResult(memory=self._as_written(rel, data, self.files.index_new(rel, data, published)),
-                                    deduplicated=False)
+            row, note = self.files.index_new(rel, data, published)
+            result = RememberResult(memory=self._as_written(rel, data, row, note), deduplicated=False)
             if warnings:
                 result["warnings"] = warnings
             return result
