@@ -22,8 +22,7 @@ def folder_fd(folders: dict[str, int], folder: str) -> int:
     if fd is not None:
         return fd
     if len(folders) > FOLDERS_KEPT:
-        for kept in [key for key in folders if key]:
-            os.close(folders.pop(kept))
+        release(folders)
     root = fd = folders[""]
     try:
         for part in folder.split("/"):
@@ -37,6 +36,14 @@ def folder_fd(folders: dict[str, int], folder: str) -> int:
         raise
     folders[folder] = fd
     return fd
+
+
+def release(folders: dict[str, int]) -> None:
+    """Close the folders kept open, all but the vault's own (``folders[""]``): to keep
+    their number bounded, and to give their descriptors back when the process has run
+    out of them (a server near its limit must still read every file, through ``read``)."""
+    for kept in [key for key in folders if key]:
+        os.close(folders.pop(kept))
 
 
 def read_at(folder: int, name: str, max_bytes: int | None) -> tuple[bytes, os.stat_result] | None:

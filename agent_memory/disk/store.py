@@ -470,7 +470,9 @@ class Store:
                     continue
                 try:
                     found = openat.read_at(openat.folder_fd(folders, folder), name, max_bytes)
-                except OSError:  # a symlink on the way or at the end, gone, unreadable
+                except OSError as exc:  # a symlink on the way or at the end, gone, unreadable
+                    if exc.errno in (errno.EMFILE, errno.ENFILE):  # out of descriptors: the kept folders' back
+                        openat.release(folders)
                     found = self.read(rel, max_bytes)
                 yield rel, found
         finally:
