@@ -17,7 +17,7 @@ import re
 import sqlite3
 import time
 from collections.abc import Callable, Iterable, Iterator
-from contextlib import AbstractContextManager, contextmanager
+from contextlib import AbstractContextManager, closing, contextmanager
 from pathlib import Path
 
 from ..clock import iso
@@ -324,15 +324,18 @@ class Reconciler:
         reading = Every(progress, "indexing files", len(paths), items=max(50, min(500, len(paths) // 20)))
 
         def parsed() -> Iterator[tuple[Note, FileFacts]]:
-            for done, (rel, read) in enumerate(self.files.read_all(paths), 1):
-                reading(done)
-                if read is None:
-                    continue
-                data, stat = read
-                yield self.files.note_for(rel, data, stat), FileFacts.read(data, stat)
+            with closing(self.files.read_all(paths)) as reads:
+                for done, (rel, read) in enumerate(reads, 1):
+                    reading(done)
+                    if read is None:
+                        continue
+                    data, stat = read
+                    yield self.files.note_for(rel, data, stat), FileFacts.read(data, stat)
 
-        with self.files.transaction() as conn:
-            counts["added"] = self.index.replace_all(conn, parsed())
+        # Closed however the load ends: a load failing half way (a full disk) must not
+        # leave the reads' open folders to the error's frames, held as long as it is.
+        with closing(parsed()) as notes, self.files.transaction() as conn:
+            counts["added"] = self.index.replace_all(conn, notes)
         return self._report(counts, self.sweep_expired() if sweep else 0)
 
     def _report(self, counts: dict[str, int], expired: int) -> ReconcileReport:
