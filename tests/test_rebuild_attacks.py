@@ -9,6 +9,7 @@ from __future__ import annotations
 import os
 import resource
 import socket
+import stat as stat_kind
 from pathlib import Path
 
 import pytest
@@ -222,3 +223,29 @@ def test_planted_long_keys_are_read_right_and_not_kept(monkeypatch: pytest.Monke
     assert first[0] == list(dict.fromkeys(properties.prop_key(key) for key in odd))
     assert max(len(key) for key in properties._KEYS) <= properties.MAX_KEY_CHARS
     assert "status" in first[0]  # a short key padded long is still read, just not kept
+
+
+def test_a_file_holding_more_than_its_stat_said_is_bounded_like_one_over_the_limit(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A file grown between its stat and its read (still being written), or one whose stat
+    says less than it holds (a FUSE or /proc-like file): neither read nor read_all reads
+    past the limit; both give None, as for a file over it."""
+    root = tmp_path / "vault"
+    write(root, {"a/grown.md": "grown " * 50_000, "a/small.md": "Small.\n", "top.md": "x" * 4096})
+    real = os.fstat
+
+    def understated(fd: int) -> os.stat_result:  # the stat taken before the file grew
+        found = real(fd)
+        if not stat_kind.S_ISREG(found.st_mode) or found.st_size < 4096:
+            return found
+        times = ("st_atime", "st_mtime", "st_ctime", "st_atime_ns", "st_mtime_ns", "st_ctime_ns")
+        return os.stat_result((*tuple(found)[:6], 10, *tuple(found)[7:10]),
+                              {name: getattr(found, name) for name in times})
+
+    monkeypatch.setattr(os, "fstat", understated)
+    store = Store(root)
+    rels = ["a/grown.md", "a/small.md", "top.md"]
+    together = {rel: what(found) for rel, found in store.read_all(rels, 100_000)}
+    assert together == {rel: what(store.read(rel, 100_000)) for rel in rels}
+    assert {rel: found and found[0] for rel, found in together.items()} \
+        == {"a/grown.md": None, "a/small.md": b"Small.\n", "top.md": b"x" * 4096}

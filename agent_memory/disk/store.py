@@ -411,8 +411,11 @@ class Store:
         if not stat_kind.S_ISREG(found.st_mode) or (max_bytes is not None and found.st_size > max_bytes):
             os.close(fd)  # a pipe, a device, a folder; too big
             return None
-        with os.fdopen(fd, "rb") as handle:
-            return handle.read(), found
+        try:
+            data = openat.read_bounded(fd, found.st_size, max_bytes)  # grown past the bound since: None
+        finally:
+            os.close(fd)
+        return None if data is None else (data, found)
 
     def _read_by_fd(self, rel: str, max_bytes: int | None) -> tuple[bytes, os.stat_result] | None | object:
         """The common case in three system calls: open the path itself without following
@@ -439,8 +442,11 @@ class Store:
                 or (max_bytes is not None and found.st_size > max_bytes):
             os.close(fd)  # outside the vault or in a dot-folder; a pipe, a device, a folder; too big
             return None
-        with os.fdopen(fd, "rb") as handle:
-            return handle.read(), found
+        try:
+            data = openat.read_bounded(fd, found.st_size, max_bytes)  # grown past the bound since: None
+        finally:
+            os.close(fd)
+        return None if data is None else (data, found)
 
     def read_all(self, rels: Iterable[str], max_bytes: int | None = None,
                  ) -> Iterator[tuple[str, tuple[bytes, os.stat_result] | None]]:
