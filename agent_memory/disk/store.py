@@ -20,7 +20,7 @@ import stat as stat_kind
 import struct
 import sys
 import time
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Generator, Iterable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -449,7 +449,7 @@ class Store:
         return None if data is None else (data, found)
 
     def read_all(self, rels: Iterable[str], max_bytes: int | None = None,
-                 ) -> Iterator[tuple[str, tuple[bytes, os.stat_result] | None]]:
+                 ) -> Generator[tuple[str, tuple[bytes, os.stat_result] | None], None, None]:
         """``read`` of many paths in turn (a rebuild's every memory), each path with what
         ``read`` gives for it, in fewer system calls: each folder on the way is opened
         once, from the vault's own folder down and without following a symlink

@@ -16,7 +16,7 @@ import os
 import re
 import sqlite3
 import time
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Generator, Iterable, Iterator
 from contextlib import AbstractContextManager, closing, contextmanager
 from pathlib import Path
 
@@ -80,7 +80,7 @@ class FileIndexer:
         file never stops a command."""
         return self.store.read(rel, MAX_FILE_BYTES)
 
-    def read_all(self, rels: Iterable[str]) -> Iterator[tuple[str, tuple[bytes, os.stat_result] | None]]:
+    def read_all(self, rels: Iterable[str]) -> Generator[tuple[str, tuple[bytes, os.stat_result] | None], None, None]:
         """``read`` of many paths in turn, each with what ``read`` gives for it, in fewer
         system calls (``Store.read_all``): a rebuild's every file."""
         return self.store.read_all(rels, MAX_FILE_BYTES)
@@ -323,7 +323,7 @@ class Reconciler:
         # 100,000-file vault reports 200 times, not 100,000; a small one only its end).
         reading = Every(progress, "indexing files", len(paths), items=max(50, min(500, len(paths) // 20)))
 
-        def parsed() -> Iterator[tuple[Note, FileFacts]]:
+        def parsed() -> Generator[tuple[Note, FileFacts], None, None]:
             with closing(self.files.read_all(paths)) as reads:
                 for done, (rel, read) in enumerate(reads, 1):
                     reading(done)
