@@ -9,6 +9,7 @@ from __future__ import annotations
 import os
 import resource
 import socket
+import sqlite3
 import stat as stat_kind
 from pathlib import Path
 
@@ -18,7 +19,7 @@ from agent_memory.disk import openat
 from agent_memory.errors import VaultError
 from agent_memory.disk.store import Store
 from agent_memory.index import properties
-from agent_memory.index.db import LOAD_CACHE_KIB, Index
+from agent_memory.index.db import CACHE_KIB, LOAD_CACHE_KIB, Index
 from agent_memory.index.reconcile import FileIndexer
 from agent_memory.vault.vault import Vault
 
@@ -249,3 +250,23 @@ def test_a_file_holding_more_than_its_stat_said_is_bounded_like_one_over_the_lim
     assert together == {rel: what(store.read(rel, 100_000)) for rel in rels}
     assert {rel: found and found[0] for rel, found in together.items()} \
         == {"a/grown.md": None, "a/small.md": b"Small.\n", "top.md": b"x" * 4096}
+
+
+def test_a_planted_index_file_does_not_set_the_page_cache(tmp_path: Path) -> None:
+    """An index file's header can suggest a page cache (``default_cache_size``): one
+    synced or planted under ``.index/`` suggesting two billion pages sets neither the
+    writing nor a reading connection's, before or after a rebuild."""
+    with a_vault(tmp_path / "vault") as vault:
+        path = vault.index.path
+    planted = sqlite3.connect(path)
+    planted.execute("PRAGMA default_cache_size = 2000000000")
+    planted.commit()
+    planted.close()
+    with Vault(tmp_path / "vault") as vault:
+        def caches() -> tuple[int, int]:
+            return (vault.index.conn.execute("PRAGMA cache_size").fetchone()[0],
+                    vault.index.query("PRAGMA cache_size")[0][0])
+
+        assert caches() == (CACHE_KIB, CACHE_KIB)
+        vault.reindex()
+        assert caches() == (CACHE_KIB, CACHE_KIB) and vault.search("kettle", limit=50)["count"] == 20
