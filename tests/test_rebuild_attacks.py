@@ -56,13 +56,15 @@ def test_odd_names_and_kinds_of_file_read_as_read_reads_them(tmp_path: Path) -> 
     os.mkfifo(root / "pipe.md")
     (root / "a" / "loop").symlink_to(root / "a", target_is_directory=True)  # a folder linking to itself
     (root / "self").symlink_to("self")  # a folder link that is its own target
+    (root / "to-git.md").symlink_to(root / ".git" / "c.md")  # a link into a dot-folder of the vault
     server = socket.socket(socket.AF_UNIX)
     try:
         server.bind(str(root / "sock.md"))
         rels = ["a/x.md", "new\nline.md", os.fsdecode(b"bad\xff.md"), "huge.md", "hard.md", "folder.md",
                 "pipe.md", "sock.md", "a/loop/x.md", "a/loop/loop/loop/x.md", "self/x.md",
                 ".index/s.md", ".trash/t.md", ".git/c.md", "a/../.index/s.md", ".prompts/p.md",
-                "a/../../secret.md", str(tmp_path / "secret.md"), "/" + str(tmp_path / "secret.md"), ""]
+                "a/../../secret.md", str(tmp_path / "secret.md"), "/" + str(tmp_path / "secret.md"), "",
+                "to-git.md"]
         store = Store(root)
         before = open_fds()
         together = [(rel, what(found)) for rel, found in store.read_all(rels, LIMIT)]
@@ -77,7 +79,7 @@ def test_odd_names_and_kinds_of_file_read_as_read_reads_them(tmp_path: Path) -> 
     assert read["hard.md"] == read["a/x.md"] == b"In a.\n"  # as read reads a hard link: its bytes
     assert read[".prompts/p.md"] == b"A prompt.\n"
     never = ["huge.md", "folder.md", "pipe.md", "sock.md", ".index/s.md", ".trash/t.md", ".git/c.md",
-             "a/../.index/s.md", "a/../../secret.md", str(tmp_path / "secret.md"), ""]
+             "a/../.index/s.md", "a/../../secret.md", str(tmp_path / "secret.md"), "", "to-git.md"]
     assert all(read[rel] is None for rel in never)
     assert SECRET not in read.values()
 
