@@ -456,9 +456,11 @@ class Store:
         (``O_NOFOLLOW``), and each file by its name inside its opened folder, not following
         a symlink either. What is opened is then the file at that path in the vault,
         whatever is swapped in above it meanwhile (a folder replaced by a link opens no
-        more), so the kernel need not be asked where it is. Whatever this cannot open so
-        (a symlink on the way or at the end, a dot-folder, an error, a system without
-        ``dir_fd``) is read by ``read``, the one rule."""
+        more), so the kernel need not be asked where it is. (A folder already opened and
+        then moved whole out of the vault is still read from: its files are those that
+        were in the vault, and whoever can add to it could add them to the vault.)
+        Whatever this cannot open so (a symlink on the way or at the end, a dot-folder,
+        an error, a system without ``dir_fd``) is read by ``read``, the one rule."""
         if not openat.OPEN_AT:
             for rel in rels:
                 yield rel, self.read(rel, max_bytes)
