@@ -76,3 +76,19 @@ def test_real_notes_in_six_languages_are_told_as_before() -> None:
     told = [language_of(text) for text in notes]
     assert told == [one_by_one(text) for text in notes]
     assert {"en", "de", "zh", "ja", "cyrillic", "arabic"} <= set(told)  # each of its six, told apart
+
+
+def test_adversarial_text_is_told_as_character_by_character_and_the_cache_stays_bounded() -> None:
+    """Text a planted note can hold: lone surrogates, NUL, combining marks alone, every
+    code point there is (in slices), a huge note, title-case and dotted letters. Each is
+    told as the rule says, and classifying every code point keeps the script cache at
+    its bound."""
+    every = "".join(chr(code) for code in range(0x110000))
+    texts = [every[start:start + 3000] for start in range(0, len(every), 3000)] + [
+        "\ud800 the and is \udfff", "\x00the\x00and\x00is\x00", "the\x00and", "e\u0301\u0301\u0301 der die und",
+        "\u0301" * 100, "ǅ ǈ İ ı the and", "ﬁ ﬂ Ａ Ｂ the and is", "\ufffd" * 5000 + " der die das",
+        "the and " * 100_000 + "日本語", "日" * 1_000_000, "\u200b".join("the and is of to") * 500,
+        "le la les " * 10 + "\U0001F600" * 3000, "ＴＨＥ ＡＮＤ ＩＳ",
+    ]
+    assert [language_of(text) for text in texts] == [one_by_one(text) for text in texts]
+    assert len(language._SCRIPT_OF) <= language._SCRIPTS_KEPT

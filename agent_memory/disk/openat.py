@@ -22,8 +22,7 @@ def folder_fd(folders: dict[str, int], folder: str) -> int:
     if fd is not None:
         return fd
     if len(folders) > FOLDERS_KEPT:
-        for kept in [key for key in folders if key]:
-            os.close(folders.pop(kept))
+        release(folders)
     root = fd = folders[""]
     try:
         for part in folder.split("/"):
@@ -39,6 +38,14 @@ def folder_fd(folders: dict[str, int], folder: str) -> int:
     return fd
 
 
+def release(folders: dict[str, int]) -> None:
+    """Close the folders kept open, all but the vault's own (``folders[""]``): to keep
+    their number bounded, and to give their descriptors back when the process has run
+    out of them (a server near its limit must still read every file, through ``read``)."""
+    for kept in [key for key in folders if key]:
+        os.close(folders.pop(kept))
+
+
 def read_at(folder: int, name: str, max_bytes: int | None) -> tuple[bytes, os.stat_result] | None:
     """A regular file's bytes and stat, opened by name in an opened folder without
     following a symlink or blocking (a named pipe); None for anything else or a file
@@ -48,9 +55,20 @@ def read_at(folder: int, name: str, max_bytes: int | None) -> tuple[bytes, os.st
         found = os.fstat(fd)
         if not stat_kind.S_ISREG(found.st_mode) or (max_bytes is not None and found.st_size > max_bytes):
             return None
-        chunks = [os.read(fd, found.st_size + 1)]
-        while chunks[-1]:  # to its end, as a read of the whole file does (it may have grown)
-            chunks.append(os.read(fd, 1 << 16))
-        return b"".join(chunks), found
+        data = read_bounded(fd, found.st_size, max_bytes)
+        return None if data is None else (data, found)
     finally:
         os.close(fd)
+
+
+def read_bounded(fd: int, size: int, max_bytes: int | None) -> bytes | None:
+    """An opened file's bytes to its end (it may have grown since its stat said ``size``),
+    or None once they pass ``max_bytes``: a file still being written, or one whose stat
+    says less than it holds (a FUSE or /proc-like file), is bounded like one over it."""
+    chunks, read = [os.read(fd, size + 1)], 0
+    while chunks[-1]:
+        read += len(chunks[-1])
+        if max_bytes is not None and read > max_bytes:
+            return None
+        chunks.append(os.read(fd, 1 << 16))
+    return b"".join(chunks)

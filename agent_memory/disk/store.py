@@ -20,7 +20,7 @@ import stat as stat_kind
 import struct
 import sys
 import time
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Generator, Iterable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -411,8 +411,11 @@ class Store:
         if not stat_kind.S_ISREG(found.st_mode) or (max_bytes is not None and found.st_size > max_bytes):
             os.close(fd)  # a pipe, a device, a folder; too big
             return None
-        with os.fdopen(fd, "rb") as handle:
-            return handle.read(), found
+        try:
+            data = openat.read_bounded(fd, found.st_size, max_bytes)  # grown past the bound since: None
+        finally:
+            os.close(fd)
+        return None if data is None else (data, found)
 
     def _read_by_fd(self, rel: str, max_bytes: int | None) -> tuple[bytes, os.stat_result] | None | object:
         """The common case in three system calls: open the path itself without following
@@ -439,20 +442,25 @@ class Store:
                 or (max_bytes is not None and found.st_size > max_bytes):
             os.close(fd)  # outside the vault or in a dot-folder; a pipe, a device, a folder; too big
             return None
-        with os.fdopen(fd, "rb") as handle:
-            return handle.read(), found
+        try:
+            data = openat.read_bounded(fd, found.st_size, max_bytes)  # grown past the bound since: None
+        finally:
+            os.close(fd)
+        return None if data is None else (data, found)
 
     def read_all(self, rels: Iterable[str], max_bytes: int | None = None,
-                 ) -> Iterator[tuple[str, tuple[bytes, os.stat_result] | None]]:
+                 ) -> Generator[tuple[str, tuple[bytes, os.stat_result] | None], None, None]:
         """``read`` of many paths in turn (a rebuild's every memory), each path with what
         ``read`` gives for it, in fewer system calls: each folder on the way is opened
         once, from the vault's own folder down and without following a symlink
         (``O_NOFOLLOW``), and each file by its name inside its opened folder, not following
         a symlink either. What is opened is then the file at that path in the vault,
         whatever is swapped in above it meanwhile (a folder replaced by a link opens no
-        more), so the kernel need not be asked where it is. Whatever this cannot open so
-        (a symlink on the way or at the end, a dot-folder, an error, a system without
-        ``dir_fd``) is read by ``read``, the one rule."""
+        more), so the kernel need not be asked where it is. (A folder already opened and
+        then moved whole out of the vault is still read from: its files are those that
+        were in the vault, and whoever can add to it could add them to the vault.)
+        Whatever this cannot open so (a symlink on the way or at the end, a dot-folder,
+        an error, a system without ``dir_fd``) is read by ``read``, the one rule."""
         if not openat.OPEN_AT:
             for rel in rels:
                 yield rel, self.read(rel, max_bytes)
@@ -470,7 +478,9 @@ class Store:
                     continue
                 try:
                     found = openat.read_at(openat.folder_fd(folders, folder), name, max_bytes)
-                except OSError:  # a symlink on the way or at the end, gone, unreadable
+                except OSError as exc:  # a symlink on the way or at the end, gone, unreadable
+                    if exc.errno in (errno.EMFILE, errno.ENFILE):  # out of descriptors: the kept folders' back
+                        openat.release(folders)
                     found = self.read(rel, max_bytes)
                 yield rel, found
         finally:

@@ -56,6 +56,10 @@ VOCAB_TOKENIZER = "unicode61 remove_diacritics 2"
 # merging the full-text segments (``Index._merge_segments``).
 MERGE_AFTER = 1000
 LOAD_CACHE_KIB = 32 * 1024  # SQLite's page cache while a rebuild loads the rows (``replace_all``)
+# SQLite's own default page cache (2 MB), set on every connection: the index file's
+# header can suggest another (``default_cache_size``), and a planted or synced index
+# file must not decide how much of this process's memory its pages take.
+CACHE_KIB = -2000
 RACY_NS = 2_500_000_000  # a tick of the coarsest file system times (FAT: 2 s), and some slack
 
 SCHEMA = f"""
@@ -431,6 +435,7 @@ class Index:
         self._conn = conn
         conn.row_factory = sqlite3.Row
         conn.execute("PRAGMA busy_timeout = 30000")
+        conn.execute(f"PRAGMA cache_size = {CACHE_KIB}")
         conn.execute("PRAGMA journal_mode = WAL")
         conn.execute("PRAGMA synchronous = NORMAL")
         conn.execute("PRAGMA foreign_keys = OFF")
@@ -498,6 +503,7 @@ class Index:
         conn = sqlite3.connect(self.path, isolation_level=None, check_same_thread=False, timeout=30)
         conn.row_factory = sqlite3.Row
         conn.execute("PRAGMA busy_timeout = 30000")
+        conn.execute(f"PRAGMA cache_size = {CACHE_KIB}")
         reader = _Reader(self._epoch, conn)
         with self._readers_lock:
             self._readers.add(reader)

@@ -79,6 +79,8 @@ def _values(value: Any) -> Iterator[str]:
 
 
 # Keys as written -> as compared: a vault's files share a few dozen keys (``prop_key`` once each).
+# Bounded in count and in size: only keys short enough to be indexed are kept (a planted
+# file's 256 keys of 40,000 characters each must not stay in memory for the process's life).
 _KEYS: dict[str, str] = {}
 _KEYS_KEPT = 10_000
 
@@ -93,7 +95,7 @@ def properties(meta: Mapping[Any, Any], tags: Iterable[str]) -> tuple[list[str],
         key = _KEYS.get(raw) if type(raw) is str else None
         if key is None:
             key = prop_key(raw)
-            if type(raw) is str and len(_KEYS) < _KEYS_KEPT:
+            if type(raw) is str and len(raw) <= MAX_KEY_CHARS and len(_KEYS) < _KEYS_KEPT:
                 _KEYS[raw] = key
         if not key or len(key) > MAX_KEY_CHARS:
             continue

@@ -16,8 +16,8 @@ import os
 import re
 import sqlite3
 import time
-from collections.abc import Callable, Iterable, Iterator
-from contextlib import AbstractContextManager, contextmanager
+from collections.abc import Callable, Generator, Iterable, Iterator
+from contextlib import AbstractContextManager, closing, contextmanager
 from pathlib import Path
 
 from ..clock import iso
@@ -80,7 +80,7 @@ class FileIndexer:
         file never stops a command."""
         return self.store.read(rel, MAX_FILE_BYTES)
 
-    def read_all(self, rels: Iterable[str]) -> Iterator[tuple[str, tuple[bytes, os.stat_result] | None]]:
+    def read_all(self, rels: Iterable[str]) -> Generator[tuple[str, tuple[bytes, os.stat_result] | None], None, None]:
         """``read`` of many paths in turn, each with what ``read`` gives for it, in fewer
         system calls (``Store.read_all``): a rebuild's every file."""
         return self.store.read_all(rels, MAX_FILE_BYTES)
@@ -348,16 +348,19 @@ class Reconciler:
         # 100,000-file vault reports 200 times, not 100,000; a small one only its end).
         reading = Every(progress, "indexing files", len(paths), items=max(50, min(500, len(paths) // 20)))
 
-        def parsed() -> Iterator[tuple[Note, FileFacts]]:
-            for done, (rel, read) in enumerate(self.files.read_all(paths), 1):
-                reading(done)
-                if read is None:
-                    continue
-                data, stat = read
-                yield self.files.note_for(rel, data, stat), FileFacts.read(data, stat)
+        def parsed() -> Generator[tuple[Note, FileFacts], None, None]:
+            with closing(self.files.read_all(paths)) as reads:
+                for done, (rel, read) in enumerate(reads, 1):
+                    reading(done)
+                    if read is None:
+                        continue
+                    data, stat = read
+                    yield self.files.note_for(rel, data, stat), FileFacts.read(data, stat)
 
-        with self.files.transaction() as conn:
-            counts["added"] = self.index.replace_all(conn, parsed())
+        # Closed however the load ends: a load failing half way (a full disk) must not
+        # leave the reads' open folders to the error's frames, held as long as it is.
+        with closing(parsed()) as notes, self.files.transaction() as conn:
+            counts["added"] = self.index.replace_all(conn, notes)
         return self._report(counts, self.sweep_expired() if sweep else 0)
 
     def _report(self, counts: dict[str, int], expired: int) -> ReconcileReport:
