@@ -33,9 +33,10 @@ def test_term_matches_is_one_fts_driven_join_with_the_filters_after_the_expressi
 
 
 def test_expressions_are_parameters_and_row_ids_are_integers() -> None:
-    text, params = sql.bm25('"a" OR "b"', 3, 9)
-    assert text == "SELECT rowid, -rank FROM fts WHERE fts MATCH ? AND rowid BETWEEN ? AND ?"
-    assert params == ['"a" OR "b"', 3, 9]
+    text, params = sql.bm25('"a" OR "b"', [9, 3, 5])
+    assert text == ("SELECT rowid, -rank FROM fts WHERE fts MATCH ? AND rowid BETWEEN ? AND ? "
+                    "AND +rowid IN (SELECT value FROM json_each(?))")
+    assert params == ['"a" OR "b"', 3, 9, "[9, 3, 5]"]
     assert sql.records([3, 1]) == ("SELECT * FROM memories WHERE rid IN (3, 1)", [])
     with pytest.raises(ValueError):
         sql.records(["1) OR (1=1"])  # type: ignore[list-item]
@@ -72,7 +73,8 @@ def test_every_builder_runs_on_a_real_index(vault: Vault) -> None:
     assert {r[0] for r in run(sql.members_within('"friday"', '("prefers")'))} == {rid}
     assert {r[0] for r in run(sql.members_from('"acme"', 2))} == {2}
     assert len(run(sql.updated([1, 2]))) == 2
-    assert {r[0] for r in run(sql.bm25('"prefers"', 1, 2))} == {rid}
+    assert {r[0] for r in run(sql.bm25('"prefers"', [1, 2]))} == {rid}
+    assert run(sql.bm25('"acme"', [2])) == run(sql.bm25('"acme"', [1, 2]))[1:] and rid == 1  # each row's own score
     assert {r[0] for r in run(sql.asking([1, 2]))} == {rid}
     assert run(sql.neighbours([1], [1, -1], dt.timedelta(minutes=30)))[0]["n1"] is None  # one instant
     assert "\x02ACME\x03" in run(sql.snippets_in_range('"acme"', [1, 2], 16))[0][1]

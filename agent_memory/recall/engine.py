@@ -550,7 +550,7 @@ class Engine:
             # Pairs of words that are not common only: FTS5 reads every position of each word in a NEAR group.
             expr = " OR ".join([expr, *near_pairs([m.term if m.rids else Term("", "") for m in matches],
                                                   self.config.near)])
-        rows = self._run(sql.bm25(expr, min(rids), max(rids), self.config.field_weights))
+        rows = self._run(sql.bm25(expr, rids, self.config.field_weights))
         return {row[0]: row[1] for row in rows if row[0] in wanted}
 
     def updated(self, rids: set[int] | list[int]) -> dict[int, str]:

@@ -209,12 +209,15 @@ def updated(rids: list[int]) -> Query:
 # --------------------------------------------------------------------------- scores
 
 
-def bm25(expr: str, low: int, high: int, weights: tuple[float, ...] = ()) -> Query:
-    """BM25 (higher is better, with the schema's column weights or ``weights``) of the
-    memories matching ``expr`` between two row numbers: one FTS query for a whole
-    shortlist, since probing row by row would recount each term's documents every time."""
+def bm25(expr: str, rids: list[int], weights: tuple[float, ...] = ()) -> Query:
+    """BM25 (higher is better, with the schema's column weights or ``weights``) of those
+    of ``rids`` that match ``expr``: one FTS query over their row range for a whole
+    shortlist, since probing row by row would recount each term's documents every time;
+    scored only for ``rids`` (``+rowid``: checked after the match, not probed for), since
+    a shortlist spread over a vault leaves thousands of other matches in its range."""
     score = f"-bm25(fts, {', '.join(repr(float(w)) for w in weights)})" if weights else "-rank"
-    return f"SELECT rowid, {score} FROM fts WHERE fts MATCH ? AND rowid BETWEEN ? AND ?", [expr, low, high]
+    return (f"SELECT rowid, {score} FROM fts WHERE fts MATCH ? AND rowid BETWEEN ? AND ? "
+            "AND +rowid IN (SELECT value FROM json_each(?))", [expr, min(rids), max(rids), json.dumps(rids)])
 
 
 def languages(rids: list[int]) -> Query:
