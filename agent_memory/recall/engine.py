@@ -206,10 +206,11 @@ class Engine:
         records: dict[int, MemoryRecord] = {}
         snippets: dict[int, str] = {}
         long_in_sql = False
+        columns = rows[0].keys()[5:] if rows else []  # the row's own: m.*
         for row in rows:
             if row[4] is None:  # off the page
                 continue
-            record = MemoryRecord.from_row({key: row[key] for key in row.keys()[5:]})
+            record = MemoryRecord.from_row(dict(zip(columns, tuple(row)[5:])))
             records[record.rid] = record
             long_in_sql = long_in_sql or (len(record.body) > SNIPPET_SCORED_BODY) != (row[4] > SNIPPET_SCORED_BODY)
             snippets[record.rid] = best_window(row[3], SNIPPET_TOKENS) if row[4] > SNIPPET_SCORED_BODY else row[3]
