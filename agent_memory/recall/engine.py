@@ -187,7 +187,7 @@ class Engine:
         if rare:
             within = f"({all_expr(common)}) AND ({all_expr(rare)})" if common else None  # as ``_members`` asks
             query = sql.first_page(all_expr(rare), within, filters, now, self.newest, offset, want, marked,
-                                   SNIPPET_TOKENS, SNIPPET_SCORED_BODY)
+                                   SNIPPET_TOKENS, SNIPPET_SCORED_BODY, self.config.field_weights)
         else:
             query = sql.first_page_common(all_expr(common), filters, now, self.config.common_pool, offset, want,
                                           marked, SNIPPET_TOKENS, SNIPPET_SCORED_BODY)

@@ -272,10 +272,11 @@ def neighbours(rids: list[int], offsets: Iterable[int], window: dt.timedelta) ->
 
 
 def first_page(every: str, within: str | None, filters: Filters, now: str, newest: bool, offset: int, want: int,
-               marked: str, tokens: int, long_body: int) -> Query:
+               marked: str, tokens: int, long_body: int, weights: tuple[float, ...] = ()) -> Query:
     """The memories holding every term, ranked, as far as one row past the page, in one
     statement: each with its place (``n``, from 1) and score (BM25 over ``every``, the
-    terms that are not common); those on the page (places ``offset`` + 1 to ``want``) with
+    terms that are not common, with the schema's column weights or ``weights``, as
+    ``bm25`` scores); those on the page (places ``offset`` + 1 to ``want``) with
     their row and their body marked for ``marked`` (a snippet of ``tokens`` words; a body
     longer than ``long_body`` characters whole, for ``terms.best_window``). ``within``:
     what the common terms add, an FTS AND with ``every`` (``members_within``). The order
@@ -284,7 +285,8 @@ def first_page(every: str, within: str | None, filters: Filters, now: str, newes
     live, params = _live_rows("u", filters, now)
     common = " AND +fts.rowid IN (SELECT rowid FROM fts WHERE fts MATCH ?)" if within is not None else ""
     order = "updated DESC, score DESC, rid DESC" if newest else "score DESC, updated DESC, rid DESC"
-    hits = (f"SELECT fts.rowid AS rid, -fts.rank AS score, u.updated AS updated {live[0]} WHERE fts MATCH ?{common}"
+    score = f"-bm25(fts, {', '.join(repr(float(w)) for w in weights)})" if weights else "-fts.rank"
+    hits = (f"SELECT fts.rowid AS rid, {score} AS score, u.updated AS updated {live[0]} WHERE fts MATCH ?{common}"
             f"{live[1]} ORDER BY {order} LIMIT ?")
     return _paged(hits, order, [every, *([within] if within is not None else []), *params, want + 1],
                   offset, want, marked, tokens, long_body)
