@@ -45,7 +45,7 @@ def write_vault(root: Path, count: int, supersedes: bool) -> None:
         if i % 97 == 5:
             body = " ".join(sentence(rng) for _ in range(300))  # over 4,096 characters
         if i == 77:
-            body = "Billing acme\x00 " + " ".join(sentence(rng) for _ in range(300))
+            body = "Billing acme nulword\x00 " + " ".join(sentence(rng) for _ in range(300))
         front = [f"id: {new_id(1_735_689_600_000 + i * 60_000)}", f"namespace: {NAMESPACES[i % 3]}", f"tags: [{', '.join(sorted(set(rng.sample(WORDS[:12], 2))))}]",
                  f"created: {stamp}", f"updated: {stamp if i % 5 else '2025-01-01T00:00:00Z'}"]
         if i == 40:
@@ -74,7 +74,7 @@ def questions() -> list[tuple[str, dict[str, Any]]]:
         if i % 13 == 3:
             text = "current " + text  # the newest first
         out.append((text, kinds[i % len(kinds)]))
-    return out
+    return [*out, ("nulword", {}), ("nulword billing", {"match": "all"})]  # the body holding a NUL
 
 
 def searched(vault: Vault, first_pass: bool, monkeypatch: pytest.MonkeyPatch, **options: Any) -> list[Any]:
