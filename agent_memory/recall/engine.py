@@ -12,6 +12,12 @@ BM25 then recency; else memories by IDF-weighted term coverage (lifted by their
 neighbours under the conversation profile), then BM25, then recency. BM25 is computed
 for terms that are not common only: FTS5 counts every document of every term it ranks,
 and a common term weighs almost nothing in it.
+
+Most questions are answered by a first pass of two statements (``first_pass``): a probe
+of the terms (which are common, how many memories hold each, whether any memory
+supersedes another), then the memories holding every term ranked in SQL with the page's
+rows and snippets. The general path above runs when that cannot fill the page, going on
+from what the first pass found; both give the same hits (tests/test_recall_first_pass.py).
 """
 
 from __future__ import annotations
