@@ -38,6 +38,8 @@ def test_split_marks_gives_the_text_and_the_ranges() -> None:
     assert split_marks(f"a {MARK_OPEN}b{MARK_CLOSE} [[c]] {MARK_OPEN}d{MARK_CLOSE}") == ("a b [[c]] d", [[2, 3], [10, 11]])
     assert split_marks(f"x{MARK_CLOSE}y{MARK_OPEN}") == ("xy", [])  # stray marks: no range, no text
     assert split_marks(f"{MARK_OPEN}{MARK_CLOSE}z") == ("z", [])
+    # offsets in code points, past characters outside the BMP; a second open restarts the match
+    assert split_marks(f"😀 {MARK_OPEN}日本{MARK_CLOSE} é{MARK_OPEN}a{MARK_OPEN}bc{MARK_CLOSE}") == ("😀 日本 éabc", [[2, 4], [7, 9]])
 
 
 def test_hits_carry_the_text_as_written_and_the_matches_as_offsets(vault: Vault) -> None:

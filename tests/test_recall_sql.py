@@ -33,13 +33,16 @@ def test_term_matches_is_one_fts_driven_join_with_the_filters_after_the_expressi
 
 
 def test_expressions_are_parameters_and_row_ids_are_integers() -> None:
-    text, params = sql.bm25('"a" OR "b"', 3, 9)
-    assert text == "SELECT rowid, -rank FROM fts WHERE fts MATCH ? AND rowid BETWEEN ? AND ?"
-    assert params == ['"a" OR "b"', 3, 9]
+    text, params = sql.bm25('"a" OR "b"', [9, 3, 5])
+    assert text == ("SELECT rowid, -rank FROM fts WHERE fts MATCH ? AND rowid BETWEEN ? AND ? "
+                    "AND +rowid IN (SELECT value FROM json_each(?))")
+    assert params == ['"a" OR "b"', 3, 9, "[9, 3, 5]"]
     assert sql.records([3, 1]) == ("SELECT * FROM memories WHERE rid IN (3, 1)", [])
     with pytest.raises(ValueError):
         sql.records(["1) OR (1=1"])  # type: ignore[list-item]
-    assert sql.term_floor('"x"', 2000) == ("SELECT rowid FROM fts WHERE fts MATCH ? ORDER BY rowid DESC LIMIT 1 OFFSET ?", ['"x"', 1999])
+    text, params = sql.probe(['"x"'], 2000)
+    assert "(SELECT rowid FROM fts WHERE fts MATCH ? ORDER BY rowid DESC LIMIT 1 OFFSET ?) AS f0" in text
+    assert params == ['"x"', 1999, '"x"']
 
 
 def test_neighbours_name_one_column_per_offset() -> None:
@@ -55,17 +58,23 @@ def test_every_builder_runs_on_a_real_index(vault: Vault) -> None:
     vault.remember("ACME deploy froze on Friday", namespace="work")
     run = lambda q: vault.index.query(*q)
     rid = run(("SELECT rid FROM memories WHERE id = ?", [a["id"]]))[0][0]
-    assert run(sql.max_rid())[0][0] == 2
     assert run(sql.population("work"))[0][0] == 2
-    assert run(sql.term_count('"acme"'))[0][0] == 2
-    assert run(sql.term_floor('"acme"', 2)) and not run(sql.term_floor('"acme"', 3))
+    # the newest row; "acme" common at 2 (its 2nd newest match is row 1), "froze" in one memory
+    assert tuple(run(sql.probe(['"acme"', '"froze"'], 2, supersedes=True))[0]) == (2, 1, None, None, 1, 0)
+    assert tuple(run(sql.probe(['"acme"', '"zebra"'], 3))[0]) == (2, None, 2, None, 0)
+    page = run(sql.first_page('"prefers"', '("acme") AND ("prefers")', Filters(), NOW, False, 0, 1, '"acme"', 16, 4096))
+    assert [(r["hit_n"], r["hit_rid"], r["rid"]) for r in page] == [(1, rid, rid)]
+    assert "\x02ACME\x03" in page[0]["hit_marked"] and page[0]["hit_length"] == len(page[0]["body"])
+    newest = run(sql.first_page_common('"acme"', Filters(namespace="work"), NOW, 200, 1, 2, '"acme"', 16, 4096))
+    assert [(r["hit_n"], r["hit_score"], r["rid"]) for r in newest] == [(1, 0.0, None), (2, 0.0, 1)]  # page: the 2nd
     assert {r[0] for r in run(sql.term_matches('"deploy"', Filters(namespace="work"), NOW))} == {1, 2}
     assert run(sql.term_matches('"deploy"', Filters(namespace="other"), NOW)) == []
     assert [r[0] for r in run(sql.newest_matching('"acme"', Filters(), NOW, 1))] == [2]
     assert {r[0] for r in run(sql.members_within('"friday"', '("prefers")'))} == {rid}
     assert {r[0] for r in run(sql.members_from('"acme"', 2))} == {2}
     assert len(run(sql.updated([1, 2]))) == 2
-    assert {r[0] for r in run(sql.bm25('"prefers"', 1, 2))} == {rid}
+    assert {r[0] for r in run(sql.bm25('"prefers"', [1, 2]))} == {rid}
+    assert run(sql.bm25('"acme"', [2])) == run(sql.bm25('"acme"', [1, 2]))[1:] and rid == 1  # each row's own score
     assert {r[0] for r in run(sql.asking([1, 2]))} == {rid}
     assert run(sql.neighbours([1], [1, -1], dt.timedelta(minutes=30)))[0]["n1"] is None  # one instant
     assert "\x02ACME\x03" in run(sql.snippets_in_range('"acme"', [1, 2], 16))[0][1]

@@ -38,7 +38,7 @@ from ..recall.terms import cjk_index_text, date_tokens
 from ..disk.store import packed_stamp, signed64
 from .properties import properties
 
-SCHEMA_VERSION = 12
+SCHEMA_VERSION = 13
 # The bytes (sha256) of the last write this tool made to each file, whatever session made
 # it: a body may be replaced without the version read only while the file still holds
 # them (``Writes.update``). Outside the versioned schema: losing it (a rebuilt index)
@@ -142,6 +142,8 @@ CREATE TABLE props (key TEXT NOT NULL, value TEXT NOT NULL, rid INTEGER NOT NULL
   PRIMARY KEY (key, value, rid)) WITHOUT ROWID;
 CREATE INDEX props_rid ON props(rid);
 CREATE INDEX links_target ON links(target);
+-- The replacements (supersedes:): recall asks on every search whether any exist, and most vaults have none.
+CREATE INDEX links_supersedes ON links(src) WHERE relation = 'supersedes';
 -- Dates git gives the notes that lack created/updated (author dates, renames followed),
 -- as of the commit named in git_dates_state: a cache like the rest, rebuilt from git.
 CREATE TABLE git_dates (path TEXT PRIMARY KEY, created TEXT, updated TEXT) WITHOUT ROWID;

@@ -12,6 +12,12 @@ BM25 then recency; else memories by IDF-weighted term coverage (lifted by their
 neighbours under the conversation profile), then BM25, then recency. BM25 is computed
 for terms that are not common only: FTS5 counts every document of every term it ranks,
 and a common term weighs almost nothing in it.
+
+Most questions are answered by a first pass of two statements (``first_pass``): a probe
+of the terms (which are common, how many memories hold each, whether any memory
+supersedes another), then the memories holding every term ranked in SQL with the page's
+rows and snippets. The general path above runs when that cannot fill the page, going on
+from what the first pass found; both give the same hits (tests/test_recall_first_pass.py).
 """
 
 from __future__ import annotations
@@ -56,6 +62,9 @@ Nearest = Callable[[Filters, str, int], list[tuple[int, float]]]
 # characters get a window picked in one pass over highlight()'s output instead.
 SNIPPET_SCORED_BODY = 4096
 SNIPPET_TOKENS = 16  # words in a snippet
+# The first pass (``Engine.first_pass``): off, every search takes the general path it
+# short-cuts (the tests compare the two, hit for hit).
+FIRST_PASS = True
 
 
 @dataclass(frozen=True)
@@ -83,6 +92,9 @@ class Engine:
         self.newest = False
         self.now = ""
         self.language = ""  # the question's language as its own words tell it ("" when they do not)
+        # Whether any memory supersedes another (None: not looked up): when none does,
+        # replacements and ``supersede`` have nothing to do and run no statement.
+        self.supersedes_found: bool | None = None
 
     def _run(self, query: Query) -> list[Any]:
         if self.statements is not None:
@@ -109,11 +121,21 @@ class Engine:
         self.language = language
         corrected: dict[str, str] = {}
         want = offset + limit
-        matches = self.match_terms(terms, filters, now)
         weighted = self.config.ranking == "weighted" and match != "all"
+        rule = self.config.semantic if match == "auto" and nearest is not None else ""
+        probed: Any = None
+        first: list[Scored] | None = None
+        if FIRST_PASS and match != "any" and not weighted and rule != "fusion" and not any(t.cjk for t in terms):
+            probed = self._run(sql.probe([t.expr for t in terms], self.config.common_df, supersedes=True))[0]
+            self.supersedes_found = bool(probed[-1])
+            done = self.first_pass(terms, probed, filters, now, offset, want, match, bool(named))
+            if isinstance(done, Found):
+                return done
+            first = done
+        matches = self.match_terms(terms, filters, now, probed)
         complete: list[Scored] = []
         if match != "any" and not weighted:
-            complete = self.every_term(matches, filters, now)
+            complete = first if first is not None else self.every_term(matches, filters, now)
         if not complete and (not weighted or any(m.rids is not None and not m.rids for m in matches)):
             matches, corrected = self.rescue(matches, filters, now)
             rewritten = [m.term for m in matches] != terms
@@ -121,7 +143,6 @@ class Engine:
             if match != "any" and rewritten and not weighted:
                 complete = self.every_term(matches, filters, now)
         self.now = now
-        rule = self.config.semantic if match == "auto" and nearest is not None else ""
         if weighted:
             ranked = rank.named_first(self.weighted(matches, filters, now, tiers=match == "auto"), named)
             complete = [s for s in ranked if s.complete]
@@ -155,6 +176,55 @@ class Engine:
         return Found(terms, mode, page, records, snippets, corrected, len(ranked) > want, list(self.statements or []),
                        semantic)
 
+    def first_pass(self, terms: list[Term], probed: Any, filters: Filters, now: str, offset: int, want: int,
+                   match: str, named: bool) -> Found | list[Scored] | None:
+        """The common shapes in one statement after the probe: the memories holding every
+        term, ranked as ``every_term`` ranks them, as far as one past the page, with the
+        page's rows and snippets. When they fill the page (or nothing else may follow
+        them: ``all``, one term) and neither replacements nor a memory called what was
+        asked can move them, that is the answer. Else the complete hits when all of them
+        are here (the general path goes on from them), or None (it starts over)."""
+        floors, counts = probed[1:1 + 2 * len(terms):2], probed[2:2 + 2 * len(terms):2]
+        if any(floor is None and not count for floor, count in zip(floors, counts)):
+            return []  # a term no memory holds: none holds every term
+        rare = [t for t, floor in zip(terms, floors) if floor is None]
+        common = [t for t, floor in zip(terms, floors) if floor is not None]
+        marked = any_expr(terms)
+        if rare:
+            within = f"({all_expr(common)}) AND ({all_expr(rare)})" if common else None  # as ``_members`` asks
+            query = sql.first_page(all_expr(rare), within, filters, now, self.newest, offset, want, marked,
+                                   SNIPPET_TOKENS, SNIPPET_SCORED_BODY, self.config.field_weights)
+        else:
+            query = sql.first_page_common(all_expr(common), filters, now, self.config.common_pool, offset, want,
+                                          marked, SNIPPET_TOKENS, SNIPPET_SCORED_BODY)
+        rows = self._run(query)
+        words = tuple(t.text for t in terms)
+        complete = [Scored(row[1], row[2], words, {"bm25": row[2]} if rare else {}) for row in rows]
+        alone = match == "all" or len(terms) <= 1 or len(complete) > want
+        if complete and alone and not named and not self.supersedes_found:
+            return self.first_page(terms, complete, rows, offset, want)
+        return complete if len(complete) <= want else None
+
+    def first_page(self, terms: list[Term], complete: list[Scored], rows: list[Any], offset: int, want: int) -> Found:
+        """The answer from ``first_pass``'s rows: the page's records and snippets as
+        ``records`` and ``snippets`` make them (those only when some body's length reads
+        differently in SQLite, as one holding a NUL does)."""
+        records: dict[int, MemoryRecord] = {}
+        snippets: dict[int, str] = {}
+        long_in_sql = False
+        columns = rows[0].keys()[5:] if rows else []  # the row's own: m.*
+        for row in rows:
+            if row[4] is None:  # off the page
+                continue
+            record = MemoryRecord.from_row(dict(zip(columns, tuple(row)[5:])))
+            records[record.rid] = record
+            long_in_sql = long_in_sql or (len(record.body) > SNIPPET_SCORED_BODY) != (row[4] > SNIPPET_SCORED_BODY)
+            snippets[record.rid] = best_window(row[3], SNIPPET_TOKENS) if row[4] > SNIPPET_SCORED_BODY else row[3]
+        page = [s for s in complete[offset:want] if s.rid in records]
+        if long_in_sql:
+            snippets = self.snippets([records[s.rid] for s in page], terms)
+        return Found(terms, "all", page, records, snippets, {}, len(complete) > want, list(self.statements or []))
+
     def by_meaning(self, close: list[tuple[int, float]], partial: list[Scored], newest: bool) -> list[Scored]:
         """The ``gate`` rule: the memories closest in meaning, superseded ones below
         those replacing them, then the partial lexical hits not among them."""
@@ -171,18 +241,20 @@ class Engine:
         return self.supersede(ordered[:cut]) + ordered[cut:]
 
     # ------------------------------------------------------------------ terms
-    def match_terms(self, terms: list[Term], filters: Filters, now: str) -> list[TermMatch]:
+    def match_terms(self, terms: list[Term], filters: Filters, now: str, probed: Any = None) -> list[TermMatch]:
         """Per term: the memories within the filters that it matches, and how many
-        memories match it in the whole index (estimated when common)."""
+        memories match it in the whole index (estimated when common); ``probed``: the
+        probe of ``terms`` already run (``sql.probe``)."""
         common = self.config.common_df
-        newest = self._run(sql.max_rid())[0][0] or 0
+        if probed is None:
+            probed = self._run(sql.probe([t.expr for t in terms], common))[0]
+        newest = probed[0] or 0
         out = []
-        for term in terms:
-            floor = self._run(sql.term_floor(term.expr, common))
-            if floor:
-                out.append(TermMatch(term, rank.estimated_df(common, newest, floor[0][0]), None))
+        for i, term in enumerate(terms):
+            floor, df = probed[1 + 2 * i], probed[2 + 2 * i]
+            if floor is not None:
+                out.append(TermMatch(term, rank.estimated_df(common, newest, floor), None))
                 continue
-            df = self._run(sql.term_count(term.expr))[0][0]
             rows = self._run(sql.term_matches(term.expr, filters, now)) if df else []
             out.append(TermMatch(term, df, {row[0] for row in rows}))
         return out
@@ -427,7 +499,7 @@ class Engine:
         procedure because only that one says "get". Looked up for the first
         ``bm25_pool`` complete hits, a fixed number, so no page depends on another."""
         head = complete[: self.config.bm25_pool]
-        if not head:
+        if not head or self.supersedes_found is False:
             return complete
         heads = {s.rid for s in head}
         keys = {key for _, path_key in self._run(sql.path_keys(sorted(heads))) for key in key_suffixes(path_key)}
@@ -462,7 +534,7 @@ class Engine:
         ["[[old]]"]``, resolved as links are) just below the one replacing it
         (``rank.supersede``). Applied to each part of the ranking on its own (complete
         hits, the partial shortlist, the rest), so no page depends on another."""
-        if len(order) < 2:
+        if len(order) < 2 or self.supersedes_found is False:
             return order
         links = LinkGraph(self.index, self.now)
         replaced_by: dict[int, set[int]] = {}
@@ -485,7 +557,7 @@ class Engine:
             # Pairs of words that are not common only: FTS5 reads every position of each word in a NEAR group.
             expr = " OR ".join([expr, *near_pairs([m.term if m.rids else Term("", "") for m in matches],
                                                   self.config.near)])
-        rows = self._run(sql.bm25(expr, min(rids), max(rids), self.config.field_weights))
+        rows = self._run(sql.bm25(expr, rids, self.config.field_weights))
         return {row[0]: row[1] for row in rows if row[0] in wanted}
 
     def updated(self, rids: set[int] | list[int]) -> dict[int, str]:

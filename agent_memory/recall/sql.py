@@ -107,11 +107,6 @@ def _ids(rids: Iterable[int]) -> str:
 # --------------------------------------------------------------------------- document frequencies
 
 
-def max_rid() -> Query:
-    """The highest row number (the newest row after a rebuild; rows have gaps after deletes)."""
-    return "SELECT max(rid) FROM memories", []
-
-
 def row_count() -> Query:
     """How many memories the index holds (kept in ``counts``: no scan)."""
     return "SELECT memories FROM counts", []
@@ -122,14 +117,27 @@ def population(namespace: str) -> Query:
     return "SELECT count(*) FROM memories WHERE namespace = ?", [namespace]
 
 
-def term_floor(expr: str, common: int) -> Query:
-    """The ``common``-th newest memory matching ``expr``: a row means the term is common."""
-    return "SELECT rowid FROM fts WHERE fts MATCH ? ORDER BY rowid DESC LIMIT 1 OFFSET ?", [expr, common - 1]
-
-
-def term_count(expr: str) -> Query:
-    """How many memories in the whole index match ``expr`` (its document frequency)."""
-    return "SELECT count(*) FROM fts WHERE fts MATCH ?", [expr]
+def probe(exprs: list[str], common: int, supersedes: bool = False) -> Query:
+    """In one statement, what ranking needs to know of the terms before it reads their
+    matches: the highest row number (the newest row after a rebuild; rows have gaps
+    after deletes), then per term the ``common``-th newest memory matching it (NULL: the
+    term is not common) and, when it is not common, how many memories in the whole index
+    match it (its document frequency); with ``supersedes``, last, whether any memory
+    supersedes another (most vaults have none, and then recall need not look for them)."""
+    columns = ["(SELECT max(rid) FROM memories) AS newest"]
+    outer = ["newest"]
+    params: list[Any] = []
+    for i, expr in enumerate(exprs):
+        columns.append(f"(SELECT rowid FROM fts WHERE fts MATCH ? ORDER BY rowid DESC LIMIT 1 OFFSET ?) AS f{i}")
+        params.extend([expr, common - 1])
+    counts: list[Any] = []
+    for i, expr in enumerate(exprs):
+        outer += [f"f{i}", f"CASE WHEN f{i} IS NULL THEN (SELECT count(*) FROM fts WHERE fts MATCH ?) END"]
+        counts.append(expr)
+    if supersedes:
+        outer.append("EXISTS (SELECT 1 FROM links WHERE relation = 'supersedes')")
+    return (f"WITH p AS MATERIALIZED (SELECT {', '.join(columns)}) SELECT {', '.join(outer)} FROM p",
+            [*params, *counts])
 
 
 # --------------------------------------------------------------------------- term matches and candidate pools
@@ -201,12 +209,15 @@ def updated(rids: list[int]) -> Query:
 # --------------------------------------------------------------------------- scores
 
 
-def bm25(expr: str, low: int, high: int, weights: tuple[float, ...] = ()) -> Query:
-    """BM25 (higher is better, with the schema's column weights or ``weights``) of the
-    memories matching ``expr`` between two row numbers: one FTS query for a whole
-    shortlist, since probing row by row would recount each term's documents every time."""
+def bm25(expr: str, rids: list[int], weights: tuple[float, ...] = ()) -> Query:
+    """BM25 (higher is better, with the schema's column weights or ``weights``) of those
+    of ``rids`` that match ``expr``: one FTS query over their row range for a whole
+    shortlist, since probing row by row would recount each term's documents every time;
+    scored only for ``rids`` (``+rowid``: checked after the match, not probed for), since
+    a shortlist spread over a vault leaves thousands of other matches in its range."""
     score = f"-bm25(fts, {', '.join(repr(float(w)) for w in weights)})" if weights else "-rank"
-    return f"SELECT rowid, {score} FROM fts WHERE fts MATCH ? AND rowid BETWEEN ? AND ?", [expr, low, high]
+    return (f"SELECT rowid, {score} FROM fts WHERE fts MATCH ? AND rowid BETWEEN ? AND ? "
+            "AND +rowid IN (SELECT value FROM json_each(?))", [expr, min(rids), max(rids), json.dumps(rids)])
 
 
 def languages(rids: list[int]) -> Query:
@@ -258,6 +269,65 @@ def neighbours(rids: list[int], offsets: Iterable[int], window: dt.timedelta) ->
 
 
 # --------------------------------------------------------------------------- records and snippets
+
+
+def first_page(every: str, within: str | None, filters: Filters, now: str, newest: bool, offset: int, want: int,
+               marked: str, tokens: int, long_body: int, weights: tuple[float, ...] = ()) -> Query:
+    """The memories holding every term, ranked, as far as one row past the page, in one
+    statement: each with its place (``n``, from 1) and score (BM25 over ``every``, the
+    terms that are not common, with the schema's column weights or ``weights``, as
+    ``bm25`` scores); those on the page (places ``offset`` + 1 to ``want``) with
+    their row and their body marked for ``marked`` (a snippet of ``tokens`` words; a body
+    longer than ``long_body`` characters whole, for ``terms.best_window``). ``within``:
+    what the common terms add, an FTS AND with ``every`` (``members_within``). The order
+    is ``rank.every_term``'s: BM25, then the latest updated, then the highest row number
+    (``newest``: the latest updated first)."""
+    live, params = _live_rows("u", filters, now)
+    common = " AND +fts.rowid IN (SELECT rowid FROM fts WHERE fts MATCH ?)" if within is not None else ""
+    order = "updated DESC, score DESC, rid DESC" if newest else "score DESC, updated DESC, rid DESC"
+    score = f"-bm25(fts, {', '.join(repr(float(w)) for w in weights)})" if weights else "-fts.rank"
+    hits = (f"SELECT fts.rowid AS rid, {score} AS score, u.updated AS updated {live[0]} WHERE fts MATCH ?{common}"
+            f"{live[1]} ORDER BY {order} LIMIT ?")
+    return _paged(hits, order, [every, *([within] if within is not None else []), *params, want + 1],
+                  offset, want, marked, tokens, long_body)
+
+
+def first_page_common(every: str, filters: Filters, now: str, pool: int, offset: int, want: int, marked: str,
+                      tokens: int, long_body: int) -> Query:
+    """``first_page`` when every term is common: the ``pool`` newest memories holding
+    them (``newest_matching``), latest updated first (``rank.newest_of``), scored 0."""
+    newest, params = newest_matching(every, filters, now, pool)
+    order = "updated DESC, rid DESC"
+    hits = f"SELECT rid, 0.0 AS score, updated FROM ({newest}) ORDER BY {order} LIMIT ?"
+    return _paged(hits, order, [*params, want + 1], offset, want, marked, tokens, long_body)
+
+
+def _live_rows(alias: str, filters: Filters, now: str) -> tuple[tuple[str, str], list[Any]]:
+    """The ``FROM`` and the trailing conditions that keep a match to the live memories
+    within the filters, with the memory's ``updated`` at ``alias``: without filters from
+    the narrow index on (rid, updated), less the expired (``term_matches`` says why)."""
+    if filters == Filters():
+        return ((f"FROM fts CROSS JOIN memories {alias} INDEXED BY memories_rid_updated ON {alias}.rid = fts.rowid",
+                 f" AND fts.rowid NOT IN ({_EXPIRED})"), [now])
+    where, params = filters.sql(alias)
+    return ((f"FROM fts CROSS JOIN memories {alias} ON {alias}.rid = fts.rowid",
+             f" AND ({alias}.expires IS NULL OR {alias}.expires > ?){where}"), [now, *params])
+
+
+def _paged(hits: str, order: str, params: list[Any], offset: int, want: int, marked: str, tokens: int,
+           long_body: int) -> Query:
+    """``hits`` (rid, score, updated; ranked by ``order``) numbered, and the page's rows
+    with their marked bodies: the same ``snippet`` and ``highlight`` as ``snippets_of``
+    and ``highlighted``, chosen by the body's length."""
+    snippet = f"(SELECT snippet(fts, 2, char(2), char(3), '…', {int(tokens)}) FROM fts WHERE fts MATCH ? AND rowid = h.rid)"
+    whole = "(SELECT highlight(fts, 2, char(2), char(3)) FROM fts WHERE fts MATCH ? AND rowid = h.rid)"
+    return (
+        f"WITH h AS MATERIALIZED (SELECT rid, score, row_number() OVER (ORDER BY {order}) AS n FROM ({hits})) "
+        f"SELECT h.n AS hit_n, h.rid AS hit_rid, h.score AS hit_score, "
+        f"CASE WHEN m.rid IS NULL THEN NULL WHEN length(m.body) > {int(long_body)} THEN {whole} ELSE {snippet} END "
+        "AS hit_marked, length(m.body) AS hit_length, m.* FROM h LEFT JOIN memories m ON m.rid = h.rid AND h.n > ? AND h.n <= ? ORDER BY h.n",
+        [*params, marked, marked, offset, want],
+    )
 
 
 def records(rids: Iterable[int]) -> Query:
