@@ -43,7 +43,8 @@ import mcp_path  # noqa: E402  (benchmarks/ is on sys.path: this script's folder
 import references  # noqa: E402
 from agent_memory.note.parse import parse  # noqa: E402
 from agent_memory.watch import vouch  # noqa: E402
-from agent_memory.index.db import FileFacts, Index  # noqa: E402
+from agent_memory.index.db import Index  # noqa: E402
+from agent_memory.index.facts import FileFacts  # noqa: E402
 from agent_memory.note.render import render_new  # noqa: E402
 from agent_memory.disk.layout import new_id  # noqa: E402
 from agent_memory.vault.vault import Vault  # noqa: E402

@@ -8,7 +8,8 @@ import sqlite3
 import pytest
 
 from agent_memory.recall import terms as query
-from agent_memory.index.db import TOKENIZER, date_words
+from agent_memory.index.db import TOKENIZER
+from agent_memory.index.rows import date_words
 
 
 @pytest.fixture

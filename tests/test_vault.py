@@ -18,7 +18,7 @@ from agent_memory.note.parse import file_version
 from agent_memory.errors import Duplicate, InvalidInput, NotFound, VaultError, VersionConflict
 from agent_memory.vault.vault import Vault
 
-from agent_memory.index.db import racy
+from agent_memory.index.facts import racy
 from conftest import Clock, assert_index_matches_files, index_snapshot
 
 ACME = "Customer ACME prefers deploys on Fridays."

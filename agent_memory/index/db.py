@@ -9,34 +9,30 @@ from __future__ import annotations
 
 import builtins
 import contextlib
-import datetime as dt
-import functools
 import json
 import logging
-import math
 import os
 import sqlite3
 import threading
-import unicodedata
 import weakref
 import time
 from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from .. import limits
-from ..clock import iso
 from ..errors import AgentMemoryError
 from ..disk.locking import ignore_folder
-from ..note.parse import Note, file_version, hand_named, note_name
+from ..note.parse import Note
 from ..recall.sql import Filters
-from ..recall.choice import Holdings, shape_of
-from ..recall.language import language_of
-from ..recall.terms import cjk_index_text, date_tokens
-from ..disk.store import packed_stamp, signed64
+from ..recall.choice import Holdings
+from ..recall.terms import cjk_index_text
+from ..disk.store import packed_stamp
+from .facts import FileFacts, racy
 from .properties import properties
+from .rows import (date_words, description, changed_at, indexed_body, joined, link_key, name_key, row_values,
+                   split_names, words_text)
 
 SCHEMA_VERSION = 13
 # The bytes (sha256) of the last write this tool made to each file, whatever session made
@@ -60,7 +56,6 @@ LOAD_CACHE_KIB = 32 * 1024  # SQLite's page cache while a rebuild loads the rows
 # header can suggest another (``default_cache_size``), and a planted or synced index
 # file must not decide how much of this process's memory its pages take.
 CACHE_KIB = -2000
-RACY_NS = 2_500_000_000  # a tick of the coarsest file system times (FAT: 2 s), and some slack
 
 SCHEMA = f"""
 CREATE TABLE memories (
@@ -167,7 +162,6 @@ COLUMNS = (
 # The memories that have expired (from the partial index on expires): counts subtract them.
 EXPIRED = "SELECT rid FROM memories WHERE expires IS NOT NULL AND expires <= ?"
 log = logging.getLogger("agent_memory.index")
-_MONTHS = "January February March April May June July August September October November December".split()
 
 
 PROGRESS_STEPS = 10_000  # SQLite VM steps between two checks of a query's deadline
@@ -175,206 +169,6 @@ PROGRESS_STEPS = 10_000  # SQLite VM steps between two checks of a query's deadl
 
 class QueryInterrupted(AgentMemoryError):
     """A read of the index ran past ``limits.MAX_QUERY_SECONDS`` and was stopped."""
-
-
-def indexed_body(body: str) -> str:
-    """The part of a body the index holds: at most ``limits.MAX_INDEXED_BODY`` bytes of
-    UTF-8, cut before a whole character and, where one is near, after a whole word."""
-    limit = limits.MAX_INDEXED_BODY
-    if len(body) <= limit // 4:  # at most 4 bytes a character: fits without encoding
-        return body
-    head = body[:limit]
-    data = head.encode("utf-8", "surrogatepass")
-    if len(data) <= limit:
-        return head
-    head = data[:limit].decode("utf-8", "ignore")
-    for end in range(len(head) - 1, max(len(head) - 200, 0), -1):
-        if head[end].isspace():
-            return head[: end + 1]
-    return head
-
-
-def link_key(target: str) -> str:
-    """How a wikilink target or a path is compared: case-insensitive, no ``.md``."""
-    key = unicodedata.normalize("NFC", target.strip().replace("\\", "/").lstrip("/")).casefold()
-    return key.removesuffix(".md")
-
-
-@dataclass(frozen=True)
-class FileFacts:
-    """What reconcile compares to decide whether a file needs re-reading: the stat git's
-    index compares (size, mtime, ctime, inode; a ``cp -p`` or ``rsync -a`` keeps size and
-    mtime but not the other two), then the content hash."""
-
-    size: int
-    mtime_ns: int
-    ctime_ns: int
-    inode: int
-    sha256: str
-    racy: bool = field(default=False, compare=False)  # see ``racy``
-    # When the file was read (``indexed_ns``): the racy rule asks whether a save could
-    # have followed the read within the file's time tick, and a row is written later
-    # (after the lock, the transaction, a rebuild's batch), so not its write time.
-    seen_ns: int = field(default_factory=time.time_ns, compare=False)
-
-    @classmethod
-    def read(cls, data: bytes, stat: os.stat_result) -> FileFacts:
-        """The facts of bytes just read and the stat of the file they came from."""
-        _size, mtime_ns, ctime_ns, inode = stamp_of(stat)
-        return cls(len(data), mtime_ns, ctime_ns, inode, file_version(data))
-
-    @classmethod
-    def of_row(cls, row: sqlite3.Row) -> FileFacts:
-        return cls(row["size"], row["mtime_ns"], row["ctime_ns"], row["inode"], row["sha256"],
-                   racy=racy(row["mtime_ns"], row["ctime_ns"], row["indexed_ns"]), seen_ns=row["indexed_ns"])
-
-    @property
-    def stamp(self) -> tuple[int, int, int, int]:
-        return self.size, self.mtime_ns, self.ctime_ns, self.inode
-
-    def same_stat(self, stat: os.stat_result | None) -> bool:
-        """Whether ``stat`` is the file these facts were taken from, unchanged since."""
-        return stat is not None and stamp_of(stat) == self.stamp
-
-
-def racy(mtime_ns: int, ctime_ns: int, indexed_ns: int) -> bool:
-    """Whether a file's stat was taken within ``RACY_NS`` of its change on a file system
-    with whole-second times, where a second same-size edit in that tick would keep the
-    same stat: such a file is hashed again (git's racy-clean rule; docs/design/reconcile.md)."""
-    coarse = mtime_ns % 1_000_000_000 == 0 and ctime_ns % 1_000_000_000 == 0
-    return coarse and max(mtime_ns, ctime_ns) >= indexed_ns - RACY_NS
-
-
-def stamp_of(stat: os.stat_result) -> tuple[int, int, int, int]:
-    """The stat numbers reconcile compares, as the index stores them (``signed64``)."""
-    return signed64(stat.st_size), signed64(stat.st_mtime_ns), signed64(stat.st_ctime_ns), signed64(stat.st_ino)
-
-
-def search_names(note: Note) -> str:
-    """What a memory is called, searched with title weight: its title, its note name
-    (the file name, which Obsidian shows and ``[[links]]`` use) and its aliases."""
-    names = [note.title, note_name(note.path) if hand_named(note.path) else "", *note.aliases]
-    return "\n".join(dict.fromkeys(n.strip() for n in names if n and n.strip()))
-
-
-def split_names(note: Note) -> tuple[str, str]:
-    """``search_names`` in two: the title and note name, and the aliases (those not
-    already among them), each one a line. Indexed in two columns, so a profile can
-    weigh an alias below the name a note is filed under; together they are
-    ``search_names`` (the same words, so BM25 over both at equal weight is unchanged)."""
-    every = search_names(note).split("\n")
-    own = {n.strip() for n in (note.title, note_name(note.path) if hand_named(note.path) else "") if n and n.strip()}
-    return "\n".join(n for n in every if n in own), "\n".join(n for n in every if n not in own)
-
-
-def _joined(names: str, aliases: str) -> str:
-    """Every name of a memory, one a line (``search_names``), from its two columns."""
-    return f"{names}\n{aliases}" if names and aliases else names or aliases
-
-
-def name_key(name: str) -> str:
-    """How a name is compared with a question: Unicode-normalised (macOS writes NFD
-    names) and case-folded, as Obsidian's quick switcher matches."""
-    return unicodedata.normalize("NFC", name).casefold()
-
-
-def description(note: Note) -> str:
-    """A ``description:`` property as text (a string, or a list of strings)."""
-    value = note.meta.get("description")
-    items = value if isinstance(value, list) else [value]
-    return "\n".join(str(v).strip() for v in items if isinstance(v, (str, int, float)) and str(v).strip())
-
-
-def kind_of(meta: dict[str, Any]) -> str | None:
-    """The ``type:`` property as the type filter reads it: text, else none."""
-    value = meta.get("type")
-    return value if isinstance(value, str) else None
-
-
-def importance_of(meta: dict[str, Any]) -> float | None:
-    """The ``importance:`` property as filters and stats read it: a finite number (not
-    a boolean), else none."""
-    value = meta.get("importance")
-    if isinstance(value, bool) or not isinstance(value, (int, float)):
-        return None
-    try:
-        number = float(value)
-    except OverflowError:  # an int of hundreds of digits, as YAML reads one
-        return None
-    return number if math.isfinite(number) else None
-
-
-def changed_at(updated: str | None, mtime_ns: int) -> str:
-    """When a memory last changed: the later of its ``updated`` time and its file's
-    mtime, so a person's edit in an editor (which leaves ``updated:`` as it was) counts.
-    Both come from the file, so a rebuilt index says the same."""
-    try:
-        mtime = iso(dt.datetime.fromtimestamp(mtime_ns / 1e9, dt.timezone.utc))
-    except (OverflowError, OSError, ValueError):  # a stamp past what a date holds
-        mtime = ""
-    return max(updated or "", mtime)
-
-
-def _row_values(rid: int, note: Note, facts: FileFacts, names: str, body: str, cjk: str,
-                dated: str, described: str, aliases: str) -> tuple[Any, ...]:
-    return (
-        rid,
-        note.path,
-        link_key(note.path),
-        link_key(note.path.rsplit("/", 1)[-1]),
-        note.id,
-        int(note.own_id),
-        note.namespace,
-        note.title,
-        names,
-        " ".join(note.tags),
-        body,  # the indexed prefix (indexed_body): FTS5 reads its text from this column
-        note.created,
-        note.updated,
-        note.expires,
-        note.source,
-        note.content_hash,
-        facts.size,
-        facts.mtime_ns,
-        facts.ctime_ns,
-        facts.inode,
-        facts.seen_ns,
-        facts.sha256,
-        json.dumps(note.problems, ensure_ascii=False) if note.problems else None,
-        int(note.conflict),
-        json.dumps(note.meta, ensure_ascii=False, default=str),
-        cjk,
-        dated,
-        described,
-        kind_of(note.meta),
-        importance_of(note.meta),
-        changed_at(note.updated, facts.mtime_ns),
-        aliases,
-        language_of(f"{note.title}\n{body}"),
-        shape_of(note.path, body),
-    )
-
-
-def date_words(created: str | None) -> str:
-    """``2023-05-08T13:56:00Z`` -> ``8may2023 may2023 8may``: the ways a question names
-    that day, spelled so only a date term matches them (``query.date_tokens``)."""
-    return _day_words(created[:10]) if isinstance(created, str) else ""
-
-
-@functools.lru_cache(maxsize=4096)
-def _day_words(day_text: str) -> str:
-    """``date_words`` of one day (a rebuild meets each day many times)."""
-    try:
-        year, month, day = int(day_text[:4]), int(day_text[5:7]), int(day_text[8:10])
-        name = _MONTHS[month - 1].lower()
-    except (ValueError, IndexError):
-        return ""
-    return " ".join((date_tokens(day, name, year), date_tokens(None, name, year), date_tokens(day, name, None)))
-
-
-def _words_text(title: str, tags: str, body: str) -> str:
-    """What the vocabulary table reads for one memory (the same at insert and delete)."""
-    return f"{title}\n{tags}\n{body}"
 
 
 class _Reader:
@@ -626,7 +420,7 @@ class Index:
         for rid, note, _ in rows:
             body = indexed_body(note.body)
             names, aliases = split_names(note)
-            every = _joined(names, aliases)
+            every = joined(names, aliases)
             searched.append((
                 rid, names, " ".join(note.tags), body,
                 cjk_index_text("" if every in body else every, *note.tags, body),
@@ -636,18 +430,18 @@ class Index:
             ))
         conn.executemany(
             f"INSERT INTO memories (rid, {COLUMNS}) VALUES ({', '.join('?' * (COLUMNS.count(',') + 2))})",
-            [_row_values(rid, note, facts, fields[1], *fields[3:]) for (rid, note, facts), fields in zip(rows, searched)],
+            [row_values(rid, note, facts, fields[1], *fields[3:]) for (rid, note, facts), fields in zip(rows, searched)],
         )
         conn.execute("UPDATE counts SET memories = memories + ?", (len(rows),))
         conn.executemany("INSERT INTO fts (rowid, names, tags, body, cjk, dated, described, aliases) "
                          "VALUES (?, ?, ?, ?, ?, ?, ?, ?)", searched)
         conn.executemany(
             "INSERT INTO words (rowid, text) VALUES (?, ?)",
-            [(f[0], _words_text(_joined(f[1], f[7]), *f[2:4])) for f in searched],
+            [(f[0], words_text(joined(f[1], f[7]), *f[2:4])) for f in searched],
         )
         conn.executemany(
             "INSERT OR IGNORE INTO names (key, rid) VALUES (?, ?)",
-            [(name_key(name), f[0]) for f in searched for name in _joined(f[1], f[7]).split("\n") if name],
+            [(name_key(name), f[0]) for f in searched for name in joined(f[1], f[7]).split("\n") if name],
         )
         conn.executemany(
             "INSERT OR IGNORE INTO tags (tag, rid) VALUES (?, ?)",
@@ -680,7 +474,7 @@ class Index:
         )
         conn.execute(
             "INSERT INTO words (words, rowid, text) VALUES ('delete', ?, ?)",
-            (old["rid"], _words_text(_joined(old["names"], old["aliases"]), old["tags"], old["body"])),
+            (old["rid"], words_text(joined(old["names"], old["aliases"]), old["tags"], old["body"])),
         )
         conn.execute("DELETE FROM memories WHERE rid = ?", (old["rid"],))
         conn.execute("UPDATE counts SET memories = memories - 1")

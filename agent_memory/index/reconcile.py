@@ -29,7 +29,8 @@ from ..models import ReconcileReport
 from ..note import parse
 from ..note.parse import Note, file_version
 from ..progress import Every, Progress
-from .db import FileFacts, Index
+from .db import Index
+from .facts import FileFacts
 
 SETTLE_GIVE_UP = 2.0  # seconds: an empty or broken file older than this is no save in progress
 STALE_MARK = "stale"  # in the vault's .index/: an index write failed, rebuild on the next open

@@ -16,7 +16,8 @@ from collections.abc import Iterator
 from typing import Any
 from dataclasses import dataclass, field
 
-from ..index.db import Index, link_key
+from ..index.db import Index
+from ..index.rows import link_key
 
 MAX_DEPTH = 3
 MAX_VISITS = 500

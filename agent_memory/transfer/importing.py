@@ -30,7 +30,8 @@ from .items import (IMPORT_BASE, as_list, exported_file, exported_front_matter, 
                     own_id, plain, resync, source_digest, twin_id)
 from ..clock import iso
 from ..errors import InvalidInput, NotFound, SavedMeanwhile
-from ..index.db import Index, link_key
+from ..index.db import Index
+from ..index.rows import link_key
 from ..limits import MAX_FILE_BYTES, check_content, check_text
 from ..disk.layout import is_memory_path
 from ..disk.staging import StagedFile

@@ -25,7 +25,8 @@ from ..note.parse import file_version
 from ..clock import Clock, humanize_age, iso, utcnow
 from ..errors import InvalidInput, NotFound, StillSaving, VaultError, VaultGone
 from ..wording import RECALL, said
-from ..index.db import Index, link_key
+from ..index.db import Index
+from ..index.rows import link_key
 from ..index.reconcile import SETTLE_GIVE_UP, FileIndexer, Reconciler
 from ..disk.locking import Generations, WriteLock
 from ..semantic.status import Semantic, wanted

@@ -20,7 +20,9 @@ from ..git.setup import driver_problem
 from ..trust import approvals, credentials
 from ..note import parse
 from ..errors import SettingsError
-from ..index.db import DB_NAME, SCHEMA_VERSION, FileFacts, Index, link_key
+from ..index.db import DB_NAME, SCHEMA_VERSION, Index
+from ..index.facts import FileFacts
+from ..index.rows import link_key
 from ..recall.choice import choose
 from ..recall.rank import PROFILES
 from ..settings import load_settings

@@ -30,7 +30,7 @@ from ..note.parse import Note, file_version
 from ..clock import iso
 from .core import Core
 from ..errors import InvalidInput, NotFound, PathRefused, ReadOnlyFile, SavedMeanwhile, VaultError, disk_error
-from ..index.db import link_key
+from ..index.rows import link_key
 from ..limits import check_names, check_text
 from ..models import MoveResult, Rewritten
 from ..trust.register import digest, read_record, refusal, set_aside

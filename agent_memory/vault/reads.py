@@ -32,7 +32,7 @@ from ..recall.records import MemoryRecord
 from ..recall.sql import Filters, expired_rids, within_filters
 from ..recall.terms import MAX_QUERY_CHARS, plan
 from ..git.history import log as history_log
-from ..index.db import name_key
+from ..index.rows import name_key
 from ..index.properties import check_where
 from ..models import (
     ActivityResult,

@@ -19,7 +19,7 @@ from ..clock import iso
 from .core import Core
 from .writes import Writes
 from ..errors import InvalidInput, NotFound
-from ..index.db import link_key
+from ..index.rows import link_key
 from ..models import LinkResult, UnlinkResult
 
 
