@@ -47,6 +47,28 @@ def test_replacing_a_body_uses_the_version_the_callers_connection_saw(vault: Vau
     assert reader.version(made["id"]) == changed["memory"]["version"]  # what it was handed last
 
 
+def test_a_connection_remembers_the_versions_of_the_memories_it_was_handed_last(vault: Vault) -> None:
+    """A long-lived connection keeps versions for the last memories handed to it, not for
+    every memory it ever saw: past its limit the oldest is forgotten, and replacing that
+    one's body asks for the version again (a fresh read gives it back)."""
+    reader = Seen(limit=3)
+    made = [tools.remember(vault, Seen(), f"Fact number {n} about the staging cluster")["memory"] for n in range(5)]
+    first = vault.root / made[0]["path"]  # a person's edit: the tool's own last write no longer vouches
+    first.write_text(first.read_text(encoding="utf-8") + "A line a person added.\n", encoding="utf-8")
+    made[0] = tools.get_memory(vault, Seen(), made[0]["id"])
+    for memory in made:
+        tools.get_memory(vault, reader, memory["id"])
+    tools.get_memory(vault, reader, made[2]["path"])  # handed over again: the newest now
+    kept = [memory["id"] for memory in made if reader.version(memory["id"])]
+    assert kept == [made[2]["id"], made[3]["id"], made[4]["id"]]
+    assert reader.version(made[4]["path"]) == made[4]["version"]
+    with pytest.raises(InvalidInput, match="needs the version you read: call get_memory first"):
+        tools.update_memory(vault, reader, made[0]["id"], content="Fact number zero, replaced")
+    tools.get_memory(vault, reader, made[0]["id"])
+    assert tools.update_memory(vault, reader, made[0]["id"], content="Fact number zero, replaced")["memory"]["content"] \
+        == "Fact number zero, replaced\n"
+
+
 def test_forget_takes_one_id_or_several_and_says_which_when_given_neither(vault: Vault) -> None:
     a, b, c = (tools.remember(vault, Seen(), text)["memory"]["id"] for text in ("First", "Second", "Third"))
     with pytest.raises(InvalidInput, match="Give memory_id .* or memory_ids"):

@@ -1134,10 +1134,10 @@ def test_a_stat_taken_within_a_coarse_timestamp_tick_is_not_trusted(vault: Vault
     vault.reconcile()
     with vault.index.transaction() as conn:  # the stat a coarse file system would have given
         conn.execute("UPDATE memories SET mtime_ns = ?, ctime_ns = ?, indexed_ns = ?", (now, now, now + second))
-    assert vault.index.stamps()["notes/acme.md"] == b"racy"
+    assert dict(vault.index.stamps())["notes/acme.md"] == b"racy"
     with vault.index.transaction() as conn:
         conn.execute("UPDATE memories SET indexed_ns = ?", (now + 10 * second,))
-    assert vault.index.stamps()["notes/acme.md"] != b"racy"
+    assert dict(vault.index.stamps())["notes/acme.md"] != b"racy"
 
 
 def test_a_row_remembers_when_its_file_was_read_not_when_the_row_was_written(vault: Vault) -> None:

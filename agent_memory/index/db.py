@@ -56,6 +56,7 @@ LOAD_CACHE_KIB = 32 * 1024  # SQLite's page cache while a rebuild loads the rows
 # header can suggest another (``default_cache_size``), and a planted or synced index
 # file must not decide how much of this process's memory its pages take.
 CACHE_KIB = -2000
+STAMPS_PAGE = 2000  # rows of the index's stamps read at a time by reconcile's comparison
 
 SCHEMA = f"""
 CREATE TABLE memories (
@@ -571,20 +572,38 @@ class Index:
         return found
 
     # ------------------------------------------------------------------ reads
-    def stamps(self) -> dict[str, bytes]:
+    def stamps(self, page: int = STAMPS_PAGE) -> Iterator[tuple[str, bytes]]:
         """Every indexed path with the stat reconcile compares, packed
-        (``store.packed_stamp``), read from the covering index alone: the compact
-        snapshot a start-up compares the walk against, without reading the table's rows
-        or their bodies, and one row at a time (no list of every row in between)."""
-        cursor = self._reader().cursor()
-        cursor.row_factory = None
-        # The planner scans the covering index memories_stamps for this (no INDEXED BY:
-        # an index another version of the tool rebuilt without it must still be readable).
-        cursor.execute("SELECT path, size, mtime_ns, ctime_ns, inode, indexed_ns FROM memories")
-        # A racy row (``racy``) gets a stamp no file has: the walk hands it back to be hashed.
-        return {path: b"racy" if mtime % 1_000_000_000 == 0 and racy(mtime, ctime, indexed)
-                else packed_stamp(size, mtime, ctime, inode)
-                for path, size, mtime, ctime, inode, indexed in cursor}
+        (``store.packed_stamp``), in path order (SQLite's, byte by byte: the order of
+        ``Store.walk``), read from the covering index alone, ``page`` rows at a time:
+        reconcile compares them with the walk as it goes, so what it holds does not grow
+        with the vault. Each page is a query of its own (keyed on the last path), so no
+        read transaction stays open for the length of a walk."""
+        after: str | None = None
+        while True:
+            cursor = self._reader().cursor()
+            cursor.row_factory = None
+            # The planner reads the covering index memories_stamps in order for this (no
+            # INDEXED BY: an index another version of the tool rebuilt without it must
+            # still be readable).
+            if after is None:
+                cursor.execute("SELECT path, size, mtime_ns, ctime_ns, inode, indexed_ns FROM memories "
+                               "ORDER BY path LIMIT ?", (page,))
+            else:
+                cursor.execute("SELECT path, size, mtime_ns, ctime_ns, inode, indexed_ns FROM memories "
+                               "WHERE path > ? ORDER BY path LIMIT ?", (after, page))
+            rows = cursor.fetchall()
+            # A racy row (``racy``) gets a stamp no file has: the comparison hands it back to be hashed.
+            for path, size, mtime, ctime, inode, indexed in rows:
+                yield path, (b"racy" if mtime % 1_000_000_000 == 0 and racy(mtime, ctime, indexed)
+                             else packed_stamp(size, mtime, ctime, inode))
+            if len(rows) < page:
+                return
+            after = rows[-1][0]
+
+    def any_memory(self) -> bool:
+        """Whether the index holds a row at all."""
+        return bool(self.query("SELECT 1 FROM memories LIMIT 1"))
 
     def file_facts(self) -> dict[str, FileFacts]:
         return {

@@ -22,7 +22,7 @@ from pathlib import Path
 
 from ..clock import iso
 from ..disk.layout import encodable, is_memory_path
-from ..disk.store import Store
+from ..disk.store import Store, packed_stamp
 from ..errors import VaultError
 from ..limits import MAX_FILE_BYTES
 from ..models import ReconcileReport
@@ -33,6 +33,8 @@ from .db import Index
 from .facts import FileFacts
 
 SETTLE_GIVE_UP = 2.0  # seconds: an empty or broken file older than this is no save in progress
+# Changed paths read (outside the lock), then folded in (under it, in one transaction) at a time.
+REFRESH_BATCH = 2000
 STALE_MARK = "stale"  # in the vault's .index/: an index write failed, rebuild on the next open
 
 
@@ -225,6 +227,35 @@ def _collector_paused() -> Iterator[None]:
             gc.enable()
 
 
+def compare(walked: Iterable[tuple[str, os.stat_result]], indexed: Iterable[tuple[str, bytes]],
+            unchanged: list[int]) -> Iterator[str]:
+    """The paths whose file and row may differ: new files, files whose stat differs from
+    their row's stamp, and rows whose file the walk did not find (gone, moved, or now out
+    of bounds). Both sides come in path order (``Store.walk``, ``Index.stamps``) and are
+    merged as they come, one item of each held at a time: the comparison's memory does
+    not grow with the vault. A file whose stat matches is only counted in
+    ``unchanged[0]``. Were the two orders ever to disagree, a path would come out as gone
+    and again as new: read once more, never missed."""
+    pack = packed_stamp
+    rows = iter(indexed)
+    row = next(rows, None)
+    for rel, found in walked:
+        while row is not None and row[0] < rel:
+            yield row[0]  # indexed, not walked
+            row = next(rows, None)
+        if row is not None and row[0] == rel:
+            if row[1] == pack(found.st_size, found.st_mtime_ns, found.st_ctime_ns, found.st_ino):
+                unchanged[0] += 1
+            else:
+                yield rel
+            row = next(rows, None)
+        else:
+            yield rel  # walked, not indexed
+    while row is not None:
+        yield row[0]
+        row = next(rows, None)
+
+
 _DATED = re.compile(r"(?:^|/)(\d{4})/(\d{2})/(\d{2})/[^/]+$")
 
 
@@ -269,44 +300,48 @@ class Reconciler:
         files"), else the changed ones ("indexing changed files").
         """
         counts = {"added": 0, "updated": 0, "removed": 0, "unchanged": 0, "absent": 0, "settling": 0}
-        # Walk, compare and read changed files outside the lock and the transaction; under
-        # the lock each changed path is checked again (docs/design/reconcile.md).
-        temp_files: list[Path] = []
-        # The index's side as a compact stat snapshot; the walk yields only what differs.
-        with _collector_paused():
-            known = self.index.stamps()
-        if not known:
+        if not self.index.any_memory():
             with self._writing():
-                if not self.index.query("SELECT 1 FROM memories LIMIT 1"):
+                if not self.index.any_memory():
                     # Empty under the lock: build from one walk made now (the index is
                     # built from nothing; a comparing walk first would only list it all).
                     return self._rebuild(counts, progress=progress)
-            known = self.index.stamps()  # another writer filled it meanwhile: compare against that
+            # another writer filled it meanwhile: compare against that
+        # Walk, compare and read changed files outside the lock and the transaction; under
+        # the lock each changed path is checked again (docs/design/reconcile.md). The walk
+        # and the index's stamps come in the same order and are compared as they come:
+        # only what differs is kept (``compare``).
+        temp_files: list[Path] = []
         matched = [0]
         with _collector_paused():
-            stale = [rel for rel, _stat in self.store.walk(temp_files=temp_files, known=known, unchanged=matched)]
+            stale = list(dict.fromkeys(compare(self.store.walk(temp_files=temp_files), self.index.stamps(), matched)))
         if temp_files:
             with self._writing():
                 self.store.remove_orphans(temp_files)
         counts["unchanged"] = matched[0]
-        stale.extend(known)  # indexed, but no longer walked: gone, moved, or now out of bounds
         if not stale and not self.expiring():
             return self._report(counts, 0)
-        rows = {rel: self.index.by_path(rel) for rel in stale}
-        reading = Every(progress, "indexing changed files", len(rows))
-        examined = {}
-        for done, (rel, row) in enumerate(rows.items(), 1):
-            reading(done)
-            examined[rel] = self.files.examine(rel, FileFacts.of_row(row) if row else None)
+        reading = Every(progress, "indexing changed files", len(stale))
+        for first in range(0, len(stale), REFRESH_BATCH):
+            self._refresh_batch(stale[first:first + REFRESH_BATCH], counts, reading, first)
         with self._writing():
-            if stale:
-                with self.files.transaction() as conn:
-                    for rel in stale:
-                        row = self.index.by_path(rel)
-                        now_known = FileFacts.of_row(row) if row else None
-                        counts[self.files.refresh(conn, rel, now_known, examined[rel])] += 1
             expired = self.sweep_expired()
         return self._report(counts, expired)
+
+    def _refresh_batch(self, batch: list[str], counts: dict[str, int], reading: Every, before: int) -> None:
+        """Read and parse a batch of changed paths outside the lock, then fold them in under
+        it, in one transaction: what a batch reads is let go before the next (a checkout
+        that changed every file does not hold every note at once)."""
+        examined = {}
+        for done, rel in enumerate(batch, before + 1):
+            reading(done)
+            row = self.index.by_path(rel)
+            examined[rel] = self.files.examine(rel, FileFacts.of_row(row) if row else None)
+        with self._writing(), self.files.transaction() as conn:
+            for rel in batch:
+                row = self.index.by_path(rel)
+                now_known = FileFacts.of_row(row) if row else None
+                counts[self.files.refresh(conn, rel, now_known, examined[rel])] += 1
 
     def reconcile_path(self, rel: str) -> str:
         """Fold one changed path into the index (the watcher's, and a lookup's of a file

@@ -14,17 +14,28 @@ from collections.abc import Mapping
 from typing import Any
 
 
-class Seen:
-    """The versions one connection was handed, by memory id and by path (callers pass either)."""
+# The most memories one connection remembers the versions of: a connection that lives
+# for weeks of recalls must not come to hold a version of every memory in a large vault.
+SEEN_LIMIT = 10_000
 
-    def __init__(self) -> None:
-        self._versions: dict[str, str] = {}
+
+class Seen:
+    """The versions one connection was handed, by memory id and by path (callers pass
+    either), for the ``limit`` memories handed over last: past it the oldest is
+    forgotten, and replacing its body asks for ``expected_version`` (or a fresh read)."""
+
+    def __init__(self, limit: int = SEEN_LIMIT) -> None:
+        self._versions: dict[str, str] = {}  # in the order handed over, oldest first
+        self._limit = 2 * limit  # two keys a memory
 
     def note(self, memory: Mapping[str, Any]) -> None:
         """Remember the version of a memory handed over with its whole content."""
         for key in (memory.get("id"), memory.get("path")):
             if key:
+                self._versions.pop(key, None)  # handed over again: the newest now
                 self._versions[key] = memory["version"]
+        while len(self._versions) > self._limit:
+            del self._versions[next(iter(self._versions))]
 
     def version(self, memory_id: str) -> str | None:
         """The version last handed over for ``memory_id`` (an id or a path, as sent)."""

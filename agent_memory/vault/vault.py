@@ -117,7 +117,7 @@ class Vault:
             else:
                 self.reconcile(progress)
         except (VaultError, sqlite3.Error, OSError) as exc:
-            if not self.index.file_facts():
+            if not self.index.any_memory():
                 raise VaultError(f"Cannot index the vault {self.root}: {exc}") from exc
             log.warning("could not bring the index up to date: %s", exc)
 
