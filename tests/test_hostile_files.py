@@ -235,8 +235,7 @@ def test_a_file_dated_past_2262_is_indexed_and_found_and_left_alone(vault: Vault
 
 def test_an_inode_above_two_to_the_63_is_stored_and_compared(vault: Vault) -> None:
     """Some file systems hand out unsigned 64-bit inode numbers; SQLite holds signed."""
-    from agent_memory.index.facts import FileFacts, stamp_of
-    from agent_memory.disk.store import packed_stamp
+    from agent_memory.index.facts import FileFacts, packed_stamp, stamp_of
 
     real = os.stat(vault.root)
     seq = list(real)

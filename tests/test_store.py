@@ -584,7 +584,7 @@ def test_without_proc_memories_are_still_written_read_and_confined(no_proc: None
 
 def test_a_file_dated_after_2262_is_still_indexed_and_found(vault: Vault) -> None:
     """Its mtime in nanoseconds does not fit a signed 64-bit integer: the index stores
-    it wrapped (``store.signed64``), and the file is found, now and after a reopen."""
+    it wrapped (``facts.signed64``), and the file is found, now and after a reopen."""
     (vault.root / "future.md").write_text("A note from a clock set far ahead.\n")
     far = 10**10  # the year 2286
     os.utime(vault.root / "future.md", (far, far))

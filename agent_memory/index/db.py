@@ -28,8 +28,7 @@ from ..note.parse import Note
 from ..recall.sql import Filters
 from ..recall.choice import Holdings
 from ..recall.terms import cjk_index_text
-from ..disk.store import packed_stamp
-from .facts import FileFacts, racy
+from .facts import FileFacts, packed_stamp, racy
 from .properties import properties
 from .rows import (date_words, description, changed_at, indexed_body, joined, link_key, name_key, row_values,
                    split_names, words_text)
@@ -574,7 +573,7 @@ class Index:
     # ------------------------------------------------------------------ reads
     def stamps(self, page: int = STAMPS_PAGE) -> Iterator[tuple[str, bytes]]:
         """Every indexed path with the stat reconcile compares, packed
-        (``store.packed_stamp``), in path order (SQLite's, byte by byte: the order of
+        (``facts.packed_stamp``), in path order (SQLite's, byte by byte: the order of
         ``Store.walk``), read from the covering index alone, ``page`` rows at a time:
         reconcile compares them with the walk as it goes, so what it holds does not grow
         with the vault. Each page is a query of its own (keyed on the last path), so no

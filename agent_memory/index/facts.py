@@ -6,13 +6,35 @@ from __future__ import annotations
 
 import os
 import sqlite3
+import struct
 import time
 from dataclasses import dataclass, field
 
-from ..disk.store import signed64
 from ..note.parse import file_version
 
 RACY_NS = 2_500_000_000  # a tick of the coarsest file system times (FAT: 2 s), and some slack
+
+_STAMP = struct.Struct("<4q")
+
+
+def signed64(n: int) -> int:
+    """An integer as SQLite can store it (signed 64 bits), wrapped: ``st_ino`` is an
+    unsigned 64-bit number on some file systems, and a timestamp past the year 2262 has
+    more nanoseconds than 63 bits hold (a ``touch -d 2300-01-01``). These numbers are
+    only compared for equality, which wrapping keeps."""
+    return (n + 2**63) % 2**64 - 2**63
+
+
+def packed_stamp(size: int, mtime_ns: int, ctime_ns: int, inode: int) -> bytes:
+    """A file's stat as reconcile compares it (size, mtime, ctime, inode, each as
+    ``signed64``), in 32 bytes: at 100k memories a snapshot of tuples of ints held
+    ~17 MB more at a server's start. Packed as they are first: wrapping only changes a
+    number that does not fit, and a 100k start packs 200k stamps."""
+    try:
+        return _STAMP.pack(size, mtime_ns, ctime_ns, inode)
+    except struct.error:
+        return _STAMP.pack(signed64(size), signed64(mtime_ns), signed64(ctime_ns), signed64(inode))
+
 
 
 @dataclass(frozen=True)

@@ -22,7 +22,8 @@ from pathlib import Path
 
 from ..clock import iso
 from ..disk.layout import encodable, is_memory_path
-from ..disk.store import Store, packed_stamp
+from ..disk.store import Store
+from .facts import packed_stamp
 from ..errors import VaultError
 from ..limits import MAX_FILE_BYTES
 from ..models import ReconcileReport
