@@ -69,7 +69,8 @@ def test_recall_right_after_remember_finds_it_here_elsewhere_and_in_the_cli(tmp_
         assert_index_matches_files(writer)
 
 
-def test_a_new_day_folder_is_made_durable_in_its_parent_once(vault: Vault, monkeypatch: pytest.MonkeyPatch) -> None:
+def folders_fsynced(monkeypatch: pytest.MonkeyPatch) -> list[Path]:
+    """Every folder fsynced from now on, in order (the real fsync still runs)."""
     synced: list[Path] = []
     real = store_module.fsync_folder
 
@@ -78,6 +79,11 @@ def test_a_new_day_folder_is_made_durable_in_its_parent_once(vault: Vault, monke
         real(folder)
 
     monkeypatch.setattr(store_module, "fsync_folder", recorded)
+    return synced
+
+
+def test_a_new_day_folder_is_made_durable_in_its_parent_once(vault: Vault, monkeypatch: pytest.MonkeyPatch) -> None:
+    synced = folders_fsynced(monkeypatch)
     first = vault.remember("The first fact of the day")["memory"]
     day = vault.root / first["path"].rsplit("/", 1)[0]
     assert {day, day.parent, day.parent.parent, vault.root} <= set(synced)  # the file's folder, each new one's parent
@@ -169,14 +175,7 @@ def test_an_import_refuses_a_folder_made_a_symlink_after_it_was_planned(vault: V
 
 def test_a_new_file_in_new_folders_has_each_folder_made_durable(vault: Vault, monkeypatch: pytest.MonkeyPatch) -> None:
     """``write_new_file`` (a move's copy where hard links are refused, init's files)."""
-    synced: list[Path] = []
-    real = store_module.fsync_folder
-
-    def recorded(folder: Path) -> None:
-        synced.append(Path(folder))
-        real(folder)
-
-    monkeypatch.setattr(store_module, "fsync_folder", recorded)
+    synced = folders_fsynced(monkeypatch)
     vault.store.write_new_file("projects/alpha/fact.md", b"A fact in a folder of its own\n")
     assert (vault.root / "projects/alpha/fact.md").read_bytes() == b"A fact in a folder of its own\n"
     assert {vault.root / "projects/alpha", vault.root / "projects", vault.root} <= set(synced)
