@@ -778,16 +778,13 @@ class Index:
         )
 
     @staticmethod
-    @staticmethod
     def peek_choice(folder: Path) -> tuple[Holdings, str | None] | None:
         """Read what ``recall.choice`` needs without changing the index (for
         ``doctor``): the memories of each kind and the profile recorded before; None
         when there is no index of this schema."""
-        path = folder / DB_NAME
-        if not path.exists():
+        conn = _read_only(folder)
+        if conn is None:
             return None
-        live = Path(f"{path}-wal").exists()
-        conn = sqlite3.connect(f"file:{path}?{'mode=ro' if live else 'immutable=1'}", uri=True)
         try:
             if conn.execute("PRAGMA user_version").fetchone()[0] != SCHEMA_VERSION:
                 return None
@@ -801,13 +798,9 @@ class Index:
     @staticmethod
     def peek(folder: Path) -> tuple[int, dict[str, FileFacts]] | None:
         """Read an index without changing it (for ``doctor``): schema version and facts."""
-        path = folder / DB_NAME
-        if not path.exists():
+        conn = _read_only(folder)
+        if conn is None:
             return None
-        # With no writer active (no -wal file) open it immutable, which creates no
-        # -wal/-shm files; with one, read-only mode sees its uncheckpointed pages.
-        live = Path(f"{path}-wal").exists()
-        conn = sqlite3.connect(f"file:{path}?{'mode=ro' if live else 'immutable=1'}", uri=True)
         try:
             version = conn.execute("PRAGMA user_version").fetchone()[0]
             if version != SCHEMA_VERSION:
@@ -816,6 +809,17 @@ class Index:
             return version, {r[0]: FileFacts(*r[1:]) for r in rows}
         finally:
             conn.close()
+
+
+def _read_only(folder: Path) -> sqlite3.Connection | None:
+    """The index in ``folder`` opened without changing it (for ``doctor``); None when
+    there is none. With no writer active (no -wal file) it is opened immutable, which
+    creates no -wal/-shm files; with one, read-only mode sees its uncheckpointed pages."""
+    path = folder / DB_NAME
+    if not path.exists():
+        return None
+    live = Path(f"{path}-wal").exists()
+    return sqlite3.connect(f"file:{path}?{'mode=ro' if live else 'immutable=1'}", uri=True)
 
 
 def _statements(script: str) -> list[str]:
