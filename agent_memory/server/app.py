@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import importlib
 import logging
 import sys
 from collections.abc import AsyncIterator, Callable
@@ -50,25 +51,9 @@ def build_server(vault: Vault, *, keep_in_sync: bool = False, guard_stdout: bool
         version=__version__,
         lifespan=_lifespan(vault, keep_in_sync=keep_in_sync, guard_stdout=guard_stdout),
     )
-    if compat == "knowledge-graph":
-        from .compat import knowledge_graph
-
-        knowledge_graph.register(server, vault)
-        return server
-    if compat == "memory-vault":
-        from .compat import memory_vault
-
-        memory_vault.register(server, vault)
-        return server
-    if compat == "memory-mcp":
-        from .compat import memory_mcp
-
-        memory_mcp.register(server, vault)
-        return server
-    if compat == "agentmemory":
-        from .compat import agentmemory
-
-        agentmemory.register(server, vault)
+    if compat in COMPAT:  # imported only when asked for: each tool set is its own module
+        module = importlib.import_module(f".compat.{compat.replace('-', '_')}", __package__)
+        module.register(server, vault)
         return server
     if compat:
         raise ValueError(f"no compat tool set {compat!r}; one of {', '.join(COMPAT)}")
