@@ -179,3 +179,16 @@ def test_a_new_file_in_new_folders_has_each_folder_made_durable(vault: Vault, mo
     vault.store.write_new_file("projects/alpha/fact.md", b"A fact in a folder of its own\n")
     assert (vault.root / "projects/alpha/fact.md").read_bytes() == b"A fact in a folder of its own\n"
     assert {vault.root / "projects/alpha", vault.root / "projects", vault.root} <= set(synced)
+
+
+def test_a_move_makes_the_new_name_durable_before_the_old_one_goes(vault: Vault, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A power cut in the middle of ``mv`` leaves the note under both names, never neither:
+    the new folder (and each folder made for it) is fsynced before the old name is retired."""
+    memory = vault.remember("The reactor manual lives in the blue binder")["memory"]
+    old_folder = vault.root / memory["path"].rsplit("/", 1)[0]
+    synced = folders_fsynced(monkeypatch)
+    moved = vault.move(memory["id"], "projects/alpha/")
+    new_folder = vault.root / "projects/alpha"
+    assert (new_folder / memory["path"].rsplit("/", 1)[1]).exists() and moved["new_path"].startswith("projects/alpha/")
+    assert {new_folder, vault.root / "projects", vault.root} <= set(synced)
+    assert synced.index(new_folder) < len(synced) - 1 - synced[::-1].index(old_folder)

@@ -545,6 +545,18 @@ class Store:
             return
         fsync_folder(folder)
 
+    def folders_missing(self, folder: Path) -> list[Path]:
+        """The folders under the vault's root that making ``folder`` would create, deepest
+        first: each one's name must be made durable in its parent (``entry_durable``)."""
+        return [d for d in (folder, *folder.parents) if self._below_root(d) and not d.exists()]
+
+    def entry_durable(self, folder: Path, made: list[Path]) -> None:
+        """A new name in ``folder`` survives a power cut: the folder fsynced, and the
+        parent of each folder made for it (``folders_missing`` before they were made)."""
+        self.fsync_dir(folder)
+        for each in made:
+            self.fsync_dir(each.parent)
+
     @contextmanager
     def durable_together(self) -> Iterator[None]:
         """Write many files, then make them durable together at the end: one ``syncfs``

@@ -267,6 +267,7 @@ class Moves:
         """Give the file its new name: a hard link (the same file under two names, never
         over an existing one), or a copy where the file system has no hard links."""
         source, target = self.store.abspath(old), self.store.abspath(new)
+        made = self.store.folders_missing(target.parent)
         target.parent.mkdir(parents=True, exist_ok=True)
         if source.is_symlink():  # the link moves: it must still name its file from the new folder
             written = os.readlink(source)
@@ -279,6 +280,7 @@ class Moves:
                 raise disk_error(exc, f"move {old}") from exc
             if _bytes(target) != checked:
                 raise SavedMeanwhile(old)
+            self.store.entry_durable(target.parent, made)
             return
         try:
             os.link(source, target, follow_symlinks=False)
@@ -293,6 +295,9 @@ class Moves:
             os.chmod(target, found.st_mode & 0o7777)
         if _bytes(target) != checked:  # saved in place between the check and the link
             raise SavedMeanwhile(old)
+        # The new name is durable before the old one is taken away: a power cut in between
+        # leaves the note under both names, never under neither.
+        self.store.entry_durable(target.parent, made)
 
     def _retire_old_name(self, old: str, new: str, checked: bytes) -> None:
         """Take the old name away, only if it still names the file that was moved: it is
