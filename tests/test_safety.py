@@ -53,6 +53,23 @@ def test_a_failed_index_write_marks_the_index_stale_and_the_next_open_rebuilds_i
         assert_index_matches_files(reopened)
 
 
+def test_a_rebuild_on_a_full_disk_says_no_file_was_touched(vault: Vault, monkeypatch: pytest.MonkeyPatch) -> None:
+    """``reindex`` writes no file: its full-disk error must not claim one was written
+    (an agent told "the file was written" after a failed remember does not retry)."""
+    kept = vault.remember("The staging database resets on Sundays")["memory"]
+
+    def full(*_args: object, **_kwargs: object) -> int:
+        raise sqlite3.OperationalError("database or disk is full")
+
+    monkeypatch.setattr(Index, "replace_all", full)
+    with pytest.raises(VaultError, match="files are as they were, but the index could not be updated") as raised:
+        vault.reindex()
+    assert "file was written" not in str(raised.value)
+    monkeypatch.undo()
+    assert (vault.root / kept["path"]).exists()
+    assert (vault.root / ".index" / "stale").exists()
+
+
 def test_opening_on_a_full_disk_warns_in_one_line_and_still_reads(
     vault: Vault, clock, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str],
     caplog: pytest.LogCaptureFixture

@@ -173,25 +173,28 @@ class FileIndexer:
         return note, facts
 
     @contextmanager
-    def transaction(self) -> Iterator[sqlite3.Connection]:
-        """An index transaction after a file changed: if it fails (a full disk), the
-        index is marked stale and rebuilt on the next open, and the error says so."""
+    def transaction(self, wrote: bool = True) -> Iterator[sqlite3.Connection]:
+        """An index transaction after a file changed (``wrote``: this process wrote it;
+        else the index is catching up with files as they are): if it fails (a full disk),
+        the index is marked stale and rebuilt on the next open, and the error says so."""
         try:
             with self.index.transaction() as conn:
                 yield conn
         except sqlite3.Error as exc:
-            raise self.mark_stale(exc) from exc
+            raise self.mark_stale(exc, wrote) from exc
         self._on_written()
 
-    def mark_stale(self, why: BaseException) -> VaultError:
-        """A file changed but its index row could not be written (a full disk): leave a
-        mark so the next open rebuilds the index from the files; return the error to raise."""
+    def mark_stale(self, why: BaseException, wrote: bool = True) -> VaultError:
+        """The index could not take a change (a full disk): leave a mark so the next open
+        rebuilds it from the files; return the error to raise. It says whether a file was
+        written, so an agent told of a failed ``remember`` does not write it twice."""
         try:
             (self.store.control_dir / STALE_MARK).write_text(f"{why}\n", encoding="utf-8")
         except OSError:
             pass  # the disk is full: the next open's walk still finds what changed
+        done = "The file was written but the index" if wrote else "The files are as they were, but the index"
         return VaultError(
-            f"The file was written but the index could not be updated ({why}); nothing is lost. "
+            f"{done} could not be updated ({why}); nothing is lost. "
             "Free some disk space; the next command rebuilds the index (or run `agent-memory reindex`)."
         )
 
@@ -338,7 +341,7 @@ class Reconciler:
             reading(done)
             row = self.index.by_path(rel)
             examined[rel] = self.files.examine(rel, FileFacts.of_row(row) if row else None)
-        with self._writing(), self.files.transaction() as conn:
+        with self._writing(), self.files.transaction(wrote=False) as conn:
             for rel in batch:
                 row = self.index.by_path(rel)
                 now_known = FileFacts.of_row(row) if row else None
@@ -355,7 +358,7 @@ class Reconciler:
         with self._writing():
             row = self.index.by_path(rel)
             known = FileFacts.of_row(row) if row else None
-            with self.files.transaction() as conn:
+            with self.files.transaction(wrote=False) as conn:
                 return self.files.refresh(conn, rel, known, examined)
 
     def expiring(self) -> bool:
@@ -396,7 +399,7 @@ class Reconciler:
 
         # Closed however the load ends: a load failing half way (a full disk) must not
         # leave the reads' open folders to the error's frames, held as long as it is.
-        with closing(parsed()) as notes, self.files.transaction() as conn:
+        with closing(parsed()) as notes, self.files.transaction(wrote=False) as conn:
             counts["added"] = self.index.replace_all(conn, notes)
         return self._report(counts, self.sweep_expired() if sweep else 0)
 
@@ -420,7 +423,7 @@ class Reconciler:
                 if indexed is not None and read is not None and file_version(read[0]) != indexed["sha256"]:
                     # Changed since it was indexed (a person kept it, or another file took
                     # its place): only the file as it is now may say it expired.
-                    with self.files.transaction() as conn:
+                    with self.files.transaction(wrote=False) as conn:
                         self.files.refresh(conn, row["path"], FileFacts.of_row(indexed))
                     continue
                 if self.store.abspath(row["path"]).is_symlink():
