@@ -961,7 +961,7 @@ class Store:
         """Create ``rel`` exactly (used by import and init, and by a move's copy, which
         gives it the original's ``mode`` and ``owner``); refuses to overwrite."""
         target = self.abspath(rel)
-        new_dirs = [d for d in (target.parent, *target.parent.parents) if self._below_root(d) and not d.exists()]
+        new_dirs = self.folders_missing(target.parent)
         try:
             target.parent.mkdir(parents=True, exist_ok=True)
             tmp = self.write_temp(target.parent, data, mode, owner)
@@ -969,9 +969,7 @@ class Store:
             raise disk_error(exc, f"write {rel}") from exc
         try:
             locking.move_no_replace(tmp, target)
-            self.fsync_dir(target.parent)
-            for made in new_dirs:  # a folder made for it: its name in its parent, as ``place`` does
-                self.fsync_dir(made.parent)
+            self.entry_durable(target.parent, new_dirs)
             self.changed(rel, "created")
         except FileExistsError as exc:
             raise VaultError(f"{rel} already exists; it was left as it was.") from exc
