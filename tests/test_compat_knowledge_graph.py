@@ -152,7 +152,7 @@ async def test_the_peers_file_imports_exactly_and_once(vault: Vault, tmp_path: P
     again = import_on_start(vault, str(memory_file))
     assert again is not None and "has not changed" in again
     memory_file.write_text(memory_file.read_text(encoding="utf-8") + "\n", encoding="utf-8")  # changed bytes, same graph
-    assert "0 new entities, 0 new observations, 0 new relations" in (import_on_start(vault, str(memory_file)) or "")
+    assert "0 new entities, 0 updated, 6 unchanged" in (import_on_start(vault, str(memory_file)) or "")
     assert sorted(p.read_bytes() for p in vault.root.rglob("*.md")) == files_before
     # and back: the vault's jsonl loaded by the real server answers every query as this server does
     exported = tmp_path / "exported.jsonl"
@@ -261,10 +261,34 @@ def test_serve_compat_imports_memory_file_path_once_and_says_so_on_stderr(
     graph = next(r for r in replies if r.get("id") == 2)["result"]["structuredContent"]
     assert graph == {"entities": [{"name": " Ann ", "entityType": "person", "observations": ["[[x]]", ""]}],
                      "relations": [{"from": " Ann ", "to": "Bo", "relationType": "knows"}]}
-    assert "1 new entities, 0 new observations, 1 new relations" in stderr
+    assert "1 new entities, 0 updated, 0 unchanged, 0 kept as edited here, 1 relations written" in stderr
     replies, stderr = serve_raw(tmp_path / "vault", [*HANDSHAKE, read], "serve", "--compat", "knowledge-graph")
     assert "has not changed: nothing to import" in stderr
     assert next(r for r in replies if r.get("id") == 2)["result"]["structuredContent"] == graph
+
+
+def test_a_changed_memory_file_updates_what_nobody_edited_and_keeps_what_a_person_did(
+        vault: Vault, tmp_path: Path) -> None:
+    """$MEMORY_FILE_PATH goes in as `import --from mcp-knowledge-graph` does: a later
+    version of the file updates the entities nobody touched here, and a person's edit of
+    an entity's note stands (counted as kept), byte for byte."""
+    memory_file = tmp_path / "memory.jsonl"
+    memory_file.write_text('{"type":"entity","name":"Ann","entityType":"person","observations":["likes tea"]}\n'
+                           '{"type":"entity","name":"Bo","entityType":"person","observations":["owns a boat"]}',
+                           encoding="utf-8")
+    assert "2 new entities" in (import_on_start(vault, str(memory_file)) or "")
+    ann = next(p for p in vault.root.rglob("*.md") if "likes tea" in p.read_text(encoding="utf-8"))
+    ann.write_text(ann.read_text(encoding="utf-8").replace("likes tea", "likes strong tea"), encoding="utf-8")
+    edited = ann.read_bytes()
+    memory_file.write_text('{"type":"entity","name":"Ann","entityType":"person","observations":["likes green tea"]}\n'
+                           '{"type":"entity","name":"Bo","entityType":"person","observations":["owns two boats"]}',
+                           encoding="utf-8")
+    said = import_on_start(vault, str(memory_file)) or ""
+    assert "0 new entities, 1 updated" in said and "1 kept as edited here" in said
+    assert ann.read_bytes() == edited
+    notes = [p.read_text(encoding="utf-8") for p in vault.root.rglob("*.md")
+             if not any(part.startswith(".") for part in p.relative_to(vault.root).parts)]
+    assert any("owns two boats" in text for text in notes) and not any("owns a boat" in text for text in notes)
 
 
 async def test_without_compat_the_tools_are_this_servers_own(vault: Vault) -> None:

@@ -416,23 +416,3 @@ def records_jsonl(records: Iterable[dict[str, Any]]) -> str:
     """memory.jsonl records as the reference server writes them (its ``JSON.stringify``):
     compact JSON, one a line, no newline at the end."""
     return "\n".join(json.dumps(r, ensure_ascii=False, separators=(",", ":")) for r in records)
-
-
-class Imported(TypedDict):
-    entities: int
-    observations: int
-    relations: int
-
-
-def merge(kg: KnowledgeGraph, graph: Graph) -> Imported:
-    """``graph`` into the vault's: entities it lacks, their missing observations, relations
-    it lacks. Merging the same graph again changes nothing."""
-    with kg.core.writing():
-        made = kg.create_entities(graph["entities"])
-        known = {e["name"] for e in made}
-        more = [{"entityName": e["name"], "contents": e["observations"]}
-                for e in graph["entities"] if e["name"] not in known and e["observations"]]
-        added = kg.add_observations(more) if more else []
-        relations = kg.create_relations(graph["relations"])
-    return Imported(entities=len(made), observations=sum(len(a["addedObservations"]) for a in added),
-                    relations=len(relations))

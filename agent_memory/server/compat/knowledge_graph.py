@@ -22,7 +22,8 @@ from mcp_types import CallToolResult, TextContent
 from pydantic import Field
 
 from ...errors import AgentMemoryError
-from ...vault.graph import Entity, Graph, KnowledgeGraph, ObservationsAdded, Relation, merge, read_jsonl
+from ...transfer.formats import GRAPH_FORMAT
+from ...vault.graph import Entity, Graph, KnowledgeGraph, ObservationsAdded, Relation, read_jsonl
 from ...vault.vault import Vault
 
 RESOURCE_URI = "memory://knowledge-graph"
@@ -207,9 +208,11 @@ def register(server: MCPServer, vault: Vault) -> None:
 
 
 def import_on_start(vault: Vault, memory_file: str | None) -> str | None:
-    """The reference server's ``$MEMORY_FILE_PATH`` merged into the vault's graph, once
-    per version of the file (its sha256 is kept in the vault's index folder, which this
-    machine alone writes); what happened, in one line for the log (None: no file set)."""
+    """The reference server's ``$MEMORY_FILE_PATH`` imported as ``agent-memory import
+    --from mcp-knowledge-graph`` imports it (one path: all or nothing, a person's edits
+    since an earlier import kept), once per version of the file (its sha256 is kept in
+    the vault's index folder, which this machine alone writes); what happened, in one
+    line for the log (None: no file set)."""
     if not memory_file:
         return None
     path = os.path.abspath(memory_file)
@@ -228,10 +231,10 @@ def import_on_start(vault: Vault, memory_file: str | None) -> str | None:
         done = {}
     if isinstance(done, dict) and done.get(path) == digest:
         return f"MEMORY_FILE_PATH {path} was imported before and has not changed: nothing to import"
-    text = data.decode("utf-8", errors="strict")
-    counts = merge(graph_of(vault), read_jsonl(text, path))
+    graph = read_jsonl(data.decode("utf-8", errors="strict"), path)
+    result = vault.import_memories(dict(graph), format=GRAPH_FORMAT)
     done = {**(done if isinstance(done, dict) else {}), path: digest}
     marker.write_text(json.dumps(done, indent=2), encoding="utf-8")
-    return (f"imported MEMORY_FILE_PATH {path}: {counts['entities']} new entities, {counts['observations']} "
-            f"new observations, {counts['relations']} new relations (a later start imports it again only if it "
-            "changes, and then only what the vault lacks)")
+    return (f"imported MEMORY_FILE_PATH {path}: {result['imported']} new entities, {result['updated']} updated, "
+            f"{result['unchanged']} unchanged, {result['kept']} kept as edited here, {result['links']} relations "
+            "written (a later start imports it again only if the file changes)")
