@@ -380,7 +380,10 @@ def vocabulary(db: Path) -> list[tuple[str, int]]:
 
 def test_the_typo_vocabulary_follows_every_write(vault: Vault, clock: Clock, tmp_path: Path) -> None:
     first = vault.remember("Kubernetes pods restart nightly", tags=["infra"])["memory"]
+    assert vocabulary(vault.index.path) == []  # built on first use, not by every write
+    assert vault.search("kubernetse")["corrected"] == {"kubernetse": "kubernetes"}  # built now
     second = vault.remember("Terraform state lives in S3")["memory"]
+    assert ("terraform", 1) in vocabulary(vault.index.path)
     vault.update(first["id"], expected_version=vault.get(first["id"])["version"], content="Kubernetes nodes drain on Sundays", add_tags=["ops"])
     vault.forget(second["id"])
     (vault.root / "by-hand.md").write_text("# Runbook\nPagerduty escalation after ten minutes\n")
@@ -388,8 +391,10 @@ def test_the_typo_vocabulary_follows_every_write(vault: Vault, clock: Clock, tmp
     fresh = tmp_path / "fresh-index"
     rebuilt = Vault(vault.root, index_dir=fresh, clock=clock, sync=False)
     rebuilt.reindex(sweep=False)
+    assert vocabulary(fresh / "index.sqlite3") == []
+    rebuilt.index.spelling()
     rebuilt.close()
-    assert vocabulary(vault.index.path) == vocabulary(fresh / "index.sqlite3")
+    assert vocabulary(vault.index.path) == vocabulary(fresh / "index.sqlite3")  # kept by writes = built afresh
     assert ("terraform", 1) not in vocabulary(vault.index.path) and ("drain", 1) in vocabulary(vault.index.path)
     assert vault.search("pagerduty escalaton")["corrected"] == {"escalaton": "escalation"}
     assert_index_matches_files(vault)
