@@ -400,6 +400,45 @@ def test_the_typo_vocabulary_follows_every_write(vault: Vault, clock: Clock, tmp
     assert_index_matches_files(vault)
 
 
+def test_two_connections_needing_the_vocabulary_at_once_build_it_once(
+        vault: Vault, clock: Clock, monkeypatch: pytest.MonkeyPatch) -> None:
+    import threading
+
+    from agent_memory.index.db import Index
+
+    for n in range(60):
+        vault.remember(f"Escalation runbook {n}: page the on-call after ten minutes")
+    vault.reindex()  # the vocabulary is left to the first query that needs it
+    others = [Vault(vault.root, clock=clock) for _ in range(2)]  # each its own connections, as two processes
+    both_looked, found, query = threading.Barrier(2, timeout=60), [], Index.query
+
+    def looked(self: Index, sql: str, *args, **kwargs):  # type: ignore[no-untyped-def]
+        rows = query(self, sql, *args, **kwargs)
+        if sql.startswith("SELECT 1 FROM derived") and not rows:
+            both_looked.wait()  # each saw it unbuilt before either builds it
+        return rows
+
+    monkeypatch.setattr(Index, "query", looked)
+
+    def search(other: Vault) -> None:
+        found.append(other.search("escalaton runbok", limit=100))
+
+    try:
+        threads = [threading.Thread(target=search, args=(other,)) for other in others]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join()
+    finally:
+        monkeypatch.setattr(Index, "query", query)
+        for other in others:
+            other.close()
+    assert [f["corrected"] for f in found] == [{"escalaton": "escalation", "runbok": "runbook"}] * 2
+    assert [f["count"] for f in found] == [60, 60]
+    assert ("escalation", 60) in vocabulary(vault.index.path)  # built once: each word's memories counted once
+    assert_index_matches_files(vault)
+
+
 def test_a_changed_cjk_memory_is_found_by_its_new_text_only(vault: Vault) -> None:
     made = vault.remember("東京オフィスの住所は渋谷です。")["memory"]
     vault.update(made["id"], expected_version=vault.get(made["id"])["version"], content="大阪オフィスの住所は梅田です。")
