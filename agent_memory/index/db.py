@@ -58,12 +58,14 @@ CACHE_KIB = -2000
 STAMPS_PAGE = 2000  # rows of the index's stamps read at a time by reconcile's comparison
 # Tables derived from the memories rows alone, built the first time a reader needs one
 # (``Index.derive``) rather than by every rebuild (a third of a rebuild's SQL and a fifth
-# of its Python): the where filter's property rows, and the typo vocabulary. A name in
+# of its Python): the where filter's property rows, the tag filter's rows and the typo
+# vocabulary. A name in
 # the ``derived`` table says that table is built and current; from then on every write
 # keeps it so (``_insert``, ``_delete_row``), and a rebuild empties it and the names.
 PROPERTIES = "properties"  # prop_keys and props
+TAGS = "tags"  # tags
 VOCABULARY = "vocabulary"  # words (and words_vocab over it)
-DERIVED = (PROPERTIES, VOCABULARY)
+DERIVED = (PROPERTIES, TAGS, VOCABULARY)
 DERIVE_PAGE = 2000  # memories rows read at a time while a derived table is built
 
 SCHEMA = f"""
@@ -160,7 +162,7 @@ CREATE VIRTUAL TABLE words USING fts5(
   text, content='', detail=none, columnsize=0, tokenize='{VOCAB_TOKENIZER}'
 );
 CREATE VIRTUAL TABLE words_vocab USING fts5vocab(words, 'row');
--- Which derived tables (PROPERTIES, VOCABULARY) are built and kept current.
+-- Which derived tables (PROPERTIES, TAGS, VOCABULARY) are built and kept current.
 CREATE TABLE derived (name TEXT PRIMARY KEY) WITHOUT ROWID;
 """
 
@@ -457,10 +459,8 @@ class Index:
             "INSERT OR IGNORE INTO names (key, rid) VALUES (?, ?)",
             [(name_key(name), f[0]) for f in searched for name in joined(f[1], f[7]).split("\n") if name],
         )
-        conn.executemany(
-            "INSERT OR IGNORE INTO tags (tag, rid) VALUES (?, ?)",
-            [(tag, rid) for rid, note, _ in rows for tag in note.tags],
-        )
+        if TAGS in built:
+            self._insert_tags(conn, [(rid, note.tags) for rid, note, _ in rows])
         conn.executemany(
             "INSERT INTO links (src, relation, target) VALUES (?, ?, ?)",
             [(rid, rel, link_key(target)) for rid, note, _ in rows for rel, target in note.links],
@@ -479,6 +479,12 @@ class Index:
             pairs += [(key, value, rid) for key, value in values]
         conn.executemany("INSERT OR IGNORE INTO prop_keys (key, rid) VALUES (?, ?)", keys)
         conn.executemany("INSERT OR IGNORE INTO props (key, value, rid) VALUES (?, ?, ?)", pairs)
+
+    @staticmethod
+    def _insert_tags(conn: sqlite3.Connection, rows: Iterable[tuple[int, list[str]]]) -> None:
+        """The tag filter's rows of each (rid, tags)."""
+        conn.executemany("INSERT OR IGNORE INTO tags (tag, rid) VALUES (?, ?)",
+                         [(tag, rid) for rid, tags in rows for tag in tags])
 
     @staticmethod
     def _insert_words(conn: sqlite3.Connection, rows: Iterable[tuple[int, str, str, str, str]]) -> None:
@@ -582,10 +588,12 @@ class Index:
                              "Free some disk space and retry, or run `agent-memory reindex`.") from exc
 
     def filtering(self, filters: Filters) -> None:
-        """Make ready what a query within ``filters`` reads: the property rows, for a
-        where filter (``derive``)."""
+        """Make ready what a query within ``filters`` reads (``derive``): the property
+        rows for a where filter, the tag rows for a tag filter."""
         if filters.where:
             self.derive(PROPERTIES)
+        if filters.tags:
+            self.derive(TAGS)
 
     def spelling(self) -> None:
         """Make ready what a query of the typo vocabulary reads (``derive``)."""
@@ -602,6 +610,10 @@ class Index:
             rows.execute("SELECT rid, meta, tags FROM memories ORDER BY rid")
             while page := rows.fetchmany(DERIVE_PAGE):
                 self._insert_properties(conn, [(rid, json.loads(meta), tags.split()) for rid, meta, tags in page])
+        elif name == TAGS:  # the column holds them space-separated, and a tag holds no whitespace
+            rows.execute("SELECT rid, tags FROM memories ORDER BY rid")
+            while page := rows.fetchmany(DERIVE_PAGE):
+                self._insert_tags(conn, [(rid, tags.split()) for rid, tags in page])
         elif name == VOCABULARY:
             rows.execute("SELECT rid, names, aliases, tags, body FROM memories ORDER BY rid")
             while page := rows.fetchmany(DERIVE_PAGE):
@@ -781,6 +793,7 @@ class Index:
         return {row[0]: row[1] for row in rows}
 
     def top_tags(self, now: str, limit: int = 20) -> dict[str, int]:
+        self.derive(TAGS)
         rows = self.query(
             f"SELECT tag, count(*) FROM tags WHERE rid NOT IN ({EXPIRED}) GROUP BY tag ORDER BY 2 DESC, 1 LIMIT ?",
             (now, limit),
