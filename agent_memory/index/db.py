@@ -66,6 +66,7 @@ PROPERTIES = "properties"  # prop_keys and props
 TAGS = "tags"  # tags
 VOCABULARY = "vocabulary"  # words (and words_vocab over it)
 DERIVED = (PROPERTIES, TAGS, VOCABULARY)
+DERIVED_TABLES = {PROPERTIES: ("prop_keys", "props"), TAGS: ("tags",), VOCABULARY: ("words",)}
 DERIVE_PAGE = 2000  # memories rows read at a time while a derived table is built
 
 SCHEMA = f"""
@@ -477,8 +478,9 @@ class Index:
             names, values = properties(meta, tags)
             keys += [(key, rid) for key in names]
             pairs += [(key, value, rid) for key, value in values]
-        conn.executemany("INSERT OR IGNORE INTO prop_keys (key, rid) VALUES (?, ?)", keys)
-        conn.executemany("INSERT OR IGNORE INTO props (key, value, rid) VALUES (?, ?, ?)", pairs)
+        # In key order: a page of rows lands on neighbouring B-tree pages, not all over.
+        conn.executemany("INSERT OR IGNORE INTO prop_keys (key, rid) VALUES (?, ?)", sorted(keys))
+        conn.executemany("INSERT OR IGNORE INTO props (key, value, rid) VALUES (?, ?, ?)", sorted(pairs))
 
     @staticmethod
     def _insert_tags(conn: sqlite3.Connection, rows: Iterable[tuple[int, list[str]]]) -> None:
@@ -545,16 +547,7 @@ class Index:
         for table in ("memories", "tags", "links", "names", "prop_keys", "props", "derived"):
             conn.execute(f"DELETE FROM {table}")
         conn.execute("UPDATE counts SET memories = 0")
-        # The secondary indexes are built after the rows, by sorting, rather than one
-        # random B-tree insert a row each (which a million rows make seek and spill);
-        # from this module's schema, not from what the file says they are.
-        for statement in _index_statements():
-            conn.execute(f"DROP INDEX IF EXISTS {statement.split()[2]}")
-        # A page cache big enough that the load does not write pages out and read them
-        # back over and over (SQLite's default is 2 MB), for this load only.
-        cache = conn.execute("PRAGMA cache_size").fetchone()[0]
-        conn.execute(f"PRAGMA cache_size = {-LOAD_CACHE_KIB}")
-        try:
+        with _bulk_load(conn):
             count, pending = 0, []
             for note, facts in notes:
                 count += 1
@@ -563,10 +556,6 @@ class Index:
                     self._insert(conn, pending, frozenset())
                     pending = []
             self._insert(conn, pending, frozenset())
-            for statement in _index_statements():
-                conn.execute(statement)
-        finally:
-            conn.execute(f"PRAGMA cache_size = {int(cache)}")
         return count
 
     def derive(self, name: str) -> None:
@@ -604,6 +593,14 @@ class Index:
         memories row (as ``_insert`` would have filled it) and its name recorded."""
         if name in self._built(conn):
             return  # another connection built it in the meantime
+        with _bulk_load(conn, DERIVED_TABLES[name]):
+            self._fill(conn, name)
+        if name == VOCABULARY:
+            conn.execute("INSERT INTO words (words) VALUES ('optimize')")
+        conn.execute("INSERT INTO derived (name) VALUES (?)", (name,))
+
+    def _fill(self, conn: sqlite3.Connection, name: str) -> None:
+        """A derived table's rows, from every memories row, as ``_insert`` writes them."""
         rows = conn.cursor()
         rows.row_factory = None
         if name == PROPERTIES:
@@ -618,10 +615,8 @@ class Index:
             rows.execute("SELECT rid, names, aliases, tags, body FROM memories ORDER BY rid")
             while page := rows.fetchmany(DERIVE_PAGE):
                 self._insert_words(conn, page)
-            conn.execute("INSERT INTO words (words) VALUES ('optimize')")
         else:
             raise ValueError(f"no derived table {name!r}")
-        conn.execute("INSERT INTO derived (name) VALUES (?)", (name,))
 
     # ------------------------------------------------------------------ git's dates
     def git_dates_state(self) -> tuple[str, bool] | None:
@@ -926,6 +921,29 @@ def _statements(script: str) -> list[str]:
     return out
 
 
-def _index_statements() -> list[str]:
-    """The schema's ``CREATE INDEX`` statements (each names its index third)."""
-    return [st for st in _statements(SCHEMA) if st.split()[:2] == ["CREATE", "INDEX"]]
+def _index_statements(tables: tuple[str, ...] | None = None) -> list[str]:
+    """The schema's ``CREATE INDEX`` statements (each names its index third, then its
+    table fifth), of every table or of ``tables``."""
+    return [st for st in _statements(SCHEMA) if st.split()[:2] == ["CREATE", "INDEX"]
+            and (tables is None or st.split()[4].split("(")[0] in tables)]
+
+
+@contextmanager
+def _bulk_load(conn: sqlite3.Connection, tables: tuple[str, ...] | None = None) -> Iterator[None]:
+    """Rows loaded into empty ``tables`` (None: every table) inside the caller's
+    transaction. Their secondary indexes are built after the rows, by sorting, rather
+    than one random B-tree insert a row each (which a million rows make seek and spill);
+    from this module's schema, not from what the file says they are. The page cache is
+    big enough that the load does not write pages out and read them back over and over
+    (SQLite's default is 2 MB), for this load only."""
+    statements = _index_statements(tables)
+    for statement in statements:
+        conn.execute(f"DROP INDEX IF EXISTS {statement.split()[2]}")
+    cache = conn.execute("PRAGMA cache_size").fetchone()[0]
+    conn.execute(f"PRAGMA cache_size = {-LOAD_CACHE_KIB}")
+    try:
+        yield
+        for statement in statements:
+            conn.execute(statement)
+    finally:
+        conn.execute(f"PRAGMA cache_size = {int(cache)}")
