@@ -57,11 +57,11 @@ LOAD_CACHE_KIB = 32 * 1024  # SQLite's page cache while a rebuild loads the rows
 CACHE_KIB = -2000
 STAMPS_PAGE = 2000  # rows of the index's stamps read at a time by reconcile's comparison
 # Tables derived from the memories rows alone, built the first time a reader needs one
-# (``Index.derive``) rather than by every rebuild (a third of a rebuild's SQL and a fifth
-# of its Python): the where filter's property rows, the tag filter's rows and the typo
-# vocabulary. A name in
-# the ``derived`` table says that table is built and current; from then on every write
-# keeps it so (``_insert``, ``_delete_row``), and a rebuild empties it and the names.
+# (``Index.derive``) rather than by every rebuild (together about a third of a rebuild's
+# CPU): the where filter's property rows, the tag filter's rows and the typo vocabulary.
+# A name in the ``derived`` table says that table is built and current; from then on
+# every write keeps it so (``_insert``, ``_delete_row``), and a rebuild empties the
+# tables and the names.
 PROPERTIES = "properties"  # prop_keys and props
 TAGS = "tags"  # tags
 VOCABULARY = "vocabulary"  # words (and words_vocab over it)
@@ -498,8 +498,8 @@ class Index:
 
     @staticmethod
     def _built(conn: sqlite3.Connection) -> frozenset[str]:
-        """The derived tables built and kept current (``PROPERTIES``, ``VOCABULARY``),
-        read in the write's own transaction: another process may have built one since."""
+        """The derived tables built and kept current (of ``DERIVED``), read in the
+        write's own transaction: another process may have built one since."""
         return frozenset(row[0] for row in conn.execute("SELECT name FROM derived"))
 
     @staticmethod
@@ -559,11 +559,13 @@ class Index:
         return count
 
     def derive(self, name: str) -> None:
-        """Build the derived table ``name`` (``PROPERTIES``, ``VOCABULARY``) from the
-        memories rows if it is not built yet: what a reader calls before a query that
-        reads it. One transaction, under no vault lock: it reads only the index's own
-        rows, and SQLite serialises it with every writer of this file, in any process.
-        A failure (a full disk) leaves it unbuilt, to be tried again, and says so."""
+        """Build the derived table ``name`` (one of ``DERIVED``) from the memories rows
+        if it is not built yet: what a reader calls before a query that reads it. One
+        transaction, under no vault lock: it reads only the index's own rows, and SQLite
+        serialises it with every writer of this file, in any process. A failure (a full
+        disk) leaves it unbuilt, to be tried again, and says so."""
+        if name not in DERIVED:
+            raise ValueError(f"no derived table {name!r}")
         if self.query("SELECT 1 FROM derived WHERE name = ?", (name,)):
             return
         try:
@@ -611,12 +613,10 @@ class Index:
             rows.execute("SELECT rid, tags FROM memories ORDER BY rid")
             while page := rows.fetchmany(DERIVE_PAGE):
                 self._insert_tags(conn, [(rid, tags.split()) for rid, tags in page])
-        elif name == VOCABULARY:
+        else:
             rows.execute("SELECT rid, names, aliases, tags, body FROM memories ORDER BY rid")
             while page := rows.fetchmany(DERIVE_PAGE):
                 self._insert_words(conn, page)
-        else:
-            raise ValueError(f"no derived table {name!r}")
 
     # ------------------------------------------------------------------ git's dates
     def git_dates_state(self) -> tuple[str, bool] | None:
