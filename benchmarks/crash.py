@@ -606,6 +606,7 @@ class Round:
         return _temp_files(self.vault)
 
     def _index_differences(self, vault: Any) -> int:
+        from agent_memory.index.db import TAGS
         from agent_memory.vault.vault import Vault
 
         fresh_dir = Path(tempfile.mkdtemp(prefix="fresh-index-", dir=self.dir))
@@ -613,12 +614,14 @@ class Round:
             fresh = Vault(self.vault, index_dir=fresh_dir, sync=False)
             try:
                 fresh.reindex(sweep=False)
+                fresh.index.derive(TAGS)  # the tag rows are built on first use: compared built
             finally:
                 fresh.close()
             rebuilt = _snapshot(fresh_dir / "index.sqlite3")
         finally:
             shutil.rmtree(fresh_dir, ignore_errors=True)
         vault.index.ensure_current()
+        vault.index.derive(TAGS)
         live = _snapshot(vault.index.path)
         differing = {path for path in live.keys() | rebuilt.keys() if live.get(path) != rebuilt.get(path)}
         try:

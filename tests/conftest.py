@@ -17,6 +17,7 @@ from typing import Any, TypeVar
 
 import pytest
 
+from agent_memory.index.db import DERIVED
 from agent_memory.note import parse as parsing
 from agent_memory.note.parse import Note
 from agent_memory.vault.vault import Vault
@@ -126,30 +127,43 @@ def index_snapshot(db_path: Path) -> dict[str, list[tuple]]:
             "prop_keys": conn.execute(
                 "SELECT m.path, k.key FROM prop_keys k JOIN memories m ON m.rid = k.rid ORDER BY 1, 2"
             ).fetchall(),
+            "derived": conn.execute("SELECT name FROM derived ORDER BY 1").fetchall(),
+            "words": conn.execute("SELECT term, doc, cnt FROM words_vocab ORDER BY 1").fetchall(),
         }
     finally:
         conn.close()
 
 
 def assert_index_matches_files(vault: Vault) -> None:
-    """The index must equal a fresh rebuild from the files alone, and FTS must be intact."""
+    """The index must equal a fresh rebuild from the files alone, and FTS must be intact.
+    The tables built on first use (``Index.derive``) are compared as the live index has
+    them (kept by its writes since it built them) against the rebuild's built afterwards,
+    then every one of them built on both."""
     import shutil
     import tempfile
 
+    vault.index.ensure_current()
+    built = [row[0] for row in vault.index.query("SELECT name FROM derived")]
     fresh_dir = Path(tempfile.mkdtemp(prefix="fresh-index-"))
     try:
         fresh = Vault(vault.root, index_dir=fresh_dir, clock=vault.clock, sync=False)
         try:
             fresh.reindex(sweep=False)
+            for name in built:
+                fresh.index.derive(name)
+            rebuilt = index_snapshot(fresh_dir / "index.sqlite3")
+            assert index_snapshot(vault.index.path) == rebuilt, "index differs from a rebuild from the files"
+            for name in DERIVED:
+                fresh.index.derive(name)
+                vault.index.derive(name)
+            rebuilt = index_snapshot(fresh_dir / "index.sqlite3")
         finally:
             fresh.close()
-        rebuilt = index_snapshot(fresh_dir / "index.sqlite3")
     finally:
         shutil.rmtree(fresh_dir, ignore_errors=True)
-    vault.index.ensure_current()
-    live = index_snapshot(vault.index.path)
-    assert live == rebuilt, "index differs from a rebuild from the files"
+    assert index_snapshot(vault.index.path) == rebuilt, "derived tables differ from a rebuild's"
     vault.index.query("INSERT INTO fts (fts, rank) VALUES ('integrity-check', 1)")
+    vault.index.query("INSERT INTO words (words) VALUES ('integrity-check')")
 
 
 @pytest.fixture

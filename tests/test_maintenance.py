@@ -306,3 +306,18 @@ def test_an_importance_no_float_can_hold_indexes_the_note_like_any_other(vault: 
     assert vault.search("invoices", min_importance=1)["hits"] == []
     assert vault.stats()["average_importance"] is None
     assert_index_matches_files(vault)
+
+
+def test_the_tag_rows_are_built_by_the_first_tag_filter_or_stats_and_kept_by_writes(filled: Vault) -> None:
+    filled.reindex()
+    assert filled.index.query("SELECT count(*) FROM tags")[0][0] == 0  # a rebuild leaves them to the first use
+    assert [h["content"].strip() for h in filled.search("deploys", tags=["customer"])["hits"]] == [
+        "Customer ACME prefers deploys on Fridays"]
+    assert filled.list(tags=["customer"])["total"] == 2
+    made = filled.remember("Initech renews in March", tags=["customer", "renewal"])["memory"]
+    assert filled.list(tags=["customer"])["total"] == 3 and filled.stats()["top_tags"]["customer"] == 3
+    filled.forget(made["id"])
+    assert filled.stats()["top_tags"]["customer"] == 2 and "renewal" not in filled.stats()["top_tags"]
+    filled.reindex()
+    assert filled.stats()["top_tags"] == {"customer": 2, "deploy": 1, "people": 1, "mornings": 1, "staging": 1}
+    assert_index_matches_files(filled)

@@ -204,6 +204,8 @@ INLINE_TAG_CASES = [
     ("inside a word or url", "a#b http://x.org/page#frag", []),
     ("trailing punctuation", "done #shipped, then #next.", ["shipped", "next"]),
     ("repeated", "#a #A #a", ["a"]),
+    ("after any whitespace", "x\n#one\ty\t#two\u00a0#three\u3000#four\r\n#five", ["one", "two", "three", "four", "five"]),
+    ("not after a letter or mark", "x#no é#no ,#no", []),
 ]
 
 

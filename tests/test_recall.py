@@ -380,7 +380,10 @@ def vocabulary(db: Path) -> list[tuple[str, int]]:
 
 def test_the_typo_vocabulary_follows_every_write(vault: Vault, clock: Clock, tmp_path: Path) -> None:
     first = vault.remember("Kubernetes pods restart nightly", tags=["infra"])["memory"]
+    assert vocabulary(vault.index.path) == []  # built on first use, not by every write
+    assert vault.search("kubernetse")["corrected"] == {"kubernetse": "kubernetes"}  # built now
     second = vault.remember("Terraform state lives in S3")["memory"]
+    assert ("terraform", 1) in vocabulary(vault.index.path)
     vault.update(first["id"], expected_version=vault.get(first["id"])["version"], content="Kubernetes nodes drain on Sundays", add_tags=["ops"])
     vault.forget(second["id"])
     (vault.root / "by-hand.md").write_text("# Runbook\nPagerduty escalation after ten minutes\n")
@@ -388,10 +391,51 @@ def test_the_typo_vocabulary_follows_every_write(vault: Vault, clock: Clock, tmp
     fresh = tmp_path / "fresh-index"
     rebuilt = Vault(vault.root, index_dir=fresh, clock=clock, sync=False)
     rebuilt.reindex(sweep=False)
+    assert vocabulary(fresh / "index.sqlite3") == []
+    rebuilt.index.spelling()
     rebuilt.close()
-    assert vocabulary(vault.index.path) == vocabulary(fresh / "index.sqlite3")
+    assert vocabulary(vault.index.path) == vocabulary(fresh / "index.sqlite3")  # kept by writes = built afresh
     assert ("terraform", 1) not in vocabulary(vault.index.path) and ("drain", 1) in vocabulary(vault.index.path)
     assert vault.search("pagerduty escalaton")["corrected"] == {"escalaton": "escalation"}
+    assert_index_matches_files(vault)
+
+
+def test_two_connections_needing_the_vocabulary_at_once_build_it_once(
+        vault: Vault, clock: Clock, monkeypatch: pytest.MonkeyPatch) -> None:
+    import threading
+
+    from agent_memory.index.db import Index
+
+    for n in range(60):
+        vault.remember(f"Escalation runbook {n}: page the on-call after ten minutes")
+    vault.reindex()  # the vocabulary is left to the first query that needs it
+    others = [Vault(vault.root, clock=clock) for _ in range(2)]  # each its own connections, as two processes
+    both_looked, found, query = threading.Barrier(2, timeout=60), [], Index.query
+
+    def looked(self: Index, sql: str, *args, **kwargs):  # type: ignore[no-untyped-def]
+        rows = query(self, sql, *args, **kwargs)
+        if sql.startswith("SELECT 1 FROM derived") and not rows:
+            both_looked.wait()  # each saw it unbuilt before either builds it
+        return rows
+
+    monkeypatch.setattr(Index, "query", looked)
+
+    def search(other: Vault) -> None:
+        found.append(other.search("escalaton runbok", limit=100))
+
+    try:
+        threads = [threading.Thread(target=search, args=(other,)) for other in others]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join()
+    finally:
+        monkeypatch.setattr(Index, "query", query)
+        for other in others:
+            other.close()
+    assert [f["corrected"] for f in found] == [{"escalaton": "escalation", "runbok": "runbook"}] * 2
+    assert [f["count"] for f in found] == [60, 60]
+    assert ("escalation", 60) in vocabulary(vault.index.path)  # built once: each word's memories counted once
     assert_index_matches_files(vault)
 
 

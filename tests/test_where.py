@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from agent_memory.errors import InvalidInput
+from agent_memory.errors import InvalidInput, VaultError
 from agent_memory.vault.vault import Vault
 
 from conftest import assert_index_matches_files, cli_ok, run_cli
@@ -105,3 +105,40 @@ def test_the_property_tables_drive_the_query_not_a_scan(notes: Vault) -> None:
     assert "SEARCH props USING PRIMARY KEY (key=? AND value=?)" in plan
     assert "SEARCH prop_keys USING PRIMARY KEY (key=?)" in plan
     assert "SCAN m" not in plan and "SCAN memories" not in plan
+
+
+def _property_rows(vault: Vault) -> int:
+    return int(vault.index.query("SELECT (SELECT count(*) FROM props) + (SELECT count(*) FROM prop_keys)")[0][0])
+
+
+def test_the_property_rows_are_built_by_the_first_filter_and_kept_by_every_writer(notes: Vault, clock) -> None:
+    assert _property_rows(notes) == 0  # a rebuild leaves them to the first filter
+    assert _paths(notes.list(where=["status=done"])) == ["acme-done.md", "globex.md"]
+    assert _property_rows(notes) > 0
+    other = Vault(notes.root, clock=clock)  # another process's connection, which had not built them
+    try:
+        (notes.root / "notes" / "initech.md").write_text("---\nstatus: DONE\n---\nInvoice for Initech.\n")
+        other.reconcile_path("notes/initech.md")
+        assert _paths(notes.list(where=["status=done"])) == ["acme-done.md", "globex.md", "initech.md"]
+        assert_index_matches_files(notes)
+        other.reindex()  # empties them again: the next filter builds them from the rebuilt rows
+        assert _property_rows(notes) == 0
+        assert _paths(notes.search("invoice", where=["status=done"])) == ["acme-done.md", "globex.md", "initech.md"]
+    finally:
+        other.close()
+
+
+def test_a_full_disk_while_building_them_is_one_clear_error_and_nothing_is_lost(vault: Vault) -> None:
+    for n in range(300):
+        (vault.root / f"note-{n}.md").write_text(f"---\nstatus: s{n} {'x' * 400}\nowner: o{n} {'y' * 400}\n---\nInvoice {n}.\n")
+    vault.reindex()
+    conn = vault.index.conn
+    conn.execute(f"PRAGMA max_page_count = {conn.execute('PRAGMA page_count').fetchone()[0]}")
+    try:
+        with pytest.raises(VaultError, match="disk is full.*Free some disk space"):
+            vault.list(where=["status"])
+    finally:
+        conn.execute("PRAGMA max_page_count = 4294967294")
+    assert _property_rows(vault) == 0 and vault.index.query("SELECT count(*) FROM derived")[0][0] == 0
+    assert vault.list(where=["status"], limit=1)["total"] == 300  # built on the next try
+    assert_index_matches_files(vault)

@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from .. import limits
-from ..errors import AgentMemoryError
+from ..errors import AgentMemoryError, VaultError
 from ..disk.locking import ignore_folder
 from ..note.parse import Note
 from ..recall.sql import Filters
@@ -33,7 +33,7 @@ from .properties import properties
 from .rows import (date_words, description, changed_at, indexed_body, joined, link_key, name_key, row_values,
                    split_names, words_text)
 
-SCHEMA_VERSION = 13
+SCHEMA_VERSION = 14
 # The bytes (sha256) of the last write this tool made to each file, whatever session made
 # it: a body may be replaced without the version read only while the file still holds
 # them (``Writes.update``). Outside the versioned schema: losing it (a rebuilt index)
@@ -56,6 +56,18 @@ LOAD_CACHE_KIB = 32 * 1024  # SQLite's page cache while a rebuild loads the rows
 # file must not decide how much of this process's memory its pages take.
 CACHE_KIB = -2000
 STAMPS_PAGE = 2000  # rows of the index's stamps read at a time by reconcile's comparison
+# Tables derived from the memories rows alone, built the first time a reader needs one
+# (``Index.derive``) rather than by every rebuild (together about a third of a rebuild's
+# CPU): the where filter's property rows, the tag filter's rows and the typo vocabulary.
+# A name in the ``derived`` table says that table is built and current; from then on
+# every write keeps it so (``_insert``, ``_delete_row``), and a rebuild empties the
+# tables and the names.
+PROPERTIES = "properties"  # prop_keys and props
+TAGS = "tags"  # tags
+VOCABULARY = "vocabulary"  # words (and words_vocab over it)
+DERIVED = (PROPERTIES, TAGS, VOCABULARY)
+DERIVED_TABLES = {PROPERTIES: ("prop_keys", "props"), TAGS: ("tags",), VOCABULARY: ("words",)}
+DERIVE_PAGE = 2000  # memories rows read at a time while a derived table is built
 
 SCHEMA = f"""
 CREATE TABLE memories (
@@ -151,6 +163,8 @@ CREATE VIRTUAL TABLE words USING fts5(
   text, content='', detail=none, columnsize=0, tokenize='{VOCAB_TOKENIZER}'
 );
 CREATE VIRTUAL TABLE words_vocab USING fts5vocab(words, 'row');
+-- Which derived tables (PROPERTIES, TAGS, VOCABULARY) are built and kept current.
+CREATE TABLE derived (name TEXT PRIMARY KEY) WITHOUT ROWID;
 """
 
 COLUMNS = (
@@ -379,11 +393,12 @@ class Index:
             return
         rows: list[tuple[int, Note, FileFacts]] = []
         next_rid: int | None = None
+        built = self._built(conn)
         for note, facts in notes:
             old = conn.execute("SELECT rid, names, tags, body, cjk, dated, described, aliases FROM memories "
                                "WHERE path = ?", (note.path,)).fetchone()
             if old is not None:
-                self._delete_row(conn, old)
+                self._delete_row(conn, old, built)
                 rid = old["rid"]
             else:
                 if next_rid is None:
@@ -391,7 +406,7 @@ class Index:
                 rid, next_rid = next_rid, next_rid + 1
             rows.append((rid, note, facts))
         if rows:
-            self._insert(conn, rows)
+            self._insert(conn, rows, built)
 
     @staticmethod
     def _merge_segments(conn: sqlite3.Connection) -> None:
@@ -414,7 +429,11 @@ class Index:
             if conn.in_transaction:
                 conn.execute("ROLLBACK")  # unmerged is only slower
 
-    def _insert(self, conn: sqlite3.Connection, rows: list[tuple[int, Note, FileFacts]]) -> None:
+    def _insert(self, conn: sqlite3.Connection, rows: list[tuple[int, Note, FileFacts]],
+                built: frozenset[str] | None = None) -> None:
+        """Insert rows (numbers given) into memories, the full-text index, the lookup
+        tables and each derived table that is ``built`` (None: as the index says now)."""
+        built = self._built(conn) if built is None else built
         self._inserted += len(rows)
         searched = []
         for rid, note, _ in rows:
@@ -435,47 +454,67 @@ class Index:
         conn.execute("UPDATE counts SET memories = memories + ?", (len(rows),))
         conn.executemany("INSERT INTO fts (rowid, names, tags, body, cjk, dated, described, aliases) "
                          "VALUES (?, ?, ?, ?, ?, ?, ?, ?)", searched)
-        conn.executemany(
-            "INSERT INTO words (rowid, text) VALUES (?, ?)",
-            [(f[0], words_text(joined(f[1], f[7]), *f[2:4])) for f in searched],
-        )
+        if VOCABULARY in built:
+            self._insert_words(conn, [(f[0], f[1], f[7], f[2], f[3]) for f in searched])
         conn.executemany(
             "INSERT OR IGNORE INTO names (key, rid) VALUES (?, ?)",
             [(name_key(name), f[0]) for f in searched for name in joined(f[1], f[7]).split("\n") if name],
         )
-        conn.executemany(
-            "INSERT OR IGNORE INTO tags (tag, rid) VALUES (?, ?)",
-            [(tag, rid) for rid, note, _ in rows for tag in note.tags],
-        )
+        if TAGS in built:
+            self._insert_tags(conn, [(rid, note.tags) for rid, note, _ in rows])
         conn.executemany(
             "INSERT INTO links (src, relation, target) VALUES (?, ?, ?)",
             [(rid, rel, link_key(target)) for rid, note, _ in rows for rel, target in note.links],
         )
-        self._insert_properties(conn, rows)
+        if PROPERTIES in built:
+            self._insert_properties(conn, [(rid, note.meta, note.tags) for rid, note, _ in rows])
 
     @staticmethod
-    def _insert_properties(conn: sqlite3.Connection, rows: list[tuple[int, Note, FileFacts]]) -> None:
+    def _insert_properties(conn: sqlite3.Connection, rows: Iterable[tuple[int, dict[str, Any], list[str]]]) -> None:
+        """The where filter's rows of each (rid, front matter, tags) (``properties``)."""
         keys: list[tuple[str, int]] = []
         pairs: list[tuple[str, str, int]] = []
-        for rid, note, _ in rows:
-            names, values = properties(note.meta, note.tags)
+        for rid, meta, tags in rows:
+            names, values = properties(meta, tags)
             keys += [(key, rid) for key in names]
             pairs += [(key, value, rid) for key, value in values]
-        conn.executemany("INSERT OR IGNORE INTO prop_keys (key, rid) VALUES (?, ?)", keys)
-        conn.executemany("INSERT OR IGNORE INTO props (key, value, rid) VALUES (?, ?, ?)", pairs)
+        # In key order: a page of rows lands on neighbouring B-tree pages, not all over.
+        conn.executemany("INSERT OR IGNORE INTO prop_keys (key, rid) VALUES (?, ?)", sorted(keys))
+        conn.executemany("INSERT OR IGNORE INTO props (key, value, rid) VALUES (?, ?, ?)", sorted(pairs))
 
     @staticmethod
-    def _delete_row(conn: sqlite3.Connection, old: sqlite3.Row) -> None:
+    def _insert_tags(conn: sqlite3.Connection, rows: Iterable[tuple[int, list[str]]]) -> None:
+        """The tag filter's rows of each (rid, tags)."""
+        conn.executemany("INSERT OR IGNORE INTO tags (tag, rid) VALUES (?, ?)",
+                         [(tag, rid) for rid, tags in rows for tag in tags])
+
+    @staticmethod
+    def _insert_words(conn: sqlite3.Connection, rows: Iterable[tuple[int, str, str, str, str]]) -> None:
+        """The typo vocabulary's text of each (rid, names, aliases, tags, body), as the
+        memories row holds them (``words_text``)."""
+        conn.executemany("INSERT INTO words (rowid, text) VALUES (?, ?)",
+                         [(rid, words_text(joined(names, aliases), tags, body))
+                          for rid, names, aliases, tags, body in rows])
+
+    @staticmethod
+    def _built(conn: sqlite3.Connection) -> frozenset[str]:
+        """The derived tables built and kept current (of ``DERIVED``), read in the
+        write's own transaction: another process may have built one since."""
+        return frozenset(row[0] for row in conn.execute("SELECT name FROM derived"))
+
+    @staticmethod
+    def _delete_row(conn: sqlite3.Connection, old: sqlite3.Row, built: frozenset[str]) -> None:
         conn.execute(
             "INSERT INTO fts (fts, rowid, names, tags, body, cjk, dated, described, aliases) "
             "VALUES ('delete', ?, ?, ?, ?, ?, ?, ?, ?)",
             (old["rid"], old["names"], old["tags"], old["body"], old["cjk"], old["dated"], old["described"],
              old["aliases"]),
         )
-        conn.execute(
-            "INSERT INTO words (words, rowid, text) VALUES ('delete', ?, ?)",
-            (old["rid"], words_text(joined(old["names"], old["aliases"]), old["tags"], old["body"])),
-        )
+        if VOCABULARY in built:  # a contentless table's 'delete' must name text it holds
+            conn.execute(
+                "INSERT INTO words (words, rowid, text) VALUES ('delete', ?, ?)",
+                (old["rid"], words_text(joined(old["names"], old["aliases"]), old["tags"], old["body"])),
+            )
         conn.execute("DELETE FROM memories WHERE rid = ?", (old["rid"],))
         conn.execute("UPDATE counts SET memories = memories - 1")
         conn.execute("DELETE FROM tags WHERE rid = ?", (old["rid"],))
@@ -488,7 +527,7 @@ class Index:
         old = conn.execute("SELECT rid, names, tags, body, cjk, dated, described, aliases FROM memories WHERE path = ?", (path,)).fetchone()
         if old is None:
             return False
-        self._delete_row(conn, old)
+        self._delete_row(conn, old, self._built(conn))
         return True
 
     def touch(self, conn: sqlite3.Connection, path: str, facts: FileFacts) -> None:
@@ -505,32 +544,79 @@ class Index:
         """Empty the index and bulk-load ``notes`` (inside the caller's transaction)."""
         conn.execute("INSERT INTO fts (fts) VALUES ('delete-all')")
         conn.execute("INSERT INTO words (words) VALUES ('delete-all')")
-        for table in ("memories", "tags", "links", "names", "prop_keys", "props"):
+        for table in ("memories", "tags", "links", "names", "prop_keys", "props", "derived"):
             conn.execute(f"DELETE FROM {table}")
         conn.execute("UPDATE counts SET memories = 0")
-        # The secondary indexes are built after the rows, by sorting, rather than one
-        # random B-tree insert a row each (which a million rows make seek and spill);
-        # from this module's schema, not from what the file says they are.
-        for statement in _index_statements():
-            conn.execute(f"DROP INDEX IF EXISTS {statement.split()[2]}")
-        # A page cache big enough that the load does not write pages out and read them
-        # back over and over (SQLite's default is 2 MB), for this load only.
-        cache = conn.execute("PRAGMA cache_size").fetchone()[0]
-        conn.execute(f"PRAGMA cache_size = {-LOAD_CACHE_KIB}")
-        try:
+        with _bulk_load(conn):
             count, pending = 0, []
             for note, facts in notes:
                 count += 1
                 pending.append((count, note, facts))
                 if len(pending) >= batch:
-                    self._insert(conn, pending)
+                    self._insert(conn, pending, frozenset())
                     pending = []
-            self._insert(conn, pending)
-            for statement in _index_statements():
-                conn.execute(statement)
-        finally:
-            conn.execute(f"PRAGMA cache_size = {int(cache)}")
+            self._insert(conn, pending, frozenset())
         return count
+
+    def derive(self, name: str) -> None:
+        """Build the derived table ``name`` (one of ``DERIVED``) from the memories rows
+        if it is not built yet: what a reader calls before a query that reads it. One
+        transaction, under no vault lock: it reads only the index's own rows, and SQLite
+        serialises it with every writer of this file, in any process. A failure (a full
+        disk) leaves it unbuilt, to be tried again, and says so."""
+        if name not in DERIVED:
+            raise ValueError(f"no derived table {name!r}")
+        if self.query("SELECT 1 FROM derived WHERE name = ?", (name,)):
+            return
+        try:
+            if self._writer == threading.get_ident():  # inside this thread's own write
+                self._build(self.conn, name)
+            else:
+                with self.transaction() as conn:
+                    self._build(conn, name)
+        except sqlite3.Error as exc:
+            raise VaultError(f"The index could not build its {name} table ({exc}); nothing is lost. "
+                             "Free some disk space and retry, or run `agent-memory reindex`.") from exc
+
+    def filtering(self, filters: Filters) -> None:
+        """Make ready what a query within ``filters`` reads (``derive``): the property
+        rows for a where filter, the tag rows for a tag filter."""
+        if filters.where:
+            self.derive(PROPERTIES)
+        if filters.tags:
+            self.derive(TAGS)
+
+    def spelling(self) -> None:
+        """Make ready what a query of the typo vocabulary reads (``derive``)."""
+        self.derive(VOCABULARY)
+
+    def _build(self, conn: sqlite3.Connection, name: str) -> None:
+        """``derive``'s work, inside a write transaction: the table filled from every
+        memories row (as ``_insert`` would have filled it) and its name recorded."""
+        if name in self._built(conn):
+            return  # another connection built it in the meantime
+        with _bulk_load(conn, DERIVED_TABLES[name]):
+            self._fill(conn, name)
+        if name == VOCABULARY:
+            conn.execute("INSERT INTO words (words) VALUES ('optimize')")
+        conn.execute("INSERT INTO derived (name) VALUES (?)", (name,))
+
+    def _fill(self, conn: sqlite3.Connection, name: str) -> None:
+        """A derived table's rows, from every memories row, as ``_insert`` writes them."""
+        rows = conn.cursor()
+        rows.row_factory = None
+        if name == PROPERTIES:
+            rows.execute("SELECT rid, meta, tags FROM memories ORDER BY rid")
+            while page := rows.fetchmany(DERIVE_PAGE):
+                self._insert_properties(conn, [(rid, json.loads(meta), tags.split()) for rid, meta, tags in page])
+        elif name == TAGS:  # the column holds them space-separated, and a tag holds no whitespace
+            rows.execute("SELECT rid, tags FROM memories ORDER BY rid")
+            while page := rows.fetchmany(DERIVE_PAGE):
+                self._insert_tags(conn, [(rid, tags.split()) for rid, tags in page])
+        else:
+            rows.execute("SELECT rid, names, aliases, tags, body FROM memories ORDER BY rid")
+            while page := rows.fetchmany(DERIVE_PAGE):
+                self._insert_words(conn, page)
 
     # ------------------------------------------------------------------ git's dates
     def git_dates_state(self) -> tuple[str, bool] | None:
@@ -702,6 +788,7 @@ class Index:
         return {row[0]: row[1] for row in rows}
 
     def top_tags(self, now: str, limit: int = 20) -> dict[str, int]:
+        self.derive(TAGS)
         rows = self.query(
             f"SELECT tag, count(*) FROM tags WHERE rid NOT IN ({EXPIRED}) GROUP BY tag ORDER BY 2 DESC, 1 LIMIT ?",
             (now, limit),
@@ -834,6 +921,29 @@ def _statements(script: str) -> list[str]:
     return out
 
 
-def _index_statements() -> list[str]:
-    """The schema's ``CREATE INDEX`` statements (each names its index third)."""
-    return [st for st in _statements(SCHEMA) if st.split()[:2] == ["CREATE", "INDEX"]]
+def _index_statements(tables: tuple[str, ...] | None = None) -> list[str]:
+    """The schema's ``CREATE INDEX`` statements (each names its index third, then its
+    table fifth), of every table or of ``tables``."""
+    return [st for st in _statements(SCHEMA) if st.split()[:2] == ["CREATE", "INDEX"]
+            and (tables is None or st.split()[4].split("(")[0] in tables)]
+
+
+@contextmanager
+def _bulk_load(conn: sqlite3.Connection, tables: tuple[str, ...] | None = None) -> Iterator[None]:
+    """Rows loaded into empty ``tables`` (None: every table) inside the caller's
+    transaction. Their secondary indexes are built after the rows, by sorting, rather
+    than one random B-tree insert a row each (which a million rows make seek and spill);
+    from this module's schema, not from what the file says they are. The page cache is
+    big enough that the load does not write pages out and read them back over and over
+    (SQLite's default is 2 MB), for this load only."""
+    statements = _index_statements(tables)
+    for statement in statements:
+        conn.execute(f"DROP INDEX IF EXISTS {statement.split()[2]}")
+    cache = conn.execute("PRAGMA cache_size").fetchone()[0]
+    conn.execute(f"PRAGMA cache_size = {-LOAD_CACHE_KIB}")
+    try:
+        yield
+        for statement in statements:
+            conn.execute(statement)
+    finally:
+        conn.execute(f"PRAGMA cache_size = {int(cache)}")

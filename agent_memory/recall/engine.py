@@ -101,6 +101,12 @@ class Engine:
             self.statements.append(query)
         return self.index.query(*query)
 
+    def _words(self, query: Query) -> list[Any]:
+        """A query of the typo vocabulary, built first if no query has needed it yet
+        (``Index.derive``)."""
+        self.index.spelling()
+        return self._run(query)
+
     # ------------------------------------------------------------------ the one entry
     def search(self, terms: list[Term], filters: Filters, now: str, limit: int, match: str, offset: int = 0,
                newest: bool = False, named: frozenset[int] = frozenset(), nearest: Nearest | None = None,
@@ -298,7 +304,7 @@ class Engine:
         matches within the filters through the index's stemmer ("lint" finds "linting").
         The term keeps its text; its expression is the stem's."""
         candidates = stem_candidates(m.term.text)
-        indexed = {row[0] for row in self._run(sql.word_families(candidates))} if candidates else set()
+        indexed = {row[0] for row in self._words(sql.word_families(candidates))} if candidates else set()
         for stem in (c for c in candidates if c in indexed):
             [found] = self.match_terms([Term(m.term.text, word_term(stem).expr)], filters, now)
             if found.rids is None or found.rids:
@@ -321,7 +327,7 @@ class Engine:
         return None
 
     def words_starting(self, prefix: str) -> list[str]:
-        return [row[0] for row in self._run(sql.words_starting(prefix, self.config.prefix_expansions))]
+        return [row[0] for row in self._words(sql.words_starting(prefix, self.config.prefix_expansions))]
 
     def vocabulary(self, word: str, spread: int) -> list[tuple[str, int]]:
         """Indexed words (as written, accents folded) within ``spread`` of ``word``'s
@@ -330,7 +336,7 @@ class Engine:
         required, so correcting stays cheap in a large vault."""
         most = self.config.vocab_candidates
         for size in range(2, len(word)):
-            rows = self._run(sql.vocabulary(word[:size], len(word) - spread, len(word) + spread, most + 1))
+            rows = self._words(sql.vocabulary(word[:size], len(word) - spread, len(word) + spread, most + 1))
             if len(rows) <= most:
                 return [(row[0], row[1]) for row in rows]
         return []

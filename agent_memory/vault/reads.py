@@ -101,6 +101,7 @@ class Reads:
         check_limit(limit)
         check_offset(offset)
         self.core.check_index()
+        self.index.filtering(filters)
         now = iso(now_moment)
         by = "changed" if since or until else "updated"
         rows = self.index.list(filters, now, limit, offset, by=by)
@@ -197,6 +198,7 @@ class Reads:
             raise InvalidInput(f"semantic must be true or false; got {semantic!r}.")
         use_meaning = self.core.semantic_on(semantic)
         self.core.check_index()
+        self.index.filtering(filters)
         planned = plan(query)
         terms = planned.terms
         if not terms:
