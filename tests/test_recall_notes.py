@@ -6,6 +6,7 @@ from __future__ import annotations
 import dataclasses
 from pathlib import Path
 
+from agent_memory.index.rows import headings_of
 from agent_memory.recall.choice import FACT, NOTE, TURN, Holdings, choose, shape_of
 from agent_memory.recall.language import language_of, same_language
 from agent_memory.recall.rank import NOTES, RecallConfig, hub_share
@@ -118,6 +119,38 @@ def test_a_word_in_a_notes_name_counts_apart_from_its_body(tmp_path: Path) -> No
 
     # BM25 saturates a word over all columns together: the name's own BM25 on top lifts the note named so
     assert ratio(NOTES) > 1.1 * ratio(dataclasses.replace(NOTES, names_apart=0.0))
+
+
+EDITOR = ("# Editor\nThe editor shows your note as you type.\n\n## Fold a section\n"
+          "Click the arrow beside a heading to hide what follows it.\n\n## Line numbers\nTurn them on in the settings.\n")
+
+
+def test_words_in_a_heading_count_apart_from_the_body(tmp_path: Path) -> None:
+    vault = notes_vault(tmp_path, {
+        **OTHERS,
+        "Editor.md": EDITOR,
+        "Tips.md": "Tips: fold a list or a section of a note from the menu; a folded section stays folded.\n",
+    })
+
+    def ratio(config: RecallConfig) -> float:
+        score = {hit["path"]: hit["score"] for hit in vault.search("fold a section", config=config)["hits"]}
+        return score["Editor.md"] / score["Tips.md"]
+
+    assert ratio(NOTES) > 1.05 * ratio(dataclasses.replace(NOTES, headings_apart=0.0))
+
+
+def test_an_edited_heading_is_searched_as_it_now_reads(tmp_path: Path) -> None:
+    vault = notes_vault(tmp_path, {**OTHERS, "Editor.md": EDITOR})
+    (tmp_path / "Editor.md").write_text(EDITOR.replace("## Fold a section", "## Collapse a section"), encoding="utf-8")
+    vault.reindex()
+    # weighing the headings column alone: the new heading scores, the old one is gone
+    heads_only = dataclasses.replace(NOTES, field_weights=(0.0,) * 7 + (1.0,), names_apart=0.0)
+    hits = vault.search("collapse", config=heads_only)["hits"]
+    assert [hit["path"] for hit in hits] == ["Editor.md"] and hits[0]["score"] > 0
+    assert vault.search("line numbers", config=heads_only)["hits"][0]["score"] > 0
+    assert vault.search("fold", config=heads_only)["hits"] == []
+    assert headings_of(EDITOR) == "Editor\nFold a section\nLine numbers"
+    assert headings_of("```\n# a comment in code\n```\n#tag is no heading\n  ## Indented ##\n") == "Indented"
 
 
 def test_a_note_in_the_questions_language_ranks_above_its_translation(tmp_path: Path) -> None:

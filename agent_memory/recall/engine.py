@@ -377,7 +377,7 @@ class Engine:
         short = rank.shortlist(scores, self.config.bm25_pool)
         held = set(short)
         rest = [rid for rid in scores if rid not in held]
-        bm25 = self.hubs_down(self.bm25(short, matches, names_apart=self.config.names_apart))
+        bm25 = self.hubs_down(self.bm25(short, matches, apart=True))
         language = self.question_language(matches) if self.config.other_language != 1.0 else ""
         languages = self.languages(short + rest) if language else {}
         population = max(self._run(sql.row_count())[0][0], 1)
@@ -557,10 +557,10 @@ class Engine:
 
     # ------------------------------------------------------------------ scores and records
     def bm25(self, rids: list[int], matches: list[TermMatch], every: bool = False,
-             names_apart: float = 0.0) -> dict[int, float]:
+             apart: bool = False) -> dict[int, float]:
         """BM25 of ``rids`` (higher is better) for the terms that are not common (any
-        of them, or ``every`` one), over the row range of ``rids``; ``names_apart``:
-        plus that share of the names' own BM25 (``sql.bm25``)."""
+        of them, or ``every`` one), over the row range of ``rids``; ``apart``: plus the
+        profile's shares of the names' and the headings' own BM25 (``sql.bm25``)."""
         terms = [m.term for m in matches if m.rids]
         if not rids or not terms:
             return {}
@@ -570,7 +570,8 @@ class Engine:
             # Pairs of words that are not common only: FTS5 reads every position of each word in a NEAR group.
             expr = " OR ".join([expr, *near_pairs([m.term if m.rids else Term("", "") for m in matches],
                                                   self.config.near)])
-        rows = self._run(sql.bm25(expr, rids, self.config.field_weights, names_apart))
+        shares = (self.config.names_apart, self.config.headings_apart) if apart else (0.0, 0.0)
+        rows = self._run(sql.bm25(expr, rids, self.config.field_weights, *shares))
         return {row[0]: row[1] for row in rows if row[0] in wanted}
 
     def updated(self, rids: set[int] | list[int]) -> dict[int, str]:

@@ -29,7 +29,7 @@ _EXPIRED = "SELECT rid FROM memories WHERE expires IS NOT NULL AND expires <= ?"
 
 
 # The index's FTS columns in order (index.db), for weights given per column.
-FTS_COLUMNS = ("names", "tags", "body", "cjk", "dated", "described", "aliases")
+FTS_COLUMNS = ("names", "tags", "body", "cjk", "dated", "described", "aliases", "headings")
 
 _PLAIN_TAG = re.compile(r"[A-Za-z0-9]+(?:[-_/.][A-Za-z0-9]+)*")
 
@@ -214,17 +214,20 @@ def updated(rids: list[int]) -> Query:
 # --------------------------------------------------------------------------- scores
 
 
-def bm25(expr: str, rids: list[int], weights: tuple[float, ...] = (), names_apart: float = 0.0) -> Query:
+def bm25(expr: str, rids: list[int], weights: tuple[float, ...] = (), names_apart: float = 0.0,
+         headings_apart: float = 0.0) -> Query:
     """BM25 (higher is better, with the schema's column weights or ``weights``) of those
     of ``rids`` that match ``expr``: one FTS query over their row range for a whole
     shortlist, since probing row by row would recount each term's documents every time;
     scored only for ``rids`` (``+rowid``: checked after the match, not probed for), since
     a shortlist spread over a vault leaves thousands of other matches in its range.
-    ``names_apart``: plus that share of the BM25 of the names and aliases columns alone."""
+    ``names_apart``, ``headings_apart``: plus that share of the BM25 of the names and
+    aliases columns alone, of the headings column alone."""
     score = f"-bm25(fts, {', '.join(repr(float(w)) for w in weights)})" if weights else "-rank"
-    if names_apart:
-        names_only = ", ".join("1.0" if column in ("names", "aliases") else "0.0" for column in FTS_COLUMNS)
-        score += f" - {float(names_apart)!r} * bm25(fts, {names_only})"
+    for share, columns in ((names_apart, ("names", "aliases")), (headings_apart, ("headings",))):
+        if share:
+            only = ", ".join("1.0" if column in columns else "0.0" for column in FTS_COLUMNS)
+            score += f" - {float(share)!r} * bm25(fts, {only})"
     return (f"SELECT rowid, {score} FROM fts WHERE fts MATCH ? AND rowid BETWEEN ? AND ? "
             "AND +rowid IN (SELECT value FROM json_each(?))", [expr, min(rids), max(rids), json.dumps(rids)])
 
