@@ -6,9 +6,10 @@ from __future__ import annotations
 import dataclasses
 from pathlib import Path
 
+from agent_memory.index.rows import headings_of
 from agent_memory.recall.choice import FACT, NOTE, TURN, Holdings, choose, shape_of
 from agent_memory.recall.language import language_of, same_language
-from agent_memory.recall.rank import NOTES
+from agent_memory.recall.rank import NOTES, RecallConfig, hub_share
 from agent_memory.vault.doctor import diagnose
 from agent_memory.vault.vault import Vault
 
@@ -73,6 +74,83 @@ def test_words_found_together_rank_above_the_same_words_apart(tmp_path: Path) ->
         **{f"Other {i}.md": f"Unrelated page {i} about plugins.\n" for i in range(5)},
     })
     assert paths(vault, "table of contents", profile="notes")[0] == "Outline.md"
+
+
+OTHERS = {f"Other {i}.md": f"Unrelated page {i} about gardening and {w}.\n"
+          for i, w in enumerate("roses tulips soil water light seeds".split())}
+PLUGINS = "\n".join(f"- [[{name}]]\n\t- {what}" for name, what in [
+    ("Backlinks", "See the links to the active note."), ("Outline", "Show the table of contents for the active note."),
+    ("Search", "Find text in any note."), ("Templates", "Insert a template into the active note."),
+    ("Word count", "Count the words of the active note."), ("Tags view", "List the tags of every note.")])
+
+
+def test_a_page_listing_many_notes_ranks_below_the_note_that_answers(tmp_path: Path) -> None:
+    vault = notes_vault(tmp_path, {
+        **OTHERS,
+        "Core plugins.md": "# Core plugins\n" + PLUGINS + "\n",
+        "Statistics.md": "# Statistics\nThe status bar counts the words and characters of the active note.\n",
+        "Backlinks.md": "# Backlinks\nBacklinks lists the notes linking to the active note.\n",
+    })
+    question = "count the words of the active note"
+    assert paths(vault, question, profile="notes")[:2] == ["Statistics.md", "Core plugins.md"]
+    # the listing holds the question word for word: only the hub rule puts it second
+    assert paths(vault, question, config=dataclasses.replace(NOTES, hub_links=0.0))[0] == "Core plugins.md"
+
+
+def test_a_hub_is_a_note_dense_with_links_whatever_its_size() -> None:
+    assert hub_share(3, 2000, NOTES) == 1.0  # an ordinary page with a few links
+    assert hub_share(0, 0, NOTES) == 1.0
+    assert hub_share(30, 3000, NOTES) < hub_share(18, 3000, NOTES) < 1.0  # 10 and 6 links per 1,000 characters
+    assert hub_share(30, 3000, NOTES) == hub_share(300, 30000, NOTES)
+    assert hub_share(30, 3000, dataclasses.replace(NOTES, hub_links=0.0)) == 1.0
+
+
+def test_a_word_in_a_notes_name_counts_apart_from_its_body(tmp_path: Path) -> None:
+    vault = notes_vault(tmp_path, {
+        **OTHERS,
+        "Rename notes.md": "To change the name of a file, select it and press F2. Its links are updated.\n",
+        "Tips.md": "Tips: to rename a note or a folder, use its menu.\n",
+    })
+
+    def ratio(config: RecallConfig) -> float:
+        hits = vault.search("rename a note or a folder", config=config)["hits"]
+        score = {hit["path"]: hit["score"] for hit in hits}
+        return score["Rename notes.md"] / score["Tips.md"]
+
+    # BM25 saturates a word over all columns together: the name's own BM25 on top lifts the note named so
+    assert ratio(NOTES) > 1.1 * ratio(dataclasses.replace(NOTES, names_apart=0.0))
+
+
+EDITOR = ("# Editor\nThe editor shows your note as you type.\n\n## Fold a section\n"
+          "Click the arrow beside a heading to hide what follows it.\n\n## Line numbers\nTurn them on in the settings.\n")
+
+
+def test_words_in_a_heading_count_apart_from_the_body(tmp_path: Path) -> None:
+    vault = notes_vault(tmp_path, {
+        **OTHERS,
+        "Editor.md": EDITOR,
+        "Tips.md": "Tips: fold a list or a section of a note from the menu; a folded section stays folded.\n",
+    })
+
+    def ratio(config: RecallConfig) -> float:
+        score = {hit["path"]: hit["score"] for hit in vault.search("fold a section", config=config)["hits"]}
+        return score["Editor.md"] / score["Tips.md"]
+
+    assert ratio(NOTES) > 1.05 * ratio(dataclasses.replace(NOTES, headings_apart=0.0))
+
+
+def test_an_edited_heading_is_searched_as_it_now_reads(tmp_path: Path) -> None:
+    vault = notes_vault(tmp_path, {**OTHERS, "Editor.md": EDITOR})
+    (tmp_path / "Editor.md").write_text(EDITOR.replace("## Fold a section", "## Collapse a section"), encoding="utf-8")
+    vault.reindex()
+    # weighing the headings column alone: the new heading scores, the old one is gone
+    heads_only = dataclasses.replace(NOTES, field_weights=(0.0,) * 7 + (1.0,), names_apart=0.0)
+    hits = vault.search("collapse", config=heads_only)["hits"]
+    assert [hit["path"] for hit in hits] == ["Editor.md"] and hits[0]["score"] > 0
+    assert vault.search("line numbers", config=heads_only)["hits"][0]["score"] > 0
+    assert vault.search("fold", config=heads_only)["hits"] == []
+    assert headings_of(EDITOR) == "Editor\nFold a section\nLine numbers"
+    assert headings_of("```\n# a comment in code\n```\n#tag is no heading\n  ## Indented ##\n") == "Indented"
 
 
 def test_a_note_in_the_questions_language_ranks_above_its_translation(tmp_path: Path) -> None:

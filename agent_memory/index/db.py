@@ -30,20 +30,21 @@ from ..recall.choice import Holdings
 from ..recall.terms import cjk_index_text
 from .facts import FileFacts, packed_stamp, racy
 from .properties import properties
-from .rows import (date_words, description, changed_at, indexed_body, joined, link_key, name_key, row_values,
+from .rows import (date_words, description, changed_at, headings_of, indexed_body, joined, link_key, name_key, row_values,
                    split_names, words_text)
 
-SCHEMA_VERSION = 14
+SCHEMA_VERSION = 15
 # The bytes (sha256) of the last write this tool made to each file, whatever session made
 # it: a body may be replaced without the version read only while the file still holds
 # them (``Writes.update``). Outside the versioned schema: losing it (a rebuilt index)
 # only makes such an update ask for the version.
 TOOL_WRITES = "CREATE TABLE IF NOT EXISTS tool_writes (path TEXT PRIMARY KEY, sha256 TEXT NOT NULL)"
 DB_NAME = "index.sqlite3"
-# BM25 column weights (names: title and note name; tags, body, cjk, dated, described, aliases): title, aliases and
-# tags count above the body; the CJK bigrams and the creation date count like body text. A profile may weigh them
+# BM25 column weights (names: title and note name; tags, body, cjk, dated, described, aliases, headings): title,
+# aliases and tags count above the body; the CJK bigrams and the creation date count like body text; headings are
+# in the body already (their column is for the notes profile's second BM25, ``recall.sql.bm25``). A profile may weigh them
 # otherwise (``RecallConfig.field_weights``: the notes profile puts an alias below the note's name).
-WEIGHTS = (10.0, 5.0, 1.0, 1.0, 1.0, 1.0, 10.0)
+WEIGHTS = (10.0, 5.0, 1.0, 1.0, 1.0, 1.0, 10.0, 0.0)
 TOKENIZER = "porter unicode61 remove_diacritics 2"
 # The vocabulary typos are corrected against: words as written, not porter stems.
 VOCAB_TOKENIZER = "unicode61 remove_diacritics 2"
@@ -104,7 +105,8 @@ CREATE TABLE memories (
   changed TEXT NOT NULL,        -- when the file last changed: the later of updated and its mtime (hand edits too)
   aliases TEXT NOT NULL,        -- the aliases that are not the title or note name, one a line (FTS column aliases)
   lang TEXT NOT NULL,           -- the language the memory is written in (recall.language), '' when unsure
-  shape INTEGER NOT NULL        -- a fact, a note a person named or a dialog turn (recall.choice.shape_of)
+  shape INTEGER NOT NULL,       -- a fact, a note a person named or a dialog turn (recall.choice.shape_of)
+  headings TEXT NOT NULL        -- the body's markdown headings, one a line (FTS column headings)
 );
 CREATE INDEX memories_id ON memories(id, created, path);
 CREATE INDEX memories_ns_updated ON memories(namespace, updated);
@@ -156,7 +158,7 @@ CREATE INDEX links_supersedes ON links(src) WHERE relation = 'supersedes';
 CREATE TABLE git_dates (path TEXT PRIMARY KEY, created TEXT, updated TEXT) WITHOUT ROWID;
 CREATE TABLE git_dates_state (head TEXT NOT NULL, shallow INTEGER NOT NULL);
 CREATE VIRTUAL TABLE fts USING fts5(
-  names, tags, body, cjk, dated, described, aliases, content='memories', content_rowid='rid', tokenize='{TOKENIZER}'
+  names, tags, body, cjk, dated, described, aliases, headings, content='memories', content_rowid='rid', tokenize='{TOKENIZER}'
 );
 INSERT INTO fts(fts, rank) VALUES ('rank', 'bm25({", ".join(str(w) for w in WEIGHTS)})');
 CREATE VIRTUAL TABLE words USING fts5(
@@ -171,7 +173,7 @@ COLUMNS = (
     "path, path_key, name_key, id, own_id, namespace, title, names, tags, body, created, updated, expires, "
     "source, content_hash, size, mtime_ns, ctime_ns, inode, indexed_ns, sha256, problems, conflict, meta, cjk, dated, "
     "described, "
-    "kind, importance, changed, aliases, lang, shape"
+    "kind, importance, changed, aliases, lang, shape, headings"
 )
 # The memories that have expired (from the partial index on expires): counts subtract them.
 EXPIRED = "SELECT rid FROM memories WHERE expires IS NOT NULL AND expires <= ?"
@@ -395,7 +397,7 @@ class Index:
         next_rid: int | None = None
         built = self._built(conn)
         for note, facts in notes:
-            old = conn.execute("SELECT rid, names, tags, body, cjk, dated, described, aliases FROM memories "
+            old = conn.execute("SELECT rid, names, tags, body, cjk, dated, described, aliases, headings FROM memories "
                                "WHERE path = ?", (note.path,)).fetchone()
             if old is not None:
                 self._delete_row(conn, old, built)
@@ -446,14 +448,15 @@ class Index:
                 date_words(note.created),
                 description(note),
                 aliases,
+                headings_of(body),
             ))
         conn.executemany(
             f"INSERT INTO memories (rid, {COLUMNS}) VALUES ({', '.join('?' * (COLUMNS.count(',') + 2))})",
             [row_values(rid, note, facts, fields[1], *fields[3:]) for (rid, note, facts), fields in zip(rows, searched)],
         )
         conn.execute("UPDATE counts SET memories = memories + ?", (len(rows),))
-        conn.executemany("INSERT INTO fts (rowid, names, tags, body, cjk, dated, described, aliases) "
-                         "VALUES (?, ?, ?, ?, ?, ?, ?, ?)", searched)
+        conn.executemany("INSERT INTO fts (rowid, names, tags, body, cjk, dated, described, aliases, headings) "
+                         "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)", searched)
         if VOCABULARY in built:
             self._insert_words(conn, [(f[0], f[1], f[7], f[2], f[3]) for f in searched])
         conn.executemany(
@@ -505,10 +508,10 @@ class Index:
     @staticmethod
     def _delete_row(conn: sqlite3.Connection, old: sqlite3.Row, built: frozenset[str]) -> None:
         conn.execute(
-            "INSERT INTO fts (fts, rowid, names, tags, body, cjk, dated, described, aliases) "
-            "VALUES ('delete', ?, ?, ?, ?, ?, ?, ?, ?)",
+            "INSERT INTO fts (fts, rowid, names, tags, body, cjk, dated, described, aliases, headings) "
+            "VALUES ('delete', ?, ?, ?, ?, ?, ?, ?, ?, ?)",
             (old["rid"], old["names"], old["tags"], old["body"], old["cjk"], old["dated"], old["described"],
-             old["aliases"]),
+             old["aliases"], old["headings"]),
         )
         if VOCABULARY in built:  # a contentless table's 'delete' must name text it holds
             conn.execute(
@@ -524,7 +527,7 @@ class Index:
         conn.execute("DELETE FROM props WHERE rid = ?", (old["rid"],))
 
     def delete(self, conn: sqlite3.Connection, path: str) -> bool:
-        old = conn.execute("SELECT rid, names, tags, body, cjk, dated, described, aliases FROM memories WHERE path = ?", (path,)).fetchone()
+        old = conn.execute("SELECT rid, names, tags, body, cjk, dated, described, aliases, headings FROM memories WHERE path = ?", (path,)).fetchone()
         if old is None:
             return False
         self._delete_row(conn, old, self._built(conn))

@@ -8,12 +8,14 @@ import datetime as dt
 import functools
 import json
 import math
+import re
 import unicodedata
 from typing import Any
 
 from .. import limits
 from ..clock import iso
 from ..note.parse import Note, hand_named, note_name
+from ..note.split import without_code
 from ..recall.choice import shape_of
 from ..recall.language import language_of
 from ..recall.terms import date_tokens
@@ -80,6 +82,17 @@ def description(note: Note) -> str:
     return "\n".join(str(v).strip() for v in items if isinstance(v, (str, int, float)) and str(v).strip())
 
 
+_HEADING = re.compile(r"^ {0,3}#{1,6}[ \t]+(.+?)(?:[ \t]+#+)?[ \t]*$", re.MULTILINE)
+
+
+def headings_of(body: str) -> str:
+    """The markdown headings of a body (``## Rename a note``), one a line, without their
+    ``#`` marks; none from code blocks (a ``# comment`` in a fenced block is code)."""
+    if "#" not in body:
+        return ""
+    return "\n".join(m.group(1) for m in _HEADING.finditer(without_code(body)))
+
+
 def kind_of(meta: dict[str, Any]) -> str | None:
     """The ``type:`` property as the type filter reads it: text, else none."""
     value = meta.get("type")
@@ -111,7 +124,7 @@ def changed_at(updated: str | None, mtime_ns: int) -> str:
 
 
 def row_values(rid: int, note: Note, facts: FileFacts, names: str, body: str, cjk: str,
-                dated: str, described: str, aliases: str) -> tuple[Any, ...]:
+                dated: str, described: str, aliases: str, headings: str) -> tuple[Any, ...]:
     return (
         rid,
         note.path,
@@ -147,6 +160,7 @@ def row_values(rid: int, note: Note, facts: FileFacts, names: str, body: str, cj
         aliases,
         language_of(f"{note.title}\n{body}"),
         shape_of(note.path, body),
+        headings,
     )
 
 

@@ -383,7 +383,7 @@ class Engine:
         short = rank.shortlist(scores, self.config.bm25_pool)
         held = set(short)
         rest = [rid for rid in scores if rid not in held]
-        bm25 = self.bm25(short, matches)
+        bm25 = self.hubs_down(self.bm25(short, matches, apart=True))
         language = self.question_language(matches) if self.config.other_language != 1.0 else ""
         languages = self.languages(short + rest) if language else {}
         population = max(self._run(sql.row_count())[0][0], 1)
@@ -391,6 +391,17 @@ class Engine:
         ordered = rank.weighted(short, rest, scores, matched, bm25, languages, language,
                                 frozenset(m.term.text for m in matches), specific, self.config)
         return self.supersede(ordered[: len(short)]) + self.supersede(ordered[len(short):])
+
+    def hubs_down(self, bm25: dict[int, float]) -> dict[int, float]:
+        """``bm25`` with each hub's score lowered (``rank.hub_share``): a note listing
+        many others holds the question's words beside the link to the answer. Only
+        the best ``hub_checked`` are checked: lowering others could not bring them up."""
+        if not bm25 or not self.config.hub_links:
+            return bm25
+        best = rank.shortlist(bm25, self.config.hub_checked)
+        for rid, links, length in self._run(sql.link_counts(sorted(best))):
+            bm25[rid] *= rank.hub_share(links, length, self.config)
+        return bm25
 
     def question_language(self, matches: list[TermMatch]) -> str:
         """The question's language: as its own words tell it; else (Latin letters, or no
@@ -551,9 +562,11 @@ class Engine:
         return rank.supersede(order, replaced_by) if replaced_by else order
 
     # ------------------------------------------------------------------ scores and records
-    def bm25(self, rids: list[int], matches: list[TermMatch], every: bool = False) -> dict[int, float]:
+    def bm25(self, rids: list[int], matches: list[TermMatch], every: bool = False,
+             apart: bool = False) -> dict[int, float]:
         """BM25 of ``rids`` (higher is better) for the terms that are not common (any
-        of them, or ``every`` one), over the row range of ``rids``."""
+        of them, or ``every`` one), over the row range of ``rids``; ``apart``: plus the
+        profile's shares of the names' and the headings' own BM25 (``sql.bm25``)."""
         terms = [m.term for m in matches if m.rids]
         if not rids or not terms:
             return {}
@@ -563,7 +576,8 @@ class Engine:
             # Pairs of words that are not common only: FTS5 reads every position of each word in a NEAR group.
             expr = " OR ".join([expr, *near_pairs([m.term if m.rids else Term("", "") for m in matches],
                                                   self.config.near)])
-        rows = self._run(sql.bm25(expr, rids, self.config.field_weights))
+        shares = (self.config.names_apart, self.config.headings_apart) if apart else (0.0, 0.0)
+        rows = self._run(sql.bm25(expr, rids, self.config.field_weights, *shares))
         return {row[0]: row[1] for row in rows if row[0] in wanted}
 
     def updated(self, rids: set[int] | list[int]) -> dict[int, str]:

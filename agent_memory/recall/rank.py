@@ -60,7 +60,7 @@ class RecallConfig:
     ranking: str = "tiers"
     specific_share: float = 0.0
     # BM25 column weights (names: title and file name, tags, body, cjk, dated,
-    # described, aliases; see index.db), or () for the schema's.
+    # described, aliases, headings; see index.db), or () for the schema's.
     field_weights: tuple[float, ...] = ()
     # What a memory in another language than the question's counts (1.0: language plays
     # no part); typos are then corrected towards words of the question's language.
@@ -68,6 +68,18 @@ class RecallConfig:
     # The "weighted" ranking's BM25 also counts each two neighbouring words of the
     # question found within this many words of each other (0: not).
     near: int = 0
+    # The "weighted" ranking adds this share of a second BM25 counting the names only
+    # (title, file name, aliases): BM25 saturates each term over all columns together,
+    # so a word in the title lifts a note little above one repeating it in the body.
+    names_apart: float = 0.0
+    # ... and this share of a BM25 counting the body's markdown headings only (0: not).
+    headings_apart: float = 0.0
+    # A hub (a note linking to more than this many distinct notes per 1,000 characters
+    # of its body: an index or a table of pages) has its BM25 divided by 1 +
+    # ``hub_weight`` for each link per 1,000 characters above it (0: no hub rule).
+    hub_links: float = 0.0
+    hub_weight: float = 0.0
+    hub_checked: int = 50  # the best notes by BM25 checked for being a hub (a fixed number)
 
     @property
     def uses_context(self) -> bool:
@@ -84,8 +96,9 @@ FACTS = RecallConfig(name="facts", context_sources=0, context_shares={}, questio
 # question's language, and words and meaning fused on every query. The numbers are
 # from the real-notes set's tuning half (benchmarks/RESULTS.md).
 NOTES = RecallConfig(name="notes", context_sources=0, context_shares={}, question_weight=1.0, question_checked=0,
-                     ranking="weighted", specific_share=0.02, field_weights=(7.0, 3.0, 1.0, 1.0, 0.0, 1.0, 4.0),
-                     other_language=0.3, near=3, bm25_pool=1000)
+                     ranking="weighted", specific_share=0.02, field_weights=(7.0, 3.0, 1.0, 1.0, 0.0, 1.0, 4.0, 0.0),
+                     other_language=0.3, near=3, bm25_pool=1000, names_apart=0.25, headings_apart=0.1,
+                     hub_links=5.0, hub_weight=0.1)
 PROFILES = {"facts": FACTS, "conversation": CONVERSATION, "notes": NOTES}
 DEFAULT = CONVERSATION  # what Vault.search(config=None, profile=None) used before profiles; tests start from it
 
@@ -307,6 +320,16 @@ def weighted(short: list[int], rest: list[int], coverage_of: Mapping[int, float]
     return [Scored(rid, bm25.get(rid, 0.0) * affinity(rid), tuple(matched.get(rid, ())), {
         "bm25": bm25.get(rid, 0.0), "coverage": coverage_of.get(rid, 0.0), "language": affinity(rid),
     }, complete=complete(rid)) for rid in order]
+
+
+def hub_share(links: int, length: int, config: RecallConfig) -> float:
+    """What a note's BM25 counts for, given the distinct notes it links to and its body's
+    length in characters: 1, or less for a hub (``hub_links``): a page listing many
+    notes mentions a question's words beside the link to the note that answers it."""
+    if not config.hub_links or not config.hub_weight:
+        return 1.0
+    density = 1000 * links / max(length, 1)
+    return 1 / (1 + config.hub_weight * max(0.0, density - config.hub_links))
 
 
 def specific(df: float, population: int, config: RecallConfig) -> bool:

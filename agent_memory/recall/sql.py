@@ -19,12 +19,17 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
+from ..note.links import BODY_LINK_RELATION
+
 Query = tuple[str, list[Any]]
 
 LIVE = "(m.expires IS NULL OR m.expires > ?)"  # not expired at ``now``
 _MATCHED = "FROM fts CROSS JOIN memories m ON m.rid = fts.rowid WHERE fts MATCH ?"
 _EXPIRED = "SELECT rid FROM memories WHERE expires IS NOT NULL AND expires <= ?"  # the partial index on expires
 
+
+# The index's FTS columns in order (index.db), for weights given per column.
+FTS_COLUMNS = ("names", "tags", "body", "cjk", "dated", "described", "aliases", "headings")
 
 _PLAIN_TAG = re.compile(r"[A-Za-z0-9]+(?:[-_/.][A-Za-z0-9]+)*")
 
@@ -209,15 +214,30 @@ def updated(rids: list[int]) -> Query:
 # --------------------------------------------------------------------------- scores
 
 
-def bm25(expr: str, rids: list[int], weights: tuple[float, ...] = ()) -> Query:
+def bm25(expr: str, rids: list[int], weights: tuple[float, ...] = (), names_apart: float = 0.0,
+         headings_apart: float = 0.0) -> Query:
     """BM25 (higher is better, with the schema's column weights or ``weights``) of those
     of ``rids`` that match ``expr``: one FTS query over their row range for a whole
     shortlist, since probing row by row would recount each term's documents every time;
     scored only for ``rids`` (``+rowid``: checked after the match, not probed for), since
-    a shortlist spread over a vault leaves thousands of other matches in its range."""
+    a shortlist spread over a vault leaves thousands of other matches in its range.
+    ``names_apart``, ``headings_apart``: plus that share of the BM25 of the names and
+    aliases columns alone, of the headings column alone."""
     score = f"-bm25(fts, {', '.join(repr(float(w)) for w in weights)})" if weights else "-rank"
+    for share, columns in ((names_apart, ("names", "aliases")), (headings_apart, ("headings",))):
+        if share:
+            only = ", ".join("1.0" if column in columns else "0.0" for column in FTS_COLUMNS)
+            score += f" - {float(share)!r} * bm25(fts, {only})"
     return (f"SELECT rowid, {score} FROM fts WHERE fts MATCH ? AND rowid BETWEEN ? AND ? "
             "AND +rowid IN (SELECT value FROM json_each(?))", [expr, min(rids), max(rids), json.dumps(rids)])
+
+
+def link_counts(rids: list[int]) -> Query:
+    """For each of ``rids`` that links to other notes: how many distinct ones, and its
+    body's length in characters (the ``hub`` rule)."""
+    return ("SELECT l.src, count(DISTINCT l.target), length(m.body) FROM links l CROSS JOIN memories m "
+            "ON m.rid = l.src WHERE l.src IN (SELECT value FROM json_each(?)) AND l.relation = ? "
+            "GROUP BY l.src", [json.dumps(rids), BODY_LINK_RELATION])
 
 
 def languages(rids: list[int]) -> Query:
