@@ -77,6 +77,7 @@ class Staging:
         self._ours = False  # whether this import made the staging folder (only then may clear() remove it)
         self._record: bytes | None = None  # this import's manifest, as entered in the register
         self._plans: list[StagedFile] = []  # what this import stages, to take it back
+        self._items: list[dict[str, Any]] | None = None  # the manifest's items as this process staged them
         self.dropped: list[str] = []  # "path: why" of each item that could not be put in place
 
     def pending(self) -> bool:
@@ -101,11 +102,9 @@ class Staging:
             for n, (rel, data, replaced) in enumerate(plans):
                 entry: dict[str, object] = {"n": n, "path": rel, "sha256": hashlib.sha256(data).hexdigest()}
                 if replaced is not None:
-                    old = self._store.write_temp(self.files, replaced)
-                    os.rename(old, self.files / f"{n}.old")
+                    self._store.write_temp(self.files, replaced, name=f"{n}.old")
                     entry["replaces"] = True
-                tmp = self._store.write_temp(self.files, data)
-                os.rename(tmp, self.files / f"{n}.md")
+                self._store.write_temp(self.files, data, name=f"{n}.md")  # half written only before the manifest
                 items.append(entry)
                 if on_write is not None:
                     on_write(n + 1)
@@ -113,6 +112,7 @@ class Staging:
         record = json.dumps({"items": items, "record": secrets.token_hex(8)}).encode("utf-8")
         self._store.register.enter("import", digest(record))  # listed before it is written
         self._record = record
+        self._items = items
         manifest = self._store.write_temp(self.folder, record)
         os.rename(manifest, self.folder / MANIFEST)
         self._store.fsync_dir(self.folder)  # ...and the commit point before any file reaches the vault
@@ -122,13 +122,16 @@ class Staging:
         """Publish every staged file not yet in the vault, then make them durable
         together; returns what was published.
 
-        Staged names are removed only once every published file is durable (where
-        publishing is a rename they are gone at once). ``after_crash``: a crash
+        A published file's staged name goes with its move; the rest of the staging
+        folder goes with ``clear`` (or ``recover``), once all of it is durable. The items
+        are the manifest's as this process staged them, or else the manifest read and
+        checked (``checked_items``: after a crash). ``after_crash``: a crash
         interrupted publishing (``recover``): any item still staged may have reached
         the vault already, so each is looked for there first."""
-        items = checked_items(self.folder, self._store.root, self._manifest_bytes())
+        items = self._items  # staged by this process, under the lock, moments ago: not read back
+        if items is None:
+            items = checked_items(self.folder, self._store.root, self._manifest_bytes())
         published: list[Published] = []
-        done_with: list[Path] = []
         with self._store.durable_together():
             for done, item in enumerate(items, 1):
                 staged = self.files / f"{item['n']}.md"
@@ -149,12 +152,10 @@ class Staging:
                     continue
                 if outcome is not None:
                     published.append(Published(item["n"], *outcome))
-                if not item.get("replaces"):
-                    done_with.append(staged)
                 if on_publish is not None:
                     on_publish(done)
-        for staged in done_with:
-            staged.unlink(missing_ok=True)  # renamed into the vault (or linked, where there is no rename)
+        # A published file's staged name went with its move (``move_no_replace``); what is
+        # left (one a crash had published already) goes with the staging folder.
         if self.dropped:
             log.warning("%d imported item(s) could not be put in place and were dropped (import them again once "
                         "fixed): %s", len(self.dropped), "; ".join(self.dropped[:10]))

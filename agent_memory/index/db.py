@@ -673,6 +673,25 @@ class Index:
         )
         return rows[0] if rows else None
 
+    def live_contents(self, pairs: list[tuple[str, str]], now: str) -> set[tuple[str, str]]:
+        """Which (namespace, content hash) pairs a live memory holds: ``find_content`` for
+        a whole batch (an import's) in one query, each seeking by the hash's index."""
+        rows = self.query(
+            "SELECT DISTINCT m.namespace, m.content_hash FROM json_each(?) AS j JOIN memories AS m INDEXED BY "
+            "memories_hash ON m.content_hash = json_extract(j.value, '$[1]') AND m.namespace = "
+            "json_extract(j.value, '$[0]') WHERE m.expires IS NULL OR m.expires > ?",
+            (json.dumps(sorted(set(pairs))), now), warm=True,
+        )
+        return {(row[0], row[1]) for row in rows}
+
+    def live_ids(self, ids: list[str], now: str) -> set[str]:
+        """Which of ``ids`` a live memory has: ``by_id`` for a whole batch in one query."""
+        rows = self.query(
+            "SELECT DISTINCT m.id FROM json_each(?) AS j JOIN memories AS m ON m.id = j.value "
+            "WHERE m.expires IS NULL OR m.expires > ?", (json.dumps(sorted(set(ids))), now), warm=True,
+        )
+        return {row[0] for row in rows}
+
     def expired(self, now: str) -> list[sqlite3.Row]:
         return self.query("SELECT path, id FROM memories WHERE expires IS NOT NULL AND expires <= ?", (now,))
 
