@@ -379,9 +379,11 @@ class Index:
             return
         rows: list[tuple[int, Note, FileFacts]] = []
         next_rid: int | None = None
+        olds = {row["path"]: row for row in conn.execute(  # one lookup for the lot
+            "SELECT path, rid, names, tags, body, cjk, dated, described, aliases FROM memories "
+            "WHERE path IN (SELECT value FROM json_each(?))", (json.dumps([note.path for note, _ in notes]),))}
         for note, facts in notes:
-            old = conn.execute("SELECT rid, names, tags, body, cjk, dated, described, aliases FROM memories "
-                               "WHERE path = ?", (note.path,)).fetchone()
+            old = olds.get(note.path)
             if old is not None:
                 self._delete_row(conn, old)
                 rid = old["rid"]

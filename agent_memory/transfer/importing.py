@@ -57,7 +57,7 @@ class _Checked(NamedTuple):
     """One item of ``plan_import``, checked: its fields, content and file's bytes."""
 
     where: str
-    path: Any  # the item's own path (an export's), kept where it is safe (``import_path``)
+    rel: str  # where its file goes: its own path (an export's) where that is safe, else by date (``import_path``)
     meta: dict[str, Any]
     namespace: str
     content: str
@@ -154,7 +154,7 @@ class Importing:
             seen.add(key)
             if memory_id is not None:
                 seen_ids.add(memory_id)
-            rel = import_path(self.vault.store, c.path, meta, c.content, now)
+            rel = c.rel
             folder = rel.rsplit("/", 1)[0] if "/" in rel else ""
             if folder and folder not in plain:
                 plain[folder] = self.plain_folder(folder)
@@ -201,7 +201,10 @@ class Importing:
         if expires is not None and expires <= iso(now):
             return None
         by_id = item.get("unique_by") == "id" and memory_id is not None  # an importer's: entities are told apart by name
-        return _Checked(where, item.get("path"), meta, namespace, content, content_hash(content), data, memory_id, by_id)
+        # Its path now, right after the guard scanned its content: naming the file asks
+        # for the same scan, which ``find_credentials`` keeps for the last few texts.
+        rel = import_path(self.vault.store, item.get("path"), meta, content, now)
+        return _Checked(where, rel, meta, namespace, content, content_hash(content), data, memory_id, by_id)
 
     def plan_sync(self, items: list[Any], now: dt.datetime) -> SyncPlan:
         """Check every item and compute every file, before anything is written."""
