@@ -85,16 +85,16 @@ def test_a_disk_full_while_staging_imports_nothing_and_a_rerun_imports_all_once(
 def test_a_disk_full_while_publishing_takes_back_what_was_placed(
         vault: Vault, monkeypatch: pytest.MonkeyPatch, at: int) -> None:
     before = vault.remember("Already here before the import")["memory"]
-    moved: list[Path] = []
-    real = locking.move_no_replace
+    moved: list[str] = []
+    real = locking.move_no_replace_at
 
-    def filling(src: Path, dst: Path) -> None:
+    def filling(src_dir: int, src: str, dst_dir: int, dst: str) -> None:
         moved.append(dst)
         if len(moved) == at:
             raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
-        real(src, dst)
+        real(src_dir, src, dst_dir, dst)
 
-    monkeypatch.setattr(locking, "move_no_replace", filling)
+    monkeypatch.setattr(locking, "move_no_replace_at", filling)
     with pytest.raises(NotPublished, match="nothing was imported"):
         vault.import_memories(_items())
     monkeypatch.undo()
@@ -137,3 +137,50 @@ def test_a_staged_name_is_never_written_through_a_link(vault: Vault, tmp_path: P
     written = vault.store.write_temp(files, b"staged bytes\n", name="1.md")
     assert written == files / "1.md" and written.read_bytes() == b"staged bytes\n"
     assert sorted(p.name for p in files.iterdir()) == ["0.md", "1.md"]  # no temp name left beside it
+
+
+def test_a_folder_made_a_symlink_after_planning_gets_no_folder_made_through_it(
+        vault: Vault, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Publishing makes a new day's folder only on a way with no symlink on it: a year
+    folder swapped for a link elsewhere after the import was planned gets nothing made
+    there, and the import is taken back whole."""
+    from agent_memory.disk.staging import Staging
+
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    (vault.root / "2025").mkdir()
+    publish = Staging.publish
+
+    def swapped_first(self: Staging, *args, **kwargs):  # type: ignore[no-untyped-def]
+        os.rmdir(vault.root / "2025")
+        os.symlink(outside, vault.root / "2025", target_is_directory=True)
+        return publish(self, *args, **kwargs)
+
+    monkeypatch.setattr(Staging, "publish", swapped_first)
+    with pytest.raises(NotPublished, match="symlink"):
+        vault.import_memories(_items(5))
+    assert list(outside.iterdir()) == []
+    assert _memory_files(vault.root) == [] and vault.stats()["total"] == 0
+
+
+def test_a_folder_swapped_for_a_symlink_while_publishing_gets_no_file(
+        vault: Vault, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A file moved in after its folder was swapped for a link elsewhere lands in the
+    folder that was checked (held open), never through the link."""
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    real = locking.move_no_replace_at
+    swapped: list[Path] = []
+
+    def swap_then_move(src_dir: int, src: str, dst_dir: int, dst: str) -> None:
+        folder = vault.root / "2025/03/01"
+        if not swapped and folder.is_dir():
+            os.rename(folder, vault.root / "2025/03/moved-away")
+            os.symlink(outside, folder, target_is_directory=True)
+            swapped.append(folder)
+        real(src_dir, src, dst_dir, dst)
+
+    monkeypatch.setattr(locking, "move_no_replace_at", swap_then_move)
+    vault.import_memories(_items(6))
+    assert swapped and list(outside.iterdir()) == []
+    assert len(list((vault.root / "2025/03/moved-away").iterdir())) == 2  # items 0 and 3, dated the 1st
