@@ -184,3 +184,15 @@ def test_a_folder_swapped_for_a_symlink_while_publishing_gets_no_file(
     vault.import_memories(_items(6))
     assert swapped and list(outside.iterdir()) == []
     assert len(list((vault.root / "2025/03/moved-away").iterdir())) == 2  # items 0 and 3, dated the 1st
+
+
+def test_where_folders_cannot_be_held_open_publishing_goes_by_path(vault: Vault,
+                                                                    monkeypatch: pytest.MonkeyPatch) -> None:
+    """(Windows has no names relative to an open folder: each file is placed by its path.)"""
+    from agent_memory.disk import staging
+
+    monkeypatch.setattr(staging, "_DIR_FDS", False)
+    result = vault.import_memories(_items(6))
+    assert result["imported"] == 6 and len(_memory_files(vault.root)) == 6
+    assert not (vault.root / ".index" / "import").exists()
+    assert_index_matches_files(vault)

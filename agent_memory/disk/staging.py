@@ -322,6 +322,8 @@ class _Folders:
     def place(self, staged: str, folder: str, slug: str) -> tuple[str, os.stat_result | None]:
         """``Store.place`` of the staged file named ``staged`` into ``folder``: its first
         free name, never over a file; its path and stat, when still the file staged."""
+        if not _DIR_FDS:  # (Windows): by path, each folder checked again for each file
+            return self._store.place(self._files / staged, folder, slug)
         if self._source is None:
             self._source = os.open(self._files, os.O_RDONLY | getattr(os, "O_DIRECTORY", 0) | _NOFOLLOW)
         held = self._folder(folder)
@@ -376,6 +378,7 @@ class _Folders:
 
 
 _NOFOLLOW = getattr(os, "O_NOFOLLOW", 0)
+_DIR_FDS = {os.stat, os.open, os.unlink, os.link, os.rename} <= os.supports_dir_fd  # names inside an open folder
 _STAGED_NAME = re.compile(r"[0-9]{1,9}")
 
 
