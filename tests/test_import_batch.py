@@ -196,3 +196,27 @@ def test_where_folders_cannot_be_held_open_publishing_goes_by_path(vault: Vault,
     assert result["imported"] == 6 and len(_memory_files(vault.root)) == 6
     assert not (vault.root / ".index" / "import").exists()
     assert_index_matches_files(vault)
+
+
+@pytest.mark.parametrize("dir_fds", [True, False])
+def test_a_staged_file_changed_before_publishing_is_not_published(vault: Vault, monkeypatch: pytest.MonkeyPatch,
+                                                                   dir_fds: bool) -> None:
+    """Publishing indexes the bytes it staged without reading them back: a staged file
+    changed (or put in another's place) since is refused, and the import taken back."""
+    from agent_memory.disk import staging
+
+    monkeypatch.setattr(staging, "_DIR_FDS", dir_fds)
+    publish = staging.Staging.publish
+
+    def tampered_first(self: staging.Staging, *args, **kwargs):  # type: ignore[no-untyped-def]
+        (self.files / "2.md").write_text("---\nid: planted\n---\nPlanted text\n")
+        return publish(self, *args, **kwargs)
+
+    monkeypatch.setattr(staging.Staging, "publish", tampered_first)
+    with pytest.raises(NotPublished, match="changed after it was staged"):
+        vault.import_memories(_items(5))
+    monkeypatch.undo()
+    assert _memory_files(vault.root) == [] and vault.stats()["total"] == 0
+    assert not (vault.root / ".index" / "import").exists()
+    assert vault.import_memories(_items(5))["imported"] == 5
+    assert_index_matches_files(vault)

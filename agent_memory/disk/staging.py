@@ -106,7 +106,8 @@ class Staging:
                 if replaced is not None:
                     self._store.write_temp(self.files, replaced, name=f"{n}.old")
                     entry["replaces"] = True
-                self._store.write_temp(self.files, data, name=f"{n}.md")  # half written only before the manifest
+                staged = self._store.write_temp(self.files, data, name=f"{n}.md")  # half written only before the manifest
+                self._folders.staged[f"{n}.md"] = _stamp(os.stat(staged))
                 items.append(entry)
                 if on_write is not None:
                     on_write(n + 1)
@@ -134,7 +135,7 @@ class Staging:
         if items is None:
             items = checked_items(self.folder, self._store.root, self._manifest_bytes())
         published: list[Published] = []
-        with self._store.durable_together(), _Folders(self._store, self.files) as self._folders:
+        with self._store.durable_together(), self._folders:
             for done, item in enumerate(items, 1):
                 staged = self.files / f"{item['n']}.md"
                 found = None
@@ -310,6 +311,7 @@ class _Folders:
         self._files = files
         self._source: int | None = None
         self._held: dict[str, int] = {}  # folder -> its descriptor, the most recently used last
+        self.staged: dict[str, tuple[int, ...]] = {}  # each file this process staged, as it was written (``_stamp``)
 
     def __enter__(self) -> Self:
         return self
@@ -323,11 +325,12 @@ class _Folders:
         """``Store.place`` of the staged file named ``staged`` into ``folder``: its first
         free name, never over a file; its path and stat, when still the file staged."""
         if not _DIR_FDS:  # (Windows): by path, each folder checked again for each file
+            self._as_staged(os.stat(self._files / staged), staged)
             return self._store.place(self._files / staged, folder, slug)
         if self._source is None:
             self._source = os.open(self._files, os.O_RDONLY | getattr(os, "O_DIRECTORY", 0) | _NOFOLLOW)
         held = self._folder(folder)
-        written = os.stat(staged, dir_fd=self._source, follow_symlinks=False)
+        written = self._as_staged(os.stat(staged, dir_fd=self._source, follow_symlinks=False), staged)
         for n in range(1, 10_000):
             name = f"{slug}.md" if n == 1 else f"{slug}-{n}.md"
             try:
@@ -341,6 +344,13 @@ class _Folders:
                 written.st_ino, written.st_dev, written.st_size, written.st_mtime_ns)
             return rel, now if same else None
         raise VaultError(f"Too many files named {slug!r} in {folder!r}.")
+
+    def _as_staged(self, found: os.stat_result, staged: str) -> os.stat_result:
+        """The staged file's stat, refused unless it is the file this process staged, as
+        written: publishing indexes the bytes it staged, not read back."""
+        if _stamp(found) != self.staged.get(staged):
+            raise VaultError(f"its staged file {staged} was changed after it was staged")
+        return found
 
     def _folder(self, folder: str) -> int:
         fd = self._held.pop(folder, None)
@@ -375,6 +385,12 @@ class _Folders:
             store.fsync_dir(new.parent)
         store.fsync_dir(path)  # the names moved into it, with the batch
         return fd
+
+
+def _stamp(found: os.stat_result) -> tuple[int, ...]:
+    """A staged file as written: a change to it since (its bytes, or another file put in
+    its place) changes one of these (the change time no one can set back)."""
+    return found.st_ino, found.st_dev, found.st_size, found.st_mtime_ns, found.st_ctime_ns
 
 
 _NOFOLLOW = getattr(os, "O_NOFOLLOW", 0)
