@@ -220,3 +220,13 @@ def test_a_staged_file_changed_before_publishing_is_not_published(vault: Vault, 
     assert not (vault.root / ".index" / "import").exists()
     assert vault.import_memories(_items(5))["imported"] == 5
     assert_index_matches_files(vault)
+
+
+def test_an_export_item_at_the_vault_root_is_published_there(vault: Vault) -> None:
+    result = vault.import_memories([{"path": "top.md", "front_matter": {"created": "2025-03-01T10:00:00Z"},
+                                     "content": "A note at the top\n"},
+                                    {"path": "top.md", "front_matter": {"created": "2025-03-01T10:00:00Z"},
+                                     "content": "Another note, same name\n"}])
+    assert sorted(result["paths"]) == ["top-2.md", "top.md"]
+    assert (vault.root / "top.md").read_text().endswith("A note at the top\n")
+    assert_index_matches_files(vault)
