@@ -353,15 +353,17 @@ def test_an_import_item_that_cannot_be_put_in_place_takes_the_import_back(
     taken back, the error names the item, and no staging is left to block later imports."""
     import errno
 
-    real = Store.place
+    from agent_memory.disk import staging
 
-    def place(self, staged, folder, slug, data=b""):
+    real = staging._Folders.place  # where publishing puts each new file in place
+
+    def place(self, staged, folder, slug):
         if slug.startswith("the-second"):
             raise OSError(errno.ENAMETOOLONG, os.strerror(errno.ENAMETOOLONG))
-        return real(self, staged, folder, slug, data)
+        return real(self, staged, folder, slug)
 
     before = _files(vault.root)
-    monkeypatch.setattr(Store, "place", place)
+    monkeypatch.setattr(staging._Folders, "place", place)
     with pytest.raises(Exception, match=r"Could not put .*the-second.md in the vault \(File name too long\); nothing "
                                         "was imported"):
         vault.import_memories([{"content": "The first fact", "title": "The first"},

@@ -237,6 +237,31 @@ def swap(a: Path, b: Path) -> bool:
     raise OSError(code, os.strerror(code), str(b))
 
 
+def move_no_replace_at(src_dir: int, src: str, dst_dir: int, dst: str) -> None:
+    """``move_no_replace`` of the name ``src`` in the open folder ``src_dir`` to ``dst`` in
+    the open folder ``dst_dir`` (an import's publishing): the file lands in that very
+    folder, whatever is renamed, or swapped for a symlink, on its path meanwhile."""
+    if _renameat2 is not None:
+        if _renameat2(src_dir, os.fsencode(src), dst_dir, os.fsencode(dst), _RENAME_NOREPLACE) == 0:
+            return
+        code = ctypes.get_errno()
+        if code == errno.EEXIST:
+            raise FileExistsError(code, os.strerror(code), dst)
+        if code not in _swap_refused:
+            raise OSError(code, os.strerror(code), dst)
+    try:
+        os.link(src, dst, src_dir_fd=src_dir, dst_dir_fd=dst_dir)
+    except FileExistsError:
+        raise
+    except OSError as exc:
+        if exc.errno not in (errno.EPERM, errno.ENOTSUP, errno.EOPNOTSUPP, errno.EXDEV, errno.EMLINK, errno.ENOSYS):
+            raise
+        os.close(os.open(dst, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644, dir_fd=dst_dir))
+        os.replace(src, dst, src_dir_fd=src_dir, dst_dir_fd=dst_dir)
+        return
+    os.unlink(src, dir_fd=src_dir)
+
+
 def move_no_replace(src: Path, dst: Path) -> None:
     """Give ``src`` the name ``dst`` in one step, never replacing a file there
     (``FileExistsError`` if one is). ``renameat2(RENAME_NOREPLACE)`` where Linux has it;

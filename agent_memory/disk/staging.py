@@ -17,13 +17,14 @@ import re
 import secrets
 import shutil
 from collections.abc import Callable
-from typing import Any, NamedTuple
+from typing import Any, NamedTuple, Self
 from pathlib import Path
 
 from ..trust import confine
 from ..note import parse
 from ..errors import InvalidInput, AgentMemoryError, VaultError
 from ..trust.register import digest, read_record, refusal, set_aside
+from . import locking
 from .layout import INDEX_DIRNAME
 from .store import Store
 
@@ -77,6 +78,8 @@ class Staging:
         self._ours = False  # whether this import made the staging folder (only then may clear() remove it)
         self._record: bytes | None = None  # this import's manifest, as entered in the register
         self._plans: list[StagedFile] = []  # what this import stages, to take it back
+        self._items: list[dict[str, Any]] | None = None  # the manifest's items as this process staged them
+        self._folders = _Folders(store, self.files)  # where a publishing moves its files (held while it runs)
         self.dropped: list[str] = []  # "path: why" of each item that could not be put in place
 
     def pending(self) -> bool:
@@ -101,11 +104,10 @@ class Staging:
             for n, (rel, data, replaced) in enumerate(plans):
                 entry: dict[str, object] = {"n": n, "path": rel, "sha256": hashlib.sha256(data).hexdigest()}
                 if replaced is not None:
-                    old = self._store.write_temp(self.files, replaced)
-                    os.rename(old, self.files / f"{n}.old")
+                    self._store.write_temp(self.files, replaced, name=f"{n}.old")
                     entry["replaces"] = True
-                tmp = self._store.write_temp(self.files, data)
-                os.rename(tmp, self.files / f"{n}.md")
+                staged = self._store.write_temp(self.files, data, name=f"{n}.md")  # half written only before the manifest
+                self._folders.staged[f"{n}.md"] = _stamp(os.stat(staged))
                 items.append(entry)
                 if on_write is not None:
                     on_write(n + 1)
@@ -113,6 +115,7 @@ class Staging:
         record = json.dumps({"items": items, "record": secrets.token_hex(8)}).encode("utf-8")
         self._store.register.enter("import", digest(record))  # listed before it is written
         self._record = record
+        self._items = items
         manifest = self._store.write_temp(self.folder, record)
         os.rename(manifest, self.folder / MANIFEST)
         self._store.fsync_dir(self.folder)  # ...and the commit point before any file reaches the vault
@@ -122,20 +125,25 @@ class Staging:
         """Publish every staged file not yet in the vault, then make them durable
         together; returns what was published.
 
-        Staged names are removed only once every published file is durable (where
-        publishing is a rename they are gone at once). ``after_crash``: a crash
+        A published file's staged name goes with its move; the rest of the staging
+        folder goes with ``clear`` (or ``recover``), once all of it is durable. The items
+        are the manifest's as this process staged them, or else the manifest read and
+        checked (``checked_items``: after a crash). ``after_crash``: a crash
         interrupted publishing (``recover``): any item still staged may have reached
         the vault already, so each is looked for there first."""
-        items = checked_items(self.folder, self._store.root, self._manifest_bytes())
+        items = self._items  # staged by this process, under the lock, moments ago: not read back
+        if items is None:
+            items = checked_items(self.folder, self._store.root, self._manifest_bytes())
         published: list[Published] = []
-        done_with: list[Path] = []
-        with self._store.durable_together():
+        with self._store.durable_together(), self._folders:
             for done, item in enumerate(items, 1):
                 staged = self.files / f"{item['n']}.md"
-                try:
-                    found = os.stat(staged)
-                except FileNotFoundError:
-                    continue  # published, and its staged name removed, before a crash
+                found = None
+                if after_crash:
+                    try:
+                        found = os.stat(staged)
+                    except FileNotFoundError:
+                        continue  # published, and its staged name removed, before a crash
                 try:
                     outcome = self._publish_one(item, staged, found, after_crash)
                 except (OSError, AgentMemoryError) as exc:  # a name the file system refuses, a full disk...
@@ -149,12 +157,10 @@ class Staging:
                     continue
                 if outcome is not None:
                     published.append(Published(item["n"], *outcome))
-                if not item.get("replaces"):
-                    done_with.append(staged)
                 if on_publish is not None:
                     on_publish(done)
-        for staged in done_with:
-            staged.unlink(missing_ok=True)  # renamed into the vault (or linked, where there is no rename)
+        # A published file's staged name went with its move (``move_no_replace``); what is
+        # left (one a crash had published already) goes with the staging folder.
         if self.dropped:
             log.warning("%d imported item(s) could not be put in place and were dropped (import them again once "
                         "fixed): %s", len(self.dropped), "; ".join(self.dropped[:10]))
@@ -177,21 +183,23 @@ class Staging:
             except (OSError, AgentMemoryError):
                 continue  # changed since, or gone: it stands as it is
 
-    def _publish_one(self, item: dict[str, Any], staged: Path, found: os.stat_result,
+    def _publish_one(self, item: dict[str, Any], staged: Path, found: os.stat_result | None,
                      after_crash: bool) -> tuple[str, os.stat_result | None] | None:
-        """Put one staged item in place; its vault path and stat (None: nothing to index)."""
+        """Put one staged item in place; its vault path and stat (None: nothing to index).
+        ``found``: the staged file's stat, after a crash."""
         rel = item["path"]
         folder, name = rel.rsplit("/", 1) if "/" in rel else ("", rel)
         if item.get("replaces"):  # an update: the checked swap, safe to repeat after a crash
             replaced = self._put_replacement(staged, rel)
             return (replaced, None) if replaced else None
-        where = None
-        if after_crash:  # looked for in the vault first: never through a symlinked folder
-            confine.memory_path(self._root, f"{folder}/x.md" if folder else "x.md")
-            where = self._already_published(staged, found, folder, name[:-3])
-        # (Else ``place`` itself refuses a folder that is, or goes through, a symlink.)
+        if not after_crash:  # into the folder as held open (``_Folders``), which refuses a symlinked one
+            return self._folders.place(staged.name, folder, name[:-3])
+        # Looked for in the vault first: never through a symlinked folder.
+        confine.memory_path(self._root, f"{folder}/x.md" if folder else "x.md")
+        assert found is not None
+        where = self._already_published(staged, found, folder, name[:-3])
         stat = None
-        if where is None:
+        if where is None:  # (``place`` itself refuses a folder that is, or goes through, a symlink)
             where, stat = self._store.place(staged, folder, name[:-3])
         return (where, stat) if where else None  # "": published before a crash, then forgotten or edited
 
@@ -288,6 +296,105 @@ class Staging:
         return [p.path for p in published]
 
 
+class _Folders:
+    """The staged files' folder and the vault folders one publishing moves them into,
+    each opened once and held (at most ``HELD`` vault folders at a time). A vault folder
+    is made where missing (its name made durable in its parent with the batch) and, once
+    opened, checked to be where its path says, no symlink on the way (``/proc/self/fd``;
+    else the path, as ``Store.place`` checks it): every file moved in through it lands in
+    that very folder, whatever is renamed or swapped on its path meanwhile."""
+
+    HELD = 128
+
+    def __init__(self, store: Store, files: Path) -> None:
+        self._store = store
+        self._files = files
+        self._source: int | None = None
+        self._held: dict[str, int] = {}  # folder -> its descriptor, the most recently used last
+        self.staged: dict[str, tuple[int, ...]] = {}  # each file this process staged, as it was written (``_stamp``)
+
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(self, *_exc: object) -> None:
+        for fd in [*self._held.values(), *([] if self._source is None else [self._source])]:
+            os.close(fd)
+        self._held, self._source = {}, None
+
+    def place(self, staged: str, folder: str, slug: str) -> tuple[str, os.stat_result | None]:
+        """``Store.place`` of the staged file named ``staged`` into ``folder``: its first
+        free name, never over a file; its path and stat, when still the file staged."""
+        if not _DIR_FDS:  # (Windows): by path, each folder checked again for each file
+            self._as_staged(os.stat(self._files / staged), staged)
+            return self._store.place(self._files / staged, folder, slug)
+        if self._source is None:
+            self._source = os.open(self._files, os.O_RDONLY | getattr(os, "O_DIRECTORY", 0) | _NOFOLLOW)
+        held = self._folder(folder)
+        written = self._as_staged(os.stat(staged, dir_fd=self._source, follow_symlinks=False), staged)
+        for n in range(1, 10_000):
+            name = f"{slug}.md" if n == 1 else f"{slug}-{n}.md"
+            try:
+                locking.move_no_replace_at(self._source, staged, held, name)  # fails if the name exists
+            except FileExistsError:
+                continue
+            rel = f"{folder}/{name}" if folder else name
+            self._store.changed(rel, "created")
+            now = os.stat(name, dir_fd=held, follow_symlinks=False)
+            same = (now.st_ino, now.st_dev, now.st_size, now.st_mtime_ns) == (
+                written.st_ino, written.st_dev, written.st_size, written.st_mtime_ns)
+            return rel, now if same else None
+        raise VaultError(f"Too many files named {slug!r} in {folder!r}.")
+
+    def _as_staged(self, found: os.stat_result, staged: str) -> os.stat_result:
+        """The staged file's stat, refused unless it is the file this process staged, as
+        written: publishing indexes the bytes it staged, not read back."""
+        if _stamp(found) != self.staged.get(staged):
+            raise VaultError(f"its staged file {staged} was changed after it was staged")
+        return found
+
+    def _folder(self, folder: str) -> int:
+        fd = self._held.pop(folder, None)
+        if fd is None:
+            fd = self._open(folder)
+            if len(self._held) >= self.HELD:
+                os.close(self._held.pop(next(iter(self._held))))
+        self._held[folder] = fd
+        return fd
+
+    def _open(self, folder: str) -> int:
+        store = self._store
+        path = store.abspath(folder)
+        made = [d for d in (path, *path.parents) if store.root in d.parents and not os.path.lexists(d)]
+        if made:  # the way there checked before a folder is made on it, as ``place`` checks it
+            existing = made[-1].parent
+            if existing != store.root and not store.unaliased(store.relpath(existing)):
+                raise VaultError(f"{store.relpath(existing)}/ in the vault is (or goes through) a symlink; new "
+                                 "memories are not written through symlinks. Replace it with a real folder and retry.")
+            path.mkdir(parents=True, exist_ok=True)
+        fd = os.open(path, os.O_RDONLY | getattr(os, "O_DIRECTORY", 0) | _NOFOLLOW)
+        try:
+            where = os.readlink(f"/proc/self/fd/{fd}")
+        except OSError:
+            where = None
+        if not (where == str(store.real_root / folder if folder else store.real_root) if where is not None
+                else store.unaliased(folder) if folder else True):
+            os.close(fd)
+            raise VaultError(f"{folder}/ in the vault is (or goes through) a symlink; new memories are not written "
+                             "through symlinks. Replace it with a real folder and retry.")
+        for new in made:  # a folder made for it (a new day's): its name in its parent, with the batch
+            store.fsync_dir(new.parent)
+        store.fsync_dir(path)  # the names moved into it, with the batch
+        return fd
+
+
+def _stamp(found: os.stat_result) -> tuple[int, ...]:
+    """A staged file as written: a change to it since (its bytes, or another file put in
+    its place) changes one of these (the change time no one can set back)."""
+    return found.st_ino, found.st_dev, found.st_size, found.st_mtime_ns, found.st_ctime_ns
+
+
+_NOFOLLOW = getattr(os, "O_NOFOLLOW", 0)
+_DIR_FDS = {os.stat, os.open, os.unlink, os.link, os.rename} <= os.supports_dir_fd  # names inside an open folder
 _STAGED_NAME = re.compile(r"[0-9]{1,9}")
 
 

@@ -507,14 +507,18 @@ class Store:
             return None
 
     # ------------------------------------------------------------------ writing
-    def write_temp(self, folder: Path, data: bytes, mode: int = 0o644, owner: tuple[int, int] | None = None) -> Path:
+    def write_temp(self, folder: Path, data: bytes, mode: int = 0o644, owner: tuple[int, int] | None = None, *,
+                   name: str | None = None) -> Path:
         """The one place bytes reach the disk: a hidden temp file, fsynced.
 
         ``mode``: an edit keeps the file's permissions (a 0600 note stays private), and
         ``owner`` its owner and group where this process may give them (an agent that
-        runs as root must not take a person's note from them)."""
-        tmp = folder / f".{secrets.token_hex(6)}{TMP_SUFFIX}"
-        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, mode)
+        runs as root must not take a person's note from them). ``name``: the file is
+        created under that name at once, never over one there and never through a link
+        (an import's staged file, in a folder it made: nothing counts it before the
+        manifest, so it needs no temp name and rename of its own)."""
+        tmp = folder / (name if name is not None else f".{secrets.token_hex(6)}{TMP_SUFFIX}")
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0), mode)
         try:
             if owner is not None and hasattr(os, "fchown") and owner != (os.geteuid(), os.getegid()):
                 try:

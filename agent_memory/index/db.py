@@ -396,9 +396,11 @@ class Index:
         rows: list[tuple[int, Note, FileFacts]] = []
         next_rid: int | None = None
         built = self._built(conn)
+        olds = {row["path"]: row for row in conn.execute(  # one lookup for the lot
+            "SELECT path, rid, names, tags, body, cjk, dated, described, aliases, headings FROM memories "
+            "WHERE path IN (SELECT value FROM json_each(?))", (json.dumps([note.path for note, _ in notes]),))}
         for note, facts in notes:
-            old = conn.execute("SELECT rid, names, tags, body, cjk, dated, described, aliases, headings FROM memories "
-                               "WHERE path = ?", (note.path,)).fetchone()
+            old = olds.get(note.path)
             if old is not None:
                 self._delete_row(conn, old, built)
                 rid = old["rid"]
@@ -409,6 +411,19 @@ class Index:
             rows.append((rid, note, facts))
         if rows:
             self._insert(conn, rows, built)
+
+    @contextmanager
+    def roomy_cache(self) -> Iterator[None]:
+        """The writing connection's page cache at ``LOAD_CACHE_KIB`` while a batch of rows
+        goes in, and is merged (an import's thousands): at the default 2 MB a 10,000-row
+        transaction writes pages out and reads them back, three times the writes."""
+        conn = self.conn
+        cache = conn.execute("PRAGMA cache_size").fetchone()[0]
+        conn.execute(f"PRAGMA cache_size = {-LOAD_CACHE_KIB}")
+        try:
+            yield
+        finally:
+            conn.execute(f"PRAGMA cache_size = {int(cache)}")
 
     @staticmethod
     def _merge_segments(conn: sqlite3.Connection) -> None:
@@ -761,6 +776,25 @@ class Index:
             (content_hash, namespace, exclude_path, now), warm=True,
         )
         return rows[0] if rows else None
+
+    def live_contents(self, pairs: list[tuple[str, str]], now: str) -> set[tuple[str, str]]:
+        """Which (namespace, content hash) pairs a live memory holds: ``find_content`` for
+        a whole batch (an import's) in one query, each seeking by the hash's index."""
+        rows = self.query(
+            "SELECT DISTINCT m.namespace, m.content_hash FROM json_each(?) AS j JOIN memories AS m INDEXED BY "
+            "memories_hash ON m.content_hash = json_extract(j.value, '$[1]') AND m.namespace = "
+            "json_extract(j.value, '$[0]') WHERE m.expires IS NULL OR m.expires > ?",
+            (json.dumps(sorted(set(pairs))), now), warm=True,
+        )
+        return {(row[0], row[1]) for row in rows}
+
+    def live_ids(self, ids: list[str], now: str) -> set[str]:
+        """Which of ``ids`` a live memory has: ``by_id`` for a whole batch in one query."""
+        rows = self.query(
+            "SELECT DISTINCT m.id FROM json_each(?) AS j JOIN memories AS m ON m.id = j.value "
+            "WHERE m.expires IS NULL OR m.expires > ?", (json.dumps(sorted(set(ids))), now), warm=True,
+        )
+        return {row[0] for row in rows}
 
     def expired(self, now: str) -> list[sqlite3.Row]:
         return self.query("SELECT path, id FROM memories WHERE expires IS NOT NULL AND expires <= ?", (now,))

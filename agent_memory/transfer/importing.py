@@ -20,7 +20,7 @@ import datetime as dt
 import json
 import os
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any, NamedTuple, Protocol
 
 from ..note import parse
 from ..note.parse import Note, content_hash
@@ -36,6 +36,7 @@ from ..limits import MAX_FILE_BYTES, check_content, check_text
 from ..disk.layout import is_memory_path
 from ..disk.staging import StagedFile
 from ..disk.store import Store
+from ..settings import Settings
 
 _NOT_IN_LINK = set("[]|#^\n")
 
@@ -50,6 +51,20 @@ class _Entry:
     content: str | None
     rel: str
     existing: tuple[bytes, Note] | None  # the file it updates, as read
+
+
+class _Checked(NamedTuple):
+    """One item of ``plan_import``, checked: its fields, content and file's bytes."""
+
+    where: str
+    rel: str  # where its file goes: its own path (an export's) where that is safe, else by date (``import_path``)
+    meta: dict[str, Any]
+    namespace: str
+    content: str
+    hash: str
+    data: bytes
+    memory_id: str | None
+    by_id: bool  # an importer's entity: told apart by its id (name), not by its content
 
 
 @dataclasses.dataclass
@@ -88,7 +103,10 @@ class ImportTarget(Protocol):
     @property
     def index(self) -> Index: ...
     def settled(self, rel: str) -> bytes: ...
-    def guard_credentials(self, fields: dict[str, str], already: str = "") -> list[str]: ...
+    @property
+    def settings(self) -> Settings: ...
+    def guard_credentials(self, fields: dict[str, str], already: str = "",
+                          settings: Settings | None = None) -> list[str]: ...
     def now(self) -> dt.datetime: ...
 
 
@@ -103,72 +121,90 @@ class Importing:
 
     def plan_import(self, items: list[Any], now: dt.datetime) -> tuple[list[StagedFile], int, int]:
         """Every item checked and its file computed, before anything is written:
-        (files, duplicates, expired)."""
+        (files, duplicates, expired). The vault is asked once for the whole batch which
+        contents and ids it holds already, not once an item."""
+        settings = self.vault.settings
+        checked = [self._import_item(n, item, now, settings) for n, item in enumerate(items)]
+        live = [c for c in checked if c is not None]
+        held = self.vault.index.live_contents([(c.namespace, c.hash) for c in live], iso(now))
+        held_ids = self.vault.index.live_ids([c.memory_id for c in live if c.memory_id is not None], iso(now))
         plans: list[StagedFile] = []
         seen: set[tuple[str, str]] = set()
         seen_ids: set[str] = set()
         plain: dict[str, bool] = {}  # folders checked once per import here; publishing checks each again
-        duplicates = expired = 0
-        for n, item in enumerate(items):
-            where = f"Item {n}"
-            if not isinstance(item, dict):
-                raise InvalidInput(f"{where} is not an object; nothing was imported.")
-            try:
-                check_text(item.get("path"), "path")
-                exported = exported_file(item)
-                if exported is not None:  # an export's raw text: the file exactly as it was
-                    check_content(exported.body)
-                    meta, namespace, content = exported.meta, exported.namespace, exported.body
-                    data = item["raw"].encode("utf-8")
-                    expires = exported.expires
-                    memory_id = exported.id if exported.own_id else None
-                    self.vault.guard_credentials({"the file text": item["raw"]})
-                else:
-                    content = check_content(item.get("content"))  # type: ignore[arg-type]
-                    if "front_matter" in item:  # an export: its front matter is the file's, as written
-                        meta, namespace = exported_front_matter(item["front_matter"])
-                        content = item["content"]  # byte for byte: export -> import -> export is stable
-                        data = render_front_matter(meta, content).encode("utf-8")
-                    else:  # a hand-made item {content, namespace, tags, title, source, created, ...}
-                        meta = new_fields(item, now)
-                        namespace = meta["namespace"]
-                        data = render_new(meta, content).encode("utf-8")  # the file remember would write
-                    written = meta.get("expires")
-                    expires = None if written in (None, "") else to_utc(written)
-                    memory_id = own_id(meta)
-                    self.vault.guard_credentials({"the content": content, "the front matter": json.dumps(meta, default=str)})
-            except (InvalidInput, ValueError) as exc:  # the same kind of error, naming the item
-                kind = type(exc) if isinstance(exc, InvalidInput) else InvalidInput
-                raise kind(f"{where}: {exc} Nothing was imported.") from exc
-            if expires is not None and expires <= iso(now):
-                expired += 1
-                continue
-            key = (namespace, content_hash(content))
-            by_id = item.get("unique_by") == "id" and memory_id is not None  # an importer's: entities are told apart by name
-            if not by_id and (key in seen or self.vault.index.find_content(namespace, key[1], iso(now)) is not None):
+        expired, duplicates = len(items) - len(live), 0
+        for c in live:
+            key = (c.namespace, c.hash)
+            if not c.by_id and (key in seen or key in held):
                 duplicates += 1
                 continue
+            memory_id, data, meta = c.memory_id, c.data, c.meta
             if memory_id is not None and memory_id in seen_ids:
                 # An earlier item of this import claimed the id with other content: both are
                 # kept, this one under an id derived from the id and its content.
-                memory_id = twin_id(memory_id, content)
+                memory_id = twin_id(memory_id, c.content)
                 data = _with_id(data, memory_id)
                 meta = {**meta, "id": memory_id}
-            if memory_id is not None and (memory_id in seen_ids or self.vault.index.by_id(memory_id, iso(now)) is not None):
+                if memory_id in seen_ids or self.vault.index.by_id(memory_id, iso(now)) is not None:
+                    duplicates += 1
+                    continue
+            elif memory_id is not None and memory_id in held_ids:
                 duplicates += 1  # an older copy of a live memory: a second file would claim its id
                 continue
             seen.add(key)
             if memory_id is not None:
                 seen_ids.add(memory_id)
-            rel = import_path(self.vault.store, item.get("path"), meta, content, now)
+            rel = c.rel
             folder = rel.rsplit("/", 1)[0] if "/" in rel else ""
             if folder and folder not in plain:
                 plain[folder] = self.plain_folder(folder)
             if folder and not plain[folder]:
-                raise InvalidInput(f"{where}: {folder}/ in the vault is (or goes through) a symlink; imports are not "
-                                   "written through symlinks. Replace it with a real folder. Nothing was imported.")
+                raise InvalidInput(f"{c.where}: {folder}/ in the vault is (or goes through) a symlink; imports are "
+                                   "not written through symlinks. Replace it with a real folder. Nothing was imported.")
             plans.append(StagedFile(rel, data))
         return plans, duplicates, expired
+
+    def _import_item(self, n: int, item: Any, now: dt.datetime, settings: Settings) -> _Checked | None:
+        """One item of ``plan_import`` checked and its file's bytes computed; None when it
+        has expired already."""
+        where = f"Item {n}"
+        if not isinstance(item, dict):
+            raise InvalidInput(f"{where} is not an object; nothing was imported.")
+        try:
+            check_text(item.get("path"), "path")
+            exported = exported_file(item)
+            if exported is not None:  # an export's raw text: the file exactly as it was
+                check_content(exported.body)
+                meta, namespace, content = exported.meta, exported.namespace, exported.body
+                data = item["raw"].encode("utf-8")
+                expires = exported.expires
+                memory_id = exported.id if exported.own_id else None
+                self.vault.guard_credentials({"the file text": item["raw"]}, settings=settings)
+            else:
+                content = check_content(item.get("content"))  # type: ignore[arg-type]
+                if "front_matter" in item:  # an export: its front matter is the file's, as written
+                    meta, namespace = exported_front_matter(item["front_matter"])
+                    content = item["content"]  # byte for byte: export -> import -> export is stable
+                    data = render_front_matter(meta, content).encode("utf-8")
+                else:  # a hand-made item {content, namespace, tags, title, source, created, ...}
+                    meta = new_fields(item, now)
+                    namespace = meta["namespace"]
+                    data = render_new(meta, content).encode("utf-8")  # the file remember would write
+                written = meta.get("expires")
+                expires = None if written in (None, "") else to_utc(written)
+                memory_id = own_id(meta)
+                self.vault.guard_credentials({"the content": content,
+                                              "the front matter": json.dumps(meta, default=str)}, settings=settings)
+        except (InvalidInput, ValueError) as exc:  # the same kind of error, naming the item
+            kind = type(exc) if isinstance(exc, InvalidInput) else InvalidInput
+            raise kind(f"{where}: {exc} Nothing was imported.") from exc
+        if expires is not None and expires <= iso(now):
+            return None
+        by_id = item.get("unique_by") == "id" and memory_id is not None  # an importer's: entities are told apart by name
+        # Its path now, right after the guard scanned its content: naming the file asks
+        # for the same scan, which ``find_credentials`` keeps for the last few texts.
+        rel = import_path(self.vault.store, item.get("path"), meta, content, now)
+        return _Checked(where, rel, meta, namespace, content, content_hash(content), data, memory_id, by_id)
 
     def plan_sync(self, items: list[Any], now: dt.datetime) -> SyncPlan:
         """Check every item and compute every file, before anything is written."""

@@ -22,6 +22,7 @@ raise ``PathRefused``.
 
 from __future__ import annotations
 
+import functools
 import os
 import re
 import stat
@@ -49,8 +50,10 @@ def folded(part: str) -> str:
     return unicodedata.normalize("NFKC", part).translate(_IGNORED).rstrip(". ").casefold()
 
 
+@functools.lru_cache(maxsize=4096)
 def part_problem(part: str) -> str | None:
-    """What is wrong with one component of a path, or None."""
+    """What is wrong with one component of a path, or None (pure: a batch's folder
+    names, ``2025``, ``03``, are worked out once)."""
     if part in ("", ".", ".."):
         return "has an empty, '.' or '..' part"
     if _REFUSED_CHARS.search(part):

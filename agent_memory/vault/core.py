@@ -166,13 +166,14 @@ class Core:
         self._choice = (total, choice)
         return choice
 
-    def guard_credentials(self, fields: dict[str, str], already: str = "") -> list[str]:
+    def guard_credentials(self, fields: dict[str, str], already: str = "", settings: Settings | None = None) -> list[str]:
         """The credential guard over what a write adds (SPEC §3): refused (SecretRefused,
         naming each kind found) unless the vault's ``secrets.mode`` is ``warn``, which
         lets it through with the warning returned. Approved fingerprints pass, and so
         does a credential the file ``already`` held (a person's note is theirs: editing
-        it must not be blocked by what they wrote)."""
-        settings = self.settings
+        it must not be blocked by what they wrote). ``settings``: as read once for a
+        batch (an import's thousands of items), else read now."""
+        settings = settings or self.settings
         held = {f.fingerprint for f in credentials.find_credentials(already)} if already else set()
         if held:
             settings = dataclasses.replace(settings, secrets_allow=(*settings.secrets_allow, *held))

@@ -241,7 +241,7 @@ class Maintenance:
             examined = {p.path: self.files.written(p.path, plan.files[p.n].data, p.stat) for p in published
                         if p.stat is not None}
             done = {p.path for p in published}
-            with self.files.transaction() as conn:
+            with self.index.roomy_cache(), self.files.transaction() as conn:
                 self.files.refresh_new(conn, [p.path for p in published], examined)
                 for staged in plan.files:
                     if staged.replaces is not None and staged.path not in done:  # a person's save stood: index that
