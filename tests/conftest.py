@@ -345,6 +345,21 @@ def wait_listening(process: subprocess.Popen[str], address: str, port: int, seco
     return port
 
 
+def symlink_swapped_before_publish(monkeypatch: pytest.MonkeyPatch, folder: Path, elsewhere: Path) -> None:
+    """An import's planned folder replaced by a link to ``elsewhere`` the moment before
+    its staged files are published (another process's doing)."""
+    from agent_memory.disk.staging import Staging
+
+    publish = Staging.publish
+
+    def swapped_first(self: Staging, *args: Any, **kwargs: Any) -> Any:
+        os.rmdir(folder)
+        os.symlink(elsewhere, folder, target_is_directory=True)
+        return publish(self, *args, **kwargs)
+
+    monkeypatch.setattr(Staging, "publish", swapped_first)
+
+
 def person_saves_before_the_swap(line: str = "A line a person just typed.\n", path: Path | None = None):
     """``locking.swap`` as it is now, except that a person saves the target (``path``, or
     any) once, just before the tool's swap: a save landing between the tool's check and

@@ -17,7 +17,7 @@ from agent_memory.disk.staging import NotPublished
 from agent_memory.errors import VaultError
 from agent_memory.vault.vault import Vault
 
-from conftest import assert_index_matches_files
+from conftest import assert_index_matches_files, symlink_swapped_before_publish
 
 N = 40
 
@@ -144,19 +144,10 @@ def test_a_folder_made_a_symlink_after_planning_gets_no_folder_made_through_it(
     """Publishing makes a new day's folder only on a way with no symlink on it: a year
     folder swapped for a link elsewhere after the import was planned gets nothing made
     there, and the import is taken back whole."""
-    from agent_memory.disk.staging import Staging
-
     outside = tmp_path / "outside"
     outside.mkdir()
     (vault.root / "2025").mkdir()
-    publish = Staging.publish
-
-    def swapped_first(self: Staging, *args, **kwargs):  # type: ignore[no-untyped-def]
-        os.rmdir(vault.root / "2025")
-        os.symlink(outside, vault.root / "2025", target_is_directory=True)
-        return publish(self, *args, **kwargs)
-
-    monkeypatch.setattr(Staging, "publish", swapped_first)
+    symlink_swapped_before_publish(monkeypatch, vault.root / "2025", outside)
     with pytest.raises(NotPublished, match="symlink"):
         vault.import_memories(_items(5))
     assert list(outside.iterdir()) == []

@@ -5,7 +5,6 @@ the ones a rebuild makes. No test here times anything (speed: benchmarks/scale.p
 
 from __future__ import annotations
 
-import os
 import signal
 import subprocess
 import sys
@@ -15,14 +14,14 @@ from pathlib import Path
 import pytest
 
 from agent_memory.disk import store as store_module
-from agent_memory.disk.staging import NotPublished, Staging
+from agent_memory.disk.staging import NotPublished
 from agent_memory.errors import SecretRefused
 from agent_memory.note.parse import parse
 from agent_memory.recall.language import language_of
 from agent_memory.trust import credentials
 from agent_memory.vault.vault import Vault
 
-from conftest import assert_index_matches_files, cli_ok, deadline
+from conftest import assert_index_matches_files, cli_ok, deadline, symlink_swapped_before_publish
 
 CHILD = textwrap.dedent(
     """
@@ -156,14 +155,7 @@ def test_an_import_refuses_a_folder_made_a_symlink_after_it_was_planned(vault: V
     outside.mkdir()
     (vault.root / "2025/03").mkdir(parents=True)
     (vault.root / "2025/03/04").mkdir()
-    publish = Staging.publish
-
-    def swapped_first(self: Staging, *args, **kwargs):  # type: ignore[no-untyped-def]
-        os.rmdir(vault.root / "2025/03/04")
-        os.symlink(outside, vault.root / "2025/03/04", target_is_directory=True)
-        return publish(self, *args, **kwargs)
-
-    monkeypatch.setattr(Staging, "publish", swapped_first)
+    symlink_swapped_before_publish(monkeypatch, vault.root / "2025/03/04", outside)
     with pytest.raises(NotPublished):
         vault.import_memories([{"content": "Kept inside", "created": "2025-03-04T10:00:00Z"},
                                {"content": "Also kept inside", "created": "2025-03-05T10:00:00Z"}])
