@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import os
 import shutil
+import signal
 import subprocess
 import sys
 import threading
@@ -470,7 +471,9 @@ def test_two_watchers_in_two_processes_do_not_fight(vault: Vault, watch: Callabl
                                                     changes: list[Change], tmp_path: Path) -> None:
     out, err = tmp_path / "watch.out", tmp_path / "watch.err"
     (vault.root / "seed.md").write_text("there before the watchers\n")
-    other = _spawn([sys.executable, "-m", "agent_memory", "--dir", str(vault.root), "watch"], out, err)
+    # faulthandler: a watcher that does not stop is asked for its threads' stacks (below)
+    other = _spawn([sys.executable, "-m", "agent_memory", "--dir", str(vault.root), "watch"], out, err,
+                   env={**os.environ, "PYTHONFAULTHANDLER": "1"})
     try:
         # Both start-up sweeps are over before the edits begin, so only events report them.
         wait_until(lambda: out.read_text().endswith(" sweep    1 added\n"), "the CLI watcher has swept")
@@ -488,7 +491,13 @@ def test_two_watchers_in_two_processes_do_not_fight(vault: Vault, watch: Callabl
         made = vault.remember("Written by an agent while two watchers run.")["memory"]
     finally:
         other.send_signal(2)  # Ctrl-C
-        assert other.wait(timeout=DEADLINE) == 0
+        try:
+            code = other.wait(timeout=DEADLINE)
+        except subprocess.TimeoutExpired:
+            other.send_signal(signal.SIGABRT)  # faulthandler writes every thread's stack to its stderr
+            other.wait(timeout=DEADLINE)
+            pytest.fail(f"the CLI watcher did not stop on Ctrl-C; its stderr:\n{err.read_text()}")
+    assert code == 0
     logged = out.read_text().splitlines()
     # Each version was folded in by exactly one of the two; the other found it unchanged.
     assert watched_in(out, changes) == edits
