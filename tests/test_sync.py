@@ -471,8 +471,13 @@ def test_two_watchers_in_two_processes_do_not_fight(vault: Vault, watch: Callabl
                                                     changes: list[Change], tmp_path: Path) -> None:
     out, err = tmp_path / "watch.out", tmp_path / "watch.err"
     (vault.root / "seed.md").write_text("there before the watchers\n")
-    # faulthandler: a watcher that does not stop is asked for its threads' stacks (below)
-    other = _spawn([sys.executable, "-m", "agent_memory", "--dir", str(vault.root), "watch"], out, err,
+    # As started from a terminal: Ctrl-C raises KeyboardInterrupt. (A process started in the
+    # background by a shell without job control, as CI runners and nohup'd runs may be,
+    # inherits SIGINT ignored, and Python keeps it so.) faulthandler: a watcher that does
+    # not stop is asked for its threads' stacks (below).
+    from_a_terminal = ("import signal, sys; signal.signal(signal.SIGINT, signal.default_int_handler); "
+                       "from agent_memory.cli import main; sys.argv[0] = 'agent-memory'; main()")
+    other = _spawn([sys.executable, "-c", from_a_terminal, "--dir", str(vault.root), "watch"], out, err,
                    env={**os.environ, "PYTHONFAULTHANDLER": "1"})
     try:
         # Both start-up sweeps are over before the edits begin, so only events report them.
