@@ -417,13 +417,8 @@ class Index:
         """The writing connection's page cache at ``LOAD_CACHE_KIB`` while a batch of rows
         goes in, and is merged (an import's thousands): at the default 2 MB a 10,000-row
         transaction writes pages out and reads them back, three times the writes."""
-        conn = self.conn
-        cache = conn.execute("PRAGMA cache_size").fetchone()[0]
-        conn.execute(f"PRAGMA cache_size = {-LOAD_CACHE_KIB}")
-        try:
+        with _load_cache(self.conn):
             yield
-        finally:
-            conn.execute(f"PRAGMA cache_size = {int(cache)}")
 
     @staticmethod
     def _merge_segments(conn: sqlite3.Connection) -> None:
@@ -976,11 +971,18 @@ def _bulk_load(conn: sqlite3.Connection, tables: tuple[str, ...] | None = None) 
     statements = _index_statements(tables)
     for statement in statements:
         conn.execute(f"DROP INDEX IF EXISTS {statement.split()[2]}")
+    with _load_cache(conn):
+        yield
+        for statement in statements:
+            conn.execute(statement)
+
+
+@contextmanager
+def _load_cache(conn: sqlite3.Connection) -> Iterator[None]:
+    """``conn``'s page cache at ``LOAD_CACHE_KIB`` for one load, then as it was."""
     cache = conn.execute("PRAGMA cache_size").fetchone()[0]
     conn.execute(f"PRAGMA cache_size = {-LOAD_CACHE_KIB}")
     try:
         yield
-        for statement in statements:
-            conn.execute(statement)
     finally:
         conn.execute(f"PRAGMA cache_size = {int(cache)}")
