@@ -231,6 +231,20 @@ def _collector_paused() -> Iterator[None]:
             gc.enable()
 
 
+@contextmanager
+def _older_objects_frozen() -> Iterator[None]:
+    """Python's cycle collector told to skip every object alive when a rebuild's load
+    starts (``gc.freeze``), the list of every path among them. Its full passes walk the
+    whole process, and a load makes one every ~10,000 rows: at a million rows that was
+    3.7 of the rebuild's ~160 CPU seconds (0.1 s at 100k). Objects the load makes are
+    collected as usual."""
+    gc.freeze()
+    try:
+        yield
+    finally:
+        gc.unfreeze()
+
+
 def compare(walked: Iterable[tuple[str, os.stat_result]], indexed: Iterable[tuple[str, bytes]],
             unchanged: list[int]) -> Iterator[str]:
     """The paths whose file and row may differ: new files, files whose stat differs from
@@ -399,7 +413,7 @@ class Reconciler:
 
         # Closed however the load ends: a load failing half way (a full disk) must not
         # leave the reads' open folders to the error's frames, held as long as it is.
-        with closing(parsed()) as notes, self.files.transaction(wrote=False) as conn:
+        with _older_objects_frozen(), closing(parsed()) as notes, self.files.transaction(wrote=False) as conn:
             counts["added"] = self.index.replace_all(conn, notes)
         return self._report(counts, self.sweep_expired() if sweep else 0)
 
