@@ -325,9 +325,9 @@ def weighted(short: list[int], rest: list[int], coverage_of: Mapping[int, float]
 
 def hub_share(links: int, length: float, config: RecallConfig) -> float:
     """What a note's BM25 counts for, given the distinct notes it links to and its body's
-    length in Latin letters (``language.text_length``: a Chinese page says in 300
-    characters what an English one says in 1,000, and is no denser with links for
-    it): 1, or less for a hub (``hub_links``): a page listing many notes mentions a
+    length in Latin letters (``language.text_length``: a Chinese page says in under
+    half the characters what its English original says, and is no denser with links
+    for it): 1, or less for a hub (``hub_links``): a page listing many notes mentions a
     question's words beside the link to the note that answers it."""
     if not config.hub_links or not config.hub_weight:
         return 1.0
