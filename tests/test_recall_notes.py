@@ -8,7 +8,7 @@ from pathlib import Path
 
 from agent_memory.index.rows import headings_of
 from agent_memory.recall.choice import FACT, NOTE, TURN, Holdings, choose, shape_of
-from agent_memory.recall.language import language_of, same_language, text_length
+from agent_memory.recall.language import SAMPLE, language_of, same_language, text_length
 from agent_memory.recall.rank import NOTES, RecallConfig, hub_share
 from agent_memory.vault.doctor import diagnose
 from agent_memory.vault.vault import Vault
@@ -163,16 +163,21 @@ FOLD_ZH = """# 折叠标题和列表
 """
 
 
+def measured(text: str) -> float:
+    return text_length(text[:SAMPLE].encode(), len(text))
+
+
 def test_a_translation_is_as_dense_with_links_as_its_original() -> None:
-    english, chinese = text_length(FOLD_EN, len(FOLD_EN)), text_length(FOLD_ZH, len(FOLD_ZH))
+    english, chinese = measured(FOLD_EN), measured(FOLD_ZH)
     assert english == len(FOLD_EN) and len(FOLD_ZH) < 0.4 * len(FOLD_EN)
     assert 0.8 < chinese / english < 1.25  # an ideograph counts 3 Latin letters, a kana 1.5
     assert hub_share(5, english, NOTES) == hub_share(5, chinese, NOTES) == 1.0
     assert hub_share(5, len(FOLD_ZH), NOTES) < 0.7  # counted per character, the translation was a hub
-    assert text_length("東京オフィス", 6) == 2 * 3 + 4 * 1.5
-    assert text_length("Привет, мир", 11) == 11 and text_length("", 0) == 0
+    assert measured("東京オフィス") == 2 * 3 + 4 * 1.5
+    assert measured("서울 사무실") == 5 * 2.5 + 1
+    assert measured("Привет, мир") == 11 and measured("Crème brûlée — café") == 19 and measured("") == 0
     # the start of a long note tells its mix of scripts: the whole note is scaled by it
-    assert text_length("東京", 1000) == 3000
+    assert measured("東京" * 5000) == 30000 and measured("東京" + "x" * 9998) == 10000 + 2 * 2 * 10000 / SAMPLE
 
 
 def test_a_page_in_chinese_is_no_hub_for_being_written_in_fewer_characters(tmp_path: Path) -> None:
