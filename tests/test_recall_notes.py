@@ -8,7 +8,7 @@ from pathlib import Path
 
 from agent_memory.index.rows import headings_of
 from agent_memory.recall.choice import FACT, NOTE, TURN, Holdings, choose, shape_of
-from agent_memory.recall.language import language_of, same_language
+from agent_memory.recall.language import SAMPLE, language_of, same_language, text_length
 from agent_memory.recall.rank import NOTES, RecallConfig, hub_share
 from agent_memory.vault.doctor import diagnose
 from agent_memory.vault.vault import Vault
@@ -103,6 +103,100 @@ def test_a_hub_is_a_note_dense_with_links_whatever_its_size() -> None:
     assert hub_share(30, 3000, NOTES) < hub_share(18, 3000, NOTES) < 1.0  # 10 and 6 links per 1,000 characters
     assert hub_share(30, 3000, NOTES) == hub_share(300, 30000, NOTES)
     assert hub_share(30, 3000, dataclasses.replace(NOTES, hub_links=0.0)) == 1.0
+
+
+# One help page and its Chinese translation, with the same five links: 1,238 and 450
+# characters. Per character the translation would be a hub (11 links per 1,000); it says
+# what the English says, so it is no denser with links.
+FOLD_EN = """# Fold headings and lists
+
+Folding hides the parts of a long note you do not need right now, so you can see its structure at a glance \
+and move around it quickly.
+
+## Fold a heading
+
+Hover over a [[Headings|heading]] and click the arrow that appears to its left. Everything below the heading, \
+down to the next heading of the same level or higher, is hidden. Click the arrow again to show it. A folded \
+heading keeps its place when you switch to reading view and back.
+
+## Fold a list
+
+A [[Lists|list item]] with items indented below it can be folded the same way: hover over the item and click \
+the arrow beside its bullet. Indent and outdent items with Tab and Shift+Tab; folded items move together with \
+their parent.
+
+## Fold or unfold everything
+
+To fold every heading and list in the note at once, open the [[Command palette]] and run "Fold all headings \
+and lists". To show everything again, run "Unfold all headings and lists". You can give both commands a \
+[[Hotkeys|hotkey]].
+
+## Turn folding off
+
+Folding is on by default. To turn it off, open Settings, go to Editor, and turn off "Fold heading" or "Fold \
+indent". Which sections are folded is remembered per note in your [[Workspaces|workspace]], so a note opens \
+the way you left it.
+"""
+FOLD_ZH = """# 折叠标题和列表
+
+折叠可以隐藏长笔记中暂时不需要的部分，让你一眼看清笔记的结构，并在其中快速移动。
+
+## 折叠标题
+
+将鼠标悬停在[[标题]]上，点击其左侧出现的箭头。该标题下方直到下一个同级或更高级标题之间的所有内容都会被隐藏。\
+再次点击箭头即可显示。切换到阅读视图再切换回来时，折叠的标题会保持原样。
+
+## 折叠列表
+
+下方有缩进子项的[[列表]]项也可以用同样的方式折叠：将鼠标悬停在该项上，点击项目符号旁的箭头。\
+使用 Tab 和 Shift+Tab 缩进或取消缩进；折叠的子项会随父项一起移动。
+
+## 全部折叠或展开
+
+要一次折叠笔记中的所有标题和列表，请打开[[命令面板]]并运行“折叠所有标题和列表”。\
+要重新显示全部内容，请运行“展开所有标题和列表”。你可以为这两个命令设置[[快捷键]]。
+
+## 关闭折叠
+
+折叠功能默认开启。要关闭它，请打开设置，进入编辑器，关闭“折叠标题”或“折叠缩进”。\
+哪些部分被折叠会按笔记记录在你的[[工作区]]中，因此笔记会以你离开时的样子打开。
+"""
+
+
+def measured(text: str) -> float:
+    return text_length(text[:SAMPLE].encode(), len(text))
+
+
+def test_a_translation_is_as_dense_with_links_as_its_original() -> None:
+    english, chinese = measured(FOLD_EN), measured(FOLD_ZH)
+    assert english == len(FOLD_EN) and len(FOLD_ZH) < 0.4 * len(FOLD_EN)
+    assert 0.8 < chinese / english < 1.25  # an ideograph counts 3 Latin letters, a kana 1.5
+    assert hub_share(5, english, NOTES) == hub_share(5, chinese, NOTES) == 1.0
+    assert hub_share(5, len(FOLD_ZH), NOTES) < 0.7  # counted per character, the translation was a hub
+    assert measured("東京オフィス") == 2 * 3 + 4 * 1.5
+    assert measured("서울 사무실") == 5 * 2.5 + 1
+    assert measured("Привет, мир") == 11 and measured("Crème brûlée — café") == 19 and measured("") == 0
+    # the start of a long note tells its mix of scripts: the whole note is scaled by it
+    assert measured("東京" * 5000) == 30000 and measured("東京" + "x" * 9998) == 10000 + 2 * 2 * 10000 / SAMPLE
+
+
+def test_a_page_in_chinese_is_no_hub_for_being_written_in_fewer_characters(tmp_path: Path) -> None:
+    others = {f"其他{i}.md": f"# 其他{i}\n\n这是一篇关于{w}的笔记，与编辑无关。\n"
+              for i, w in enumerate(["同步", "发布", "插件", "主题", "画布", "图谱"])}
+    editor = ("# 编辑器\n\n编辑器会在你输入时显示笔记的内容。你可以在设置中打开行号、显示缩进参考线，"
+              "或者折叠标题以隐藏暂时不看的段落。\n\n编辑器有两种模式：实时预览和源码模式。"
+              "实时预览会在你输入时直接显示格式，源码模式则显示所有的标记符号。\n")
+    vault = notes_vault(tmp_path / "zh", {**others, "折叠.md": FOLD_ZH, "编辑器.md": editor})
+    # the page on folding answers; the editor page mentions folding headings in passing
+    assert paths(vault, "折叠标题", profile="notes")[:2] == ["折叠.md", "编辑器.md"]
+    assert paths(vault, "折叠标题", config=dataclasses.replace(NOTES, hub_links=0.0))[0] == "折叠.md"
+    # its English original, with the same links, was never a hub
+    english = notes_vault(tmp_path / "en", {
+        **OTHERS, "Fold headings.md": FOLD_EN,
+        "Editor.md": "# Editor\n\nThe editor shows your note as you type. In the settings you can turn on line "
+                     "numbers, show indentation guides, or fold headings to hide the sections you are not "
+                     "reading.\n\nThe editor has two modes: live preview and source mode.\n"})
+    assert paths(english, "fold headings", profile="notes")[0] == "Fold headings.md"
 
 
 def test_a_word_in_a_notes_name_counts_apart_from_its_body(tmp_path: Path) -> None:

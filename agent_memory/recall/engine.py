@@ -28,7 +28,7 @@ from typing import TYPE_CHECKING, Any
 
 from . import rank, sql
 from .graph import LinkGraph, key_suffixes
-from .language import same_language, suiting
+from .language import SAMPLE, WRITTEN_DENSER, same_language, suiting, text_length
 from .rank import RecallConfig, Scored
 from .records import MemoryRecord, Neighbours, TermMatch
 from .sql import Filters, Query
@@ -399,8 +399,8 @@ class Engine:
         if not bm25 or not self.config.hub_links:
             return bm25
         best = rank.shortlist(bm25, self.config.hub_checked)
-        for rid, links, length in self._run(sql.link_counts(sorted(best))):
-            bm25[rid] *= rank.hub_share(links, length, self.config)
+        for rid, links, length, start in self._run(sql.link_counts(sorted(best), SAMPLE, list(WRITTEN_DENSER))):
+            bm25[rid] *= rank.hub_share(links, text_length(start or b"", length), self.config)
         return bm25
 
     def question_language(self, matches: list[TermMatch]) -> str:

@@ -145,6 +145,34 @@ def _voted(votes: dict[str, int]) -> str:
     return best if most >= _LATIN_MIN and most > second else "latin"
 
 
+# About how many Latin letters it takes to say what one character of a script says (the
+# hub rule's note length, ``text_length``): an ideograph writes a word or a morpheme, a
+# kana or a Hangul syllable one to three sounds. On the obsidian-help vault, whose Chinese
+# and Japanese pages translate its English ones, English runs to 3.4 characters an
+# ideograph and 1.6 a kana (the other characters counted as they are); Hangul, which that
+# vault lacks, is set from its syllable blocks of two or three letters each. Each is
+# told by the first byte of its UTF-8 form (bytes.count runs at memory speed, a look at
+# each character from Python would not): E3 starts U+3000-U+3FFF (kana, CJK
+# punctuation), E4-E9 U+4000-U+9FFF (ideographs), EA-ED U+A000-U+D7FF (Hangul).
+# The languages written in those scripts (``language_of``): only their notes are measured so.
+WRITTEN_DENSER = ("ja", "zh", "ko")
+_LATIN_SPAN = ((3.0, (b"\xe4", b"\xe5", b"\xe6", b"\xe7", b"\xe8", b"\xe9")), (1.5, (b"\xe3",)),
+               (2.5, (b"\xea", b"\xeb", b"\xec", b"\xed")))
+
+
+def text_length(sample: bytes, length: int) -> float:
+    """The length of a text of ``length`` characters counted in Latin letters, each
+    ideograph, kana or Hangul syllable counting as the letters it takes to say it
+    (``_LATIN_SPAN``), so a Chinese page is about as long as its English original.
+    ``sample``, the text's first ``SAMPLE`` characters in UTF-8, tells the mix of
+    scripts. Latin, Cyrillic, Greek or Arabic text: its ``length``."""
+    if not sample or sample.isascii():
+        return float(length)
+    characters = min(length, SAMPLE)
+    extra = sum((span - 1) * sum(sample.count(lead) for lead in leads) for span, leads in _LATIN_SPAN)
+    return length * (characters + extra) / max(characters, 1)
+
+
 LATIN = frozenset(_WORDS_OF) | {"latin"}
 
 

@@ -75,7 +75,8 @@ class RecallConfig:
     # ... and this share of a BM25 counting the body's markdown headings only (0: not).
     headings_apart: float = 0.0
     # A hub (a note linking to more than this many distinct notes per 1,000 characters
-    # of its body: an index or a table of pages) has its BM25 divided by 1 +
+    # of its body, an ideograph, kana or Hangul syllable counting as the Latin letters it
+    # takes to say it: an index or a table of pages) has its BM25 divided by 1 +
     # ``hub_weight`` for each link per 1,000 characters above it (0: no hub rule).
     hub_links: float = 0.0
     hub_weight: float = 0.0
@@ -322,10 +323,12 @@ def weighted(short: list[int], rest: list[int], coverage_of: Mapping[int, float]
     }, complete=complete(rid)) for rid in order]
 
 
-def hub_share(links: int, length: int, config: RecallConfig) -> float:
+def hub_share(links: int, length: float, config: RecallConfig) -> float:
     """What a note's BM25 counts for, given the distinct notes it links to and its body's
-    length in characters: 1, or less for a hub (``hub_links``): a page listing many
-    notes mentions a question's words beside the link to the note that answers it."""
+    length in Latin letters (``language.text_length``: a Chinese page says in under
+    half the characters what its English original says, and is no denser with links
+    for it): 1, or less for a hub (``hub_links``): a page listing many notes mentions a
+    question's words beside the link to the note that answers it."""
     if not config.hub_links or not config.hub_weight:
         return 1.0
     density = 1000 * links / max(length, 1)

@@ -232,12 +232,15 @@ def bm25(expr: str, rids: list[int], weights: tuple[float, ...] = (), names_apar
             "AND +rowid IN (SELECT value FROM json_each(?))", [expr, min(rids), max(rids), json.dumps(rids)])
 
 
-def link_counts(rids: list[int]) -> Query:
-    """For each of ``rids`` that links to other notes: how many distinct ones, and its
-    body's length in characters (the ``hub`` rule)."""
-    return ("SELECT l.src, count(DISTINCT l.target), length(m.body) FROM links l CROSS JOIN memories m "
-            "ON m.rid = l.src WHERE l.src IN (SELECT value FROM json_each(?)) AND l.relation = ? "
-            "GROUP BY l.src", [json.dumps(rids), BODY_LINK_RELATION])
+def link_counts(rids: list[int], sample: int, scripts: list[str]) -> Query:
+    """For each of ``rids`` that links to other notes: how many distinct ones, its
+    body's length in characters and, for a note written in one of ``scripts``' languages,
+    the body's first ``sample`` characters in UTF-8 (the ``hub`` rule: the sample tells
+    the scripts it is written in)."""
+    return ("SELECT l.src, count(DISTINCT l.target), length(m.body), CASE WHEN m.lang IN "
+            "(SELECT value FROM json_each(?)) THEN CAST(substr(m.body, 1, ?) AS BLOB) END FROM links l "
+            "CROSS JOIN memories m ON m.rid = l.src WHERE l.src IN (SELECT value FROM json_each(?)) "
+            "AND l.relation = ? GROUP BY l.src", [json.dumps(scripts), int(sample), json.dumps(rids), BODY_LINK_RELATION])
 
 
 def languages(rids: list[int]) -> Query:
