@@ -16,7 +16,7 @@ import sqlite3
 import threading
 import weakref
 import time
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
@@ -28,6 +28,8 @@ from ..note.parse import Note
 from ..recall.sql import Filters
 from ..recall.choice import Holdings
 from ..recall.terms import cjk_index_text
+from ..progress import Progress, Step
+from .derived import DERIVE_PAGE, DERIVED, DERIVED_FROM, DERIVED_TABLES, PHASES, PROPERTIES, TAGS, VOCABULARY, Builds, Stopped
 from .facts import FileFacts, packed_stamp, racy
 from .properties import properties
 from .rows import (date_words, description, changed_at, headings_of, indexed_body, joined, link_key, name_key, row_values,
@@ -57,18 +59,6 @@ LOAD_CACHE_KIB = 32 * 1024  # SQLite's page cache while a rebuild loads the rows
 # file must not decide how much of this process's memory its pages take.
 CACHE_KIB = -2000
 STAMPS_PAGE = 2000  # rows of the index's stamps read at a time by reconcile's comparison
-# Tables derived from the memories rows alone, built the first time a reader needs one
-# (``Index.derive``) rather than by every rebuild (together about a third of a rebuild's
-# CPU): the where filter's property rows, the tag filter's rows and the typo vocabulary.
-# A name in the ``derived`` table says that table is built and current; from then on
-# every write keeps it so (``_insert``, ``_delete_row``), and a rebuild empties the
-# tables and the names.
-PROPERTIES = "properties"  # prop_keys and props
-TAGS = "tags"  # tags
-VOCABULARY = "vocabulary"  # words (and words_vocab over it)
-DERIVED = (PROPERTIES, TAGS, VOCABULARY)
-DERIVED_TABLES = {PROPERTIES: ("prop_keys", "props"), TAGS: ("tags",), VOCABULARY: ("words",)}
-DERIVE_PAGE = 2000  # memories rows read at a time while a derived table is built
 
 SCHEMA = f"""
 CREATE TABLE memories (
@@ -223,6 +213,7 @@ class Index:
         self._conn: sqlite3.Connection | None = None
         self._inode: int | None = None
         self._inserted = 0  # rows added by the open transaction (see MERGE_AFTER)
+        self._builds = Builds()  # how far this process's builds of derived tables got (``derive``)
         self._open()
 
     # ------------------------------------------------------------------ connection
@@ -571,65 +562,77 @@ class Index:
             self._insert(conn, pending, frozenset())
         return count
 
-    def derive(self, name: str) -> None:
-        """Build the derived table ``name`` (one of ``DERIVED``) from the memories rows
+    def derive(self, name: str, progress: Progress | None = None, stop: threading.Event | None = None) -> bool:
+        """Build the derived table ``name`` (``derived.DERIVED``) from the memories rows
         if it is not built yet: what a reader calls before a query that reads it. One
         transaction, under no vault lock: it reads only the index's own rows, and SQLite
-        serialises it with every writer of this file, in any process. A failure (a full
-        disk) leaves it unbuilt, to be tried again, and says so."""
+        serialises it with every writer of this file, in any process (a thread arriving
+        while another of this process builds it waits, hearing that build's steps, and
+        finds it built). ``progress`` hears the rows done (``derived.PHASES``); ``stop``,
+        once set, ends the build rolled back (False: not built). A failure (a full disk)
+        leaves it unbuilt, to be tried again, and says so."""
         if name not in DERIVED:
             raise ValueError(f"no derived table {name!r}")
         if self.query("SELECT 1 FROM derived WHERE name = ?", (name,)):
-            return
+            return True
+        report = self._builds.reporter(name, progress)
         try:
             if self._writer == threading.get_ident():  # inside this thread's own write
-                self._build(self.conn, name)
+                self._build(self.conn, name, report, stop)
             else:
-                with self.transaction() as conn:
-                    self._build(conn, name)
+                with self._builds.turn(self._lock, name, progress), self.transaction() as conn:
+                    self._build(conn, name, report, stop)
+            return True
+        except Stopped:
+            return False
         except sqlite3.Error as exc:
             raise VaultError(f"The index could not build its {name} table ({exc}); nothing is lost. "
                              "Free some disk space and retry, or run `agent-memory reindex`.") from exc
+        finally:
+            self._builds.ended(name)
 
-    def filtering(self, filters: Filters) -> None:
+    def filtering(self, filters: Filters, progress: Progress | None = None) -> None:
         """Make ready what a query within ``filters`` reads (``derive``): the property
         rows for a where filter, the tag rows for a tag filter."""
         if filters.where:
-            self.derive(PROPERTIES)
+            self.derive(PROPERTIES, progress)
         if filters.tags:
-            self.derive(TAGS)
+            self.derive(TAGS, progress)
 
-    def spelling(self) -> None:
+    def spelling(self, progress: Progress | None = None) -> None:
         """Make ready what a query of the typo vocabulary reads (``derive``)."""
-        self.derive(VOCABULARY)
+        self.derive(VOCABULARY, progress)
 
-    def _build(self, conn: sqlite3.Connection, name: str) -> None:
+    def _build(self, conn: sqlite3.Connection, name: str, report: Progress, stop: threading.Event | None) -> None:
         """``derive``'s work, inside a write transaction: the table filled from every
         memories row (as ``_insert`` would have filled it) and its name recorded."""
         if name in self._built(conn):
             return  # another connection built it in the meantime
+        total = int(conn.execute("SELECT memories FROM counts").fetchone()[0])
         with _bulk_load(conn, DERIVED_TABLES[name]):
-            self._fill(conn, name)
+            self._fill(conn, name, lambda done: report(Step(PHASES[name], min(done, total), total)), stop)
         if name == VOCABULARY:
             conn.execute("INSERT INTO words (words) VALUES ('optimize')")
         conn.execute("INSERT INTO derived (name) VALUES (?)", (name,))
 
-    def _fill(self, conn: sqlite3.Connection, name: str) -> None:
-        """A derived table's rows, from every memories row, as ``_insert`` writes them."""
+    def _fill(self, conn: sqlite3.Connection, name: str, done: Callable[[int], None], stop: threading.Event | None) -> None:
+        """A derived table's rows, from every memories row, as ``_insert`` writes them,
+        ``DERIVE_PAGE`` rows at a time (``done`` hears how many so far; ``stop`` set: ``Stopped``)."""
         rows = conn.cursor()
         rows.row_factory = None
-        if name == PROPERTIES:
-            rows.execute("SELECT rid, meta, tags FROM memories ORDER BY rid")
-            while page := rows.fetchmany(DERIVE_PAGE):
+        rows.execute(DERIVED_FROM[name])
+        count = 0
+        while page := rows.fetchmany(DERIVE_PAGE):
+            if stop is not None and stop.is_set():
+                raise Stopped(name)
+            if name == PROPERTIES:
                 self._insert_properties(conn, [(rid, json.loads(meta), tags.split()) for rid, meta, tags in page])
-        elif name == TAGS:  # the column holds them space-separated, and a tag holds no whitespace
-            rows.execute("SELECT rid, tags FROM memories ORDER BY rid")
-            while page := rows.fetchmany(DERIVE_PAGE):
+            elif name == TAGS:  # the column holds them space-separated, and a tag holds no whitespace
                 self._insert_tags(conn, [(rid, tags.split()) for rid, tags in page])
-        else:
-            rows.execute("SELECT rid, names, aliases, tags, body FROM memories ORDER BY rid")
-            while page := rows.fetchmany(DERIVE_PAGE):
+            else:
                 self._insert_words(conn, page)
+            count += len(page)
+            done(count)
 
     # ------------------------------------------------------------------ git's dates
     def git_dates_state(self) -> tuple[str, bool] | None:
