@@ -17,7 +17,7 @@ from typing import Any, TypeVar
 
 import pytest
 
-from agent_memory.index.db import DERIVED
+from agent_memory.index.derived import DERIVED
 from agent_memory.note import parse as parsing
 from agent_memory.note.parse import Note
 from agent_memory.vault.vault import Vault
