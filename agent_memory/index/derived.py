@@ -99,10 +99,12 @@ class Prebuild:
     is the one SQLite transaction a first use would run, so a reader arriving meanwhile
     waits for it and finds it built, and none is ever seen half-built. ``stop`` ends a
     build in progress (rolled back: the table stays unbuilt) and joins the thread. A
-    failure (a full disk) is logged; the table is left to its first use, as without this."""
+    failure (a full disk) is logged, as a warning the first time only (a sweep wakes it
+    every minute); the table is left to its first use, as without this."""
 
     def __init__(self, index: Derives) -> None:
         self._index = index
+        self._failed = False
         self._wake = threading.Event()
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
@@ -136,6 +138,8 @@ class Prebuild:
                 if not self._index.derive(name, stop=self._stop):
                     return  # stopped
             except Exception as exc:  # noqa: BLE001 - a background build must never end the thread unsaid
-                log.warning("could not build the index's %s table in the background (%s); "
-                            "the first query that needs it builds it", name, exc)
+                log.log(logging.DEBUG if self._failed else logging.WARNING,
+                        "could not build the index's %s table in the background (%s); "
+                        "the first query that needs it builds it", name, exc)
+                self._failed = True
                 return
