@@ -1,23 +1,26 @@
 """The tables a rebuild leaves to their first use (``index.derived``: the where filter's
 property rows, the tag filter's rows, the typo vocabulary): a long-lived process (the
 watcher of ``watch`` and ``serve``) builds them in the background after its start-up
-sweep, and whoever waits for one sees why (the library's progress: a step on the CLI's
-stderr, a notification over MCP). A reader arriving during a build waits for it and
-finds it built; a shutdown during one leaves the table unbuilt, never half-built."""
+sweep, a chunk a transaction, and whoever needs one meanwhile builds the rest beside it
+and sees why (the library's progress: a step on the CLI's stderr, a notification over
+MCP). No row is built twice, a table is read only once whole, and a stop part-way leaves
+a part the writes keep current, finished by the next build."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 import threading
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-import anyio
 import pytest
 from mcp import Client
 
 from agent_memory.cli import output
+from agent_memory.index import derived
 from agent_memory.index.db import Index
 from agent_memory.index.derived import DERIVED, PHASES, PROPERTIES, TAGS, VOCABULARY
 from agent_memory.progress import Step
@@ -50,11 +53,24 @@ def paths(found: Any) -> list[str]:
     return sorted(item["path"] for item in found.get("hits", found.get("memories", [])))
 
 
-def build_indexes(vault: Vault) -> set[str]:
-    """The derived tables' own indexes the schema declares and the file holds (a build
-    drops them while it loads and makes them again after)."""
-    return {row[0] for row in vault.index.query(
-        "SELECT name FROM sqlite_master WHERE type = 'index' AND tbl_name IN ('props', 'prop_keys', 'tags')")}
+def filled(monkeypatch: pytest.MonkeyPatch) -> list[tuple[str, str, int]]:
+    """Every memories row a build fills into a derived table, as (thread, table, row)
+    once each time it is filled; builds go two rows a chunk, so they take several."""
+    monkeypatch.setattr(derived, "DERIVE_PAGE", 2)
+    rows: list[tuple[str, str, int]] = []
+    fill = derived.fill
+
+    def recorded(conn: Any, name: str, page: list[Any]) -> None:
+        rows.extend((threading.current_thread().name, name, row[0]) for row in page)
+        fill(conn, name, page)
+
+    monkeypatch.setattr(derived, "fill", recorded)
+    return rows
+
+
+def each_once(rows: list[tuple[str, str, int]], name: str, vault: Vault) -> bool:
+    numbers = sorted(rid for _thread, table, rid in rows if table == name)
+    return numbers == sorted(row[0] for row in vault.index.query("SELECT rid FROM memories"))
 
 
 # ----------------------------------------------------------------------------- the library
@@ -64,7 +80,7 @@ def test_a_filter_after_a_rebuild_reports_its_one_time_build_and_the_next_report
     rebuilt(vault)
     steps: list[Step] = []
     assert paths(vault.list(where=["status=done"], progress=steps.append)) == DONE
-    assert steps == [Step(PHASES[PROPERTIES], 0, None), Step(PHASES[PROPERTIES], 12, 12)]  # said, then done
+    assert steps == [Step(PHASES[PROPERTIES], 12, 12)]
     assert str(PHASES[PROPERTIES]) == "building the index of properties for where filters (once after a rebuild)"
     steps.clear()
     assert paths(vault.search("invoice", tags=["client-0"], where=["status=done"], progress=steps.append)) == \
@@ -104,27 +120,45 @@ def test_a_sweep_after_another_process_rebuilt_the_index_builds_them_again(vault
     assert_index_matches_files(vault)
 
 
-def test_a_stop_during_a_build_leaves_the_table_unbuilt_and_whole(vault: Vault, watch: Any,
-                                                                  monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_stop_part_way_leaves_a_part_writes_keep_current_and_the_next_build_finishes_it(
+        vault: Vault, watch: Any, monkeypatch: pytest.MonkeyPatch) -> None:
     rebuilt(vault)
-    indexes = build_indexes(vault)
-    reached = threading.Event()
-    fill = Index._fill
+    rows = filled(monkeypatch)
+    stops: list[threading.Event] = []
+    derive, chunk = Index.derive, derived.build_chunk
 
-    def stopped_midway(self: Index, conn: Any, name: str, done: Any, stop: threading.Event | None) -> None:
-        if stop is not None:  # the background build: held until it is told to stop
-            reached.set()
-            assert stop.wait(WATCH_DEADLINE), "the build was never told to stop"
-        fill(self, conn, name, done, stop)
+    def recorded(self: Index, name: str, progress: Any = None, stop: threading.Event | None = None) -> bool:
+        if stop is not None:
+            stops.append(stop)
+        return derive(self, name, progress, stop)
 
-    monkeypatch.setattr(Index, "_fill", stopped_midway)
+    def first_chunk_then_stop(conn: Any, name: str) -> tuple[bool, int, int]:
+        done = chunk(conn, name)
+        if stops:  # the background build: its first chunk is in; now the process stops
+            assert stops[0].wait(WATCH_DEADLINE), "the build was never told to stop"
+        return done
+
+    monkeypatch.setattr(Index, "derive", recorded)
+    monkeypatch.setattr("agent_memory.index.db.build_chunk", first_chunk_then_stop)
     watcher = watch()
-    assert reached.wait(WATCH_DEADLINE), "the background build never started"
+    wait_until(lambda: rows, "the background build filled its first chunk")
     watcher.stop()  # joins the build's thread (the fixture checks no thread is left)
-    assert built(vault) == [] and build_indexes(vault) == indexes  # rolled back whole: the dropped indexes too
-    assert vault.index.query("SELECT count(*) FROM props")[0][0] == 0
-    monkeypatch.setattr(Index, "_fill", fill)
-    assert paths(vault.list(where=["status=done"])) == DONE  # built on first use, as without the watcher
+    assert built(vault) == []  # not read by any query yet, its first chunk kept for the next build
+    assert [tuple(row) for row in vault.index.query("SELECT name, upto FROM deriving")] == [(PROPERTIES, 2)]
+    monkeypatch.setattr("agent_memory.index.db.build_chunk", chunk)
+    first_two = sorted(row[0] for row in vault.index.query("SELECT path FROM memories WHERE rid <= 2"))
+    assert first_two == ["notes/invoice-0.md", "notes/invoice-1.md"]
+    # Writes meanwhile, to the part built (kept) and beyond it (left to the build).
+    (vault.root / "notes" / "invoice-1.md").write_text("---\nstatus: done\n---\nInvoice 1, paid.\n")
+    vault.reconcile_path("notes/invoice-1.md")
+    vault.forget("notes/invoice-0.md")
+    (vault.root / "notes" / "invoice-9.md").write_text("---\nstatus: open\n---\nInvoice 9, reopened.\n")
+    vault.reconcile_path("notes/invoice-9.md")
+    assert paths(vault.list(where=["status=done"])) == ["notes/invoice-1.md", "notes/invoice-3.md",
+                                                        "notes/invoice-6.md"]
+    assert built(vault) == [PROPERTIES] and vault.index.query("SELECT * FROM deriving") == []
+    # Each row filled once: rows 1-2 by the stopped build (then kept by the writes), the rest by the last.
+    assert sorted(rid for _thread, table, rid in rows if table == PROPERTIES) == list(range(1, 13))
     assert_index_matches_files(vault)
 
 
@@ -167,20 +201,21 @@ async def test_a_server_started_after_a_rebuild_builds_the_tables_without_any_qu
 
 
 @pytest.mark.anyio
-async def test_a_where_recall_during_the_background_build_waits_for_it_and_says_why(
+async def test_a_where_recall_during_the_background_build_builds_the_rest_beside_it_and_says_why(
         vault: Vault, monkeypatch: pytest.MonkeyPatch) -> None:
     rebuilt(vault)
+    rows = filled(monkeypatch)
     release = threading.Event()
-    fills: list[str] = []
-    fill = Index._fill
+    transaction = Index.transaction
 
-    def held(self: Index, conn: Any, name: str, done: Any, stop: threading.Event | None) -> None:
-        fills.append(name)
-        if stop is not None and name == PROPERTIES:  # the background build of the property rows
+    @contextlib.contextmanager
+    def paused(self: Index) -> Iterator[Any]:
+        with transaction(self) as conn:
+            yield conn
+        if threading.current_thread().name == "agent-memory-derive":  # between two chunks, no lock held
             assert release.wait(WATCH_DEADLINE), "the test never let the build go on"
-        fill(self, conn, name, done, stop)
 
-    monkeypatch.setattr(Index, "_fill", held)
+    monkeypatch.setattr(Index, "transaction", paused)
     updates: list[tuple[float, float | None, str | None]] = []
 
     async def heard(progress: float, total: float | None, message: str | None) -> None:
@@ -189,31 +224,26 @@ async def test_a_where_recall_during_the_background_build_waits_for_it_and_says_
     try:
         async with Client(build_server(vault, keep_in_sync=True)) as client:
             async def building() -> bool:
-                return fills == [PROPERTIES]
+                return bool(rows)
 
-            await wait_until_async(building, "the background build started")
-            found: list[Any] = []
+            await wait_until_async(building, "the background build filled its first chunk")
+            during = await client.call_tool("recall", {"query": "invoice", "where": ["status=done"]},
+                                            progress_callback=heard)
+            assert during.is_error is False, during.content[0].text
+            release.set()
 
-            async def recall() -> None:
-                found.append(await client.call_tool("recall", {"query": "invoice", "where": ["status=done"]},
-                                                    progress_callback=heard))
+            async def all_built() -> bool:
+                return built(vault) == sorted(DERIVED)
 
-            async with anyio.create_task_group() as tasks:
-                tasks.start_soon(recall)
-
-                async def told() -> bool:
-                    return bool(updates)
-
-                await wait_until_async(told, "the waiting recall says what it waits for")
-                release.set()
-            assert found[0].is_error is False, found[0].content[0].text
-            assert paths(found[0].structured_content) == DONE
+            await wait_until_async(all_built, "the background build went on with the other tables")
             after = await client.call_tool("recall", {"query": "invoice", "where": ["status=done"]})
-            assert paths(after.structured_content) == DONE
     finally:
         release.set()
-    assert updates[0] == (0, None, "building the index of properties for where filters (once after a rebuild)")
-    assert fills.count(PROPERTIES) == 1  # built once: the recall waited for it and found it built
+    assert paths(during.structured_content) == paths(after.structured_content) == DONE
+    said = "building the index of properties for where filters (once after a rebuild)"
+    assert updates and {message for _p, _t, message in updates} == {said} and updates[-1][:2] == (12, 12)
+    assert {thread for thread, table, _rid in rows if table == PROPERTIES} > {"agent-memory-derive"}  # shared
+    assert each_once(rows, PROPERTIES, vault)  # every row once: none built twice
     assert_index_matches_files(vault)
 
 
@@ -228,8 +258,7 @@ def test_a_cli_search_with_where_after_a_rebuild_shows_the_step_on_stderr(vault:
     monkeypatch.setattr(output, "LINE_EVERY", 0.0)  # as if the build took long (100k memories)
     first = run_cli("search", "invoice", "--where", "status=done", vault=root)
     assert first.returncode == 0, first.stderr
-    said = "building the index of properties for --where filters (once after a rebuild)"
-    assert first.stderr == f"{said}: 0\n{said}: 12/12\n"
+    assert first.stderr == "building the index of properties for --where filters (once after a rebuild): 12/12\n"
     again = run_cli("search", "invoice", "--where", "status=done", vault=root)
     assert again.stderr == "" and again.stdout == first.stdout  # built once; stdout holds only the hits
     assert sorted(line.strip() for line in first.stdout.splitlines() if "notes/" in line) == DONE
