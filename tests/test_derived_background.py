@@ -247,6 +247,40 @@ async def test_a_where_recall_during_the_background_build_builds_the_rest_beside
     assert_index_matches_files(vault)
 
 
+@pytest.mark.anyio
+async def test_a_server_shut_down_during_the_build_joins_it_and_the_index_still_answers(
+        vault: Vault, monkeypatch: pytest.MonkeyPatch) -> None:
+    rebuilt(vault)
+    rows = filled(monkeypatch)
+    stops: list[threading.Event] = []
+    derive, transaction = Index.derive, Index.transaction
+
+    def recorded(self: Index, name: str, progress: Any = None, stop: threading.Event | None = None) -> bool:
+        if stop is not None:
+            stops.append(stop)
+        return derive(self, name, progress, stop)
+
+    @contextlib.contextmanager
+    def until_stopped(self: Index) -> Iterator[Any]:
+        with transaction(self) as conn:
+            yield conn
+        if stops and threading.current_thread().name == "agent-memory-derive":  # part-way, between two chunks
+            assert stops[0].wait(WATCH_DEADLINE), "the server never stopped the build"
+
+    monkeypatch.setattr(Index, "derive", recorded)
+    monkeypatch.setattr(Index, "transaction", until_stopped)
+    async with Client(build_server(vault, keep_in_sync=True)):
+        async def building() -> bool:
+            return bool(rows)
+
+        await wait_until_async(building, "the background build filled its first chunk")
+    assert not [t for t in threading.enumerate() if t.name == "agent-memory-derive"]  # joined, not left running
+    assert built(vault) == [] and [row[0] for row in vault.index.query("SELECT name FROM deriving")] == [PROPERTIES]
+    monkeypatch.setattr(Index, "transaction", transaction)
+    assert paths(vault.list(where=["status=done"])) == DONE
+    assert_index_matches_files(vault)
+
+
 # ----------------------------------------------------------------------------- the CLI
 
 
