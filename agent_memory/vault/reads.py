@@ -214,9 +214,9 @@ class Reads:
         now = iso(self.core.now())
         config = config or PROFILES[profile or self.core.profile_choice().profile]
         nearest = self.core.vectors.nearest(query, self._within) if use_meaning and match == "auto" and config.semantic else None
-        found = Engine(self.index, config, explain=explain, progress=progress).search(terms, filters, now, limit, match, offset,
-                                                                   newest=planned.newest, named=self._named(query),
-                                                                   nearest=nearest, language=language_of(query))
+        engine = Engine(self.index, config, explain=explain, progress=progress)
+        found = engine.search(terms, filters, now, limit, match, offset, newest=planned.newest,
+                              named=self._named(query), nearest=nearest, language=language_of(query))
         hits = self._hits(found)
         mode = found.mode
         result = SearchResult(terms=[t.text for t in found.terms], match_mode=mode, count=len(hits), hits=hits)
