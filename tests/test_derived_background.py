@@ -96,6 +96,33 @@ def test_a_filter_after_a_rebuild_reports_its_one_time_build_and_the_next_report
     assert_index_matches_files(vault)
 
 
+def test_two_processes_needing_the_table_at_once_share_its_chunks_and_build_no_row_twice(
+        vault: Vault, monkeypatch: pytest.MonkeyPatch) -> None:
+    rebuilt(vault)
+    rows = filled(monkeypatch)
+    others = [Vault(vault.root, clock=vault.clock) for _ in range(2)]  # each its own connections, as two processes
+    both_started = threading.Barrier(2, timeout=WATCH_DEADLINE)
+    found: dict[str, Any] = {}
+
+    def list_done(other: Vault) -> None:
+        both_started.wait()
+        found[threading.current_thread().name] = other.list(where=["status=done"])
+
+    try:
+        threads = [threading.Thread(target=list_done, args=(other,), name=f"process-{n}") for n, other in
+                   enumerate(others)]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join()
+    finally:
+        for other in others:
+            other.close()
+    assert [paths(found[name]) for name in ("process-0", "process-1")] == [DONE, DONE]
+    assert each_once(rows, PROPERTIES, vault)
+    assert_index_matches_files(vault)
+
+
 # ----------------------------------------------------------------------------- the watcher
 
 
