@@ -537,18 +537,19 @@ class Index:
         a write transaction (``derived.build_chunk``), under no vault lock: it reads only
         the index's own rows, SQLite serialises each chunk with every writer of this file,
         in any process, and a builder elsewhere (the background one) shares the work.
-        ``progress`` hears the rows done (``derived.PHASES``); ``stop``, once set, ends it
-        between chunks (False: not built yet). A failure (a full disk) leaves it unbuilt,
-        its chunks kept, to be finished by the next try, and says so."""
+        ``progress`` hears the rows done (``derived.PHASES``). ``stop`` (a background
+        build's) ends it between chunks once set (False: not built yet), and between two
+        chunks it pauses as long as the last took, so writers of this process and others
+        (whose busy wait polls) get in. A failure (a full disk) leaves it unbuilt, its
+        chunks kept, to be finished by the next try, and says so."""
         if name not in DERIVED:
             raise ValueError(f"no derived table {name!r}")
         if self.query("SELECT 1 FROM derived WHERE name = ?", (name,)):
             return True
         built = False
         try:
-            while not built:
-                if stop is not None and stop.is_set():
-                    return False
+            while not built and not (stop is not None and stop.is_set()):
+                began = time.monotonic()
                 if self._writer == threading.get_ident():  # inside this thread's own write
                     built, done, total = build_chunk(self.conn, name)
                 else:
@@ -556,7 +557,9 @@ class Index:
                         built, done, total = build_chunk(conn, name)
                 if progress is not None:
                     progress(Step(PHASES[name], done, total))
-            return True
+                if stop is not None and not built:
+                    stop.wait(time.monotonic() - began)
+            return built
         except sqlite3.Error as exc:
             raise VaultError(f"The index could not build its {name} table ({exc}); nothing is lost. "
                              "Free some disk space and retry, or run `agent-memory reindex`.") from exc
