@@ -123,6 +123,21 @@ def test_two_processes_needing_the_table_at_once_share_its_chunks_and_build_no_r
     assert_index_matches_files(vault)
 
 
+def test_the_vocabulary_built_in_chunks_ends_merged_into_one_segment_as_a_rebuild_leaves_it(
+        vault: Vault, monkeypatch: pytest.MonkeyPatch) -> None:
+    rebuilt(vault, 40)
+    filled(monkeypatch)  # two rows a chunk: twenty segments, one a transaction
+
+    def structure() -> bytes:  # the full-text index's segment list (FTS5 keeps it in row 10)
+        return bytes(vault.index.query("SELECT block FROM words_data WHERE id = 10")[0][0])
+
+    assert paths(vault.search("invoise"))  # a misspelt word: the vocabulary is built
+    merged = structure()
+    vault.index.query("INSERT INTO words (words) VALUES ('optimize')", warm=True)  # nothing left for it to do
+    assert structure() == merged
+    assert_index_matches_files(vault)
+
+
 # ----------------------------------------------------------------------------- the watcher
 
 

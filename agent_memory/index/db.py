@@ -30,7 +30,7 @@ from ..recall.choice import Holdings
 from ..recall.terms import cjk_index_text
 from ..progress import Progress, Step
 from .derived import (DERIVED, PHASES, PROPERTIES, TAGS, VOCABULARY, build_chunk, insert_properties, insert_tags,
-                      insert_words, kept)
+                      insert_words, kept, merge_step)
 from .facts import FileFacts, packed_stamp, racy
 from .rows import (date_words, description, changed_at, headings_of, indexed_body, joined, link_key, name_key, row_values,
                    split_names, words_text)
@@ -559,10 +559,28 @@ class Index:
                     progress(Step(PHASES[name], done, total))
                 if stop is not None and not built:
                     stop.wait(time.monotonic() - began)
+            if built and name == VOCABULARY and self._writer != threading.get_ident():
+                self._merge_words(stop)
             return built
         except sqlite3.Error as exc:
             raise VaultError(f"The index could not build its {name} table ({exc}); nothing is lost. "
                              "Free some disk space and retry, or run `agent-memory reindex`.") from exc
+
+    def _merge_words(self, stop: threading.Event | None) -> None:
+        """The typo vocabulary's segments merged into one after its build, a step a write
+        transaction (``derived.merge_step``); a background build pauses between steps.
+        A failure (a full disk: merging needs room for a copy) leaves it unmerged, only slower."""
+        more = True
+        while more and not (stop is not None and stop.is_set()):
+            began = time.monotonic()
+            try:
+                with self.transaction() as conn:
+                    more = merge_step(conn)
+            except sqlite3.Error as exc:
+                log.debug("the typo vocabulary's segments were left unmerged: %s", exc)
+                return
+            if stop is not None:
+                stop.wait(time.monotonic() - began)
 
     def filtering(self, filters: Filters, progress: Progress | None = None) -> None:
         """Make ready what a query within ``filters`` reads (``derive``): the property
