@@ -606,7 +606,7 @@ class Round:
         return _temp_files(self.vault)
 
     def _index_differences(self, vault: Any) -> int:
-        from agent_memory.index.db import TAGS
+        from agent_memory.index.derived import TAGS
         from agent_memory.vault.vault import Vault
 
         fresh_dir = Path(tempfile.mkdtemp(prefix="fresh-index-", dir=self.dir))

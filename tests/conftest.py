@@ -17,7 +17,7 @@ from typing import Any, TypeVar
 
 import pytest
 
-from agent_memory.index.db import DERIVED
+from agent_memory.index.derived import DERIVED
 from agent_memory.note import parse as parsing
 from agent_memory.note.parse import Note
 from agent_memory.vault.vault import Vault
@@ -109,6 +109,7 @@ def vault(vault_dir: Path, clock: Clock):
 def index_snapshot(db_path: Path) -> dict[str, list[tuple]]:
     conn = sqlite3.connect(db_path)
     try:
+        conn.execute("BEGIN")  # one read transaction: every table as of one moment, while a watcher writes
         return {
             "memories": conn.execute(f"SELECT {_COMPARED} FROM memories ORDER BY path").fetchall(),
             "tags": conn.execute(
@@ -128,6 +129,7 @@ def index_snapshot(db_path: Path) -> dict[str, list[tuple]]:
                 "SELECT m.path, k.key FROM prop_keys k JOIN memories m ON m.rid = k.rid ORDER BY 1, 2"
             ).fetchall(),
             "derived": conn.execute("SELECT name FROM derived ORDER BY 1").fetchall(),
+            "deriving": conn.execute("SELECT name FROM deriving ORDER BY 1").fetchall(),
             "words": conn.execute("SELECT term, doc, cnt FROM words_vocab ORDER BY 1").fetchall(),
         }
     finally:
@@ -143,7 +145,13 @@ def assert_index_matches_files(vault: Vault) -> None:
     import tempfile
 
     vault.index.ensure_current()
-    built = [row[0] for row in vault.index.query("SELECT name FROM derived")]
+    while True:  # a build part-way (left by a stopped one, or a watcher's under way): finished first, the
+        live = index_snapshot(vault.index.path)  # part its writes kept must equal a rebuild's build
+        if not live["deriving"]:
+            break
+        for (name,) in live["deriving"]:
+            vault.index.derive(name)
+    built = [name for (name,) in live["derived"]]
     fresh_dir = Path(tempfile.mkdtemp(prefix="fresh-index-"))
     try:
         fresh = Vault(vault.root, index_dir=fresh_dir, clock=vault.clock, sync=False)
@@ -152,7 +160,7 @@ def assert_index_matches_files(vault: Vault) -> None:
             for name in built:
                 fresh.index.derive(name)
             rebuilt = index_snapshot(fresh_dir / "index.sqlite3")
-            assert index_snapshot(vault.index.path) == rebuilt, "index differs from a rebuild from the files"
+            assert live == rebuilt, "index differs from a rebuild from the files"
             for name in DERIVED:
                 fresh.index.derive(name)
                 vault.index.derive(name)

@@ -11,7 +11,7 @@ import re
 import sys
 import time
 from collections.abc import Callable, Iterator, Mapping
-from contextlib import contextmanager
+from contextlib import ExitStack, contextmanager
 from typing import Any
 
 import click
@@ -92,11 +92,19 @@ LINE_EVERY = 3.0
 def progress_bar() -> Iterator[Progress | None]:
     """How far long work got, on stderr: a bar per phase on a terminal, plain lines
     when stderr is piped (``PlainLines``), nothing under --json (None: the library
-    reports nothing)."""
+    reports nothing). The bars start with the first step: a command that may have long
+    work (a search building a filter's table) draws and imports nothing when it has none."""
     if as_json():
         yield None
     elif sys.stderr.isatty():
-        with _bars() as update:
+        with ExitStack() as bars:
+            drawn: list[Progress] = []
+
+            def update(step: Step, /) -> None:
+                if not drawn:
+                    drawn.append(bars.enter_context(_bars()))
+                drawn[0](step)
+
             yield update
     else:
         lines = PlainLines(time.monotonic)

@@ -12,9 +12,9 @@ from ..limits import MAX_LIMIT
 from ..models import ListResult
 from ..recall.engine import MATCH_MODES
 from .options import common, open_vault
-from .output import emit, marked_snippet, print_summary, printable
+from .output import emit, marked_snippet, print_summary, printable, progress_bar
 from .paths import read_path
-from .words import cli_words, handle_errors
+from .words import cli_steps, cli_words, handle_errors
 
 
 @click.command()
@@ -54,13 +54,13 @@ def search(query: str, namespace: str | None, tags: tuple[str, ...], limit: int,
       agent-memory search deploys -t customer --json
       agent-memory search invoice --where project=acme
     """
-    with open_vault() as vault:
+    with open_vault() as vault, progress_bar() as progress:
         if path_prefix is not None:
             path_prefix = read_path(vault.root, path_prefix, changes=False, folder=True).key
         result = vault.search(query, namespace=namespace, tags=list(tags), limit=limit, match=match,
                               since=since, until=until, path_prefix=path_prefix, offset=offset, profile=profile,
                               explain=explain, depth=depth, type=kind, min_importance=min_importance,
-                              semantic=semantic, where=list(where))
+                              semantic=semantic, where=list(where), progress=cli_steps(progress))
 
     def human() -> None:
         if result.get("corrected"):
@@ -148,14 +148,14 @@ def list_(namespace: str | None, tags: tuple[str, ...], limit: int, show_all: bo
     """
     if limit < 1:  # bad input (exit 1), as the library's own checks are
         raise click.ClickException(f"--limit must be 1 or more (got {limit}); --all lists every memory.")
-    with open_vault() as vault:
+    with open_vault() as vault, progress_bar() as progress:
         if path_prefix is not None:
             path_prefix = read_path(vault.root, path_prefix, changes=False, folder=True).key
 
         def page(size: int, start: int) -> ListResult:
             return vault.list(namespace=namespace, tags=list(tags), limit=size, offset=start,
                               path_prefix=path_prefix, type=kind, min_importance=min_importance, since=since,
-                              until=until, where=list(where))
+                              until=until, where=list(where), progress=cli_steps(progress))
 
         result = _pages(page, None if show_all else limit, offset)
 

@@ -15,6 +15,7 @@ from typing import Any
 import click
 
 from ..errors import AgentMemoryError
+from ..progress import Progress, Step
 from ..wording import render
 from .output import printable
 
@@ -53,6 +54,8 @@ CLI_WORDS = {
     "limit": "--limit",
     "depth": "--depth",
     "filters": "-n/--tag filters",
+    "where": "--where",
+    "tag_filter": "--tag",
     "complete_first": "listed first",
     "see_matched": "the marked words show which",
 }
@@ -61,3 +64,15 @@ CLI_WORDS = {
 def cli_words(message: str) -> str:
     """A library message (an error's, or a result's note or hint) in the CLI's words."""
     return render(message, CLI_WORDS)
+
+
+def cli_steps(progress: Progress | None) -> Progress | None:
+    """``progress`` (a bar or plain lines, ``output.progress_bar``) hearing each step's
+    phase in the CLI's words ("for --where filters", not the MCP's "for where filters")."""
+    if progress is None:
+        return None
+    shown = progress
+
+    def said(step: Step, /) -> None:
+        shown(Step(cli_words(step.phase), step.done, step.total))
+    return said

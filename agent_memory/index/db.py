@@ -28,12 +28,14 @@ from ..note.parse import Note
 from ..recall.sql import Filters
 from ..recall.choice import Holdings
 from ..recall.terms import cjk_index_text
+from ..progress import Progress, Step
+from .derived import (DERIVED, PHASES, PROPERTIES, TAGS, VOCABULARY, build_chunk, insert_properties, insert_tags,
+                      insert_words, kept, merge_step)
 from .facts import FileFacts, packed_stamp, racy
-from .properties import properties
 from .rows import (date_words, description, changed_at, headings_of, indexed_body, joined, link_key, name_key, row_values,
                    split_names, words_text)
 
-SCHEMA_VERSION = 15
+SCHEMA_VERSION = 16
 # The bytes (sha256) of the last write this tool made to each file, whatever session made
 # it: a body may be replaced without the version read only while the file still holds
 # them (``Writes.update``). Outside the versioned schema: losing it (a rebuilt index)
@@ -57,18 +59,6 @@ LOAD_CACHE_KIB = 32 * 1024  # SQLite's page cache while a rebuild loads the rows
 # file must not decide how much of this process's memory its pages take.
 CACHE_KIB = -2000
 STAMPS_PAGE = 2000  # rows of the index's stamps read at a time by reconcile's comparison
-# Tables derived from the memories rows alone, built the first time a reader needs one
-# (``Index.derive``) rather than by every rebuild (together about a third of a rebuild's
-# CPU): the where filter's property rows, the tag filter's rows and the typo vocabulary.
-# A name in the ``derived`` table says that table is built and current; from then on
-# every write keeps it so (``_insert``, ``_delete_row``), and a rebuild empties the
-# tables and the names.
-PROPERTIES = "properties"  # prop_keys and props
-TAGS = "tags"  # tags
-VOCABULARY = "vocabulary"  # words (and words_vocab over it)
-DERIVED = (PROPERTIES, TAGS, VOCABULARY)
-DERIVED_TABLES = {PROPERTIES: ("prop_keys", "props"), TAGS: ("tags",), VOCABULARY: ("words",)}
-DERIVE_PAGE = 2000  # memories rows read at a time while a derived table is built
 
 SCHEMA = f"""
 CREATE TABLE memories (
@@ -167,6 +157,8 @@ CREATE VIRTUAL TABLE words USING fts5(
 CREATE VIRTUAL TABLE words_vocab USING fts5vocab(words, 'row');
 -- Which derived tables (PROPERTIES, TAGS, VOCABULARY) are built and kept current.
 CREATE TABLE derived (name TEXT PRIMARY KEY) WITHOUT ROWID;
+-- A derived table's build under way (index.derived): the rows up to upto are in it and kept.
+CREATE TABLE deriving (name TEXT PRIMARY KEY, upto INTEGER NOT NULL, done INTEGER NOT NULL) WITHOUT ROWID;
 """
 
 COLUMNS = (
@@ -395,7 +387,7 @@ class Index:
             return
         rows: list[tuple[int, Note, FileFacts]] = []
         next_rid: int | None = None
-        built = self._built(conn)
+        built = kept(conn)
         olds = {row["path"]: row for row in conn.execute(  # one lookup for the lot
             "SELECT path, rid, names, tags, body, cjk, dated, described, aliases, headings FROM memories "
             "WHERE path IN (SELECT value FROM json_each(?))", (json.dumps([note.path for note, _ in notes]),))}
@@ -442,10 +434,11 @@ class Index:
                 conn.execute("ROLLBACK")  # unmerged is only slower
 
     def _insert(self, conn: sqlite3.Connection, rows: list[tuple[int, Note, FileFacts]],
-                built: frozenset[str] | None = None) -> None:
+                built: dict[str, int] | None = None) -> None:
         """Insert rows (numbers given) into memories, the full-text index, the lookup
-        tables and each derived table that is ``built`` (None: as the index says now)."""
-        built = self._built(conn) if built is None else built
+        tables and each derived table ``built`` names, up to its mark (None: as the index
+        says now, ``derived.kept``)."""
+        built = kept(conn) if built is None else built
         self._inserted += len(rows)
         searched = []
         for rid, note, _ in rows:
@@ -468,62 +461,29 @@ class Index:
         conn.executemany("INSERT INTO fts (rowid, names, tags, body, cjk, dated, described, aliases, headings) "
                          "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)", searched)
         if VOCABULARY in built:
-            self._insert_words(conn, [(f[0], f[1], f[7], f[2], f[3]) for f in searched])
+            insert_words(conn, [(f[0], f[1], f[7], f[2], f[3]) for f in searched if f[0] <= built[VOCABULARY]])
         conn.executemany(
             "INSERT OR IGNORE INTO names (key, rid) VALUES (?, ?)",
             [(name_key(name), f[0]) for f in searched for name in joined(f[1], f[7]).split("\n") if name],
         )
         if TAGS in built:
-            self._insert_tags(conn, [(rid, note.tags) for rid, note, _ in rows])
+            insert_tags(conn, [(rid, note.tags) for rid, note, _ in rows if rid <= built[TAGS]])
         conn.executemany(
             "INSERT INTO links (src, relation, target) VALUES (?, ?, ?)",
             [(rid, rel, link_key(target)) for rid, note, _ in rows for rel, target in note.links],
         )
         if PROPERTIES in built:
-            self._insert_properties(conn, [(rid, note.meta, note.tags) for rid, note, _ in rows])
+            insert_properties(conn, [(rid, note.meta, note.tags) for rid, note, _ in rows if rid <= built[PROPERTIES]])
 
     @staticmethod
-    def _insert_properties(conn: sqlite3.Connection, rows: Iterable[tuple[int, dict[str, Any], list[str]]]) -> None:
-        """The where filter's rows of each (rid, front matter, tags) (``properties``)."""
-        keys: list[tuple[str, int]] = []
-        pairs: list[tuple[str, str, int]] = []
-        for rid, meta, tags in rows:
-            names, values = properties(meta, tags)
-            keys += [(key, rid) for key in names]
-            pairs += [(key, value, rid) for key, value in values]
-        # In key order: a page of rows lands on neighbouring B-tree pages, not all over.
-        conn.executemany("INSERT OR IGNORE INTO prop_keys (key, rid) VALUES (?, ?)", sorted(keys))
-        conn.executemany("INSERT OR IGNORE INTO props (key, value, rid) VALUES (?, ?, ?)", sorted(pairs))
-
-    @staticmethod
-    def _insert_tags(conn: sqlite3.Connection, rows: Iterable[tuple[int, list[str]]]) -> None:
-        """The tag filter's rows of each (rid, tags)."""
-        conn.executemany("INSERT OR IGNORE INTO tags (tag, rid) VALUES (?, ?)",
-                         [(tag, rid) for rid, tags in rows for tag in tags])
-
-    @staticmethod
-    def _insert_words(conn: sqlite3.Connection, rows: Iterable[tuple[int, str, str, str, str]]) -> None:
-        """The typo vocabulary's text of each (rid, names, aliases, tags, body), as the
-        memories row holds them (``words_text``)."""
-        conn.executemany("INSERT INTO words (rowid, text) VALUES (?, ?)",
-                         [(rid, words_text(joined(names, aliases), tags, body))
-                          for rid, names, aliases, tags, body in rows])
-
-    @staticmethod
-    def _built(conn: sqlite3.Connection) -> frozenset[str]:
-        """The derived tables built and kept current (of ``DERIVED``), read in the
-        write's own transaction: another process may have built one since."""
-        return frozenset(row[0] for row in conn.execute("SELECT name FROM derived"))
-
-    @staticmethod
-    def _delete_row(conn: sqlite3.Connection, old: sqlite3.Row, built: frozenset[str]) -> None:
+    def _delete_row(conn: sqlite3.Connection, old: sqlite3.Row, built: dict[str, int]) -> None:
         conn.execute(
             "INSERT INTO fts (fts, rowid, names, tags, body, cjk, dated, described, aliases, headings) "
             "VALUES ('delete', ?, ?, ?, ?, ?, ?, ?, ?, ?)",
             (old["rid"], old["names"], old["tags"], old["body"], old["cjk"], old["dated"], old["described"],
              old["aliases"], old["headings"]),
         )
-        if VOCABULARY in built:  # a contentless table's 'delete' must name text it holds
+        if old["rid"] <= built.get(VOCABULARY, 0):  # a contentless table's 'delete' must name text it holds
             conn.execute(
                 "INSERT INTO words (words, rowid, text) VALUES ('delete', ?, ?)",
                 (old["rid"], words_text(joined(old["names"], old["aliases"]), old["tags"], old["body"])),
@@ -540,7 +500,7 @@ class Index:
         old = conn.execute("SELECT rid, names, tags, body, cjk, dated, described, aliases, headings FROM memories WHERE path = ?", (path,)).fetchone()
         if old is None:
             return False
-        self._delete_row(conn, old, self._built(conn))
+        self._delete_row(conn, old, kept(conn))
         return True
 
     def touch(self, conn: sqlite3.Connection, path: str, facts: FileFacts) -> None:
@@ -557,7 +517,7 @@ class Index:
         """Empty the index and bulk-load ``notes`` (inside the caller's transaction)."""
         conn.execute("INSERT INTO fts (fts) VALUES ('delete-all')")
         conn.execute("INSERT INTO words (words) VALUES ('delete-all')")
-        for table in ("memories", "tags", "links", "names", "prop_keys", "props", "derived"):
+        for table in ("memories", "tags", "links", "names", "prop_keys", "props", "derived", "deriving"):
             conn.execute(f"DELETE FROM {table}")
         conn.execute("UPDATE counts SET memories = 0")
         with _bulk_load(conn):
@@ -566,70 +526,73 @@ class Index:
                 count += 1
                 pending.append((count, note, facts))
                 if len(pending) >= batch:
-                    self._insert(conn, pending, frozenset())
+                    self._insert(conn, pending, {})
                     pending = []
-            self._insert(conn, pending, frozenset())
+            self._insert(conn, pending, {})
         return count
 
-    def derive(self, name: str) -> None:
-        """Build the derived table ``name`` (one of ``DERIVED``) from the memories rows
-        if it is not built yet: what a reader calls before a query that reads it. One
-        transaction, under no vault lock: it reads only the index's own rows, and SQLite
-        serialises it with every writer of this file, in any process. A failure (a full
-        disk) leaves it unbuilt, to be tried again, and says so."""
+    def derive(self, name: str, progress: Progress | None = None, stop: threading.Event | None = None) -> bool:
+        """Build the derived table ``name`` (``derived.DERIVED``) from the memories rows
+        if it is not built yet: what a reader calls before a query that reads it. A chunk
+        a write transaction (``derived.build_chunk``), under no vault lock: it reads only
+        the index's own rows, SQLite serialises each chunk with every writer of this file,
+        in any process, and a builder elsewhere (the background one) shares the work.
+        ``progress`` hears the rows done (``derived.PHASES``). ``stop`` (a background
+        build's) ends it between chunks once set (False: not built yet), and between two
+        chunks it pauses as long as the last took, so writers of this process and others
+        (whose busy wait polls) get in. A failure (a full disk) leaves it unbuilt, its
+        chunks kept, to be finished by the next try, and says so."""
         if name not in DERIVED:
             raise ValueError(f"no derived table {name!r}")
         if self.query("SELECT 1 FROM derived WHERE name = ?", (name,)):
-            return
+            return True
+        built = False
         try:
-            if self._writer == threading.get_ident():  # inside this thread's own write
-                self._build(self.conn, name)
-            else:
-                with self.transaction() as conn:
-                    self._build(conn, name)
+            while not built and not (stop is not None and stop.is_set()):
+                began = time.monotonic()
+                if self._writer == threading.get_ident():  # inside this thread's own write
+                    built, done, total = build_chunk(self.conn, name)
+                else:
+                    with self.transaction() as conn:
+                        built, done, total = build_chunk(conn, name)
+                if progress is not None:
+                    progress(Step(PHASES[name], done, total))
+                if stop is not None and not built:
+                    stop.wait(time.monotonic() - began)
+            if built and name == VOCABULARY and self._writer != threading.get_ident():
+                self._merge_words(stop)
+            return built
         except sqlite3.Error as exc:
             raise VaultError(f"The index could not build its {name} table ({exc}); nothing is lost. "
                              "Free some disk space and retry, or run `agent-memory reindex`.") from exc
 
-    def filtering(self, filters: Filters) -> None:
+    def _merge_words(self, stop: threading.Event | None) -> None:
+        """The typo vocabulary's segments merged into one after its build, a step a write
+        transaction (``derived.merge_step``); a background build pauses between steps.
+        A failure (a full disk: merging needs room for a copy) leaves it unmerged, only slower."""
+        more = True
+        while more and not (stop is not None and stop.is_set()):
+            began = time.monotonic()
+            try:
+                with self.transaction() as conn:
+                    more = merge_step(conn)
+            except sqlite3.Error as exc:
+                log.debug("the typo vocabulary's segments were left unmerged: %s", exc)
+                return
+            if stop is not None:
+                stop.wait(time.monotonic() - began)
+
+    def filtering(self, filters: Filters, progress: Progress | None = None) -> None:
         """Make ready what a query within ``filters`` reads (``derive``): the property
         rows for a where filter, the tag rows for a tag filter."""
         if filters.where:
-            self.derive(PROPERTIES)
+            self.derive(PROPERTIES, progress)
         if filters.tags:
-            self.derive(TAGS)
+            self.derive(TAGS, progress)
 
-    def spelling(self) -> None:
+    def spelling(self, progress: Progress | None = None) -> None:
         """Make ready what a query of the typo vocabulary reads (``derive``)."""
-        self.derive(VOCABULARY)
-
-    def _build(self, conn: sqlite3.Connection, name: str) -> None:
-        """``derive``'s work, inside a write transaction: the table filled from every
-        memories row (as ``_insert`` would have filled it) and its name recorded."""
-        if name in self._built(conn):
-            return  # another connection built it in the meantime
-        with _bulk_load(conn, DERIVED_TABLES[name]):
-            self._fill(conn, name)
-        if name == VOCABULARY:
-            conn.execute("INSERT INTO words (words) VALUES ('optimize')")
-        conn.execute("INSERT INTO derived (name) VALUES (?)", (name,))
-
-    def _fill(self, conn: sqlite3.Connection, name: str) -> None:
-        """A derived table's rows, from every memories row, as ``_insert`` writes them."""
-        rows = conn.cursor()
-        rows.row_factory = None
-        if name == PROPERTIES:
-            rows.execute("SELECT rid, meta, tags FROM memories ORDER BY rid")
-            while page := rows.fetchmany(DERIVE_PAGE):
-                self._insert_properties(conn, [(rid, json.loads(meta), tags.split()) for rid, meta, tags in page])
-        elif name == TAGS:  # the column holds them space-separated, and a tag holds no whitespace
-            rows.execute("SELECT rid, tags FROM memories ORDER BY rid")
-            while page := rows.fetchmany(DERIVE_PAGE):
-                self._insert_tags(conn, [(rid, tags.split()) for rid, tags in page])
-        else:
-            rows.execute("SELECT rid, names, aliases, tags, body FROM memories ORDER BY rid")
-            while page := rows.fetchmany(DERIVE_PAGE):
-                self._insert_words(conn, page)
+        self.derive(VOCABULARY, progress)
 
     # ------------------------------------------------------------------ git's dates
     def git_dates_state(self) -> tuple[str, bool] | None:

@@ -26,6 +26,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from ..progress import Progress
 from . import rank, sql
 from .graph import LinkGraph, key_suffixes
 from .language import SAMPLE, WRITTEN_DENSER, same_language, suiting, text_length
@@ -85,8 +86,10 @@ class Found:
 
 
 class Engine:
-    def __init__(self, index: Index, config: RecallConfig = rank.DEFAULT, explain: bool = False) -> None:
+    def __init__(self, index: Index, config: RecallConfig = rank.DEFAULT, explain: bool = False,
+                 progress: Progress | None = None) -> None:
         self.index = index
+        self.progress = progress  # hears the typo vocabulary's one-time build (``_words``)
         self.config = config
         self.statements: list[Query] | None = [] if explain else None
         self.newest = False
@@ -104,7 +107,7 @@ class Engine:
     def _words(self, query: Query) -> list[Any]:
         """A query of the typo vocabulary, built first if no query has needed it yet
         (``Index.derive``)."""
-        self.index.spelling()
+        self.index.spelling(self.progress)
         return self._run(query)
 
     # ------------------------------------------------------------------ the one entry

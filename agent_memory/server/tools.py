@@ -236,6 +236,8 @@ def list_memories(
     since: ChangedSince = None,
     until: ChangedUntil = None,
     where: Where = None,
+    *,
+    progress: Progress | None = None,
 ) -> ListResult:
     """Browse memories newest first, optionally by namespace, tags, folder, front-matter
     properties (where), or by when they last changed (since/until). Pages: pass next_offset as offset to get the next page."""
@@ -243,7 +245,7 @@ def list_memories(
         namespace=namespace_filter(namespace), tags=tags, limit=limit, offset=offset,
         path_prefix=blank_to_none(path_prefix),
         type=blank_to_none(type), min_importance=min_importance, max_importance=max_importance,
-        since=blank_to_none(since), until=blank_to_none(until), where=where,
+        since=blank_to_none(since), until=blank_to_none(until), where=where, progress=progress,
     )
 
 
@@ -284,6 +286,8 @@ def recall(
     max_importance: MaxImportance = None,
     semantic: Semantic = None,
     where: Where = None,
+    *,
+    progress: Progress | None = None,
 ) -> SearchResult:
     """Search memory with a plain question. Returns the best matches (id, path, title,
     snippet with `highlights`: the matches as [start, end] character offsets into the
@@ -298,7 +302,7 @@ def recall(
         since=blank_to_none(since), until=blank_to_none(until), path_prefix=blank_to_none(path_prefix),
         offset=offset, profile=profile, depth=depth,
         type=blank_to_none(type), min_importance=min_importance, max_importance=max_importance,
-        semantic=semantic, where=where,
+        semantic=semantic, where=where, progress=progress,
     )
     for hit in result["hits"]:
         if "content" in hit:  # a hit that carried the whole body (SPEC §5)
@@ -317,13 +321,15 @@ def retrieve_context(
     type: TypeFilter = None,
     min_importance: MinImportance = None,
     max_importance: MaxImportance = None,
+    *,
+    progress: Progress | None = None,
 ) -> ContextResult:
     """Whole memories (never cut) that together fit a token budget, best first, with
     their content, ready to use as background for a task. estimated_tokens uses
     characters / 4; truncated=true when some matching memories did not fit."""
     result = vault.retrieve_context(
         query, token_budget=token_budget, strategy=strategy, namespace=namespace_filter(namespace), tags=tags,
-        type=blank_to_none(type), min_importance=min_importance, max_importance=max_importance,
+        type=blank_to_none(type), min_importance=min_importance, max_importance=max_importance, progress=progress,
     )
     for memory in result["memories"]:
         seen.note(memory)

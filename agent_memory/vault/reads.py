@@ -32,6 +32,7 @@ from ..recall.records import MemoryRecord
 from ..recall.sql import Filters, expired_rids, within_filters
 from ..recall.terms import MAX_QUERY_CHARS, plan
 from ..git.history import log as history_log
+from ..progress import Progress
 from ..index.rows import name_key
 from ..index.properties import check_where
 from ..models import (
@@ -87,6 +88,8 @@ class Reads:
         since: str | None = None,
         until: str | None = None,
         where: Any = None,
+        *,
+        progress: Progress | None = None,
     ) -> ListResult:
         """Memories newest first, filtered in SQL, paged. ``since``/``until`` bound when
         each last changed (hand edits included; ``7d`` or a date), and then the latest
@@ -101,7 +104,7 @@ class Reads:
         check_limit(limit)
         check_offset(offset)
         self.core.check_index()
-        self.index.filtering(filters)
+        self.index.filtering(filters, progress)
         now = iso(now_moment)
         by = "changed" if since or until else "updated"
         rows = self.index.list(filters, now, limit, offset, by=by)
@@ -167,6 +170,8 @@ class Reads:
         max_importance: float | None = None,
         semantic: bool | None = None,
         where: Any = None,
+        *,
+        progress: Progress | None = None,
     ) -> SearchResult:
         """Plain-question recall (``recall.engine``), ranked as docs/recall.md says: the
         memories holding every term first, then those holding most, by BM25 and recency.
@@ -198,7 +203,7 @@ class Reads:
             raise InvalidInput(f"semantic must be true or false; got {semantic!r}.")
         use_meaning = self.core.semantic_on(semantic)
         self.core.check_index()
-        self.index.filtering(filters)
+        self.index.filtering(filters, progress)
         planned = plan(query)
         terms = planned.terms
         if not terms:
@@ -209,9 +214,9 @@ class Reads:
         now = iso(self.core.now())
         config = config or PROFILES[profile or self.core.profile_choice().profile]
         nearest = self.core.vectors.nearest(query, self._within) if use_meaning and match == "auto" and config.semantic else None
-        found = Engine(self.index, config, explain=explain).search(terms, filters, now, limit, match, offset,
-                                                                   newest=planned.newest, named=self._named(query),
-                                                                   nearest=nearest, language=language_of(query))
+        engine = Engine(self.index, config, explain=explain, progress=progress)
+        found = engine.search(terms, filters, now, limit, match, offset, newest=planned.newest,
+                              named=self._named(query), nearest=nearest, language=language_of(query))
         hits = self._hits(found)
         mode = found.mode
         result = SearchResult(terms=[t.text for t in found.terms], match_mode=mode, count=len(hits), hits=hits)
@@ -355,6 +360,8 @@ class Reads:
         type: str | None = None,
         min_importance: float | None = None,
         max_importance: float | None = None,
+        *,
+        progress: Progress | None = None,
     ) -> ContextResult:
         """Whole memories that together fit ``token_budget``, best first.
 
@@ -371,12 +378,12 @@ class Reads:
         hint = None
         kinds: dict[str, Any] = {"type": type, "min_importance": min_importance, "max_importance": max_importance}
         if (query or "").strip():
-            found = self.search(query, namespace=namespace, tags=tags, limit=CONTEXT_CANDIDATES, **kinds)
+            found = self.search(query, namespace=namespace, tags=tags, limit=CONTEXT_CANDIDATES, progress=progress, **kinds)
             paths = [hit["path"] for hit in found["hits"]]
             hint = found.get("hint")
         else:
             paths = [m["path"] for m in self.list(namespace=namespace, tags=tags, limit=CONTEXT_CANDIDATES,
-                                                  **kinds)["memories"]]
+                                                  progress=progress, **kinds)["memories"]]
         loaded = []
         for path in paths:
             try:

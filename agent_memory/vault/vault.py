@@ -205,10 +205,12 @@ class Vault:
     def list(self, namespace: str | None = None, tags: Iterable[str] | str | None = (), limit: int = 20,
              offset: int = 0, path_prefix: str | None = None, type: str | None = None,
              min_importance: float | None = None, max_importance: float | None = None,
-             since: str | None = None, until: str | None = None, where: Any = None) -> ListResult:
-        """Memories newest first (``Reads.list``)."""
+             since: str | None = None, until: str | None = None, where: Any = None, *,
+             progress: Progress | None = None) -> ListResult:
+        """Memories newest first (``Reads.list``); ``progress`` hears a filter's one-time
+        build after a rebuild (``index.derived``)."""
         return self.reads.list(namespace, tags, limit, offset, path_prefix, type, min_importance, max_importance,
-                               since, until, where)
+                               since, until, where, progress=progress)
 
     def recent_activity(self, timeframe: str = "7d", until: str | None = None, namespace: str | None = None,
                         type: str | None = None, limit: int = 20, offset: int = 0) -> ActivityResult:
@@ -220,10 +222,12 @@ class Vault:
                path_prefix: str | None = None, offset: int = 0, profile: str | None = None,
                config: RecallConfig | None = None, explain: bool = False, depth: int = 0, type: str | None = None,
                min_importance: float | None = None, max_importance: float | None = None,
-               semantic: bool | None = None, where: Any = None) -> SearchResult:
-        """Plain-question recall (``Reads.search``)."""
+               semantic: bool | None = None, where: Any = None, *, progress: Progress | None = None) -> SearchResult:
+        """Plain-question recall (``Reads.search``); ``progress`` hears a filter's or the
+        spelling vocabulary's one-time build after a rebuild (``index.derived``)."""
         return self.reads.search(query, namespace, tags, limit, match, since, until, path_prefix, offset, profile,
-                                 config, explain, depth, type, min_importance, max_importance, semantic, where)
+                                 config, explain, depth, type, min_importance, max_importance, semantic, where,
+                                 progress=progress)
 
     def related(self, memory_id: str, depth: int = 1, direction: str = "both", limit: int = 100) -> RelatedResult:
         """Memories linked to this one (``Reads.related``)."""
@@ -235,10 +239,11 @@ class Vault:
 
     def retrieve_context(self, query: str, token_budget: int = 4000, strategy: str = "relevance",
                          namespace: str | None = None, tags: Iterable[str] | str | None = (), type: str | None = None,
-                         min_importance: float | None = None, max_importance: float | None = None) -> ContextResult:
+                         min_importance: float | None = None, max_importance: float | None = None, *,
+                         progress: Progress | None = None) -> ContextResult:
         """Whole memories that together fit ``token_budget`` (``Reads.retrieve_context``)."""
         return self.reads.retrieve_context(query, token_budget, strategy, namespace, tags, type, min_importance,
-                                           max_importance)
+                                           max_importance, progress=progress)
 
     @staticmethod
     def estimate_tokens(text: str) -> int:

@@ -10,6 +10,9 @@ a full ``reconcile()`` uses. A folder moved or deleted stands for every file und
 Events are lossy (a watch set up late, a full inotify queue, a laptop that slept), so
 the worker also runs a full ``reconcile()`` when it starts and every
 ``sweep_interval`` seconds; with nothing changed that is a walk of ``stat`` calls.
+After each sweep the index's tables built on first use that a rebuild left empty are
+built on a thread of their own (``index.derived.Prebuild``), so the first ``where``
+filter, tag filter or misspelt word of a long-lived process does not wait for them.
 
 While it watches, it vouches for the index (``vouch.py``, docs/design/vouching.md), so
 commands can skip their own walk. An inotify overflow (watchdog only logs it: a log
@@ -56,6 +59,7 @@ from watchdog.observers import Observer
 from watchdog.observers.api import BaseObserver
 
 from ..note import parse
+from ..index.derived import Prebuild
 from ..index.reconcile import SETTLE_GIVE_UP
 from ..limits import MAX_FILE_BYTES
 from ..models import ReconcileReport
@@ -222,6 +226,7 @@ class Watcher:
         self._events: queue.SimpleQueue[Any] = queue.SimpleQueue()  # keys, cookies, _WAKE, None (stop)
         self._observer: BaseObserver | None = None
         self._worker: threading.Thread | None = None
+        self._prebuild: Prebuild | None = None  # builds the derived tables after each sweep
         self._pending: dict[tuple[str, bool], tuple[float, float]] = {}  # key -> (first event, due)
         self._timers: list[tuple[float, int, tuple[str, bool]]] = []  # heap of (due, n, key)
         self._tick = itertools.count()  # breaks ties in the heap without comparing keys
@@ -262,6 +267,7 @@ class Watcher:
         if self.watching and voucher is not None and voucher.acquire():
             self._voucher = voucher  # after the watch is up: the first sweep covers what came before
         self._worker = threading.Thread(target=self._run, name="agent-memory-sync", daemon=True)
+        self._prebuild = Prebuild(self.vault.index).start()
         self.vault.vectors.hold()  # semantic recall's vectors load after the first sweep
         self._worker.start()
         return self
@@ -283,6 +289,9 @@ class Watcher:
             self._voucher.release()
             self._voucher = None
         _LOST_EVENTS.watchers.discard(self)
+        if self._prebuild is not None:  # first: a build in progress is rolled back, not waited out
+            self._prebuild.stop()
+            self._prebuild = None
         if self._observer is not None:
             self._observer.stop()
             self._observer.join()
@@ -505,6 +514,9 @@ class Watcher:
             self._voucher.tidy()
             self._voucher.report(healthy=self.healthy)
         self.counts["sweeps"] += 1
+        prebuild = self._prebuild  # stop() may clear it meanwhile
+        if prebuild is not None:
+            prebuild.wake()
         detail = _describe(report)
         if detail:
             self._notify(Change("sweep", "", detail))
