@@ -11,6 +11,7 @@ from __future__ import annotations
 import base64
 import dataclasses
 import hashlib
+import itertools
 import random
 import re
 import string
@@ -332,7 +333,7 @@ def _mixed_texts() -> list[str]:
     and with a non-ASCII letter in front (a scan of non-ASCII text takes the other path)."""
     texts = [p[1] for p in POSITIVES] + [n[1] for n in NEAR_MISSES]
     texts += [t.upper() for t in texts] + [t.title() for t in texts]
-    texts += [a + "\n" + b for a, b in zip(texts, texts[1:])]
+    texts += [a + "\n" + b for a, b in itertools.pairwise(texts)]
     texts += ["é " + t for t in texts]
     texts += ["Paſſword: hunter2, ask Bo", "the \u212aEY is: hunter2", "DB_PASSWORD=hunter2", "pın: 1234",
               "ACCESS KEY: AbC123xYz", "Passcode was 4411; token is now Xy9pQ2zW", "PIN = 9876", "OTP: 123456"]
