@@ -218,10 +218,11 @@ class FileIndexer:
 
 
 @contextmanager
-def _collector_paused() -> Iterator[None]:
-    """Pause Python's cycle collector while a walk builds a few hundred thousand small
-    objects without cycles (stat results, tuples): left on, it runs over and over in
-    the middle of them (about 15% of a 100k start)."""
+def collector_paused() -> Iterator[None]:
+    """Pause Python's cycle collector while a walk or an import builds a few hundred
+    thousand small objects without cycles (stat results, tuples; an import's rendered
+    files, notes and rows): left on, it runs over and over in the middle of them (about
+    15% of a 100k start). What it would have found is collected once it runs again."""
     paused = gc.isenabled()
     gc.disable()
     try:
@@ -317,7 +318,7 @@ class Reconciler:
         # only what differs is kept (``compare``).
         temp_files: list[Path] = []
         matched = [0]
-        with _collector_paused():
+        with collector_paused():
             stale = list(dict.fromkeys(compare(self.store.walk(temp_files=temp_files), self.index.stamps(), matched)))
         if temp_files:
             with self._writing():
