@@ -9,14 +9,18 @@ holds no token-shaped string for a secret scanner to trip on.
 from __future__ import annotations
 
 import base64
+import dataclasses
 import hashlib
+import itertools
 import random
+import re
 import string
 import time
 from pathlib import Path
 
 import pytest
 
+from agent_memory.trust import credentials
 from agent_memory.trust.credentials import (
     Finding,
     check_text,
@@ -319,6 +323,55 @@ NEAR_MISSES: list[tuple[str, str]] = [
 @pytest.mark.parametrize("text", [n[1] for n in NEAR_MISSES], ids=[n[0] for n in NEAR_MISSES])
 def test_look_alikes_are_not_credentials(text: str) -> None:
     assert find_credentials(text) == []
+
+
+# --------------------------------------------------------------------------- quick skips
+
+
+def _mixed_texts() -> list[str]:
+    """Every table above, each text also in upper and title case, glued to its neighbour,
+    and with a non-ASCII letter in front (a scan of non-ASCII text takes the other path)."""
+    texts = [p[1] for p in POSITIVES] + [n[1] for n in NEAR_MISSES]
+    texts += [t.upper() for t in texts] + [t.title() for t in texts]
+    texts += [a + "\n" + b for a, b in itertools.pairwise(texts)]
+    texts += ["é " + t for t in texts]
+    texts += ["Paſſword: hunter2, ask Bo", "the \u212aEY is: hunter2", "DB_PASSWORD=hunter2", "pın: 1234",
+              "ACCESS KEY: AbC123xYz", "Passcode was 4411; token is now Xy9pQ2zW", "PIN = 9876", "OTP: 123456"]
+    return texts
+
+
+def test_the_quick_skips_never_change_what_a_scan_finds(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A rule is skipped for a text without any of its literals (``needs``): the same
+    findings as every rule run over every text, for every text of the tables above."""
+    texts = _mixed_texts()
+    quick = [find_credentials(t) for t in texts]
+    assert sum(map(bool, quick)) > len(POSITIVES)  # the tables do hold credentials, in several cases
+    monkeypatch.setattr(credentials, "_RULES", tuple(dataclasses.replace(r, needs=()) for r in credentials._RULES))
+    credentials._scanned.cache_clear()
+    try:
+        assert [find_credentials(t) for t in texts] == quick
+    finally:
+        credentials._scanned.cache_clear()
+
+
+def test_every_rule_says_what_its_matches_hold() -> None:
+    """Each rule's literals are in its pattern as written (lower case where it reads the
+    lowered text), so a rule edited without its literals shows up here."""
+    for rule in credentials._RULES:
+        assert rule.needs, rule.kind
+        for literal in rule.needs:
+            assert literal in rule.pattern.pattern or re.escape(literal) in rule.pattern.pattern, (rule.kind, literal)
+            assert not rule.lowered or literal == literal.lower(), (rule.kind, literal)
+
+
+def test_the_quick_exit_never_changes_a_name(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A text with no credential word is returned as it is without running the value
+    pattern: the same names as the pattern run over every text."""
+    texts = _mixed_texts()
+    quick = [credentials.redact_for_names(t) for t in texts]
+    assert any(credentials.REDACTED in q for q in quick)
+    monkeypatch.setattr(credentials, "_CREDENTIAL_HINTS", ("",))  # "" is in every text: never a quick exit
+    assert [credentials.redact_for_names(t) for t in texts] == quick
 
 
 # --------------------------------------------------------------------------- fingerprints

@@ -6,6 +6,7 @@ everything once; a file planted where a new one goes is never written through.""
 from __future__ import annotations
 
 import errno
+import gc
 import os
 from pathlib import Path
 
@@ -14,7 +15,7 @@ import pytest
 from agent_memory.disk import locking
 from agent_memory.disk import store as store_module
 from agent_memory.disk.staging import NotPublished
-from agent_memory.errors import VaultError
+from agent_memory.errors import SecretRefused, VaultError
 from agent_memory.vault.vault import Vault
 
 from conftest import assert_index_matches_files, symlink_swapped_before_publish
@@ -220,4 +221,32 @@ def test_an_export_item_at_the_vault_root_is_published_there(vault: Vault) -> No
                                      "content": "Another note, same name\n"}])
     assert sorted(result["paths"]) == ["top-2.md", "top.md"]
     assert (vault.root / "top.md").read_text().endswith("A note at the top\n")
+    assert_index_matches_files(vault)
+
+
+def test_the_cycle_collector_runs_again_after_an_import_that_succeeded_or_failed(
+        vault: Vault, monkeypatch: pytest.MonkeyPatch) -> None:
+    """An import pauses Python's cycle collector for its batch; the process hosting the
+    library (a server) must get it back however the import ends."""
+    assert gc.isenabled()
+    assert vault.import_memories(_items())["imported"] == N
+    assert gc.isenabled()
+    with pytest.raises(SecretRefused):
+        vault.import_memories([{"content": "A fact"}, {"content": "Bot token gh" + "p_" + "aB3cD4eF5gH6" * 3}])
+    assert gc.isenabled()
+
+    def full(*_args: object, **_kwargs: object) -> None:
+        raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+
+    monkeypatch.setattr(locking, "move_no_replace_at", full)
+    with pytest.raises(NotPublished):
+        vault.import_memories(_items(namespace="other"))
+    assert gc.isenabled()
+    monkeypatch.undo()
+    gc.disable()  # a host that runs with the collector off keeps it off
+    try:
+        vault.import_memories(_items(namespace="third"))
+        assert not gc.isenabled()
+    finally:
+        gc.enable()
     assert_index_matches_files(vault)

@@ -388,9 +388,13 @@ class Index:
         rows: list[tuple[int, Note, FileFacts]] = []
         next_rid: int | None = None
         built = kept(conn)
-        olds = {row["path"]: row for row in conn.execute(  # one lookup for the lot
-            "SELECT path, rid, names, tags, body, cjk, dated, described, aliases, headings FROM memories "
-            "WHERE path IN (SELECT value FROM json_each(?))", (json.dumps([note.path for note, _ in notes]),))}
+        columns = "SELECT path, rid, names, tags, body, cjk, dated, described, aliases, headings FROM memories "
+        if len(notes) == 1:  # a write's one row (remember, update): no list to send as JSON
+            found = conn.execute(columns + "WHERE path = ?", (notes[0][0].path,))
+        else:  # one lookup for the lot
+            found = conn.execute(columns + "WHERE path IN (SELECT value FROM json_each(?))",
+                                 (json.dumps([note.path for note, _ in notes]),))
+        olds = {row["path"]: row for row in found}
         for note, facts in notes:
             old = olds.get(note.path)
             if old is not None:

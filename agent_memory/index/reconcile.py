@@ -218,10 +218,14 @@ class FileIndexer:
 
 
 @contextmanager
-def _collector_paused() -> Iterator[None]:
-    """Pause Python's cycle collector while a walk builds a few hundred thousand small
-    objects without cycles (stat results, tuples): left on, it runs over and over in
-    the middle of them (about 15% of a 100k start)."""
+def collector_paused() -> Iterator[None]:
+    """Pause Python's cycle collector while a walk, a rebuild or an import builds a few
+    hundred thousand small objects without cycles (stat results, tuples; the notes, rows
+    and rendered files of a load): left on, it runs over and over in the middle of them
+    (about 15% of a 100k start), and each full pass walks every object alive, the list
+    of every path a rebuild holds among them (at a million rows 7 of ~160 CPU seconds,
+    growing faster than the rows). What it would have found is collected once it runs
+    again."""
     paused = gc.isenabled()
     gc.disable()
     try:
@@ -229,20 +233,6 @@ def _collector_paused() -> Iterator[None]:
     finally:
         if paused:
             gc.enable()
-
-
-@contextmanager
-def _older_objects_frozen() -> Iterator[None]:
-    """Python's cycle collector told to skip every object alive when a rebuild's load
-    starts (``gc.freeze``), the list of every path among them. Its full passes walk the
-    whole process, and a load makes one every ~10,000 rows: at a million rows that was
-    3.7 of the rebuild's ~160 CPU seconds (0.1 s at 100k). Objects the load makes are
-    collected as usual."""
-    gc.freeze()
-    try:
-        yield
-    finally:
-        gc.unfreeze()
 
 
 def compare(walked: Iterable[tuple[str, os.stat_result]], indexed: Iterable[tuple[str, bytes]],
@@ -331,7 +321,7 @@ class Reconciler:
         # only what differs is kept (``compare``).
         temp_files: list[Path] = []
         matched = [0]
-        with _collector_paused():
+        with collector_paused():
             stale = list(dict.fromkeys(compare(self.store.walk(temp_files=temp_files), self.index.stamps(), matched)))
         if temp_files:
             with self._writing():
@@ -413,7 +403,7 @@ class Reconciler:
 
         # Closed however the load ends: a load failing half way (a full disk) must not
         # leave the reads' open folders to the error's frames, held as long as it is.
-        with _older_objects_frozen(), closing(parsed()) as notes, self.files.transaction(wrote=False) as conn:
+        with collector_paused(), closing(parsed()) as notes, self.files.transaction(wrote=False) as conn:
             counts["added"] = self.index.replace_all(conn, notes)
         return self._report(counts, self.sweep_expired() if sweep else 0)
 

@@ -226,6 +226,7 @@ class _Rule:
     random: str | int = "secret"
     trim: str = ""  # trailing characters that end a sentence rather than the value
     lowered: bool = False
+    needs: tuple[str, ...] = ()  # every match holds one of these (where the rule looks): without any, it is skipped
 
 
 def _rule(
@@ -237,8 +238,12 @@ def _rule(
     random: str | int | None = "random",
     trim: str = "",
     lowered: bool = False,
+    needs: tuple[str, ...] = (),
 ) -> _Rule:
-    return _Rule(kind, re.compile(pattern), check, group, group if random is None else random, trim, lowered)
+    """A rule; ``needs``: literals of ``pattern`` one of which every match contains
+    (lower case for a ``lowered`` rule): a text without any is not searched with it,
+    a few substring tests instead of a regex pass (most texts hold no credential)."""
+    return _Rule(kind, re.compile(pattern), check, group, group if random is None else random, trim, lowered, needs)
 
 
 _E = r"(?![A-Za-z0-9_-])"  # not followed by a token character: not part of a longer string
@@ -246,36 +251,38 @@ _E = r"(?![A-Za-z0-9_-])"  # not followed by a token character: not part of a lo
 # Quantifiers are bounded and possessive (``{m,n}+``): a failed attempt never backtracks.
 _RULES: tuple[_Rule, ...] = (
     # Specific shapes first: where spans overlap, the earlier rule names the finding.
-    _rule(_KEY_BLOCK, r"-----BEGIN (?:[A-Z0-9]{1,20}+ ){0,4}PRIVATE KEY(?: BLOCK)?-----", group=0, random=0),
-    _rule(_AWS_KEY_ID, rf"(?P<secret>{_start('A', 'A-Za-z0-9+/')}(?:KIA|SIA|BIA|CCA|3T[A-Z0-9])(?P<random>[A-Z2-7]{{16}}+))(?![A-Za-z0-9])"),
+    _rule(_KEY_BLOCK, r"-----BEGIN (?:[A-Z0-9]{1,20}+ ){0,4}PRIVATE KEY(?: BLOCK)?-----", group=0, random=0,
+          needs=("-----BEGIN ",)),
+    _rule(_AWS_KEY_ID, rf"(?P<secret>{_start('A', 'A-Za-z0-9+/')}(?:KIA|SIA|BIA|CCA|3T[A-Z0-9])(?P<random>[A-Z2-7]{{16}}+))(?![A-Za-z0-9])", needs=("KIA", "SIA", "BIA", "CCA", "3T")),
     _rule(
         _AWS_SECRET,
         r"secret_?access_?key[\"']?[ \t]{0,20}+(?:=>|:=|[:=])[ \t]{0,20}+[\"']?(?P<secret>[a-z0-9/+]{40}+)(?![a-z0-9/+=])",
         _mixed,
         random=None,
         lowered=True,
+        needs=("secret",),
     ),
-    _rule("GitHub token", rf"(?P<secret>{_start('gh')}[pousr]_(?P<random>[A-Za-z0-9]{{36,251}}+)){_E}"),
-    _rule("GitHub token", rf"(?P<secret>{_start('github_pat_')}(?P<random>[A-Za-z0-9_]{{50,244}}+)){_E}"),
-    _rule("GitLab token", rf"(?P<secret>{_start('gl')}(?:pat|dt|rt|ptt|soat|ft|oas|cbt|imt)-(?P<random>[A-Za-z0-9_-]{{20,240}}+(?:\.[A-Za-z0-9_-]{{2,40}}+){{0,2}}+)){_E}"),
-    _rule("Slack token", rf"(?P<secret>{_start('xox')}[abposr]-(?:[0-9]{{1,20}}+-){{1,4}}+(?P<random>[A-Za-z0-9]{{10,64}}+)(?:-[A-Za-z0-9]{{1,64}}+){{0,3}}+){_E}"),
-    _rule("Slack webhook URL", r"hooks\.slack\.com/(?:services|workflows|triggers)/(?P<secret>[A-Za-z0-9]{5,20}+/[A-Za-z0-9]{5,20}+/(?P<random>[A-Za-z0-9]{16,64}+))"),
-    _rule("Stripe secret key", rf"(?P<secret>{_start('sk_')}(?:live|test|prod)_(?P<random>[A-Za-z0-9]{{16,247}}+)){_E}"),
-    _rule("Stripe restricted key", rf"(?P<secret>{_start('rk_')}(?:live|test|prod)_(?P<random>[A-Za-z0-9]{{16,247}}+)){_E}"),
-    _rule("Stripe webhook secret", rf"(?P<secret>{_start('whsec_')}(?P<random>[A-Za-z0-9+/]{{24,64}}+)){_E}"),
-    _rule("Anthropic API key", rf"(?P<secret>{_start('sk-ant-')}(?:[a-z]{{2,8}}[0-9]{{2}}-)?(?P<random>[A-Za-z0-9_-]{{32,200}}+)){_E}", _mixed),
-    _rule("OpenAI API key", rf"(?P<secret>{_start('sk-')}(?!ant-)(?:(?:proj|svcacct|admin|None)-)?(?P<random>[A-Za-z0-9_-]{{20,250}}+)){_E}", _mixed),
-    _rule("Google API key", rf"(?P<secret>{_start('AIza')}(?P<random>[A-Za-z0-9_-]{{35}}+)){_E}"),
-    _rule("Google OAuth client secret", rf"(?P<secret>{_start('GOCSPX-')}(?P<random>[A-Za-z0-9_-]{{28}}+)){_E}"),
-    _rule("npm token", rf"(?P<secret>{_start('npm_')}(?P<random>[A-Za-z0-9]{{36}}+)){_E}", _mixed),
-    _rule("PyPI token", rf"(?P<secret>{_start('pypi-AgEIcHlwaS5vcmc')}(?P<random>[A-Za-z0-9_-]{{50,400}}+)){_E}"),
-    _rule("Docker Hub token", rf"(?P<secret>{_start('dckr_pat_')}(?P<random>[A-Za-z0-9_-]{{27,64}}+)){_E}"),
-    _rule("Hugging Face token", rf"(?P<secret>{_start('hf_')}(?P<random>[A-Za-z]{{34,40}}+)){_E}", _two_cases),
-    _rule("SendGrid API key", rf"(?P<secret>{_start('SG.')}(?P<random>[A-Za-z0-9_-]{{22}}+)\.[A-Za-z0-9_-]{{43}}+){_E}"),
-    _rule("DigitalOcean token", rf"(?P<secret>{_start('do')}[opr]_v1_(?P<random>[a-f0-9]{{64}}+)){_E}"),
-    _rule("Shopify token", rf"(?P<secret>{_start('shp')}(?:at|ca|pa|ss)_(?P<random>[a-fA-F0-9]{{32}}+)){_E}"),
-    _rule("age secret key", rf"(?P<secret>{_start('AGE-SECRET-KEY-1', 'A-Z0-9')}(?P<random>[QPZRY9X8GF2TVDW0S3JN54KHCE6MUA7L]{{58}}+))(?![A-Z0-9])"),
-    _rule("JWT", rf"(?P<secret>{_start('eyJ')}[A-Za-z0-9_-]{{8,2000}}+\.eyJ[A-Za-z0-9_-]{{8,8000}}+\.[A-Za-z0-9_-]{{16,2000}}+){_E}", _jwt_header, random=None),
+    _rule("GitHub token", rf"(?P<secret>{_start('gh')}[pousr]_(?P<random>[A-Za-z0-9]{{36,251}}+)){_E}", needs=("gh",)),
+    _rule("GitHub token", rf"(?P<secret>{_start('github_pat_')}(?P<random>[A-Za-z0-9_]{{50,244}}+)){_E}", needs=("github_pat_",)),
+    _rule("GitLab token", rf"(?P<secret>{_start('gl')}(?:pat|dt|rt|ptt|soat|ft|oas|cbt|imt)-(?P<random>[A-Za-z0-9_-]{{20,240}}+(?:\.[A-Za-z0-9_-]{{2,40}}+){{0,2}}+)){_E}", needs=("gl",)),
+    _rule("Slack token", rf"(?P<secret>{_start('xox')}[abposr]-(?:[0-9]{{1,20}}+-){{1,4}}+(?P<random>[A-Za-z0-9]{{10,64}}+)(?:-[A-Za-z0-9]{{1,64}}+){{0,3}}+){_E}", needs=("xox",)),
+    _rule("Slack webhook URL", r"hooks\.slack\.com/(?:services|workflows|triggers)/(?P<secret>[A-Za-z0-9]{5,20}+/[A-Za-z0-9]{5,20}+/(?P<random>[A-Za-z0-9]{16,64}+))", needs=("hooks.slack.com/",)),
+    _rule("Stripe secret key", rf"(?P<secret>{_start('sk_')}(?:live|test|prod)_(?P<random>[A-Za-z0-9]{{16,247}}+)){_E}", needs=("sk_",)),
+    _rule("Stripe restricted key", rf"(?P<secret>{_start('rk_')}(?:live|test|prod)_(?P<random>[A-Za-z0-9]{{16,247}}+)){_E}", needs=("rk_",)),
+    _rule("Stripe webhook secret", rf"(?P<secret>{_start('whsec_')}(?P<random>[A-Za-z0-9+/]{{24,64}}+)){_E}", needs=("whsec_",)),
+    _rule("Anthropic API key", rf"(?P<secret>{_start('sk-ant-')}(?:[a-z]{{2,8}}[0-9]{{2}}-)?(?P<random>[A-Za-z0-9_-]{{32,200}}+)){_E}", _mixed, needs=("sk-ant-",)),
+    _rule("OpenAI API key", rf"(?P<secret>{_start('sk-')}(?!ant-)(?:(?:proj|svcacct|admin|None)-)?(?P<random>[A-Za-z0-9_-]{{20,250}}+)){_E}", _mixed, needs=("sk-",)),
+    _rule("Google API key", rf"(?P<secret>{_start('AIza')}(?P<random>[A-Za-z0-9_-]{{35}}+)){_E}", needs=("AIza",)),
+    _rule("Google OAuth client secret", rf"(?P<secret>{_start('GOCSPX-')}(?P<random>[A-Za-z0-9_-]{{28}}+)){_E}", needs=("GOCSPX-",)),
+    _rule("npm token", rf"(?P<secret>{_start('npm_')}(?P<random>[A-Za-z0-9]{{36}}+)){_E}", _mixed, needs=("npm_",)),
+    _rule("PyPI token", rf"(?P<secret>{_start('pypi-AgEIcHlwaS5vcmc')}(?P<random>[A-Za-z0-9_-]{{50,400}}+)){_E}", needs=("pypi-",)),
+    _rule("Docker Hub token", rf"(?P<secret>{_start('dckr_pat_')}(?P<random>[A-Za-z0-9_-]{{27,64}}+)){_E}", needs=("dckr_pat_",)),
+    _rule("Hugging Face token", rf"(?P<secret>{_start('hf_')}(?P<random>[A-Za-z]{{34,40}}+)){_E}", _two_cases, needs=("hf_",)),
+    _rule("SendGrid API key", rf"(?P<secret>{_start('SG.')}(?P<random>[A-Za-z0-9_-]{{22}}+)\.[A-Za-z0-9_-]{{43}}+){_E}", needs=("SG.",)),
+    _rule("DigitalOcean token", rf"(?P<secret>{_start('do')}[opr]_v1_(?P<random>[a-f0-9]{{64}}+)){_E}", needs=("_v1_",)),
+    _rule("Shopify token", rf"(?P<secret>{_start('shp')}(?:at|ca|pa|ss)_(?P<random>[a-fA-F0-9]{{32}}+)){_E}", needs=("shp",)),
+    _rule("age secret key", rf"(?P<secret>{_start('AGE-SECRET-KEY-1', 'A-Z0-9')}(?P<random>[QPZRY9X8GF2TVDW0S3JN54KHCE6MUA7L]{{58}}+))(?![A-Z0-9])", needs=("AGE-SECRET-KEY-1",)),
+    _rule("JWT", rf"(?P<secret>{_start('eyJ')}[A-Za-z0-9_-]{{8,2000}}+\.eyJ[A-Za-z0-9_-]{{8,8000}}+\.[A-Za-z0-9_-]{{16,2000}}+){_E}", _jwt_header, random=None, needs=("eyJ",)),
     # "://" is the literal; the scheme before it is checked in code (_url_scheme_ok).
     _rule(
         _URL_PASSWORD,
@@ -283,6 +290,7 @@ _RULES: tuple[_Rule, ...] = (
         _url_password,
         random=None,
         trim=".",
+        needs=("://",),
     ),
     _rule(
         "password or secret value",
@@ -293,6 +301,7 @@ _RULES: tuple[_Rule, ...] = (
         random=None,
         trim=".:",
         lowered=True,
+        needs=("pass", "pwd", "secret", "token", "api", "access", "auth", "private"),
     ),
 )
 
@@ -398,10 +407,18 @@ def _scanned(text: str) -> tuple[Finding, ...]:
         taken.insert(i, (start, end))
         spans.append((start, end, kind, value))
 
-    lowered = text.translate(_ASCII_LOWER)  # same length, so positions carry over
+    # Same length, so positions carry over (ASCII text: ``lower`` is that, and quicker).
+    lowered = text.lower() if text.isascii() else text.translate(_ASCII_LOWER)
     aws_secrets: list[tuple[int, int]] | None = None  # computed once, if an access key id is found
     for rule in _RULES:
-        for match in rule.pattern.finditer(lowered if rule.lowered else text):
+        searched = lowered if rule.lowered else text
+        if rule.needs:
+            for literal in rule.needs:  # a loop, not any(): this runs for every rule of every scan
+                if literal in searched:
+                    break
+            else:
+                continue
+        for match in rule.pattern.finditer(searched):
             if rule.kind == _KEY_BLOCK:
                 block = _private_key(text, match)
                 if block:
@@ -494,6 +511,11 @@ _BRIDGE = frozenset("now still also currently set to".split())
 _WORD_THEN_MORE = re.compile(r"(\S+)\s+")  # a word something follows
 _CLAUSE_END = re.compile(r"[,;|]|\.(?:\s|$)|\s[-–—]\s")
 REDACTED = "[redacted]"
+# Every match of ``_NAMED_VALUE`` holds one of these, in some case (its credential word
+# does): an ASCII text without any has no value to redact, told by a few substring tests
+# instead of trying the whole pattern at every position. Only ASCII: there case is all
+# that ``re.IGNORECASE`` equates (beyond it ``ſ`` matches ``s``, ``K`` matches ``k``).
+_CREDENTIAL_HINTS = ("pass", "pwd", "pin", "secret", "token", "credential", "otp", "key")
 
 
 def redact_named_values(text: str) -> str:
@@ -502,6 +524,10 @@ def redact_named_values(text: str) -> str:
     becomes "The wifi password: [redacted], ask Bo"; "the password is now x" and "is set to
     x" lose "x" too. "token budget", "pin numpy", "the password policy" and "the token
     is in the vault" have no value and stay."""
+    if text.isascii():
+        lowered = text.lower()
+        if not any(hint in lowered for hint in _CREDENTIAL_HINTS):
+            return text
     out: list[str] = []
     pos = 0
     for match in _NAMED_VALUE.finditer(text):

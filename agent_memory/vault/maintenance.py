@@ -29,6 +29,7 @@ from .core import Core
 from ..errors import InvalidInput, NotFound, PathRefused, disk_error
 from ..transfer.importing import Importing, SyncPlan
 from ..index.db import SCHEMA_VERSION, TOKENIZER
+from ..index.reconcile import collector_paused
 from ..limits import MAX_BATCH, check_import_data, check_limit, check_offset, namespace_filter
 from ..models import (ChatNote, ExportedMemory, ExportPage, GcResult, ImportResult, RecallProfile, RestoreResult, Stats,
                       TrashEntry)
@@ -211,8 +212,9 @@ class Maintenance:
         return self._published(planned, progress)
 
     def _published(self, planned: Callable[[dt.datetime], SyncPlan], progress: Progress | None) -> ImportResult:
-        """An import's files, planned under the write lock, staged and published in one go."""
-        with self.core.writing():
+        """An import's files, planned under the write lock, staged and published in one go
+        (the cycle collector paused meanwhile: the batch's objects hold no cycles)."""
+        with collector_paused(), self.core.writing():
             # Under the lock no other import runs: a staging folder now is one a crash left.
             # Finish or drop it first (a long-running server would otherwise refuse imports).
             self.finish_interrupted_import()

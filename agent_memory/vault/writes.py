@@ -141,9 +141,10 @@ class Writes:
         title = (check_text(title, "title") or "").strip()
         check_text(source, "source")
         source = (source or "").strip()
+        settings = self.core.settings  # read once for the write: its guard and its folder
         warnings = self.core.guard_credentials({"the content": content, "the title": title, "the source": source,
                                            "the tags": " ".join(tag_list), "the namespace": namespace,
-                                           "the type": kind or ""})
+                                           "the type": kind or ""}, settings=settings)
         with self.core.writing():
             now = self.core.now()
             existing = self._twin(namespace, content_hash(content), iso(now))
@@ -166,7 +167,7 @@ class Writes:
             # title is derived too (its markdown clean-up can glue "DB_PASSWORD" into one word).
             named = title or derive_title(credentials.redact_for_names(content), "")
             slug = make_slug(named)
-            folder = "/".join(p for p in (self.core.settings.memories_folder, dated_folder(now)) if p)
+            folder = "/".join(p for p in (settings.memories_folder, dated_folder(now)) if p)
             rel, published = self.store.place(None, folder, slug, data)
             row, note = self.files.index_new(rel, data, published)
             result = RememberResult(memory=self._as_written(rel, data, row, note), deduplicated=False)
