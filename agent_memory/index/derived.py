@@ -60,8 +60,10 @@ def kept(conn: sqlite3.Connection) -> dict[str, int]:
     """Each derived table a write must keep, with the highest row number whose rows it
     keeps: ``EVERY_ROW`` once built, its build's mark while one is under way; read in the
     write's own transaction (another process may have built some since)."""
-    marks = {row[0]: EVERY_ROW for row in conn.execute("SELECT name FROM derived")}
-    marks.update((row[0], row[1]) for row in conn.execute("SELECT name, upto FROM deriving"))
+    marks = {row[0]: row[1] for row in conn.execute("SELECT name, upto FROM deriving")}
+    # Built wins over a mark beside it (none a build leaves; a planted index may hold both):
+    # a table read whole must be kept whole.
+    marks.update((row[0], EVERY_ROW) for row in conn.execute("SELECT name FROM derived"))
     return marks
 
 
@@ -75,6 +77,10 @@ def build_chunk(conn: sqlite3.Connection, name: str) -> tuple[bool, int, int]:
         return True, total, total  # another connection built it in the meantime
     mark = conn.execute("SELECT upto, done FROM deriving WHERE name = ?", (name,)).fetchone()
     upto, done = (int(mark[0]), int(mark[1])) if mark else (0, 0)
+    last = int(conn.execute("SELECT coalesce(max(rid), 0) FROM memories").fetchone()[0])
+    if not 0 < upto <= last:  # the first chunk, or a mark past every row (planted, or its rows deleted since)
+        start_over(conn, name)
+        upto, done = 0, 0
     rows = conn.execute(f"SELECT {SOURCES[name]} FROM memories WHERE rid > ? ORDER BY rid LIMIT ?",
                         (upto, page)).fetchall()
     fill(conn, name, rows)
@@ -85,6 +91,20 @@ def build_chunk(conn: sqlite3.Connection, name: str) -> tuple[bool, int, int]:
     done += len(rows)
     conn.execute("INSERT OR REPLACE INTO deriving (name, upto, done) VALUES (?, ?, ?)", (name, rows[-1][0], done))
     return False, min(done, total), total
+
+
+def start_over(conn: sqlite3.Connection, name: str) -> None:
+    """``name``'s table emptied and its mark dropped, for a build from the first row: what
+    a rebuild left it (a rebuild empties it), unless rows were planted in it (the index
+    may be pulled from git) or a mark says more rows are in it than are."""
+    conn.execute("DELETE FROM deriving WHERE name = ?", (name,))
+    if name == PROPERTIES:
+        conn.execute("DELETE FROM prop_keys")
+        conn.execute("DELETE FROM props")
+    elif name == TAGS:
+        conn.execute("DELETE FROM tags")
+    else:
+        conn.execute("INSERT INTO words (words) VALUES ('delete-all')")
 
 
 def merge_step(conn: sqlite3.Connection) -> bool:

@@ -1,0 +1,208 @@
+"""Attacks on the derived tables built a chunk at a time (``index.derived``): writes of
+every kind between two chunks (from a second ``Vault`` on the folder: another process),
+the row whose number is exactly the mark, a rebuild or a second builder part-way, a full
+disk mid-chunk, and a planted ``deriving`` record (the index may be pulled from git).
+After each sequence the index must equal a fresh rebuild of the same files
+(``assert_index_matches_files``) and the filters must answer as on one."""
+
+from __future__ import annotations
+
+import sqlite3
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from agent_memory.index import derived
+from agent_memory.index.derived import DERIVED, PROPERTIES, TAGS, VOCABULARY, build_chunk
+from agent_memory.vault.vault import Vault
+
+from conftest import assert_index_matches_files
+
+
+def notes(vault: Vault, n: int = 12) -> None:
+    folder = vault.root / "notes"
+    folder.mkdir(exist_ok=True)
+    for i in range(n):
+        status = "done" if i % 3 == 0 else "open"
+        (folder / f"invoice-{i}.md").write_text(
+            f"---\nstatus: {status}\ntags: [billing, client-{i % 2}]\n---\nInvoice {i} for the escalation runbook.\n")
+    vault.reindex()
+
+
+def chunk(vault: Vault, name: str) -> bool:
+    """One chunk of ``name``'s build, as a builder (any process) does it."""
+    with vault.index.transaction() as conn:
+        return build_chunk(conn, name)[0]
+
+
+def mark(vault: Vault, name: str) -> int | None:
+    rows = vault.index.query("SELECT upto FROM deriving WHERE name = ?", (name,))
+    return int(rows[0][0]) if rows else None
+
+
+def paths(found: Any) -> list[str]:
+    return sorted(item["path"] for item in found.get("hits", found.get("memories", [])))
+
+
+def answers(vault: Vault) -> dict[str, Any]:
+    """What the three filters say (each builds its table first if it must)."""
+    return {
+        "where": paths(vault.list(where=["status=done"], limit=100)),
+        "tag": paths(vault.list(tags=["client-1"], limit=100)),
+        "typo": vault.search("escalaton runbok", limit=100).get("terms"),
+    }
+
+
+def fresh_answers(vault: Vault, tmp_path: Path) -> dict[str, Any]:
+    fresh = Vault(vault.root, index_dir=tmp_path / "fresh-index", clock=vault.clock, sync=False)
+    try:
+        fresh.reindex(sweep=False)
+        return answers(fresh)
+    finally:
+        fresh.close()
+
+
+@pytest.mark.parametrize("name", DERIVED)
+def test_writes_of_every_kind_between_chunks_from_another_process_leave_what_a_rebuild_builds(
+        vault: Vault, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, name: str) -> None:
+    monkeypatch.setattr(derived, "DERIVE_PAGE", 2)
+    notes(vault)
+    other = Vault(vault.root, clock=vault.clock)
+    try:
+        ids = {r["path"]: r["id"] for r in vault.index.query("SELECT path, id FROM memories")}
+        writes = [
+            # the row exactly at the mark (rid 2 after the first chunk): its tags and properties change
+            lambda: other.update(ids["notes/invoice-1.md"], add_tags=["client-1", "urgent"], remove_tags=["billing"],
+                                 append="Paid runbook."),
+            lambda: other.forget(ids["notes/invoice-3.md"]),  # rid 4, the new mark: a deleted row at the mark
+            lambda: other.remember("An escalation note, tagged.", tags=["client-1"]),  # a new row past the mark
+            lambda: other.import_memories([  # a batch whose paths include existing ones, above and below the mark
+                {"path": "notes/invoice-0.md", "content": "---\nstatus: open\ntags: [client-1]\n---\nReopened.\n"},
+                {"path": "notes/invoice-11.md", "content": "---\nstatus: done\n---\nClosed escalation.\n"},
+                {"path": "notes/new-one.md", "content": "---\nstatus: done\ntags: [client-1]\n---\nNew.\n"}]),
+            lambda: hand_edit(other, "notes/invoice-6.md", "---\nstatus: open\ntags: [client-1]\n---\nEdited.\n"),
+            lambda: other.move(ids["notes/invoice-9.md"], "moved/invoice-9.md"),
+            lambda: hand_edit(other, "notes/invoice-2.md", None),  # deleted by hand
+        ]
+        steps = 0
+        while not chunk(vault, name):
+            if writes:
+                writes.pop(0)()
+            steps += 1
+            assert steps < 100, "the build never finished"
+        assert not writes, "the build finished before every write was tried"
+        assert_index_matches_files(vault)
+        assert answers(vault) == fresh_answers(vault, tmp_path)
+    finally:
+        other.close()
+
+
+def hand_edit(vault: Vault, rel: str, text: str | None) -> None:
+    path = vault.root / rel
+    if text is None:
+        path.unlink()
+    else:
+        path.write_text(text)
+    vault.reconcile_path(rel)
+
+
+# --------------------------------------------------------------------------- a planted or corrupted mark
+# The index sits under .index/, which a teammate can force-add through git: its records are
+# read as untrusted. A mark no build could have left must not leave a table read with rows
+# missing or doubled; the build starts that table over instead.
+
+def plant(vault: Vault, sql: str, *params: Any) -> None:
+    conn = sqlite3.connect(vault.index.path)
+    try:
+        conn.execute(sql, params)
+        conn.commit()
+    finally:
+        conn.close()
+
+
+@pytest.mark.parametrize("name", DERIVED)
+def test_a_planted_mark_beyond_the_last_row_is_not_taken_as_the_rows_built(
+        vault: Vault, tmp_path: Path, name: str) -> None:
+    notes(vault)
+    plant(vault, "INSERT INTO deriving (name, upto, done) VALUES (?, ?, 0)", name, 10**9)
+    assert answers(vault) == fresh_answers(vault, tmp_path)
+    assert_index_matches_files(vault)
+
+
+@pytest.mark.parametrize("upto", [-7, 0])
+@pytest.mark.parametrize("name", DERIVED)
+def test_a_mark_moved_back_over_rows_already_built_builds_none_twice(
+        vault: Vault, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, name: str, upto: int) -> None:
+    monkeypatch.setattr(derived, "DERIVE_PAGE", 4)
+    notes(vault)
+    assert not chunk(vault, name) and mark(vault, name) == 4
+    plant(vault, "UPDATE deriving SET upto = ? WHERE name = ?", upto, name)
+    ids = {r["path"]: r["id"] for r in vault.index.query("SELECT path, id FROM memories")}
+    assert answers(vault) == fresh_answers(vault, tmp_path)
+    vault.forget(ids["notes/invoice-1.md"])  # a row built twice would leave its words behind
+    assert_index_matches_files(vault)
+    assert answers(vault) == fresh_answers(vault, tmp_path)
+
+
+@pytest.mark.parametrize("name", DERIVED)
+def test_a_name_both_built_and_under_way_is_kept_whole_by_the_writes(
+        vault: Vault, tmp_path: Path, name: str) -> None:
+    notes(vault)
+    answers(vault)  # every table built
+    plant(vault, "INSERT INTO deriving (name, upto, done) VALUES (?, 3, 3)", name)
+    vault.remember("A new escalation runbook, done.", tags=["client-1"])
+    # invoice-8 is row 11 (a rebuild numbers them in path order), past the planted mark
+    (vault.root / "notes" / "invoice-8.md").write_text("---\nstatus: done\ntags: [client-1]\n---\nEscalaton.\n")
+    vault.reconcile_path("notes/invoice-8.md")
+    assert answers(vault) == fresh_answers(vault, tmp_path)
+
+
+def test_a_planted_record_of_a_table_that_does_not_exist_changes_no_answer(vault: Vault, tmp_path: Path) -> None:
+    notes(vault)
+    plant(vault, "INSERT INTO deriving (name, upto, done) VALUES ('bogus', 5, 5)")
+    vault.remember("A new escalation runbook.", tags=["client-1"])
+    assert answers(vault) == fresh_answers(vault, tmp_path)
+
+
+@pytest.mark.parametrize("name", (TAGS, PROPERTIES))
+def test_rows_planted_in_an_unbuilt_table_are_not_read_once_it_is_built(
+        vault: Vault, tmp_path: Path, name: str) -> None:
+    notes(vault)
+    # Rows for memories that have none of them (invoice-0 is client-0 and done).
+    plant(vault, "INSERT INTO tags (tag, rid) SELECT 'client-1', rid FROM memories")
+    plant(vault, "INSERT INTO props (key, value, rid) SELECT 'status', 'done', rid FROM memories")
+    assert answers(vault) == fresh_answers(vault, tmp_path)
+    assert_index_matches_files(vault)
+
+
+# --------------------------------------------------------------------------- a rebuild between the check and the read
+
+@pytest.mark.xfail(strict=True, reason="a reader checks a table is built, then reads it in another transaction")
+@pytest.mark.parametrize("asked", ["where", "tag"])
+def test_a_rebuild_by_another_process_just_after_the_table_was_found_built_does_not_empty_the_answer(
+        vault: Vault, tmp_path: Path, asked: str) -> None:
+    """A reader checks the table is built (``Index.derive``), then reads it; another process's
+    rebuild landing in between empties the table (and its name in ``derived``): the read
+    must not answer from the empty table."""
+    notes(vault)
+    expected = fresh_answers(vault, tmp_path)[asked]
+    answers(vault)  # every table built
+    other = Vault(vault.root, clock=vault.clock)
+    try:
+        index = vault.index
+        derive = index.derive
+        rebuilt: list[str] = []
+
+        def then_rebuilt_elsewhere(name: str, *args: Any, **kwargs: Any) -> bool:
+            done = derive(name, *args, **kwargs)
+            if name == {"where": PROPERTIES, "tag": TAGS, "typo": VOCABULARY}[asked] and not rebuilt:
+                rebuilt.append(name)
+                other.reindex(sweep=False)
+            return done
+
+        index.derive = then_rebuilt_elsewhere  # type: ignore[method-assign]
+        assert answers(vault)[asked] == expected
+        assert rebuilt
+    finally:
+        other.close()
