@@ -173,6 +173,7 @@ log = logging.getLogger("agent_memory.index")
 
 
 PROGRESS_STEPS = 10_000  # SQLite VM steps between two checks of a query's deadline
+REBUILT_RETRIES = 5  # tries of a read whose derived table another process's rebuild keeps emptying
 
 
 class QueryInterrupted(AgentMemoryError):
@@ -200,6 +201,8 @@ class Index:
     per thread (WAL lets them run beside a writer and each other), so one slow recall
     never makes another client wait; inside a transaction its own thread reads through
     the writing connection, to see what it just wrote."""
+
+    SPELLING = (VOCABULARY,)  # what a query of the typo vocabulary needs built (``query``'s needs)
 
     def __init__(self, folder: Path) -> None:
         self.folder = folder
@@ -341,12 +344,31 @@ class Index:
             if merge:
                 self._merge_segments(conn)
 
-    def query(self, sql: str, params: Iterable[Any] = (), warm: bool = False) -> list[sqlite3.Row]:
+    def query(self, sql: str, params: Iterable[Any] = (), warm: bool = False,
+              needs: tuple[str, ...] = ()) -> list[sqlite3.Row]:
         """Run one read. Its work is bounded: past ``limits.MAX_QUERY_SECONDS`` SQLite
         interrupts it (``QueryInterrupted``) rather than hold the index for minutes.
         ``warm``: through the writing connection, for a write's own lookups under the
         vault's lock (its pages stay cached across this process's commits, where a
-        reading connection loads them afresh after each one)."""
+        reading connection loads them afresh after each one). ``needs``: the derived
+        tables it reads (``needed``), found built in the read's own transaction and
+        built first if not: a rebuild elsewhere between a check and the read would
+        otherwise leave it reading an emptied table."""
+        for _ in range(REBUILT_RETRIES):
+            rows = self._read(sql, params, warm, needs)
+            if rows is not None:
+                return rows
+            for name in needs:
+                self.derive(name)
+        raise VaultError("The index was rebuilt again and again while it was read; retry in a moment.")
+
+    @staticmethod
+    def needed(filters: Filters) -> tuple[str, ...]:
+        """The derived tables a query within ``filters`` reads (``Filters.sql``)."""
+        return (PROPERTIES,) * bool(filters.where) + (TAGS,) * bool(filters.tags)
+
+    def _read(self, sql: str, params: Iterable[Any], warm: bool, needs: tuple[str, ...]) -> list[sqlite3.Row] | None:
+        """``query``'s one try: None when a table it needs is not built as of its read."""
         seconds = limits.MAX_QUERY_SECONDS
         deadline = time.monotonic() + seconds
         stopped: list[bool] = []
@@ -361,7 +383,12 @@ class Index:
         with self._lock if writing else contextlib.nullcontext():
             conn = self.conn if writing else self._reader()
             conn.set_progress_handler(over_time, PROGRESS_STEPS)
+            snapshot = bool(needs) and not conn.in_transaction  # a write's own reads: in its transaction
             try:
+                if snapshot:
+                    conn.execute("BEGIN")
+                if needs and not {row[0] for row in conn.execute("SELECT name FROM derived")}.issuperset(needs):
+                    return None
                 return conn.execute(sql, tuple(params)).fetchall()
             except sqlite3.OperationalError as exc:
                 if stopped:
@@ -371,6 +398,8 @@ class Index:
                     ) from exc
                 raise
             finally:
+                if snapshot and conn.in_transaction:
+                    conn.execute("COMMIT")
                 conn.set_progress_handler(None, 0)
 
     # ------------------------------------------------------------------ writes
@@ -768,13 +797,14 @@ class Index:
         return self.query(
             f"SELECT * FROM memories m WHERE (m.expires IS NULL OR m.expires > ?){where} "
             f"ORDER BY {order}, m.path LIMIT ? OFFSET ?",
-            [now, *params, limit, offset],
+            [now, *params, limit, offset], needs=self.needed(filters),
         )
 
     def count(self, filters: Filters, now: str) -> int:
         where, params = filters.sql()
         return int(self.query(
-            f"SELECT count(*) FROM memories m WHERE (m.expires IS NULL OR m.expires > ?){where}", [now, *params]
+            f"SELECT count(*) FROM memories m WHERE (m.expires IS NULL OR m.expires > ?){where}", [now, *params],
+            needs=self.needed(filters),
         )[0][0])
 
     # ------------------------------------------------------------------ vault health
@@ -787,10 +817,9 @@ class Index:
         return {row[0]: row[1] for row in rows}
 
     def top_tags(self, now: str, limit: int = 20) -> dict[str, int]:
-        self.derive(TAGS)
         rows = self.query(
             f"SELECT tag, count(*) FROM tags WHERE rid NOT IN ({EXPIRED}) GROUP BY tag ORDER BY 2 DESC, 1 LIMIT ?",
-            (now, limit),
+            (now, limit), needs=(TAGS,),
         )
         return {row[0]: row[1] for row in rows}
 

@@ -98,17 +98,20 @@ class Engine:
         # Whether any memory supersedes another (None: not looked up): when none does,
         # replacements and ``supersede`` have nothing to do and run no statement.
         self.supersedes_found: bool | None = None
+        self.needs: tuple[str, ...] = ()  # the derived tables the search's filters read (``Index.needed``)
 
     def _run(self, query: Query) -> list[Any]:
         if self.statements is not None:
             self.statements.append(query)
-        return self.index.query(*query)
+        return self.index.query(*query, needs=self.needs)
 
     def _words(self, query: Query) -> list[Any]:
         """A query of the typo vocabulary, built first if no query has needed it yet
         (``Index.derive``)."""
         self.index.spelling(self.progress)
-        return self._run(query)
+        if self.statements is not None:
+            self.statements.append(query)
+        return self.index.query(*query, needs=self.index.SPELLING)
 
     # ------------------------------------------------------------------ the one entry
     def search(self, terms: list[Term], filters: Filters, now: str, limit: int, match: str, offset: int = 0,
@@ -128,6 +131,7 @@ class Engine:
         its words tell it) is what the ``notes`` profile prefers."""
         self.newest = newest
         self.language = language
+        self.needs = self.index.needed(filters)
         corrected: dict[str, str] = {}
         want = offset + limit
         weighted = self.config.ranking == "weighted" and match != "all"

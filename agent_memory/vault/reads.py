@@ -275,7 +275,7 @@ class Reads:
         if rids is not None and filters == Filters():
             expired = {row[0] for row in self.index.query(*expired_rids(now))}
             return set(rids) - expired
-        return {row[0] for row in self.index.query(*within_filters(filters, now, rids))}
+        return {row[0] for row in self.index.query(*within_filters(filters, now, rids), needs=self.index.needed(filters))}
 
     def _hits(self, found: Found) -> builtins.list[Hit]:
         return [self._hit(found.records[s.rid], s, found.snippets.get(s.rid) or _opening(found.records[s.rid].body))
