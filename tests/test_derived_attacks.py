@@ -15,6 +15,7 @@ import pytest
 
 from agent_memory.index import derived
 from agent_memory.index.derived import DERIVED, PROPERTIES, TAGS, VOCABULARY, build_chunk
+from agent_memory.errors import VaultError
 from agent_memory.vault.vault import Vault
 
 from conftest import assert_index_matches_files
@@ -205,3 +206,48 @@ def test_a_rebuild_by_another_process_just_after_the_table_was_found_built_does_
         assert rebuilt
     finally:
         other.close()
+
+
+# --------------------------------------------------------------------------- a rebuild, a full disk part-way
+
+@pytest.mark.parametrize("name", DERIVED)
+def test_a_rebuild_by_another_process_part_way_through_a_build_is_built_again_from_its_first_row(
+        vault: Vault, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, name: str) -> None:
+    monkeypatch.setattr(derived, "DERIVE_PAGE", 2)
+    notes(vault)
+    other = Vault(vault.root, clock=vault.clock)
+    try:
+        assert not chunk(vault, name) and not chunk(vault, name) and mark(vault, name) == 4
+        for rel in ("notes/invoice-0.md", "notes/invoice-1.md"):  # rows 1-2, built, now other files
+            (vault.root / rel).write_text("---\nstatus: done\ntags: [client-1]\n---\nAn escalaton runbok.\n")
+        other.reindex(sweep=False)
+        assert mark(vault, name) is None
+        while not chunk(vault, name):  # the first builder goes on, in its next chunk's transaction
+            pass
+        assert_index_matches_files(vault)
+        assert answers(vault) == fresh_answers(vault, tmp_path)
+    finally:
+        other.close()
+
+
+@pytest.mark.parametrize("name", DERIVED)
+def test_a_full_disk_mid_chunk_loses_no_row_and_the_next_build_finishes_what_writes_kept_meanwhile(
+        vault: Vault, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, name: str) -> None:
+    monkeypatch.setattr(derived, "DERIVE_PAGE", 50)
+    notes(vault, 300)
+    assert not chunk(vault, name)
+    conn = vault.index.conn
+    pages = conn.execute("PRAGMA page_count").fetchone()[0]
+    conn.execute(f"PRAGMA max_page_count = {pages}")
+    try:
+        with pytest.raises(VaultError, match="could not build"):
+            while not vault.index.derive(name):
+                pass
+    finally:
+        conn.execute("PRAGMA max_page_count = 4294967294")
+    assert name not in [row[0] for row in vault.index.query("SELECT name FROM derived")]
+    ids = {r["path"]: r["id"] for r in vault.index.query("SELECT path, id FROM memories")}
+    vault.forget(ids["notes/invoice-0.md"])  # row 1: built, kept by the write
+    vault.update(ids["notes/invoice-30.md"], add_tags=["client-1"], append="Escalation runbook.")
+    assert_index_matches_files(vault)
+    assert answers(vault) == fresh_answers(vault, tmp_path)
