@@ -8,6 +8,7 @@ After each sequence the index must equal a fresh rebuild of the same files
 from __future__ import annotations
 
 import sqlite3
+import time
 from pathlib import Path
 from typing import Any
 
@@ -18,7 +19,7 @@ from agent_memory.index.derived import DERIVED, PROPERTIES, TAGS, VOCABULARY, bu
 from agent_memory.errors import VaultError
 from agent_memory.vault.vault import Vault
 
-from conftest import assert_index_matches_files
+from conftest import assert_index_matches_files, wait_until
 
 
 def notes(vault: Vault, n: int = 12) -> None:
@@ -251,3 +252,44 @@ def test_a_full_disk_mid_chunk_loses_no_row_and_the_next_build_finishes_what_wri
     vault.update(ids["notes/invoice-30.md"], add_tags=["client-1"], append="Escalation runbook.")
     assert_index_matches_files(vault)
     assert answers(vault) == fresh_answers(vault, tmp_path)
+
+
+# --------------------------------------------------------------------------- the background build and real writers
+
+def test_writes_of_another_process_and_hand_edits_during_the_watchers_background_build_leave_what_a_rebuild_builds(
+        vault: Vault, tmp_path: Path, watch: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The watcher builds every table two rows a chunk on its own thread while a second
+    ``Vault`` writes (tags, properties, deletes, a batch over existing paths) and a person
+    edits files the watcher folds in: whatever chunk each lands beside, the end is a rebuild's."""
+    monkeypatch.setattr(derived, "DERIVE_PAGE", 2)
+    fill = derived.fill
+
+    def slowly(conn: Any, name: str, rows: list[Any]) -> None:  # a chunk as long as one of thousands of rows
+        time.sleep(0.01)
+        fill(conn, name, rows)
+
+    monkeypatch.setattr(derived, "fill", slowly)
+    notes(vault, 60)
+    other = Vault(vault.root, clock=vault.clock)
+    try:
+        ids = {r["path"]: r["id"] for r in vault.index.query("SELECT path, id FROM memories")}
+        watcher = watch()
+        overlap = []
+        for i in range(0, 60, 4):
+            overlap.append(len(vault.index.query("SELECT name FROM derived")) < len(DERIVED))
+            other.update(ids[f"notes/invoice-{i}.md"], add_tags=["client-1"], type="paid", append="Escalation.")
+            other.forget(ids[f"notes/invoice-{i + 1}.md"])
+            other.import_memories([
+                {"path": f"notes/invoice-{i + 2}.md", "content": "---\nstatus: done\ntags: [client-1]\n---\nRunbook.\n"},
+                {"path": f"extra/new-{i}.md", "content": "---\nstatus: done\n---\nAn escalation.\n"}])
+            (vault.root / "notes" / f"invoice-{i + 3}.md").write_text("---\nstatus: open\n---\nEdited runbook.\n")
+        wait_until(lambda: vault.index.query("SELECT count(*) FROM memories WHERE body LIKE 'Edited runbook%'")[0][0]
+                   == 15, "the watcher folded in every hand edit")
+        wait_until(lambda: len(vault.index.query("SELECT name FROM derived")) == len(DERIVED),
+                   "the background build finished every table")
+        watcher.stop()
+        assert any(overlap), "no write landed while the build was under way"
+        assert_index_matches_files(vault)
+        assert answers(vault) == fresh_answers(vault, tmp_path)
+    finally:
+        other.close()
