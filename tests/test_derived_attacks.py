@@ -293,3 +293,24 @@ def test_writes_of_another_process_and_hand_edits_during_the_watchers_background
         assert answers(vault) == fresh_answers(vault, tmp_path)
     finally:
         other.close()
+
+
+def test_a_read_another_process_keeps_rebuilding_under_gives_up_with_a_clear_error_not_an_empty_answer(
+        vault: Vault) -> None:
+    notes(vault)
+    answers(vault)
+    other = Vault(vault.root, clock=vault.clock)
+    try:
+        index = vault.index
+        derive = index.derive
+
+        def then_rebuilt_elsewhere(name: str, *args: Any, **kwargs: Any) -> bool:
+            done = derive(name, *args, **kwargs)
+            other.reindex(sweep=False)
+            return done
+
+        index.derive = then_rebuilt_elsewhere  # type: ignore[method-assign]
+        with pytest.raises(VaultError, match="rebuilt again and again while it was read; retry"):
+            vault.list(tags=["client-1"])
+    finally:
+        other.close()
