@@ -73,26 +73,31 @@ def test_writes_of_every_kind_between_chunks_from_another_process_leave_what_a_r
     other = Vault(vault.root, clock=vault.clock)
     try:
         ids = {r["path"]: r["id"] for r in vault.index.query("SELECT path, id FROM memories")}
+        # A rebuild numbers rows in path order: 1 invoice-0, 2 invoice-1, 3 invoice-10, 4 invoice-11,
+        # 5 invoice-2, 6 invoice-3, ... 12 invoice-9; each chunk takes two rows, so the mark goes 2, 4, 6...
         writes = [
-            # the row exactly at the mark (rid 2 after the first chunk): its tags and properties change
+            # the row exactly at the mark: its tags and properties change
             lambda: other.update(ids["notes/invoice-1.md"], add_tags=["client-1", "urgent"], remove_tags=["billing"],
-                                 append="Paid runbook."),
-            lambda: other.forget(ids["notes/invoice-3.md"]),  # rid 4, the new mark: a deleted row at the mark
+                                 type="paid", append="Paid runbook."),
+            lambda: other.forget(ids["notes/invoice-11.md"]),  # the row at the mark, deleted
             lambda: other.remember("An escalation note, tagged.", tags=["client-1"]),  # a new row past the mark
-            lambda: other.import_memories([  # a batch whose paths include existing ones, above and below the mark
+            lambda: other.import_memories([  # a batch whose paths include existing ones, below and above the mark
                 {"path": "notes/invoice-0.md", "content": "---\nstatus: open\ntags: [client-1]\n---\nReopened.\n"},
-                {"path": "notes/invoice-11.md", "content": "---\nstatus: done\n---\nClosed escalation.\n"},
+                {"path": "notes/invoice-7.md", "content": "---\nstatus: done\n---\nClosed escalation.\n"},
                 {"path": "notes/new-one.md", "content": "---\nstatus: done\ntags: [client-1]\n---\nNew.\n"}]),
             lambda: hand_edit(other, "notes/invoice-6.md", "---\nstatus: open\ntags: [client-1]\n---\nEdited.\n"),
-            lambda: other.move(ids["notes/invoice-9.md"], "moved/invoice-9.md"),
-            lambda: hand_edit(other, "notes/invoice-2.md", None),  # deleted by hand
+            lambda: other.move(ids["notes/invoice-9.md"], "moved/invoice-9.md"),  # the row at the mark, moved
+            lambda: hand_edit(other, "notes/invoice-2.md", None),  # deleted by hand, below the mark
         ]
+        marks = []
         steps = 0
         while not chunk(vault, name):
+            marks.append(mark(vault, name))
             if writes:
                 writes.pop(0)()
             steps += 1
             assert steps < 100, "the build never finished"
+        assert marks[:6] == [2, 4, 6, 8, 10, 12]
         assert not writes, "the build finished before every write was tried"
         assert_index_matches_files(vault)
         assert answers(vault) == fresh_answers(vault, tmp_path)
@@ -314,3 +319,26 @@ def test_a_read_another_process_keeps_rebuilding_under_gives_up_with_a_clear_err
             vault.list(tags=["client-1"])
     finally:
         other.close()
+
+
+@pytest.mark.parametrize("then_new", [False, True])
+@pytest.mark.parametrize("name", DERIVED)
+def test_the_last_row_deleted_when_the_mark_is_on_it_and_a_new_row_taking_its_number(
+        vault: Vault, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, name: str, then_new: bool) -> None:
+    """The mark on the last row, which is then forgotten: the mark is past every row (the
+    build starts over), or a new memory takes that row's number, at the mark (a write keeps it)."""
+    monkeypatch.setattr(derived, "DERIVE_PAGE", 2)
+    notes(vault, 4)
+    assert not chunk(vault, name) and not chunk(vault, name) and mark(vault, name) == 4
+    last = vault.index.query("SELECT id FROM memories WHERE rid = 4")[0][0]
+    vault.forget(last)
+    if then_new:
+        vault.remember("A done escalation runbook.", tags=["client-1"])
+        assert vault.index.query("SELECT max(rid) FROM memories")[0][0] == 4
+    for _ in range(10):
+        if chunk(vault, name):
+            break
+    else:
+        pytest.fail("the build never finished")
+    assert_index_matches_files(vault)
+    assert answers(vault) == fresh_answers(vault, tmp_path)
