@@ -342,3 +342,14 @@ def test_the_last_row_deleted_when_the_mark_is_on_it_and_a_new_row_taking_its_nu
         pytest.fail("the build never finished")
     assert_index_matches_files(vault)
     assert answers(vault) == fresh_answers(vault, tmp_path)
+
+
+@pytest.mark.parametrize("upto", ["abc", b"\x01", 2.5, 9.9e300])
+@pytest.mark.parametrize("name", DERIVED)
+def test_a_planted_mark_that_is_not_a_row_number_stops_no_write_and_no_filter(
+        vault: Vault, tmp_path: Path, name: str, upto: Any) -> None:
+    notes(vault)
+    plant(vault, "INSERT INTO deriving (name, upto, done) VALUES (?, ?, ?)", name, upto, upto)
+    vault.remember("A done escalation runbook.", tags=["client-1"])
+    assert answers(vault) == fresh_answers(vault, tmp_path)
+    assert_index_matches_files(vault)

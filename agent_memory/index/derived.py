@@ -41,6 +41,9 @@ SOURCES = {PROPERTIES: "rid, meta, tags", TAGS: "rid, tags", VOCABULARY: "rid, n
 # rows take ~45 us a row (CPU), so a writer waits ~25 ms at most, as for a normal write.
 DERIVE_PAGE = 500
 EVERY_ROW = 2**63 - 1  # the mark of a table built whole (``kept``)
+# A build's mark as read: a row number, or -1 for what no build writes (text, a fraction:
+# a planted record), which no write keeps and from which the build starts over.
+MARK = "CASE WHEN typeof(upto) = 'integer' THEN upto ELSE -1 END"
 # Leaf pages of the typo vocabulary merged a write transaction once it is built
 # (``merge_step``): its chunks leave many small full-text segments, and merging them in
 # one go ('optimize') held the write lock ~0.1 s at 100k memories, ten times that at 1M.
@@ -60,7 +63,7 @@ def kept(conn: sqlite3.Connection) -> dict[str, int]:
     """Each derived table a write must keep, with the highest row number whose rows it
     keeps: ``EVERY_ROW`` once built, its build's mark while one is under way; read in the
     write's own transaction (another process may have built some since)."""
-    marks = {row[0]: row[1] for row in conn.execute("SELECT name, upto FROM deriving")}
+    marks = {row[0]: row[1] for row in conn.execute(f"SELECT name, {MARK} FROM deriving")}
     # Built wins over a mark beside it (none a build leaves; a planted index may hold both):
     # a table read whole must be kept whole.
     marks.update((row[0], EVERY_ROW) for row in conn.execute("SELECT name FROM derived"))
@@ -75,7 +78,7 @@ def build_chunk(conn: sqlite3.Connection, name: str) -> tuple[bool, int, int]:
     total = int(conn.execute("SELECT memories FROM counts").fetchone()[0])
     if conn.execute("SELECT 1 FROM derived WHERE name = ?", (name,)).fetchone():
         return True, total, total  # another connection built it in the meantime
-    mark = conn.execute("SELECT upto, done FROM deriving WHERE name = ?", (name,)).fetchone()
+    mark = conn.execute(f"SELECT {MARK}, CAST(done AS INTEGER) FROM deriving WHERE name = ?", (name,)).fetchone()
     upto, done = (int(mark[0]), int(mark[1])) if mark else (0, 0)
     last = int(conn.execute("SELECT coalesce(max(rid), 0) FROM memories").fetchone()[0])
     if not 0 < upto <= last:  # the first chunk, or a mark past every row (planted, or its rows deleted since)
