@@ -20,7 +20,8 @@ from agent_memory.disk import openat
 from agent_memory.errors import VaultError
 from agent_memory.disk.store import Store
 from agent_memory.index import properties
-from agent_memory.index.db import CACHE_KIB, LOAD_CACHE_KIB, Index
+from agent_memory.index.db import CACHE_KIB, Index
+from agent_memory.index.loading import LOAD_CACHE_KIB
 from agent_memory.index.reconcile import FileIndexer
 from agent_memory.vault.vault import Vault
 

@@ -32,6 +32,7 @@ from ..progress import Progress, Step
 from .derived import (DERIVED, PHASES, PROPERTIES, TAGS, VOCABULARY, build_chunk, insert_properties, insert_tags,
                       insert_words, kept, merge_step)
 from .facts import FileFacts, packed_stamp, racy
+from .loading import bulk_load, load_cache
 from .rows import (date_words, description, changed_at, headings_of, indexed_body, joined, link_key, name_key, row_values,
                    split_names, words_text)
 
@@ -53,7 +54,6 @@ VOCAB_TOKENIZER = "unicode61 remove_diacritics 2"
 # A transaction adding this many rows (a rebuild, an import, a big reconcile) ends by
 # merging the full-text segments (``Index._merge_segments``).
 MERGE_AFTER = 1000
-LOAD_CACHE_KIB = 32 * 1024  # SQLite's page cache while a rebuild loads the rows (``replace_all``)
 # SQLite's own default page cache (2 MB), set on every connection: the index file's
 # header can suggest another (``default_cache_size``), and a planted or synced index
 # file must not decide how much of this process's memory its pages take.
@@ -439,10 +439,10 @@ class Index:
 
     @contextmanager
     def roomy_cache(self) -> Iterator[None]:
-        """The writing connection's page cache at ``LOAD_CACHE_KIB`` while a batch of rows
+        """The writing connection's page cache at ``loading.LOAD_CACHE_KIB`` while a batch of rows
         goes in, and is merged (an import's thousands): at the default 2 MB a 10,000-row
         transaction writes pages out and reads them back, three times the writes."""
-        with _load_cache(self.conn):
+        with load_cache(self.conn):
             yield
 
     @staticmethod
@@ -553,7 +553,7 @@ class Index:
         for table in ("memories", "tags", "links", "names", "prop_keys", "props", "derived", "deriving"):
             conn.execute(f"DELETE FROM {table}")
         conn.execute("UPDATE counts SET memories = 0")
-        with _bulk_load(conn):
+        with bulk_load(conn, _index_statements()):
             count, pending = 0, []
             for note, facts in notes:
                 count += 1
@@ -954,31 +954,3 @@ def _index_statements(tables: tuple[str, ...] | None = None) -> list[str]:
     table fifth), of every table or of ``tables``."""
     return [st for st in _statements(SCHEMA) if st.split()[:2] == ["CREATE", "INDEX"]
             and (tables is None or st.split()[4].split("(")[0] in tables)]
-
-
-@contextmanager
-def _bulk_load(conn: sqlite3.Connection, tables: tuple[str, ...] | None = None) -> Iterator[None]:
-    """Rows loaded into empty ``tables`` (None: every table) inside the caller's
-    transaction. Their secondary indexes are built after the rows, by sorting, rather
-    than one random B-tree insert a row each (which a million rows make seek and spill);
-    from this module's schema, not from what the file says they are. The page cache is
-    big enough that the load does not write pages out and read them back over and over
-    (SQLite's default is 2 MB), for this load only."""
-    statements = _index_statements(tables)
-    for statement in statements:
-        conn.execute(f"DROP INDEX IF EXISTS {statement.split()[2]}")
-    with _load_cache(conn):
-        yield
-        for statement in statements:
-            conn.execute(statement)
-
-
-@contextmanager
-def _load_cache(conn: sqlite3.Connection) -> Iterator[None]:
-    """``conn``'s page cache at ``LOAD_CACHE_KIB`` for one load, then as it was."""
-    cache = conn.execute("PRAGMA cache_size").fetchone()[0]
-    conn.execute(f"PRAGMA cache_size = {-LOAD_CACHE_KIB}")
-    try:
-        yield
-    finally:
-        conn.execute(f"PRAGMA cache_size = {int(cache)}")
