@@ -1091,6 +1091,41 @@ def test_a_bulk_load_leaves_one_merged_full_text_segment_and_every_note_findable
         vault.close()
 
 
+def test_a_reconcile_of_several_batches_merges_the_full_text_index_once_when_all_are_in(
+        vault_dir: Path, monkeypatch) -> None:
+    """A reconcile folds changed files in a batch a transaction; merging after each batch
+    rewrote the whole full-text index every time (at a million memories, seconds a
+    batch). It is merged once, after the last batch, into one segment."""
+    from agent_memory.index import db, reconcile
+    from agent_memory.index.db import Index
+
+    folder = _many_notes(vault_dir)
+    vault = Vault.init(vault_dir)
+    merges: list[int] = []
+    merge = Index._merge_segments
+
+    def counted(conn: sqlite3.Connection) -> None:
+        merges.append(1)
+        merge(conn)
+
+    try:
+        monkeypatch.setattr(Index, "_merge_segments", staticmethod(counted))
+        monkeypatch.setattr(reconcile, "REFRESH_BATCH", 400)  # 1,200 changed files: three batches ...
+        monkeypatch.setattr(db, "MERGE_AFTER", 300)  # ... each worth a merge on its own
+        for i in range(1200):
+            with open(folder / f"n{i}.md", "a", encoding="utf-8") as handle:
+                handle.write("Checked by tessera.\n")
+        assert vault.reconcile()["updated"] == 1200
+        assert merges == [1] and _fts_segments(vault.index.path) == 1
+        assert vault.search("tessera", limit=10)["next_offset"] == 10
+        assert [hit["path"] for hit in vault.search("mark1199x")["hits"]] == ["notes/n1199.md"]
+        vault.remember("A single write after the reconcile: heron.")  # merges nothing more
+        assert merges == [1] and vault.search("heron")["count"] == 1
+        assert_index_matches_files(vault)
+    finally:
+        vault.close()
+
+
 def test_a_full_disk_while_merging_the_full_text_index_keeps_every_note_indexed(vault_dir: Path, monkeypatch) -> None:
     from agent_memory.index.db import Index
 

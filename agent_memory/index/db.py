@@ -218,6 +218,8 @@ class Index:
         self._conn: sqlite3.Connection | None = None
         self._inode: int | None = None
         self._inserted = 0  # rows added by the open transaction (see MERGE_AFTER)
+        self._merge_held = 0  # ``one_merge`` blocks open: a merge due waits for the last to end
+        self._merge_due = False
         self._open()
 
     # ------------------------------------------------------------------ connection
@@ -341,8 +343,28 @@ class Index:
                 raise
             finally:
                 self._writer = None
-            if merge:
+            if merge and self._merge_held:
+                self._merge_due = True
+            elif merge:
                 self._merge_segments(conn)
+
+    @contextmanager
+    def one_merge(self) -> Iterator[None]:
+        """The transactions inside merge the full-text index once, when the block ends,
+        if any of them added ``MERGE_AFTER`` rows: a reconcile folds in changed files
+        2,000 a transaction, and merging after each rewrote the whole full-text index
+        every time (a second or more at a million memories) for segments the next batch
+        would add to again."""
+        with self._lock:
+            self._merge_held += 1
+        try:
+            yield
+        finally:
+            with self._lock:
+                self._merge_held -= 1
+                if not self._merge_held and self._merge_due:
+                    self._merge_due = False
+                    self._merge_segments(self.conn)
 
     def query(self, sql: str, params: Iterable[Any] = (), warm: bool = False,
               needs: tuple[str, ...] = ()) -> list[sqlite3.Row]:

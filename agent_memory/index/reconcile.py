@@ -330,8 +330,9 @@ class Reconciler:
         if not stale and not self.expiring():
             return self._report(counts, 0)
         reading = Every(progress, "indexing changed files", len(stale))
-        for first in range(0, len(stale), REFRESH_BATCH):
-            self._refresh_batch(stale[first:first + REFRESH_BATCH], counts, reading, first)
+        with self.index.one_merge():
+            for first in range(0, len(stale), REFRESH_BATCH):
+                self._refresh_batch(stale[first:first + REFRESH_BATCH], counts, reading, first)
         with self._writing():
             expired = self.sweep_expired()
         return self._report(counts, expired)
