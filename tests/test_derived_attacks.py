@@ -20,16 +20,7 @@ from agent_memory.errors import VaultError
 from agent_memory.vault.vault import Vault
 
 from conftest import assert_index_matches_files, wait_until
-
-
-def notes(vault: Vault, n: int = 12) -> None:
-    folder = vault.root / "notes"
-    folder.mkdir(exist_ok=True)
-    for i in range(n):
-        status = "done" if i % 3 == 0 else "open"
-        (folder / f"invoice-{i}.md").write_text(
-            f"---\nstatus: {status}\ntags: [billing, client-{i % 2}]\n---\nInvoice {i} for the escalation runbook.\n")
-    vault.reindex()
+from test_derived_background import rebuilt
 
 
 def chunk(vault: Vault, name: str) -> bool:
@@ -69,7 +60,7 @@ def fresh_answers(vault: Vault, tmp_path: Path) -> dict[str, Any]:
 def test_writes_of_every_kind_between_chunks_from_another_process_leave_what_a_rebuild_builds(
         vault: Vault, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, name: str) -> None:
     monkeypatch.setattr(derived, "DERIVE_PAGE", 2)
-    notes(vault)
+    rebuilt(vault)
     other = Vault(vault.root, clock=vault.clock)
     try:
         ids = {r["path"]: r["id"] for r in vault.index.query("SELECT path, id FROM memories")}
@@ -131,7 +122,7 @@ def plant(vault: Vault, sql: str, *params: Any) -> None:
 @pytest.mark.parametrize("name", DERIVED)
 def test_a_planted_mark_beyond_the_last_row_is_not_taken_as_the_rows_built(
         vault: Vault, tmp_path: Path, name: str) -> None:
-    notes(vault)
+    rebuilt(vault)
     plant(vault, "INSERT INTO deriving (name, upto, done) VALUES (?, ?, 0)", name, 10**9)
     assert answers(vault) == fresh_answers(vault, tmp_path)
     assert_index_matches_files(vault)
@@ -142,7 +133,7 @@ def test_a_planted_mark_beyond_the_last_row_is_not_taken_as_the_rows_built(
 def test_a_mark_moved_back_over_rows_already_built_builds_none_twice(
         vault: Vault, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, name: str, upto: int) -> None:
     monkeypatch.setattr(derived, "DERIVE_PAGE", 4)
-    notes(vault)
+    rebuilt(vault)
     assert not chunk(vault, name) and mark(vault, name) == 4
     plant(vault, "UPDATE deriving SET upto = ? WHERE name = ?", upto, name)
     ids = {r["path"]: r["id"] for r in vault.index.query("SELECT path, id FROM memories")}
@@ -155,7 +146,7 @@ def test_a_mark_moved_back_over_rows_already_built_builds_none_twice(
 @pytest.mark.parametrize("name", DERIVED)
 def test_a_name_both_built_and_under_way_is_kept_whole_by_the_writes(
         vault: Vault, tmp_path: Path, name: str) -> None:
-    notes(vault)
+    rebuilt(vault)
     answers(vault)  # every table built
     plant(vault, "INSERT INTO deriving (name, upto, done) VALUES (?, 3, 3)", name)
     vault.remember("A new escalation runbook, done.", tags=["client-1"])
@@ -166,7 +157,7 @@ def test_a_name_both_built_and_under_way_is_kept_whole_by_the_writes(
 
 
 def test_a_planted_record_of_a_table_that_does_not_exist_changes_no_answer(vault: Vault, tmp_path: Path) -> None:
-    notes(vault)
+    rebuilt(vault)
     plant(vault, "INSERT INTO deriving (name, upto, done) VALUES ('bogus', 5, 5)")
     vault.remember("A new escalation runbook.", tags=["client-1"])
     assert answers(vault) == fresh_answers(vault, tmp_path)
@@ -175,7 +166,7 @@ def test_a_planted_record_of_a_table_that_does_not_exist_changes_no_answer(vault
 @pytest.mark.parametrize("name", (TAGS, PROPERTIES))
 def test_rows_planted_in_an_unbuilt_table_are_not_read_once_it_is_built(
         vault: Vault, tmp_path: Path, name: str) -> None:
-    notes(vault)
+    rebuilt(vault)
     # Rows for memories that have none of them (invoice-0 is client-0 and done).
     plant(vault, "INSERT INTO tags (tag, rid) SELECT 'client-1', rid FROM memories")
     plant(vault, "INSERT INTO props (key, value, rid) SELECT 'status', 'done', rid FROM memories")
@@ -191,25 +182,25 @@ def test_a_rebuild_by_another_process_just_after_the_table_was_found_built_does_
     """A reader checks the table is built (``Index.derive``), then reads it; another process's
     rebuild landing in between empties the table (and its name in ``derived``): the read
     must not answer from the empty table."""
-    notes(vault)
+    rebuilt(vault)
     expected = fresh_answers(vault, tmp_path)[asked]
     answers(vault)  # every table built
     other = Vault(vault.root, clock=vault.clock)
     try:
         index = vault.index
         derive = index.derive
-        rebuilt: list[str] = []
+        elsewhere: list[str] = []
 
         def then_rebuilt_elsewhere(name: str, *args: Any, **kwargs: Any) -> bool:
             done = derive(name, *args, **kwargs)
-            if name == {"where": PROPERTIES, "tag": TAGS, "typo": VOCABULARY}[asked] and not rebuilt:
-                rebuilt.append(name)
+            if name == {"where": PROPERTIES, "tag": TAGS, "typo": VOCABULARY}[asked] and not elsewhere:
+                elsewhere.append(name)
                 other.reindex(sweep=False)
             return done
 
         index.derive = then_rebuilt_elsewhere  # type: ignore[method-assign]
         assert answers(vault)[asked] == expected
-        assert rebuilt
+        assert elsewhere
     finally:
         other.close()
 
@@ -220,7 +211,7 @@ def test_a_rebuild_by_another_process_just_after_the_table_was_found_built_does_
 def test_a_rebuild_by_another_process_part_way_through_a_build_is_built_again_from_its_first_row(
         vault: Vault, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, name: str) -> None:
     monkeypatch.setattr(derived, "DERIVE_PAGE", 2)
-    notes(vault)
+    rebuilt(vault)
     other = Vault(vault.root, clock=vault.clock)
     try:
         assert not chunk(vault, name) and not chunk(vault, name) and mark(vault, name) == 4
@@ -240,7 +231,7 @@ def test_a_rebuild_by_another_process_part_way_through_a_build_is_built_again_fr
 def test_a_full_disk_mid_chunk_loses_no_row_and_the_next_build_finishes_what_writes_kept_meanwhile(
         vault: Vault, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, name: str) -> None:
     monkeypatch.setattr(derived, "DERIVE_PAGE", 50)
-    notes(vault, 300)
+    rebuilt(vault, 300)
     assert not chunk(vault, name)
     conn = vault.index.conn
     pages = conn.execute("PRAGMA page_count").fetchone()[0]
@@ -274,7 +265,7 @@ def test_writes_of_another_process_and_hand_edits_during_the_watchers_background
         fill(conn, name, rows)
 
     monkeypatch.setattr(derived, "fill", slowly)
-    notes(vault, 60)
+    rebuilt(vault, 60)
     other = Vault(vault.root, clock=vault.clock)
     try:
         ids = {r["path"]: r["id"] for r in vault.index.query("SELECT path, id FROM memories")}
@@ -302,7 +293,7 @@ def test_writes_of_another_process_and_hand_edits_during_the_watchers_background
 
 def test_a_read_another_process_keeps_rebuilding_under_gives_up_with_a_clear_error_not_an_empty_answer(
         vault: Vault) -> None:
-    notes(vault)
+    rebuilt(vault)
     answers(vault)
     other = Vault(vault.root, clock=vault.clock)
     try:
@@ -328,7 +319,7 @@ def test_the_last_row_deleted_when_the_mark_is_on_it_and_a_new_row_taking_its_nu
     """The mark on the last row, which is then forgotten: the mark is past every row (the
     build starts over), or a new memory takes that row's number, at the mark (a write keeps it)."""
     monkeypatch.setattr(derived, "DERIVE_PAGE", 2)
-    notes(vault, 4)
+    rebuilt(vault, 4)
     assert not chunk(vault, name) and not chunk(vault, name) and mark(vault, name) == 4
     last = vault.index.query("SELECT id FROM memories WHERE rid = 4")[0][0]
     vault.forget(last)
@@ -348,7 +339,7 @@ def test_the_last_row_deleted_when_the_mark_is_on_it_and_a_new_row_taking_its_nu
 @pytest.mark.parametrize("name", DERIVED)
 def test_a_planted_mark_that_is_not_a_row_number_stops_no_write_and_no_filter(
         vault: Vault, tmp_path: Path, name: str, upto: Any) -> None:
-    notes(vault)
+    rebuilt(vault)
     plant(vault, "INSERT INTO deriving (name, upto, done) VALUES (?, ?, ?)", name, upto, upto)
     vault.remember("A done escalation runbook.", tags=["client-1"])
     assert answers(vault) == fresh_answers(vault, tmp_path)
