@@ -162,6 +162,20 @@ def test_a_sweep_after_another_process_rebuilt_the_index_builds_them_again(vault
     assert_index_matches_files(vault)
 
 
+def test_a_rebuild_in_this_process_wakes_the_build_without_waiting_for_a_sweep(vault: Vault, watch: Any) -> None:
+    """The server's ``reindex`` tool rebuilds through the watched vault: the tables are
+    built again at once, not at the next sweep (an hour away here)."""
+    rebuilt(vault)
+    watcher = watch(sweep_interval=3600)
+    wait_until(lambda: built(vault) == sorted(DERIVED), "the watcher built the derived tables")
+    sweeps = watcher.counts["sweeps"]
+    vault.reindex()
+    wait_until(lambda: built(vault) == sorted(DERIVED), "the rebuild woke the background build")
+    assert watcher.counts["sweeps"] == sweeps  # no sweep did it
+    assert paths(vault.list(where=["status=done"])) == DONE
+    assert_index_matches_files(vault)
+
+
 def test_a_stop_part_way_leaves_a_part_writes_keep_current_and_the_next_build_finishes_it(
         vault: Vault, watch: Any, monkeypatch: pytest.MonkeyPatch) -> None:
     rebuilt(vault)

@@ -16,7 +16,7 @@ import sqlite3
 import threading
 import weakref
 import time
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
@@ -220,6 +220,7 @@ class Index:
         self._inserted = 0  # rows added by the open transaction (see MERGE_AFTER)
         self._merge_held = 0  # ``one_merge`` blocks open: a merge due waits for the last to end
         self._merge_due = False
+        self._rebuilt: list[Callable[[], None]] = []  # told when a rebuild has committed (``on_rebuilt``)
         self._open()
 
     # ------------------------------------------------------------------ connection
@@ -347,6 +348,18 @@ class Index:
                 self._merge_due = True
             elif merge:
                 self._merge_segments(conn)
+
+    def on_rebuilt(self, listener: Callable[[], None]) -> Callable[[], None]:
+        """``listener`` called after each rebuild of this index in this process has
+        committed (the background build of the derived tables, which a rebuild emptied);
+        returns what stops it."""
+        self._rebuilt.append(listener)
+        return lambda: self._rebuilt.remove(listener)
+
+    def rebuilt(self) -> None:
+        """Tell the ``on_rebuilt`` listeners a rebuild has committed."""
+        for listener in list(self._rebuilt):
+            listener()
 
     @contextmanager
     def one_merge(self) -> Iterator[None]:

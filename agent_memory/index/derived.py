@@ -20,7 +20,7 @@ import json
 import logging
 import sqlite3
 import threading
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from typing import Any, Protocol, Self
 
 from ..progress import Progress
@@ -161,11 +161,14 @@ class Derives(Protocol):
 
     def derive(self, name: str, progress: Progress | None = None, stop: threading.Event | None = None) -> bool: ...
 
+    def on_rebuilt(self, listener: Callable[[], None]) -> Callable[[], None]: ...
+
 
 class Prebuild:
     """Builds the derived tables nobody has needed yet on a thread of its own, one at a
-    time, each time it is woken (``wake``: after the watcher's start-up reconcile and
-    each sweep, which finds a rebuild made meanwhile). It holds no vault lock, and the
+    time, each time it is woken (``wake``: after the watcher's start-up reconcile, each
+    sweep, which finds a rebuild another process made, and each rebuild this process
+    commits, such as the server's ``reindex`` tool). It holds no vault lock, and the
     index's write lock for one chunk at a time (``build_chunk``); a reader arriving
     meanwhile builds the next chunks beside it. ``stop`` ends a build between two chunks
     (the table stays unbuilt for queries, its mark kept for the next build) and joins the thread. A
@@ -178,16 +181,21 @@ class Prebuild:
         self._wake = threading.Event()
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
+        self._unlisten: Callable[[], None] | None = None
 
     def start(self) -> Self:
         self._thread = threading.Thread(target=self._run, name="agent-memory-derive", daemon=True)
         self._thread.start()
+        self._unlisten = self._index.on_rebuilt(self.wake)
         return self
 
     def wake(self) -> None:
         self._wake.set()
 
     def stop(self) -> None:
+        if self._unlisten is not None:
+            self._unlisten()
+            self._unlisten = None
         self._stop.set()
         self._wake.set()
         if self._thread is not None:

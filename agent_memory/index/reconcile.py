@@ -406,6 +406,7 @@ class Reconciler:
         # leave the reads' open folders to the error's frames, held as long as it is.
         with collector_paused(), closing(parsed()) as notes, self.files.transaction(wrote=False) as conn:
             counts["added"] = self.index.replace_all(conn, notes)
+        self.index.rebuilt()
         return self._report(counts, self.sweep_expired() if sweep else 0)
 
     def _report(self, counts: dict[str, int], expired: int) -> ReconcileReport:
