@@ -358,6 +358,35 @@ def test_a_cli_search_with_where_after_a_rebuild_shows_the_step_on_stderr(vault:
     assert tagged.stderr == ""  # the --json list built the tag rows
 
 
+@pytest.mark.anyio
+async def test_memory_stats_over_mcp_after_a_rebuild_sends_the_tag_rows_build_as_progress(vault: Vault) -> None:
+    rebuilt(vault)
+    updates: list[tuple[float, float | None, str | None]] = []
+
+    async def heard(progress: float, total: float | None, message: str | None) -> None:
+        updates.append((progress, total, message))
+
+    async with Client(build_server(vault)) as client:  # no watcher: nothing builds them before
+        stats = await client.call_tool("memory_stats", {}, progress_callback=heard)
+    assert stats.is_error is False and stats.structured_content["top_tags"]["billing"] == 12
+    said = "building the index of tags for tags filters (once after a rebuild)"  # the tool argument's name
+    assert updates and {message for _p, _t, message in updates} == {said} and updates[-1][:2] == (12, 12)
+
+
+def test_cli_stats_after_a_rebuild_says_it_builds_the_tag_rows_for_its_top_tags(
+        vault: Vault, monkeypatch: pytest.MonkeyPatch) -> None:
+    rebuilt(vault)
+    root = vault.root
+    vault.close()
+    monkeypatch.setattr(output, "LINE_EVERY", 0.0)  # as if the build took long (100k memories)
+    first = run_cli("stats", vault=root)
+    assert first.returncode == 0, first.stderr
+    assert first.stderr == "building the index of tags for --tag filters (once after a rebuild): 12/12\n"
+    assert "#billing 12" in first.stdout and "building" not in first.stdout
+    again = run_cli("stats", "--json", vault=root)
+    assert again.stderr == "" and json.loads(again.stdout)["top_tags"]["billing"] == 12
+
+
 def test_a_cli_search_on_a_terminal_draws_the_build_as_a_bar(vault: Vault, tmp_path: Path) -> None:
     from conftest import run_with_terminal_stderr
 

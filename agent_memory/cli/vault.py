@@ -12,7 +12,7 @@ import click
 
 from .options import common, global_options, open_vault, vault_path
 from .output import emit, plural, printable, progress_bar
-from .words import cli_words, handle_errors
+from .words import cli_steps, cli_words, handle_errors
 
 
 @click.command()
@@ -86,8 +86,8 @@ def stats() -> None:
     """
     from ..semantic.status import vector_summary
 
-    with open_vault() as vault:
-        result = vault.stats()
+    with open_vault() as vault, progress_bar() as progress:
+        result = vault.stats(progress=cli_steps(progress))
 
     def human() -> None:
         click.echo(f"Vault      {printable(result['vault'])}")

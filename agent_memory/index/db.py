@@ -656,7 +656,11 @@ class Index:
         if filters.where:
             self.derive(PROPERTIES, progress)
         if filters.tags:
-            self.derive(TAGS, progress)
+            self.tagging(progress)
+
+    def tagging(self, progress: Progress | None = None) -> None:
+        """Make ready what a tag filter or a count of tags (``stats``) reads (``derive``)."""
+        self.derive(TAGS, progress)
 
     def spelling(self, progress: Progress | None = None) -> None:
         """Make ready what a query of the typo vocabulary reads (``derive``)."""

@@ -384,11 +384,11 @@ def memory_history(vault: Vault, memory_id: MemoryId, limit: HistoryLimit = 20) 
 # ----------------------------------------------------------------------------- the vault as a whole
 
 
-def memory_stats(vault: Vault) -> Stats:
+def memory_stats(vault: Vault, *, progress: Progress | None = None) -> Stats:
     """How many memories there are, per namespace, tag, type and relation (with the average
     importance, the oldest and newest), and the vault's health: files
     that failed to parse, git conflict markers, duplicate ids, trash, index size."""
-    return vault.stats()
+    return vault.stats(progress)
 
 
 def export_memories(vault: Vault, namespace: Namespace = None, limit: PageSize = 100,

@@ -54,9 +54,11 @@ class Maintenance:
         self.importing = Importing(core)
 
     # ------------------------------------------------------------------ owning the vault
-    def stats(self) -> Stats:
-        """Totals and health at a glance (also the MCP ``memory_stats`` tool)."""
+    def stats(self, progress: Progress | None = None) -> Stats:
+        """Totals and health at a glance (also the MCP ``memory_stats`` tool). ``progress``
+        hears the tag rows' one-time build after a rebuild, if it is needed."""
         self.core.check_index()
+        self.index.tagging(progress)
         now = iso(self.core.now())
         namespaces = self.index.namespace_counts(now)
         oldest, newest = self.index.created_range(now)

@@ -306,9 +306,9 @@ class Vault:
         return self.moves.move(memory_id, new_path)
 
     # ------------------------------------------------------------------ owning the vault
-    def stats(self) -> Stats:
+    def stats(self, progress: Progress | None = None) -> Stats:
         """Totals and health at a glance (``Maintenance.stats``)."""
-        return self.maintenance.stats()
+        return self.maintenance.stats(progress)
 
     def export_memories(self, namespace: str | None = None, format: str | None = None,
                         progress: Progress | None = None) -> builtins.list[Any]:
