@@ -11,6 +11,7 @@ import sqlite3
 import subprocess
 import time
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -1121,6 +1122,52 @@ def test_a_reconcile_of_several_batches_merges_the_full_text_index_once_when_all
         assert [hit["path"] for hit in vault.search("mark1199x")["hits"]] == ["notes/n1199.md"]
         vault.remember("A single write after the reconcile: heron.")  # merges nothing more
         assert merges == [1] and vault.search("heron")["count"] == 1
+        assert_index_matches_files(vault)
+    finally:
+        vault.close()
+
+
+def test_a_reconcile_stopped_part_way_keeps_its_batches_and_leaves_the_merge_to_the_next(
+        vault_dir: Path, monkeypatch) -> None:
+    """Ctrl-C (or a full disk) during the third batch: the two batches folded in stay, no
+    merge holds the person up on the way out, and the next reconcile finishes and merges."""
+    from agent_memory.index import db, reconcile
+    from agent_memory.index.db import Index
+
+    folder = _many_notes(vault_dir)
+    vault = Vault.init(vault_dir)
+    merges: list[int] = []
+    merge = Index._merge_segments
+    refresh_batch = reconcile.Reconciler._refresh_batch
+    batches: list[int] = []
+
+    def counted(conn: sqlite3.Connection) -> None:
+        merges.append(1)
+        merge(conn)
+
+    def checked(vault: Vault) -> int:  # memories the full-text index finds "tessera" in
+        return vault.index.query("SELECT count(*) FROM fts WHERE fts MATCH 'tessera'")[0][0]
+
+    def interrupted(self: Any, batch: list[str], *args: Any) -> None:
+        batches.append(len(batch))
+        if len(batches) == 3:
+            raise KeyboardInterrupt
+        refresh_batch(self, batch, *args)
+
+    try:
+        monkeypatch.setattr(Index, "_merge_segments", staticmethod(counted))
+        monkeypatch.setattr(reconcile, "REFRESH_BATCH", 400)
+        monkeypatch.setattr(db, "MERGE_AFTER", 300)
+        for i in range(1200):
+            with open(folder / f"n{i}.md", "a", encoding="utf-8") as handle:
+                handle.write("Checked by tessera.\n")
+        monkeypatch.setattr(reconcile.Reconciler, "_refresh_batch", interrupted)
+        with pytest.raises(KeyboardInterrupt):
+            vault.reconcile()
+        assert merges == [] and checked(vault) == 800  # the two batches folded in before the stop
+        monkeypatch.setattr(reconcile.Reconciler, "_refresh_batch", refresh_batch)
+        assert vault.reconcile()["updated"] == 400
+        assert merges == [1] and _fts_segments(vault.index.path) == 1 and checked(vault) == 1200
         assert_index_matches_files(vault)
     finally:
         vault.close()

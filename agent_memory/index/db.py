@@ -375,9 +375,12 @@ class Index:
         finally:
             with self._lock:
                 self._merge_held -= 1
-                if not self._merge_held and self._merge_due:
+                due = not self._merge_held and self._merge_due
+                if due:
                     self._merge_due = False
-                    self._merge_segments(self.conn)
+        if due:  # not when the block failed (a full disk, Ctrl-C): unmerged is only slower
+            with self._lock:
+                self._merge_segments(self.conn)
 
     def query(self, sql: str, params: Iterable[Any] = (), warm: bool = False,
               needs: tuple[str, ...] = ()) -> list[sqlite3.Row]:
