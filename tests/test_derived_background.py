@@ -45,6 +45,20 @@ def rebuilt(vault: Vault, n: int = 12) -> Vault:
     return vault
 
 
+def stop_events(monkeypatch: pytest.MonkeyPatch) -> list[threading.Event]:
+    """The ``stop`` events background builds are given, in order, as they start."""
+    stops: list[threading.Event] = []
+    derive = Index.derive
+
+    def recorded(self: Index, name: str, progress: Any = None, stop: threading.Event | None = None) -> bool:
+        if stop is not None:
+            stops.append(stop)
+        return derive(self, name, progress, stop)
+
+    monkeypatch.setattr(Index, "derive", recorded)
+    return stops
+
+
 def built(vault: Vault) -> list[str]:
     return sorted(row[0] for row in vault.index.query("SELECT name FROM derived"))
 
@@ -180,13 +194,8 @@ def test_a_stop_part_way_leaves_a_part_writes_keep_current_and_the_next_build_fi
         vault: Vault, watch: Any, monkeypatch: pytest.MonkeyPatch) -> None:
     rebuilt(vault)
     rows = filled(monkeypatch)
-    stops: list[threading.Event] = []
-    derive, chunk = Index.derive, derived.build_chunk
-
-    def recorded(self: Index, name: str, progress: Any = None, stop: threading.Event | None = None) -> bool:
-        if stop is not None:
-            stops.append(stop)
-        return derive(self, name, progress, stop)
+    stops = stop_events(monkeypatch)
+    chunk = derived.build_chunk
 
     def first_chunk_then_stop(conn: Any, name: str) -> tuple[bool, int, int]:
         done = chunk(conn, name)
@@ -194,7 +203,6 @@ def test_a_stop_part_way_leaves_a_part_writes_keep_current_and_the_next_build_fi
             assert stops[0].wait(WATCH_DEADLINE), "the build was never told to stop"
         return done
 
-    monkeypatch.setattr(Index, "derive", recorded)
     monkeypatch.setattr("agent_memory.index.db.build_chunk", first_chunk_then_stop)
     watcher = watch()
     wait_until(lambda: rows, "the background build filled its first chunk")
@@ -308,13 +316,8 @@ async def test_a_server_shut_down_during_the_build_joins_it_and_the_index_still_
         vault: Vault, monkeypatch: pytest.MonkeyPatch) -> None:
     rebuilt(vault)
     rows = filled(monkeypatch)
-    stops: list[threading.Event] = []
-    derive, transaction = Index.derive, Index.transaction
-
-    def recorded(self: Index, name: str, progress: Any = None, stop: threading.Event | None = None) -> bool:
-        if stop is not None:
-            stops.append(stop)
-        return derive(self, name, progress, stop)
+    stops = stop_events(monkeypatch)
+    transaction = Index.transaction
 
     @contextlib.contextmanager
     def until_stopped(self: Index) -> Iterator[Any]:
@@ -323,7 +326,6 @@ async def test_a_server_shut_down_during_the_build_joins_it_and_the_index_still_
         if stops and threading.current_thread().name == "agent-memory-derive":  # part-way, between two chunks
             assert stops[0].wait(WATCH_DEADLINE), "the server never stopped the build"
 
-    monkeypatch.setattr(Index, "derive", recorded)
     monkeypatch.setattr(Index, "transaction", until_stopped)
     async with Client(build_server(vault, keep_in_sync=True)):
         async def building() -> bool:
