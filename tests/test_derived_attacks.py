@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import sqlite3
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -47,6 +49,16 @@ def answers(vault: Vault) -> dict[str, Any]:
     }
 
 
+@contextmanager
+def another_process(vault: Vault) -> Iterator[Vault]:
+    """A second Vault on the same folder and index: another process's writes and builds."""
+    other = Vault(vault.root, clock=vault.clock)
+    try:
+        yield other
+    finally:
+        other.close()
+
+
 def fresh_answers(vault: Vault, tmp_path: Path) -> dict[str, Any]:
     fresh = Vault(vault.root, index_dir=tmp_path / "fresh-index", clock=vault.clock, sync=False)
     try:
@@ -61,8 +73,7 @@ def test_writes_of_every_kind_between_chunks_from_another_process_leave_what_a_r
         vault: Vault, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, name: str) -> None:
     monkeypatch.setattr(derived, "DERIVE_PAGE", 2)
     rebuilt(vault)
-    other = Vault(vault.root, clock=vault.clock)
-    try:
+    with another_process(vault) as other:
         ids = {r["path"]: r["id"] for r in vault.index.query("SELECT path, id FROM memories")}
         # A rebuild numbers rows in path order: 1 invoice-0, 2 invoice-1, 3 invoice-10, 4 invoice-11,
         # 5 invoice-2, 6 invoice-3, ... 12 invoice-9; each chunk takes two rows, so the mark goes 2, 4, 6...
@@ -92,8 +103,6 @@ def test_writes_of_every_kind_between_chunks_from_another_process_leave_what_a_r
         assert not writes, "the build finished before every write was tried"
         assert_index_matches_files(vault)
         assert answers(vault) == fresh_answers(vault, tmp_path)
-    finally:
-        other.close()
 
 
 def hand_edit(vault: Vault, rel: str, text: str | None) -> None:
@@ -185,8 +194,7 @@ def test_a_rebuild_by_another_process_just_after_the_table_was_found_built_does_
     rebuilt(vault)
     expected = fresh_answers(vault, tmp_path)[asked]
     answers(vault)  # every table built
-    other = Vault(vault.root, clock=vault.clock)
-    try:
+    with another_process(vault) as other:
         index = vault.index
         derive = index.derive
         elsewhere: list[str] = []
@@ -201,8 +209,6 @@ def test_a_rebuild_by_another_process_just_after_the_table_was_found_built_does_
         index.derive = then_rebuilt_elsewhere  # type: ignore[method-assign]
         assert answers(vault)[asked] == expected
         assert elsewhere
-    finally:
-        other.close()
 
 
 # --------------------------------------------------------------------------- a rebuild, a full disk part-way
@@ -212,8 +218,7 @@ def test_a_rebuild_by_another_process_part_way_through_a_build_is_built_again_fr
         vault: Vault, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, name: str) -> None:
     monkeypatch.setattr(derived, "DERIVE_PAGE", 2)
     rebuilt(vault)
-    other = Vault(vault.root, clock=vault.clock)
-    try:
+    with another_process(vault) as other:
         assert not chunk(vault, name) and not chunk(vault, name) and mark(vault, name) == 4
         for rel in ("notes/invoice-0.md", "notes/invoice-1.md"):  # rows 1-2, built, now other files
             (vault.root / rel).write_text("---\nstatus: done\ntags: [client-1]\n---\nAn escalaton runbok.\n")
@@ -223,8 +228,6 @@ def test_a_rebuild_by_another_process_part_way_through_a_build_is_built_again_fr
             pass
         assert_index_matches_files(vault)
         assert answers(vault) == fresh_answers(vault, tmp_path)
-    finally:
-        other.close()
 
 
 @pytest.mark.parametrize("name", DERIVED)
@@ -266,8 +269,7 @@ def test_writes_of_another_process_and_hand_edits_during_the_watchers_background
 
     monkeypatch.setattr(derived, "fill", slowly)
     rebuilt(vault, 60)
-    other = Vault(vault.root, clock=vault.clock)
-    try:
+    with another_process(vault) as other:
         ids = {r["path"]: r["id"] for r in vault.index.query("SELECT path, id FROM memories")}
         watcher = watch()
         overlap = []
@@ -287,16 +289,13 @@ def test_writes_of_another_process_and_hand_edits_during_the_watchers_background
         assert any(overlap), "no write landed while the build was under way"
         assert_index_matches_files(vault)
         assert answers(vault) == fresh_answers(vault, tmp_path)
-    finally:
-        other.close()
 
 
 def test_a_read_another_process_keeps_rebuilding_under_gives_up_with_a_clear_error_not_an_empty_answer(
         vault: Vault) -> None:
     rebuilt(vault)
     answers(vault)
-    other = Vault(vault.root, clock=vault.clock)
-    try:
+    with another_process(vault) as other:
         index = vault.index
         derive = index.derive
 
@@ -308,8 +307,6 @@ def test_a_read_another_process_keeps_rebuilding_under_gives_up_with_a_clear_err
         index.derive = then_rebuilt_elsewhere  # type: ignore[method-assign]
         with pytest.raises(VaultError, match="rebuilt again and again while it was read; retry"):
             vault.list(tags=["client-1"])
-    finally:
-        other.close()
 
 
 @pytest.mark.parametrize("then_new", [False, True])
