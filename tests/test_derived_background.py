@@ -400,3 +400,35 @@ def test_a_cli_search_on_a_terminal_draws_the_build_as_a_bar(vault: Vault, tmp_p
     assert done.returncode == 0, terminal
     assert b"Building the index of properties for --where filters" in terminal and b"12/12" in terminal
     assert b"Building" not in done.stdout and done.stdout.count(b"   notes/invoice-") == len(DONE)
+
+
+TAG_ROWS = "building the index of tags for tags filters (once after a rebuild)"
+VOCABULARY_WORDS = "building the vocabulary for correcting misspelt words (once after a rebuild)"
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize(("compat", "tool", "arguments", "said"), [
+    ("memory-vault", "recall", {"query": "invoice", "tags": ["client-0"]}, TAG_ROWS),
+    ("memory-vault", "list_memories", {"tag": "client-1"}, TAG_ROWS),
+    ("memory-vault", "memory_stats", {}, TAG_ROWS),
+    ("memory-mcp", "search_memories", {"query": "invoise"}, VOCABULARY_WORDS),
+    ("memory-mcp", "recall", {"query": "invoise"}, VOCABULARY_WORDS),
+    ("memory-mcp", "retrieve_context", {"query": "invoise"}, VOCABULARY_WORDS),
+    ("memory-mcp", "memory_stats", {}, TAG_ROWS),
+    ("agentmemory", "search_memories", {"query": "invoise"}, VOCABULARY_WORDS),
+])
+async def test_a_compat_tool_after_a_rebuild_sends_its_one_time_build_as_progress(
+        vault: Vault, compat: str, tool: str, arguments: dict[str, Any], said: str) -> None:
+    rebuilt(vault)
+    updates: list[tuple[float, float | None, str | None]] = []
+
+    async def heard(progress: float, total: float | None, message: str | None) -> None:
+        updates.append((progress, total, message))
+
+    async with Client(build_server(vault, compat=compat)) as client:  # no watcher: nothing builds them before
+        done = await client.call_tool(tool, arguments, progress_callback=heard)
+        again = await client.call_tool(tool, arguments, progress_callback=heard)
+    assert done.is_error is False and again.is_error is False, done.content
+    assert updates and {message for _p, _t, message in updates} == {said}
+    assert updates[-1][0] == updates[-1][1]  # the build's last step: all of it done, then nothing more
+    assert len([u for u in updates if u[0] == u[1]]) == 1  # the second call found it built

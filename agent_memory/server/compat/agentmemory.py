@@ -21,6 +21,7 @@ from ...errors import InvalidInput, NotFound
 from ...index.db import SCHEMA
 from ...models import Memory
 from ...note.tags import normalise_tag
+from ...progress import Progress
 from ...vault.vault import Vault
 from .numbers import id_of, number
 
@@ -81,11 +82,11 @@ def update_memory(vault: Vault, id: Id, content: Content | None = None, summary:
 
 def search_memories(vault: Vault, query: Query, keywords: Keywords | None = None, limit: Limit = 10,
                     summaryWeight: Weight = 0.8, keywordWeight: Weight = 2.0,
-                    lambda_: Lambda = 1.0) -> dict[str, Any]:
+                    lambda_: Lambda = 1.0, progress: Progress | None = None) -> dict[str, Any]:
     """Search memories (summary, keywords and text): each result's file path, summary
     and contents. Keywords join the query as terms of their own."""
     words = " ".join([query, *(k for k in keywords or [] if k.strip())])
-    found = vault.search(words, limit=limit, match="auto")
+    found = vault.search(words, limit=limit, match="auto", progress=progress)
     results = [{"file_path": h["path"], "summary": h["title"], "file_contents": vault.get(h["id"])["content"]}
                for h in found["hits"]]
     return {"results": results, "total_found": len(results)}

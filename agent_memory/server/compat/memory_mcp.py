@@ -21,6 +21,7 @@ from pydantic import Field
 
 from ...errors import AgentMemoryError, InvalidInput, NotFound
 from ...models import Memory
+from ...progress import Progress
 from ...vault.vault import Vault
 from .memory_vault import given_tags
 
@@ -185,10 +186,12 @@ def _shaped(vault: Vault, ids: list[str]) -> list[dict[str, Any]]:
 
 def search_memories(vault: Vault, query: Query, limit: Annotated[int, Field(ge=1, le=100)] = 20,
                     cursor: Cursor = None, min_importance: Importance | None = None,
-                    max_importance: Importance | None = None, memory_type: MemoryType | None = None) -> dict[str, Any]:
+                    max_importance: Importance | None = None, memory_type: MemoryType | None = None,
+                    progress: Progress | None = None) -> dict[str, Any]:
     """Full-text search over content and tags, with importance and type filters, a page at a time."""
     found = vault.search(query, limit=limit, offset=_offset(cursor), min_importance=min_importance or None,
-                         max_importance=max_importance, type=memory_type if memory_type != "general" else None)
+                         max_importance=max_importance, type=memory_type if memory_type != "general" else None,
+                         progress=progress)
     out: dict[str, Any] = {"memories": _shaped(vault, [h["id"] for h in found["hits"]]),
                            "total_returned": len(found["hits"])}
     if "next_offset" in found:
@@ -242,11 +245,12 @@ def _ends(vault: Vault, source: str, target: str) -> tuple[tuple[Memory, str], t
 def recall(vault: Vault, query: Query, depth: Annotated[int, Field(ge=0, le=3)] = 1,
            limit: Annotated[int, Field(ge=1, le=50)] = 10, cursor: Cursor = None,
            min_importance: Importance | None = None, max_importance: Importance | None = None,
-           memory_type: MemoryType | None = None) -> dict[str, Any]:
+           memory_type: MemoryType | None = None, progress: Progress | None = None) -> dict[str, Any]:
     """Search, then follow links up to depth hops from the hits: the memories found and
     the edges walked."""
     found = vault.search(query, limit=limit, offset=_offset(cursor), depth=depth, min_importance=min_importance or None,
-                         max_importance=max_importance, type=memory_type if memory_type != "general" else None)
+                         max_importance=max_importance, type=memory_type if memory_type != "general" else None,
+                         progress=progress)
     ids = [h["id"] for h in found["hits"]]
     related = found.get("related")
     if related is not None:
@@ -266,16 +270,17 @@ def recall(vault: Vault, query: Query, depth: Annotated[int, Field(ge=0, le=3)] 
 
 
 def retrieve_context(vault: Vault, query: Query, token_budget: Annotated[int, Field(ge=100, le=200000)] = 4000,
-                     strategy: Literal["relevance", "importance", "recency"] = "relevance") -> dict[str, Any]:
+                     strategy: Literal["relevance", "importance", "recency"] = "relevance",
+                     progress: Progress | None = None) -> dict[str, Any]:
     """Whole memories, best first, that together fit the token budget."""
-    done = vault.retrieve_context(query, token_budget=token_budget, strategy=strategy)
+    done = vault.retrieve_context(query, token_budget=token_budget, strategy=strategy, progress=progress)
     return {"memories": _shaped(vault, [m["id"] for m in done["memories"]]),
             "estimated_tokens": done["estimated_tokens"], "truncated": done["truncated"]}
 
 
-def memory_stats(vault: Vault) -> dict[str, Any]:
+def memory_stats(vault: Vault, *, progress: Progress | None = None) -> dict[str, Any]:
     """Totals: memories (oldest, newest, average importance), relationships, memories per type."""
-    stats = vault.stats()
+    stats = vault.stats(progress)
     return {"memories": {"total": stats["total"], "oldest": stats["oldest"], "newest": stats["newest"],
                          "avg_importance": stats["average_importance"]},
             "relationships": {"total": sum(stats["relations"].values())}, "by_type": stats["types"]}

@@ -18,6 +18,7 @@ from ...limits import check_content
 from ...models import Memory
 from ...note.parse import content_hash
 from ...note.tags import as_tag_list, normalise_tag
+from ...progress import Progress
 from ...vault.vault import Vault
 from .numbers import id_of, number
 
@@ -79,11 +80,12 @@ def remember(vault: Vault, content: Content, namespace: NamespaceIn = "default",
 
 
 def recall(vault: Vault, query: Query, namespace: NamespaceFilter = "", tags: TagsIn | None = None, limit: Limit = 8,
-           match: Match = "auto") -> dict[str, Any]:
+           match: Match = "auto", progress: Progress | None = None) -> dict[str, Any]:
     """Search memories with a plain question. Ranked hits with a snippet (matches in
     [brackets]), matched_terms, tags and a readable age, plus the normalised terms and
     the match_mode used."""
-    found = vault.search(query, namespace=namespace or None, tags=tags or [], limit=limit, match=match)
+    found = vault.search(query, namespace=namespace or None, tags=tags or [], limit=limit, match=match,
+                         progress=progress)
     hits = [{"id": number(vault, h["id"]), "namespace": h["namespace"], "snippet": _bracketed(h["snippet"], h.get("highlights", [])).rstrip("\n"),
              "matched_terms": h["matched_terms"], "tags": h["tags"], "age": h["age"],
              **({"content": h["content"].removesuffix("\n")} if "content" in h else {})} for h in found["hits"]]
@@ -115,9 +117,10 @@ def forget(vault: Vault, memory_id: MemoryNumber) -> dict[str, Any]:
             "message": f"Forgot memory {memory_id}."}
 
 
-def list_memories(vault: Vault, namespace: NamespaceFilter = "", tag: Tag = "", limit: Limit = 20) -> dict[str, Any]:
+def list_memories(vault: Vault, namespace: NamespaceFilter = "", tag: Tag = "", limit: Limit = 20,
+                  progress: Progress | None = None) -> dict[str, Any]:
     """Most recent memories first, including expires_at when a TTL is set."""
-    listed = vault.list(namespace=namespace or None, tags=[tag] if tag else [], limit=limit)
+    listed = vault.list(namespace=namespace or None, tags=[tag] if tag else [], limit=limit, progress=progress)
     memories = [shape(vault, vault.get(m["id"])) for m in listed["memories"]]
     return {"count": len(memories), "memories": memories}
 
@@ -142,10 +145,10 @@ def before_id(vault: Vault, n: int) -> str:
     return id_of(vault, n, NOT_FOUND)
 
 
-def memory_stats(vault: Vault) -> dict[str, Any]:
+def memory_stats(vault: Vault, *, progress: Progress | None = None) -> dict[str, Any]:
     """Totals, counts per namespace, the most used tags, active-TTL count, database size
     and path, schema_version and search_mode."""
-    stats = vault.stats()
+    stats = vault.stats(progress)
     return {"total": stats["total"], "namespaces": stats["namespaces"], "top_tags": stats["top_tags"],
             "with_ttl": stats["with_ttl"], "db_path": stats["index_path"], "db_size_bytes": stats["index_bytes"],
             "schema_version": stats["schema_version"], "search_mode": stats["search_mode"]}
