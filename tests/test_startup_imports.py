@@ -7,9 +7,12 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+import threading
 from pathlib import Path
 
 from agent_memory.vault.vault import Vault
+
+from conftest import deadline
 
 # Never needed to parse a command line or print a version.
 HEAVY = ("mcp", "numpy", "watchdog", "uvicorn", "starlette", "yaml", "frontmatter", "importlib.metadata",
@@ -176,6 +179,8 @@ def test_serving_reads_on_stdio_loads_neither_the_http_protocol_nor_the_write_pa
                               stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
                               cwd=tmp_path)
     assert server.stdin and server.stdout and server.stderr
+    killer = threading.Timer(deadline(120), server.kill)  # a server that never answers is killed: the test fails
+    killer.start()
     try:
         for message in ({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
                             "protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "t", "version": "0"}}},
@@ -192,6 +197,7 @@ def test_serving_reads_on_stdio_loads_neither_the_http_protocol_nor_the_write_pa
         err = server.stderr.read()
         assert server.wait(timeout=300) == 0
     finally:
+        killer.cancel()
         server.kill()
     assert answers[1]["result"]["serverInfo"]["name"] == "agent-memory"
     assert memory_id in json.dumps(answers[2]["result"])
