@@ -360,7 +360,7 @@ def test_every_rule_says_what_its_matches_hold() -> None:
     for rule in credentials._RULES:
         assert rule.needs, rule.kind
         for literal in rule.needs:
-            assert literal in rule.pattern.pattern or re.escape(literal) in rule.pattern.pattern, (rule.kind, literal)
+            assert literal in rule.pattern().pattern or re.escape(literal) in rule.pattern().pattern, (rule.kind, literal)
             assert not rule.lowered or literal == literal.lower(), (rule.kind, literal)
 
 

@@ -29,7 +29,8 @@ from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
 from mcp_types.version import HANDSHAKE_PROTOCOL_VERSIONS, MODERN_PROTOCOL_VERSIONS
 
-from agent_memory.server.connections import ConnectionLimits, guarded_protocol
+from agent_memory.server.connection_limits import ConnectionLimits
+from agent_memory.server.connections import guarded_protocol
 
 from conftest import Served, deadline, wait_until, wait_until_async
 
@@ -359,13 +360,13 @@ def test_connections_fit_the_open_file_limit() -> None:
     """asyncio accepts a whole listen backlog before any connection can be closed: a cap's
     worth of connections and two backlogs must fit in the open-file limit, else accept
     fails and asyncio stops accepting anyone for a second."""
-    from agent_memory.server.connections import SPARE_FILES, accept_batch, default_max_connections
+    from agent_memory.server.connection_limits import SPARE_FILES, accept_batch, default_max_connections
 
     assert default_max_connections(None) == 1000 and default_max_connections(1024) == 448
     for files in (256, 1024, 4096, 65536):
         most = default_max_connections(files)
         assert most + 2 * accept_batch(files, most) + SPARE_FILES <= files
-    script = ("import resource\nfrom agent_memory.server.connections import open_file_limit\n"
+    script = ("import resource\nfrom agent_memory.server.connection_limits import open_file_limit\n"
               "soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)\n"
               "resource.setrlimit(resource.RLIMIT_NOFILE, (256, hard))\n"
               "print(open_file_limit(), resource.getrlimit(resource.RLIMIT_NOFILE)[0], hard)\n")

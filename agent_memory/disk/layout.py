@@ -14,8 +14,6 @@ import threading
 import time
 from pathlib import Path
 
-from slugify import slugify
-
 from ..errors import NoVault
 from ..trust import credentials
 
@@ -66,6 +64,8 @@ def derived_id(now_ms: int, key: str) -> str:
 def make_slug(text: str) -> str:
     """A file name's stem from a title: never a credential, nor the value after a
     credential word ("The wifi password: hunter2" -> ``the-wifi-password-redacted``)."""
+    from slugify import slugify  # only new names need it: a read does not load it
+
     slug = slugify(credentials.redact_for_names(text), max_length=SLUG_MAX, word_boundary=True, save_order=True)
     return slug or "memory"
 

@@ -18,13 +18,12 @@ import json
 import re
 from typing import Any
 
-import yaml
-
-from .render import _resolve, TIMESTAMP, reads_as_text
+from ..patterns import lazy_pattern
+from .render import TIMESTAMP, plain_tag, reads_as_text
 
 # Characters the fast path never reads: YAML refuses them, folds them as line breaks or
 # treats them specially (tabs, a lone carriage return, a BOM inside, surrogates).
-_UNSAFE = re.compile("[\x00-\x09\x0b-\x1f\x7f-\x9f\u2028\u2029\ufeff\ufffe\uffff\ud800-\udfff\r]")
+_UNSAFE = lazy_pattern("[\x00-\x09\x0b-\x1f\x7f-\x9f\u2028\u2029\ufeff\ufffe\uffff\ud800-\udfff\r]")
 # A key at the start of a line: a plain scalar without indicators, colons or comments
 # (kept as written, as the full loader keeps keys); a value after ": " (or nothing).
 _KEY_LINE = re.compile(r"([^\s\-?:,\[\]{}#&*!|>'\"%@`<=~][^:#,\[\]{}]{0,200}):(?: +(.*))?")
@@ -59,7 +58,7 @@ def read_simple(fm_text: str) -> dict[str, Any] | None:
     """The front matter as YAML would read it, or None when it is not a simple shape."""
     if "\r" in fm_text:
         fm_text = fm_text.replace("\r\n", "\n")
-    if _UNSAFE.search(fm_text):
+    if _UNSAFE().search(fm_text):
         return None
     try:
         return _read_lines(fm_text.split("\n"))
@@ -137,7 +136,7 @@ def _plain(raw: str) -> Any:
     valid date; anything else YAML would type (floats, octals, odd timestamps) is declined."""
     if (raw[0] in _DIGITS and _NOT_A_NUMBER.search(raw)) or reads_as_text(raw):
         return raw
-    tag = _resolve(yaml.ScalarNode, raw, (True, False))
+    tag = plain_tag(raw)
     if tag == _BOOL:
         return raw.lower() in _TRUE
     if tag == _NULL:

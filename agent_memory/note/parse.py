@@ -14,8 +14,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from .links import BODY_LINK_RELATION, links_in, markdown_links, wikilinks
+from .fast_yaml import read_simple
 from .render import to_utc
-from .safe_yaml import load_yaml
 from .split import FENCE_OPEN, merge_unique, split, without_code
 from .tags import as_tag_list, inline_tags
 
@@ -119,7 +119,7 @@ def parse(data: bytes, path: str) -> Note:
             unreadable = half_written = True  # nothing to read: perhaps an editor between truncate and write
     else:
         body = rest[body_start:]
-        meta, broken = load_yaml(fm_text, problems)
+        meta, broken = read_front_matter(fm_text, problems)
         unreadable = unreadable or broken
     note = _note_from(path, meta, body, problems)
     # A git add/add conflict starts its markers inside or before the front matter, not the body.
@@ -129,6 +129,20 @@ def parse(data: bytes, path: str) -> Note:
     note.unreadable = unreadable
     note.half_written = half_written
     return note
+
+
+def read_front_matter(fm_text: str, problems: list[str]) -> tuple[dict[str, Any], bool]:
+    """The front matter as plain data, and whether it could not be read as written: the
+    fast path for the simple shapes nearly every note has, else the full YAML parser,
+    imported only then (most commands, and most vaults, never need it)."""
+    if not fm_text.strip():
+        return {}, False
+    fast = read_simple(fm_text)
+    if fast is not None:
+        return fast, False
+    from .safe_yaml import load_yaml
+
+    return load_yaml(fm_text, problems)
 
 
 _MARKER = {mark: re.compile(re.escape(mark * 7) + r"(?:[ \t]|\r?\n|$)") for mark in "<|=>"}

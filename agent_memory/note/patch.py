@@ -9,10 +9,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
-import yaml
-
 from .render import yaml_scalar
-from .safe_yaml import KeepKeysLoader, jsonable
 from .split import split
 
 
@@ -85,6 +82,10 @@ def _is_gap(line: str) -> bool:
 
 def _block_item(line: str) -> Any:
     """The value of one ``- item`` line as YAML reads it (None if it is not that simple)."""
+    import yaml  # only a block list's edit needs the full parser
+
+    from .safe_yaml import KeepKeysLoader, jsonable
+
     try:
         return jsonable(yaml.load(line.strip()[1:].strip() or "null", Loader=KeepKeysLoader))
     except yaml.YAMLError:

@@ -12,12 +12,12 @@ import re
 from collections.abc import Callable
 from typing import Any
 
-import yaml
+from ..patterns import lazy_pattern
 
 
 # Key order of files the tool creates: fixed so that git diffs show only real changes.
 NEW_FILE_ORDER = ("id", "namespace", "title", "tags", "created", "updated", "expires", "source")
-_PLAIN_SCALAR = re.compile(r"[A-Za-z0-9_\u00c0-\uffff][A-Za-z0-9_ .\-/@+\u00c0-\uffff]*")
+_PLAIN_SCALAR = lazy_pattern(r"[A-Za-z0-9_\u00c0-\uffff][A-Za-z0-9_ .\-/@+\u00c0-\uffff]*")  # ms to compile
 _YAML_SPECIAL = re.compile(
     r"(?i:y|n|yes|no|on|off|true|false|null|~)|[-+]?(\d[\d_]*)?\.?\d*(e[-+]?\d+)?|\d{4}-\d\d-\d\d.*"
 )
@@ -25,10 +25,22 @@ TIMESTAMP = re.compile(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ")
 
 
 # What YAML reads as a line break or refuses to read: always written as a \u escape.
-_YAML_UNSAFE = re.compile("[\x7f-\x9f\u2028\u2029\ufeff\ufffe\uffff\ud800-\udfff]")
-_RESOLVER = yaml.resolver.Resolver()
-# The tag YAML gives a plain scalar (PyYAML's stubs leave ``resolve`` untyped).
-_resolve: Callable[[type[yaml.Node], str, tuple[bool, bool]], str] = _RESOLVER.resolve
+_YAML_UNSAFE = lazy_pattern("[\x7f-\x9f\u2028\u2029\ufeff\ufffe\uffff\ud800-\udfff]")
+
+
+def plain_tag(text: str) -> str:
+    """The tag YAML gives ``text`` written plain (unquoted): ``tag:yaml.org,2002:str``
+    for text, ``...:int`` for ``0x1F``. PyYAML is imported on the first call, not with
+    this module: a command that reads and writes no front matter never loads it."""
+    return _yaml_resolve()(text)
+
+
+@functools.cache
+def _yaml_resolve() -> Callable[[str], str]:
+    import yaml
+
+    resolve: Callable[..., str] = yaml.resolver.Resolver().resolve  # PyYAML's stubs leave it untyped
+    return functools.partial(resolve, yaml.ScalarNode, implicit=(True, False))
 
 
 def to_utc(value: Any) -> str:
@@ -74,8 +86,8 @@ def yaml_scalar(value: Any) -> str:
     text = str(value)
     if TIMESTAMP.fullmatch(text):
         return text
-    if (_PLAIN_SCALAR.fullmatch(text) and not _YAML_SPECIAL.fullmatch(text) and not text.endswith(" ")
-            and ": " not in text and " #" not in text and not _YAML_UNSAFE.search(text) and reads_as_text(text)):
+    if (_PLAIN_SCALAR().fullmatch(text) and not _YAML_SPECIAL.fullmatch(text) and not text.endswith(" ")
+            and ": " not in text and " #" not in text and not _YAML_UNSAFE().search(text) and reads_as_text(text)):
         return text
     return _quoted(text)
 
@@ -83,12 +95,12 @@ def yaml_scalar(value: Any) -> str:
 @functools.lru_cache(maxsize=4096)  # namespaces and tags repeat across a whole vault
 def reads_as_text(text: str) -> bool:
     """Whether YAML reads ``text`` unquoted as a string (not ``0x1F`` -> 31, ``0b101`` -> 5)."""
-    return _resolve(yaml.ScalarNode, text, (True, False)) == "tag:yaml.org,2002:str"
+    return plain_tag(text) == "tag:yaml.org,2002:str"
 
 
 def _quoted(value: Any) -> str:
     """JSON text is a YAML double-quoted scalar once line-break-like characters are escaped."""
-    return _YAML_UNSAFE.sub(lambda m: f"\\u{ord(m.group()):04x}", json.dumps(value, ensure_ascii=False))
+    return _YAML_UNSAFE().sub(lambda m: f"\\u{ord(m.group()):04x}", json.dumps(value, ensure_ascii=False))
 
 
 def render_new(fields: dict[str, Any], body: str) -> str:

@@ -1,6 +1,7 @@
 """Front matter as plain data, read safely: YAML that keeps keys as written (``on:``,
-``2024:``), an alias budget (``limits.MAX_YAML_ALIAS_EXPANSION``) checked before anything
-is built, and a fast path (``fast_yaml``) for the simple front matter nearly every note has.
+``2024:``) and an alias budget (``limits.MAX_YAML_ALIAS_EXPANSION``) checked before anything
+is built. The simple front matter nearly every note has takes the fast path (``fast_yaml``)
+instead, so this module, and PyYAML with it, is imported only when that path declines.
 """
 
 from __future__ import annotations
@@ -13,7 +14,6 @@ import frontmatter
 import yaml
 
 from .. import limits  # read at call time: tests lower the budget
-from .fast_yaml import read_simple
 from .render import to_utc
 
 
@@ -106,12 +106,8 @@ def _check_alias_expansion(root: yaml.Node) -> None:
 
 
 def load_yaml(fm_text: str, problems: list[str]) -> tuple[dict[str, Any], bool]:
-    """The front matter as plain data, and whether it could not be read as written."""
-    if not fm_text.strip():
-        return {}, False
-    fast = read_simple(fm_text)  # the simple shapes nearly every note has, without YAML
-    if fast is not None:
-        return fast, False
+    """The front matter as plain data, and whether it could not be read as written, by
+    the full parser (``parse.read_front_matter`` tries the fast path first)."""
     try:
         loaded = frontmatter.YAMLHandler().load(fm_text, Loader=KeepKeysLoader)
         if isinstance(loaded, dict):

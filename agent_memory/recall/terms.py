@@ -19,6 +19,8 @@ import re
 import unicodedata
 from dataclasses import dataclass
 
+from ..patterns import lazy_pattern
+
 MAX_QUERY_CHARS = 1000
 PREFIX_MIN = 3  # shortest word tried as the start of longer words when it matches nothing
 TYPO_MIN = 4  # shortest word corrected when it matches nothing
@@ -58,9 +60,10 @@ que quien quienes cuanto cuanta cuantos cuantas
 # particles): Hiragana, Katakana, CJK ideographs (+ extension A, compatibility, 々〆〇),
 # Hangul syllables and jamo.
 _CJK = "\u3005-\u3007\u3040-\u30ff\u31f0-\u31ff\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff\u1100-\u11ff\u3130-\u318f\uac00-\ud7af"
-_CJK_RUN = re.compile(f"[{_CJK}]+")
-_CJK_OR_NOT = re.compile(f"[{_CJK}]+|[^{_CJK}]+")
-_KANA = re.compile("[\u3040-\u30ff\u31f0-\u31ff]")
+# Compiled on first use: only text that is not ASCII runs them (ms to compile).
+_CJK_RUN = lazy_pattern(f"[{_CJK}]+")
+_CJK_OR_NOT = lazy_pattern(f"[{_CJK}]+|[^{_CJK}]+")
+_KANA = lazy_pattern("[\u3040-\u30ff\u31f0-\u31ff]")
 
 
 def _fold(text: str) -> str:
@@ -73,7 +76,7 @@ def _fold(text: str) -> str:
         return text
     out: list[str] = []
     for char in unicodedata.normalize("NFKD", text):
-        if unicodedata.combining(char) and not (out and _KANA.match(out[-1])):
+        if unicodedata.combining(char) and not (out and _KANA().match(out[-1])):
             continue
         out.append(char)
     return unicodedata.normalize("NFC", "".join(out))
@@ -89,7 +92,7 @@ _TOKEN = re.compile(r"[^\W_]+")
 
 
 def is_cjk(text: str) -> bool:
-    return bool(text) and _CJK_RUN.fullmatch(text) is not None
+    return bool(text) and not text.isascii() and _CJK_RUN().fullmatch(text) is not None
 
 
 def tokens(text: str) -> list[str]:
@@ -103,7 +106,7 @@ def tokens(text: str) -> list[str]:
     folded = _ELISION.sub("", _WONT.sub("will not", folded))
     out: list[str] = []
     for token in _TOKEN.findall(folded):
-        out.extend(_CJK_OR_NOT.findall(token) if not token.isascii() else [token])
+        out.extend(_CJK_OR_NOT().findall(token) if not token.isascii() else [token])
     return out
 
 
@@ -409,12 +412,12 @@ def cjk_index_text(*texts: str) -> str:
     most text and costs nothing."""
     out: list[str] = []
     for text in texts:
-        if text.isascii() or not _CJK_RUN.search(text):
+        if text.isascii() or not _CJK_RUN().search(text):
             continue
         for token in _TOKEN.findall(unicodedata.normalize("NFKC", text)):
-            if not _CJK_RUN.search(token):
+            if not _CJK_RUN().search(token):
                 continue
-            for part in _CJK_OR_NOT.findall(token):
+            for part in _CJK_OR_NOT().findall(token):
                 if is_cjk(part):
                     out.extend(bigrams(part) if len(part) > 1 else [])
                     out.append(part[-1])

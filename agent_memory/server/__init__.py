@@ -14,5 +14,6 @@ this package (and ``watchdog`` only in ``watch/``), so the CLI's other commands 
 - ``instructions``: what the server tells the model at connect time
 - ``app``: ``build_server`` and its lifespan (background sync, clean stdout)
 - ``transport``: ``run`` for ``agent-memory serve``, the HTTP app and its bearer check;
-  ``sessions`` and ``connections`` bound what HTTP clients may hold
+  ``sessions`` and ``connections`` bound what HTTP clients may hold (``connection_limits``:
+  how many, how long, without importing uvicorn's protocol)
 """

@@ -8,6 +8,7 @@ name is refused with the closest real one and each problem is one sentence.
 
 import dataclasses
 import difflib
+import functools
 import inspect
 import json
 import logging
@@ -557,10 +558,17 @@ class ToolArguments:
         """``fn``: the callable the SDK calls for the tool (its ``Context`` parameter is
         the SDK's to fill, as the SDK skips it)."""
         self.name = name
+        self._fn = fn
         parameters = inspect.signature(fn).parameters
-        context = [n for n, p in parameters.items() if p.annotation is Context]
-        self.names = [n for n in parameters if n not in context]
-        self.metadata: FuncMetadata = func_metadata(fn, skip_names=context)
+        self._context = [n for n, p in parameters.items() if p.annotation is Context]
+        self.names = [n for n in parameters if n not in self._context]
+
+    @functools.cached_property
+    def metadata(self) -> FuncMetadata:
+        """The argument schema's check, built on the tool's first call: the SDK builds its
+        own when the tool is added, and building this one too for every tool would hold
+        the server's first answer back (pydantic schemas: ~2 ms a tool)."""
+        return func_metadata(self._fn, skip_names=self._context)
 
     def unknown(self, sent: str) -> str:
         if not self.names:

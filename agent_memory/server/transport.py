@@ -43,7 +43,7 @@ import anyio
 from ..errors import InvalidInput
 from ..vault.vault import Vault
 from .app import build_server
-from .connections import (
+from .connection_limits import (  # not .connections: uvicorn's protocol and h11 are for --http alone
     DEFAULT_KEEP_ALIVE,
     DEFAULT_REQUEST_TIMEOUT,
     ConnectionLimits,
@@ -121,7 +121,7 @@ class HttpLimits:
     request_timeout: float = DEFAULT_REQUEST_TIMEOUT
     keep_alive: int = DEFAULT_KEEP_ALIVE
     max_connections: int | None = None
-    """None: :func:`~.connections.default_max_connections`."""
+    """None: :func:`~.connection_limits.default_max_connections`."""
     allow_origins: tuple[str, ...] = ()
 
     def check(self) -> None:
@@ -442,7 +442,8 @@ def _serve_http(vault: Vault, host: str, port: int, token: str | None, limits: H
                 compat: str | None = None) -> None:
     import uvicorn
 
-    from .connections import SPARE_FILES, open_file_limit, uvicorn_config
+    from .connection_limits import SPARE_FILES, open_file_limit
+    from .connections import uvicorn_config
 
     app = build_http_app(vault, host=host, token=token, limits=limits, compat=compat)
     files = open_file_limit()

@@ -23,6 +23,7 @@ from dataclasses import dataclass
 from typing import Protocol
 
 from ..errors import SecretRefused
+from ..patterns import lazy_pattern
 
 
 class SecretsSettings(Protocol):
@@ -220,7 +221,7 @@ class _Rule:
     """
 
     kind: str
-    pattern: re.Pattern[str]
+    pattern: Callable[[], re.Pattern[str]]  # compiled when a text first holds one of ``needs``
     check: Callable[[str], bool] = _not_mask
     group: str | int = "secret"
     random: str | int = "secret"
@@ -243,7 +244,7 @@ def _rule(
     """A rule; ``needs``: literals of ``pattern`` one of which every match contains
     (lower case for a ``lowered`` rule): a text without any is not searched with it,
     a few substring tests instead of a regex pass (most texts hold no credential)."""
-    return _Rule(kind, re.compile(pattern), check, group, group if random is None else random, trim, lowered, needs)
+    return _Rule(kind, lazy_pattern(pattern), check, group, group if random is None else random, trim, lowered, needs)
 
 
 _E = r"(?![A-Za-z0-9_-])"  # not followed by a token character: not part of a longer string
@@ -418,7 +419,7 @@ def _scanned(text: str) -> tuple[Finding, ...]:
                     break
             else:
                 continue
-        for match in rule.pattern.finditer(searched):
+        for match in rule.pattern().finditer(searched):
             if rule.kind == _KEY_BLOCK:
                 block = _private_key(text, match)
                 if block:
@@ -494,7 +495,7 @@ _CREDENTIAL_WORD = (
     r"|(?-i:[A-Z0-9]+(?:PASSWORD|PASSWD|PASSPHRASE|PWD|SECRET|TOKEN|APIKEY)))"
     r"(?:[ _-]?(?:key|token|value|code|number|string))?(?![A-Za-z0-9])"
 )
-_NAMED_VALUE = re.compile(
+_NAMED_VALUE = lazy_pattern(  # compiled on the first text holding a hint below
     _CREDENTIAL_WORD + r"[\"']?(?:[ \t]*(?P<sign>:=|=>|[:=])|[ \t]+(?P<verb>is|was|are|were)(?![A-Za-z0-9])[ \t]*:?)"
     r"[ \t]*(?P<value>[^\n]*)",
     re.IGNORECASE,
@@ -530,7 +531,7 @@ def redact_named_values(text: str) -> str:
             return text
     out: list[str] = []
     pos = 0
-    for match in _NAMED_VALUE.finditer(text):
+    for match in _NAMED_VALUE().finditer(text):
         if match.start() < pos:
             continue
         start = match.start("value")

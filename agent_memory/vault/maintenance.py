@@ -1,4 +1,9 @@
-"""Owning a vault: stats, export and import, and emptying the trash."""
+"""Owning a vault: stats, export and import, and emptying the trash.
+
+Every vault opened finishes an interrupted import here, so the other servers' formats
+(``transfer.formats``, ``importers``) and the knowledge graph's notes (``graph``,
+``graph_import``) are imported by the methods that convert them, not with this module.
+"""
 
 from __future__ import annotations
 
@@ -13,16 +18,10 @@ from typing import Any
 from ..note import parse
 from ..note.links import BODY_LINK_RELATION
 from ..note.parse import Note
-from ..transfer.formats import EXPORT_FORMATS, GRAPH_FORMAT, importer
-from ..transfer.importers.chats import CHAT_FORMATS, note_items
-from ..transfer.importers.chats import conversations as chat_conversations
 from ..trust import credentials
 from ..recall import graph
 from ..recall.sql import Filters
 from ..trust import confine
-from .graph import NAMESPACE as GRAPH_NAMESPACE, graph_of_nodes, node_of
-from .graph_import import graph_source, plan_graph_import
-from ..transfer.importers.knowledge_graph import entity_name, observations, records, relation_type
 from ..clock import iso
 from ..progress import Every, Progress, Step
 from .core import Core
@@ -105,11 +104,16 @@ class Maintenance:
         reading = Every(progress, "exporting memories", len(rows))
         if format is None or format == "json":
             return self._exported(rows, reading)
+        from ..transfer.formats import EXPORT_FORMATS
+
         if format not in EXPORT_FORMATS:
             raise InvalidInput(f"Unknown export format {format!r}; use json or {', '.join(EXPORT_FORMATS)}.")
         return self._knowledge_graph(rows, reading)
 
     def _knowledge_graph(self, rows: list[sqlite3.Row], reading: Every) -> list[dict[str, Any]]:
+        from ..transfer.importers.knowledge_graph import entity_name, observations, records, relation_type
+        from .graph import NAMESPACE as GRAPH_NAMESPACE, graph_of_nodes, node_of
+
         links = graph.LinkGraph(self.index, iso(self.core.now()))
         read: list[tuple[sqlite3.Row, Note]] = []
         names: dict[int, str] = {}
@@ -191,14 +195,18 @@ class Maintenance:
         counted. Already-expired items are counted, not written. A path that is taken
         gets the next free ``-2``-style name; nothing is overwritten.
         """
+        if format is None:
+            return self._import_items(items, progress, sync=False)
+        from ..transfer.formats import GRAPH_FORMAT, importer
+        from ..transfer.importers.chats import CHAT_FORMATS
+        from .graph_import import graph_source, plan_graph_import
+
         if format in CHAT_FORMATS:
             return self._import_chats(items, format, progress)
         if format == GRAPH_FORMAT:  # the notes serve --compat knowledge-graph keeps: one exact mapping
             graph = graph_source(items)
             return self._published(lambda now: plan_graph_import(self.core, self.importing, graph, now), progress)
-        if format is not None:
-            items = importer(format)(items)
-        return self._import_items(items, progress, sync=format is not None)
+        return self._import_items(importer(format)(items), progress, sync=True)
 
     def _import_items(self, items: Any, progress: Progress | None, sync: bool) -> ImportResult:
         """One all-or-nothing import of items; ``sync``: their ids are a source's keys."""
@@ -270,6 +278,8 @@ class Maintenance:
         whatever the export's size. Importing it again updates each note where its
         conversation changed. A conversation holding a credential has it redacted
         (listed in ``redacted``); one that still would not pass is left out (``refused``)."""
+        from ..transfer.importers.chats import conversations as chat_conversations, note_items
+
         total = _empty_import()
         redacted: list[ChatNote] = []
         refused: list[ChatNote] = []
