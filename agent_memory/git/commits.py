@@ -390,7 +390,7 @@ def holding_credentials(vault: GitVault, paths: list[str]) -> dict[str, str]:
             held[rel] = f"cannot be read to check it for credentials ({exc.strerror or exc})"
             continue
         named = credentials.check_text(rel, settings)
-        found = credentials.check_text(data.decode("utf-8", "replace"), settings)
+        found = credentials.check_bytes(data, settings)  # UTF-16 text too: git carries its bytes
         said = [f"its name holds a {f.kind} (fingerprint {f.fingerprint})" for f in named[:3]]
         said += [f"{f.kind} (line {f.line}, fingerprint {f.fingerprint})" for f in found[:3]]
         if said:

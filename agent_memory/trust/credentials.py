@@ -467,6 +467,27 @@ def check_text(text: str, settings: SecretsSettings | None = None) -> list[Findi
     return [f for f in find_credentials(text) if f.fingerprint not in allowed]
 
 
+def texts_of(data: bytes) -> list[str]:
+    """The text a file's bytes carry, as a credential scan must read it: UTF-8, and when
+    the bytes hold a NUL also UTF-16 read both ways (Windows PowerShell's ``>`` and
+    Notepad's "Unicode" save text so; a token in it leaves with a push all the same).
+    Little- and big-endian from the first byte between them read UTF-16 text of either
+    order at either byte alignment (a UTF-16 string inside a binary file too)."""
+    out = [data.decode("utf-8", "replace")]
+    if b"\0" in data:
+        out += [data.decode("utf-16-le", "replace"), data.decode("utf-16-be", "replace")]
+    return out
+
+
+def check_bytes(data: bytes, settings: SecretsSettings | None = None) -> list[Finding]:
+    """``check_text`` of each text ``texts_of`` finds in ``data``, one finding per credential."""
+    found: dict[str, Finding] = {}
+    for text in texts_of(data):
+        for finding in check_text(text, settings):
+            found.setdefault(finding.fingerprint, finding)
+    return list(found.values())
+
+
 def redact(text: str, findings: Sequence[Finding]) -> str:
     """``text`` with each finding's span replaced by ``[redacted <kind>]``: for slugs,
     titles and log lines that must never carry the secret."""
