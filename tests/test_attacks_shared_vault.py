@@ -56,3 +56,23 @@ def test_a_token_saved_as_utf16_is_neither_committed_nor_pushed(team: Team, enco
     pushed = everything_pushed(team)
     assert secret.encode("utf-16-le") not in pushed and secret.encode("utf-16-be") not in pushed
     assert git(team.victim, "status", "--porcelain", "--", "deploy-notes.txt") == "?? deploy-notes.txt\n"
+
+
+def test_git_setup_never_copies_the_file_a_pulled_gitattributes_symlink_names(team: Team, tmp_path: Path) -> None:
+    """A teammate pushes ``.gitattributes`` as a symlink to a private file of the victim's;
+    ``git setup`` (which every clone runs once, and ``doctor`` asks for) read it through
+    the link and wrote it back as the vault's own ``.gitattributes``, to be committed."""
+    private = tmp_path / "diary.txt"
+    private.write_text("Dear diary, the safe's code is 4711.\n")
+    (team.mate / ".gitattributes").unlink()
+    (team.mate / ".gitattributes").symlink_to(private)
+    team.push("attributes, shared")
+    assert run_cli("sync", vault=team.victim, spawn=True).returncode == 0
+    assert (team.victim / ".gitattributes").is_symlink()  # git checks the link out as it is
+    done = run_cli("git", "setup", vault=team.victim, spawn=True)
+    assert done.returncode == 1
+    assert done.stderr.startswith("Error: ") and len(done.stderr.strip().splitlines()) == 1
+    assert ".gitattributes is a symlink" in done.stderr and "rm " in done.stderr
+    assert (team.victim / ".gitattributes").is_symlink()  # left as it was
+    assert private.read_text() == "Dear diary, the safe's code is 4711.\n"
+    assert git(team.victim, "config", "--get-regexp", r"merge\.", check=False) == ""  # nothing registered either
