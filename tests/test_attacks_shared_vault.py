@@ -76,3 +76,28 @@ def test_git_setup_never_copies_the_file_a_pulled_gitattributes_symlink_names(te
     assert (team.victim / ".gitattributes").is_symlink()  # left as it was
     assert private.read_text() == "Dear diary, the safe's code is 4711.\n"
     assert git(team.victim, "config", "--get-regexp", r"merge\.", check=False) == ""  # nothing registered either
+
+
+@pytest.mark.parametrize("folder", [".Trash", ".INDEX", ".trash.", ".index ", ".\u200ctrash"])
+def test_sync_refuses_to_pull_the_trash_or_index_in_another_spelling(team: Team, folder: str) -> None:
+    """macOS and Windows compare names without case (Windows drops trailing dots and
+    spaces, HFS+ ignores zero-width characters): a pulled ``.Trash/old.md`` lands in this
+    clone's ``.trash/`` there, overwriting what it holds. Refused as ``.trash/old.md`` is."""
+    (team.mate / folder).mkdir()
+    (team.mate / folder / "old.md").write_text("The teammate's version of a trashed note.\n")
+    team.push("planted, spelled otherwise")
+    done = run_cli("sync", vault=team.victim, spawn=True)
+    assert done.returncode == 1 and len(done.stderr.strip().splitlines()) == 1
+    assert f"{folder}/old.md" in done.stderr and "Nothing was pulled or pushed" in done.stderr
+    assert "planted, spelled otherwise" not in team.victim_log()
+    assert not (team.victim / folder).exists()
+
+
+def test_sync_never_pushes_the_trash_committed_in_another_spelling(team: Team) -> None:
+    (team.victim / ".Trash").mkdir()
+    (team.victim / ".Trash" / "forgotten.md").write_text("Forgotten on purpose.\n")
+    git(team.victim, "add", ".Trash/forgotten.md")
+    git(team.victim, "commit", "-q", "-m", "the trash, committed")
+    done = run_cli("sync", vault=team.victim, spawn=True)
+    assert done.returncode == 1 and "Cannot push" in done.stderr and ".Trash/forgotten.md" in done.stderr
+    assert "the trash, committed" not in team.remote_log()

@@ -24,6 +24,7 @@ from ..disk.store import replace_file
 from ..errors import GitError, SettingsError, SyncConflict
 from ..models import SyncPreview, SyncResult
 from ..note import parse
+from ..trust.confine import folded
 from .commits import GitState, GitVault, changed_paths, commit_pending, identity_flags, state_problem
 from .hand import HandChange, commit_hand_changes, hand_changes, held_back
 from .stash import Stash, holds, put_back, put_back_beside, set_aside, unmerged
@@ -302,21 +303,29 @@ def _commit_for_sync(vault: GitVault, state: GitState, repo: Repo) -> tuple[int,
 _PRIVATE = (INDEX_DIRNAME, TRASH_DIRNAME)  # this machine's index, records and trash: never shared
 
 
+def _private(rel: str) -> bool:
+    """Whether a vault-relative path is under ``.index/`` or ``.trash/`` as some file
+    system reads it: macOS and Windows compare names without case (Windows drops trailing
+    dots and spaces, HFS+ zero-width characters), so a pulled ``.Trash/x.md`` lands in
+    ``.trash/`` there (``confine.folded``, the path rule's own comparison)."""
+    return folded(rel.split("/", 1)[0]) in _PRIVATE
+
+
 def _private_changes(repo: Repo, a: str | None, b: str) -> list[str]:
-    """Files under the vault's ``.index/`` or ``.trash/`` that commit ``b`` adds or changes
-    since ``a`` (None: every such file ``b`` holds); deletions are fine: they take them out."""
+    """Files under the vault's ``.index/`` or ``.trash/`` (in any spelling) that commit
+    ``b`` adds or changes since ``a`` (None: every such file ``b`` holds); deletions are
+    fine: they take them out."""
     if a is None:
-        out = repo.ok("ls-tree", "-r", "-z", "--name-only", b, "--", *_PRIVATE)
+        out = repo.ok("ls-tree", "-r", "-z", "--name-only", b)
     else:
-        out = repo.ok("diff", "--name-only", "-z", "--no-renames", "--diff-filter=AMTC", "--relative", a, b,
-                      "--", *_PRIVATE)
-    return sorted(p for p in out.split("\0") if p)
+        out = repo.ok("diff", "--name-only", "-z", "--no-renames", "--diff-filter=AMTC", "--relative", a, b)
+    return sorted(p for p in out.split("\0") if p and _private(p))
 
 
 def tracked_private(repo: Repo) -> list[str]:
-    """Files under the vault's ``.index/`` or ``.trash/`` that git tracks (force-added by
-    someone): never read as records, never committed or pushed by the tool."""
-    return sorted(p for p in repo.ok("ls-files", "-z", "--", *_PRIVATE).split("\0") if p)
+    """Files under the vault's ``.index/`` or ``.trash/`` (in any spelling) that git tracks
+    (force-added by someone): never read as records, never committed or pushed by the tool."""
+    return sorted(p for p in repo.ok("ls-files", "-z").split("\0") if p and _private(p))
 
 
 def _shown(paths: list[str]) -> str:
