@@ -6,6 +6,7 @@ person runs it."""
 from __future__ import annotations
 
 import json
+import shlex
 import subprocess
 from pathlib import Path
 
@@ -89,6 +90,7 @@ def test_sync_refuses_to_pull_the_trash_or_index_in_another_spelling(team: Team,
     done = run_cli("sync", vault=team.victim, spawn=True)
     assert done.returncode == 1 and len(done.stderr.strip().splitlines()) == 1
     assert f"{folder}/old.md" in done.stderr and "Nothing was pulled or pushed" in done.stderr
+    assert f"git rm -r --cached {shlex.quote(folder)}," in done.stderr  # the folder as spelled
     assert "planted, spelled otherwise" not in team.victim_log()
     assert not (team.victim / folder).exists()
 
@@ -101,3 +103,14 @@ def test_sync_never_pushes_the_trash_committed_in_another_spelling(team: Team) -
     done = run_cli("sync", vault=team.victim, spawn=True)
     assert done.returncode == 1 and "Cannot push" in done.stderr and ".Trash/forgotten.md" in done.stderr
     assert "the trash, committed" not in team.remote_log()
+
+
+def test_sync_all_leaves_a_trash_folder_in_another_spelling_uncommitted(team: Team) -> None:
+    """What sync refuses to push it never commits in the first place."""
+    (team.victim / ".Trash").mkdir()
+    (team.victim / ".Trash" / "forgotten.md").write_text("Forgotten on purpose.\n")
+    (team.victim / "kept.md").write_text("A note of mine.\n")
+    done = run_cli("--json", "sync", "--all", vault=team.victim, spawn=True)
+    assert done.returncode == 0, done.stderr
+    assert json.loads(done.stdout)["hand_shared"] == ["added kept.md"]
+    assert not any(p.startswith(".Trash/") for p in team.remote_files())

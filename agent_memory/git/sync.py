@@ -11,6 +11,7 @@ import logging
 import os
 import re
 import secrets
+import shlex
 import tempfile
 from collections.abc import Callable
 from contextlib import AbstractContextManager
@@ -24,9 +25,8 @@ from ..disk.store import replace_file
 from ..errors import GitError, SettingsError, SyncConflict
 from ..models import SyncPreview, SyncResult
 from ..note import parse
-from ..trust.confine import folded
 from .commits import GitState, GitVault, changed_paths, commit_pending, identity_flags, state_problem
-from .hand import HandChange, commit_hand_changes, hand_changes, held_back
+from .hand import HandChange, commit_hand_changes, hand_changes, held_back, private
 from .stash import Stash, holds, put_back, put_back_beside, set_aside, unmerged
 from .run import DRIVER, Repo, first_line
 
@@ -166,7 +166,7 @@ class GitSync:
             raise GitError(f"Cannot sync: the commits to pull add or change {_shown(planted)}, under the vault's "
                            f"{INDEX_DIRNAME}/ or {TRASH_DIRNAME}/: pulling them would overwrite this machine's index, "
                            "records or trash. Nothing was pulled or pushed. Whoever pushed them should take them out "
-                           f"of git (git rm -r --cached {INDEX_DIRNAME} {TRASH_DIRNAME}, commit, push); then sync again.")
+                           f"of git ({_untrack(planted)}, commit, push); then sync again.")
         dirty = _dirty(repo)
         stash = set_aside(repo)  # a stash of our own, named: never lost from `git stash list`
         done = _pull(repo, result, base, old, up, tracking)
@@ -300,17 +300,6 @@ def _commit_for_sync(vault: GitVault, state: GitState, repo: Repo) -> tuple[int,
     return (outcome.writes if outcome.status == "committed" else 0), outcome.withheld
 
 
-_PRIVATE = (INDEX_DIRNAME, TRASH_DIRNAME)  # this machine's index, records and trash: never shared
-
-
-def _private(rel: str) -> bool:
-    """Whether a vault-relative path is under ``.index/`` or ``.trash/`` as some file
-    system reads it: macOS and Windows compare names without case (Windows drops trailing
-    dots and spaces, HFS+ zero-width characters), so a pulled ``.Trash/x.md`` lands in
-    ``.trash/`` there (``confine.folded``, the path rule's own comparison)."""
-    return folded(rel.split("/", 1)[0]) in _PRIVATE
-
-
 def _private_changes(repo: Repo, a: str | None, b: str) -> list[str]:
     """Files under the vault's ``.index/`` or ``.trash/`` (in any spelling) that commit
     ``b`` adds or changes since ``a`` (None: every such file ``b`` holds); deletions are
@@ -319,13 +308,18 @@ def _private_changes(repo: Repo, a: str | None, b: str) -> list[str]:
         out = repo.ok("ls-tree", "-r", "-z", "--name-only", b)
     else:
         out = repo.ok("diff", "--name-only", "-z", "--no-renames", "--diff-filter=AMTC", "--relative", a, b)
-    return sorted(p for p in out.split("\0") if p and _private(p))
+    return sorted(p for p in out.split("\0") if p and private(p))
 
 
 def tracked_private(repo: Repo) -> list[str]:
     """Files under the vault's ``.index/`` or ``.trash/`` (in any spelling) that git tracks
     (force-added by someone): never read as records, never committed or pushed by the tool."""
-    return sorted(p for p in repo.ok("ls-files", "-z").split("\0") if p and _private(p))
+    return sorted(p for p in repo.ok("ls-files", "-z").split("\0") if p and private(p))
+
+
+def _untrack(paths: list[str]) -> str:
+    """The command that takes ``paths``' top folders (``.index``, ``.Trash``…) out of git."""
+    return "git rm -r --cached " + " ".join(shlex.quote(f) for f in sorted({p.split("/", 1)[0] for p in paths}))
 
 
 def _shown(paths: list[str]) -> str:
@@ -433,8 +427,8 @@ def _push(repo: Repo, remote: str, merge_ref: str) -> tuple[bool, int]:
     if sent:
         raise GitError(f"Cannot push: the commits to push add or change {_shown(sent)}, under the vault's "
                        f"{INDEX_DIRNAME}/ or {TRASH_DIRNAME}/, which hold this machine's index and trash and are never "
-                       f"pushed by agent-memory. Take them out of git (git rm -r --cached {INDEX_DIRNAME} "
-                       f"{TRASH_DIRNAME}, then commit), then sync again; the commits are kept locally.")
+                       f"pushed by agent-memory. Take them out of git ({_untrack(sent)}, then commit), then sync again; the "
+                       "commits are kept locally.")
     done = repo.run("push", "--porcelain", *_local_pack_programs(repo, remote, "--receive-pack", "git-receive-pack", push=True),
                     remote, f"HEAD:{merge_ref}", timeout=NETWORK_TIMEOUT, optional_locks=True)
     if done.returncode == 0:
