@@ -114,3 +114,21 @@ def test_sync_all_leaves_a_trash_folder_in_another_spelling_uncommitted(team: Te
     assert done.returncode == 0, done.stderr
     assert json.loads(done.stdout)["hand_shared"] == ["added kept.md"]
     assert not any(p.startswith(".Trash/") for p in team.remote_files())
+
+
+def test_sync_all_never_pushes_a_file_whose_name_holds_a_passwords_value(team: Team) -> None:
+    """The tool never names a file with the value after a credential word; a file a
+    person named so is not committed under that name either (its commit message was
+    already redacted: the name itself went out)."""
+    (team.victim / "The wifi password is hunter2.md").write_text("Ask at the front desk for the guest network.\n")
+    (team.victim / "The deploy token is in the team password manager.md").write_text("Ask Priya.\n")
+    done = run_cli("--json", "sync", "--all", vault=team.victim, spawn=True)
+    assert done.returncode == 0, done.stderr
+    result = json.loads(done.stdout)
+    assert result["hand_shared"] == ["added The deploy token is in the team password manager.md"]
+    [withheld] = result["withheld"]
+    assert withheld.startswith("The wifi password is [redacted]: its name holds the value after a credential word")
+    assert "hunter2" not in done.stdout + done.stderr
+    assert "hunter2" not in git(team.remote, "log", "--all", "--name-only", "--format=%B")
+    human = run_cli("sync", "--all", vault=team.victim, spawn=True)
+    assert "rename the file" in human.stderr and "hunter2" not in human.stdout + human.stderr

@@ -392,6 +392,8 @@ def holding_credentials(vault: GitVault, paths: list[str]) -> dict[str, str]:
         named = credentials.check_text(rel, settings)
         found = credentials.check_bytes(data, settings)  # UTF-16 text too: git carries its bytes
         said = [f"its name holds a {f.kind} (fingerprint {f.fingerprint})" for f in named[:3]]
+        if not named and credentials.redact_for_names(rel) != rel:  # the rule every name the tool makes follows
+            said.append("its name holds the value after a credential word (password, token…); rename the file")
         said += [f"{f.kind} (line {f.line}, fingerprint {f.fingerprint})" for f in found[:3]]
         if said:
             more = len(named) + len(found) - len(said)
