@@ -6,6 +6,7 @@ person runs it."""
 from __future__ import annotations
 
 import json
+import os
 import shlex
 import subprocess
 from pathlib import Path
@@ -132,3 +133,34 @@ def test_sync_all_never_pushes_a_file_whose_name_holds_a_passwords_value(team: T
     assert "hunter2" not in git(team.remote, "log", "--all", "--name-only", "--format=%B")
     human = run_cli("sync", "--all", vault=team.victim, spawn=True)
     assert "rename the file" in human.stderr and "hunter2" not in human.stdout + human.stderr
+
+
+def test_sync_runs_nothing_a_planted_submodules_own_config_names(team: Team, tmp_path: Path) -> None:
+    """A teammate pushes a submodule entry (a gitlink); a synced folder then fills its
+    folder with a repository whose own config names a clean filter for its files. git
+    status looks inside a submodule by running git there, which read that config: the
+    tool's sync ran the planted program."""
+    ran = tmp_path / "ran"
+    planted = tmp_path / "planted"
+    planted.mkdir()
+    git(planted, "init", "-q", "-b", "main")
+    (planted / "notes.txt").write_text("Some notes.\n")
+    (planted / ".gitattributes").write_text("* filter=evil\n")
+    git(planted, "add", "-A")
+    git(planted, "commit", "-q", "-m", "notes")
+    (team.mate / ".gitmodules").write_text('[submodule "shared"]\n\tpath = shared\n\turl = ./shared\n')
+    git(team.mate, "add", ".gitmodules")
+    git(team.mate, "update-index", "--add", "--cacheinfo", f"160000,{git(planted, 'rev-parse', 'HEAD').strip()},shared")
+    git(team.mate, "commit", "-q", "-m", "a submodule")
+    git(team.mate, "push", "-q")
+    assert run_cli("sync", vault=team.victim, spawn=True).returncode == 0
+    (team.victim / "shared").rmdir()  # the synced folder brings the submodule's repository
+    git(planted, "config", "filter.evil.clean", f"sh -c 'echo clean >> {shlex.quote(str(ran))}; cat'")
+    planted.rename(team.victim / "shared")
+    os.utime(team.victim / "shared" / "notes.txt", (1, 1))  # its stat changed: git reads it again, through the filter
+    (team.victim / "mine.md").write_text("A note of mine.\n")
+    for command in (("sync", "--dry-run"), ("sync",), ("sync", "--all")):
+        done = run_cli(*command, vault=team.victim, spawn=True)
+        assert done.returncode == 0, done.stderr
+        assert not ran.exists(), f"agent-memory {' '.join(command)} ran {ran.read_text()!r}"
+    assert "mine.md" in team.remote_files()
