@@ -164,3 +164,16 @@ def test_sync_runs_nothing_a_planted_submodules_own_config_names(team: Team, tmp
         assert done.returncode == 0, done.stderr
         assert not ran.exists(), f"agent-memory {' '.join(command)} ran {ran.read_text()!r}"
     assert "mine.md" in team.remote_files()
+
+
+def test_doctor_never_reads_through_a_pulled_gitattributes_symlink(team: Team, tmp_path: Path) -> None:
+    """A pushed ``.gitattributes`` that links to ``/dev/zero`` (or a pipe, here) made
+    ``doctor`` read it to its end: forever. git itself never follows that link."""
+    pipe = tmp_path / "pipe"
+    os.mkfifo(pipe)
+    (team.mate / ".gitattributes").unlink()
+    (team.mate / ".gitattributes").symlink_to(pipe)
+    team.push("attributes, as a link")
+    assert run_cli("sync", vault=team.victim, spawn=True).returncode == 0
+    done = run_cli("doctor", vault=team.victim, spawn=True)
+    assert "[fail] merge driver: " in done.stdout and ".gitattributes is a symlink" in done.stdout

@@ -56,9 +56,9 @@ def driver_problem(root: Path) -> str | None:
     interpreter that is gone, or a command an older version wrote. None when it is
     current, or when the vault does not ask for it."""
     try:
-        text = (root / ".gitattributes").read_text(encoding="utf-8", errors="replace")
-    except OSError:
-        return None
+        text = _own_text(root / ".gitattributes")  # never through a link (to /dev/zero, say): git ignores one
+    except VaultError as exc:
+        return str(exc)
     if not any(line.split() == ATTRIBUTES_LINE.split() for line in text.splitlines()):
         return None
     try:
