@@ -177,3 +177,22 @@ def test_doctor_never_reads_through_a_pulled_gitattributes_symlink(team: Team, t
     assert run_cli("sync", vault=team.victim, spawn=True).returncode == 0
     done = run_cli("doctor", vault=team.victim, spawn=True)
     assert "[fail] merge driver: " in done.stdout and ".gitattributes is a symlink" in done.stdout
+
+
+def test_a_sync_conflict_never_reads_through_a_pulled_symlink(team: Team, tmp_path: Path) -> None:
+    """The teammate replaces a note the victim edited with a symlink to ``/dev/zero`` (a
+    pipe here): sync's conflict message read the conflicted file to describe it, through
+    the link, forever."""
+    pipe = tmp_path / "pipe"
+    os.mkfifo(pipe)
+    (team.mate / "notes.md").write_text("The first version.\n")
+    team.push("a note")
+    git(team.victim, "pull", "-q")
+    (team.victim / "notes.md").write_text("The victim's version.\n")
+    git(team.victim, "commit", "-q", "-am", "the victim's edit")
+    (team.mate / "notes.md").unlink()
+    (team.mate / "notes.md").symlink_to(pipe)
+    team.push("the note, as a link")
+    done = run_cli("sync", vault=team.victim, spawn=True)
+    assert done.returncode == 1 and len(done.stderr.strip().splitlines()) == 1
+    assert "notes.md holds a symlink, not read" in done.stderr and "git show :3:notes.md" in done.stderr
