@@ -196,3 +196,28 @@ def test_a_sync_conflict_never_reads_through_a_pulled_symlink(team: Team, tmp_pa
     done = run_cli("sync", vault=team.victim, spawn=True)
     assert done.returncode == 1 and len(done.stderr.strip().splitlines()) == 1
     assert "notes.md holds a symlink, not read" in done.stderr and "git show :3:notes.md" in done.stderr
+
+
+@pytest.mark.skipif(not Path("/proc/self/fd").is_dir(), reason="counts descriptors through /proc")
+def test_a_folder_planted_where_a_record_or_the_trash_ledger_should_be_leaves_no_descriptor_open(tmp_path: Path) -> None:
+    """A synced folder puts a folder where a record is read (the git journal, the trash
+    ledger): each read is refused, and none may keep a descriptor open, or a server that
+    meets it on every call runs out of them ("too many open files")."""
+    from agent_memory.disk.trash import LEDGER_NAME
+    from agent_memory.errors import VaultError
+    from agent_memory.trust.register import read_record
+    from agent_memory.vault.vault import Vault
+
+    vault = Vault.init(tmp_path / "vault")
+    try:
+        (vault.root / ".trash" / LEDGER_NAME).mkdir(parents=True)
+        (vault.root / ".index" / "git-pending.jsonl").mkdir()
+        before = len(os.listdir("/proc/self/fd"))
+        for _ in range(20):
+            with pytest.raises((OSError, ValueError)):
+                read_record(vault.root / ".index" / "git-pending.jsonl")
+            with pytest.raises(VaultError, match="It must be a plain file"):
+                vault.trash_list()  # `agent-memory trash`, the trash listing
+        assert len(os.listdir("/proc/self/fd")) == before
+    finally:
+        vault.close()
