@@ -221,3 +221,20 @@ def test_a_folder_planted_where_a_record_or_the_trash_ledger_should_be_leaves_no
         assert len(os.listdir("/proc/self/fd")) == before
     finally:
         vault.close()
+
+
+def test_a_remote_on_a_shared_drive_runs_none_of_its_hooks_for_sync(team: Team, tmp_path: Path) -> None:
+    """A team's remote is a bare repository on a shared drive: anyone who can push there
+    can write its ``hooks/`` and its config too. git runs the remote's hooks (and the
+    program its config names for alternates) on this machine, as this user, when it
+    pushes to a remote that is a path: sync ran them."""
+    ran = tmp_path / "ran"
+    for hook in ("pre-receive", "update", "post-receive", "post-update", "reference-transaction"):
+        (team.remote / "hooks" / hook).write_text(f"#!/bin/sh\necho {hook} >> {shlex.quote(str(ran))}\n")
+        (team.remote / "hooks" / hook).chmod(0o755)
+    git(team.remote, "config", "core.alternateRefsCommand", f"echo alternates >> {shlex.quote(str(ran))}")
+    assert run_cli("add", "Deploys go out on Tuesdays.", vault=team.victim, spawn=True).returncode == 0
+    done = run_cli("sync", vault=team.victim, spawn=True)
+    assert done.returncode == 0, done.stderr
+    assert team.remote_log()[0] == "remember: Deploys go out on Tuesdays."
+    assert not ran.exists(), f"sync ran {ran.read_text()!r}"

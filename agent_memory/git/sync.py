@@ -402,8 +402,20 @@ def _local_pack_programs(repo: Repo, remote: str, option: str, program: str, *, 
         url = url.strip()
         scheme = _URL_SCHEME.match(url)
         if url.startswith("file://") if scheme else not _SCP_LIKE.match(url):
-            return [f"{option}={program}"]
+            return [f"{option}={_without_programs(program, repo.hooks)}"]
     return []
+
+
+def _without_programs(program: str, hooks: bool) -> str:
+    """The pack program to run here, in a remote that is a path: with none of the hooks
+    or programs that repository names (a bare repository on a shared drive: whoever can
+    push there can write its hooks/ and its config). git keeps our ``-c`` from crossing
+    to it, so they are given on its own command line; ``git.hooks = true`` (approved)
+    leaves its hooks on, as the vault's own."""
+    if hooks:
+        return program
+    return (f"git -c core.hooksPath={shlex.quote(os.devnull)} -c core.alternateRefsCommand= "
+            f"{program.removeprefix('git-')}")
 
 
 def _fetch(repo: Repo, remote: str) -> None:
