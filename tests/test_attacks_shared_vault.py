@@ -238,3 +238,22 @@ def test_a_remote_on_a_shared_drive_runs_none_of_its_hooks_for_sync(team: Team, 
     assert done.returncode == 0, done.stderr
     assert team.remote_log()[0] == "remember: Deploys go out on Tuesdays."
     assert not ran.exists(), f"sync ran {ran.read_text()!r}"
+
+
+@pytest.mark.parametrize("path", ["GIT~1/hooks.md", "notes\u200c/../x.md", "a:b.md", "minutes/\x1b]52;c;cHduZWQ=\x07.md",
+                                  "\uff0egit/config.md"])
+def test_import_keeps_an_exported_path_only_when_the_path_rule_allows_it(tmp_path: Path, path: str) -> None:
+    """An export file is someone else's: its paths pass the one path rule every record's
+    paths pass (``confine.memory_problem``), not a looser one: an 8.3 short name is
+    ``.git`` on Windows, a colon an NTFS stream, a control character a terminal escape.
+    Such an item is laid out by its date, as a new memory is."""
+    from agent_memory.vault.vault import Vault
+
+    Vault.init(tmp_path / "vault").close()
+    export = tmp_path / "export.json"
+    export.write_text(json.dumps([{"path": path, "front_matter": {"created": "2026-07-01T10:00:00Z"},
+                                   "content": "Minutes of the planning meeting.\n"}]))
+    done = run_cli("import", str(export), vault=tmp_path / "vault", spawn=True)
+    assert done.returncode == 0, done.stderr
+    found = sorted(p.relative_to(tmp_path / "vault").as_posix() for p in (tmp_path / "vault").rglob("*.md"))
+    assert found == ["2026/07/01/minutes-of-the-planning-meeting.md"]
