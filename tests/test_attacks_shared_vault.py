@@ -257,3 +257,29 @@ def test_import_keeps_an_exported_path_only_when_the_path_rule_allows_it(tmp_pat
     assert done.returncode == 0, done.stderr
     found = sorted(p.relative_to(tmp_path / "vault").as_posix() for p in (tmp_path / "vault").rglob("*.md"))
     assert found == ["2026/07/01/minutes-of-the-planning-meeting.md"]
+
+
+def test_a_tool_write_a_pulled_gitignore_hides_is_named_and_committed_once_it_is_not(team: Team) -> None:
+    """A teammate pushes a ``.gitignore`` line that covers the dated folders: git status no
+    longer lists new memories, and sync said "committed 0 tool writes" while the victim's
+    memories silently stopped being shared. Such a write is named every sync, and
+    committed once the line is gone."""
+    (team.mate / ".gitignore").write_text((team.mate / ".gitignore").read_text() + "20*/\n")
+    team.push("ignore the dated folders")
+    assert run_cli("sync", vault=team.victim, spawn=True).returncode == 0
+    added = json.loads(run_cli("--json", "add", "We ship on Fridays.", vault=team.victim, spawn=True).stdout)
+    path = added["memory"]["path"]
+    for _ in range(2):  # every time, not once
+        done = run_cli("sync", vault=team.victim, spawn=True)
+        assert done.returncode == 0, done.stderr
+        assert f"not committed or pushed: {path}: git ignores it (.gitignore:" in done.stderr
+        assert "fingerprint" not in done.stderr
+    preview = json.loads(run_cli("--json", "sync", "--dry-run", vault=team.victim, spawn=True).stdout)
+    assert [item.split(": ", 1)[0] for item in preview["withheld"]] == [path]
+    assert path not in team.remote_files()
+    (team.mate / ".gitignore").write_text((team.mate / ".gitignore").read_text().replace("20*/\n", ""))
+    team.push("stop ignoring them")
+    assert run_cli("sync", vault=team.victim, spawn=True).returncode == 0  # commits come before the pull
+    done = run_cli("sync", vault=team.victim, spawn=True)
+    assert done.returncode == 0 and "not committed" not in done.stderr, done.stderr
+    assert path in team.remote_files()

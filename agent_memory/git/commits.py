@@ -351,6 +351,7 @@ def commit_pending(vault: GitVault, state: GitState, repo: Repo) -> CommitOutcom
     paths = list(dict.fromkeys(p for e in entries for p in e["paths"]))
     changed, untracked = changed_paths(repo, paths) if paths else ([], [])
     held = holding_credentials(vault, changed)
+    held.update(ignored(vault, repo, [p for p in paths if p not in changed]))
     withheld = [f"{_shown(rel, vault.settings)}: {why}" for rel, why in held.items()]
     changed = [p for p in changed if p not in held]
     untracked = [p for p in untracked if p not in held]
@@ -371,6 +372,22 @@ def commit_pending(vault: GitVault, state: GitState, repo: Repo) -> CommitOutcom
     _keep_pending(state, taken, entries, held)
     head = repo.run("rev-parse", "HEAD").stdout.decode().strip()
     return CommitOutcome("committed", len(entries), head, _message(entries).split("\n")[0], changed, withheld=withheld)
+
+
+def ignored(vault: GitVault, repo: Repo, paths: list[str]) -> dict[str, str]:
+    """Of the tool's written files git did not list as changed, those it leaves out because
+    a ``.gitignore`` line covers them (one a pull brought, say): path -> the line. Named
+    at every commit and kept pending, never dropped as "nothing to commit"."""
+    present = [p for p in paths if os.path.lexists(vault.root / p)]
+    if not present:
+        return {}
+    names = b"".join(p.encode("utf-8", "surrogateescape") + b"\0" for p in present)  # memory paths: no ':' magic
+    done = repo.run("check-ignore", "-v", "-z", "--stdin", stdin=names, env={"GIT_LITERAL_PATHSPECS": "0"})
+    fields = done.stdout.decode("utf-8", "surrogateescape").split("\0")
+    return {path: (f"git ignores it ({source}:{line}: {pattern}); remove that line, or commit it yourself with "
+                   "git add -f")
+            for source, line, pattern, path in zip(fields[::4], fields[1::4], fields[2::4], fields[3::4], strict=False)
+            if path in present}
 
 
 def holding_credentials(vault: GitVault, paths: list[str]) -> dict[str, str]:

@@ -25,7 +25,7 @@ from ..disk.store import replace_file
 from ..errors import GitError, SettingsError, SyncConflict
 from ..models import SyncPreview, SyncResult
 from ..note import parse
-from .commits import GitState, GitVault, changed_paths, commit_pending, identity_flags, state_problem
+from .commits import GitState, GitVault, changed_paths, commit_pending, identity_flags, ignored, state_problem
 from .hand import HandChange, commit_hand_changes, hand_changes, held_back, private
 from .stash import Stash, holds, put_back, put_back_beside, set_aside, unmerged
 from .run import DRIVER, Repo, first_line
@@ -82,6 +82,7 @@ class GitSync:
         hand = hand_changes(repo, set(tool))
         share = self._sharing(share_hand)
         held = held_back(self.vault, [*hand, *(HandChange(p, "edited") for p in tool)])
+        held.update(ignored(self.vault, repo, [p for p in pending if p not in tool]))
         return SyncPreview(dry_run=True, shares_hand_changes=share,
                            tool_writes=[p for p in tool if p not in held],
                            hand_changes=[c.shown for c in hand if c.path not in held],
