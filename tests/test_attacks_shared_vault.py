@@ -5,6 +5,7 @@ person runs it."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import shlex
@@ -283,3 +284,31 @@ def test_a_tool_write_a_pulled_gitignore_hides_is_named_and_committed_once_it_is
     done = run_cli("sync", vault=team.victim, spawn=True)
     assert done.returncode == 0 and "not committed" not in done.stderr, done.stderr
     assert path in team.remote_files()
+
+
+def test_a_planted_index_file_symlink_never_lets_the_index_change_the_database_it_names(team: Team, tmp_path: Path) -> None:
+    """A teammate force-adds ``.index/index.sqlite3`` as a symlink to a database of the
+    victim's (an editor's state, a browser's bookmarks); a fresh clone checks it out as
+    it is. SQLite opens through the link, and the index, finding no schema of its own,
+    dropped every table in that database to make its own."""
+    import sqlite3
+
+    bookmarks = tmp_path / "bookmarks.db"
+    with contextlib.closing(sqlite3.connect(bookmarks)) as conn, conn:
+        conn.execute("CREATE TABLE bookmarks (url TEXT)")
+        conn.execute("INSERT INTO bookmarks VALUES ('https://example.com')")
+    (team.mate / ".index").mkdir(exist_ok=True)
+    (team.mate / ".index" / "index.sqlite3").unlink(missing_ok=True)
+    (team.mate / ".index" / "index.sqlite3").symlink_to(bookmarks)
+    team.push("an index, shared", ".index/index.sqlite3")
+    newcomer = tmp_path / "newcomer"
+    git(tmp_path, "clone", "-q", str(team.remote), str(newcomer))
+    assert (newcomer / ".index" / "index.sqlite3").is_symlink()
+    done = run_cli("list", vault=newcomer, spawn=True)
+    error = done.stderr.strip().splitlines()[-1]  # after the newcomer's "not approved" warning
+    assert done.returncode == 1 and error.startswith("Error: ")
+    assert "index.sqlite3 is a symlink" in error and "rm " in error
+    with contextlib.closing(sqlite3.connect(bookmarks)) as conn:
+        assert conn.execute("SELECT url FROM bookmarks").fetchall() == [("https://example.com",)]
+    (newcomer / ".index" / "index.sqlite3").unlink()  # as the error says: the index is rebuilt
+    assert run_cli("add", "The index is ours again.", vault=newcomer, spawn=True).returncode == 0
