@@ -312,3 +312,21 @@ def test_a_planted_index_file_symlink_never_lets_the_index_change_the_database_i
         assert conn.execute("SELECT url FROM bookmarks").fetchall() == [("https://example.com",)]
     (newcomer / ".index" / "index.sqlite3").unlink()  # as the error says: the index is rebuilt
     assert run_cli("add", "The index is ours again.", vault=newcomer, spawn=True).returncode == 0
+
+
+def test_a_planted_write_counter_symlink_never_hangs_a_write(team: Team, tmp_path: Path) -> None:
+    """``.index/writes.json`` (each index's write count) force-added as a symlink to
+    ``/dev/zero`` (a pipe here): every write read it to its end, under the vault's lock,
+    forever."""
+    pipe = tmp_path / "pipe"
+    os.mkfifo(pipe)
+    (team.mate / ".index").mkdir(exist_ok=True)
+    (team.mate / ".index" / "writes.json").unlink(missing_ok=True)
+    (team.mate / ".index" / "writes.json").symlink_to(pipe)
+    team.push("a write counter, shared", ".index/writes.json")
+    newcomer = tmp_path / "newcomer"
+    git(tmp_path, "clone", "-q", str(team.remote), str(newcomer))
+    done = run_cli("add", "Written in a fresh clone.", vault=newcomer, spawn=True)
+    assert done.returncode == 0, done.stderr
+    assert "Written in a fresh clone." in run_cli("list", vault=newcomer, spawn=True).stdout
+    assert (newcomer / ".index" / "writes.json").is_symlink()  # never written through either
