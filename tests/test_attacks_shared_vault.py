@@ -330,3 +330,21 @@ def test_a_planted_write_counter_symlink_never_hangs_a_write(team: Team, tmp_pat
     assert done.returncode == 0, done.stderr
     assert "Written in a fresh clone." in run_cli("list", vault=newcomer, spawn=True).stdout
     assert (newcomer / ".index" / "writes.json").is_symlink()  # never written through either
+
+
+def test_a_bearer_token_pasted_in_a_curl_command_is_neither_pushed_nor_remembered(team: Team) -> None:
+    """An opaque API token after ``Authorization: Bearer`` (a curl command pasted into a
+    note) has no vendor prefix, and no credential word with ``:`` or ``=`` before it."""
+    secret = "Zq81kXv0mT4rB7nW2cY6pL9sD3fH5jG0aQ"
+    pasted = f'curl -H "Authorization: Bearer {secret}" https://api.example.com/v1/reports\n'
+    (team.victim / "api-notes.md").write_text("# Reports API\n\n" + pasted)
+    done = run_cli("--json", "sync", "--all", vault=team.victim, spawn=True)
+    assert done.returncode == 0, done.stderr
+    [withheld] = json.loads(done.stdout)["withheld"]
+    assert withheld.startswith("api-notes.md: bearer token (line 3, fingerprint sha256:")
+    assert secret not in done.stdout + done.stderr and "api-notes.md" not in team.remote_files()
+    refused = run_cli("add", pasted, vault=team.victim, spawn=True)
+    assert refused.returncode == 1 and "bearer token" in refused.stderr and secret not in refused.stderr
+    for prose in ("Authorization: Bearer YOUR_TOKEN_HERE", "Authorization: Bearer $API_TOKEN",
+                  "She was the bearer of bad news about release 2.4.1 yesterday."):
+        assert not credentials.find_credentials(prose), prose

@@ -283,6 +283,9 @@ _RULES: tuple[_Rule, ...] = (
     _rule("Shopify token", rf"(?P<secret>{_start('shp')}(?:at|ca|pa|ss)_(?P<random>[a-fA-F0-9]{{32}}+)){_E}", needs=("shp",)),
     _rule("age secret key", rf"(?P<secret>{_start('AGE-SECRET-KEY-1', 'A-Z0-9')}(?P<random>[QPZRY9X8GF2TVDW0S3JN54KHCE6MUA7L]{{58}}+))(?![A-Z0-9])", needs=("AGE-SECRET-KEY-1",)),
     _rule("JWT", rf"(?P<secret>{_start('eyJ')}[A-Za-z0-9_-]{{8,2000}}+\.eyJ[A-Za-z0-9_-]{{8,8000}}+\.[A-Za-z0-9_-]{{16,2000}}+){_E}", _jwt_header, random=None, needs=("eyJ",)),
+    # An HTTP Authorization header's opaque token (a curl command pasted into a note).
+    _rule("bearer token", _start("bearer", "a-z") + r"[ \t]{1,20}+(?P<secret>[a-z0-9._~+/=-]{20,2048}+)", _looks_random, random=None,
+          trim=".", lowered=True, needs=("bearer",)),
     # "://" is the literal; the scheme before it is checked in code (_url_scheme_ok).
     _rule(
         _URL_PASSWORD,
