@@ -41,13 +41,13 @@ def git_bytes(repo: Path, *args: str) -> bytes:
     return subprocess.run(["git", "-C", str(repo), *args], capture_output=True, check=True).stdout
 
 
-@pytest.mark.parametrize("encoding", ["utf-16-le", "utf-16-be", "utf-16"])
+@pytest.mark.parametrize("encoding", ["utf-16-le", "utf-16-be", "utf-16", "utf-32"])
 def test_a_token_saved_as_utf16_is_neither_committed_nor_pushed(team: Team, encoding: str) -> None:
     """Windows PowerShell's ``>`` and Notepad's "Unicode" save text as UTF-16: a token
     in such a file is still a token once git pushes it."""
     secret = token(7)
     [fingerprint] = [f.fingerprint for f in credentials.find_credentials(secret)]
-    bom = "\ufeff" if encoding != "utf-16" else ""  # utf-16 writes its own
+    bom = "\ufeff" if encoding not in ("utf-16", "utf-32") else ""  # these write their own
     (team.victim / "deploy-notes.txt").write_bytes(f"{bom}Deploy notes\r\nThe token is {secret}\r\n".encode(encoding))
     (team.victim / "plain.md").write_text("A plain note of mine.\n")
     synced = run_cli("--json", "sync", "--all", vault=team.victim, spawn=True)

@@ -12,6 +12,7 @@ from __future__ import annotations
 import base64
 import binascii
 import bisect
+import codecs
 import functools
 import hashlib
 import json
@@ -479,6 +480,8 @@ def texts_of(data: bytes) -> list[str]:
     out = [data.decode("utf-8", "replace")]
     if b"\0" in data:
         out += [data.decode("utf-16-le", "replace"), data.decode("utf-16-be", "replace")]
+        if data.startswith((codecs.BOM_UTF32_LE, codecs.BOM_UTF32_BE)):  # UTF-32 text says so with a BOM
+            out.append(data.decode("utf-32", "replace"))
     return out
 
 
