@@ -688,8 +688,10 @@ def test_a_missing_identity_names_the_setting_that_fixes_it(tmp_path: Path, monk
 
 def test_a_push_the_remote_refuses_says_why_and_keeps_the_commit(team: tuple[Path, Path, Path]) -> None:
     """A pre-receive hook or a protected branch refuses the push: that is no race with
-    another clone, so sync says what the remote said instead of retrying."""
+    another clone, so sync says what the remote said instead of retrying. (A remote that
+    is a path runs its hooks on this machine: for the tool, only with git.hooks approved.)"""
     remote, a, _b = team
+    write_settings(a, SETTINGS + "hooks = true\n")
     hook = remote / "hooks" / "pre-receive"
     hook.write_text("#!/bin/sh\necho 'pushes are frozen today' >&2\nexit 1\n")
     hook.chmod(0o755)

@@ -197,8 +197,9 @@ def sync(share_all: bool, dry_run: bool) -> None:
                                  "and trash, never read as records, committed or pushed by agent-memory; take them "
                                  "out of git: git rm -r --cached .index .trash, then commit"), err=True)
         for item in result.get("withheld", []):
-            click.echo(printable(f"  not committed or pushed: {item} — remove it from the file (or approve its "
-                                 "fingerprint in secrets.allow), then sync again"), err=True)
+            advice = (" — remove it from the file (or approve its fingerprint in secrets.allow)," if "fingerprint" in item
+                      else ";")
+            click.echo(printable(f"  not committed or pushed: {item}{advice} then sync again"), err=True)
         if result.get("hand_shared"):
             click.echo(printable(f"  shared your hand changes: {', '.join(result['hand_shared'])}"))
         _print_not_shared(result.get("hand_not_shared", []))

@@ -138,6 +138,9 @@ class WriteLock:
                     self._fd = None
 
 
+_COUNTS_MAX = 1 << 16  # bytes of write counts: a few indexes' worth; a larger file is not ours
+
+
 class Generations:
     """How many writes each index of one vault has taken, beside the vault's lock (read
     and written only while the lock is held). A process whose index is not the one
@@ -153,8 +156,13 @@ class Generations:
         return self._read()
 
     def _read(self) -> dict[str, int]:
-        try:
-            loaded = json.loads(self.path.read_text(encoding="utf-8"))
+        try:  # never through a planted link (to /dev/zero, say), nor blocked by a pipe
+            fd = os.open(self.path, os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_NONBLOCK", 0))
+            try:
+                data = os.read(fd, _COUNTS_MAX + 1) if stat_kind.S_ISREG(os.fstat(fd).st_mode) else b""
+            finally:
+                os.close(fd)
+            loaded = json.loads(data) if len(data) <= _COUNTS_MAX else None
         except (OSError, ValueError, RecursionError):  # damaged or planted: no counts
             return {}
         return {str(k): v for k, v in loaded.items() if isinstance(v, int)} if isinstance(loaded, dict) else {}

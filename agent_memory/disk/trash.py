@@ -124,8 +124,11 @@ class Trash:
         """Every recorded entry, oldest first (a damaged line is skipped, not fatal)."""
         try:
             fd = os.open(self.ledger, os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_NONBLOCK", 0))
-            with os.fdopen(fd, "rb") as handle:
-                lines = handle.read().decode("utf-8").splitlines()
+            try:  # a folder planted there cannot be wrapped, and would keep the descriptor open
+                with os.fdopen(fd, "rb", closefd=False) as handle:
+                    lines = handle.read().decode("utf-8").splitlines()
+            finally:
+                os.close(fd)
         except FileNotFoundError:
             return []
         except (OSError, UnicodeError) as exc:

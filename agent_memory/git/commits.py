@@ -351,6 +351,7 @@ def commit_pending(vault: GitVault, state: GitState, repo: Repo) -> CommitOutcom
     paths = list(dict.fromkeys(p for e in entries for p in e["paths"]))
     changed, untracked = changed_paths(repo, paths) if paths else ([], [])
     held = holding_credentials(vault, changed)
+    held.update(ignored(vault, repo, [p for p in paths if p not in changed]))
     withheld = [f"{_shown(rel, vault.settings)}: {why}" for rel, why in held.items()]
     changed = [p for p in changed if p not in held]
     untracked = [p for p in untracked if p not in held]
@@ -373,6 +374,22 @@ def commit_pending(vault: GitVault, state: GitState, repo: Repo) -> CommitOutcom
     return CommitOutcome("committed", len(entries), head, _message(entries).split("\n")[0], changed, withheld=withheld)
 
 
+def ignored(vault: GitVault, repo: Repo, paths: list[str]) -> dict[str, str]:
+    """Of the tool's written files git did not list as changed, those it leaves out because
+    a ``.gitignore`` line covers them (one a pull brought, say): path -> the line. Named
+    at every commit and kept pending, never dropped as "nothing to commit"."""
+    present = [p for p in paths if os.path.lexists(vault.root / p)]
+    if not present:
+        return {}
+    names = b"".join(p.encode("utf-8", "surrogateescape") + b"\0" for p in present)  # memory paths: no ':' magic
+    done = repo.run("check-ignore", "-v", "-z", "--stdin", stdin=names, env={"GIT_LITERAL_PATHSPECS": "0"})
+    fields = done.stdout.decode("utf-8", "surrogateescape").split("\0")
+    return {path: (f"git ignores it ({source}:{line}: {pattern}); remove that line, or commit it yourself with "
+                   "git add -f")
+            for source, line, pattern, path in zip(fields[::4], fields[1::4], fields[2::4], fields[3::4], strict=False)
+            if path in present}
+
+
 def holding_credentials(vault: GitVault, paths: list[str]) -> dict[str, str]:
     """Of the files about to be committed, those holding a credential not in
     ``secrets.allow`` (a person's hand edit included), in their content or in their name
@@ -390,8 +407,10 @@ def holding_credentials(vault: GitVault, paths: list[str]) -> dict[str, str]:
             held[rel] = f"cannot be read to check it for credentials ({exc.strerror or exc})"
             continue
         named = credentials.check_text(rel, settings)
-        found = credentials.check_text(data.decode("utf-8", "replace"), settings)
+        found = credentials.check_bytes(data, settings)  # UTF-16 text too: git carries its bytes
         said = [f"its name holds a {f.kind} (fingerprint {f.fingerprint})" for f in named[:3]]
+        if not named and credentials.redact_for_names(rel) != rel:  # the rule every name the tool makes follows
+            said.append("its name holds the value after a credential word (password, token…); rename the file")
         said += [f"{f.kind} (line {f.line}, fingerprint {f.fingerprint})" for f in found[:3]]
         if said:
             more = len(named) + len(found) - len(said)

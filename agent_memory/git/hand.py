@@ -21,13 +21,15 @@ from pathlib import Path
 from ..disk.layout import INDEX_DIRNAME, TMP_SUFFIX, TRASH_DIRNAME
 from ..errors import GitError
 from ..trust import credentials
+from ..trust.confine import folded
 from .commits import GitVault, holding_credentials
 from .run import Repo, first_line
 
 MAX_SHARED_BYTES = 50 << 20  # a larger file is not committed by the tool: a person decides
 MAX_LISTED = 50  # files named in a commit message
 
-_NEVER = (f"{INDEX_DIRNAME}/*", f"{TRASH_DIRNAME}/*", ".obsidian/workspace*", f"*{TMP_SUFFIX}")
+_PRIVATE = (INDEX_DIRNAME, TRASH_DIRNAME)  # this machine's index, records and trash: never shared
+_NEVER = (".obsidian/workspace*", f"*{TMP_SUFFIX}")
 
 
 @dataclass(frozen=True)
@@ -47,7 +49,15 @@ class HandChange:
 
 def shareable(rel: str) -> bool:
     """Whether a vault-relative path is one ``sync --all`` may commit."""
-    return not any(fnmatchcase(rel, pattern) for pattern in _NEVER)
+    return not private(rel) and not any(fnmatchcase(rel, pattern) for pattern in _NEVER)
+
+
+def private(rel: str) -> bool:
+    """Whether a vault-relative path is under ``.index/`` or ``.trash/`` as some file
+    system reads it: macOS and Windows compare names without case (Windows drops trailing
+    dots and spaces, HFS+ zero-width characters), so a pulled ``.Trash/x.md`` lands in
+    ``.trash/`` there (``confine.folded``, the path rule's own comparison)."""
+    return folded(rel.split("/", 1)[0]) in _PRIVATE
 
 
 def hand_changes(repo: Repo, exclude: frozenset[str] | set[str] = frozenset()) -> list[HandChange]:

@@ -43,6 +43,9 @@ BASE_CONFIG = (
     "-c", "color.ui=false", "-c", "diff.external=", "-c", "log.follow=false", "-c", "diff.relative=false",
     "-c", "core.pager=cat", "-c", "core.editor=true", "-c", "sequence.editor=true",
     "-c", "protocol.ext.allow=never", "-c", "submodule.recurse=false", "-c", "fetch.recurseSubmodules=false",
+    # status and diff look inside a submodule's work tree by running git there, which reads
+    # that repository's own config (a filter a synced folder planted with it): never.
+    "-c", "diff.ignoreSubmodules=all",
 )
 SAFE_CONFIG = (*BASE_CONFIG, *HOOKS_OFF)
 # The environment of a git that runs us (the merge driver) names its repository: a

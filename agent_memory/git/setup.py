@@ -6,6 +6,8 @@ stale.
 
 from __future__ import annotations
 
+import errno
+import os
 import re
 import shlex
 from pathlib import Path
@@ -54,9 +56,9 @@ def driver_problem(root: Path) -> str | None:
     interpreter that is gone, or a command an older version wrote. None when it is
     current, or when the vault does not ask for it."""
     try:
-        text = (root / ".gitattributes").read_text(encoding="utf-8", errors="replace")
-    except OSError:
-        return None
+        text = _own_text(root / ".gitattributes")  # never through a link (to /dev/zero, say): git ignores one
+    except VaultError as exc:
+        return str(exc)
     if not any(line.split() == ATTRIBUTES_LINE.split() for line in text.splitlines()):
         return None
     try:
@@ -105,13 +107,7 @@ def _pin_attributes(root: Path, prefix: str, task: str) -> Path:
         raise VaultError(f"git cannot find the repository's info folder: {first_line(done)}.")
     path = root / done.stdout.decode("utf-8", "surrogateescape").strip()
     line = pin_line(prefix)
-    try:
-        data = path.read_bytes()
-    except FileNotFoundError:
-        data = b""
-    except OSError as exc:
-        raise VaultError(f"Cannot read {path}: {exc.strerror or exc}.") from exc
-    text = data.decode("utf-8", "surrogateescape")
+    text = _own_text(path)
     lines = [ln.strip() for ln in text.splitlines() if ln.strip() and not ln.lstrip().startswith("#")]
     if lines and lines[-1] == line:
         return path
@@ -131,13 +127,7 @@ def _sets_merge_for_md(tokens: list[str]) -> bool:
 
 def _add_attributes_line(path: Path) -> bool:
     """Append the driver's line to ``.gitattributes`` unless it is there; True if written."""
-    try:
-        data = path.read_bytes()
-    except FileNotFoundError:
-        data = b""
-    except OSError as exc:
-        raise VaultError(f"Cannot read {path}: {exc.strerror or exc}.") from exc
-    text = data.decode("utf-8", "surrogateescape")
+    text = _own_text(path)
     merge_lines = [line.split() for line in text.splitlines() if _sets_merge_for_md(line.split())]
     if merge_lines and merge_lines[-1] == ATTRIBUTES_LINE.split():
         return False  # already there, and no later line for *.md overrides it
@@ -150,3 +140,27 @@ def _add_attributes_line(path: Path) -> bool:
     except OSError as exc:
         raise VaultError(f"Cannot write {path}: {exc.strerror or exc}. Nothing was changed.") from exc
     return True
+
+
+def _own_text(path: Path) -> str:
+    """An attributes file's text ("" when there is none), read only when it is no symlink:
+    a symlink there (a pulled ``.gitattributes``, a synced ``.git/``) would
+    have its target's bytes, a private file of yours, written back in its place, to be
+    committed with the vault."""
+    try:
+        fd = os.open(path, os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_NONBLOCK", 0))
+    except FileNotFoundError:
+        return ""
+    except OSError as exc:
+        if exc.errno == errno.ELOOP or path.is_symlink():
+            raise VaultError(f"{path} is a symlink (to {os.readlink(path)}), so git setup leaves it alone: it would "
+                             f"copy what the link points to into the vault. Remove it (rm {shlex.quote(str(path))}) "
+                             "or make it a regular file, then run git setup again.") from None
+        raise VaultError(f"Cannot read {path}: {exc.strerror or exc}.") from exc
+    try:
+        with os.fdopen(fd, "rb", closefd=False) as handle:
+            return handle.read().decode("utf-8", "surrogateescape")
+    except OSError as exc:  # a folder where the file should be
+        raise VaultError(f"Cannot read {path}: {exc.strerror or exc}.") from exc
+    finally:
+        os.close(fd)

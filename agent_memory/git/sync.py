@@ -11,6 +11,7 @@ import logging
 import os
 import re
 import secrets
+import shlex
 import tempfile
 from collections.abc import Callable
 from contextlib import AbstractContextManager
@@ -24,8 +25,8 @@ from ..disk.store import replace_file
 from ..errors import GitError, SettingsError, SyncConflict
 from ..models import SyncPreview, SyncResult
 from ..note import parse
-from .commits import GitState, GitVault, changed_paths, commit_pending, identity_flags, state_problem
-from .hand import HandChange, commit_hand_changes, hand_changes, held_back
+from .commits import GitState, GitVault, changed_paths, commit_pending, identity_flags, ignored, state_problem
+from .hand import HandChange, commit_hand_changes, hand_changes, held_back, private
 from .stash import Stash, holds, put_back, put_back_beside, set_aside, unmerged
 from .run import DRIVER, Repo, first_line
 
@@ -81,6 +82,7 @@ class GitSync:
         hand = hand_changes(repo, set(tool))
         share = self._sharing(share_hand)
         held = held_back(self.vault, [*hand, *(HandChange(p, "edited") for p in tool)])
+        held.update(ignored(self.vault, repo, [p for p in pending if p not in tool]))
         return SyncPreview(dry_run=True, shares_hand_changes=share,
                            tool_writes=[p for p in tool if p not in held],
                            hand_changes=[c.shown for c in hand if c.path not in held],
@@ -165,7 +167,7 @@ class GitSync:
             raise GitError(f"Cannot sync: the commits to pull add or change {_shown(planted)}, under the vault's "
                            f"{INDEX_DIRNAME}/ or {TRASH_DIRNAME}/: pulling them would overwrite this machine's index, "
                            "records or trash. Nothing was pulled or pushed. Whoever pushed them should take them out "
-                           f"of git (git rm -r --cached {INDEX_DIRNAME} {TRASH_DIRNAME}, commit, push); then sync again.")
+                           f"of git ({_untrack(planted)}, commit, push); then sync again.")
         dirty = _dirty(repo)
         stash = set_aside(repo)  # a stash of our own, named: never lost from `git stash list`
         done = _pull(repo, result, base, old, up, tracking)
@@ -299,24 +301,26 @@ def _commit_for_sync(vault: GitVault, state: GitState, repo: Repo) -> tuple[int,
     return (outcome.writes if outcome.status == "committed" else 0), outcome.withheld
 
 
-_PRIVATE = (INDEX_DIRNAME, TRASH_DIRNAME)  # this machine's index, records and trash: never shared
-
-
 def _private_changes(repo: Repo, a: str | None, b: str) -> list[str]:
-    """Files under the vault's ``.index/`` or ``.trash/`` that commit ``b`` adds or changes
-    since ``a`` (None: every such file ``b`` holds); deletions are fine: they take them out."""
+    """Files under the vault's ``.index/`` or ``.trash/`` (in any spelling) that commit
+    ``b`` adds or changes since ``a`` (None: every such file ``b`` holds); deletions are
+    fine: they take them out."""
     if a is None:
-        out = repo.ok("ls-tree", "-r", "-z", "--name-only", b, "--", *_PRIVATE)
+        out = repo.ok("ls-tree", "-r", "-z", "--name-only", b)
     else:
-        out = repo.ok("diff", "--name-only", "-z", "--no-renames", "--diff-filter=AMTC", "--relative", a, b,
-                      "--", *_PRIVATE)
-    return sorted(p for p in out.split("\0") if p)
+        out = repo.ok("diff", "--name-only", "-z", "--no-renames", "--diff-filter=AMTC", "--relative", a, b)
+    return sorted(p for p in out.split("\0") if p and private(p))
 
 
 def tracked_private(repo: Repo) -> list[str]:
-    """Files under the vault's ``.index/`` or ``.trash/`` that git tracks (force-added by
-    someone): never read as records, never committed or pushed by the tool."""
-    return sorted(p for p in repo.ok("ls-files", "-z", "--", *_PRIVATE).split("\0") if p)
+    """Files under the vault's ``.index/`` or ``.trash/`` (in any spelling) that git tracks
+    (force-added by someone): never read as records, never committed or pushed by the tool."""
+    return sorted(p for p in repo.ok("ls-files", "-z").split("\0") if p and private(p))
+
+
+def _untrack(paths: list[str]) -> str:
+    """The command that takes ``paths``' top folders (``.index``, ``.Trash``…) out of git."""
+    return "git rm -r --cached " + " ".join(shlex.quote(f) for f in sorted({p.split("/", 1)[0] for p in paths}))
 
 
 def _shown(paths: list[str]) -> str:
@@ -399,8 +403,20 @@ def _local_pack_programs(repo: Repo, remote: str, option: str, program: str, *, 
         url = url.strip()
         scheme = _URL_SCHEME.match(url)
         if url.startswith("file://") if scheme else not _SCP_LIKE.match(url):
-            return [f"{option}={program}"]
+            return [f"{option}={_without_programs(program, repo.hooks)}"]
     return []
+
+
+def _without_programs(program: str, hooks: bool) -> str:
+    """The pack program to run here, in a remote that is a path: with none of the hooks
+    or programs that repository names (a bare repository on a shared drive: whoever can
+    push there can write its hooks/ and its config). git keeps our ``-c`` from crossing
+    to it, so they are given on its own command line; ``git.hooks = true`` (approved)
+    leaves its hooks on, as the vault's own."""
+    if hooks:
+        return program
+    return (f"git -c core.hooksPath={shlex.quote(os.devnull)} -c core.alternateRefsCommand= "
+            f"{program.removeprefix('git-')}")
 
 
 def _fetch(repo: Repo, remote: str) -> None:
@@ -424,8 +440,8 @@ def _push(repo: Repo, remote: str, merge_ref: str) -> tuple[bool, int]:
     if sent:
         raise GitError(f"Cannot push: the commits to push add or change {_shown(sent)}, under the vault's "
                        f"{INDEX_DIRNAME}/ or {TRASH_DIRNAME}/, which hold this machine's index and trash and are never "
-                       f"pushed by agent-memory. Take them out of git (git rm -r --cached {INDEX_DIRNAME} "
-                       f"{TRASH_DIRNAME}, then commit), then sync again; the commits are kept locally.")
+                       f"pushed by agent-memory. Take them out of git ({_untrack(sent)}, then commit), then sync again; the "
+                       "commits are kept locally.")
     done = repo.run("push", "--porcelain", *_local_pack_programs(repo, remote, "--receive-pack", "git-receive-pack", push=True),
                     remote, f"HEAD:{merge_ref}", timeout=NETWORK_TIMEOUT, optional_locks=True)
     if done.returncode == 0:

@@ -29,6 +29,7 @@ from ..recall.sql import Filters
 from ..recall.choice import Holdings
 from ..recall.terms import cjk_index_text
 from ..progress import Progress, Step
+from ..trust import confine
 from .derived import (DERIVED, PHASES, PROPERTIES, TAGS, VOCABULARY, build_chunk, insert_properties, insert_tags,
                       insert_words, kept, merge_step)
 from .facts import FileFacts, packed_stamp, racy
@@ -241,7 +242,7 @@ class Index:
             self._connect()
 
     def _connect(self) -> None:
-        conn = sqlite3.connect(self.path, isolation_level=None, check_same_thread=False, timeout=30)
+        conn = sqlite3.connect(confine.tool_file(self.path), isolation_level=None, check_same_thread=False, timeout=30)
         self._conn = conn
         conn.row_factory = sqlite3.Row
         conn.execute("PRAGMA busy_timeout = 30000")
@@ -310,7 +311,7 @@ class Index:
         held: _Reader | None = getattr(self._local, "reader", None)
         if held is not None and held.epoch == self._epoch:
             return held.conn
-        conn = sqlite3.connect(self.path, isolation_level=None, check_same_thread=False, timeout=30)
+        conn = sqlite3.connect(confine.tool_file(self.path), isolation_level=None, check_same_thread=False, timeout=30)
         conn.row_factory = sqlite3.Row
         conn.execute("PRAGMA busy_timeout = 30000")
         conn.execute(f"PRAGMA cache_size = {CACHE_KIB}")

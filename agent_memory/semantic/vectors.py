@@ -44,6 +44,7 @@ import numpy as np
 
 from ..index.db import Index
 from ..progress import Progress, Step
+from ..trust import confine
 from .embed import DIMENSIONS, Encoder, shared_encoder
 from .model_files import MODEL_NAME, VECTORS_FILE
 
@@ -116,7 +117,7 @@ class VectorStore:
             self.conn = self._open()
 
     def _open(self) -> sqlite3.Connection:
-        conn = sqlite3.connect(self.path, isolation_level=None, check_same_thread=False, timeout=30)
+        conn = sqlite3.connect(confine.tool_file(self.path), isolation_level=None, check_same_thread=False, timeout=30)
         try:
             conn.execute("PRAGMA busy_timeout = 30000")
             conn.execute("PRAGMA journal_mode = WAL")

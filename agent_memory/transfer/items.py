@@ -15,7 +15,7 @@ import json
 import re
 from typing import Any
 
-from ..trust import credentials
+from ..trust import confine, credentials
 from ..note import parse
 from ..note.links import RELATION_NAME, wikilinks
 from ..note.parse import Note, RESERVED_KEYS, content_hash, derive_title, is_tool_id
@@ -349,8 +349,8 @@ def import_path(store: Store, path: Any, meta: dict[str, Any], content: str, now
     symlinked folder on its way, else lay the memory out by its creation date like a new one."""
     if isinstance(path, str):
         rel = path.replace("\\", "/").strip("/")
-        safe = (is_memory_path(rel) and ".." not in rel.split("/") and not rel.startswith(TRASH_DIRNAME + "/")
-                and long_name(rel) is None)
+        safe = (is_memory_path(rel) and confine.memory_problem(rel) is None  # the one path rule
+                and not rel.startswith(TRASH_DIRNAME + "/") and long_name(rel) is None)
         if safe and credentials.redact_for_names(rel) == rel and store.unaliased(rel):  # a name never carries one
             return rel
     created = dt.datetime.fromisoformat(to_utc(meta.get("created") or to_utc(now)))

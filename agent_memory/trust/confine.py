@@ -25,6 +25,7 @@ from __future__ import annotations
 import functools
 import os
 import re
+import shlex
 import stat
 import unicodedata
 from pathlib import Path
@@ -169,3 +170,19 @@ def tool_folder(folder: Path) -> Path:
                           "retry.")
     folder.mkdir(parents=True, exist_ok=True)
     return folder
+
+
+def tool_file(path: Path) -> Path:
+    """One of the tool's own files in the vault's ``.index/`` (the index database, the
+    vectors), refused (``PathRefused``) when something other than a regular file is at
+    that name: a symlink a pull or a synced folder put there would have SQLite open the
+    file it names, and the index, finding no schema of its own there, drop its tables."""
+    try:
+        found = os.lstat(path)
+    except FileNotFoundError:
+        return path
+    if stat.S_ISREG(found.st_mode):
+        return path
+    kind = "a symlink" if stat.S_ISLNK(found.st_mode) else "not a regular file"
+    raise PathRefused(f"{path} is {kind}, not a file agent-memory made; opening it would change what it names. "
+                      f"Remove it (rm {shlex.quote(str(path))}): it is a cache, rebuilt from the memory files.")

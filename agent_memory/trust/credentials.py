@@ -12,6 +12,7 @@ from __future__ import annotations
 import base64
 import binascii
 import bisect
+import codecs
 import functools
 import hashlib
 import json
@@ -284,6 +285,9 @@ _RULES: tuple[_Rule, ...] = (
     _rule("Shopify token", rf"(?P<secret>{_start('shp')}(?:at|ca|pa|ss)_(?P<random>[a-fA-F0-9]{{32}}+)){_E}", needs=("shp",)),
     _rule("age secret key", rf"(?P<secret>{_start('AGE-SECRET-KEY-1', 'A-Z0-9')}(?P<random>[QPZRY9X8GF2TVDW0S3JN54KHCE6MUA7L]{{58}}+))(?![A-Z0-9])", needs=("AGE-SECRET-KEY-1",)),
     _rule("JWT", rf"(?P<secret>{_start('eyJ')}[A-Za-z0-9_-]{{8,2000}}+\.eyJ[A-Za-z0-9_-]{{8,8000}}+\.[A-Za-z0-9_-]{{16,2000}}+){_E}", _jwt_header, random=None, needs=("eyJ",)),
+    # An HTTP Authorization header's opaque token (a curl command pasted into a note).
+    _rule("bearer token", _start("bearer", "a-z") + r"[ \t]{1,20}+(?P<secret>[a-z0-9._~+/=-]{20,2048}+)", _looks_random, random=None,
+          trim=".", lowered=True, needs=("bearer",)),
     # "://" is the literal; the scheme before it is checked in code (_url_scheme_ok).
     _rule(
         _URL_PASSWORD,
@@ -466,6 +470,29 @@ def check_text(text: str, settings: SecretsSettings | None = None) -> list[Findi
     """The findings in ``text`` that the vault has not approved (``secrets.allow``)."""
     allowed = _allowed(settings)
     return [f for f in find_credentials(text) if f.fingerprint not in allowed]
+
+
+def texts_of(data: bytes) -> list[str]:
+    """The text a file's bytes carry, as a credential scan must read it: UTF-8, and when
+    the bytes hold a NUL also UTF-16 read both ways (Windows PowerShell's ``>`` and
+    Notepad's "Unicode" save text so; a token in it leaves with a push all the same).
+    Little- and big-endian from the first byte between them read UTF-16 text of either
+    order at either byte alignment (a UTF-16 string inside a binary file too)."""
+    out = [data.decode("utf-8", "replace")]
+    if b"\0" in data:
+        out += [data.decode("utf-16-le", "replace"), data.decode("utf-16-be", "replace")]
+        if data.startswith((codecs.BOM_UTF32_LE, codecs.BOM_UTF32_BE)):  # UTF-32 text says so with a BOM
+            out.append(data.decode("utf-32", "replace"))
+    return out
+
+
+def check_bytes(data: bytes, settings: SecretsSettings | None = None) -> list[Finding]:
+    """``check_text`` of each text ``texts_of`` finds in ``data``, one finding per credential."""
+    found: dict[str, Finding] = {}
+    for text in texts_of(data):
+        for finding in check_text(text, settings):
+            found.setdefault(finding.fingerprint, finding)
+    return list(found.values())
 
 
 def redact(text: str, findings: Sequence[Finding]) -> str:

@@ -313,13 +313,16 @@ def read_record(path: Path, limit: int = 64 << 20) -> bytes:
     pipe, only a regular file, at most ``limit`` bytes (``OSError`` or ``ValueError``
     otherwise; ``FileNotFoundError`` when there is none)."""
     fd = os.open(path, os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_NONBLOCK", 0))
-    with os.fdopen(fd, "rb") as handle:
-        found = os.fstat(handle.fileno())
+    try:  # checked before it is wrapped: a folder cannot be, and would keep the descriptor open
+        found = os.fstat(fd)
         if not stat.S_ISREG(found.st_mode):
             raise ValueError(f"{path.name} is not a regular file")
         if found.st_size > limit:
             raise ValueError(f"{path.name} is {found.st_size:,} bytes, too large for a record")
-        return handle.read(limit + 1)
+        with os.fdopen(fd, "rb", closefd=False) as handle:
+            return handle.read(limit + 1)
+    finally:
+        os.close(fd)
 
 
 def warn(sentence: str) -> None:
