@@ -21,9 +21,10 @@ from agent_memory.errors import VaultError
 from agent_memory.disk.store import Store
 from agent_memory.index import properties
 from agent_memory.index.db import CACHE_KIB, Index
-from agent_memory.index.loading import LOAD_CACHE_KIB
+from agent_memory.index.loading import FTS_HASH, LOAD_CACHE_KIB
 from agent_memory.index.reconcile import FileIndexer
 from agent_memory.vault.vault import Vault
+from conftest import assert_index_matches_files
 
 SECRET = b"The launch code is 0000, kept outside the vault.\n"
 LIMIT = 10 * 2**20
@@ -160,6 +161,47 @@ def rows(vault: Vault) -> list[tuple[str, str]]:
     return [(row["path"], row["body"]) for row in vault.index.query("SELECT path, body FROM memories ORDER BY path")]
 
 
+def fts_hash(vault: Vault) -> int:
+    """The bytes of postings the full-text index buffers before writing them (FTS5's
+    default when unset), as its file says."""
+    found = vault.index.query("SELECT v FROM fts_config WHERE k = 'hashsize'")
+    return int(found[0][0]) if found else FTS_HASH
+
+
+def test_a_rebuild_in_many_batches_equals_the_index_its_writes_made(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A rebuild loads its rows a batch at a time and each memory's names sorted once at
+    the end: names written in any case, twice in one note, shared by two notes, in
+    decomposed Unicode (as macOS writes them), over several batches, give the same rows,
+    the same count and the same exact-name lookups as the index the writes kept."""
+    load = Index.replace_all
+    monkeypatch.setattr(Index, "replace_all", lambda self, conn, notes: load(self, conn, notes, batch=3))
+    root = tmp_path / "vault"
+    write(root, {"2026/01/01/first.md": "The first note.\n"})
+    with Vault(root) as vault:
+        vault.reindex()
+        write(root, {
+            "people/Ada Lovelace.md": "---\ntitle: ada lovelace\naliases: [Ada, ADA, The Countess]\n---\nWrote the first program.\n",
+            "people/Countess.md": "---\naliases: [the countess, Ada]\n---\nAnother countess.\n",
+            "people/Zoe\u0301.md": "---\naliases: [Zo\u00e9]\n---\nA name in decomposed Unicode.\n",
+            **{f"2026/01/{day:02d}/n{day}.md": f"---\ntitle: Note {day % 3}\n---\nNote {day} about the kettle.\n"
+               for day in range(2, 10)},
+        })
+        assert vault.reconcile()["added"] == 11  # into the index row by row, as writes go in
+        def named(key: str) -> list[str]:
+            return [row[0] for row in vault.index.query(
+                "SELECT m.path FROM names n JOIN memories m ON m.rid = n.rid WHERE n.key = ? ORDER BY 1", (key,))]
+
+        keys = ("ada", "ada lovelace", "the countess", "zo\u00e9", "note 1", "first")
+        before = {key: named(key) for key in keys}
+        assert before["ada"] == ["people/Ada Lovelace.md", "people/Countess.md"] and len(before["note 1"]) == 2
+        assert before["zo\u00e9"] == ["people/Zoe\u0301.md"]
+        assert_index_matches_files(vault)  # against a rebuild in four batches
+        vault.reindex()
+        assert {key: named(key) for key in keys} == before
+        assert vault.stats()["total"] == 12
+
+
 def test_a_rebuild_failing_half_way_restores_the_cache_and_leaves_the_index_usable(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     with a_vault(tmp_path / "vault") as vault:
@@ -181,10 +223,12 @@ def test_a_rebuild_failing_half_way_restores_the_cache_and_leaves_the_index_usab
         assert open_fds() == fds  # the reads' folders closed, though the error (and its frames) is held
         assert failed.value.__traceback__ is not None
         assert vault.index.conn.execute("PRAGMA cache_size").fetchone()[0] == cache
+        assert fts_hash(vault) == FTS_HASH  # the load's bigger full-text buffer undone with it
         assert rows(vault) == before and vault.search("kettle", limit=50)["count"] == 20
         monkeypatch.setattr(FileIndexer, "note_for", real)
         vault.reindex()
         assert vault.search("printer")["count"] == 1 and len(rows(vault)) == 21
+        assert fts_hash(vault) == FTS_HASH
 
 
 def test_a_rebuild_meeting_a_full_disk_restores_the_cache_and_leaves_the_index_usable(
@@ -209,6 +253,7 @@ def test_a_rebuild_meeting_a_full_disk_restores_the_cache_and_leaves_the_index_u
             conn.execute("PRAGMA max_page_count = 4294967294")
         assert "database or disk is full" in str(failed.value)
         assert conn.execute("PRAGMA cache_size").fetchone()[0] == cache
+        assert fts_hash(vault) == FTS_HASH
         # The cycle collector the load paused runs again: a server that failed a
         # rebuild must not go on without it.
         assert gc.isenabled() == collecting

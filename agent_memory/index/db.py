@@ -32,7 +32,7 @@ from ..progress import Progress, Step
 from .derived import (DERIVED, PHASES, PROPERTIES, TAGS, VOCABULARY, build_chunk, insert_properties, insert_tags,
                       insert_words, kept, merge_step)
 from .facts import FileFacts, packed_stamp, racy
-from .loading import bulk_load, load_cache
+from .loading import bulk_load, load_cache, sorted_in
 from .rows import (date_words, description, changed_at, headings_of, indexed_body, joined, link_key, name_key, row_values,
                    split_names, words_text)
 
@@ -505,10 +505,11 @@ class Index:
                 conn.execute("ROLLBACK")  # unmerged is only slower
 
     def _insert(self, conn: sqlite3.Connection, rows: list[tuple[int, Note, FileFacts]],
-                built: dict[str, int] | None = None) -> None:
+                built: dict[str, int] | None = None, names_to: str = "names", counted: bool = True) -> None:
         """Insert rows (numbers given) into memories, the full-text index, the lookup
         tables and each derived table ``built`` names, up to its mark (None: as the index
-        says now, ``derived.kept``)."""
+        says now, ``derived.kept``). A load passes the table its names go to first (``names_to``,
+        ``loading.sorted_in``) and counts its rows itself (``counted=False``)."""
         built = kept(conn) if built is None else built
         self._inserted += len(rows)
         searched = []
@@ -528,13 +529,14 @@ class Index:
             f"INSERT INTO memories (rid, {COLUMNS}) VALUES ({', '.join('?' * (COLUMNS.count(',') + 2))})",
             [row_values(rid, note, facts, fields[1], *fields[3:]) for (rid, note, facts), fields in zip(rows, searched)],
         )
-        conn.execute("UPDATE counts SET memories = memories + ?", (len(rows),))
+        if counted:
+            conn.execute("UPDATE counts SET memories = memories + ?", (len(rows),))
         conn.executemany("INSERT INTO fts (rowid, names, tags, body, cjk, dated, described, aliases, headings) "
                          "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)", searched)
         if VOCABULARY in built:
             insert_words(conn, [(f[0], f[1], f[7], f[2], f[3]) for f in searched if f[0] <= built[VOCABULARY]])
         conn.executemany(
-            "INSERT OR IGNORE INTO names (key, rid) VALUES (?, ?)",
+            f"INSERT OR IGNORE INTO {names_to} (key, rid) VALUES (?, ?)",
             [(name_key(name), f[0]) for f in searched for name in joined(f[1], f[7]).split("\n") if name],
         )
         if TAGS in built:
@@ -590,16 +592,20 @@ class Index:
         conn.execute("INSERT INTO words (words) VALUES ('delete-all')")
         for table in ("memories", "tags", "links", "names", "prop_keys", "props", "derived", "deriving"):
             conn.execute(f"DELETE FROM {table}")
-        conn.execute("UPDATE counts SET memories = 0")
+        # The count is set once, after the rows: an UPDATE between two batches makes
+        # SQLite open a statement journal, and with it FTS5 writes out the postings it
+        # holds (a savepoint), a small segment every batch to be merged again and again.
         with bulk_load(conn, _index_statements()):
-            count, pending = 0, []
-            for note, facts in notes:
-                count += 1
-                pending.append((count, note, facts))
-                if len(pending) >= batch:
-                    self._insert(conn, pending, {})
-                    pending = []
-            self._insert(conn, pending, {})
+            with sorted_in(conn, "names", "key, rid") as names:
+                count, pending = 0, []
+                for note, facts in notes:
+                    count += 1
+                    pending.append((count, note, facts))
+                    if len(pending) >= batch:
+                        self._insert(conn, pending, {}, names, counted=False)
+                        pending = []
+                self._insert(conn, pending, {}, names, counted=False)
+        conn.execute("UPDATE counts SET memories = ?", (count,))
         return count
 
     def derive(self, name: str, progress: Progress | None = None, stop: threading.Event | None = None) -> bool:

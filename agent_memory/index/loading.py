@@ -9,6 +9,12 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 
 LOAD_CACHE_KIB = 32 * 1024  # SQLite's page cache while a load goes in
+# The bytes of postings the full-text index holds in memory while a load goes in before
+# it writes them out as a segment; FTS5's own default (1 MB) is put back after the load.
+# At 1 MB a load wrote thousands of small segments, each merged again and again by FTS5's
+# automerge: half the full-text time at 100k memories, growing faster than the rows.
+LOAD_FTS_HASH = 32 * 1024 * 1024
+FTS_HASH = 1024 * 1024
 
 
 @contextmanager
@@ -18,13 +24,22 @@ def bulk_load(conn: sqlite3.Connection, statements: list[str]) -> Iterator[None]
     the rows, by sorting, rather than one random B-tree insert a row each (which a
     million rows make seek and spill); from the module's schema, never from what the
     file says they are. The page cache is big enough that the load does not write
-    pages out and read them back over and over (SQLite's default is 2 MB)."""
+    pages out and read them back over and over (SQLite's default is 2 MB), and the
+    full-text index writes fewer, bigger segments (``LOAD_FTS_HASH``)."""
     for statement in statements:
         conn.execute(f"DROP INDEX IF EXISTS {statement.split()[2]}")
+    fts_hash(conn, LOAD_FTS_HASH)  # a load that fails is rolled back with the setting
     with load_cache(conn):
         yield
         for statement in statements:
             conn.execute(statement)
+    fts_hash(conn, FTS_HASH)
+
+
+def fts_hash(conn: sqlite3.Connection, size: int) -> None:
+    """How many bytes of postings the full-text index (``fts``) buffers before it writes a
+    segment (FTS5's ``hashsize``, kept in its config table; each commit writes them anyway)."""
+    conn.execute("INSERT INTO fts (fts, rank) VALUES ('hashsize', ?)", (size,))
 
 
 @contextmanager
@@ -36,3 +51,19 @@ def load_cache(conn: sqlite3.Connection) -> Iterator[None]:
         yield
     finally:
         conn.execute(f"PRAGMA cache_size = {int(cache)}")
+
+
+@contextmanager
+def sorted_in(conn: sqlite3.Connection, table: str, key: str) -> Iterator[str]:
+    """The name of a temporary table to load ``table``'s rows into (its columns ``key``,
+    which is its primary key, a ``WITHOUT ROWID`` table's), inside the caller's
+    transaction; once the load is in they go into ``table`` sorted by that key (a
+    duplicate ignored, as ``INSERT OR IGNORE`` did), each one appended. Inserted as
+    they came, each went to a random place in the table: past the page cache (a
+    million memories' names) nearly every row read a page back and wrote one out."""
+    staged = f"temp.{table}_load"
+    conn.execute(f"DROP TABLE IF EXISTS {staged}")
+    conn.execute(f"CREATE TABLE {staged} ({key})")
+    yield staged
+    conn.execute(f"INSERT OR IGNORE INTO {table} ({key}) SELECT {key} FROM {staged} ORDER BY {key}")
+    conn.execute(f"DROP TABLE {staged}")
