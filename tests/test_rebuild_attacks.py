@@ -20,7 +20,7 @@ from agent_memory.disk import openat
 from agent_memory.errors import VaultError
 from agent_memory.disk.store import Store
 from agent_memory.index import properties
-from agent_memory.index.db import CACHE_KIB, Index
+from agent_memory.index.db import CACHE_KIB, Index, _index_statements
 from agent_memory.index.loading import FTS_HASH, LOAD_CACHE_KIB
 from agent_memory.index.reconcile import FileIndexer
 from agent_memory.vault.vault import Vault
@@ -184,10 +184,13 @@ def test_a_rebuild_in_many_batches_equals_the_index_its_writes_made(
             "people/Ada Lovelace.md": "---\ntitle: ada lovelace\naliases: [Ada, ADA, The Countess]\n---\nWrote the first program.\n",
             "people/Countess.md": "---\naliases: [the countess, Ada]\n---\nAnother countess.\n",
             "people/Zoe\u0301.md": "---\naliases: [Zo\u00e9]\n---\nA name in decomposed Unicode.\n",
-            **{f"2026/01/{day:02d}/n{day}.md": f"---\ntitle: Note {day % 3}\n---\nNote {day} about the kettle.\n"
+            **{f"2026/01/{day:02d}/n{day}.md": f"---\nid: 01kmc9da50dq8v{day:02d}\ntitle: Note {day % 3}\ntype: {'task' if day % 2 else 'fact'}\n"
+               f"importance: {day % 4}\nexpires: 2099-0{day % 3 + 1}-01T00:00:00Z\n---\nNote {day} about the kettle.\n"
                for day in range(2, 10)},
+            "2026/01/10/broken.md": "---\ncreated: Monday\n---\nA date that is none.\n",
         })
-        assert vault.reconcile()["added"] == 11  # into the index row by row, as writes go in
+        assert vault.reconcile()["added"] == 12  # into the index row by row, as writes go in
+
         def named(key: str) -> list[str]:
             return [row[0] for row in vault.index.query(
                 "SELECT m.path FROM names n JOIN memories m ON m.rid = n.rid WHERE n.key = ? ORDER BY 1", (key,))]
@@ -196,10 +199,18 @@ def test_a_rebuild_in_many_batches_equals_the_index_its_writes_made(
         before = {key: named(key) for key in keys}
         assert before["ada"] == ["people/Ada Lovelace.md", "people/Countess.md"] and len(before["note 1"]) == 2
         assert before["zo\u00e9"] == ["people/Zoe\u0301.md"]
-        assert_index_matches_files(vault)  # against a rebuild in four batches
+        assert_index_matches_files(vault)  # against a rebuild in five batches
+        counted = ("total", "types", "average_importance", "with_ttl", "parse_problems", "newest")
+        stats = {key: vault.stats()[key] for key in counted}  # type: ignore[literal-required]
+        assert stats["total"] == 13 and stats["types"] == {"task": 4, "fact": 4} and stats["with_ttl"] == 8
         vault.reindex()
         assert {key: named(key) for key in keys} == before
-        assert vault.stats()["total"] == 12
+        assert {key: vault.stats()[key] for key in counted} == stats  # type: ignore[literal-required]
+        # Every index there, as the schema writes it, and holding what its table holds.
+        assert vault.index.query("PRAGMA integrity_check")[0][0] == "ok"
+        assert sorted(row[0] for row in vault.index.query(
+            "SELECT sql FROM sqlite_master WHERE type = 'index' AND sql IS NOT NULL")) == sorted(
+            st.strip().rstrip(";") for st in _index_statements())
 
 
 def test_a_rebuild_failing_half_way_restores_the_cache_and_leaves_the_index_usable(
