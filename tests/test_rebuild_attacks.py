@@ -21,7 +21,7 @@ from agent_memory.errors import VaultError
 from agent_memory.disk.store import Store
 from agent_memory.index import properties
 from agent_memory.index.db import CACHE_KIB, Index, _index_statements
-from agent_memory.index.loading import FTS_HASH, LOAD_CACHE_KIB
+from agent_memory.index.loading import FTS_AUTOMERGE, FTS_HASH, LOAD_CACHE_KIB
 from agent_memory.index.reconcile import FileIndexer
 from agent_memory.vault.vault import Vault
 from conftest import assert_index_matches_files
@@ -161,11 +161,11 @@ def rows(vault: Vault) -> list[tuple[str, str]]:
     return [(row["path"], row["body"]) for row in vault.index.query("SELECT path, body FROM memories ORDER BY path")]
 
 
-def fts_hash(vault: Vault) -> int:
-    """The bytes of postings the full-text index buffers before writing them (FTS5's
-    default when unset), as its file says."""
-    found = vault.index.query("SELECT v FROM fts_config WHERE k = 'hashsize'")
-    return int(found[0][0]) if found else FTS_HASH
+def fts_settings(vault: Vault) -> tuple[int, int]:
+    """The bytes of postings the full-text index buffers before writing them and its
+    automerge, as its file says (FTS5's defaults when unset)."""
+    found = dict(vault.index.query("SELECT k, v FROM fts_config WHERE k IN ('hashsize', 'automerge')"))
+    return int(found.get("hashsize", FTS_HASH)), int(found.get("automerge", FTS_AUTOMERGE))
 
 
 def test_a_rebuild_in_many_batches_equals_the_index_its_writes_made(
@@ -234,12 +234,12 @@ def test_a_rebuild_failing_half_way_restores_the_cache_and_leaves_the_index_usab
         assert open_fds() == fds  # the reads' folders closed, though the error (and its frames) is held
         assert failed.value.__traceback__ is not None
         assert vault.index.conn.execute("PRAGMA cache_size").fetchone()[0] == cache
-        assert fts_hash(vault) == FTS_HASH  # the load's bigger full-text buffer undone with it
+        assert fts_settings(vault) == (FTS_HASH, FTS_AUTOMERGE)  # the load's own undone with it
         assert rows(vault) == before and vault.search("kettle", limit=50)["count"] == 20
         monkeypatch.setattr(FileIndexer, "note_for", real)
         vault.reindex()
         assert vault.search("printer")["count"] == 1 and len(rows(vault)) == 21
-        assert fts_hash(vault) == FTS_HASH
+        assert fts_settings(vault) == (FTS_HASH, FTS_AUTOMERGE)
 
 
 def test_a_rebuild_meeting_a_full_disk_restores_the_cache_and_leaves_the_index_usable(
@@ -264,7 +264,7 @@ def test_a_rebuild_meeting_a_full_disk_restores_the_cache_and_leaves_the_index_u
             conn.execute("PRAGMA max_page_count = 4294967294")
         assert "database or disk is full" in str(failed.value)
         assert conn.execute("PRAGMA cache_size").fetchone()[0] == cache
-        assert fts_hash(vault) == FTS_HASH
+        assert fts_settings(vault) == (FTS_HASH, FTS_AUTOMERGE)
         # The cycle collector the load paused runs again: a server that failed a
         # rebuild must not go on without it.
         assert gc.isenabled() == collecting

@@ -15,6 +15,10 @@ LOAD_CACHE_KIB = 32 * 1024  # SQLite's page cache while a load goes in
 # automerge: half the full-text time at 100k memories, growing faster than the rows.
 LOAD_FTS_HASH = 32 * 1024 * 1024
 FTS_HASH = 1024 * 1024
+# FTS5's automerge (its default, 4, put back after the load) is off while a load goes in:
+# those few big segments are merged once, after it (``Index._merge_segments``), not
+# merged into each other first (FTS5's crisismerge still bounds how many pile up).
+FTS_AUTOMERGE = 4
 
 
 @contextmanager
@@ -32,18 +36,20 @@ def bulk_load(conn: sqlite3.Connection, statements: Sequence[str], filled: Seque
         conn.execute(f"DROP INDEX IF EXISTS {statement.split()[2]}")
     for statement in filled:  # on the emptied tables: made at once
         conn.execute(statement)
-    fts_hash(conn, LOAD_FTS_HASH)  # a load that fails is rolled back with the setting
+    fts_settings(conn, LOAD_FTS_HASH, 0)  # a load that fails is rolled back with the settings
     with load_cache(conn):
         yield
         for statement in statements:
             conn.execute(statement)
-    fts_hash(conn, FTS_HASH)
+    fts_settings(conn, FTS_HASH, FTS_AUTOMERGE)
 
 
-def fts_hash(conn: sqlite3.Connection, size: int) -> None:
+def fts_settings(conn: sqlite3.Connection, hashsize: int, automerge: int) -> None:
     """How many bytes of postings the full-text index (``fts``) buffers before it writes a
-    segment (FTS5's ``hashsize``, kept in its config table; each commit writes them anyway)."""
-    conn.execute("INSERT INTO fts (fts, rank) VALUES ('hashsize', ?)", (size,))
+    segment (FTS5's ``hashsize``; each commit writes them anyway) and how many segments
+    of a size it merges as it goes (``automerge``), both kept in its config table."""
+    conn.execute("INSERT INTO fts (fts, rank) VALUES ('hashsize', ?)", (hashsize,))
+    conn.execute("INSERT INTO fts (fts, rank) VALUES ('automerge', ?)", (automerge,))
 
 
 @contextmanager
