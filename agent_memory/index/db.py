@@ -59,14 +59,6 @@ MERGE_AFTER = 1000
 # file must not decide how much of this process's memory its pages take.
 CACHE_KIB = -2000
 STAMPS_PAGE = 2000  # rows of the index's stamps read at a time by reconcile's comparison
-# The indexes on memories a rebuild fills as its rows go in rather than building them after
-# (``replace_all``): their keys come in row order (the row number first) or from a few
-# values (a language, a shape, a type, an importance; expiry times follow the rows' age;
-# conflict copies are rare), so each row lands on one of a few pages at hand, where one
-# built after the load reads the whole table once more (1.3 GB at a million memories)
-# for an index that is often empty. The rest would be a random seek a row: built after.
-FILLED_WITH_ROWS = frozenset({"memories_rid_updated", "memories_lang", "memories_shape", "memories_kind",
-                              "memories_importance", "memories_expires", "memories_conflicts"})
 
 SCHEMA = f"""
 CREATE TABLE memories (
@@ -482,6 +474,7 @@ class Index:
             rows.append((rid, note, facts))
         if rows:
             self._insert(conn, rows, built)
+            conn.execute("UPDATE counts SET memories = memories + ?", (len(rows),))
 
     @contextmanager
     def roomy_cache(self) -> Iterator[None]:
@@ -513,11 +506,10 @@ class Index:
                 conn.execute("ROLLBACK")  # unmerged is only slower
 
     def _insert(self, conn: sqlite3.Connection, rows: list[tuple[int, Note, FileFacts]],
-                built: dict[str, int] | None = None, names_to: str = "names", counted: bool = True) -> None:
-        """Insert rows (numbers given) into memories, the full-text index, the lookup
-        tables and each derived table ``built`` names, up to its mark (None: as the index
-        says now, ``derived.kept``). A load passes the table its names go to first (``names_to``,
-        ``loading.sorted_in``) and counts its rows itself (``counted=False``)."""
+                built: dict[str, int] | None = None, names_to: str = "names") -> None:
+        """Insert rows (numbers given, counted by the caller) into memories, the full-text
+        index, the lookup tables (names into ``names_to``: a load's ``sorted_in``) and each
+        derived table ``built`` names, up to its mark (None: as the index says now, ``derived.kept``)."""
         built = kept(conn) if built is None else built
         self._inserted += len(rows)
         searched = []
@@ -537,8 +529,6 @@ class Index:
             f"INSERT INTO memories (rid, {COLUMNS}) VALUES ({', '.join('?' * (COLUMNS.count(',') + 2))})",
             [row_values(rid, note, facts, fields[1], *fields[3:]) for (rid, note, facts), fields in zip(rows, searched)],
         )
-        if counted:
-            conn.execute("UPDATE counts SET memories = memories + ?", (len(rows),))
         conn.executemany("INSERT INTO fts (rowid, names, tags, body, cjk, dated, described, aliases, headings) "
                          "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)", searched)
         if VOCABULARY in built:
@@ -600,21 +590,16 @@ class Index:
         conn.execute("INSERT INTO words (words) VALUES ('delete-all')")
         for table in ("memories", "tags", "links", "names", "prop_keys", "props", "derived", "deriving"):
             conn.execute(f"DELETE FROM {table}")
-        # The count is set once, after the rows: an UPDATE between two batches makes
-        # SQLite open a statement journal, and with it FTS5 writes out the postings it
-        # holds (a savepoint), a small segment every batch to be merged again and again.
-        statements = _index_statements()
-        after = [st for st in statements if st.split()[2] not in FILLED_WITH_ROWS]
-        filled = [st for st in statements if st.split()[2] in FILLED_WITH_ROWS]
-        with bulk_load(conn, after, filled), sorted_in(conn, "names", "key, rid") as names:
+        # Counted once, after the rows: an UPDATE a batch made FTS5 write out its postings (a savepoint).
+        with bulk_load(conn, _index_statements()), sorted_in(conn, "names", "key, rid") as names:
             count, pending = 0, []
             for note, facts in notes:
                 count += 1
                 pending.append((count, note, facts))
                 if len(pending) >= batch:
-                    self._insert(conn, pending, {}, names, counted=False)
+                    self._insert(conn, pending, {}, names)
                     pending = []
-            self._insert(conn, pending, {}, names, counted=False)
+            self._insert(conn, pending, {}, names)
         conn.execute("UPDATE counts SET memories = ?", (count,))
         return count
 
