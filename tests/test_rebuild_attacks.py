@@ -6,6 +6,7 @@ the index as it was and usable."""
 
 from __future__ import annotations
 
+import datetime as dt
 import gc
 import os
 import resource
@@ -168,12 +169,15 @@ def fts_settings(vault: Vault) -> tuple[int, int]:
     return int(found.get("hashsize", FTS_HASH)), int(found.get("automerge", FTS_AUTOMERGE))
 
 
+@pytest.mark.parametrize("out_of_order", [False, True])
 def test_a_rebuild_in_many_batches_equals_the_index_its_writes_made(
-        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, out_of_order: bool) -> None:
     """A rebuild loads its rows a batch at a time and each memory's names sorted once at
     the end: names written in any case, twice in one note, shared by two notes, in
     decomposed Unicode (as macOS writes them), over several batches, give the same rows,
-    the same count and the same exact-name lookups as the index the writes kept."""
+    the same count and the same exact-name lookups as the index the writes kept. Rows
+    come oldest first: a person's note last changed on 5 January goes in among the dated
+    ones, out of path order, and the indexes led by the path are then built after."""
     load = Index.replace_all
     monkeypatch.setattr(Index, "replace_all", lambda self, conn, notes: load(self, conn, notes, batch=3))
     root = tmp_path / "vault"
@@ -189,7 +193,11 @@ def test_a_rebuild_in_many_batches_equals_the_index_its_writes_made(
                for day in range(2, 10)},
             "2026/01/10/broken.md": "---\ncreated: Monday\n---\nA date that is none.\n",
         })
-        assert vault.reconcile()["added"] == 12  # into the index row by row, as writes go in
+        if out_of_order:
+            write(root, {"people/Mid.md": "A person's note, last changed on 5 January.\n"})
+            stamp = dt.datetime(2026, 1, 5, 12, tzinfo=dt.timezone.utc).timestamp()
+            os.utime(root / "people/Mid.md", (stamp, stamp))
+        assert vault.reconcile()["added"] == 12 + out_of_order  # into the index row by row, as writes go in
 
         def named(key: str) -> list[str]:
             return [row[0] for row in vault.index.query(
@@ -202,7 +210,7 @@ def test_a_rebuild_in_many_batches_equals_the_index_its_writes_made(
         assert_index_matches_files(vault)  # against a rebuild in five batches
         counted = ("total", "types", "average_importance", "with_ttl", "parse_problems", "newest")
         stats = {key: vault.stats()[key] for key in counted}  # type: ignore[literal-required]
-        assert stats["total"] == 13 and stats["types"] == {"task": 4, "fact": 4} and stats["with_ttl"] == 8
+        assert stats["total"] == 13 + out_of_order and stats["types"] == {"task": 4, "fact": 4} and stats["with_ttl"] == 8
         vault.reindex()
         assert {key: named(key) for key in keys} == before
         assert {key: vault.stats()[key] for key in counted} == stats  # type: ignore[literal-required]

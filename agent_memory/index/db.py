@@ -591,14 +591,15 @@ class Index:
         for table in ("memories", "tags", "links", "names", "prop_keys", "props", "derived", "deriving"):
             conn.execute(f"DELETE FROM {table}")
         # Counted once, after the rows: an UPDATE a batch made FTS5 write out its postings (a savepoint).
-        with bulk_load(conn, _index_statements()), sorted_in(conn, "names", "key, rid") as names:
+        with bulk_load(conn, _index_statements()) as load, sorted_in(conn, "names", "key, rid") as names:
             count, pending = 0, []
-            for note, facts in notes:
-                count += 1
+            for count, (note, facts) in enumerate(notes, 1):
                 pending.append((count, note, facts))
                 if len(pending) >= batch:
+                    load.paths([row[1].path for row in pending])
                     self._insert(conn, pending, {}, names)
                     pending = []
+            load.paths([row[1].path for row in pending])
             self._insert(conn, pending, {}, names)
         conn.execute("UPDATE counts SET memories = ?", (count,))
         return count

@@ -27,10 +27,30 @@ FTS_AUTOMERGE = 4
 # for an index that is often empty. The rest would be a random seek a row: built after.
 FILLED_WITH_ROWS = frozenset({"memories_rid_updated", "memories_lang", "memories_shape", "memories_kind",
                               "memories_importance", "memories_expires", "memories_conflicts"})
+# The indexes led by the path: filled as the rows go in while they come in path order (the
+# tool's YYYY/MM/DD/ files, loaded oldest first, do), each row appended; at the first row
+# out of order (a person's note dated by its mtime) dropped, and built after the load.
+PATH_LED = frozenset({"memories_stamps", "memories_problems"})
+
+
+class Load:
+    """A bulk load under way (``bulk_load``): the statements of the indexes to build after
+    it, and those led by the path it fills while the rows come in path order."""
+
+    def __init__(self, conn: sqlite3.Connection, after: list[str], path_led: list[str]) -> None:
+        self.conn, self.after, self.path_led, self.last = conn, after, path_led, ""
+
+    def paths(self, paths: list[str]) -> None:
+        """The paths of the next rows, in the order they go in, told before they do."""
+        if self.path_led and not all(a < b for a, b in zip([self.last, *paths], paths)):
+            for statement in self.path_led:
+                self.conn.execute(f"DROP INDEX {statement.split()[2]}")
+            self.after, self.path_led = self.after + self.path_led, []
+        self.last = paths[-1] if paths else self.last
 
 
 @contextmanager
-def bulk_load(conn: sqlite3.Connection, statements: Sequence[str]) -> Iterator[None]:
+def bulk_load(conn: sqlite3.Connection, statements: Sequence[str]) -> Iterator[Load]:
     """Rows loaded into empty tables inside the caller's transaction, their secondary
     indexes (``statements``: ``CREATE INDEX``, each naming its index third) built after
     the rows, by sorting, rather than one random B-tree insert a row each (which a
@@ -39,17 +59,19 @@ def bulk_load(conn: sqlite3.Connection, statements: Sequence[str]) -> Iterator[N
     pages out and read them back over and over (SQLite's default is 2 MB), and the
     full-text index writes fewer, bigger segments (``LOAD_FTS_HASH``). The indexes
     ``FILLED_WITH_ROWS`` are made first and filled as the rows go in: those whose keys
-    come in order or from a few values, cheaper so than one more read of the table."""
-    filled = [st for st in statements if st.split()[2] in FILLED_WITH_ROWS]
-    statements = [st for st in statements if st.split()[2] not in FILLED_WITH_ROWS]
-    for statement in (*statements, *filled):
+    come in order or from a few values, cheaper so than one more read of the table; so
+    are the ``PATH_LED`` ones while the rows come in path order (``Load.paths``)."""
+    filled = [st for st in statements if st.split()[2] in FILLED_WITH_ROWS | PATH_LED]
+    load = Load(conn, [st for st in statements if st not in filled],
+                [st for st in filled if st.split()[2] in PATH_LED])
+    for statement in statements:
         conn.execute(f"DROP INDEX IF EXISTS {statement.split()[2]}")
     for statement in filled:  # on the emptied tables: made at once
         conn.execute(statement)
     fts_settings(conn, LOAD_FTS_HASH, 0)  # a load that fails is rolled back with the settings
     with load_cache(conn):
-        yield
-        for statement in statements:
+        yield load
+        for statement in load.after:
             conn.execute(statement)
     fts_settings(conn, FTS_HASH, FTS_AUTOMERGE)
 
