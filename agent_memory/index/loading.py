@@ -11,8 +11,8 @@ from contextlib import contextmanager
 LOAD_CACHE_KIB = 32 * 1024  # SQLite's page cache while a load goes in
 # The bytes of postings the full-text index holds in memory while a load goes in before
 # it writes them out as a segment; FTS5's own default (1 MB) is put back after the load.
-# At 1 MB a load wrote thousands of small segments, each merged again and again by FTS5's
-# automerge: half the full-text time at 100k memories, growing faster than the rows.
+# At 1 MB a load wrote a small segment every few hundred rows, each merged again and again
+# by FTS5's automerge: 40% of the full-text time at 100k memories, growing faster than them.
 LOAD_FTS_HASH = 32 * 1024 * 1024
 FTS_HASH = 1024 * 1024
 # FTS5's automerge (its default, 4, put back after the load) is off while a load goes in:
