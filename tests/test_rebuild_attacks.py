@@ -6,6 +6,7 @@ the index as it was and usable."""
 
 from __future__ import annotations
 
+import datetime as dt
 import gc
 import os
 import resource
@@ -20,10 +21,11 @@ from agent_memory.disk import openat
 from agent_memory.errors import VaultError
 from agent_memory.disk.store import Store
 from agent_memory.index import properties
-from agent_memory.index.db import CACHE_KIB, Index
-from agent_memory.index.loading import LOAD_CACHE_KIB
+from agent_memory.index.db import CACHE_KIB, Index, _index_statements
+from agent_memory.index.loading import FTS_AUTOMERGE, FTS_HASH, LOAD_CACHE_KIB
 from agent_memory.index.reconcile import FileIndexer
 from agent_memory.vault.vault import Vault
+from conftest import assert_index_matches_files
 
 SECRET = b"The launch code is 0000, kept outside the vault.\n"
 LIMIT = 10 * 2**20
@@ -160,6 +162,65 @@ def rows(vault: Vault) -> list[tuple[str, str]]:
     return [(row["path"], row["body"]) for row in vault.index.query("SELECT path, body FROM memories ORDER BY path")]
 
 
+def fts_settings(vault: Vault) -> tuple[int, int]:
+    """The bytes of postings the full-text index buffers before writing them and its
+    automerge, as its file says (FTS5's defaults when unset)."""
+    found = dict(vault.index.query("SELECT k, v FROM fts_config WHERE k IN ('hashsize', 'automerge')"))
+    return int(found.get("hashsize", FTS_HASH)), int(found.get("automerge", FTS_AUTOMERGE))
+
+
+@pytest.mark.parametrize("out_of_order", [False, True])
+def test_a_rebuild_in_many_batches_equals_the_index_its_writes_made(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, out_of_order: bool) -> None:
+    """A rebuild loads its rows a batch at a time and each memory's names sorted once at
+    the end: names written in any case, twice in one note, shared by two notes, in
+    decomposed Unicode (as macOS writes them), over several batches, give the same rows,
+    the same count and the same exact-name lookups as the index the writes kept. Rows
+    come oldest first: a person's note last changed on 5 January goes in among the dated
+    ones, out of path order, and the indexes led by the path are then built after."""
+    load = Index.replace_all
+    monkeypatch.setattr(Index, "replace_all", lambda self, conn, notes: load(self, conn, notes, batch=3))
+    root = tmp_path / "vault"
+    write(root, {"2026/01/01/first.md": "The first note.\n"})
+    with Vault(root) as vault:
+        vault.reindex()
+        write(root, {
+            "people/Ada Lovelace.md": "---\ntitle: ada lovelace\naliases: [Ada, ADA, The Countess]\n---\nWrote the first program.\n",
+            "people/Countess.md": "---\naliases: [the countess, Ada]\n---\nAnother countess.\n",
+            "people/Zoe\u0301.md": "---\naliases: [Zo\u00e9]\n---\nA name in decomposed Unicode.\n",
+            **{f"2026/01/{day:02d}/n{day}.md": f"---\nid: 01kmc9da50dq8v{day:02d}\ntitle: Note {day % 3}\ntype: {'task' if day % 2 else 'fact'}\n"
+               f"importance: {day % 4}\nexpires: 2099-0{day % 3 + 1}-01T00:00:00Z\n---\nNote {day} about the kettle.\n"
+               for day in range(2, 10)},
+            "2026/01/10/broken.md": "---\ncreated: Monday\n---\nA date that is none.\n",
+        })
+        if out_of_order:
+            write(root, {"people/Mid.md": "A person's note, last changed on 5 January.\n"})
+            stamp = dt.datetime(2026, 1, 5, 12, tzinfo=dt.timezone.utc).timestamp()
+            os.utime(root / "people/Mid.md", (stamp, stamp))
+        assert vault.reconcile()["added"] == 12 + out_of_order  # into the index row by row, as writes go in
+
+        def named(key: str) -> list[str]:
+            return [row[0] for row in vault.index.query(
+                "SELECT m.path FROM names n JOIN memories m ON m.rid = n.rid WHERE n.key = ? ORDER BY 1", (key,))]
+
+        keys = ("ada", "ada lovelace", "the countess", "zo\u00e9", "note 1", "first")
+        before = {key: named(key) for key in keys}
+        assert before["ada"] == ["people/Ada Lovelace.md", "people/Countess.md"] and len(before["note 1"]) == 2
+        assert before["zo\u00e9"] == ["people/Zoe\u0301.md"]
+        assert_index_matches_files(vault)  # against a rebuild in five batches
+        counted = ("total", "types", "average_importance", "with_ttl", "parse_problems", "newest")
+        stats = {key: vault.stats()[key] for key in counted}  # type: ignore[literal-required]
+        assert stats["total"] == 13 + out_of_order and stats["types"] == {"task": 4, "fact": 4} and stats["with_ttl"] == 8
+        vault.reindex()
+        assert {key: named(key) for key in keys} == before
+        assert {key: vault.stats()[key] for key in counted} == stats  # type: ignore[literal-required]
+        # Every index there, as the schema writes it, and holding what its table holds.
+        assert vault.index.query("PRAGMA integrity_check")[0][0] == "ok"
+        assert sorted(row[0] for row in vault.index.query(
+            "SELECT sql FROM sqlite_master WHERE type = 'index' AND sql IS NOT NULL")) == sorted(
+            st.strip().rstrip(";") for st in _index_statements())
+
+
 def test_a_rebuild_failing_half_way_restores_the_cache_and_leaves_the_index_usable(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     with a_vault(tmp_path / "vault") as vault:
@@ -181,10 +242,12 @@ def test_a_rebuild_failing_half_way_restores_the_cache_and_leaves_the_index_usab
         assert open_fds() == fds  # the reads' folders closed, though the error (and its frames) is held
         assert failed.value.__traceback__ is not None
         assert vault.index.conn.execute("PRAGMA cache_size").fetchone()[0] == cache
+        assert fts_settings(vault) == (FTS_HASH, FTS_AUTOMERGE)  # the load's own undone with it
         assert rows(vault) == before and vault.search("kettle", limit=50)["count"] == 20
         monkeypatch.setattr(FileIndexer, "note_for", real)
         vault.reindex()
         assert vault.search("printer")["count"] == 1 and len(rows(vault)) == 21
+        assert fts_settings(vault) == (FTS_HASH, FTS_AUTOMERGE)
 
 
 def test_a_rebuild_meeting_a_full_disk_restores_the_cache_and_leaves_the_index_usable(
@@ -209,6 +272,7 @@ def test_a_rebuild_meeting_a_full_disk_restores_the_cache_and_leaves_the_index_u
             conn.execute("PRAGMA max_page_count = 4294967294")
         assert "database or disk is full" in str(failed.value)
         assert conn.execute("PRAGMA cache_size").fetchone()[0] == cache
+        assert fts_settings(vault) == (FTS_HASH, FTS_AUTOMERGE)
         # The cycle collector the load paused runs again: a server that failed a
         # rebuild must not go on without it.
         assert gc.isenabled() == collecting

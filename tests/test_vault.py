@@ -1174,6 +1174,7 @@ def test_a_reconcile_stopped_part_way_keeps_its_batches_and_leaves_the_merge_to_
 
 
 def test_a_full_disk_while_merging_the_full_text_index_keeps_every_note_indexed(vault_dir: Path, monkeypatch) -> None:
+    from agent_memory.index import loading
     from agent_memory.index.db import Index
 
     merge = Index._merge_segments
@@ -1187,6 +1188,8 @@ def test_a_full_disk_while_merging_the_full_text_index_keeps_every_note_indexed(
             conn.execute("PRAGMA max_page_count = 1073741823")
 
     monkeypatch.setattr(Index, "_merge_segments", staticmethod(merge_on_a_full_disk))
+    # A load buffers 32 MB of postings: at 64 KB these notes' are written out as several segments.
+    monkeypatch.setattr(loading, "LOAD_FTS_HASH", 64 * 1024)
     _many_notes(vault_dir)
     vault = Vault.init(vault_dir)
     try:

@@ -33,7 +33,7 @@ from ..trust import confine
 from .derived import (DERIVED, PHASES, PROPERTIES, TAGS, VOCABULARY, build_chunk, insert_properties, insert_tags,
                       insert_words, kept, merge_step)
 from .facts import FileFacts, packed_stamp, racy
-from .loading import bulk_load, load_cache
+from .loading import bulk_load, load_cache, sorted_in
 from .rows import (date_words, description, changed_at, headings_of, indexed_body, joined, link_key, name_key, row_values,
                    split_names, words_text)
 
@@ -475,6 +475,7 @@ class Index:
             rows.append((rid, note, facts))
         if rows:
             self._insert(conn, rows, built)
+            conn.execute("UPDATE counts SET memories = memories + ?", (len(rows),))
 
     @contextmanager
     def roomy_cache(self) -> Iterator[None]:
@@ -506,10 +507,10 @@ class Index:
                 conn.execute("ROLLBACK")  # unmerged is only slower
 
     def _insert(self, conn: sqlite3.Connection, rows: list[tuple[int, Note, FileFacts]],
-                built: dict[str, int] | None = None) -> None:
-        """Insert rows (numbers given) into memories, the full-text index, the lookup
-        tables and each derived table ``built`` names, up to its mark (None: as the index
-        says now, ``derived.kept``)."""
+                built: dict[str, int] | None = None, names_to: str = "names") -> None:
+        """Insert rows (numbers given, counted by the caller) into memories, the full-text
+        index, the lookup tables (names into ``names_to``: a load's ``sorted_in``) and each
+        derived table ``built`` names, up to its mark (None: as the index says now, ``derived.kept``)."""
         built = kept(conn) if built is None else built
         self._inserted += len(rows)
         searched = []
@@ -529,13 +530,12 @@ class Index:
             f"INSERT INTO memories (rid, {COLUMNS}) VALUES ({', '.join('?' * (COLUMNS.count(',') + 2))})",
             [row_values(rid, note, facts, fields[1], *fields[3:]) for (rid, note, facts), fields in zip(rows, searched)],
         )
-        conn.execute("UPDATE counts SET memories = memories + ?", (len(rows),))
         conn.executemany("INSERT INTO fts (rowid, names, tags, body, cjk, dated, described, aliases, headings) "
                          "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)", searched)
         if VOCABULARY in built:
             insert_words(conn, [(f[0], f[1], f[7], f[2], f[3]) for f in searched if f[0] <= built[VOCABULARY]])
         conn.executemany(
-            "INSERT OR IGNORE INTO names (key, rid) VALUES (?, ?)",
+            f"INSERT OR IGNORE INTO {names_to} (key, rid) VALUES (?, ?)",
             [(name_key(name), f[0]) for f in searched for name in joined(f[1], f[7]).split("\n") if name],
         )
         if TAGS in built:
@@ -591,16 +591,18 @@ class Index:
         conn.execute("INSERT INTO words (words) VALUES ('delete-all')")
         for table in ("memories", "tags", "links", "names", "prop_keys", "props", "derived", "deriving"):
             conn.execute(f"DELETE FROM {table}")
-        conn.execute("UPDATE counts SET memories = 0")
-        with bulk_load(conn, _index_statements()):
+        # Counted once, after the rows: an UPDATE a batch made FTS5 write out its postings (a savepoint).
+        with bulk_load(conn, _index_statements()) as load, sorted_in(conn, "names", "key, rid") as names:
             count, pending = 0, []
-            for note, facts in notes:
-                count += 1
+            for count, (note, facts) in enumerate(notes, 1):
                 pending.append((count, note, facts))
                 if len(pending) >= batch:
-                    self._insert(conn, pending, {})
+                    load.paths([row[1].path for row in pending])
+                    self._insert(conn, pending, {}, names)
                     pending = []
-            self._insert(conn, pending, {})
+            load.paths([row[1].path for row in pending])
+            self._insert(conn, pending, {}, names)
+        conn.execute("UPDATE counts SET memories = ?", (count,))
         return count
 
     def derive(self, name: str, progress: Progress | None = None, stop: threading.Event | None = None) -> bool:
