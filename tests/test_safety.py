@@ -53,6 +53,68 @@ def test_a_failed_index_write_marks_the_index_stale_and_the_next_open_rebuilds_i
         assert_index_matches_files(reopened)
 
 
+def _forget_on_a_full_disk(vault: Vault, monkeypatch: pytest.MonkeyPatch) -> None:
+    gone = vault.remember("The VPN needs the hardware key")["memory"]
+
+    def full(*_args: object, **_kwargs: object) -> None:
+        raise sqlite3.OperationalError("database or disk is full")
+
+    monkeypatch.setattr(Index, "delete", full)
+    with pytest.raises(VaultError, match="index could not be updated .*nothing is lost"):
+        vault.forget(gone["id"])
+    monkeypatch.undo()
+
+
+def test_a_stale_mark_planted_as_a_link_is_never_written_through_nor_obeyed(
+    vault: Vault, clock, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    """``.index/stale`` is a record the tool leaves itself; a clone can bring a link there
+    (force-added): the mark of a failed index write never writes through it, and a link
+    is no mark: the next open does not rebuild for it, nor remove it."""
+    private = tmp_path / "private.txt"
+    private.write_text("someone's own file\n")
+    mark = vault.root / ".index" / "stale"
+    mark.symlink_to(private)
+    _forget_on_a_full_disk(vault, monkeypatch)
+    assert private.read_text() == "someone's own file\n"
+    vault.close()
+    rebuilds: list[int] = []
+    replace_all = Index.replace_all
+    monkeypatch.setattr(Index, "replace_all", lambda self, *a, **k: rebuilds.append(1) or replace_all(self, *a, **k))
+    with Vault(vault.root, clock=clock) as reopened:
+        assert rebuilds == [] and mark.is_symlink()
+        assert reopened.search("hardware key")["count"] == 0  # the walk found the forgotten file gone
+    assert private.read_text() == "someone's own file\n"
+
+
+def test_a_stale_mark_planted_as_a_pipe_never_hangs_a_failed_write(
+    vault: Vault, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A FIFO at ``.index/stale`` (a synced folder can bring one): opening it to write
+    would wait for a reader forever, with the vault's write lock held."""
+    import threading
+
+    mark = vault.root / ".index" / "stale"
+    os.mkfifo(mark)
+    done = threading.Event()
+
+    def failing_write() -> None:
+        try:
+            _forget_on_a_full_disk(vault, monkeypatch)
+        finally:
+            done.set()
+
+    worker = threading.Thread(target=failing_write, daemon=True)
+    worker.start()
+    finished = done.wait(timeout=60)
+    if not finished:  # unblock the write the old code hung in, so the suite goes on
+        os.close(os.open(mark, os.O_RDONLY | os.O_NONBLOCK))
+        done.wait(timeout=60)
+    worker.join(timeout=60)
+    assert finished, "a failed index write hung opening the FIFO planted at .index/stale"
+    assert stat.S_ISFIFO(os.lstat(mark).st_mode)
+
+
 def test_a_rebuild_on_a_full_disk_says_no_file_was_touched(vault: Vault, monkeypatch: pytest.MonkeyPatch) -> None:
     """``reindex`` writes no file: its full-disk error must not claim one was written
     (an agent told "the file was written" after a failed remember does not retry)."""

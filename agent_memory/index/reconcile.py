@@ -188,10 +188,15 @@ class FileIndexer:
         """The index could not take a change (a full disk): leave a mark so the next open
         rebuilds it from the files; return the error to raise. It says whether a file was
         written, so an agent told of a failed ``remember`` does not write it twice."""
-        try:
-            (self.store.control_dir / STALE_MARK).write_text(f"{why}\n", encoding="utf-8")
+        flags = os.O_WRONLY | os.O_CREAT | os.O_TRUNC | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_NONBLOCK", 0)
+        try:  # never through a link or into a pipe planted in .index/ (a clone can bring one)
+            fd = os.open(self.store.control_dir / STALE_MARK, flags, 0o644)
+            try:
+                os.write(fd, f"{why}\n".encode("utf-8", "replace"))
+            finally:
+                os.close(fd)
         except OSError:
-            pass  # the disk is full: the next open's walk still finds what changed
+            pass  # the disk is full, or something not ours is there: the next open's walk still finds what changed
         done = "The file was written but the index" if wrote else "The files are as they were, but the index"
         return VaultError(
             f"{done} could not be updated ({why}); nothing is lost. "

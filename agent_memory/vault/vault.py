@@ -106,7 +106,7 @@ class Vault:
                 log.warning("could not finish an interrupted import: %s", exc)
         try:
             stale = self.store.control_dir / STALE_MARK
-            if stale.exists():
+            if stale.is_file() and not stale.is_symlink():  # a link or a folder there is no mark this tool left
                 self.reindex(progress=progress)
                 stale.unlink(missing_ok=True)
             elif self._watcher_vouches():
