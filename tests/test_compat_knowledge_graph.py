@@ -291,6 +291,24 @@ def test_a_changed_memory_file_updates_what_nobody_edited_and_keeps_what_a_perso
     assert any("owns two boats" in text for text in notes) and not any("owns a boat" in text for text in notes)
 
 
+def test_the_import_record_planted_as_a_link_is_neither_read_nor_written_through(
+        vault: Vault, tmp_path: Path) -> None:
+    """The record of which $MEMORY_FILE_PATH version went in lives in the vault's index
+    folder, which a clone can bring a link into: the import neither takes it for its own
+    record nor writes through it; the link is replaced by the record."""
+    private = tmp_path / "private.json"
+    private.write_text(json.dumps({"keep": "someone's own file"}), encoding="utf-8")
+    record = vault.core.index_dir / "knowledge-graph-import.json"
+    record.symlink_to(private)
+    memory_file = tmp_path / "memory.jsonl"
+    memory_file.write_text('{"type":"entity","name":"Ann","entityType":"person","observations":["likes tea"]}',
+                           encoding="utf-8")
+    assert "1 new entities" in (import_on_start(vault, str(memory_file)) or "")
+    assert json.loads(private.read_text(encoding="utf-8")) == {"keep": "someone's own file"}
+    assert not record.is_symlink() and str(memory_file) in json.loads(record.read_text(encoding="utf-8"))
+    assert "has not changed" in (import_on_start(vault, str(memory_file)) or "")
+
+
 async def test_without_compat_the_tools_are_this_servers_own(vault: Vault) -> None:
     async with Client(build_server(vault)) as ours:
         names = {t.name for t in (await ours.list_tools()).tools}

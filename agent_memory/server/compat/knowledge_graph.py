@@ -21,8 +21,10 @@ from mcp.server.mcpserver import MCPServer
 from mcp_types import CallToolResult, TextContent
 from pydantic import Field
 
+from ...disk.store import replace_file
 from ...errors import AgentMemoryError
 from ...transfer.formats import GRAPH_FORMAT
+from ...trust.register import read_record
 from ...vault.graph import Entity, Graph, KnowledgeGraph, ObservationsAdded, Relation, read_jsonl
 from ...vault.vault import Vault
 
@@ -225,8 +227,8 @@ def import_on_start(vault: Vault, memory_file: str | None) -> str | None:
         return f"MEMORY_FILE_PATH {path} could not be read ({exc.strerror}): nothing imported"
     digest = hashlib.sha256(data).hexdigest()
     marker = vault.core.index_dir / "knowledge-graph-import.json"
-    try:
-        done = json.loads(marker.read_text(encoding="utf-8"))
+    try:  # a record this machine writes, read as untrusted: never through a link or a pipe
+        done = json.loads(read_record(marker, limit=1 << 20))
     except (OSError, ValueError):
         done = {}
     if isinstance(done, dict) and done.get(path) == digest:
@@ -234,7 +236,7 @@ def import_on_start(vault: Vault, memory_file: str | None) -> str | None:
     graph = read_jsonl(data.decode("utf-8", errors="strict"), path)
     result = vault.import_memories(dict(graph), format=GRAPH_FORMAT)
     done = {**(done if isinstance(done, dict) else {}), path: digest}
-    marker.write_text(json.dumps(done, indent=2), encoding="utf-8")
+    replace_file(marker, json.dumps(done, indent=2).encode("utf-8"))  # replaces a planted link, never writes through it
     return (f"imported MEMORY_FILE_PATH {path}: {result['imported']} new entities, {result['updated']} updated, "
             f"{result['unchanged']} unchanged, {result['kept']} kept as edited here, {result['links']} relations "
             "written (a later start imports it again only if the file changes)")
