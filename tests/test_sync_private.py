@@ -74,17 +74,20 @@ def test_sync_never_pushes_files_under_index_or_trash_a_person_committed(team: T
 
 def test_files_already_tracked_there_are_named_and_left_out_of_the_tools_commits(team: Team) -> None:
     (team.mate / ".index" / "writes.json").write_text('{"from": "the teammate"}\n')
-    team.push("track the write counter", ".index/writes.json")
+    (team.mate / ".Trash").mkdir()
+    (team.mate / ".Trash" / "old.md").write_text("the trash, as macOS spells it\n")
+    team.push("track the write counter", ".index/writes.json", ".Trash/old.md")
     git(team.victim, "pull", "-q")  # the person pulled by hand: now git tracks it here too
     memory = json.loads(run_cli("--json", "add", "Deploys need two approvals.", vault=team.victim).stdout)["memory"]
     assert git(team.victim, "status", "--porcelain", "--", ".index/writes.json").startswith(" M")  # the tool wrote it
     synced = run_cli("--json", "sync", vault=team.victim)
     assert synced.returncode == 0, synced.stderr
     result = json.loads(synced.stdout)
-    assert result["tracked_private"] == [".index/writes.json"] and result["pushed"] == 1
+    assert result["tracked_private"] == [".Trash/old.md", ".index/writes.json"] and result["pushed"] == 1
     assert git(team.remote, "show", "main:.index/writes.json") == '{"from": "the teammate"}\n'  # ours never pushed
     assert memory["path"] in team.remote_files()
     human = run_cli("sync", vault=team.victim)
-    assert "git tracks .index/writes.json" in human.stderr and "git rm -r --cached" in human.stderr
+    assert "git tracks .Trash/old.md, .index/writes.json" in human.stderr
+    assert "take them out of git: git rm -r --cached .Trash .index, then commit" in human.stderr  # as spelled there
     with Vault(team.victim) as victim:
         assert victim.get(memory["id"])["title"] == "Deploys need two approvals."

@@ -192,10 +192,12 @@ def sync(share_all: bool, dry_run: bool) -> None:
         if result.get("split"):
             click.echo(printable(f"  two memories had one path; theirs kept as: {', '.join(result['split'])}"))
         if result.get("tracked_private"):
+            from ..git.sync import untrack_command
+
             click.echo(printable(f"  git tracks {', '.join(result['tracked_private'][:5])}"
                                  f"{' and more' if len(result['tracked_private']) > 5 else ''}: this machine's index "
                                  "and trash, never read as records, committed or pushed by agent-memory; take them "
-                                 "out of git: git rm -r --cached .index .trash, then commit"), err=True)
+                                 f"out of git: {untrack_command(result['tracked_private'])}, then commit"), err=True)
         for item in result.get("withheld", []):
             advice = (" — remove it from the file (or approve its fingerprint in secrets.allow)," if "fingerprint" in item
                       else ";")

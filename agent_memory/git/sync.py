@@ -167,7 +167,7 @@ class GitSync:
             raise GitError(f"Cannot sync: the commits to pull add or change {_shown(planted)}, under the vault's "
                            f"{INDEX_DIRNAME}/ or {TRASH_DIRNAME}/: pulling them would overwrite this machine's index, "
                            "records or trash. Nothing was pulled or pushed. Whoever pushed them should take them out "
-                           f"of git ({_untrack(planted)}, commit, push); then sync again.")
+                           f"of git ({untrack_command(planted)}, commit, push); then sync again.")
         dirty = _dirty(repo)
         stash = set_aside(repo)  # a stash of our own, named: never lost from `git stash list`
         done = _pull(repo, result, base, old, up, tracking)
@@ -318,7 +318,7 @@ def tracked_private(repo: Repo) -> list[str]:
     return sorted(p for p in repo.ok("ls-files", "-z").split("\0") if p and private(p))
 
 
-def _untrack(paths: list[str]) -> str:
+def untrack_command(paths: list[str]) -> str:
     """The command that takes ``paths``' top folders (``.index``, ``.Trash``…) out of git."""
     return "git rm -r --cached " + " ".join(shlex.quote(f) for f in sorted({p.split("/", 1)[0] for p in paths}))
 
@@ -440,7 +440,7 @@ def _push(repo: Repo, remote: str, merge_ref: str) -> tuple[bool, int]:
     if sent:
         raise GitError(f"Cannot push: the commits to push add or change {_shown(sent)}, under the vault's "
                        f"{INDEX_DIRNAME}/ or {TRASH_DIRNAME}/, which hold this machine's index and trash and are never "
-                       f"pushed by agent-memory. Take them out of git ({_untrack(sent)}, then commit), then sync again; the "
+                       f"pushed by agent-memory. Take them out of git ({untrack_command(sent)}, then commit), then sync again; the "
                        "commits are kept locally.")
     done = repo.run("push", "--porcelain", *_local_pack_programs(repo, remote, "--receive-pack", "git-receive-pack", push=True),
                     remote, f"HEAD:{merge_ref}", timeout=NETWORK_TIMEOUT, optional_locks=True)
