@@ -33,7 +33,7 @@ from ..trust import confine
 from .derived import (DERIVED, PHASES, PROPERTIES, TAGS, VOCABULARY, build_chunk, insert_properties, insert_tags,
                       insert_words, kept, merge_step)
 from .facts import FileFacts, packed_stamp, racy
-from .loading import bulk_load, load_cache, sorted_in
+from .loading import bulk_load, load_cache, sorted_in, statements
 from .rows import (date_words, description, changed_at, headings_of, indexed_body, joined, link_key, name_key, row_values,
                    split_names, words_text)
 
@@ -269,7 +269,7 @@ class Index:
                     "ORDER BY sql NOT LIKE 'CREATE VIRTUAL TABLE%'"
                 ).fetchall():
                     conn.execute(f'DROP TABLE IF EXISTS "{name}"')
-                for statement in _statements(SCHEMA):
+                for statement in statements(SCHEMA):
                     conn.execute(statement)
                 conn.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
                 self.rebuilt_schema = True
@@ -982,20 +982,8 @@ def _read_only(folder: Path) -> sqlite3.Connection | None:
     return sqlite3.connect(f"file:{path}?{'mode=ro' if live else 'immutable=1'}", uri=True)
 
 
-def _statements(script: str) -> list[str]:
-    """Split the schema script; ``executescript`` would commit our transaction."""
-    out, current = [], []
-    for line in script.strip().splitlines():
-        current.append(line.split("--", 1)[0] if "--" in line else line)
-        joined = "\n".join(current)
-        if joined.rstrip().endswith(";") and sqlite3.complete_statement(joined):
-            out.append(joined)
-            current = []
-    return out
-
-
 def _index_statements(tables: tuple[str, ...] | None = None) -> list[str]:
     """The schema's ``CREATE INDEX`` statements (each names its index third, then its
     table fifth), of every table or of ``tables``."""
-    return [st for st in _statements(SCHEMA) if st.split()[:2] == ["CREATE", "INDEX"]
+    return [st for st in statements(SCHEMA) if st.split()[:2] == ["CREATE", "INDEX"]
             and (tables is None or st.split()[4].split("(")[0] in tables)]

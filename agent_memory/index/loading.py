@@ -109,3 +109,16 @@ def sorted_in(conn: sqlite3.Connection, table: str, key: str) -> Iterator[str]:
     yield staged
     conn.execute(f"INSERT OR IGNORE INTO {table} ({key}) SELECT {key} FROM {staged} ORDER BY {key}")
     conn.execute(f"DROP TABLE {staged}")
+
+
+def statements(script: str) -> list[str]:
+    """A schema script split into its statements, to run inside a transaction of ours
+    (``executescript`` would commit it)."""
+    out, current = [], []
+    for line in script.strip().splitlines():
+        current.append(line.split("--", 1)[0] if "--" in line else line)
+        joined = "\n".join(current)
+        if joined.rstrip().endswith(";") and sqlite3.complete_statement(joined):
+            out.append(joined)
+            current = []
+    return out
