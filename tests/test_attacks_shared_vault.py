@@ -37,6 +37,18 @@ def everything_pushed(team: Team) -> bytes:
     return out
 
 
+def a_fresh_clone_with_a_link(team: Team, tmp_path: Path, name: str, target: Path) -> Path:
+    """A newcomer's fresh clone of a remote the teammate pushed ``.index/<name>`` to,
+    force-added as a symlink to ``target``."""
+    (team.mate / ".index").mkdir(exist_ok=True)
+    (team.mate / ".index" / name).unlink(missing_ok=True)
+    (team.mate / ".index" / name).symlink_to(target)
+    team.push(f"{name}, shared", f".index/{name}")
+    newcomer = tmp_path / "newcomer"
+    git(tmp_path, "clone", "-q", str(team.remote), str(newcomer))
+    return newcomer
+
+
 def git_bytes(repo: Path, *args: str) -> bytes:
     return subprocess.run(["git", "-C", str(repo), *args], capture_output=True, check=True).stdout
 
@@ -297,12 +309,7 @@ def test_a_planted_index_file_symlink_never_lets_the_index_change_the_database_i
     with contextlib.closing(sqlite3.connect(bookmarks)) as conn, conn:
         conn.execute("CREATE TABLE bookmarks (url TEXT)")
         conn.execute("INSERT INTO bookmarks VALUES ('https://example.com')")
-    (team.mate / ".index").mkdir(exist_ok=True)
-    (team.mate / ".index" / "index.sqlite3").unlink(missing_ok=True)
-    (team.mate / ".index" / "index.sqlite3").symlink_to(bookmarks)
-    team.push("an index, shared", ".index/index.sqlite3")
-    newcomer = tmp_path / "newcomer"
-    git(tmp_path, "clone", "-q", str(team.remote), str(newcomer))
+    newcomer = a_fresh_clone_with_a_link(team, tmp_path, "index.sqlite3", bookmarks)
     assert (newcomer / ".index" / "index.sqlite3").is_symlink()
     done = run_cli("list", vault=newcomer, spawn=True)
     error = done.stderr.strip().splitlines()[-1]  # after the newcomer's "not approved" warning
@@ -320,12 +327,7 @@ def test_a_planted_write_counter_symlink_never_hangs_a_write(team: Team, tmp_pat
     forever."""
     pipe = tmp_path / "pipe"
     os.mkfifo(pipe)
-    (team.mate / ".index").mkdir(exist_ok=True)
-    (team.mate / ".index" / "writes.json").unlink(missing_ok=True)
-    (team.mate / ".index" / "writes.json").symlink_to(pipe)
-    team.push("a write counter, shared", ".index/writes.json")
-    newcomer = tmp_path / "newcomer"
-    git(tmp_path, "clone", "-q", str(team.remote), str(newcomer))
+    newcomer = a_fresh_clone_with_a_link(team, tmp_path, "writes.json", pipe)
     done = run_cli("add", "Written in a fresh clone.", vault=newcomer, spawn=True)
     assert done.returncode == 0, done.stderr
     assert "Written in a fresh clone." in run_cli("list", vault=newcomer, spawn=True).stdout

@@ -12,6 +12,7 @@ import stat
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -30,10 +31,8 @@ def md_files(root: Path) -> list[str]:
 # ----------------------------------------------------------------------------- 8. a full disk
 
 
-def test_a_failed_index_write_marks_the_index_stale_and_the_next_open_rebuilds_it(
-    vault: Vault, clock, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    kept = vault.remember("The staging database resets on Sundays")["memory"]
+def _forget_on_a_full_disk(vault: Vault, monkeypatch: pytest.MonkeyPatch) -> dict[str, Any]:
+    """A memory remembered, then forgotten while its index write fails (a full disk)."""
     gone = vault.remember("The VPN needs the hardware key")["memory"]
 
     def full(*_args: object, **_kwargs: object) -> None:
@@ -43,6 +42,14 @@ def test_a_failed_index_write_marks_the_index_stale_and_the_next_open_rebuilds_i
     with pytest.raises(VaultError, match="index could not be updated .*nothing is lost"):
         vault.forget(gone["id"])
     monkeypatch.undo()
+    return dict(gone)
+
+
+def test_a_failed_index_write_marks_the_index_stale_and_the_next_open_rebuilds_it(
+    vault: Vault, clock, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    kept = vault.remember("The staging database resets on Sundays")["memory"]
+    gone = _forget_on_a_full_disk(vault, monkeypatch)
     assert (vault.root / ".index" / "stale").exists()
     assert not (vault.root / gone["path"]).exists()  # the file did move to the trash
     vault.close()
@@ -51,18 +58,6 @@ def test_a_failed_index_write_marks_the_index_stale_and_the_next_open_rebuilds_i
         assert [h["id"] for h in reopened.search("staging database")["hits"]] == [kept["id"]]
         assert reopened.search("hardware key")["count"] == 0
         assert_index_matches_files(reopened)
-
-
-def _forget_on_a_full_disk(vault: Vault, monkeypatch: pytest.MonkeyPatch) -> None:
-    gone = vault.remember("The VPN needs the hardware key")["memory"]
-
-    def full(*_args: object, **_kwargs: object) -> None:
-        raise sqlite3.OperationalError("database or disk is full")
-
-    monkeypatch.setattr(Index, "delete", full)
-    with pytest.raises(VaultError, match="index could not be updated .*nothing is lost"):
-        vault.forget(gone["id"])
-    monkeypatch.undo()
 
 
 def test_a_stale_mark_planted_as_a_link_is_never_written_through_nor_obeyed(
