@@ -59,6 +59,7 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Any]]
     base = tmp_path_factory.mktemp("http")
     token_file = base / "token"
     token_file.write_text(TOKEN + "\n")
+    token_file.chmod(0o600)
     vault_dir = base / ".memory"
     process, port = start(vault_dir, "--token-file", str(token_file))
     yield {"url": f"http://127.0.0.1:{port}/mcp", "vault": vault_dir, "process": process}
@@ -167,10 +168,12 @@ def test_which_hosts_are_loopback(host: str, loopback: bool) -> None:
 def test_token_sources_and_their_errors(tmp_path: Path) -> None:
     token_file = tmp_path / "token"
     token_file.write_text(f"  {TOKEN}\n")
+    token_file.chmod(0o600)
     assert read_token(None, token_file) == TOKEN
     assert read_token(TOKEN, None) == TOKEN
     assert read_token(None, None) is None and read_token("", None) is None
     (tmp_path / "empty").write_text("\n")
+    (tmp_path / "empty").chmod(0o600)
     for token, path, message in [
         (None, tmp_path / "empty", "is empty"),
         (None, tmp_path / "missing", "Cannot read the token file"),

@@ -273,7 +273,9 @@ def read_token(token: str | None, token_file: str | os.PathLike[str] | None) -> 
         if token:
             raise InvalidInput("Give the token one way: --token (or AGENT_MEMORY_TOKEN) or --token-file, not both.")
         try:
-            token = Path(token_file).expanduser().read_text(encoding="utf-8").strip()
+            path = Path(token_file).expanduser()
+            _check_private(path)
+            token = path.read_text(encoding="utf-8").strip()
         except (OSError, UnicodeError) as exc:
             reason = getattr(exc, "strerror", None) or str(exc)
             raise InvalidInput(f"Cannot read the token file {token_file}: {reason}.") from exc
@@ -285,6 +287,21 @@ def read_token(token: str | None, token_file: str | os.PathLike[str] | None) -> 
             "`python -c \"import secrets; print(secrets.token_urlsafe(32))\"`."
         )
     return token or None
+
+
+def _check_private(path: Path) -> None:
+    """Refuse a token file another account owns or can read or write (the file a link
+    points to counts): loopback is open to every account on the machine, and the token
+    is then the only guard, as ssh refuses a private key others can read."""
+    if os.name != "posix":
+        return
+    status = path.stat()
+    if status.st_uid != os.geteuid():
+        raise InvalidInput(f"The token file {path} belongs to another user; use a file of your own "
+                           "(made as in `python -c \"import secrets; print(secrets.token_urlsafe(32))\" > FILE`).")
+    if status.st_mode & 0o077:
+        raise InvalidInput(f"The token file {path} can be read or changed by other users (mode "
+                           f"{status.st_mode & 0o777:o}); run `chmod 600 {path}` and start again.")
 
 
 class BearerAuth:
