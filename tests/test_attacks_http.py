@@ -4,10 +4,12 @@
   machine (loopback is reachable by every local account). A token file they can read, or
   one another account owns (planted, or a link to a file elsewhere), is refused before
   anything opens, with the command that fixes it.
+- A ``Host`` on a loopback server must be a loopback name and a port, nothing after.
 """
 
 from __future__ import annotations
 
+import json
 import os
 from pathlib import Path
 
@@ -16,7 +18,7 @@ import pytest
 from agent_memory.errors import InvalidInput
 from agent_memory.server.transport import read_token
 
-from conftest import run_cli
+from conftest import Served, deadline, run_cli
 
 TOKEN = "t0k3n-for-tests-0123456789abcdef"
 POSIX = pytest.mark.skipif(os.name != "posix", reason="file modes are POSIX")
@@ -73,3 +75,39 @@ def test_serve_refuses_a_readable_token_file_before_anything_opens(tmp_path: Pat
     assert "chmod 600" in done.stderr and "Traceback" not in done.stderr, done.stderr
     assert done.stdout == ""
     assert not vault_dir.exists()
+
+
+def raw_post(port: int, host: str, body: bytes) -> bytes:
+    """One POST with a ``Host`` header exactly as given (an HTTP client would fix it up);
+    the status line of the answer."""
+    import socket
+
+    headers = (f"POST /mcp HTTP/1.1\r\nHost: {host}\r\nAccept: application/json, text/event-stream\r\n"
+               f"Content-Type: application/json\r\nContent-Length: {len(body)}\r\nConnection: close\r\n\r\n")
+    with socket.create_connection(("127.0.0.1", port), timeout=deadline(60)) as sock:
+        sock.sendall(headers.encode("latin-1") + body)
+        answer = b""
+        while chunk := sock.recv(65536):
+            answer += chunk
+    return answer.split(b"\r\n", 1)[0]
+
+
+def test_a_loopback_host_with_junk_for_a_port_is_refused(tmp_path: Path) -> None:
+    """The SDK's ``localhost:*`` takes anything after the colon: ``localhost:80@evil.example``
+    names no loopback address and writes nothing; the real ``Host`` is still served."""
+    from test_server_http_security import MARK, MODERN_HEADERS, modern_remember, planted
+
+    vault_dir = tmp_path / ".memory"
+    server = Served(vault_dir)
+    try:
+        body = json.dumps(modern_remember(MARK)).encode()
+        extra = "".join(f"{k}: {v}\r\n" for k, v in MODERN_HEADERS.items() if k.lower() != "content-type")
+        for junk in ("localhost:80@evil.example", "127.0.0.1:1/evil", "localhost:x"):
+            status = raw_post(server.port, f"{junk}\r\n{extra}".rstrip("\r\n"), body)
+            assert status.split()[1] in (b"400", b"421"), (junk, status)
+        assert planted(vault_dir) == []
+        status = raw_post(server.port, f"127.0.0.1:{server.port}\r\n{extra}".rstrip("\r\n"), body)
+        assert status.split()[1] == b"200", status
+        assert len(planted(vault_dir)) == 1
+    finally:
+        server.stop()

@@ -202,6 +202,12 @@ class OriginGuard:
     async def __call__(self, scope: Scope, receive: Any, send: Any) -> None:
         if scope["type"] == "http":
             headers = scope.get("headers", [])
+            host = next((value for key, value in headers if key == b"host"), None)
+            if not self.match_host and host is not None and _host_header_name(host.decode("latin-1")) is None:
+                # On loopback the SDK's "localhost:*" would take anything after the colon.
+                await _refuse(send, 421, f"Host {host.decode('latin-1')[:200]!r} is not a name and a port; "
+                              "send the request to http://127.0.0.1:PORT/mcp.\n")
+                return
             origin = next((value for key, value in headers if key == b"origin"), None)
             if origin is not None:
                 if not self.allows(origin.decode("latin-1"), scope):
@@ -259,9 +265,13 @@ class WholeRequests:
 
 
 async def _refuse_origin(send: Any, origin: str) -> None:
-    body = (f"Origin {origin[:200]!r} is not this server's: a page elsewhere may not call it. To let a page in, "
-            "start the server with --allow-origin ORIGIN.\n").encode("utf-8", "replace")
-    await send({"type": "http.response.start", "status": 403,
+    await _refuse(send, 403, f"Origin {origin[:200]!r} is not this server's: a page elsewhere may not call it. "
+                  "To let a page in, start the server with --allow-origin ORIGIN.\n")
+
+
+async def _refuse(send: Any, status: int, text: str) -> None:
+    body = text.encode("utf-8", "replace")
+    await send({"type": "http.response.start", "status": status,
                 "headers": [(b"content-type", b"text/plain; charset=utf-8"), (b"content-length", str(len(body)).encode())]})
     await send({"type": "http.response.body", "body": body})
 
