@@ -111,3 +111,18 @@ def test_a_loopback_host_with_junk_for_a_port_is_refused(tmp_path: Path) -> None
         assert len(planted(vault_dir)) == 1
     finally:
         server.stop()
+
+
+def test_a_loopback_host_is_matched_whatever_its_case(tmp_path: Path) -> None:
+    """Host names are case-insensitive: ``curl http://LOCALHOST:PORT/mcp`` is this machine."""
+    from test_server_http_security import MODERN_HEADERS, modern_remember
+
+    server = Served(tmp_path / ".memory")
+    try:
+        body = json.dumps(modern_remember("Sent to LOCALHOST")).encode()
+        extra = "".join(f"{k}: {v}\r\n" for k, v in MODERN_HEADERS.items() if k.lower() != "content-type")
+        for name in ("LOCALHOST", "LocalHost"):
+            status = raw_post(server.port, f"{name}:{server.port}\r\n{extra}".rstrip("\r\n"), body)
+            assert status.split()[1] == b"200", (name, status)
+    finally:
+        server.stop()

@@ -208,6 +208,10 @@ class OriginGuard:
                 await _refuse(send, 421, f"Host {host.decode('latin-1')[:200]!r} is not a name and a port; "
                               "send the request to http://127.0.0.1:PORT/mcp.\n")
                 return
+            if not self.match_host and host is not None and host != host.lower():
+                # Host names are case-insensitive; the SDK's list of loopback names is lower case.
+                headers = [(k, v.lower() if k == b"host" else v) for k, v in headers]
+                scope = {**scope, "headers": headers}
             origin = next((value for key, value in headers if key == b"origin"), None)
             if origin is not None:
                 if not self.allows(origin.decode("latin-1"), scope):
