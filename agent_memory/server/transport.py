@@ -312,7 +312,8 @@ def _check_private(path: Path) -> None:
     status = path.stat()
     if status.st_uid != os.geteuid():
         raise InvalidInput(f"The token file {path} belongs to another user; use a file of your own "
-                           "(made as in `python -c \"import secrets; print(secrets.token_urlsafe(32))\" > FILE`).")
+                           "(made as in `python -c \"import secrets; print(secrets.token_urlsafe(32))\" > FILE`, "
+                           "then `chmod 600 FILE`).")
     if status.st_mode & 0o077:
         raise InvalidInput(f"The token file {path} can be read or changed by other users (mode "
                            f"{status.st_mode & 0o777:o}); run `chmod 600 {path}` and start again.")
