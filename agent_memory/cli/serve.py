@@ -15,7 +15,7 @@ from .words import handle_errors
 @click.option("--port", default=8765, show_default=True, type=click.IntRange(0, 65535),
               help="Port for --http (0: any free one; the log names it).")
 @click.option("--token", default=None, envvar="AGENT_MEMORY_TOKEN", help="Bearer token for --http.")
-@click.option("--token-file", default=None, type=click.Path(dir_okay=False), help="File holding the bearer token.")
+@click.option("--token-file", default=None, type=click.Path(dir_okay=False), help="File holding the bearer token (yours, mode 600).")
 @click.option("--max-sessions", default=100, show_default=True, type=click.IntRange(min=1),
               help="Open --http sessions at most (per token too); a new one ends the session idle longest.")
 @click.option("--session-idle-timeout", default=300.0, show_default=True, type=click.FloatRange(min=0, min_open=True),

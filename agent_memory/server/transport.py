@@ -288,8 +288,9 @@ def read_token(token: str | None, token_file: str | os.PathLike[str] | None) -> 
             raise InvalidInput("Give the token one way: --token (or AGENT_MEMORY_TOKEN) or --token-file, not both.")
         try:
             path = Path(token_file).expanduser()
-            _check_private(path)
-            token = path.read_text(encoding="utf-8").strip()
+            with open(path, "rb") as handle:  # checked and read through one descriptor: no swap in between
+                _check_private(path, os.fstat(handle.fileno()))
+                token = handle.read(64 * 1024).decode("utf-8").strip()
         except (OSError, UnicodeError) as exc:
             reason = getattr(exc, "strerror", None) or str(exc)
             raise InvalidInput(f"Cannot read the token file {token_file}: {reason}.") from exc
@@ -303,13 +304,12 @@ def read_token(token: str | None, token_file: str | os.PathLike[str] | None) -> 
     return token or None
 
 
-def _check_private(path: Path) -> None:
+def _check_private(path: Path, status: os.stat_result) -> None:
     """Refuse a token file another account owns or can read or write (the file a link
     points to counts): loopback is open to every account on the machine, and the token
     is then the only guard, as ssh refuses a private key others can read."""
     if os.name != "posix":
         return
-    status = path.stat()
     if status.st_uid != os.geteuid():
         raise InvalidInput(f"The token file {path} belongs to another user; use a file of your own "
                            "(made as in `python -c \"import secrets; print(secrets.token_urlsafe(32))\" > FILE`, "
