@@ -242,7 +242,13 @@ async def test_read_file_tool(client: Client, vault: Vault, tmp_path: Path) -> N
     outside = tmp_path / "outside.txt"
     outside.write_text("secret")
     (vault.root / "escape.md").symlink_to(outside)
-    assert "outside the vault" in await fails(client, "read_file", path="escape.md")
+    assert "leads outside the vault through a symlink" in await fails(client, "read_file", path="escape.md")
+    (vault.root / "loop.md").symlink_to("loop.md")
+    refusals = [await fails(client, "read_file", path=typed)
+                for typed in ("escape.md", "../../etc/passwd", str(outside), "loop.md")]
+    for refusal in refusals:  # the model hears vault-relative paths, never where the vault is on this disk
+        assert str(vault.root) not in refusal and str(vault.root.resolve()) not in refusal, refusal
+    assert "give a path relative to the vault folder" in refusals[1]
     assert "hidden folder" in await fails(client, "read_file", path=".index/index.sqlite3")
     missing = await ok(client, "read_file", path="people/nobody.md")
     assert missing == {"path": "people/nobody.md", "exists": False, "size": 0, "version": "", "memory_id": None,

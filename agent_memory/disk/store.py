@@ -185,6 +185,9 @@ def _sorted_entries(folder: str) -> list[os.DirEntry[str]]:
         return []
 
 
+OUTSIDE = "is outside the vault; give a path relative to the vault folder, such as 2026/07/20/some-memory.md."
+
+
 class Store:
     """Paths, layout and atomic writes of one vault folder."""
 
@@ -229,8 +232,13 @@ class Store:
         try:
             resolved = candidate.resolve()
         except (OSError, RuntimeError) as exc:  # a symlink loop (RuntimeError before Python 3.13)
-            raise PathRefused(f"{path!r} cannot be resolved ({exc}); give the path of a real file.") from exc
+            reason = getattr(exc, "strerror", None) or "a symlink loop"  # not str(exc): it names the absolute path
+            raise PathRefused(f"{path!r} cannot be resolved ({reason}); give the path of a real file.") from exc
         refusal = self._refusal(resolved)
+        lexical = os.path.normpath(candidate)
+        if refusal == OUTSIDE and any(lexical.startswith(str(base).rstrip(os.sep) + os.sep)
+                                      for base in (self.root, self.real_root)):
+            refusal = "leads outside the vault through a symlink; only files inside the vault can be read."
         if refusal:
             raise PathRefused(f"{path!r} {refusal}")
         return resolved
@@ -246,11 +254,13 @@ class Store:
 
     def _refusal(self, resolved: Path) -> str | None:
         """Why a resolved path is off limits, or None: outside the vault, or in a
-        dot-folder other than ``.prompts/`` (``.git/config`` can hold tokens)."""
+        dot-folder other than ``.prompts/`` (``.git/config`` can hold tokens). The words
+        never name the vault's absolute path: over MCP they reach the model, which needs
+        only the vault-relative paths it works with."""
         root = self.real_root
         text, base = str(resolved), str(root)
         if text != base and not text.startswith(base.rstrip(os.sep) + os.sep):
-            return f"is outside the vault {str(root)!r}; give a path inside it."
+            return OUTSIDE
         rel_parts = resolved.relative_to(root).parts
         hidden = [p for p in rel_parts[:-1] if p.startswith(".") and p != ".prompts"]
         if hidden or (rel_parts and rel_parts[-1].startswith(".") and rel_parts[-1] != ".prompts"):
