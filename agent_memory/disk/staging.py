@@ -23,8 +23,9 @@ from pathlib import Path
 from ..trust import confine
 from ..note import parse
 from ..errors import InvalidInput, AgentMemoryError, VaultError
-from ..trust.register import digest, read_record, refusal, set_aside
+from ..trust.register import digest, refusal, set_aside
 from . import locking
+from .nofollow import read_record
 from .layout import INDEX_DIRNAME
 from .store import Store
 

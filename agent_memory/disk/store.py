@@ -25,9 +25,10 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from . import locking, openat
+from .nofollow import read_record
 from ..errors import PathRefused, SavedMeanwhile, VaultError, disk_error
 from ..trust import confine
-from ..trust.register import digest, read_record, refusal, set_aside
+from ..trust.register import digest, refusal, set_aside
 from .layout import INDEX_DIRNAME, TMP_SUFFIX, encodable, is_ignored_dir
 from .trash import Trash
 

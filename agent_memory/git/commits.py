@@ -25,13 +25,14 @@ from typing import Any, Protocol, Self
 
 from ..disk.layout import INDEX_DIRNAME
 from ..disk.locking import WriteLock
+from ..disk.nofollow import read_record
 from ..disk.store import Store, WriteChange, replace_file
 from ..index.db import Index
 from ..settings import Settings
 from ..errors import GitError
 from ..note import parse
 from ..trust import confine, credentials
-from ..trust.register import digest, read_record, refusal, set_aside
+from ..trust.register import digest, refusal, set_aside
 from .run import Repo, find_repo, first_line
 
 log = logging.getLogger("agent_memory.git")

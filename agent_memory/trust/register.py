@@ -34,6 +34,7 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
+from ..disk.nofollow import read_record
 from ..errors import PathRefused, VaultError
 from ..git.run import run
 from .confine import tool_folder
@@ -306,23 +307,6 @@ def _read_entry(path: Path) -> dict[str, str] | None:
         return None
     entry = {key: loaded.get(key) for key in ("kind", "vault", "hash")}
     return entry if all(isinstance(v, str) for v in entry.values()) else None  # type: ignore[return-value]
-
-
-def read_record(path: Path, limit: int = 64 << 20) -> bytes:
-    """A record's bytes, read as untrusted: never through a symlink, never blocking on a
-    pipe, only a regular file, at most ``limit`` bytes (``OSError`` or ``ValueError``
-    otherwise; ``FileNotFoundError`` when there is none)."""
-    fd = os.open(path, os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_NONBLOCK", 0))
-    try:  # checked before it is wrapped: a folder cannot be, and would keep the descriptor open
-        found = os.fstat(fd)
-        if not stat.S_ISREG(found.st_mode):
-            raise ValueError(f"{path.name} is not a regular file")
-        if found.st_size > limit:
-            raise ValueError(f"{path.name} is {found.st_size:,} bytes, too large for a record")
-        with os.fdopen(fd, "rb", closefd=False) as handle:
-            return handle.read(limit + 1)
-    finally:
-        os.close(fd)
 
 
 def warn(sentence: str) -> None:
