@@ -24,8 +24,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
-from . import locking, openat
-from .nofollow import read_record
+from . import locking, nofollow, openat
 from ..errors import PathRefused, SavedMeanwhile, VaultError, disk_error
 from ..trust import confine
 from ..trust.register import digest, refusal, set_aside
@@ -118,7 +117,7 @@ def _follow(path: Path) -> int | None:
     """A descriptor on the file at ``path``, to read it later wherever it has moved
     (None if it cannot be opened: a copy made on the way must never fail the write)."""
     try:
-        return os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_NOFOLLOW", 0))
+        return nofollow.open_read(path)
     except OSError:
         return None
 
@@ -398,7 +397,7 @@ class Store:
             return None
         try:
             checked = os.stat(resolved)
-            fd = os.open(resolved, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_NOFOLLOW", 0))
+            fd = nofollow.open_read(resolved)
         except (FileNotFoundError, NotADirectoryError, IsADirectoryError):
             return None
         except OSError as exc:  # unreadable, a symlink swapped in, a socket
@@ -427,7 +426,7 @@ class Store:
         the memory is a symlink (allowed inside the vault), or there is no ``/proc``."""
         path = os.path.join(self.root, rel)  # a string: no Path object per read
         try:
-            fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_NOFOLLOW", 0))
+            fd = nofollow.open_read(path)
         except (FileNotFoundError, NotADirectoryError, IsADirectoryError):
             return None
         except OSError as exc:
@@ -519,7 +518,7 @@ class Store:
         (an import's staged file, in a folder it made: nothing counts it before the
         manifest, so it needs no temp name and rename of its own)."""
         tmp = folder / (name if name is not None else f".{secrets.token_hex(6)}{TMP_SUFFIX}")
-        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0), mode)
+        fd = nofollow.open_write(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, mode)
         try:
             if owner is not None and hasattr(os, "fchown") and owner != (os.geteuid(), os.getegid()):
                 try:
@@ -865,7 +864,7 @@ class Store:
     def _drop_record(self, record: Path, known: str | None = None) -> None:
         """Remove a parked file's record and its register entry."""
         try:
-            found = known or digest(read_record(record))
+            found = known or digest(nofollow.read_record(record))
         except (OSError, ValueError):
             found = None
         if found:
@@ -922,7 +921,7 @@ class Store:
         """Settle one parked record, if this user's register lists it; else set it aside."""
         record = self.parked_dir / f"{stem}.json"
         files = [self.parked_dir / f"{stem}.md", self.parked_dir / f"{stem}.held"]
-        raw = read_record(record)
+        raw = nofollow.read_record(record)
         found = digest(raw)
         origin = f"{INDEX_DIRNAME}/parked/{record.name}"
         why = refusal(self.register, self.tracked, "parked", found, origin)
