@@ -34,7 +34,8 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
-from ..disk.nofollow import read_record
+from ..disk import nofollow
+from ..disk.nofollow import read_record  # (still named here too, where it used to live)
 from ..errors import PathRefused, VaultError
 from ..git.run import run
 from .confine import tool_folder
@@ -155,7 +156,7 @@ class Register:
     def _write(path: Path, body: bytes, durable: bool) -> None:
         """A small file, atomically: a temp file (fsynced when ``durable``), renamed."""
         tmp = path.with_name(f".{path.name}.{secrets.token_hex(4)}.tmp")
-        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0), 0o600)
+        fd = nofollow.open_write(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
         try:
             os.write(fd, body)
             if durable:
@@ -290,19 +291,16 @@ def _fsync_folder(folder: Path) -> None:
         os.close(fd)
 
 
+_ENTRY_MAX = 4096  # bytes of one entry: a kind, a path and a hash
+
+
 def _read_entry(path: Path) -> dict[str, str] | None:
     """An entry's kind, vault and hash; None when it is missing, damaged or not a file."""
     try:
-        fd = os.open(path, os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_NONBLOCK", 0))
-    except OSError:
-        return None
-    try:
-        data = os.read(fd, 4096)
-        loaded = json.loads(data)
+        data = nofollow.read_regular(path, _ENTRY_MAX)
+        loaded = json.loads(data) if data is not None and len(data) <= _ENTRY_MAX else None
     except (OSError, ValueError):
         return None
-    finally:
-        os.close(fd)
     if not isinstance(loaded, dict):
         return None
     entry = {key: loaded.get(key) for key in ("kind", "vault", "hash")}
