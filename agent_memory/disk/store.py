@@ -664,7 +664,7 @@ class Store:
         read ``/proc/self/fd``) instead of resolving each part of the path. None when
         this cannot tell: the folder is not there yet, or there is no ``/proc``."""
         try:
-            fd = os.open(target_dir, os.O_RDONLY | getattr(os, "O_DIRECTORY", 0) | getattr(os, "O_NOFOLLOW", 0))
+            fd = os.open(target_dir, openat.FOLDER_FLAGS)
         except OSError as exc:
             return False if exc.errno == errno.ELOOP else None  # ELOOP: the folder itself is a symlink
         try:
