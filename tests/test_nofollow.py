@@ -30,14 +30,24 @@ def _without_waiting(work: Callable[[], object], fifo: Path) -> object:
     """``work``'s result, run in a thread: fail (instead of hanging the suite) if it waits
     on the pipe. A reader stuck opening it is let go by opening the pipe's other end."""
     result: list[object] = []
-    thread = threading.Thread(target=lambda: result.append(work()), daemon=True)
+    errors: list[BaseException] = []
+
+    def run() -> None:
+        try:
+            result.append(work())
+        except BaseException as exc:  # noqa: BLE001 - raised again in the test's thread
+            errors.append(exc)
+
+    thread = threading.Thread(target=run, daemon=True)
     thread.start()
     thread.join(deadline(60))
     if thread.is_alive():
         os.close(os.open(fifo, os.O_RDWR | os.O_NONBLOCK))  # a writer: the waiting open returns
         thread.join()
         pytest.fail(f"waited on the named pipe {fifo.name} for a writer")
-    return result[0] if result else None
+    if errors:
+        raise errors[0]
+    return result[0]
 
 
 @pytest.mark.parametrize("read", [nofollow.read_regular, nofollow.read_record, nofollow.open_read],
@@ -154,3 +164,21 @@ def _umask() -> int:
     mask = os.umask(0)
     os.umask(mask)
     return mask
+
+
+def test_a_pipe_planted_as_the_watchers_lock_never_hangs_opening_the_vault(tmp_path: Path) -> None:
+    """Every command asks whether a watcher holds ``.index/watcher.lock``: opening a FIFO
+    there to read waited for a writer forever, before anything was recalled."""
+    from agent_memory.vault.vault import Vault
+
+    root = tmp_path / "vault"
+    with Vault.init(root) as vault:
+        vault.remember("Customer ACME prefers deploys on Fridays")
+    lock = root / ".index" / "watcher.lock"
+    os.mkfifo(lock)
+
+    def recall() -> object:
+        with Vault(root) as vault:
+            return vault.search("ACME deploys")["count"]
+
+    assert _without_waiting(recall, lock) == 1

@@ -211,7 +211,7 @@ def _lock_held(control_dir: Path) -> bool:
     if fcntl is None:
         return False
     try:
-        fd = os.open(control_dir / LOCK_NAME, os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0))
+        fd = nofollow.open_read(control_dir / LOCK_NAME)  # a pipe planted there waits for no writer
     except OSError:
         return False
     try:
