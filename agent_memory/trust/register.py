@@ -35,7 +35,6 @@ from pathlib import Path
 from typing import Any
 
 from ..disk import nofollow
-from ..disk.nofollow import read_record  # (still named here too, where it used to live)
 from ..errors import PathRefused, VaultError
 from ..git.run import run
 from .confine import tool_folder
@@ -218,7 +217,7 @@ class Register:
         out = []
         for name in names:
             try:
-                loaded = json.loads(read_record(folder / name, 1 << 16))
+                loaded = json.loads(nofollow.read_record(folder / name, 1 << 16))
             except (OSError, ValueError):
                 continue
             if isinstance(loaded, dict) and loaded.get("vault") == self.vault and not _alive(loaded.get("pid")):
