@@ -37,7 +37,6 @@ them (``trust/approvals.py``); ``load_settings`` reads the file as it is.
 from __future__ import annotations
 
 import difflib
-import os
 import re
 import stat
 import tomllib
@@ -47,6 +46,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from .trust.credentials import FINGERPRINT_PREFIX, is_fingerprint
+from .disk import nofollow
 from .errors import SettingsError
 
 SETTINGS_FILE = ".agent-memory.toml"
@@ -282,18 +282,12 @@ def _settings_path(root: Path) -> Path | None:
 def _read(path: Path, shown: Path) -> str:
     """The file's text: a regular file, at most ``MAX_SETTINGS_BYTES``, UTF-8 (a BOM,
     as Windows editors write, is allowed)."""
-    flags = os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_NONBLOCK", 0)  # a FIFO never blocks
-    try:
-        fd = os.open(path, flags)
+    try:  # never through a symlink at its name, nor waiting on a pipe
+        data = nofollow.read_regular(path, MAX_SETTINGS_BYTES)
     except OSError as exc:
         raise SettingsError(f"Cannot read the settings file {shown}: {exc.strerror or exc}.") from None
-    try:
-        if not stat.S_ISREG(os.fstat(fd).st_mode):
-            raise SettingsError(f"The settings file {shown} is not a regular file; make it a TOML file or remove it.")
-        with os.fdopen(fd, "rb", closefd=False) as handle:
-            data = handle.read(MAX_SETTINGS_BYTES + 1)
-    finally:
-        os.close(fd)
+    if data is None:
+        raise SettingsError(f"The settings file {shown} is not a regular file; make it a TOML file or remove it.")
     if len(data) > MAX_SETTINGS_BYTES:
         raise SettingsError(f"The settings file {shown} is over {MAX_SETTINGS_BYTES // 1024} KB; it should hold a few lines.")
     try:

@@ -218,7 +218,7 @@ def test_a_folder_planted_where_a_record_or_the_trash_ledger_should_be_leaves_no
     meets it on every call runs out of them ("too many open files")."""
     from agent_memory.disk.trash import LEDGER_NAME
     from agent_memory.errors import VaultError
-    from agent_memory.trust.register import read_record
+    from agent_memory.disk.nofollow import read_record
     from agent_memory.vault.vault import Vault
 
     vault = Vault.init(tmp_path / "vault")

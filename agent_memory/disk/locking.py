@@ -21,6 +21,7 @@ from contextlib import contextmanager
 from pathlib import Path
 
 from ..errors import VaultError
+from . import nofollow
 
 try:  # POSIX
     import fcntl
@@ -95,9 +96,8 @@ class WriteLock:
             raise VaultError(
                 f"The vault's lock file {self.path} is {kind}; remove it (it holds nothing) and retry."
             )
-        flags = os.O_RDWR | os.O_CREAT | getattr(os, "O_NOFOLLOW", 0)
         try:
-            return os.open(self.path, flags, 0o644)
+            return nofollow.open_write(self.path, os.O_RDWR | os.O_CREAT)
         except OSError as exc:
             raise VaultError(f"Cannot open the vault's lock file {self.path}: {exc.strerror or exc}.") from exc
 
@@ -157,12 +157,8 @@ class Generations:
 
     def _read(self) -> dict[str, int]:
         try:  # never through a planted link (to /dev/zero, say), nor blocked by a pipe
-            fd = os.open(self.path, os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_NONBLOCK", 0))
-            try:
-                data = os.read(fd, _COUNTS_MAX + 1) if stat_kind.S_ISREG(os.fstat(fd).st_mode) else b""
-            finally:
-                os.close(fd)
-            loaded = json.loads(data) if len(data) <= _COUNTS_MAX else None
+            data = nofollow.read_regular(self.path, _COUNTS_MAX)
+            loaded = json.loads(data) if data is not None and len(data) <= _COUNTS_MAX else None
         except (OSError, ValueError, RecursionError):  # damaged or planted: no counts
             return {}
         return {str(k): v for k, v in loaded.items() if isinstance(v, int)} if isinstance(loaded, dict) else {}
@@ -181,7 +177,7 @@ class Generations:
             # Written over in place, then cut to length: no O_TRUNC, which on ext4 makes
             # the close start writing the file back (a third of a millisecond per write).
             # Only ever read and written under the lock, so no reader sees it half done.
-            fd = os.open(self.path, os.O_WRONLY | os.O_CREAT | getattr(os, "O_NOFOLLOW", 0), 0o644)
+            fd = nofollow.open_write(self.path, os.O_WRONLY | os.O_CREAT)
         except OSError:
             return  # a read-only vault or a full disk: the next write tries again
         try:

@@ -8,9 +8,11 @@ from __future__ import annotations
 import os
 import stat as stat_kind
 
+from . import nofollow
+
 OPEN_AT = os.open in os.supports_dir_fd and hasattr(os, "O_NOFOLLOW") and hasattr(os, "O_DIRECTORY")
 FOLDER_FLAGS = os.O_RDONLY | getattr(os, "O_DIRECTORY", 0) | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_CLOEXEC", 0)
-FILE_FLAGS = os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_CLOEXEC", 0)
+FILE_FLAGS = nofollow.READ_FLAGS | getattr(os, "O_CLOEXEC", 0)  # the one rule, by name in a folder
 FOLDERS_KEPT = 64  # folders kept open at once (a rebuild reads folder by folder)
 
 

@@ -23,8 +23,9 @@ from pathlib import Path
 from ..trust import confine
 from ..note import parse
 from ..errors import InvalidInput, AgentMemoryError, VaultError
-from ..trust.register import digest, read_record, refusal, set_aside
-from . import locking
+from ..trust.register import digest, refusal, set_aside
+from . import locking, openat
+from .nofollow import read_record
 from .layout import INDEX_DIRNAME
 from .store import Store
 
@@ -328,7 +329,7 @@ class _Folders:
             self._as_staged(os.stat(self._files / staged), staged)
             return self._store.place(self._files / staged, folder, slug)
         if self._source is None:
-            self._source = os.open(self._files, os.O_RDONLY | getattr(os, "O_DIRECTORY", 0) | _NOFOLLOW)
+            self._source = os.open(self._files, openat.FOLDER_FLAGS)
         held = self._folder(folder)
         written = self._as_staged(os.stat(staged, dir_fd=self._source, follow_symlinks=False), staged)
         for n in range(1, 10_000):
@@ -371,7 +372,7 @@ class _Folders:
                 raise VaultError(f"{store.relpath(existing)}/ in the vault is (or goes through) a symlink; new "
                                  "memories are not written through symlinks. Replace it with a real folder and retry.")
             path.mkdir(parents=True, exist_ok=True)
-        fd = os.open(path, os.O_RDONLY | getattr(os, "O_DIRECTORY", 0) | _NOFOLLOW)
+        fd = os.open(path, openat.FOLDER_FLAGS)
         try:
             where = os.readlink(f"/proc/self/fd/{fd}")
         except OSError:
@@ -393,7 +394,6 @@ def _stamp(found: os.stat_result) -> tuple[int, ...]:
     return found.st_ino, found.st_dev, found.st_size, found.st_mtime_ns, found.st_ctime_ns
 
 
-_NOFOLLOW = getattr(os, "O_NOFOLLOW", 0)
 _DIR_FDS = {os.stat, os.open, os.unlink, os.link, os.rename} <= os.supports_dir_fd  # names inside an open folder
 _STAGED_NAME = re.compile(r"[0-9]{1,9}")
 

@@ -24,10 +24,10 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
-from . import locking, openat
+from . import locking, nofollow, openat
 from ..errors import PathRefused, SavedMeanwhile, VaultError, disk_error
 from ..trust import confine
-from ..trust.register import digest, read_record, refusal, set_aside
+from ..trust.register import digest, refusal, set_aside
 from .layout import INDEX_DIRNAME, TMP_SUFFIX, encodable, is_ignored_dir
 from .trash import Trash
 
@@ -117,7 +117,7 @@ def _follow(path: Path) -> int | None:
     """A descriptor on the file at ``path``, to read it later wherever it has moved
     (None if it cannot be opened: a copy made on the way must never fail the write)."""
     try:
-        return os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_NOFOLLOW", 0))
+        return nofollow.open_read(path)
     except OSError:
         return None
 
@@ -407,7 +407,7 @@ class Store:
             return None
         try:
             checked = os.stat(resolved)
-            fd = os.open(resolved, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_NOFOLLOW", 0))
+            fd = nofollow.open_read(resolved)
         except (FileNotFoundError, NotADirectoryError, IsADirectoryError):
             return None
         except OSError as exc:  # unreadable, a symlink swapped in, a socket
@@ -436,7 +436,7 @@ class Store:
         the memory is a symlink (allowed inside the vault), or there is no ``/proc``."""
         path = os.path.join(self.root, rel)  # a string: no Path object per read
         try:
-            fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_NOFOLLOW", 0))
+            fd = nofollow.open_read(path)
         except (FileNotFoundError, NotADirectoryError, IsADirectoryError):
             return None
         except OSError as exc:
@@ -528,7 +528,7 @@ class Store:
         (an import's staged file, in a folder it made: nothing counts it before the
         manifest, so it needs no temp name and rename of its own)."""
         tmp = folder / (name if name is not None else f".{secrets.token_hex(6)}{TMP_SUFFIX}")
-        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0), mode)
+        fd = nofollow.open_write(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, mode)
         try:
             if owner is not None and hasattr(os, "fchown") and owner != (os.geteuid(), os.getegid()):
                 try:
@@ -674,7 +674,7 @@ class Store:
         read ``/proc/self/fd``) instead of resolving each part of the path. None when
         this cannot tell: the folder is not there yet, or there is no ``/proc``."""
         try:
-            fd = os.open(target_dir, os.O_RDONLY | getattr(os, "O_DIRECTORY", 0) | getattr(os, "O_NOFOLLOW", 0))
+            fd = os.open(target_dir, openat.FOLDER_FLAGS)
         except OSError as exc:
             return False if exc.errno == errno.ELOOP else None  # ELOOP: the folder itself is a symlink
         try:
@@ -874,7 +874,7 @@ class Store:
     def _drop_record(self, record: Path, known: str | None = None) -> None:
         """Remove a parked file's record and its register entry."""
         try:
-            found = known or digest(read_record(record))
+            found = known or digest(nofollow.read_record(record))
         except (OSError, ValueError):
             found = None
         if found:
@@ -931,7 +931,7 @@ class Store:
         """Settle one parked record, if this user's register lists it; else set it aside."""
         record = self.parked_dir / f"{stem}.json"
         files = [self.parked_dir / f"{stem}.md", self.parked_dir / f"{stem}.held"]
-        raw = read_record(record)
+        raw = nofollow.read_record(record)
         found = digest(raw)
         origin = f"{INDEX_DIRNAME}/parked/{record.name}"
         why = refusal(self.register, self.tracked, "parked", found, origin)

@@ -28,7 +28,7 @@ from collections.abc import Callable, Iterator
 from typing import Any
 from pathlib import Path
 
-from . import locking
+from . import locking, nofollow
 from ..trust import confine
 from ..errors import PathRefused, VaultError, disk_error
 from ..progress import Every, Progress
@@ -123,7 +123,7 @@ class Trash:
     def entries(self) -> list[Entry]:
         """Every recorded entry, oldest first (a damaged line is skipped, not fatal)."""
         try:
-            fd = os.open(self.ledger, os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_NONBLOCK", 0))
+            fd = nofollow.open_read(self.ledger)
             try:  # a folder planted there cannot be wrapped, and would keep the descriptor open
                 with os.fdopen(fd, "rb", closefd=False) as handle:
                     lines = handle.read().decode("utf-8").splitlines()
@@ -145,7 +145,7 @@ class Trash:
     def _append(self, entry: Entry) -> None:
         """One line at the end of the ledger, fsynced; a line a full disk cut short
         before is ended first, so it damages only itself."""
-        fd = os.open(self.ledger, os.O_RDWR | os.O_APPEND | os.O_CREAT | getattr(os, "O_NOFOLLOW", 0), 0o644)
+        fd = nofollow.open_write(self.ledger, os.O_RDWR | os.O_APPEND | os.O_CREAT)
         try:
             size = os.fstat(fd).st_size
             line = (entry.to_json() + "\n").encode("utf-8")

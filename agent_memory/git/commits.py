@@ -25,13 +25,14 @@ from typing import Any, Protocol, Self
 
 from ..disk.layout import INDEX_DIRNAME
 from ..disk.locking import WriteLock
+from ..disk import nofollow
 from ..disk.store import Store, WriteChange, replace_file
 from ..index.db import Index
 from ..settings import Settings
 from ..errors import GitError
 from ..note import parse
 from ..trust import confine, credentials
-from ..trust.register import digest, read_record, refusal, set_aside
+from ..trust.register import digest, refusal, set_aside
 from .run import Repo, find_repo, first_line
 
 log = logging.getLogger("agent_memory.git")
@@ -88,7 +89,7 @@ class Pending:
         with self._lock.hold():
             if self._store is not None:  # the journal is not fsynced: neither is its entry
                 self._store.register.enter("git-pending", digest(text), durable=False)
-            fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | getattr(os, "O_NOFOLLOW", 0), 0o644)
+            fd = nofollow.open_write(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT)
             try:
                 os.write(fd, text + b"\n")
             finally:
@@ -98,7 +99,7 @@ class Pending:
         """The pending entries (a damaged line is skipped) and how many lines were read."""
         with self._lock.hold():
             try:
-                data = read_record(self.path)
+                data = nofollow.read_record(self.path)
             except FileNotFoundError:
                 return [], 0
             except (OSError, ValueError) as exc:  # a symlink, a pipe: no journal the tool wrote
@@ -431,9 +432,7 @@ def _as_committed(path: Path) -> bytes:
         return os.fsencode(os.readlink(path))
     if not stat.S_ISREG(info.st_mode):
         return b""
-    fd = os.open(path, os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_NONBLOCK", 0))
-    with os.fdopen(fd, "rb") as handle:
-        return handle.read()
+    return nofollow.read_regular(path) or b""
 
 
 def _keep_pending(state: GitState, taken: int, entries: list[dict[str, Any]], held: dict[str, str]) -> None:

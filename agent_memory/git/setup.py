@@ -13,6 +13,7 @@ import shlex
 from pathlib import Path
 from typing import Any
 
+from ..disk import nofollow
 from ..disk.store import replace_file
 from ..errors import VaultError
 from .run import DRIVER, DRIVER_NAME, driver_command, first_line, repository, run
@@ -148,7 +149,7 @@ def _own_text(path: Path) -> str:
     have its target's bytes, a private file of yours, written back in its place, to be
     committed with the vault."""
     try:
-        fd = os.open(path, os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_NONBLOCK", 0))
+        fd = nofollow.open_read(path)
     except FileNotFoundError:
         return ""
     except OSError as exc:

@@ -14,10 +14,10 @@ from __future__ import annotations
 import errno
 import os
 import re
-import stat
 from dataclasses import dataclass
 
 from ..clock import iso, utcnow
+from ..disk import nofollow
 from ..disk.store import replace_file
 from ..errors import GitError
 from .run import Repo, first_line
@@ -135,18 +135,12 @@ def holds(repo: Repo, path: str, ours: str) -> str:
     ``both versions, between <<<<<<< ours and >>>>>>> theirs``, or one side only when
     git wrote no markers, ``ours`` naming that side."""
     try:  # never through a symlink a pull brought (to /dev/zero, say), nor blocked by a pipe
-        fd = os.open(repo.top / path, os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_NONBLOCK", 0))
+        data = nofollow.read_regular(repo.top / path)
     except OSError as exc:
         if exc.errno == errno.ELOOP:
             return f"a symlink, not read (git show :2:{path} and git show :3:{path} show the two sides)"
         return "no file (one side deleted it; git status shows which)"
-    text = ""
-    try:
-        if stat.S_ISREG(os.fstat(fd).st_mode):
-            with os.fdopen(fd, "rb", closefd=False) as handle:
-                text = handle.read().decode("utf-8", "replace")
-    finally:
-        os.close(fd)
+    text = "" if data is None else data.decode("utf-8", "replace")  # a folder, a pipe: no markers
     start, end = _START.search(text), _END.search(text)
     if start and end and start.start() < end.start():
         return f"both versions, between the lines <<<<<<< {start[1] or ''} and >>>>>>> {end[1] or ''}".rstrip()

@@ -21,6 +21,7 @@ from contextlib import AbstractContextManager, closing, contextmanager
 from pathlib import Path
 
 from ..clock import iso
+from ..disk import nofollow
 from ..disk.layout import encodable, is_memory_path
 from ..disk.store import Store
 from .facts import packed_stamp
@@ -188,9 +189,9 @@ class FileIndexer:
         """The index could not take a change (a full disk): leave a mark so the next open
         rebuilds it from the files; return the error to raise. It says whether a file was
         written, so an agent told of a failed ``remember`` does not write it twice."""
-        flags = os.O_WRONLY | os.O_CREAT | os.O_TRUNC | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_NONBLOCK", 0)
+        flags = os.O_WRONLY | os.O_CREAT | os.O_TRUNC | getattr(os, "O_NONBLOCK", 0)
         try:  # never through a link or into a pipe planted in .index/ (a clone can bring one)
-            fd = os.open(self.store.control_dir / STALE_MARK, flags, 0o644)
+            fd = nofollow.open_write(self.store.control_dir / STALE_MARK, flags)
             try:
                 os.write(fd, f"{why}\n".encode("utf-8", "replace"))
             finally:

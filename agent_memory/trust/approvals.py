@@ -39,6 +39,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from ..disk import nofollow
 from ..errors import InvalidInput
 from ..settings import SETTINGS_FILE, Settings, load_settings
 from .state import inside_vault, vault_state_dir
@@ -152,7 +153,7 @@ def _save_approvals(root: Path, approved: dict[str, set[str]]) -> None:
     path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
     data = {"vault": os.path.realpath(root), "approved": {k: sorted(v) for k, v in sorted(approved.items()) if v}}
     tmp = path.with_name(f".{APPROVALS_FILE}.{secrets.token_hex(6)}.tmp")
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0), 0o600)
+    fd = nofollow.open_write(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
     try:
         with os.fdopen(fd, "w", encoding="utf-8") as handle:
             json.dump(data, handle, indent=2)
@@ -217,17 +218,10 @@ def _prompt_files(root: Path) -> list[tuple[str, bytes]]:
         if not name.endswith(".md"):
             continue
         try:
-            fd = os.open(folder / name, os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_NONBLOCK", 0))
+            data = nofollow.read_regular(folder / name, MAX_PROMPT_BYTES)
         except OSError:
             continue
-        try:
-            if not stat.S_ISREG(os.fstat(fd).st_mode):
-                continue
-            with os.fdopen(fd, "rb", closefd=False) as handle:
-                data = handle.read(MAX_PROMPT_BYTES + 1)
-        finally:
-            os.close(fd)
-        if len(data) <= MAX_PROMPT_BYTES:
+        if data is not None and len(data) <= MAX_PROMPT_BYTES:  # a folder, a pipe, a file too big: skipped
             found.append((name, data))
     return found
 

@@ -22,9 +22,10 @@ from typing import TYPE_CHECKING, Any
 
 from . import confine
 from ..errors import InvalidInput, PathRefused
-from .register import ABOUT, SET_ASIDE_DIRNAME, Register, Tracked, digest, read_record, record_id, refusal
+from .register import ABOUT, SET_ASIDE_DIRNAME, Register, Tracked, digest, record_id, refusal
 from ..disk.layout import INDEX_DIRNAME
 from ..disk.layout import TRASH_DIRNAME
+from ..disk.nofollow import read_record
 from ..disk.trash import LEDGER_NAME, Entry, Trash
 
 if TYPE_CHECKING:

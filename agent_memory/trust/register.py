@@ -34,6 +34,7 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
+from ..disk import nofollow
 from ..errors import PathRefused, VaultError
 from ..git.run import run
 from .confine import tool_folder
@@ -154,7 +155,7 @@ class Register:
     def _write(path: Path, body: bytes, durable: bool) -> None:
         """A small file, atomically: a temp file (fsynced when ``durable``), renamed."""
         tmp = path.with_name(f".{path.name}.{secrets.token_hex(4)}.tmp")
-        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0), 0o600)
+        fd = nofollow.open_write(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
         try:
             os.write(fd, body)
             if durable:
@@ -216,7 +217,7 @@ class Register:
         out = []
         for name in names:
             try:
-                loaded = json.loads(read_record(folder / name, 1 << 16))
+                loaded = json.loads(nofollow.read_record(folder / name, 1 << 16))
             except (OSError, ValueError):
                 continue
             if isinstance(loaded, dict) and loaded.get("vault") == self.vault and not _alive(loaded.get("pid")):
@@ -289,40 +290,20 @@ def _fsync_folder(folder: Path) -> None:
         os.close(fd)
 
 
+_ENTRY_MAX = 4096  # bytes of one entry: a kind, a path and a hash
+
+
 def _read_entry(path: Path) -> dict[str, str] | None:
     """An entry's kind, vault and hash; None when it is missing, damaged or not a file."""
     try:
-        fd = os.open(path, os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_NONBLOCK", 0))
-    except OSError:
-        return None
-    try:
-        data = os.read(fd, 4096)
-        loaded = json.loads(data)
+        data = nofollow.read_regular(path, _ENTRY_MAX)
+        loaded = json.loads(data) if data is not None and len(data) <= _ENTRY_MAX else None
     except (OSError, ValueError):
         return None
-    finally:
-        os.close(fd)
     if not isinstance(loaded, dict):
         return None
     entry = {key: loaded.get(key) for key in ("kind", "vault", "hash")}
     return entry if all(isinstance(v, str) for v in entry.values()) else None  # type: ignore[return-value]
-
-
-def read_record(path: Path, limit: int = 64 << 20) -> bytes:
-    """A record's bytes, read as untrusted: never through a symlink, never blocking on a
-    pipe, only a regular file, at most ``limit`` bytes (``OSError`` or ``ValueError``
-    otherwise; ``FileNotFoundError`` when there is none)."""
-    fd = os.open(path, os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_NONBLOCK", 0))
-    try:  # checked before it is wrapped: a folder cannot be, and would keep the descriptor open
-        found = os.fstat(fd)
-        if not stat.S_ISREG(found.st_mode):
-            raise ValueError(f"{path.name} is not a regular file")
-        if found.st_size > limit:
-            raise ValueError(f"{path.name} is {found.st_size:,} bytes, too large for a record")
-        with os.fdopen(fd, "rb", closefd=False) as handle:
-            return handle.read(limit + 1)
-    finally:
-        os.close(fd)
 
 
 def warn(sentence: str) -> None:

@@ -33,7 +33,8 @@ from ..errors import InvalidInput, NotFound, PathRefused, ReadOnlyFile, SavedMea
 from ..index.rows import link_key
 from ..limits import check_names, check_text
 from ..models import MoveResult, Rewritten
-from ..trust.register import digest, read_record, refusal, set_aside
+from ..trust.register import digest, refusal, set_aside
+from ..disk.nofollow import read_record
 from ..disk.layout import INDEX_DIRNAME, TMP_SUFFIX, encodable
 from .writes import editable
 

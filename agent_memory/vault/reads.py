@@ -55,6 +55,7 @@ from ..models import (
     Summary,
 )
 from ..limits import check_importance, check_limit, check_names, check_offset, check_tags, check_text, check_type, namespace_filter
+from ..disk import nofollow
 from ..disk.layout import is_memory_path
 
 CONTENT_IN_HITS = 1500  # a hit carries the whole body up to this many characters (SPEC §5)
@@ -458,7 +459,7 @@ class Reads:
         if not resolved.is_file():
             raise InvalidInput(f"{rel} is not a regular file; read_file reads text files only.")
         try:
-            fd = os.open(resolved, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
+            fd = nofollow.open_read(resolved)
         except OSError as exc:  # swapped for a symlink since it was checked, or unreadable
             raise PathRefused(f"{rel} cannot be read safely ({exc.strerror}); nothing was returned.") from exc
         if not self.store.opened_inside(fd) or not stat.S_ISREG(os.fstat(fd).st_mode):

@@ -18,6 +18,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from ..disk import nofollow
 from ..disk.layout import INDEX_DIRNAME
 
 try:  # POSIX
@@ -86,7 +87,7 @@ def identity_of(root: Path) -> list[int] | None:
 
 def _write_atomically(path: Path, data: bytes) -> None:
     tmp = path.with_name(f".{path.name}.{secrets.token_hex(4)}.tmp")
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0), 0o644)
+    fd = nofollow.open_write(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL)
     try:
         os.write(fd, data)
     finally:
@@ -120,7 +121,7 @@ class Voucher:
             return False
         try:
             self.cookies.mkdir(parents=True, exist_ok=True)
-            fd = os.open(self.control_dir / LOCK_NAME, os.O_RDWR | os.O_CREAT | getattr(os, "O_NOFOLLOW", 0), 0o644)
+            fd = nofollow.open_write(self.control_dir / LOCK_NAME, os.O_RDWR | os.O_CREAT)
         except OSError:
             return False
         try:
@@ -210,7 +211,7 @@ def _lock_held(control_dir: Path) -> bool:
     if fcntl is None:
         return False
     try:
-        fd = os.open(control_dir / LOCK_NAME, os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0))
+        fd = nofollow.open_read(control_dir / LOCK_NAME)  # a pipe planted there waits for no writer
     except OSError:
         return False
     try:
@@ -244,7 +245,7 @@ def vouched(control_dir: Path, root: Path, index_path: Path, wait: float | None 
     name = f"{os.getpid()}-{secrets.token_hex(8)}"
     cookie, ack = cookies / name, cookies / f"{name}{ACK_SUFFIX}"
     try:
-        os.close(os.open(cookie, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0), 0o644))
+        os.close(nofollow.open_write(cookie, os.O_WRONLY | os.O_CREAT | os.O_EXCL))
     except OSError:
         return False
     try:

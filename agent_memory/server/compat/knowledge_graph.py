@@ -21,10 +21,10 @@ from mcp.server.mcpserver import MCPServer
 from mcp_types import CallToolResult, TextContent
 from pydantic import Field
 
+from ...disk.nofollow import read_record
 from ...disk.store import replace_file
 from ...errors import AgentMemoryError
 from ...transfer.formats import GRAPH_FORMAT
-from ...trust.register import read_record
 from ...vault.graph import Entity, Graph, KnowledgeGraph, ObservationsAdded, Relation, read_jsonl
 from ...vault.vault import Vault
 
