@@ -25,6 +25,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from . import locking, nofollow, openat
+from .durable import fsync_folder
 from ..errors import PathRefused, SavedMeanwhile, VaultError, disk_error
 from ..trust import confine
 from ..trust.register import digest, refusal, set_aside
@@ -48,45 +49,6 @@ def _bytes_of(path: Path) -> bytes:
 
 def _utc_stamp() -> str:
     return dt.datetime.now(dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
-
-
-def replace_file(path: Path, data: bytes) -> None:
-    """Write ``path`` whole or not at all: a temp file beside it (fsynced), then a rename.
-
-    A crash or an error leaves the old file as it was, never a truncated one."""
-    tmp = path.with_name(f".{secrets.token_hex(6)}{TMP_SUFFIX}")
-    try:
-        mode = path.stat().st_mode & 0o7777
-    except OSError:
-        mode = 0o644
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, mode)
-    try:
-        view = memoryview(data)
-        while view:
-            view = view[os.write(fd, view):]
-        os.fsync(fd)
-        os.close(fd)
-        fd = -1
-        os.replace(tmp, path)
-    except BaseException:
-        if fd >= 0:
-            os.close(fd)
-        tmp.unlink(missing_ok=True)
-        raise
-
-
-def fsync_folder(folder: Path) -> None:
-    """fsync a folder, so the names in it (a new file, a rename) survive a crash."""
-    try:
-        fd = os.open(folder, os.O_RDONLY)
-    except OSError:  # Windows cannot open a folder; its renames are durable enough
-        return
-    try:
-        os.fsync(fd)
-    except OSError:
-        pass
-    finally:
-        os.close(fd)
 
 
 # syncfs(2): flush one file system, every file and folder written, in one call (Linux).

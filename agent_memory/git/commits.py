@@ -26,7 +26,8 @@ from typing import Any, Protocol, Self
 from ..disk.layout import INDEX_DIRNAME
 from ..disk.locking import WriteLock
 from ..disk import nofollow
-from ..disk.store import Store, WriteChange, replace_file
+from ..disk.durable import replace_file
+from ..disk.store import Store, WriteChange
 from ..index.db import Index
 from ..settings import Settings
 from ..errors import GitError

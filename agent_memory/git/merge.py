@@ -34,7 +34,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ..disk.store import replace_file
+from ..disk.durable import replace_file
 from ..errors import GitError
 from ..note import parse
 from ..note.links import wikilinks

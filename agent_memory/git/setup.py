@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from ..disk import nofollow
-from ..disk.store import replace_file
+from ..disk.durable import replace_file
 from ..errors import VaultError
 from .run import DRIVER, DRIVER_NAME, driver_command, first_line, repository, run
 

@@ -18,7 +18,7 @@ from dataclasses import dataclass
 
 from ..clock import iso, utcnow
 from ..disk import nofollow
-from ..disk.store import replace_file
+from ..disk.durable import replace_file
 from ..errors import GitError
 from .run import Repo, first_line
 

@@ -21,7 +21,7 @@ from typing import Protocol
 
 from ..disk.layout import INDEX_DIRNAME, TMP_SUFFIX, TRASH_DIRNAME, is_memory_path
 from ..disk.locking import move_no_replace
-from ..disk.store import replace_file
+from ..disk.durable import replace_file
 from ..errors import GitError, SettingsError, SyncConflict
 from ..models import SyncPreview, SyncResult
 from ..note import parse

@@ -180,7 +180,7 @@ def _ledger(root: Path) -> list[Record]:
 
 
 def _trash(root: Path) -> Trash:
-    from ..disk.store import fsync_folder
+    from ..disk.durable import fsync_folder
 
     def no_write(_folder: Path, _data: bytes) -> Path:
         raise InvalidInput("reading only")

@@ -22,7 +22,7 @@ from mcp_types import CallToolResult, TextContent
 from pydantic import Field
 
 from ...disk.nofollow import read_record
-from ...disk.store import replace_file
+from ...disk.durable import replace_file
 from ...errors import AgentMemoryError
 from ...transfer.formats import GRAPH_FORMAT
 from ...vault.graph import Entity, Graph, KnowledgeGraph, ObservationsAdded, Relation, read_jsonl
