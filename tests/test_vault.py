@@ -1092,6 +1092,42 @@ def test_a_bulk_load_leaves_one_merged_full_text_segment_and_every_note_findable
         vault.close()
 
 
+def test_a_reconcile_of_a_share_of_the_notes_leaves_one_full_text_segment_and_a_few_edits_merge_nothing(
+        vault_dir: Path, monkeypatch) -> None:
+    """Folding in 1% of the notes (a person's edits, a pull) wrote a segment or two for
+    each changed file, and searches sought in every one of them until FTS5's automerge
+    caught up (at 10k, 22 segments and recall 1.5x slower). A reconcile of at least a
+    200th of the rows (and 50) ends merged; a handful of edits is left to automerge."""
+    from agent_memory.index.db import Index
+
+    folder = _many_notes(vault_dir)
+    vault = Vault.init(vault_dir)
+    merges: list[int] = []
+    merge = Index._merge_segments
+
+    def counted(conn: sqlite3.Connection) -> None:
+        merges.append(1)
+        merge(conn)
+
+    try:
+        monkeypatch.setattr(Index, "_merge_segments", staticmethod(counted))
+        for i in range(0, 1200, 100):  # 12 of 1,200 changed: below the 50 a merge waits for
+            with open(folder / f"n{i}.md", "a", encoding="utf-8") as handle:
+                handle.write("Seen again by corvina.\n")
+        assert vault.reconcile()["updated"] == 12
+        assert merges == [] and _fts_segments(vault.index.path) > 1
+        for i in range(1, 1200, 20):  # 60 of 1,200: a 20th
+            with open(folder / f"n{i}.md", "a", encoding="utf-8") as handle:
+                handle.write("Checked by marisol.\n")
+        assert vault.reconcile()["updated"] == 60
+        assert merges == [1] and _fts_segments(vault.index.path) == 1
+        assert vault.search("marisol", limit=100)["count"] == 60
+        assert vault.search("corvina", limit=100)["count"] == 12
+        assert_index_matches_files(vault)
+    finally:
+        vault.close()
+
+
 def test_a_reconcile_of_several_batches_merges_the_full_text_index_once_when_all_are_in(
         vault_dir: Path, monkeypatch) -> None:
     """A reconcile folds changed files in a batch a transaction; merging after each batch

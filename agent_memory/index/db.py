@@ -33,7 +33,7 @@ from ..trust import confine
 from .derived import (DERIVED, PHASES, PROPERTIES, TAGS, VOCABULARY, build_chunk, insert_properties, insert_tags,
                       insert_words, kept, merge_step)
 from .facts import FileFacts, packed_stamp, racy
-from .loading import bulk_load, load_cache, sorted_in, statements
+from .loading import bulk_load, load_cache, merge_due, sorted_in, statements
 from .rows import (date_words, description, changed_at, headings_of, indexed_body, joined, link_key, name_key, row_values,
                    split_names, words_text)
 
@@ -52,8 +52,8 @@ WEIGHTS = (10.0, 5.0, 1.0, 1.0, 1.0, 1.0, 10.0, 0.0)
 TOKENIZER = "porter unicode61 remove_diacritics 2"
 # The vocabulary typos are corrected against: words as written, not porter stems.
 VOCAB_TOKENIZER = "unicode61 remove_diacritics 2"
-# A transaction adding this many rows (a rebuild, an import, a big reconcile) ends by
-# merging the full-text segments (``Index._merge_segments``).
+# A transaction adding this many rows (a rebuild, an import, a big reconcile), or a
+# share of the index's (``loading.merge_due``), ends by merging the full-text segments.
 MERGE_AFTER = 1000
 # SQLite's own default page cache (2 MB), set on every connection: the index file's
 # header can suggest another (``default_cache_size``), and a planted or synced index
@@ -337,7 +337,7 @@ class Index:
             self._inserted = 0
             try:
                 yield conn
-                merge = self._inserted >= MERGE_AFTER
+                merge = merge_due(conn, self._inserted, MERGE_AFTER)
                 conn.execute("COMMIT")
             except BaseException:
                 if conn.in_transaction:  # also when COMMIT itself failed (a full disk)
@@ -493,8 +493,8 @@ class Index:
         about 0.45 s at 100k, so it runs only after a transaction that added
         ``MERGE_AFTER`` rows or more (a rebuild, an import, a reconcile of that many
         changed files: reconciling 1% of a 100k vault left 17 segments and searches 25%
-        slower), which spent longer than that already; FTS5's own automerge keeps small
-        writes in check."""
+        slower), or a share of the index's rows (``loading.merge_due``), which spent
+        longer than that already; FTS5's own automerge keeps small writes in check."""
         # Its own transaction, after the rows are committed: merging needs room for a
         # copy of the full-text index, and a full disk must not undo the load itself.
         try:
