@@ -269,6 +269,27 @@ def test_a_lock_file_deleted_while_waiting_is_not_held_alone(tmp_path: Path, mon
         os.close(other)
 
 
+def test_a_lock_whose_folder_was_deleted_between_writes_locks_the_file_now_there(tmp_path: Path) -> None:
+    """The lock's file stays open between holds; ``.index/`` deleted meanwhile (it is a
+    cache) must not leave the next hold locking the old, unlinked file alone."""
+    path = tmp_path / ".index" / "write.lock"
+    lock = locking.WriteLock(path)
+    with lock.hold():
+        pass
+    (tmp_path / ".index" / ".gitignore").unlink()
+    path.unlink()
+    (tmp_path / ".index").rmdir()
+    with lock.hold():
+        assert path.is_file() and (tmp_path / ".index" / ".gitignore").is_file()
+        other = os.open(path, os.O_RDWR)
+        try:
+            with pytest.raises(BlockingIOError):  # another process is kept out
+                fcntl.flock(other, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        finally:
+            os.close(other)
+    lock.close()
+
+
 def test_a_lock_file_that_cannot_be_opened_is_a_clear_error(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     path = tmp_path / ".index" / "write.lock"
     real_open = os.open

@@ -9,6 +9,7 @@ anywhere; ``swap`` answers False where the OS cannot swap, and callers fall back
 
 from __future__ import annotations
 
+import contextlib
 import ctypes
 import errno
 import json
@@ -16,6 +17,7 @@ import os
 import stat as stat_kind
 import sys
 import threading
+import weakref
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -76,13 +78,18 @@ class WriteLock:
     happen as one step even with two agents and the CLI on one vault.
 
     The lock file is refused when it is a symlink or a folder: a ``git pull`` can bring
-    either, and a lock taken on a file elsewhere would not exclude anyone."""
+    either, and a lock taken on a file elsewhere would not exclude anyone.
+
+    Between holds the file stays open (unlocked), so a write does not open and close it
+    again: each hold still checks, once locked, that it is the file at the lock's path."""
 
     def __init__(self, path: Path) -> None:
         self.path = path
         self._thread_lock = threading.RLock()
         self._depth = 0
         self._fd: int | None = None
+        self._kept: list[int] = []  # the file between holds, closed with this lock at the latest
+        weakref.finalize(self, _close_all, self._kept)
 
     def _open(self) -> int:
         self.path.parent.mkdir(parents=True, exist_ok=True)  # someone may have deleted .index/
@@ -111,10 +118,10 @@ class WriteLock:
         is only a cache) while another process waited on the old file, that process
         would hold a lock nobody else takes; so after locking, check and retry."""
         while True:
-            fd = self._open()
+            fd = self._kept.pop() if self._kept else self._open()
             _lock_fd(fd)
             try:
-                same = os.path.samestat(os.fstat(fd), os.stat(self.path))
+                same = os.path.samestat(os.fstat(fd), os.lstat(self.path))
             except OSError:
                 same = False
             if same:
@@ -133,9 +140,24 @@ class WriteLock:
             finally:
                 self._depth -= 1
                 if self._depth == 0 and self._fd is not None:
-                    _unlock_fd(self._fd)
-                    os.close(self._fd)
-                    self._fd = None
+                    fd, self._fd = self._fd, None
+                    try:
+                        _unlock_fd(fd)
+                    except OSError:
+                        os.close(fd)
+                        raise
+                    self._kept.append(fd)
+
+    def close(self) -> None:
+        """Close the lock's file (kept open between holds)."""
+        with self._thread_lock:
+            _close_all(self._kept)
+
+
+def _close_all(fds: list[int]) -> None:
+    while fds:
+        with contextlib.suppress(OSError):
+            os.close(fds.pop())
 
 
 _COUNTS_MAX = 1 << 16  # bytes of write counts: a few indexes' worth; a larger file is not ours
