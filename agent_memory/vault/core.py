@@ -184,6 +184,7 @@ class Core:
         self.vectors.close()
         self.index.close()
         self.lock.close()
+        self._generations.close()
 
     def semantic_on(self, asked: bool | None = None) -> bool:
         """Whether recall uses embeddings: ``asked``, else the ``recall.semantic``
