@@ -9,6 +9,7 @@ from __future__ import annotations
 import ctypes
 import errno
 import fcntl
+import json
 import os
 from pathlib import Path
 
@@ -269,6 +270,27 @@ def test_a_lock_file_deleted_while_waiting_is_not_held_alone(tmp_path: Path, mon
         os.close(other)
 
 
+def test_a_lock_whose_folder_was_deleted_between_writes_locks_the_file_now_there(tmp_path: Path) -> None:
+    """The lock's file stays open between holds; ``.index/`` deleted meanwhile (it is a
+    cache) must not leave the next hold locking the old, unlinked file alone."""
+    path = tmp_path / ".index" / "write.lock"
+    lock = locking.WriteLock(path)
+    with lock.hold():
+        pass
+    (tmp_path / ".index" / ".gitignore").unlink()
+    path.unlink()
+    (tmp_path / ".index").rmdir()
+    with lock.hold():
+        assert path.is_file() and (tmp_path / ".index" / ".gitignore").is_file()
+        other = os.open(path, os.O_RDWR)
+        try:
+            with pytest.raises(BlockingIOError):  # another process is kept out
+                fcntl.flock(other, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        finally:
+            os.close(other)
+    lock.close()
+
+
 def test_a_lock_file_that_cannot_be_opened_is_a_clear_error(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     path = tmp_path / ".index" / "write.lock"
     real_open = os.open
@@ -288,7 +310,7 @@ def test_a_lock_file_that_cannot_be_opened_is_a_clear_error(tmp_path: Path, monk
 def test_a_write_count_file_that_cannot_be_written_costs_nothing(vault: Vault, monkeypatch: pytest.MonkeyPatch) -> None:
     """``writes.json`` only saves other processes a reconcile: a full disk there must not
     fail the write a person asked for."""
-    real_open, real_truncate = os.open, os.ftruncate
+    real_open, real_truncate, real_pwrite = os.open, os.ftruncate, os.pwrite
     counts = vault.store.control_dir / "writes.json"
 
     def full_for_counts(name: object, flags: int, *args: object, **kwargs: object) -> int:
@@ -300,14 +322,34 @@ def test_a_write_count_file_that_cannot_be_written_costs_nothing(vault: Vault, m
     first = vault.remember("A fact written while writes.json cannot be")["memory"]
     monkeypatch.setattr(locking.os, "open", real_open)
 
-    def full_truncate(fd: int, length: int) -> None:
+    def full(fd: int, *args: object) -> None:
         raise OSError(errno.ENOSPC, "No space left on device")
 
-    monkeypatch.setattr(locking.os, "ftruncate", full_truncate)
+    monkeypatch.setattr(locking.os, "ftruncate", full)
+    monkeypatch.setattr(locking.os, "pwrite", full)
     second = vault.remember("Another fact while writes.json is full")["memory"]
     monkeypatch.setattr(locking.os, "ftruncate", real_truncate)
+    monkeypatch.setattr(locking.os, "pwrite", real_pwrite)
     assert {h["id"] for h in vault.search("fact writes.json")["hits"]} == {first["id"], second["id"]}
     assert_index_matches_files(vault)
+
+
+def test_a_write_count_file_replaced_or_deleted_between_writes_gets_the_next_count(vault: Vault) -> None:
+    """``writes.json`` stays open between writes. Replaced meanwhile (a backup restored,
+    a pull: the same bytes in a new file) or deleted, the next write must count itself
+    in the file now at that name: a process with an index of its own reads only that
+    one, and without the count it would not catch up before its dedup check."""
+    counts = vault.store.control_dir / "writes.json"
+    mine = str(vault.index.path)
+    vault.remember("A first fact, so the count file is open")
+    held = counts.read_bytes()
+    counts.unlink()
+    counts.write_bytes(held)  # the same bytes in a new file
+    vault.remember("A second fact, after the count file was replaced")
+    assert json.loads(counts.read_bytes())[mine] == json.loads(held)[mine] + 1
+    counts.unlink()
+    vault.remember("A third fact, after the count file was deleted")
+    assert json.loads(counts.read_bytes()) == {mine: 1}
 
 
 def test_a_control_folder_that_cannot_be_written_gets_no_gitignore_and_no_error(

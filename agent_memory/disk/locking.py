@@ -9,6 +9,7 @@ anywhere; ``swap`` answers False where the OS cannot swap, and callers fall back
 
 from __future__ import annotations
 
+import contextlib
 import ctypes
 import errno
 import json
@@ -16,6 +17,7 @@ import os
 import stat as stat_kind
 import sys
 import threading
+import weakref
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -76,13 +78,18 @@ class WriteLock:
     happen as one step even with two agents and the CLI on one vault.
 
     The lock file is refused when it is a symlink or a folder: a ``git pull`` can bring
-    either, and a lock taken on a file elsewhere would not exclude anyone."""
+    either, and a lock taken on a file elsewhere would not exclude anyone.
+
+    Between holds the file stays open (unlocked), so a write does not open and close it
+    again: each hold still checks, once locked, that it is the file at the lock's path."""
 
     def __init__(self, path: Path) -> None:
         self.path = path
         self._thread_lock = threading.RLock()
         self._depth = 0
         self._fd: int | None = None
+        self._kept: list[int] = []  # the file between holds, closed with this lock at the latest
+        weakref.finalize(self, _close_all, self._kept)
 
     def _open(self) -> int:
         self.path.parent.mkdir(parents=True, exist_ok=True)  # someone may have deleted .index/
@@ -111,10 +118,10 @@ class WriteLock:
         is only a cache) while another process waited on the old file, that process
         would hold a lock nobody else takes; so after locking, check and retry."""
         while True:
-            fd = self._open()
+            fd = self._kept.pop() if self._kept else self._open()
             _lock_fd(fd)
             try:
-                same = os.path.samestat(os.fstat(fd), os.stat(self.path))
+                same = os.path.samestat(os.fstat(fd), os.lstat(self.path))
             except OSError:
                 same = False
             if same:
@@ -133,9 +140,24 @@ class WriteLock:
             finally:
                 self._depth -= 1
                 if self._depth == 0 and self._fd is not None:
-                    _unlock_fd(self._fd)
-                    os.close(self._fd)
-                    self._fd = None
+                    fd, self._fd = self._fd, None
+                    try:
+                        _unlock_fd(fd)
+                    except OSError:
+                        os.close(fd)
+                        raise
+                    self._kept.append(fd)
+
+    def close(self) -> None:
+        """Close the lock's file (kept open between holds)."""
+        with self._thread_lock:
+            _close_all(self._kept)
+
+
+def _close_all(fds: list[int]) -> None:
+    while fds:
+        with contextlib.suppress(OSError):
+            os.close(fds.pop())
 
 
 _COUNTS_MAX = 1 << 16  # bytes of write counts: a few indexes' worth; a larger file is not ours
@@ -145,19 +167,63 @@ class Generations:
     """How many writes each index of one vault has taken, beside the vault's lock (read
     and written only while the lock is held). A process whose index is not the one
     another process wrote through must reconcile before trusting its own. Losing the
-    file costs one extra reconcile, nothing more."""
+    file costs one extra reconcile, nothing more.
+
+    Once written, the file stays open for the next write (as the lock's does), checked
+    each time to still be the file at its name (a pull or a deleted ``.index/`` replaces
+    it): a write reads and rewrites it without opening and closing it again."""
 
     def __init__(self, path: Path, mine: str) -> None:
         self.path = path
         self.mine = mine  # this process's index, as a key
+        self._kept: list[int] = []  # the file, open for reading and writing, since the last write
+        weakref.finalize(self, _close_all, self._kept)
 
     def counts(self) -> dict[str, int]:
         """Every index's write count, as the file holds them now."""
         return self._read()
 
+    def _open(self) -> tuple[int, int] | None:
+        """The file kept open since the last write, and its size, while it is still the
+        regular file at the path; else None (closed, for ``_opened`` to open anew)."""
+        if self._kept:
+            try:
+                found = os.fstat(self._kept[0])
+                if os.path.samestat(found, os.lstat(self.path)):
+                    return self._kept[0], found.st_size
+            except OSError:
+                pass
+            _close_all(self._kept)
+        return None
+
+    def _opened(self) -> tuple[int, int] | None:
+        """``_open``, else the file opened (made if missing) to be kept: never through a
+        planted link, never waiting on a pipe, only a regular file. None where it
+        cannot be written (a read-only vault, a full disk)."""
+        kept = self._open()
+        if kept is not None:
+            return kept
+        try:
+            fd = nofollow.open_write(self.path, os.O_RDWR | os.O_CREAT | getattr(os, "O_NONBLOCK", 0))
+        except OSError:
+            return None
+        try:
+            found = os.fstat(fd)
+        except OSError:
+            found = None
+        if found is None or not stat_kind.S_ISREG(found.st_mode):
+            os.close(fd)
+            return None
+        self._kept.append(fd)
+        return fd, found.st_size
+
     def _read(self) -> dict[str, int]:
         try:  # never through a planted link (to /dev/zero, say), nor blocked by a pipe
-            data = nofollow.read_regular(self.path, _COUNTS_MAX)
+            kept = self._open()
+            if kept is not None:
+                data: bytes | None = _read_at_start(kept[0], _COUNTS_MAX + 1)
+            else:
+                data = nofollow.read_regular(self.path, _COUNTS_MAX)
             loaded = json.loads(data) if data is not None and len(data) <= _COUNTS_MAX else None
         except (OSError, ValueError, RecursionError):  # damaged or planted: no counts
             return {}
@@ -173,20 +239,39 @@ class Generations:
         counts = dict(self._read() if counts is None else counts)
         counts[self.mine] = counts.get(self.mine, 0) + 1
         data = json.dumps(counts).encode("utf-8")
-        try:
-            # Written over in place, then cut to length: no O_TRUNC, which on ext4 makes
-            # the close start writing the file back (a third of a millisecond per write).
-            # Only ever read and written under the lock, so no reader sees it half done.
-            fd = nofollow.open_write(self.path, os.O_WRONLY | os.O_CREAT)
-        except OSError:
+        opened = self._opened()
+        if opened is None:
             return  # a read-only vault or a full disk: the next write tries again
+        fd, size = opened
         try:
-            os.pwrite(fd, data, 0) if hasattr(os, "pwrite") else os.write(fd, data)
-            os.ftruncate(fd, len(data))
+            # Written over in place, then cut to length if it was longer: no O_TRUNC, which
+            # on ext4 makes the close start writing the file back (a third of a millisecond
+            # per write). Only ever read and written under the lock, so no reader sees it
+            # half done.
+            _write_at_start(fd, data)
+            if len(data) < size:
+                os.ftruncate(fd, len(data))
         except OSError:
-            pass  # a full disk: losing the count costs one extra reconcile
-        finally:
-            os.close(fd)
+            _close_all(self._kept)  # a full disk: losing the count costs one extra reconcile
+
+    def close(self) -> None:
+        """Close the file kept open since the last write."""
+        _close_all(self._kept)
+
+
+def _read_at_start(fd: int, size: int) -> bytes:
+    if hasattr(os, "pread"):
+        return os.pread(fd, size, 0)
+    os.lseek(fd, 0, os.SEEK_SET)
+    return os.read(fd, size)
+
+
+def _write_at_start(fd: int, data: bytes) -> None:
+    if hasattr(os, "pwrite"):
+        os.pwrite(fd, data, 0)
+    else:
+        os.lseek(fd, 0, os.SEEK_SET)
+        os.write(fd, data)
 
 
 # --------------------------------------------------------------------------- swapping

@@ -605,6 +605,7 @@ class Store:
         except OSError as exc:
             _remove_empty(new_dirs)
             raise disk_error(exc, "write the memory file") from exc
+        moved = False
         try:
             for n in range(1, 10_000):
                 name = f"{slug}.md" if n == 1 else f"{slug}-{n}.md"
@@ -612,6 +613,7 @@ class Store:
                     locking.move_no_replace(tmp, target_dir / name)  # fails if the name exists: no overwrite
                 except FileExistsError:
                     continue
+                moved = True
                 self.fsync_dir(target_dir)
                 for made in new_dirs:  # a folder made for it (a new day's): its name in its parent, once
                     self.fsync_dir(made.parent)
@@ -623,7 +625,7 @@ class Store:
             _remove_empty(new_dirs)
             raise disk_error(exc, "write the memory file") from exc
         finally:
-            if staged is None:
+            if staged is None and not moved:
                 tmp.unlink(missing_ok=True)
 
     def _below_root(self, path: Path) -> bool:
@@ -645,6 +647,8 @@ class Store:
             return None
         finally:
             os.close(fd)
+        if folder and where == f"{str(self.real_root).rstrip(os.sep)}{os.sep}{folder.replace('/', os.sep)}":
+            return self._allowed_where(where)  # the common case, in plain strings
         return where == str(self.real_root / folder if folder else self.real_root) and self._refusal(Path(where)) is None
 
     def replace_checked(self, rel: str, data: bytes, checked: bytes) -> os.stat_result | None:

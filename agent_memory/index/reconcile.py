@@ -56,6 +56,14 @@ class _Unread(enum.Enum):
 _UNREAD = _Unread.UNREAD  # refresh's "not examined yet" (None says "no file there")
 
 
+def _current(known: FileFacts | None, examined: Examined | None) -> bool:
+    """Whether an indexed row (``known``) is of exactly the file as just examined: the
+    same content hash and the same stat, taken where file times cannot hide a second
+    save (not racy)."""
+    return (known is not None and examined is not None and not known.racy
+            and known.sha256 == examined.facts.sha256 and known.stamp == examined.facts.stamp)
+
+
 def _still(stat: os.stat_result | None, examined: Examined | None) -> bool:
     """Whether a file examined earlier is unchanged since (same presence, size, mtime,
     ctime and inode)."""
@@ -365,7 +373,13 @@ class Reconciler:
         if not encodable(rel):
             return "absent"  # a name that is not UTF-8 is never indexed (SQLite holds text)
         before = self.index.by_path(rel)
-        examined = self.files.examine(rel, FileFacts.of_row(before) if before else None)
+        facts = FileFacts.of_row(before) if before else None
+        examined = self.files.examine(rel, facts)
+        if _current(facts, examined):
+            # The row already holds these very bytes and this stat: the lock would find
+            # nothing to write (the event of the tool's own write ends here), so it is
+            # not taken, and no write is counted for other processes to catch up on.
+            return "unchanged"
         with self._writing():
             row = self.index.by_path(rel)
             known = FileFacts.of_row(row) if row else None

@@ -183,6 +183,8 @@ class Core:
     def close(self) -> None:
         self.vectors.close()
         self.index.close()
+        self.lock.close()
+        self._generations.close()
 
     def semantic_on(self, asked: bool | None = None) -> bool:
         """Whether recall uses embeddings: ``asked``, else the ``recall.semantic``

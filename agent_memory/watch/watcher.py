@@ -20,8 +20,8 @@ handler hears it), a watch that is gone or a path it could not fold in make it a
 "cannot vouch" until a sweep has run.
 
 The tool's own writes need no special case: after a write the index row already
-holds the file's hash, so the event for it ends in "unchanged" after one read and
-one hash, without a parse. Nothing here ever writes a file.
+holds the file's hash and stat, so the event for it ends in "unchanged" after one read
+and one hash, without a parse and without the write lock. Nothing here ever writes a file.
 """
 
 from __future__ import annotations
