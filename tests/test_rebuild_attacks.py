@@ -21,8 +21,8 @@ from agent_memory.disk import openat
 from agent_memory.errors import VaultError
 from agent_memory.disk.store import Store
 from agent_memory.index import properties
-from agent_memory.index.db import CACHE_KIB, Index, _index_statements
-from agent_memory.index.loading import FTS_AUTOMERGE, FTS_HASH, LOAD_CACHE_KIB
+from agent_memory.index.db import CACHE_KIB, SCHEMA, Index
+from agent_memory.index.loading import FTS_AUTOMERGE, FTS_HASH, LOAD_CACHE_KIB, index_statements
 from agent_memory.index.reconcile import FileIndexer
 from agent_memory.vault.vault import Vault
 from conftest import assert_index_matches_files
@@ -218,7 +218,7 @@ def test_a_rebuild_in_many_batches_equals_the_index_its_writes_made(
         assert vault.index.query("PRAGMA integrity_check")[0][0] == "ok"
         assert sorted(row[0] for row in vault.index.query(
             "SELECT sql FROM sqlite_master WHERE type = 'index' AND sql IS NOT NULL")) == sorted(
-            st.strip().rstrip(";") for st in _index_statements())
+            st.strip().rstrip(";") for st in index_statements(SCHEMA))
 
 
 def test_a_rebuild_failing_half_way_restores_the_cache_and_leaves_the_index_usable(

@@ -33,7 +33,8 @@ from ..trust import confine
 from .derived import (DERIVED, PHASES, PROPERTIES, TAGS, VOCABULARY, build_chunk, insert_properties, insert_tags,
                       insert_words, kept, merge_step)
 from .facts import FileFacts, packed_stamp, racy
-from .loading import bulk_load, load_cache, merge_due, sorted_in, statements
+from .loading import (FRESH, LOADED, bulk_load, fresh_load, index_statements, load_cache, merge_due, sorted_in,
+                      statements)
 from .rows import (date_words, description, changed_at, headings_of, indexed_body, joined, link_key, name_key, row_values,
                    split_names, words_text)
 
@@ -507,10 +508,11 @@ class Index:
                 conn.execute("ROLLBACK")  # unmerged is only slower
 
     def _insert(self, conn: sqlite3.Connection, rows: list[tuple[int, Note, FileFacts]],
-                built: dict[str, int] | None = None, names_to: str = "names") -> None:
+                built: dict[str, int] | None = None, names_to: str = "names", into: str = "") -> None:
         """Insert rows (numbers given, counted by the caller) into memories, the full-text
         index, the lookup tables (names into ``names_to``: a load's ``sorted_in``) and each
-        derived table ``built`` names, up to its mark (None: as the index says now, ``derived.kept``)."""
+        derived table ``built`` names, up to its mark (None: as the index says now, ``derived.kept``);
+        ``into``: the suffix of the tables a fresh load fills (``loading.fresh_load``)."""
         built = kept(conn) if built is None else built
         self._inserted += len(rows)
         searched = []
@@ -527,10 +529,10 @@ class Index:
                 headings_of(body),
             ))
         conn.executemany(
-            f"INSERT INTO memories (rid, {COLUMNS}) VALUES ({', '.join('?' * (COLUMNS.count(',') + 2))})",
+            f"INSERT INTO memories{into} (rid, {COLUMNS}) VALUES ({', '.join('?' * (COLUMNS.count(',') + 2))})",
             [row_values(rid, note, facts, fields[1], *fields[3:]) for (rid, note, facts), fields in zip(rows, searched)],
         )
-        conn.executemany("INSERT INTO fts (rowid, names, tags, body, cjk, dated, described, aliases, headings) "
+        conn.executemany(f"INSERT INTO fts{into} (rowid, names, tags, body, cjk, dated, described, aliases, headings) "
                          "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)", searched)
         if VOCABULARY in built:
             insert_words(conn, [(f[0], f[1], f[7], f[2], f[3]) for f in searched if f[0] <= built[VOCABULARY]])
@@ -541,7 +543,7 @@ class Index:
         if TAGS in built:
             insert_tags(conn, [(rid, note.tags) for rid, note, _ in rows if rid <= built[TAGS]])
         conn.executemany(
-            "INSERT INTO links (src, relation, target) VALUES (?, ?, ?)",
+            f"INSERT INTO links{into} (src, relation, target) VALUES (?, ?, ?)",
             [(rid, rel, link_key(target)) for rid, note, _ in rows for rel, target in note.links],
         )
         if PROPERTIES in built:
@@ -587,12 +589,14 @@ class Index:
 
     def replace_all(self, conn: sqlite3.Connection, notes: Iterable[tuple[Note, FileFacts]], batch: int = 2000) -> int:
         """Empty the index and bulk-load ``notes`` (inside the caller's transaction)."""
+        for table in LOADED:  # what a killed fresh load left (``load_fresh``)
+            conn.execute(f"DROP TABLE IF EXISTS {table}{FRESH}")
         conn.execute("INSERT INTO fts (fts) VALUES ('delete-all')")
         conn.execute("INSERT INTO words (words) VALUES ('delete-all')")
         for table in ("memories", "tags", "links", "names", "prop_keys", "props", "derived", "deriving"):
             conn.execute(f"DELETE FROM {table}")
         # Counted once, after the rows: an UPDATE a batch made FTS5 write out its postings (a savepoint).
-        with bulk_load(conn, _index_statements()) as load, sorted_in(conn, "names", "key, rid") as names:
+        with bulk_load(conn, index_statements(SCHEMA)) as load, sorted_in(conn, "names", "key, rid") as names:
             count, pending = 0, []
             for count, (note, facts) in enumerate(notes, 1):
                 pending.append((count, note, facts))
@@ -603,6 +607,18 @@ class Index:
             load.paths([row[1].path for row in pending])
             self._insert(conn, pending, {}, names)
         conn.execute("UPDATE counts SET memories = ?", (count,))
+        return count
+
+    def load_fresh(self, notes: Iterable[tuple[Note, FileFacts]], batch: int = 2000) -> int:
+        """``replace_all`` for an index that holds no rows, in transactions of its own
+        (``loading.fresh_load``): the caller holds the vault's lock, and no transaction."""
+        with self._lock:
+            self._writer = threading.get_ident()
+            try:
+                count = fresh_load(self.conn, SCHEMA, notes, self._insert, batch)
+            finally:
+                self._writer = None
+            self._merge_segments(self.conn)
         return count
 
     def derive(self, name: str, progress: Progress | None = None, stop: threading.Event | None = None) -> bool:
@@ -981,9 +997,3 @@ def _read_only(folder: Path) -> sqlite3.Connection | None:
     live = Path(f"{path}-wal").exists()
     return sqlite3.connect(f"file:{path}?{'mode=ro' if live else 'immutable=1'}", uri=True)
 
-
-def _index_statements(tables: tuple[str, ...] | None = None) -> list[str]:
-    """The schema's ``CREATE INDEX`` statements (each names its index third, then its
-    table fifth), of every table or of ``tables``."""
-    return [st for st in statements(SCHEMA) if st.split()[:2] == ["CREATE", "INDEX"]
-            and (tables is None or st.split()[4].split("(")[0] in tables)]

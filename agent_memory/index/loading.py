@@ -1,12 +1,14 @@
 """Loading many rows at once into the index: a rebuild's every row, an import's
 thousands. Secondary indexes are made after the rows, and the page cache is made
-roomy for the load only (``Index.replace_all``, ``Index.roomy_cache``)."""
+roomy for the load only (``Index.replace_all``, ``Index.roomy_cache``). A rebuild of an
+index with no rows loads tables of its own in steps and swaps them in (``fresh_load``)."""
 
 from __future__ import annotations
 
 import sqlite3
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager
+from typing import Any
 
 LOAD_CACHE_KIB = 32 * 1024  # SQLite's page cache while a load goes in
 # The bytes of postings the full-text index holds in memory while a load goes in before
@@ -35,6 +37,13 @@ FILLED_WITH_ROWS = frozenset({"memories_rid_updated", "memories_lang", "memories
 # tool's YYYY/MM/DD/ files, loaded oldest first, do), each row appended; at the first row
 # out of order (a person's note dated by its mtime) dropped, and built after the load.
 PATH_LED = frozenset({"memories_stamps", "memories_problems"})
+# A rebuild of an index with no rows (``fresh_load``) loads the tables a rebuild fills into
+# tables of these names plus ``FRESH``, committed ``STEP_ROWS`` rows at a time, and swaps
+# them in at the end; the tables it only empties (the derived ones) are emptied then.
+LOADED = ("memories", "links", "names", "fts")
+EMPTIED = ("tags", "prop_keys", "props", "derived", "deriving")
+FRESH = "_fresh"
+STEP_ROWS = 20_000
 
 
 class Load:
@@ -96,12 +105,12 @@ def merge_due(conn: sqlite3.Connection, inserted: int, most: int) -> bool:
     return bool(inserted >= total * MERGE_SHARE)
 
 
-def fts_settings(conn: sqlite3.Connection, hashsize: int, automerge: int) -> None:
-    """How many bytes of postings the full-text index (``fts``) buffers before it writes a
+def fts_settings(conn: sqlite3.Connection, hashsize: int, automerge: int, table: str = "fts") -> None:
+    """How many bytes of postings the full-text index (``table``) buffers before it writes a
     segment (FTS5's ``hashsize``; each commit writes them anyway) and how many segments
     of a size it merges as it goes (``automerge``), both kept in its config table."""
-    conn.execute("INSERT INTO fts (fts, rank) VALUES ('hashsize', ?)", (hashsize,))
-    conn.execute("INSERT INTO fts (fts, rank) VALUES ('automerge', ?)", (automerge,))
+    conn.execute(f"INSERT INTO {table} ({table}, rank) VALUES ('hashsize', ?)", (hashsize,))
+    conn.execute(f"INSERT INTO {table} ({table}, rank) VALUES ('automerge', ?)", (automerge,))
 
 
 @contextmanager
@@ -129,6 +138,103 @@ def sorted_in(conn: sqlite3.Connection, table: str, key: str) -> Iterator[str]:
     yield staged
     conn.execute(f"INSERT OR IGNORE INTO {table} ({key}) SELECT {key} FROM {staged} ORDER BY {key}")
     conn.execute(f"DROP TABLE {staged}")
+
+
+@contextmanager
+def step(conn: sqlite3.Connection) -> Iterator[None]:
+    """One write transaction of a fresh load, rolled back if it fails."""
+    conn.execute("BEGIN IMMEDIATE")
+    try:
+        yield
+        conn.execute("COMMIT")
+    except BaseException:
+        if conn.in_transaction:  # also when COMMIT itself failed (a full disk)
+            conn.execute("ROLLBACK")
+        raise
+
+
+def fresh_load(conn: sqlite3.Connection, script: str, rows: Iterable[tuple[Any, Any]], insert: Callable[..., None],
+               batch: int) -> int:
+    """Rebuild an index that holds no rows (its first build, a deleted ``.index/``) from
+    ``rows``, numbered from 1: loaded into tables of their own (``FRESH``), ``STEP_ROWS``
+    a committed transaction, then swapped in for the live ones, empty until then, in one
+    last transaction that builds their indexes (``swap_in``). ``insert(conn, rows, {},
+    names, suffix)`` puts a batch into the tables named with ``suffix``, names into
+    ``names`` (``Index._insert``). Why: in one transaction on the WAL-mode file every page of a million
+    memories stays in the WAL until it commits, and SQLite finds each page it reads
+    there by scanning the WAL's hash blocks, ten times as many at a million as at
+    100,000; committed in steps, each is checkpointed into the file as it goes. Safe:
+    a reader sees the live tables, empty, until the swap commits, then the whole index;
+    a crash leaves them empty (the next open rebuilds, dropping the fresh tables first)."""
+    with step(conn):
+        for table in LOADED:  # a killed build's, committed before it died
+            conn.execute(f"DROP TABLE IF EXISTS {table}{FRESH}")
+        for statement in fresh_schema(script):
+            conn.execute(statement)
+        fts_settings(conn, LOAD_FTS_HASH, 0, f"fts{FRESH}")
+    count, pending = 0, []
+    with load_cache(conn):
+        conn.execute("BEGIN IMMEDIATE")
+        try:
+            with sorted_in(conn, f"names{FRESH}", "key, rid") as names:
+                for count, row in enumerate(rows, 1):
+                    pending.append((count, *row))
+                    if len(pending) >= batch:
+                        insert(conn, pending, {}, names, FRESH)
+                        pending = []
+                    if count % STEP_ROWS == 0:  # each step checkpointed once committed (SQLite's autocheckpoint)
+                        conn.execute("COMMIT")
+                        conn.execute("BEGIN IMMEDIATE")
+                insert(conn, pending, {}, names, FRESH)
+            conn.execute("COMMIT")  # the names, sorted, with the last rows
+        except BaseException:
+            if conn.in_transaction:  # also when COMMIT itself failed (a full disk)
+                conn.execute("ROLLBACK")
+            conn.execute(f"DROP TABLE IF EXISTS temp.names{FRESH}_load")  # made in a step committed before
+            raise
+        with step(conn):
+            swap_in(conn, script, count)
+    return count
+
+
+def fresh_schema(script: str) -> list[str]:
+    """The statements that make the tables a rebuild loads (``LOADED``) under the names a
+    fresh load fills (``FRESH``), with the full-text index's settings and no index: those
+    are built by ``swap_in``, under their own names, once the tables have the live names."""
+    out = []
+    for statement in statements(script):
+        words = statement.split()
+        name = words[3] if words[:3] == ["CREATE", "VIRTUAL", "TABLE"] else words[2]
+        if words[0] == "CREATE" and words[1] != "INDEX" and name in LOADED:
+            out.append(statement.replace(f" {name} ", f" {name}{FRESH} ", 1))
+        elif words[:3] == ["INSERT", "INTO", "fts(fts,"]:
+            out.append(statement.replace("fts(fts,", f"fts{FRESH}(fts{FRESH},", 1))
+    return out
+
+
+def swap_in(conn: sqlite3.Connection, script: str, count: int) -> None:
+    """A fresh load's last transaction: the live tables (empty) dropped and the fresh ones
+    given their names, their indexes built from the schema (the table is in the file by
+    now, not in the WAL), the derived tables emptied (a reader finds them unbuilt), the
+    full-text settings and the count of rows set."""
+    conn.execute("INSERT INTO words (words) VALUES ('delete-all')")
+    for table in EMPTIED:
+        conn.execute(f"DELETE FROM {table}")
+    for table in LOADED[::-1]:  # the full-text index before the table it reads
+        conn.execute(f"DROP TABLE {table}")
+    for table in LOADED:
+        conn.execute(f"ALTER TABLE {table}{FRESH} RENAME TO {table}")
+    for statement in index_statements(script, LOADED):
+        conn.execute(statement)
+    fts_settings(conn, FTS_HASH, FTS_AUTOMERGE)
+    conn.execute("UPDATE counts SET memories = ?", (count,))
+
+
+def index_statements(script: str, tables: Sequence[str] | None = None) -> list[str]:
+    """The schema's ``CREATE INDEX`` statements (each names its index third, then its
+    table fifth), of every table or of ``tables``."""
+    return [st for st in statements(script) if st.split()[:2] == ["CREATE", "INDEX"]
+            and (tables is None or st.split()[4].split("(")[0] in tables)]
 
 
 def statements(script: str) -> list[str]:

@@ -186,9 +186,15 @@ class FileIndexer:
         """An index transaction after a file changed (``wrote``: this process wrote it;
         else the index is catching up with files as they are): if it fails (a full disk),
         the index is marked stale and rebuilt on the next open, and the error says so."""
+        with self.guarded(wrote), self.index.transaction() as conn:
+            yield conn
+
+    @contextmanager
+    def guarded(self, wrote: bool = True) -> Iterator[None]:
+        """``transaction``'s care for index writes that make their own transactions (a
+        fresh load's, ``Index.load_fresh``)."""
         try:
-            with self.index.transaction() as conn:
-                yield conn
+            yield
         except sqlite3.Error as exc:
             raise self.mark_stale(exc, wrote) from exc
         self._on_written()
@@ -392,7 +398,8 @@ class Reconciler:
                                      (iso(self._now()),)))
 
     def reindex(self, *, sweep: bool = True, progress: Progress | None = None) -> ReconcileReport:
-        """Rebuild the index from the files alone, in one transaction.
+        """Rebuild the index from the files alone, in one transaction (an index with no
+        rows: in steps into tables of its own, swapped in at once, ``Index.load_fresh``).
 
         ``sweep=False`` leaves expired files where they are (a read-only rebuild, as the
         test suite's "index equals a rebuild" check needs). ``progress`` gets a ``Step``
@@ -424,8 +431,13 @@ class Reconciler:
 
         # Closed however the load ends: a load failing half way (a full disk) must not
         # leave the reads' open folders to the error's frames, held as long as it is.
-        with collector_paused(), closing(parsed()) as notes, self.files.transaction(wrote=False) as conn:
-            counts["added"] = self.index.replace_all(conn, notes)
+        with collector_paused(), closing(parsed()) as notes:
+            if not self.index.any_memory():  # nothing a reader could lose sight of: in steps
+                with self.files.guarded(wrote=False):
+                    counts["added"] = self.index.load_fresh(notes)
+            else:
+                with self.files.transaction(wrote=False) as conn:
+                    counts["added"] = self.index.replace_all(conn, notes)
         self.index.rebuilt()
         return self._report(counts, self.sweep_expired() if sweep else 0)
 
