@@ -143,8 +143,11 @@ class Pending:
             return
         with self._lock.hold():
             try:
-                lines = self.path.read_bytes().split(b"\n")[:-1]
+                lines = nofollow.read_record(self.path).split(b"\n")[:-1]
             except FileNotFoundError:
+                return
+            except (OSError, ValueError) as exc:  # swapped for a link or a pipe since it was read: not ours
+                log.warning("%s is not read: %s", self.path, exc)
                 return
             rest = lines[count:]
             if self._store is not None:

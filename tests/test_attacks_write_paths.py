@@ -1,0 +1,70 @@
+"""Attacks on the files the tool reads and writes in a vault, from a person racing it
+and from a teammate sharing the vault through git or a synced folder (which can sync
+the ``.git`` folder too): planted symlinks, named pipes, folders and hostile content
+where the tool keeps its records, and a person's edits landing while it writes. The
+CLI runs as a subprocess where a hang is the defect, so a deadline catches it."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from conftest import run_cli
+from gitteam import Team, git, make_team
+from test_nofollow import _without_waiting
+
+
+@pytest.fixture
+def team(tmp_path: Path, team_git: None) -> Team:
+    return make_team(tmp_path)
+
+
+@pytest.fixture
+def pipe(tmp_path: Path) -> Path:
+    """A named pipe outside the vault: what a planted link to ``/dev/zero`` does (read
+    forever), without filling the machine's memory when the defect is there."""
+    path = tmp_path / "pipe"
+    os.mkfifo(path)
+    return path
+
+
+PRIVATE = b'{"paths": ["diary.md"], "message": "x"}\nthe safe\'s code is 4711\nmy bank pin is 0000\n'
+
+
+def test_a_commit_journal_swapped_for_a_link_before_its_lines_are_dropped_is_left_alone(tmp_path: Path) -> None:
+    """The pending-commit journal is read, its writes committed, then its committed lines
+    dropped: that second read followed a link a synced folder put there meanwhile, and
+    wrote what it read (a person's private file, less its first lines) into the vault's
+    ``.index/``, where the synced folder carries it to whoever planted the link."""
+    from agent_memory.git.commits import PENDING_FILE, Pending
+
+    private = tmp_path / "private.txt"
+    private.write_bytes(PRIVATE)
+    folder = tmp_path / "vault" / ".index"
+    folder.mkdir(parents=True)
+    pending = Pending(folder)
+    pending.add({"paths": ["notes.md"], "message": "remember: notes"})
+    _entries, taken = pending.read()
+    journal = folder / PENDING_FILE
+    journal.unlink()
+    journal.symlink_to(private)  # the commit ran; the synced folder's change lands now
+    pending.drop(taken)
+    assert journal.is_symlink() and private.read_bytes() == PRIVATE
+    assert not [p.name for p in folder.iterdir() if p.is_file() and not p.is_symlink() and b"4711" in p.read_bytes()]
+
+
+def test_a_commit_journal_swapped_for_a_link_to_a_pipe_never_hangs_the_committer(tmp_path: Path, pipe: Path) -> None:
+    from agent_memory.git.commits import PENDING_FILE, Pending
+
+    folder = tmp_path / "vault" / ".index"
+    folder.mkdir(parents=True)
+    pending = Pending(folder)
+    pending.add({"paths": ["notes.md"], "message": "remember: notes"})
+    _entries, taken = pending.read()
+    (folder / PENDING_FILE).unlink()
+    (folder / PENDING_FILE).symlink_to(pipe)
+    _without_waiting(lambda: pending.drop(taken), pipe)
+    assert (folder / PENDING_FILE).is_symlink()
