@@ -68,3 +68,31 @@ def test_a_commit_journal_swapped_for_a_link_to_a_pipe_never_hangs_the_committer
     (folder / PENDING_FILE).symlink_to(pipe)
     _without_waiting(lambda: pending.drop(taken), pipe)
     assert (folder / PENDING_FILE).is_symlink()
+
+
+@pytest.mark.skipif(not hasattr(os, "mkfifo") or os.name != "posix", reason="a watcher vouches only on POSIX")
+def test_a_watcher_health_file_a_pull_turns_into_a_link_never_hangs_a_command(team: Team, pipe: Path) -> None:
+    """``.index/`` is ignored, and git overwrites an ignored file when a pull brings one: a
+    teammate force-adds ``.index/watcher.json`` as a link to ``/dev/zero`` (a pipe here).
+    While the victim's watcher runs, every command asked it to vouch and first read its
+    health file through that link, forever."""
+    from agent_memory.vault.vault import Vault
+    from agent_memory.watch.vouch import HEALTH_NAME, Voucher
+
+    with Vault(team.victim) as vault:
+        voucher = Voucher(vault.store.control_dir, vault.root, vault.index.path)
+    assert voucher.acquire()
+    try:
+        voucher.report(healthy=True)
+        (team.mate / ".index").mkdir(exist_ok=True)
+        (team.mate / ".index" / HEALTH_NAME).symlink_to(pipe)
+        team.push("the watcher's health, shared", f".index/{HEALTH_NAME}")
+        git(team.victim, "pull", "-q")  # by hand, as a person pulls
+        assert (team.victim / ".index" / HEALTH_NAME).is_symlink()
+        try:
+            done = run_cli("list", vault=team.victim, spawn=True, timeout=60)
+        except subprocess.TimeoutExpired:
+            pytest.fail("agent-memory list waited forever on the planted health file")
+        assert done.returncode == 0, done.stderr
+    finally:
+        voucher.release()

@@ -33,6 +33,7 @@ ACK_SUFFIX = ".ack"
 COOKIE_WAIT = 0.1  # seconds a command waits for the watcher's answer before it walks itself
 COOKIE_POLL = 0.001
 STALE_COOKIE_AGE = 60.0  # seconds: a cookie or answer this old was left by a command that died
+RECORD_LIMIT = 64 << 10  # bytes of the health file or an answer: they are a few hundred
 COOKIE_NAME = re.compile(r"[0-9]+-[0-9a-f]{16}")
 
 log = logging.getLogger("agent_memory.vouch")
@@ -223,9 +224,17 @@ def _lock_held(control_dir: Path) -> bool:
     return False
 
 
+def _read_json(path: Path) -> Any:
+    """The watcher's health file or a cookie's answer, read as untrusted: a ``git pull``
+    can check a force-added ``.index/watcher.json`` out as a link to ``/dev/zero`` while
+    the watcher runs. Never through a link, never waiting on a pipe, at most a few KB
+    (``OSError`` or ``ValueError`` otherwise; ``FileNotFoundError`` when there is none)."""
+    return json.loads(nofollow.read_record(path, limit=RECORD_LIMIT))
+
+
 def _health(control_dir: Path) -> dict[str, Any] | None:
     try:
-        found = json.loads((control_dir / HEALTH_NAME).read_text(encoding="utf-8"))
+        found = _read_json(control_dir / HEALTH_NAME)
     except (OSError, ValueError, RecursionError):
         return None
     return found if isinstance(found, dict) else None
@@ -252,7 +261,7 @@ def vouched(control_dir: Path, root: Path, index_path: Path, wait: float | None 
         deadline = time.monotonic() + (COOKIE_WAIT if wait is None else wait)
         while True:
             try:
-                answer = json.loads(ack.read_text(encoding="utf-8"))
+                answer = _read_json(ack)
             except FileNotFoundError:
                 answer = None
             except (OSError, ValueError, RecursionError):
