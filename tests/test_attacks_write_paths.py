@@ -96,3 +96,49 @@ def test_a_watcher_health_file_a_pull_turns_into_a_link_never_hangs_a_command(te
         assert done.returncode == 0, done.stderr
     finally:
         voucher.release()
+
+
+def _git_vault(root: Path) -> str:
+    """A vault in its own git repository, one memory committed; the memory's id."""
+    from agent_memory.vault.vault import Vault
+
+    git(root.parent, "init", "-q", "-b", "main", str(root))
+    with Vault.init(root) as vault:
+        memory_id = vault.remember("Deploys go out on Fridays.")["memory"]["id"]
+    git(root, "add", "-A")
+    git(root, "-c", "user.name=Ada", "-c", "user.email=ada@example.com", "commit", "-q", "-m", "a memory")
+    return memory_id
+
+
+def test_a_synced_git_folders_head_linked_to_a_pipe_never_hangs_a_command(tmp_path: Path, pipe: Path,
+                                                                         team_git: None) -> None:
+    """A ``.git/`` synced from elsewhere holds ``HEAD`` as a link to ``/dev/zero``: git
+    declines it (a link outside ``refs/``: not a repository), but the tool's quick look
+    at what HEAD is (so a start with nothing new runs no git) read through it, forever,
+    before every command."""
+    root = tmp_path / "vault"
+    _git_vault(root)
+    (root / ".git" / "HEAD").unlink()
+    (root / ".git" / "HEAD").symlink_to(pipe)
+    try:
+        done = run_cli("list", vault=root, spawn=True, timeout=60)
+    except subprocess.TimeoutExpired:
+        pytest.fail("agent-memory list waited forever on .git/HEAD")
+    assert "Deploys go out on Fridays." in done.stdout, done.stderr
+
+
+def test_the_quick_look_at_head_reads_no_ref_through_a_link_or_a_pipe(tmp_path: Path, pipe: Path,
+                                                                       team_git: None) -> None:
+    """The branch's ref or ``packed-refs`` planted as a link: the quick look leaves them
+    to git (``()``: ask git, which has its own deadline) rather than read through them."""
+    from agent_memory.git.dates import head_from_files
+
+    root = tmp_path / "vault"
+    _git_vault(root)
+    git(root, "pack-refs", "--all")  # the branch is in packed-refs now
+    assert head_from_files(root) == (git(root, "rev-parse", "HEAD").strip(), False)
+    (root / ".git" / "packed-refs").rename(root / ".git" / "packed-refs.real")
+    (root / ".git" / "packed-refs").symlink_to(root / ".git" / "packed-refs.real")
+    assert head_from_files(root) == ()
+    (root / ".git" / "refs" / "heads" / "main").symlink_to(pipe)
+    assert _without_waiting(lambda: head_from_files(root), pipe) == ()
