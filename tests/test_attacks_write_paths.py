@@ -142,3 +142,23 @@ def test_the_quick_look_at_head_reads_no_ref_through_a_link_or_a_pipe(tmp_path: 
     assert head_from_files(root) == ()
     (root / ".git" / "refs" / "heads" / "main").symlink_to(pipe)
     assert _without_waiting(lambda: head_from_files(root), pipe) == ()
+
+
+def test_a_dot_git_a_synced_folder_links_to_a_pipe_never_hangs_restore(tmp_path: Path, pipe: Path) -> None:
+    """A vault kept in a synced folder, in no repository: ``.git`` planted there as a link
+    to ``/dev/zero`` (which git declines: not a repository) made every command that asks
+    whether git tracks the trash ledger (``restore``, ``gc``, the trash listing) read
+    through it as a ``gitdir:`` file, forever."""
+    from agent_memory.vault.vault import Vault
+
+    root = tmp_path / "vault"
+    with Vault.init(root) as vault:
+        memory_id = vault.remember("Deploys go out on Fridays.")["memory"]["id"]
+        vault.forget(memory_id)
+    (root / ".git").symlink_to(pipe)
+    try:
+        done = run_cli("restore", memory_id, vault=root, spawn=True, timeout=60)
+    except subprocess.TimeoutExpired:
+        pytest.fail("agent-memory restore waited forever on the planted .git")
+    assert done.returncode == 0, done.stderr
+    assert "Deploys go out on Fridays." in run_cli("list", vault=root).stdout
