@@ -162,3 +162,25 @@ def test_a_dot_git_a_synced_folder_links_to_a_pipe_never_hangs_restore(tmp_path:
         pytest.fail("agent-memory restore waited forever on the planted .git")
     assert done.returncode == 0, done.stderr
     assert "Deploys go out on Fridays." in run_cli("list", vault=root).stdout
+
+
+@pytest.mark.parametrize("name", ["writes.json", "git-pending.jsonl"])
+def test_a_pipe_carried_into_the_index_folder_never_hangs_a_write(tmp_path: Path, team_git: None, name: str) -> None:
+    """A vault copied with ``rsync -a`` or from a tarball carries named pipes as they are:
+    one at ``.index/writes.json`` (each index's write count) or at the pending-commit
+    journal was opened to write without ``O_NONBLOCK``, waiting for a reader forever
+    under the vault's lock, so every write (and the reconcile before a read) hung."""
+    from agent_memory.trust import approvals
+
+    root = tmp_path / "vault"
+    _git_vault(root)
+    (root / ".agent-memory.toml").write_text("[git]\ncommit = true\n")  # the journal is written at each write
+    approvals.approve(root)
+    (root / ".index" / name).unlink(missing_ok=True)
+    os.mkfifo(root / ".index" / name)
+    try:
+        done = run_cli("add", "Written beside a planted pipe.", vault=root, spawn=True, timeout=60)
+    except subprocess.TimeoutExpired:
+        pytest.fail(f"agent-memory add waited forever on .index/{name}")
+    assert done.returncode == 0, done.stderr
+    assert "Written beside a planted pipe." in run_cli("list", vault=root).stdout

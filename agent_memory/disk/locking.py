@@ -177,7 +177,8 @@ class Generations:
             # Written over in place, then cut to length: no O_TRUNC, which on ext4 makes
             # the close start writing the file back (a third of a millisecond per write).
             # Only ever read and written under the lock, so no reader sees it half done.
-            fd = nofollow.open_write(self.path, os.O_WRONLY | os.O_CREAT)
+            # (A pipe planted there, as ``rsync -a`` or a tarball carries one: ENXIO, never a wait.)
+            fd = nofollow.open_write(self.path, os.O_WRONLY | os.O_CREAT | nofollow.NONBLOCK)
         except OSError:
             return  # a read-only vault or a full disk: the next write tries again
         try:

@@ -15,7 +15,8 @@ import os
 import stat as stat_kind
 
 NOFOLLOW = getattr(os, "O_NOFOLLOW", 0)  # 0 where there is none (Windows)
-READ_FLAGS = os.O_RDONLY | NOFOLLOW | getattr(os, "O_NONBLOCK", 0)
+NONBLOCK = getattr(os, "O_NONBLOCK", 0)  # a pipe: fail (or read as empty) at once, never wait
+READ_FLAGS = os.O_RDONLY | NOFOLLOW | NONBLOCK
 RECORD_LIMIT = 64 << 20  # bytes of a record: far more than the tool writes
 
 

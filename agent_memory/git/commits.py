@@ -90,7 +90,7 @@ class Pending:
         with self._lock.hold():
             if self._store is not None:  # the journal is not fsynced: neither is its entry
                 self._store.register.enter("git-pending", digest(text), durable=False)
-            fd = nofollow.open_write(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT)
+            fd = nofollow.open_write(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | nofollow.NONBLOCK)
             try:
                 os.write(fd, text + b"\n")
             finally:
