@@ -6,6 +6,7 @@ CLI runs as a subprocess where a hang is the defect, so a deadline catches it.""
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 from pathlib import Path
@@ -184,3 +185,25 @@ def test_a_pipe_carried_into_the_index_folder_never_hangs_a_write(tmp_path: Path
         pytest.fail(f"agent-memory add waited forever on .index/{name}")
     assert done.returncode == 0, done.stderr
     assert "Written beside a planted pipe." in run_cli("list", vault=root).stdout
+
+
+def test_a_tag_edit_never_turns_a_tags_mapping_into_made_up_tags(tmp_path: Path) -> None:
+    """A teammate's note writes ``tags`` as a mapping. It was read as the tags
+    ``{'project':-'apollo'`` and ``'area':-'infra'}`` (its Python form, split on commas),
+    and adding or removing a tag rewrote the mapping as those strings: what it held was
+    gone from the file. Now it is no tag, doctor names it, and tag edits are refused."""
+    from agent_memory.vault.vault import Vault
+
+    root = tmp_path / "vault"
+    Vault.init(root).close()
+    text = b"---\ntags: {project: apollo, area: infra}\nowner: priya\n---\nThe apollo rollout plan.\n"
+    (root / "plan.md").write_bytes(text)
+    shown = run_cli("--json", "show", "plan.md", vault=root)
+    assert shown.returncode == 0, shown.stderr
+    assert json.loads(shown.stdout)["tags"] == []
+    for edit in (("--add-tag", "rollout"), ("--remove-tag", "'area':-'infra'}")):
+        done = run_cli("edit", "plan.md", *edit, vault=root)
+        assert done.returncode == 1 and "tags property of plan.md holds a mapping" in done.stderr
+        assert (root / "plan.md").read_bytes() == text
+    doctor = run_cli("doctor", vault=root)
+    assert "plan.md: tags: holds a mapping" in doctor.stdout
