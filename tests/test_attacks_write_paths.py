@@ -9,7 +9,9 @@ from __future__ import annotations
 import json
 import os
 import subprocess
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -207,3 +209,29 @@ def test_a_tag_edit_never_turns_a_tags_mapping_into_made_up_tags(tmp_path: Path)
         assert (root / "plan.md").read_bytes() == text
     doctor = run_cli("doctor", vault=root)
     assert "plan.md: tags: holds a mapping" in doctor.stdout
+
+
+@pytest.mark.skipif(os.name != "posix", reason="a watcher vouches only on POSIX")
+def test_a_pulled_cookies_link_never_lets_the_watcher_delete_files_elsewhere(team: Team, tmp_path: Path,
+                                                                              watch: Callable[..., Any]) -> None:
+    """A teammate force-adds ``.index/cookies`` (where commands leave the watcher their
+    cookies) as a link to ``../../papers``. The watcher's tidying, at every sweep, deleted
+    every file older than a minute in the folder it found there: the victim's papers."""
+    from agent_memory.vault.vault import Vault
+    from agent_memory.watch.vouch import COOKIES_DIRNAME
+
+    papers = tmp_path / "papers"
+    papers.mkdir()
+    thesis = papers / "thesis.md"
+    thesis.write_text("Three years of work.\n")
+    os.utime(thesis, (1_700_000_000, 1_700_000_000))
+    (team.mate / ".index").mkdir(exist_ok=True)
+    (team.mate / ".index" / COOKIES_DIRNAME).symlink_to(Path("..") / ".." / "papers")
+    team.push("cookies, shared", f".index/{COOKIES_DIRNAME}")
+    git(team.victim, "pull", "-q")
+    assert (team.victim / ".index" / COOKIES_DIRNAME).resolve() == papers.resolve()
+    with Vault(team.victim) as vault:
+        watcher = watch(vault)
+        watcher.stop()
+    assert thesis.read_text() == "Three years of work.\n"
+    assert (team.victim / ".index" / COOKIES_DIRNAME).is_symlink()
