@@ -235,3 +235,24 @@ def test_a_pulled_cookies_link_never_lets_the_watcher_delete_files_elsewhere(tea
         watcher.stop()
     assert thesis.read_text() == "Three years of work.\n"
     assert (team.victim / ".index" / COOKIES_DIRNAME).is_symlink()
+
+
+def test_a_pulled_parked_link_never_moves_a_persons_files_into_the_index(team: Team, tmp_path: Path) -> None:
+    """A teammate force-adds ``.index/parked`` (where a write keeps what it displaced) as a
+    link to ``../../settings``: every write looked through it for parked records, found
+    the person's ``app.json`` there, and set it (and ``app.md`` beside it) aside into
+    ``.index/set-aside/``, out of their folder, for a ``doctor --discard`` to delete."""
+    settings = tmp_path / "settings"
+    settings.mkdir()
+    (settings / "app.json").write_text('{"theme": "dark"}\n')
+    (settings / "app.md").write_text("Notes about the app.\n")
+    for path in settings.iterdir():
+        os.utime(path, (1_700_000_000, 1_700_000_000))
+    (team.mate / ".index").mkdir(exist_ok=True)
+    (team.mate / ".index" / "parked").symlink_to(Path("..") / ".." / "settings")
+    team.push("parked, shared", ".index/parked")
+    git(team.victim, "pull", "-q")
+    done = run_cli("add", "Written after the pull.", vault=team.victim, spawn=True)
+    assert done.returncode == 0, done.stderr
+    assert sorted(p.name for p in settings.iterdir()) == ["app.json", "app.md"]
+    assert "app.json" not in run_cli("doctor", vault=team.victim).stdout  # no record of the tool's either

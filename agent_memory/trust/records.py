@@ -131,8 +131,9 @@ def _in_place(root: Path, register: Register, tracked: Tracked) -> list[Record]:
         except (OSError, ValueError):
             continue
         found.append((kind, f"{INDEX_DIRNAME}/{folder}", raw, would(raw)))
-    try:
-        parked = sorted(p for p in (control / "parked").iterdir() if p.suffix == ".json")
+    try:  # (a link there names a person's folder, not the tool's parked files)
+        parked_dir = control / "parked"
+        parked = sorted(p for p in parked_dir.iterdir() if p.suffix == ".json") if confine.real_folder(parked_dir) else []
     except OSError:
         parked = []
     for path in parked:
