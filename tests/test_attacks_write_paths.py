@@ -256,3 +256,30 @@ def test_a_pulled_parked_link_never_moves_a_persons_files_into_the_index(team: T
     assert done.returncode == 0, done.stderr
     assert sorted(p.name for p in settings.iterdir()) == ["app.json", "app.md"]
     assert "app.json" not in run_cli("doctor", vault=team.victim).stdout  # no record of the tool's either
+
+
+DEEP = "[" * 100_000 + "]" * 100_000  # 200 KB: under every record's size limit
+
+
+@pytest.mark.parametrize("record", [".index/move/manifest.json", ".index/import/manifest.json",
+                                    ".index/parked/1700000000000000000-0123456789ab.json", ".trash/.agent-memory.jsonl"])
+def test_a_record_nested_thousands_deep_never_stops_the_vault(tmp_path: Path, record: str) -> None:
+    """A record a pull or a synced folder plants, holding JSON lists nested 100,000 deep:
+    parsing it raised ``RecursionError``, which the checks for a damaged record did not
+    catch, so every command (``list``, ``doctor`` too) died with a traceback until the
+    person found the file. Such a record is one the tool never wrote: set aside, skipped."""
+    from agent_memory.vault.vault import Vault
+
+    root = tmp_path / "vault"
+    with Vault.init(root) as vault:
+        memory_id = vault.remember("Deploys go out on Fridays.")["memory"]["id"]
+        vault.forget(memory_id)
+    planted = root / record
+    planted.parent.mkdir(parents=True, exist_ok=True)
+    with planted.open("a") as handle:
+        handle.write(DEEP + "\n")
+    for command in (("list",), ("doctor",), ("gc",), ("restore", memory_id)):
+        done = run_cli(*command, vault=root, spawn=True)
+        assert "Traceback" not in done.stderr, f"agent-memory {' '.join(command)}: {done.stderr[-300:]}"
+        assert done.returncode in (0, 1)  # doctor says 1: a record set aside waits for a decision
+    assert "Deploys go out on Fridays." in run_cli("list", vault=root).stdout  # restored, the record aside

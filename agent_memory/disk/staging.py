@@ -25,7 +25,7 @@ from ..note import parse
 from ..errors import InvalidInput, AgentMemoryError, VaultError
 from ..trust.register import digest, refusal, set_aside
 from . import locking, openat
-from .nofollow import read_record
+from .nofollow import load_json, read_record
 from .layout import INDEX_DIRNAME
 from .store import Store
 
@@ -407,7 +407,7 @@ def checked_items(folder: Path, root: Path, raw: bytes) -> list[dict[str, Any]]:
     """A manifest's items, refused (``ValueError``, ``PathRefused``) unless each names a
     staged file by number, a memory path (``confine``), and the sha256 of the staged
     file, which a file still staged must hold; an update's replaced bytes are staged too."""
-    manifest = json.loads(raw)
+    manifest = load_json(raw)
     items = manifest.get("items") if isinstance(manifest, dict) else None
     if not isinstance(items, list):
         raise TypeError("the manifest has no items")
@@ -448,7 +448,7 @@ def _staged_bytes(staged: Path, item: dict[str, Any]) -> bytes:
 def import_would(raw: bytes) -> str:
     """What finishing a staged import would do, for a person deciding about it."""
     try:
-        items = json.loads(raw)["items"]
+        items = load_json(raw)["items"]
         paths = [str(i.get("path")) for i in items]
         updates = sum(1 for i in items if i.get("replaces"))
     except (ValueError, TypeError, KeyError, AttributeError):

@@ -907,7 +907,7 @@ class Store:
             return []
         if not settle:
             return []
-        note = json.loads(raw)
+        note = nofollow.load_json(raw)
         if not isinstance(note, dict):
             note = {}  # listed, so ours: never happens, and then each file is kept in the trash
         kept = []
@@ -963,7 +963,7 @@ class Store:
 def parked_would(raw: bytes) -> str:
     """What settling a parked file's record would do, for a person deciding about it."""
     try:
-        note = json.loads(raw)
+        note = nofollow.load_json(raw)
         source = note.get("source") if isinstance(note, dict) else None
     except ValueError:
         source = None

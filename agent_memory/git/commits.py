@@ -164,7 +164,7 @@ def pending_would(lines: list[bytes]) -> str:
     paths: list[str] = []
     for line in lines:
         try:
-            found = json.loads(line).get("paths")
+            found = nofollow.load_json(line).get("paths")
         except (ValueError, AttributeError):
             continue
         if isinstance(found, list):

@@ -13,7 +13,6 @@ register and lets it act, through the same checks as any record (``confine.py``)
 from __future__ import annotations
 
 import dataclasses
-import json
 import os
 import re
 import shutil
@@ -25,7 +24,7 @@ from ..errors import InvalidInput, PathRefused
 from .register import ABOUT, SET_ASIDE_DIRNAME, Register, Tracked, digest, record_id, refusal
 from ..disk.layout import INDEX_DIRNAME
 from ..disk.layout import TRASH_DIRNAME
-from ..disk.nofollow import read_record
+from ..disk.nofollow import load_json, read_record
 from ..disk.trash import LEDGER_NAME, Entry, Trash
 
 if TYPE_CHECKING:
@@ -103,7 +102,7 @@ def _would(record: Path, kind: str) -> str:
 
 def _about(folder: Path) -> dict[str, Any] | None:
     try:
-        loaded = json.loads(read_record(folder / ABOUT, 1 << 20))
+        loaded = load_json(read_record(folder / ABOUT, 1 << 20))
     except (OSError, ValueError):
         return None
     return loaded if isinstance(loaded, dict) else None
@@ -320,7 +319,7 @@ def _apply_pending(vault: Vault, record: Path) -> str:
     entries = []
     for line in lines:
         try:
-            entry = json.loads(line)
+            entry = load_json(line)
         except ValueError:
             continue
         paths = entry.get("paths") if isinstance(entry, dict) else None

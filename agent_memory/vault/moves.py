@@ -34,7 +34,7 @@ from ..index.rows import link_key
 from ..limits import check_names, check_text
 from ..models import MoveResult, Rewritten
 from ..trust.register import digest, refusal, set_aside
-from ..disk.nofollow import read_record
+from ..disk.nofollow import load_json, read_record
 from ..disk.layout import INDEX_DIRNAME, TMP_SUFFIX, encodable
 from .writes import editable
 
@@ -426,7 +426,7 @@ def checked_manifest(root: Path, folder: Path, raw: bytes) -> dict[str, Any]:
     """A journal's manifest, refused (``PathRefused``, ``ValueError``) unless every path
     in it is a memory path (``confine``), every copy a file of the journal holding the
     bytes the manifest names, and the moved note the first file."""
-    manifest = json.loads(raw)
+    manifest = load_json(raw)
     if not isinstance(manifest, dict) or not isinstance(manifest.get("files"), list) or not manifest["files"]:
         raise ValueError("the manifest is not a move's")
     for rel in (manifest.get("old"), manifest.get("new")):
@@ -458,7 +458,7 @@ def journal_copy(folder: Path, entry: dict[str, Any]) -> bytes:
 def move_would(raw: bytes | None) -> str:
     """What undoing a move's journal would do, for a person deciding about it."""
     try:
-        manifest = json.loads(raw or b"")
+        manifest = load_json(raw or b"")
         old, new, files = manifest["old"], manifest["new"], manifest["files"]
         return (f"undo a move of {old!r} to {new!r}: put {old!r} back from the journal's copy and give "
                 f"{max(len(files) - 1, 0)} linking file(s) their links back")
