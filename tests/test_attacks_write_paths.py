@@ -1,8 +1,8 @@
-"""Attacks on the files the tool reads and writes in a vault, from a person racing it
-and from a teammate sharing the vault through git or a synced folder (which can sync
-the ``.git`` folder too): planted symlinks, named pipes, folders and hostile content
-where the tool keeps its records, and a person's edits landing while it writes. The
-CLI runs as a subprocess where a hang is the defect, so a deadline catches it."""
+"""Attacks on the files the tool reads and writes in a vault, from a teammate sharing
+the vault through git or a synced folder (which can sync the ``.git`` folder too):
+planted symlinks, named pipes and hostile content where the tool keeps its records,
+and in notes. The CLI runs as a subprocess where a hang is the defect, so a deadline
+catches it."""
 
 from __future__ import annotations
 
