@@ -16,7 +16,7 @@ from typing import Any
 import pytest
 
 from conftest import run_cli
-from gitteam import Team, git, make_team
+from gitteam import Team, git, make_team, token
 from test_nofollow import _without_waiting
 
 
@@ -283,3 +283,32 @@ def test_a_record_nested_thousands_deep_never_stops_the_vault(tmp_path: Path, re
         assert "Traceback" not in done.stderr, f"agent-memory {' '.join(command)}: {done.stderr[-300:]}"
         assert done.returncode in (0, 1)  # doctor says 1: a record set aside waits for a decision
     assert "Deploys go out on Fridays." in run_cli("list", vault=root).stdout  # restored, the record aside
+
+
+def test_a_token_saved_between_the_check_and_git_add_is_never_pushed(team: Team,
+                                                                     monkeypatch: pytest.MonkeyPatch) -> None:
+    """``sync --all`` checked each hand-edited file for credentials, then let ``git add``
+    read it again: a person's save landing in between (the editor's autosave) went out
+    with its token. The bytes staged are checked too; the file stays as it is, unshared."""
+    from agent_memory.git import hand
+    from agent_memory.vault.vault import Vault
+
+    secret = token(11)
+    notes = team.victim / "notes.md"
+    notes.write_text("Plain notes.\n")
+    checked = hand.holding_credentials
+
+    def then_saved(vault: Any, paths: list[str]) -> dict[str, str]:
+        held = checked(vault, paths)
+        notes.write_text(f"Plain notes. The token is {secret}\n")  # the person's save lands now
+        return held
+
+    monkeypatch.setattr(hand, "holding_credentials", then_saved)
+    with Vault(team.victim) as vault:
+        result = vault.sync(share_hand=True)
+    assert [w.split(": ", 1)[0] for w in result.get("withheld", [])] == ["notes.md"]
+    assert "GitHub token (line 1" in result["withheld"][0] and secret not in result["withheld"][0]
+    assert "notes.md" not in team.remote_files()
+    assert secret not in git(team.remote, "log", "--all", "-p")
+    assert notes.read_text() == f"Plain notes. The token is {secret}\n"
+    assert git(team.victim, "status", "--porcelain", "--", "notes.md") == "?? notes.md\n"

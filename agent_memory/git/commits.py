@@ -411,16 +411,25 @@ def holding_credentials(vault: GitVault, paths: list[str]) -> dict[str, str]:
         except OSError as exc:
             held[rel] = f"cannot be read to check it for credentials ({exc.strerror or exc})"
             continue
-        named = credentials.check_text(rel, settings)
-        found = credentials.check_bytes(data, settings)  # UTF-16 text too: git carries its bytes
-        said = [f"its name holds a {f.kind} (fingerprint {f.fingerprint})" for f in named[:3]]
-        if not named and credentials.redact_for_names(rel) != rel:  # the rule every name the tool makes follows
-            said.append("its name holds the value after a credential word (password, token…); rename the file")
-        said += [f"{f.kind} (line {f.line}, fingerprint {f.fingerprint})" for f in found[:3]]
-        if said:
-            more = len(named) + len(found) - len(said)
-            held[rel] = ", ".join(said) + (f" and {more} more" if more else "")
+        why = credentials_in(rel, data, settings)
+        if why:
+            held[rel] = why
     return held
+
+
+def credentials_in(rel: str, data: bytes, settings: Settings) -> str:
+    """What a file about to be committed holds that no commit may carry, in its bytes or
+    its name (kinds and fingerprints, never the value); "" when nothing."""
+    named = credentials.check_text(rel, settings)
+    found = credentials.check_bytes(data, settings)  # UTF-16 text too: git carries its bytes
+    said = [f"its name holds a {f.kind} (fingerprint {f.fingerprint})" for f in named[:3]]
+    if not named and credentials.redact_for_names(rel) != rel:  # the rule every name the tool makes follows
+        said.append("its name holds the value after a credential word (password, token…); rename the file")
+    said += [f"{f.kind} (line {f.line}, fingerprint {f.fingerprint})" for f in found[:3]]
+    if not said:
+        return ""
+    more = len(named) + len(found) - len(said)
+    return ", ".join(said) + (f" and {more} more" if more else "")
 
 
 def _shown(rel: str, settings: Any) -> str:
