@@ -312,3 +312,33 @@ def test_a_token_saved_between_the_check_and_git_add_is_never_pushed(team: Team,
     assert secret not in git(team.remote, "log", "--all", "-p")
     assert notes.read_text() == f"Plain notes. The token is {secret}\n"
     assert git(team.victim, "status", "--porcelain", "--", "notes.md") == "?? notes.md\n"
+
+
+def test_a_token_saved_into_a_memory_while_its_write_is_committed_is_never_pushed(
+        team: Team, monkeypatch: pytest.MonkeyPatch) -> None:
+    """With ``git.commit`` on, a tool write is checked for credentials, then ``git commit
+    --only`` reads the file again: a person's save into that memory landing in between
+    was committed, and sync pushed its token. The commit is taken back and made without
+    that file, which stays as the person saved it, named and pending."""
+    from agent_memory.git import commits
+    from agent_memory.vault.vault import Vault
+
+    secret = token(12)
+    with Vault(team.victim) as vault:
+        path = vault.remember("Deploys go out on Fridays.")["memory"]["path"]
+        other = vault.remember("Standups are at ten.")["memory"]["path"]
+    checked = commits.holding_credentials
+
+    def then_saved(vault: Any, paths: list[str]) -> dict[str, str]:
+        held = checked(vault, paths)
+        (team.victim / path).write_text(f"Deploys go out on Fridays. Token: {secret}\n")  # the person's save lands now
+        return held
+
+    monkeypatch.setattr(commits, "holding_credentials", then_saved)
+    with Vault(team.victim) as vault:
+        result = vault.sync()
+    assert [w.split(": ", 1)[0] for w in result.get("withheld", [])] == [path]
+    assert secret not in git(team.remote, "log", "--all", "-p")
+    assert other in team.remote_files() and path not in team.remote_files()
+    assert (team.victim / path).read_text() == f"Deploys go out on Fridays. Token: {secret}\n"
+    assert path in git(team.victim, "status", "--porcelain")

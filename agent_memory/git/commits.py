@@ -363,20 +363,57 @@ def commit_pending(vault: GitVault, state: GitState, repo: Repo) -> CommitOutcom
     if not changed:  # undone since, committed by a person already, or all withheld
         _keep_pending(state, taken, entries, held)
         return CommitOutcome("nothing", len(entries), withheld=withheld)
-    if untracked:
-        added = repo.run("add", "-A", "--", *untracked, optional_locks=True)
-        if added.returncode != 0:
-            return _failed(repo, added, len(entries), changed)
     flags, env = identity_flags(repo, vault.settings.git_author)
-    done = repo.run("commit", "--only", "--quiet", "--no-edit", "-m", _message(entries), *flags, "--", *changed,
-                    env=env, optional_locks=True)
-    if done.returncode != 0:
-        if untracked:  # give the person's staging area back as it was
-            repo.run("reset", "-q", "--", *untracked, optional_locks=True)
-        return _failed(repo, done, len(entries), changed)
+    for _try in range(3):  # a save with a credential landing during the commit: taken back, once more without it
+        before = repo.run("rev-parse", "-q", "--verify", "HEAD").stdout.decode().strip()
+        if untracked:
+            added = repo.run("add", "-A", "--", *untracked, optional_locks=True)
+            if added.returncode != 0:
+                return _failed(repo, added, len(entries), changed)
+        done = repo.run("commit", "--only", "--quiet", "--no-edit", "-m", _message(entries), *flags, "--", *changed,
+                        env=env, optional_locks=True)
+        if done.returncode != 0:
+            if untracked:  # give the person's staging area back as it was
+                repo.run("reset", "-q", "--", *untracked, optional_locks=True)
+            return _failed(repo, done, len(entries), changed)
+        late = _held_as_committed(vault, repo, changed)
+        if not late:
+            break
+        _take_back(repo, before, changed)
+        held.update(late)
+        withheld += [f"{_shown(rel, vault.settings)}: {why}" for rel, why in late.items()]
+        changed = [p for p in changed if p not in late]
+        untracked = [p for p in untracked if p not in late]
+        if not changed:
+            _keep_pending(state, taken, entries, held)
+            return CommitOutcome("nothing", len(entries), withheld=withheld)
     _keep_pending(state, taken, entries, held)
     head = repo.run("rev-parse", "HEAD").stdout.decode().strip()
     return CommitOutcome("committed", len(entries), head, _message(entries).split("\n")[0], changed, withheld=withheld)
+
+
+def _held_as_committed(vault: GitVault, repo: Repo, paths: list[str]) -> dict[str, str]:
+    """Of the files just committed, those whose committed bytes hold a credential: the
+    check read each file before ``git commit`` read it again, and a person's save landing
+    in between is what the commit took."""
+    held: dict[str, str] = {}
+    for rel in paths:
+        blob = repo.run("cat-file", "blob", f"HEAD:./{rel}")
+        why = credentials_in(rel, blob.stdout, vault.settings) if blob.returncode == 0 else ""  # gone: a deletion
+        if why:
+            held[rel] = why
+    return held
+
+
+def _take_back(repo: Repo, before: str, paths: list[str]) -> None:
+    """Undo the commit just made: the branch back at ``before`` (none: no commit yet) and
+    the staging area's entries for ``paths`` as they were there; no file is touched."""
+    if before:
+        repo.run("reset", "-q", "--soft", before, optional_locks=True)
+        repo.run("reset", "-q", before, "--", *paths, optional_locks=True)
+    else:
+        repo.run("update-ref", "-d", "HEAD", optional_locks=True)
+        repo.run("rm", "-q", "--cached", "--ignore-unmatch", "--", *paths, optional_locks=True)
 
 
 def ignored(vault: GitVault, repo: Repo, paths: list[str]) -> dict[str, str]:
