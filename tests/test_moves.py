@@ -509,3 +509,50 @@ def test_mv_keeps_the_moved_notes_wikilink_on_the_note_it_reached(vault: Vault) 
     outgoing = vault.related("b/Mover.md", direction="out")
     assert sorted(n["path"] for n in outgoing["nodes"][1:]) == ["a/Other.md", "a/Unique.md"]
     assert_index_matches_files(vault)
+
+
+def test_a_journal_copy_swapped_for_a_link_after_its_check_is_never_written_into_a_note(
+        linked: Vault, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Undoing a crashed move checks the journal's copies, then reads each again to put
+    it back: a synced folder that swaps a copy for a link in between (to a person's
+    private file) had that file written into the note, and carried back out with it."""
+    vault = linked
+    private = tmp_path / "private.txt"
+    private.write_bytes(b"the safe's code is 4711\n")
+    script = textwrap.dedent("""
+        import os, sys
+        from agent_memory.disk import store
+        from agent_memory.vault.vault import Vault
+        real = store.Store.replace_checked
+        done = [0]
+        def dies(self, rel, data, checked):
+            if done[0] == 1:
+                os._exit(3)
+            done[0] += 1
+            return real(self, rel, data, checked)
+        store.Store.replace_checked = dies
+        Vault(sys.argv[1]).move("places/Kessel Run.md", "places/Smuggling Route.md")
+    """)
+    done = subprocess.run([sys.executable, "-c", script, str(vault.root)], capture_output=True, text=True,
+                          timeout=deadline(120))
+    assert done.returncode == 3, done.stderr
+    vault.close()
+    journal = vault.root / ".index" / MOVE_DIRNAME
+    real_check = moves_module.checked_manifest
+    checks = []
+
+    def checked_then_swapped(root: Path, folder: Path, raw: bytes) -> dict:
+        manifest = real_check(root, folder, raw)
+        checks.append(folder)
+        if len(checks) == 2:  # the undo's own check: the synced folder's change lands right after it
+            for copy in folder.glob("*.md"):
+                copy.unlink()
+                copy.symlink_to(private)
+        return manifest
+
+    monkeypatch.setattr(moves_module, "checked_manifest", checked_then_swapped)
+    Vault(vault.root, clock=vault.clock).close()
+    assert len(checks) == 2  # the swap came after the last check
+    assert not [rel for rel, data in _files(vault).items() if b"4711" in data]
+    assert private.read_bytes() == b"the safe's code is 4711\n"
+    assert journal.exists() or (vault.root / ".index" / "set-aside").exists()

@@ -763,3 +763,34 @@ def test_a_register_that_cannot_be_read_lets_nothing_act_and_says_so(closed: Pat
     assert "not checked against this user's register" in said and "is not a folder" in said
     assert (root / "people" / "priya-k.md").exists()  # as the crash left it: nothing acted
     assert [n for n in _set_aside(root) if n.startswith("move-")]
+
+
+def test_a_staged_file_swapped_for_a_link_after_its_check_never_enters_the_vault(
+        closed: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Finishing an interrupted import checks the staged files, then moves each into the
+    vault: one a synced folder swapped for a link in between (to a person's private
+    file) became a note of the vault, its text indexed and found by any search."""
+    from agent_memory.disk import staging
+
+    root = closed
+    private = tmp_path / "private.txt"
+    private.write_bytes(b"The safe's code is 4711.\n")
+    interrupted(root, "import", "Imported fact one", "Imported fact two")
+    real_check = staging.checked_items
+    checks = []
+
+    def checked_then_swapped(folder: Path, vault_root: Path, raw: bytes) -> list:
+        items = real_check(folder, vault_root, raw)
+        checks.append(folder)
+        if len(checks) == 2:  # publishing's own check: the synced folder's change lands right after it
+            for staged in (folder / "files").glob("*.md"):
+                staged.unlink()
+                staged.symlink_to(private)
+        return items
+
+    monkeypatch.setattr(staging, "checked_items", checked_then_swapped)
+    with Vault(root) as vault:
+        assert len(checks) == 2
+        assert vault.search("safe code 4711")["count"] == 0
+    assert not [p for p in root.rglob("*.md") if p.is_symlink() and ".index" not in p.parts]
+    assert private.read_bytes() == b"The safe's code is 4711.\n"

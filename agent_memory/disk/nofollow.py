@@ -11,11 +11,14 @@ folders are opened with ``openat.FOLDER_FLAGS``.)
 
 from __future__ import annotations
 
+import json
 import os
 import stat as stat_kind
+from typing import Any
 
 NOFOLLOW = getattr(os, "O_NOFOLLOW", 0)  # 0 where there is none (Windows)
-READ_FLAGS = os.O_RDONLY | NOFOLLOW | getattr(os, "O_NONBLOCK", 0)
+NONBLOCK = getattr(os, "O_NONBLOCK", 0)  # a pipe: fail (or read as empty) at once, never wait
+READ_FLAGS = os.O_RDONLY | NOFOLLOW | NONBLOCK
 RECORD_LIMIT = 64 << 20  # bytes of a record: far more than the tool writes
 
 
@@ -79,3 +82,14 @@ def _read_upto(fd: int, size: int, limit: int | None) -> bytes:
             room -= len(chunk)
         want = 1 << 16
     return b"".join(chunks)
+
+
+def load_json(data: bytes | str) -> Any:
+    """A record's JSON, parsed as untrusted: lists or objects nested thousands deep (a
+    few hundred KB of ``[``) make ``json.loads`` raise ``RecursionError``, which no
+    caller expecting a damaged record's ``ValueError`` catches: every command crashed on
+    a planted one. ``ValueError`` for that too."""
+    try:
+        return json.loads(data)
+    except RecursionError:
+        raise ValueError("the record nests lists or objects too deeply to be one the tool wrote") from None

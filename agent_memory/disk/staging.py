@@ -25,7 +25,7 @@ from ..note import parse
 from ..errors import InvalidInput, AgentMemoryError, VaultError
 from ..trust.register import digest, refusal, set_aside
 from . import locking, openat
-from .nofollow import read_record
+from .nofollow import load_json, read_record
 from .layout import INDEX_DIRNAME
 from .store import Store
 
@@ -191,7 +191,7 @@ class Staging:
         rel = item["path"]
         folder, name = rel.rsplit("/", 1) if "/" in rel else ("", rel)
         if item.get("replaces"):  # an update: the checked swap, safe to repeat after a crash
-            replaced = self._put_replacement(staged, rel)
+            replaced = self._put_replacement(staged, rel, item)
             return (replaced, None) if replaced else None
         if not after_crash:  # into the folder as held open (``_Folders``), which refuses a symlinked one
             return self._folders.place(staged.name, folder, name[:-3])
@@ -201,6 +201,7 @@ class Staging:
         where = self._already_published(staged, found, folder, name[:-3])
         stat = None
         if where is None:  # (``place`` itself refuses a folder that is, or goes through, a symlink)
+            _staged_bytes(staged, item)  # what moves in is still the checked file, not a link swapped in since
             where, stat = self._store.place(staged, folder, name[:-3])
         return (where, stat) if where else None  # "": published before a crash, then forgotten or edited
 
@@ -209,12 +210,16 @@ class Staging:
             return self._record
         return read_record(self.folder / MANIFEST)
 
-    def _put_replacement(self, staged: Path, rel: str) -> str:
+    def _put_replacement(self, staged: Path, rel: str, item: dict[str, Any]) -> str:
         """An update: the new bytes in place of the checked ones (see ``replace``)."""
         old = staged.with_suffix(".old")
         if self._replace is None:
             raise VaultError("This import updates files; it needs a vault to put them in place.")
-        where = self._replace(rel, staged.read_bytes(), old.read_bytes())
+        try:
+            replaced = read_record(old)
+        except (OSError, ValueError) as exc:
+            raise VaultError(f"the bytes item {item['n']} replaces cannot be read ({exc})") from exc
+        where = self._replace(rel, _staged_bytes(staged, item), replaced)
         staged.unlink(missing_ok=True)  # done (the swap is durable): a crash from here on does not repeat it
         old.unlink(missing_ok=True)
         return where
@@ -402,7 +407,7 @@ def checked_items(folder: Path, root: Path, raw: bytes) -> list[dict[str, Any]]:
     """A manifest's items, refused (``ValueError``, ``PathRefused``) unless each names a
     staged file by number, a memory path (``confine``), and the sha256 of the staged
     file, which a file still staged must hold; an update's replaced bytes are staged too."""
-    manifest = json.loads(raw)
+    manifest = load_json(raw)
     items = manifest.get("items") if isinstance(manifest, dict) else None
     if not isinstance(items, list):
         raise TypeError("the manifest has no items")
@@ -427,10 +432,23 @@ def checked_items(folder: Path, root: Path, raw: bytes) -> list[dict[str, Any]]:
     return items
 
 
+def _staged_bytes(staged: Path, item: dict[str, Any]) -> bytes:
+    """A staged file's bytes as it is used, read as untrusted again (a synced folder can
+    swap it for a link after the manifest was checked): never through a link, never
+    waiting on a pipe, and only while they are the bytes the manifest names."""
+    try:
+        data = read_record(staged)
+    except (OSError, ValueError) as exc:
+        raise VaultError(f"item {item['n']}'s staged file cannot be read ({exc})") from exc
+    if digest(data) != item["sha256"]:
+        raise VaultError(f"item {item['n']}'s staged file no longer holds the bytes its manifest names")
+    return data
+
+
 def import_would(raw: bytes) -> str:
     """What finishing a staged import would do, for a person deciding about it."""
     try:
-        items = json.loads(raw)["items"]
+        items = load_json(raw)["items"]
         paths = [str(i.get("path")) for i in items]
         updates = sum(1 for i in items if i.get("replaces"))
     except (ValueError, TypeError, KeyError, AttributeError):

@@ -860,10 +860,7 @@ class Store:
         paths. Never raises: one odd file must not stop every write."""
         kept: list[str] = []
         self.trash.finish_interrupted()  # a move into the trash a crash cut short, first
-        try:
-            listed = list(self.parked_dir.iterdir())
-        except OSError:
-            return kept
+        listed = self.parked_files()
         self.remove_orphans([p for p in listed if p.name.endswith(TMP_SUFFIX)])  # a kill before its rename
         names = sorted(p.name for p in listed if p.suffix == ".json")
         now = time.time_ns()
@@ -883,15 +880,23 @@ class Store:
     def set_aside_unlisted_parked(self) -> None:
         """Set aside every parked record this user's register does not list, young ones too
         (``doctor --apply`` and ``--discard`` first gather every such record)."""
-        try:
-            stems = sorted(p.name[:-5] for p in self.parked_dir.iterdir() if p.suffix == ".json")
-        except OSError:
-            return
+        stems = sorted(p.name[:-5] for p in self.parked_files() if p.suffix == ".json")
         for stem in stems:
             try:
                 self.settle_one(stem, settle=False)
             except (OSError, ValueError) as exc:
                 log.warning("could not look at %s.json: %s", self.parked_dir / stem, exc)
+
+    def parked_files(self) -> list[Path]:
+        """What ``.index/parked/`` holds; nothing when it is not a real folder: a pull can
+        put a link to a person's folder there, whose ``.json`` files (and the files beside
+        them) would be set aside into ``.index/``, its old temp-named files deleted."""
+        if not confine.real_folder(self.parked_dir):
+            return []
+        try:
+            return list(self.parked_dir.iterdir())
+        except OSError:
+            return []
 
     def settle_one(self, stem: str, settle: bool = True) -> list[str]:
         """Settle one parked record, if this user's register lists it; else set it aside."""
@@ -906,7 +911,7 @@ class Store:
             return []
         if not settle:
             return []
-        note = json.loads(raw)
+        note = nofollow.load_json(raw)
         if not isinstance(note, dict):
             note = {}  # listed, so ours: never happens, and then each file is kept in the trash
         kept = []
@@ -962,7 +967,7 @@ class Store:
 def parked_would(raw: bytes) -> str:
     """What settling a parked file's record would do, for a person deciding about it."""
     try:
-        note = json.loads(raw)
+        note = nofollow.load_json(raw)
         source = note.get("source") if isinstance(note, dict) else None
     except ValueError:
         source = None

@@ -137,7 +137,7 @@ class Trash:
         out = []
         for line in lines:
             try:
-                out.append(Entry(**json.loads(line)))
+                out.append(Entry(**nofollow.load_json(line)))
             except (ValueError, TypeError):
                 continue
         return out

@@ -90,7 +90,7 @@ class Pending:
         with self._lock.hold():
             if self._store is not None:  # the journal is not fsynced: neither is its entry
                 self._store.register.enter("git-pending", digest(text), durable=False)
-            fd = nofollow.open_write(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT)
+            fd = nofollow.open_write(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | nofollow.NONBLOCK)
             try:
                 os.write(fd, text + b"\n")
             finally:
@@ -143,8 +143,11 @@ class Pending:
             return
         with self._lock.hold():
             try:
-                lines = self.path.read_bytes().split(b"\n")[:-1]
+                lines = nofollow.read_record(self.path).split(b"\n")[:-1]
             except FileNotFoundError:
+                return
+            except (OSError, ValueError) as exc:  # swapped for a link or a pipe since it was read: not ours
+                log.warning("%s is not read: %s", self.path, exc)
                 return
             rest = lines[count:]
             if self._store is not None:
@@ -161,7 +164,7 @@ def pending_would(lines: list[bytes]) -> str:
     paths: list[str] = []
     for line in lines:
         try:
-            found = json.loads(line).get("paths")
+            found = nofollow.load_json(line).get("paths")
         except (ValueError, AttributeError):
             continue
         if isinstance(found, list):
@@ -360,20 +363,57 @@ def commit_pending(vault: GitVault, state: GitState, repo: Repo) -> CommitOutcom
     if not changed:  # undone since, committed by a person already, or all withheld
         _keep_pending(state, taken, entries, held)
         return CommitOutcome("nothing", len(entries), withheld=withheld)
-    if untracked:
-        added = repo.run("add", "-A", "--", *untracked, optional_locks=True)
-        if added.returncode != 0:
-            return _failed(repo, added, len(entries), changed)
     flags, env = identity_flags(repo, vault.settings.git_author)
-    done = repo.run("commit", "--only", "--quiet", "--no-edit", "-m", _message(entries), *flags, "--", *changed,
-                    env=env, optional_locks=True)
-    if done.returncode != 0:
-        if untracked:  # give the person's staging area back as it was
-            repo.run("reset", "-q", "--", *untracked, optional_locks=True)
-        return _failed(repo, done, len(entries), changed)
+    for _try in range(3):  # a save with a credential landing during the commit: taken back, once more without it
+        before = repo.run("rev-parse", "-q", "--verify", "HEAD").stdout.decode().strip()
+        if untracked:
+            added = repo.run("add", "-A", "--", *untracked, optional_locks=True)
+            if added.returncode != 0:
+                return _failed(repo, added, len(entries), changed)
+        done = repo.run("commit", "--only", "--quiet", "--no-edit", "-m", _message(entries), *flags, "--", *changed,
+                        env=env, optional_locks=True)
+        if done.returncode != 0:
+            if untracked:  # give the person's staging area back as it was
+                repo.run("reset", "-q", "--", *untracked, optional_locks=True)
+            return _failed(repo, done, len(entries), changed)
+        late = _held_as_committed(vault, repo, changed)
+        if not late:
+            break
+        _take_back(repo, before, changed)
+        held.update(late)
+        withheld += [f"{_shown(rel, vault.settings)}: {why}" for rel, why in late.items()]
+        changed = [p for p in changed if p not in late]
+        untracked = [p for p in untracked if p not in late]
+        if not changed:
+            _keep_pending(state, taken, entries, held)
+            return CommitOutcome("nothing", len(entries), withheld=withheld)
     _keep_pending(state, taken, entries, held)
     head = repo.run("rev-parse", "HEAD").stdout.decode().strip()
     return CommitOutcome("committed", len(entries), head, _message(entries).split("\n")[0], changed, withheld=withheld)
+
+
+def _held_as_committed(vault: GitVault, repo: Repo, paths: list[str]) -> dict[str, str]:
+    """Of the files just committed, those whose committed bytes hold a credential: the
+    check read each file before ``git commit`` read it again, and a person's save landing
+    in between is what the commit took."""
+    held: dict[str, str] = {}
+    for rel in paths:
+        blob = repo.run("cat-file", "blob", f"HEAD:./{rel}")
+        why = credentials_in(rel, blob.stdout, vault.settings) if blob.returncode == 0 else ""  # gone: a deletion
+        if why:
+            held[rel] = why
+    return held
+
+
+def _take_back(repo: Repo, before: str, paths: list[str]) -> None:
+    """Undo the commit just made: the branch back at ``before`` (none: no commit yet) and
+    the staging area's entries for ``paths`` as they were there; no file is touched."""
+    if before:
+        repo.run("reset", "-q", "--soft", before, optional_locks=True)
+        repo.run("reset", "-q", before, "--", *paths, optional_locks=True)
+    else:
+        repo.run("update-ref", "-d", "HEAD", optional_locks=True)
+        repo.run("rm", "-q", "--cached", "--ignore-unmatch", "--", *paths, optional_locks=True)
 
 
 def ignored(vault: GitVault, repo: Repo, paths: list[str]) -> dict[str, str]:
@@ -408,16 +448,25 @@ def holding_credentials(vault: GitVault, paths: list[str]) -> dict[str, str]:
         except OSError as exc:
             held[rel] = f"cannot be read to check it for credentials ({exc.strerror or exc})"
             continue
-        named = credentials.check_text(rel, settings)
-        found = credentials.check_bytes(data, settings)  # UTF-16 text too: git carries its bytes
-        said = [f"its name holds a {f.kind} (fingerprint {f.fingerprint})" for f in named[:3]]
-        if not named and credentials.redact_for_names(rel) != rel:  # the rule every name the tool makes follows
-            said.append("its name holds the value after a credential word (password, token…); rename the file")
-        said += [f"{f.kind} (line {f.line}, fingerprint {f.fingerprint})" for f in found[:3]]
-        if said:
-            more = len(named) + len(found) - len(said)
-            held[rel] = ", ".join(said) + (f" and {more} more" if more else "")
+        why = credentials_in(rel, data, settings)
+        if why:
+            held[rel] = why
     return held
+
+
+def credentials_in(rel: str, data: bytes, settings: Settings) -> str:
+    """What a file about to be committed holds that no commit may carry, in its bytes or
+    its name (kinds and fingerprints, never the value); "" when nothing."""
+    named = credentials.check_text(rel, settings)
+    found = credentials.check_bytes(data, settings)  # UTF-16 text too: git carries its bytes
+    said = [f"its name holds a {f.kind} (fingerprint {f.fingerprint})" for f in named[:3]]
+    if not named and credentials.redact_for_names(rel) != rel:  # the rule every name the tool makes follows
+        said.append("its name holds the value after a credential word (password, token…); rename the file")
+    said += [f"{f.kind} (line {f.line}, fingerprint {f.fingerprint})" for f in found[:3]]
+    if not said:
+        return ""
+    more = len(named) + len(found) - len(said)
+    return ", ".join(said) + (f" and {more} more" if more else "")
 
 
 def _shown(rel: str, settings: Any) -> str:

@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Protocol
 
 from ..clock import iso
+from ..disk import nofollow
 from ..disk.layout import is_memory_path
 from ..errors import GitError
 from ..index.db import Index
@@ -83,7 +84,7 @@ class GitDates:
         whole = (stored is None or stored[1] != shallow
                  or repo.run("merge-base", "--is-ancestor", stored[0], head).returncode != 0)
         since = None if whole or stored is None else stored[0]
-        boundary = set(shallow_file.read_text(encoding="ascii", errors="replace").split()) if shallow else set()
+        boundary = set(_shallow_boundary(shallow_file)) if shallow else set()
         dates = _walk(repo, since, head, boundary, index.git_date) if since else None
         if dates is None:  # the whole history: first pass, rewritten history, or merges since
             whole, dates = True, _walk(repo, None, head, boundary, lambda _p: None)
@@ -127,18 +128,32 @@ def head_from_files(root: Path) -> tuple[str, bool] | tuple[()] | None:
     else:
         return None
     try:
-        head = (marker / "HEAD").read_text(encoding="ascii", errors="replace").strip()
+        head = _git_file(marker / "HEAD").strip()
         if head.startswith("ref: "):
             ref = head[5:].strip()
-            loose = marker / ref
-            if loose.is_file():
-                head = loose.read_text(encoding="ascii", errors="replace").strip()
-            else:
-                packed = (marker / "packed-refs").read_text(encoding="ascii", errors="replace").splitlines()
+            try:
+                head = _git_file(marker / ref).strip()
+            except FileNotFoundError:
+                packed = _git_file(marker / "packed-refs").splitlines()
                 head = next((line.split()[0] for line in packed if line.endswith(" " + ref)), "")
-    except OSError:
+    except (OSError, ValueError):  # a link, a pipe, a folder, a file too large: git is asked instead
         return ()
     return (head, (marker / "shallow").exists()) if _HASH.fullmatch(head) else ()
+
+
+def _shallow_boundary(path: Path) -> list[str]:
+    """The commits a shallow clone's history stops at (none when the file cannot be read safely)."""
+    try:
+        return _git_file(path).split()
+    except (OSError, ValueError):
+        return []
+
+
+def _git_file(path: Path) -> str:
+    """One of git's own small files (``HEAD``, a ref, ``packed-refs``, ``shallow``), read as
+    untrusted: a ``.git`` folder synced from elsewhere can hold a link to ``/dev/zero`` or a
+    pipe there, which git itself declines; never followed, never waited on."""
+    return nofollow.read_record(path).decode("ascii", "replace")
 
 
 def _walk(repo: Repo, since: str | None, head: str, boundary: set[str],

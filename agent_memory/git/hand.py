@@ -22,7 +22,7 @@ from ..disk.layout import INDEX_DIRNAME, TMP_SUFFIX, TRASH_DIRNAME
 from ..errors import GitError
 from ..trust import credentials
 from ..trust.confine import folded
-from .commits import GitVault, holding_credentials
+from .commits import GitVault, credentials_in, holding_credentials
 from .run import Repo, first_line
 
 MAX_SHARED_BYTES = 50 << 20  # a larger file is not committed by the tool: a person decides
@@ -120,6 +120,12 @@ def commit_hand_changes(vault: GitVault, repo: Repo, changes: list[HandChange], 
         repo.ok("add", "-A", "--pathspec-from-file=-", "--pathspec-file-nul", env=index, optional_locks=True,
                 stdin=_nul_list(paths))  # on stdin: any number of files
         shared = _staged(repo, index)
+        late = _held_as_staged(vault, repo, index, shared)
+        if late:  # saved with a credential after the check, before git read the file: back to HEAD's
+            repo.ok("reset", "-q", "HEAD", "--pathspec-from-file=-", "--pathspec-file-nul", env=index,
+                    optional_locks=True, stdin=_nul_list(list(late)))
+            withheld += [f"{credentials.redact_for_names(rel)}: {why}" for rel, why in late.items()]
+            shared = _staged(repo, index)
         if not shared:
             return HandCommit("", [], withheld)
         done = repo.run("commit", "--quiet", "--no-edit", "-m", _message(shared), *author_flags,
@@ -132,6 +138,21 @@ def commit_hand_changes(vault: GitVault, repo: Repo, changes: list[HandChange], 
              stdin=_nul_list(names))  # the real index: those files as committed
     head = repo.ok("rev-parse", "HEAD").strip()
     return HandCommit(head, shared, withheld)
+
+
+def _held_as_staged(vault: GitVault, repo: Repo, index: dict[str, str], shared: list[HandChange]) -> dict[str, str]:
+    """Of the files staged to be shared, those whose staged bytes hold a credential: the
+    check before ``git add`` read the file, and a person's save landing in between is
+    what git stages and the commit carries. The bytes that go out are checked too."""
+    held: dict[str, str] = {}
+    for change in shared:
+        if change.how == "deleted":
+            continue
+        blob = repo.run("cat-file", "blob", f":./{change.path}", env=index)
+        why = credentials_in(change.path, blob.stdout, vault.settings) if blob.returncode == 0 else ""
+        if why:
+            held[change.path] = why
+    return held
 
 
 def _nul_list(paths: list[str]) -> bytes:

@@ -25,6 +25,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from ..disk import nofollow
 from ..errors import GitError
 
 GIT_TIMEOUT = 30.0  # seconds for one git command that reads
@@ -33,6 +34,7 @@ DRIVER = "agent-memory"  # the merge driver's name in .gitattributes and in merg
 DRIVER_NAME = "agent-memory: memory files merged key by key (tags as sets, the later updated)"
 TEXT_MERGE = "git merge-file --marker-size=%L %A %O %B"  # git's own line merge, as a merge driver
 COMMIT_TASK = "commit or sync the vault"
+GITFILE_LIMIT = 1 << 20  # bytes of a `.git` file, as git reads it at most
 COMMIT_RETRY = "Retry, or run the step by hand to see what it waits for."
 
 # No hooks: os.devnull is no folder, so git finds no hook in it.
@@ -296,15 +298,26 @@ def _holds_repository(top: Path, git_dir: Path) -> bool:
     try:
         if marker.is_dir():
             return os.path.samefile(marker, git_dir)
-        line = marker.read_text(encoding="utf-8", errors="replace").strip()
     except OSError:
         return False
-    if not line.startswith("gitdir:"):
-        return False
+    named = gitfile_target(marker)
     try:
-        return os.path.samefile(top / line[len("gitdir:"):].strip(), git_dir)
+        return named is not None and os.path.samefile(named, git_dir)
     except OSError:
         return False
+
+
+def gitfile_target(marker: Path) -> Path | None:
+    """The git folder a ``.git`` file names (``gitdir: <path>``, relative to its folder);
+    None for anything else. Read as untrusted (a synced folder can plant ``.git``): never
+    through a symlink, never waiting on a pipe, at most a few KB, as git reads it."""
+    try:
+        line = nofollow.read_record(marker, limit=GITFILE_LIMIT).decode("utf-8", "replace").strip()
+    except (OSError, ValueError):
+        return None
+    if not line.startswith("gitdir:"):
+        return None
+    return marker.parent / line[len("gitdir:"):].strip()
 
 
 def repository(root: Path, *, task: str = "read the history",

@@ -17,7 +17,7 @@ from .links import BODY_LINK_RELATION, links_in, markdown_links, wikilinks
 from .fast_yaml import read_simple
 from .render import to_utc
 from .split import FENCE_OPEN, merge_unique, split, without_code
-from .tags import as_tag_list, inline_tags
+from .tags import as_tag_list, inline_tags, not_tags
 
 
 RESERVED_KEYS = ("id", "namespace", "tags", "aliases", "title", "created", "updated", "expires", "source")
@@ -214,6 +214,9 @@ def _note_from(path: str, meta: dict[str, Any], body: str, problems: list[str]) 
     namespace = meta.get("namespace")
     namespace = str(namespace).strip() if isinstance(namespace, (str, int)) and str(namespace).strip() else "default"
     tags = merge_unique(as_tag_list(meta.get("tags")), inline_tags(body))
+    if not_tags(meta.get("tags")):
+        problems.append("tags: holds a mapping or a nested list, which is no tag (tags is a list of words); "
+                        "tag edits are refused until it is")
     timestamps: dict[str, str | None] = {}
     for key, value in (("created", meta.get("created")), ("updated", meta.get("updated")), ("expires", meta.get("expires") if ttl_applies else None)):
         timestamps[key] = None

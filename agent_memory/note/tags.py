@@ -48,9 +48,21 @@ def split_tags(value: Any) -> list[str]:
     return [piece for piece in pieces if piece]
 
 
+def not_tags(value: Any) -> list[Any]:
+    """What a file's ``tags`` property holds that is no tag: a mapping (``tags: {a: 1}``),
+    or a mapping or list inside its list. Read as no tag at all, never as the text of its
+    Python form (``{'a': 1}`` was the tag ``{'a':-1}``), and named by ``doctor``."""
+    if isinstance(value, dict):
+        return [value]
+    return [item for item in value if isinstance(item, (dict, list))] if isinstance(value, list) else []
+
+
 def as_tag_list(value: Any) -> list[str]:
     """A file's tags as Obsidian reads them: a YAML list, or one string of tags split on
-    commas and spaces; normalised (``Two Words`` in a list is ``two-words``)."""
+    commas and spaces; normalised (``Two Words`` in a list is ``two-words``). What is no
+    tag (``not_tags``) is left out."""
+    if not_tags(value):
+        value = [] if isinstance(value, dict) else [item for item in value if not isinstance(item, (dict, list))]
     pieces = split_tags(value)
     if isinstance(value, str):
         pieces = [word for piece in pieces for word in piece.split()]

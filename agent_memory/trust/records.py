@@ -13,7 +13,6 @@ register and lets it act, through the same checks as any record (``confine.py``)
 from __future__ import annotations
 
 import dataclasses
-import json
 import os
 import re
 import shutil
@@ -25,7 +24,7 @@ from ..errors import InvalidInput, PathRefused
 from .register import ABOUT, SET_ASIDE_DIRNAME, Register, Tracked, digest, record_id, refusal
 from ..disk.layout import INDEX_DIRNAME
 from ..disk.layout import TRASH_DIRNAME
-from ..disk.nofollow import read_record
+from ..disk.nofollow import load_json, read_record
 from ..disk.trash import LEDGER_NAME, Entry, Trash
 
 if TYPE_CHECKING:
@@ -103,7 +102,7 @@ def _would(record: Path, kind: str) -> str:
 
 def _about(folder: Path) -> dict[str, Any] | None:
     try:
-        loaded = json.loads(read_record(folder / ABOUT, 1 << 20))
+        loaded = load_json(read_record(folder / ABOUT, 1 << 20))
     except (OSError, ValueError):
         return None
     return loaded if isinstance(loaded, dict) else None
@@ -131,8 +130,9 @@ def _in_place(root: Path, register: Register, tracked: Tracked) -> list[Record]:
         except (OSError, ValueError):
             continue
         found.append((kind, f"{INDEX_DIRNAME}/{folder}", raw, would(raw)))
-    try:
-        parked = sorted(p for p in (control / "parked").iterdir() if p.suffix == ".json")
+    try:  # (a link there names a person's folder, not the tool's parked files)
+        parked_dir = control / "parked"
+        parked = sorted(p for p in parked_dir.iterdir() if p.suffix == ".json") if confine.real_folder(parked_dir) else []
     except OSError:
         parked = []
     for path in parked:
@@ -319,7 +319,7 @@ def _apply_pending(vault: Vault, record: Path) -> str:
     entries = []
     for line in lines:
         try:
-            entry = json.loads(line)
+            entry = load_json(line)
         except ValueError:
             continue
         paths = entry.get("paths") if isinstance(entry, dict) else None

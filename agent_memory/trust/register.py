@@ -36,7 +36,7 @@ from typing import Any
 
 from ..disk import nofollow
 from ..errors import PathRefused, VaultError
-from ..git.run import run
+from ..git.run import gitfile_target, run
 from .confine import tool_folder
 from .state import inside_vault, vault_state_dir
 
@@ -365,13 +365,8 @@ class Tracked:
             return None
         if self._marker.is_dir():
             return self._marker / "index"
-        try:
-            line = self._marker.read_text(encoding="utf-8", errors="replace").strip()
-        except OSError:
-            return None
-        if not line.startswith("gitdir:"):
-            return None
-        return (self._marker.parent / line[len("gitdir:"):].strip()) / "index"
+        named = gitfile_target(self._marker)  # a synced folder's `.git` may be a link to /dev/zero, a pipe
+        return None if named is None else named / "index"
 
     def _ask_git(self) -> frozenset[str]:
         try:

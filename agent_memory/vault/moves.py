@@ -34,7 +34,7 @@ from ..index.rows import link_key
 from ..limits import check_names, check_text
 from ..models import MoveResult, Rewritten
 from ..trust.register import digest, refusal, set_aside
-from ..disk.nofollow import read_record
+from ..disk.nofollow import load_json, read_record
 from ..disk.layout import INDEX_DIRNAME, TMP_SUFFIX, encodable
 from .writes import editable
 
@@ -334,7 +334,7 @@ class Moves:
         old, new = manifest["old"], manifest["new"]
         moved, *linking = manifest["files"]
         for entry in linking:
-            original = (folder / entry["copy"]).read_bytes()
+            original = journal_copy(folder, entry)
             read = self.files.read(entry["path"])
             if read is None or file_version(read[0]) != entry["after"]:
                 continue  # not written yet, or saved since: as it is
@@ -354,7 +354,7 @@ class Moves:
                 kept.append(new)  # not the move's: someone's file, left as it is
         read = self.files.read(old)
         if read is not None and file_version(read[0]) == moved["after"] != moved["before"]:
-            self.store.replace_checked(old, (folder / moved["copy"]).read_bytes(), read[0])
+            self.store.replace_checked(old, journal_copy(folder, moved), read[0])
         _remove_empty_folders(target.parent, self.root)
         self._forget_record(raw)
         shutil.rmtree(folder, ignore_errors=True)
@@ -426,7 +426,7 @@ def checked_manifest(root: Path, folder: Path, raw: bytes) -> dict[str, Any]:
     """A journal's manifest, refused (``PathRefused``, ``ValueError``) unless every path
     in it is a memory path (``confine``), every copy a file of the journal holding the
     bytes the manifest names, and the moved note the first file."""
-    manifest = json.loads(raw)
+    manifest = load_json(raw)
     if not isinstance(manifest, dict) or not isinstance(manifest.get("files"), list) or not manifest["files"]:
         raise ValueError("the manifest is not a move's")
     for rel in (manifest.get("old"), manifest.get("new")):
@@ -440,15 +440,25 @@ def checked_manifest(root: Path, folder: Path, raw: bytes) -> dict[str, Any]:
         confine.memory_path(root, entry.get("path"))
         if not _COPY_NAME.fullmatch(entry["copy"]):
             raise PathRefused(f"{entry['copy']!r} is not a copy in the move's journal")
-        if file_version(read_record(folder / entry["copy"])) != entry["before"]:
-            raise ValueError(f"the journal's copy of {entry['path']} does not hold the bytes its manifest names")
+        journal_copy(folder, entry)
     return manifest
+
+
+def journal_copy(folder: Path, entry: dict[str, Any]) -> bytes:
+    """A file's original bytes from the move's journal, read as untrusted each time they
+    are used (a synced folder can swap the copy for a link after the manifest was
+    checked): never through a link, never waiting on a pipe, and only when they are the
+    bytes the manifest names (``ValueError`` otherwise)."""
+    data = read_record(folder / entry["copy"])
+    if file_version(data) != entry["before"]:
+        raise ValueError(f"the journal's copy of {entry['path']} does not hold the bytes its manifest names")
+    return data
 
 
 def move_would(raw: bytes | None) -> str:
     """What undoing a move's journal would do, for a person deciding about it."""
     try:
-        manifest = json.loads(raw or b"")
+        manifest = load_json(raw or b"")
         old, new, files = manifest["old"], manifest["new"], manifest["files"]
         return (f"undo a move of {old!r} to {new!r}: put {old!r} back from the journal's copy and give "
                 f"{max(len(files) - 1, 0)} linking file(s) their links back")

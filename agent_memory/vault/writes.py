@@ -20,7 +20,7 @@ from ..note.parse import Note, content_hash, derive_title, file_version, is_tool
 from ..note import sections
 from ..note.patch import edit_body, patch
 from ..note.render import render_new
-from ..note.tags import as_tag_list, normalise_tag, split_tags
+from ..note.tags import as_tag_list, normalise_tag, not_tags, split_tags
 from ..clock import iso
 from .core import Core
 from ..index.reconcile import Examined
@@ -490,6 +490,11 @@ def _retag(note: Note, adding: list[str], removing: list[str]) -> list[Any] | No
     be removed by rewriting the front matter: that is refused, not silently ignored.
     """
     value = note.meta.get("tags")
+    if not_tags(value):  # rewritten as a list, it would become the text of its Python form
+        raise InvalidInput(
+            f"The tags property of {note.path} holds a mapping or a nested list, which is no tag; changing its tags "
+            "would rewrite what it holds. Make it a list of words by hand (tags: [a, b]). Nothing was changed."
+        )
     written: list[Any] = []  # one entry per tag, as the reader splits them ("a, b" in a list is two)
     for item in value if isinstance(value, list) else [value]:
         if item is None:

@@ -18,8 +18,9 @@ import time
 from pathlib import Path
 from typing import Any
 
-from ..disk import nofollow
+from ..disk import nofollow, openat
 from ..disk.layout import INDEX_DIRNAME
+from ..trust.confine import real_folder
 
 try:  # POSIX
     import fcntl
@@ -33,7 +34,10 @@ ACK_SUFFIX = ".ack"
 COOKIE_WAIT = 0.1  # seconds a command waits for the watcher's answer before it walks itself
 COOKIE_POLL = 0.001
 STALE_COOKIE_AGE = 60.0  # seconds: a cookie or answer this old was left by a command that died
+RECORD_LIMIT = 64 << 10  # bytes of the health file or an answer: they are a few hundred
 COOKIE_NAME = re.compile(r"[0-9]+-[0-9a-f]{16}")
+# What a command or the watcher leaves in cookies/: a cookie, its answer, an answer's temp file.
+_LEFT_BEHIND = re.compile(r"[0-9]+-[0-9a-f]{16}(?:\.ack)?|\.[0-9]+-[0-9a-f]{16}\.ack\.[0-9a-f]{8}\.tmp")
 
 log = logging.getLogger("agent_memory.vouch")
 
@@ -124,6 +128,11 @@ class Voucher:
             fd = nofollow.open_write(self.control_dir / LOCK_NAME, os.O_RDWR | os.O_CREAT)
         except OSError:
             return False
+        if not real_folder(self.cookies):  # a link a pull or a synced folder put there: commands walk
+            log.warning("%s is a symlink or a file, not the folder the watcher answers commands in; this watcher "
+                        "vouches for nothing until it is removed", self.cookies)
+            os.close(fd)
+            return False
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except OSError:
@@ -156,7 +165,7 @@ class Voucher:
     def answer(self, name: str, ok: bool) -> None:
         """Acknowledge one cookie: everything queued before it is in the index (``ok``),
         or this watcher cannot vouch right now."""
-        if self._fd is None:
+        if self._fd is None or not real_folder(self.cookies):  # swapped for a link since: nothing written through it
             return
         ack = self.cookies / f"{name}{ACK_SUFFIX}"
         try:
@@ -173,18 +182,25 @@ class Voucher:
                 pass
 
     def tidy(self) -> None:
-        """Remove cookies and answers left by commands that died while waiting."""
+        """Remove cookies and answers left by commands that died while waiting: only names
+        the tool gives them, in the real ``cookies/`` folder, opened without following a
+        link (a pull can put ``.index/cookies`` there as a link to a person's folder,
+        whose old files this would delete)."""
         try:
-            entries = list(os.scandir(self.cookies))
+            fd = os.open(self.cookies, openat.FOLDER_FLAGS)
         except OSError:
             return
-        now = time.time()
-        for entry in entries:
-            try:
-                if now - entry.stat(follow_symlinks=False).st_mtime > STALE_COOKIE_AGE:
-                    os.unlink(entry.path)
-            except OSError:
-                continue
+        try:
+            now = time.time()
+            for entry in list(os.scandir(fd)):
+                try:
+                    if _LEFT_BEHIND.fullmatch(entry.name) and \
+                            now - entry.stat(follow_symlinks=False).st_mtime > STALE_COOKIE_AGE:
+                        os.unlink(entry.name, dir_fd=fd)
+                except OSError:
+                    continue
+        finally:
+            os.close(fd)
 
     def release(self) -> None:
         """Stop vouching: the health file goes first, then the lock."""
@@ -223,9 +239,17 @@ def _lock_held(control_dir: Path) -> bool:
     return False
 
 
+def _read_json(path: Path) -> Any:
+    """The watcher's health file or a cookie's answer, read as untrusted: a ``git pull``
+    can check a force-added ``.index/watcher.json`` out as a link to ``/dev/zero`` while
+    the watcher runs. Never through a link, never waiting on a pipe, at most a few KB
+    (``OSError`` or ``ValueError`` otherwise; ``FileNotFoundError`` when there is none)."""
+    return json.loads(nofollow.read_record(path, limit=RECORD_LIMIT))
+
+
 def _health(control_dir: Path) -> dict[str, Any] | None:
     try:
-        found = json.loads((control_dir / HEALTH_NAME).read_text(encoding="utf-8"))
+        found = _read_json(control_dir / HEALTH_NAME)
     except (OSError, ValueError, RecursionError):
         return None
     return found if isinstance(found, dict) else None
@@ -242,6 +266,8 @@ def vouched(control_dir: Path, root: Path, index_path: Path, wait: float | None 
             or health.get("vault") != identity_of(root)):
         return False
     cookies = control_dir / COOKIES_DIRNAME
+    if not real_folder(cookies):  # a link: no cookie is left in the folder it names
+        return False
     name = f"{os.getpid()}-{secrets.token_hex(8)}"
     cookie, ack = cookies / name, cookies / f"{name}{ACK_SUFFIX}"
     try:
@@ -252,7 +278,7 @@ def vouched(control_dir: Path, root: Path, index_path: Path, wait: float | None 
         deadline = time.monotonic() + (COOKIE_WAIT if wait is None else wait)
         while True:
             try:
-                answer = json.loads(ack.read_text(encoding="utf-8"))
+                answer = _read_json(ack)
             except FileNotFoundError:
                 answer = None
             except (OSError, ValueError, RecursionError):

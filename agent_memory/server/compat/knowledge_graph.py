@@ -21,7 +21,7 @@ from mcp.server.mcpserver import MCPServer
 from mcp_types import CallToolResult, TextContent
 from pydantic import Field
 
-from ...disk.nofollow import read_record
+from ...disk.nofollow import load_json, read_record
 from ...disk.durable import replace_file
 from ...errors import AgentMemoryError
 from ...transfer.formats import GRAPH_FORMAT
@@ -228,7 +228,7 @@ def import_on_start(vault: Vault, memory_file: str | None) -> str | None:
     digest = hashlib.sha256(data).hexdigest()
     marker = vault.core.index_dir / "knowledge-graph-import.json"
     try:  # a record this machine writes, read as untrusted: never through a link or a pipe
-        done = json.loads(read_record(marker, limit=1 << 20))
+        done = load_json(read_record(marker, limit=1 << 20))
     except (OSError, ValueError):
         done = {}
     if isinstance(done, dict) and done.get(path) == digest:

@@ -1,0 +1,344 @@
+"""Attacks on the files the tool reads and writes in a vault, from a teammate sharing
+the vault through git or a synced folder (which can sync the ``.git`` folder too):
+planted symlinks, named pipes and hostile content where the tool keeps its records,
+and in notes. The CLI runs as a subprocess where a hang is the defect, so a deadline
+catches it."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from conftest import run_cli
+from gitteam import Team, git, make_team, token
+from test_nofollow import _without_waiting
+
+
+@pytest.fixture
+def team(tmp_path: Path, team_git: None) -> Team:
+    return make_team(tmp_path)
+
+
+@pytest.fixture
+def pipe(tmp_path: Path) -> Path:
+    """A named pipe outside the vault: what a planted link to ``/dev/zero`` does (read
+    forever), without filling the machine's memory when the defect is there."""
+    path = tmp_path / "pipe"
+    os.mkfifo(path)
+    return path
+
+
+PRIVATE = b'{"paths": ["diary.md"], "message": "x"}\nthe safe\'s code is 4711\nmy bank pin is 0000\n'
+
+
+def test_a_commit_journal_swapped_for_a_link_before_its_lines_are_dropped_is_left_alone(tmp_path: Path) -> None:
+    """The pending-commit journal is read, its writes committed, then its committed lines
+    dropped: that second read followed a link a synced folder put there meanwhile, and
+    wrote what it read (a person's private file, less its first lines) into the vault's
+    ``.index/``, where the synced folder carries it to whoever planted the link."""
+    from agent_memory.git.commits import PENDING_FILE, Pending
+
+    private = tmp_path / "private.txt"
+    private.write_bytes(PRIVATE)
+    folder = tmp_path / "vault" / ".index"
+    folder.mkdir(parents=True)
+    pending = Pending(folder)
+    pending.add({"paths": ["notes.md"], "message": "remember: notes"})
+    _entries, taken = pending.read()
+    journal = folder / PENDING_FILE
+    journal.unlink()
+    journal.symlink_to(private)  # the commit ran; the synced folder's change lands now
+    pending.drop(taken)
+    assert journal.is_symlink() and private.read_bytes() == PRIVATE
+    assert not [p.name for p in folder.iterdir() if p.is_file() and not p.is_symlink() and b"4711" in p.read_bytes()]
+
+
+def test_a_commit_journal_swapped_for_a_link_to_a_pipe_never_hangs_the_committer(tmp_path: Path, pipe: Path) -> None:
+    from agent_memory.git.commits import PENDING_FILE, Pending
+
+    folder = tmp_path / "vault" / ".index"
+    folder.mkdir(parents=True)
+    pending = Pending(folder)
+    pending.add({"paths": ["notes.md"], "message": "remember: notes"})
+    _entries, taken = pending.read()
+    (folder / PENDING_FILE).unlink()
+    (folder / PENDING_FILE).symlink_to(pipe)
+    _without_waiting(lambda: pending.drop(taken), pipe)
+    assert (folder / PENDING_FILE).is_symlink()
+
+
+@pytest.mark.skipif(not hasattr(os, "mkfifo") or os.name != "posix", reason="a watcher vouches only on POSIX")
+def test_a_watcher_health_file_a_pull_turns_into_a_link_never_hangs_a_command(team: Team, pipe: Path) -> None:
+    """``.index/`` is ignored, and git overwrites an ignored file when a pull brings one: a
+    teammate force-adds ``.index/watcher.json`` as a link to ``/dev/zero`` (a pipe here).
+    While the victim's watcher runs, every command asked it to vouch and first read its
+    health file through that link, forever."""
+    from agent_memory.vault.vault import Vault
+    from agent_memory.watch.vouch import HEALTH_NAME, Voucher
+
+    with Vault(team.victim) as vault:
+        voucher = Voucher(vault.store.control_dir, vault.root, vault.index.path)
+    assert voucher.acquire()
+    try:
+        voucher.report(healthy=True)
+        (team.mate / ".index").mkdir(exist_ok=True)
+        (team.mate / ".index" / HEALTH_NAME).symlink_to(pipe)
+        team.push("the watcher's health, shared", f".index/{HEALTH_NAME}")
+        git(team.victim, "pull", "-q")  # by hand, as a person pulls
+        assert (team.victim / ".index" / HEALTH_NAME).is_symlink()
+        try:
+            done = run_cli("list", vault=team.victim, spawn=True, timeout=60)
+        except subprocess.TimeoutExpired:
+            pytest.fail("agent-memory list waited forever on the planted health file")
+        assert done.returncode == 0, done.stderr
+    finally:
+        voucher.release()
+
+
+def _git_vault(root: Path) -> str:
+    """A vault in its own git repository, one memory committed; the memory's id."""
+    from agent_memory.vault.vault import Vault
+
+    git(root.parent, "init", "-q", "-b", "main", str(root))
+    with Vault.init(root) as vault:
+        memory_id = vault.remember("Deploys go out on Fridays.")["memory"]["id"]
+    git(root, "add", "-A")
+    git(root, "-c", "user.name=Ada", "-c", "user.email=ada@example.com", "commit", "-q", "-m", "a memory")
+    return memory_id
+
+
+def test_a_synced_git_folders_head_linked_to_a_pipe_never_hangs_a_command(tmp_path: Path, pipe: Path,
+                                                                         team_git: None) -> None:
+    """A ``.git/`` synced from elsewhere holds ``HEAD`` as a link to ``/dev/zero``: git
+    declines it (a link outside ``refs/``: not a repository), but the tool's quick look
+    at what HEAD is (so a start with nothing new runs no git) read through it, forever,
+    before every command."""
+    root = tmp_path / "vault"
+    _git_vault(root)
+    (root / ".git" / "HEAD").unlink()
+    (root / ".git" / "HEAD").symlink_to(pipe)
+    try:
+        done = run_cli("list", vault=root, spawn=True, timeout=60)
+    except subprocess.TimeoutExpired:
+        pytest.fail("agent-memory list waited forever on .git/HEAD")
+    assert "Deploys go out on Fridays." in done.stdout, done.stderr
+
+
+def test_the_quick_look_at_head_reads_no_ref_through_a_link_or_a_pipe(tmp_path: Path, pipe: Path,
+                                                                       team_git: None) -> None:
+    """The branch's ref or ``packed-refs`` planted as a link: the quick look leaves them
+    to git (``()``: ask git, which has its own deadline) rather than read through them."""
+    from agent_memory.git.dates import head_from_files
+
+    root = tmp_path / "vault"
+    _git_vault(root)
+    git(root, "pack-refs", "--all")  # the branch is in packed-refs now
+    assert head_from_files(root) == (git(root, "rev-parse", "HEAD").strip(), False)
+    (root / ".git" / "packed-refs").rename(root / ".git" / "packed-refs.real")
+    (root / ".git" / "packed-refs").symlink_to(root / ".git" / "packed-refs.real")
+    assert head_from_files(root) == ()
+    (root / ".git" / "refs" / "heads" / "main").symlink_to(pipe)
+    assert _without_waiting(lambda: head_from_files(root), pipe) == ()
+
+
+def test_a_dot_git_a_synced_folder_links_to_a_pipe_never_hangs_restore(tmp_path: Path, pipe: Path) -> None:
+    """A vault kept in a synced folder, in no repository: ``.git`` planted there as a link
+    to ``/dev/zero`` (which git declines: not a repository) made every command that asks
+    whether git tracks the trash ledger (``restore``, ``gc``, the trash listing) read
+    through it as a ``gitdir:`` file, forever."""
+    from agent_memory.vault.vault import Vault
+
+    root = tmp_path / "vault"
+    with Vault.init(root) as vault:
+        memory_id = vault.remember("Deploys go out on Fridays.")["memory"]["id"]
+        vault.forget(memory_id)
+    (root / ".git").symlink_to(pipe)
+    try:
+        done = run_cli("restore", memory_id, vault=root, spawn=True, timeout=60)
+    except subprocess.TimeoutExpired:
+        pytest.fail("agent-memory restore waited forever on the planted .git")
+    assert done.returncode == 0, done.stderr
+    assert "Deploys go out on Fridays." in run_cli("list", vault=root).stdout
+
+
+@pytest.mark.parametrize("name", ["writes.json", "git-pending.jsonl"])
+def test_a_pipe_carried_into_the_index_folder_never_hangs_a_write(tmp_path: Path, team_git: None, name: str) -> None:
+    """A vault copied with ``rsync -a`` or from a tarball carries named pipes as they are:
+    one at ``.index/writes.json`` (each index's write count) or at the pending-commit
+    journal was opened to write without ``O_NONBLOCK``, waiting for a reader forever
+    under the vault's lock, so every write (and the reconcile before a read) hung."""
+    from agent_memory.trust import approvals
+
+    root = tmp_path / "vault"
+    _git_vault(root)
+    (root / ".agent-memory.toml").write_text("[git]\ncommit = true\n")  # the journal is written at each write
+    approvals.approve(root)
+    (root / ".index" / name).unlink(missing_ok=True)
+    os.mkfifo(root / ".index" / name)
+    try:
+        done = run_cli("add", "Written beside a planted pipe.", vault=root, spawn=True, timeout=60)
+    except subprocess.TimeoutExpired:
+        pytest.fail(f"agent-memory add waited forever on .index/{name}")
+    assert done.returncode == 0, done.stderr
+    assert "Written beside a planted pipe." in run_cli("list", vault=root).stdout
+
+
+def test_a_tag_edit_never_turns_a_tags_mapping_into_made_up_tags(tmp_path: Path) -> None:
+    """A teammate's note writes ``tags`` as a mapping. It was read as the tags
+    ``{'project':-'apollo'`` and ``'area':-'infra'}`` (its Python form, split on commas),
+    and adding or removing a tag rewrote the mapping as those strings: what it held was
+    gone from the file. Now it is no tag, doctor names it, and tag edits are refused."""
+    from agent_memory.vault.vault import Vault
+
+    root = tmp_path / "vault"
+    Vault.init(root).close()
+    text = b"---\ntags: {project: apollo, area: infra}\nowner: priya\n---\nThe apollo rollout plan.\n"
+    (root / "plan.md").write_bytes(text)
+    shown = run_cli("--json", "show", "plan.md", vault=root)
+    assert shown.returncode == 0, shown.stderr
+    assert json.loads(shown.stdout)["tags"] == []
+    for edit in (("--add-tag", "rollout"), ("--remove-tag", "'area':-'infra'}")):
+        done = run_cli("edit", "plan.md", *edit, vault=root)
+        assert done.returncode == 1 and "tags property of plan.md holds a mapping" in done.stderr
+        assert (root / "plan.md").read_bytes() == text
+    doctor = run_cli("doctor", vault=root)
+    assert "plan.md: tags: holds a mapping" in doctor.stdout
+
+
+@pytest.mark.skipif(os.name != "posix", reason="a watcher vouches only on POSIX")
+def test_a_pulled_cookies_link_never_lets_the_watcher_delete_files_elsewhere(team: Team, tmp_path: Path,
+                                                                              watch: Callable[..., Any]) -> None:
+    """A teammate force-adds ``.index/cookies`` (where commands leave the watcher their
+    cookies) as a link to ``../../papers``. The watcher's tidying, at every sweep, deleted
+    every file older than a minute in the folder it found there: the victim's papers."""
+    from agent_memory.vault.vault import Vault
+    from agent_memory.watch.vouch import COOKIES_DIRNAME
+
+    papers = tmp_path / "papers"
+    papers.mkdir()
+    thesis = papers / "thesis.md"
+    thesis.write_text("Three years of work.\n")
+    os.utime(thesis, (1_700_000_000, 1_700_000_000))
+    (team.mate / ".index").mkdir(exist_ok=True)
+    (team.mate / ".index" / COOKIES_DIRNAME).symlink_to(Path("..") / ".." / "papers")
+    team.push("cookies, shared", f".index/{COOKIES_DIRNAME}")
+    git(team.victim, "pull", "-q")
+    assert (team.victim / ".index" / COOKIES_DIRNAME).resolve() == papers.resolve()
+    with Vault(team.victim) as vault:
+        watcher = watch(vault)
+        watcher.stop()
+    assert thesis.read_text() == "Three years of work.\n"
+    assert (team.victim / ".index" / COOKIES_DIRNAME).is_symlink()
+
+
+def test_a_pulled_parked_link_never_moves_a_persons_files_into_the_index(team: Team, tmp_path: Path) -> None:
+    """A teammate force-adds ``.index/parked`` (where a write keeps what it displaced) as a
+    link to ``../../settings``: every write looked through it for parked records, found
+    the person's ``app.json`` there, and set it (and ``app.md`` beside it) aside into
+    ``.index/set-aside/``, out of their folder, for a ``doctor --discard`` to delete."""
+    settings = tmp_path / "settings"
+    settings.mkdir()
+    (settings / "app.json").write_text('{"theme": "dark"}\n')
+    (settings / "app.md").write_text("Notes about the app.\n")
+    for path in settings.iterdir():
+        os.utime(path, (1_700_000_000, 1_700_000_000))
+    (team.mate / ".index").mkdir(exist_ok=True)
+    (team.mate / ".index" / "parked").symlink_to(Path("..") / ".." / "settings")
+    team.push("parked, shared", ".index/parked")
+    git(team.victim, "pull", "-q")
+    done = run_cli("add", "Written after the pull.", vault=team.victim, spawn=True)
+    assert done.returncode == 0, done.stderr
+    assert sorted(p.name for p in settings.iterdir()) == ["app.json", "app.md"]
+    assert "app.json" not in run_cli("doctor", vault=team.victim).stdout  # no record of the tool's either
+
+
+DEEP = "[" * 100_000 + "]" * 100_000  # 200 KB: under every record's size limit
+
+
+@pytest.mark.parametrize("record", [".index/move/manifest.json", ".index/import/manifest.json",
+                                    ".index/parked/1700000000000000000-0123456789ab.json", ".trash/.agent-memory.jsonl"])
+def test_a_record_nested_thousands_deep_never_stops_the_vault(tmp_path: Path, record: str) -> None:
+    """A record a pull or a synced folder plants, holding JSON lists nested 100,000 deep:
+    parsing it raised ``RecursionError``, which the checks for a damaged record did not
+    catch, so every command (``list``, ``doctor`` too) died with a traceback until the
+    person found the file. Such a record is one the tool never wrote: set aside, skipped."""
+    from agent_memory.vault.vault import Vault
+
+    root = tmp_path / "vault"
+    with Vault.init(root) as vault:
+        memory_id = vault.remember("Deploys go out on Fridays.")["memory"]["id"]
+        vault.forget(memory_id)
+    planted = root / record
+    planted.parent.mkdir(parents=True, exist_ok=True)
+    with planted.open("a") as handle:
+        handle.write(DEEP + "\n")
+    for command in (("list",), ("doctor",), ("gc",), ("restore", memory_id)):
+        done = run_cli(*command, vault=root, spawn=True)
+        assert "Traceback" not in done.stderr, f"agent-memory {' '.join(command)}: {done.stderr[-300:]}"
+        assert done.returncode in (0, 1)  # doctor says 1: a record set aside waits for a decision
+    assert "Deploys go out on Fridays." in run_cli("list", vault=root).stdout  # restored, the record aside
+
+
+def test_a_token_saved_between_the_check_and_git_add_is_never_pushed(team: Team,
+                                                                     monkeypatch: pytest.MonkeyPatch) -> None:
+    """``sync --all`` checked each hand-edited file for credentials, then let ``git add``
+    read it again: a person's save landing in between (the editor's autosave) went out
+    with its token. The bytes staged are checked too; the file stays as it is, unshared."""
+    from agent_memory.git import hand
+    from agent_memory.vault.vault import Vault
+
+    secret = token(11)
+    notes = team.victim / "notes.md"
+    notes.write_text("Plain notes.\n")
+    checked = hand.holding_credentials
+
+    def then_saved(vault: Any, paths: list[str]) -> dict[str, str]:
+        held = checked(vault, paths)
+        notes.write_text(f"Plain notes. The token is {secret}\n")  # the person's save lands now
+        return held
+
+    monkeypatch.setattr(hand, "holding_credentials", then_saved)
+    with Vault(team.victim) as vault:
+        result = vault.sync(share_hand=True)
+    assert [w.split(": ", 1)[0] for w in result.get("withheld", [])] == ["notes.md"]
+    assert "GitHub token (line 1" in result["withheld"][0] and secret not in result["withheld"][0]
+    assert "notes.md" not in team.remote_files()
+    assert secret not in git(team.remote, "log", "--all", "-p")
+    assert notes.read_text() == f"Plain notes. The token is {secret}\n"
+    assert git(team.victim, "status", "--porcelain", "--", "notes.md") == "?? notes.md\n"
+
+
+def test_a_token_saved_into_a_memory_while_its_write_is_committed_is_never_pushed(
+        team: Team, monkeypatch: pytest.MonkeyPatch) -> None:
+    """With ``git.commit`` on, a tool write is checked for credentials, then ``git commit
+    --only`` reads the file again: a person's save into that memory landing in between
+    was committed, and sync pushed its token. The commit is taken back and made without
+    that file, which stays as the person saved it, named and pending."""
+    from agent_memory.git import commits
+    from agent_memory.vault.vault import Vault
+
+    secret = token(12)
+    with Vault(team.victim) as vault:
+        path = vault.remember("Deploys go out on Fridays.")["memory"]["path"]
+        other = vault.remember("Standups are at ten.")["memory"]["path"]
+    checked = commits.holding_credentials
+
+    def then_saved(vault: Any, paths: list[str]) -> dict[str, str]:
+        held = checked(vault, paths)
+        (team.victim / path).write_text(f"Deploys go out on Fridays. Token: {secret}\n")  # the person's save lands now
+        return held
+
+    monkeypatch.setattr(commits, "holding_credentials", then_saved)
+    with Vault(team.victim) as vault:
+        result = vault.sync()
+    assert [w.split(": ", 1)[0] for w in result.get("withheld", [])] == [path]
+    assert secret not in git(team.remote, "log", "--all", "-p")
+    assert other in team.remote_files() and path not in team.remote_files()
+    assert (team.victim / path).read_text() == f"Deploys go out on Fridays. Token: {secret}\n"
+    assert path in git(team.victim, "status", "--porcelain")
