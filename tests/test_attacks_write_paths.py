@@ -342,3 +342,31 @@ def test_a_token_saved_into_a_memory_while_its_write_is_committed_is_never_pushe
     assert other in team.remote_files() and path not in team.remote_files()
     assert (team.victim / path).read_text() == f"Deploys go out on Fridays. Token: {secret}\n"
     assert path in git(team.victim, "status", "--porcelain")
+
+
+def test_tokens_saved_into_three_memories_during_three_commits_leave_the_fourth_committed(
+        team: Team, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Each commit taken back for a save landing while git read the files is made again
+    without that file: after three such saves the commit was given up, yet reported made,
+    and the fourth memory's pending entry was dropped, so it was never pushed."""
+    from agent_memory.git.run import Repo
+    from agent_memory.vault.vault import Vault
+
+    secret = token(13)
+    with Vault(team.victim) as vault:
+        paths = [vault.remember(f"Fact number {n} about the release.")["memory"]["path"] for n in range(4)]
+    saves = list(paths[:3])  # one person's save lands during each of three commits
+    run = Repo.run
+
+    def saving(repo: Repo, *args: str, **kwargs: Any) -> subprocess.CompletedProcess[bytes]:
+        if args[:2] == ("commit", "--only") and saves:
+            (team.victim / saves.pop(0)).write_text(f"A fact. Token: {secret}\n")
+        return run(repo, *args, **kwargs)
+
+    monkeypatch.setattr(Repo, "run", saving)
+    with Vault(team.victim) as vault:
+        result = vault.sync()
+    assert sorted(w.split(": ", 1)[0] for w in result.get("withheld", [])) == sorted(paths[:3])
+    assert secret not in git(team.remote, "log", "--all", "-p")
+    assert paths[3] in team.remote_files()
+    assert not any(p in team.remote_files() for p in paths[:3])

@@ -364,7 +364,7 @@ def commit_pending(vault: GitVault, state: GitState, repo: Repo) -> CommitOutcom
         _keep_pending(state, taken, entries, held)
         return CommitOutcome("nothing", len(entries), withheld=withheld)
     flags, env = identity_flags(repo, vault.settings.git_author)
-    for _try in range(3):  # a save with a credential landing during the commit: taken back, once more without it
+    while True:  # a save with a credential landing during the commit: taken back, made again without that file
         before = repo.run("rev-parse", "-q", "--verify", "HEAD").stdout.decode().strip()
         if untracked:
             added = repo.run("add", "-A", "--", *untracked, optional_locks=True)
@@ -384,7 +384,7 @@ def commit_pending(vault: GitVault, state: GitState, repo: Repo) -> CommitOutcom
         withheld += [f"{_shown(rel, vault.settings)}: {why}" for rel, why in late.items()]
         changed = [p for p in changed if p not in late]
         untracked = [p for p in untracked if p not in late]
-        if not changed:
+        if not changed:  # each round leaves out at least one file: this ends
             _keep_pending(state, taken, entries, held)
             return CommitOutcome("nothing", len(entries), withheld=withheld)
     _keep_pending(state, taken, entries, held)
