@@ -422,3 +422,39 @@ def test_a_process_forked_between_writes_is_kept_out_while_its_parent_holds_the_
         for fd in (go_read, go_write, in_read, in_write):
             os.close(fd)
         lock.close()
+
+
+def _open_under(folder: Path) -> list[str]:
+    """The files this process has open under ``folder``."""
+    found = []
+    for fd in os.listdir("/proc/self/fd"):
+        try:
+            target = os.readlink(f"/proc/self/fd/{fd}")
+        except OSError:
+            continue  # the listing's own descriptor, closed by now
+        if target.startswith(f"{folder}{os.sep}"):
+            found.append(os.path.relpath(target, folder))
+    return sorted(found)
+
+
+@pytest.mark.skipif(not Path("/proc/self/fd").is_dir(), reason="lists open files through /proc")
+def test_a_closed_vault_keeps_no_lock_or_journal_of_its_commits_open(tmp_path: Path, team_git: None) -> None:
+    """The locks stay open between writes; closing the vault closes them all, its git
+    commits' lock and journal lock too: left to the garbage collector (the vault and its
+    git state refer to each other), they stayed open after ``close``, and on Windows an
+    open file keeps the folder from being moved or deleted."""
+    import gc
+
+    from gitteam import make_team
+
+    team = make_team(tmp_path)
+    collecting = gc.isenabled()
+    gc.disable()  # what a collection would tidy is not what close does
+    try:
+        with Vault(team.victim) as vault:
+            vault.remember("A fact whose write is committed")
+            vault.sync()
+        assert _open_under(team.victim) == []
+    finally:
+        if collecting:
+            gc.enable()

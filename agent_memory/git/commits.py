@@ -85,6 +85,10 @@ class Pending:
         self._folder = folder
         self._store = store  # the vault's Store: its register and tracked files (None: no checks, for tests)
 
+    def close(self) -> None:
+        """Close the journal's lock file (kept open between holds)."""
+        self._lock.close()
+
     def add(self, entry: dict[str, Any]) -> None:
         text = json.dumps({**entry, "record": secrets.token_hex(8)}, ensure_ascii=False).encode("utf-8")
         with self._lock.hold():
@@ -204,6 +208,11 @@ class GitState:
         if self._repo is not None and self._repo.hooks != self.vault.settings.git_hooks:
             self._repo = dataclasses.replace(self._repo, hooks=self.vault.settings.git_hooks)
         return self._repo
+
+    def close(self) -> None:
+        """Close the files its locks keep open between holds (the vault is closed)."""
+        self.lock.close()
+        self.pending.close()
 
     def say_once(self, key: str, sentence: str) -> None:
         """Log a problem once (until things work again)."""
