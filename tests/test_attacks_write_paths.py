@@ -370,3 +370,37 @@ def test_tokens_saved_into_three_memories_during_three_commits_leave_the_fourth_
     assert secret not in git(team.remote, "log", "--all", "-p")
     assert paths[3] in team.remote_files()
     assert not any(p in team.remote_files() for p in paths[:3])
+
+
+def test_a_commit_holding_a_token_that_cannot_be_taken_back_stops_the_sync_before_the_push(
+        team: Team, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A commit that took a person's save with a token is taken back with ``git reset``;
+    when that fails (another git program holds the branch's lock at that moment) the
+    failure went unheard and the sync pushed the commit with the token. The sync stops
+    before pushing and says what to undo."""
+    from agent_memory.errors import GitError
+    from agent_memory.git.run import Repo
+    from agent_memory.vault.vault import Vault
+
+    secret = token(14)
+    with Vault(team.victim) as vault:
+        path = vault.remember("Deploys go out on Fridays.")["memory"]["path"]
+    branch_lock = team.victim / ".git" / "refs" / "heads" / "main.lock"
+    run = Repo.run
+
+    def saving(repo: Repo, *args: str, **kwargs: Any) -> subprocess.CompletedProcess[bytes]:
+        if args[:2] != ("commit", "--only"):
+            return run(repo, *args, **kwargs)
+        (team.victim / path).write_text(f"Deploys go out on Fridays. Token: {secret}\n")  # the person's save
+        done = run(repo, *args, **kwargs)
+        branch_lock.write_text("")  # another git program takes the branch's lock right after the commit
+        return done
+
+    monkeypatch.setattr(Repo, "run", saving)
+    try:
+        with Vault(team.victim) as vault, pytest.raises(GitError, match="could not be taken back") as raised:
+            vault.sync()
+    finally:
+        branch_lock.unlink(missing_ok=True)
+    assert "git reset --soft" in str(raised.value) and secret not in str(raised.value)
+    assert secret not in git(team.remote, "log", "--all", "-p")

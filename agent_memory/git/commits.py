@@ -388,7 +388,7 @@ def commit_pending(vault: GitVault, state: GitState, repo: Repo) -> CommitOutcom
         late = _held_as_committed(vault, repo, changed)
         if not late:
             break
-        _take_back(repo, before, changed)
+        _take_back(repo, before, changed, ", ".join(_shown(rel, vault.settings) for rel in late))
         held.update(late)
         withheld += [f"{_shown(rel, vault.settings)}: {why}" for rel, why in late.items()]
         changed = [p for p in changed if p not in late]
@@ -414,15 +414,26 @@ def _held_as_committed(vault: GitVault, repo: Repo, paths: list[str]) -> dict[st
     return held
 
 
-def _take_back(repo: Repo, before: str, paths: list[str]) -> None:
-    """Undo the commit just made: the branch back at ``before`` (none: no commit yet) and
-    the staging area's entries for ``paths`` as they were there; no file is touched."""
+def _take_back(repo: Repo, before: str, paths: list[str], named: str) -> None:
+    """Undo the commit just made, which holds a credential in ``named``: the branch back
+    at ``before`` (none: no commit yet) and the staging area's entries for ``paths`` as
+    they were there; no file is touched. ``GitError`` when git could not (another git
+    program holds a lock): the sync stops before it pushes, and the error says what to
+    undo by hand."""
     if before:
-        repo.run("reset", "-q", "--soft", before, optional_locks=True)
-        repo.run("reset", "-q", before, "--", *paths, optional_locks=True)
+        steps = [("reset", "-q", "--soft", before), ("reset", "-q", before, "--", *paths)]
+        undo = f"git reset --soft {before}"
     else:
-        repo.run("update-ref", "-d", "HEAD", optional_locks=True)
-        repo.run("rm", "-q", "--cached", "--ignore-unmatch", "--", *paths, optional_locks=True)
+        steps = [("update-ref", "-d", "HEAD"), ("rm", "-q", "--cached", "--ignore-unmatch", "--", *paths)]
+        undo = "git update-ref -d HEAD"
+    for step in steps:
+        done = repo.run(*step, optional_locks=True)
+        if done.returncode != 0:
+            raise GitError(
+                f"A commit the tool just made took a save holding a credential ({named}) and could not be taken "
+                f"back: git {step[0]} failed ({first_line(done)}). Nothing was pushed. Undo it before the next sync "
+                f"(in {repo.top}: {undo}), then remove the credential from the file."
+            )
 
 
 def ignored(vault: GitVault, repo: Repo, paths: list[str]) -> dict[str, str]:
