@@ -404,3 +404,30 @@ def test_a_commit_holding_a_token_that_cannot_be_taken_back_stops_the_sync_befor
         branch_lock.unlink(missing_ok=True)
     assert "git reset --soft" in str(raised.value) and secret not in str(raised.value)
     assert secret not in git(team.remote, "log", "--all", "-p")
+
+
+def test_the_bytes_checked_for_credentials_are_each_files_own_in_one_git_process(tmp_path: Path,
+                                                                                 team_git: None) -> None:
+    """The committed (or staged) bytes a commit carries are read back to be checked, for
+    thousands of files at once after an import: each name gets its own file's bytes (a
+    space, a line break in its name, a vault in a folder of the repository), and a name
+    not in the commit gets none, so a deleted file is not taken for a clean one."""
+    from agent_memory.git.commits import blobs
+    from agent_memory.git.run import find_repo
+
+    top = tmp_path / "repo"
+    vault = top / "notes"
+    vault.mkdir(parents=True)
+    git(top, "init", "-q", "-b", "main")
+    files = {"a.md": b"first\n", "with space.md": b"second\n", "line\nbreak.md": b"third\n", "empty.md": b""}
+    for name, data in files.items():
+        (vault / name).write_bytes(data)
+    git(top, "add", "-A")
+    git(top, "commit", "-q", "-m", "notes")
+    repo = find_repo(vault)
+    assert repo is not None
+    names = [*files, "missing.md", "a.md"]
+    assert blobs(repo, [f"HEAD:./{n}" for n in names]) == [*files.values(), None, b"first\n"]
+    (vault / "a.md").write_bytes(b"staged\n")
+    git(vault, "add", "a.md")
+    assert blobs(repo, [":./a.md", ":./with space.md", ":./missing.md"]) == [b"staged\n", b"second\n", None]
