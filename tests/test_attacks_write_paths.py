@@ -342,3 +342,92 @@ def test_a_token_saved_into_a_memory_while_its_write_is_committed_is_never_pushe
     assert other in team.remote_files() and path not in team.remote_files()
     assert (team.victim / path).read_text() == f"Deploys go out on Fridays. Token: {secret}\n"
     assert path in git(team.victim, "status", "--porcelain")
+
+
+def test_tokens_saved_into_three_memories_during_three_commits_leave_the_fourth_committed(
+        team: Team, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Each commit taken back for a save landing while git read the files is made again
+    without that file: after three such saves the commit was given up, yet reported made,
+    and the fourth memory's pending entry was dropped, so it was never pushed."""
+    from agent_memory.git.run import Repo
+    from agent_memory.vault.vault import Vault
+
+    secret = token(13)
+    with Vault(team.victim) as vault:
+        paths = [vault.remember(f"Fact number {n} about the release.")["memory"]["path"] for n in range(4)]
+    saves = list(paths[:3])  # one person's save lands during each of three commits
+    run = Repo.run
+
+    def saving(repo: Repo, *args: str, **kwargs: Any) -> subprocess.CompletedProcess[bytes]:
+        if args[:2] == ("commit", "--only") and saves:
+            (team.victim / saves.pop(0)).write_text(f"A fact. Token: {secret}\n")
+        return run(repo, *args, **kwargs)
+
+    monkeypatch.setattr(Repo, "run", saving)
+    with Vault(team.victim) as vault:
+        result = vault.sync()
+    assert sorted(w.split(": ", 1)[0] for w in result.get("withheld", [])) == sorted(paths[:3])
+    assert secret not in git(team.remote, "log", "--all", "-p")
+    assert paths[3] in team.remote_files()
+    assert not any(p in team.remote_files() for p in paths[:3])
+
+
+def test_a_commit_holding_a_token_that_cannot_be_taken_back_stops_the_sync_before_the_push(
+        team: Team, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A commit that took a person's save with a token is taken back with ``git reset``;
+    when that fails (another git program holds the branch's lock at that moment) the
+    failure went unheard and the sync pushed the commit with the token. The sync stops
+    before pushing and says what to undo."""
+    from agent_memory.errors import GitError
+    from agent_memory.git.run import Repo
+    from agent_memory.vault.vault import Vault
+
+    secret = token(14)
+    with Vault(team.victim) as vault:
+        path = vault.remember("Deploys go out on Fridays.")["memory"]["path"]
+    branch_lock = team.victim / ".git" / "refs" / "heads" / "main.lock"
+    run = Repo.run
+
+    def saving(repo: Repo, *args: str, **kwargs: Any) -> subprocess.CompletedProcess[bytes]:
+        if args[:2] != ("commit", "--only"):
+            return run(repo, *args, **kwargs)
+        (team.victim / path).write_text(f"Deploys go out on Fridays. Token: {secret}\n")  # the person's save
+        done = run(repo, *args, **kwargs)
+        branch_lock.write_text("")  # another git program takes the branch's lock right after the commit
+        return done
+
+    monkeypatch.setattr(Repo, "run", saving)
+    try:
+        with Vault(team.victim) as vault, pytest.raises(GitError, match="could not be taken back") as raised:
+            vault.sync()
+    finally:
+        branch_lock.unlink(missing_ok=True)
+    assert "git reset --soft" in str(raised.value) and secret not in str(raised.value)
+    assert secret not in git(team.remote, "log", "--all", "-p")
+
+
+def test_the_bytes_checked_for_credentials_are_each_files_own_in_one_git_process(tmp_path: Path,
+                                                                                 team_git: None) -> None:
+    """The committed (or staged) bytes a commit carries are read back to be checked, for
+    thousands of files at once after an import: each name gets its own file's bytes (a
+    space, a line break in its name, a vault in a folder of the repository), and a name
+    not in the commit gets none, so a deleted file is not taken for a clean one."""
+    from agent_memory.git.commits import blobs
+    from agent_memory.git.run import find_repo
+
+    top = tmp_path / "repo"
+    vault = top / "notes"
+    vault.mkdir(parents=True)
+    git(top, "init", "-q", "-b", "main")
+    files = {"a.md": b"first\n", "with space.md": b"second\n", "line\nbreak.md": b"third\n", "empty.md": b""}
+    for name, data in files.items():
+        (vault / name).write_bytes(data)
+    git(top, "add", "-A")
+    git(top, "commit", "-q", "-m", "notes")
+    repo = find_repo(vault)
+    assert repo is not None
+    names = [*files, "missing.md", "a.md"]
+    assert blobs(repo, [f"HEAD:./{n}" for n in names]) == [*files.values(), None, b"first\n"]
+    (vault / "a.md").write_bytes(b"staged\n")
+    git(vault, "add", "a.md")
+    assert blobs(repo, [":./a.md", ":./with space.md", ":./missing.md"]) == [b"staged\n", b"second\n", None]

@@ -372,3 +372,89 @@ def test_a_control_folder_that_cannot_be_written_gets_no_gitignore_and_no_error(
 def test_a_c_function_the_system_lacks_is_none_so_callers_take_their_fallback() -> None:
     assert locking.libc_function("agent_memory_no_such_function") is None
     assert locking.libc_function("rename") is not None  # one every libc has, found in the running process
+
+
+def _waiting_on(pid: int, path: Path) -> bool:
+    """Whether process ``pid`` waits for a lock on the file at ``path`` (``/proc/locks``
+    lists a waiter with ``->``)."""
+    found = os.stat(path)
+    inode = f":{found.st_ino} "
+    with open("/proc/locks", encoding="ascii") as locks:
+        return any("->" in line and f" {pid} " in line and inode in line for line in locks)
+
+
+@pytest.mark.skipif(not hasattr(os, "fork") or not Path("/proc/locks").exists(), reason="needs fork and /proc/locks")
+def test_a_process_forked_between_writes_is_kept_out_while_its_parent_holds_the_lock(tmp_path: Path) -> None:
+    """The lock's file stays open between holds, and a fork (``multiprocessing``'s
+    default on Linux) shares that open file with the child: a ``flock`` through it in the
+    child is the parent's own lock, taken at once while the parent holds it, and the
+    child's release would end the parent's. The child must wait its turn."""
+    import select
+    import time
+
+    path = tmp_path / ".index" / "write.lock"
+    lock = locking.WriteLock(path)
+    with lock.hold():
+        pass
+    go_read, go_write = os.pipe()
+    in_read, in_write = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # the child: wait for the parent to hold the lock, then take it
+        try:
+            os.read(go_read, 1)
+            with lock.hold():
+                os.write(in_write, b"in")
+        finally:
+            os._exit(0)
+    inside_with_parent = waiting = False
+    try:
+        with lock.hold():
+            os.write(go_write, b"g")
+            deadline = time.monotonic() + 60
+            while not (inside_with_parent or waiting) and time.monotonic() < deadline:
+                inside_with_parent = bool(select.select([in_read], [], [], 0.01)[0])
+                waiting = _waiting_on(pid, path)
+        assert not inside_with_parent, "the forked child took the lock while its parent held it"
+        assert waiting
+        assert os.read(in_read, 2) == b"in"  # and it has it once the parent let go
+    finally:
+        os.waitpid(pid, 0)
+        for fd in (go_read, go_write, in_read, in_write):
+            os.close(fd)
+        lock.close()
+
+
+def _open_under(folder: Path) -> list[str]:
+    """The files this process has open under ``folder``."""
+    found = []
+    for fd in os.listdir("/proc/self/fd"):
+        try:
+            target = os.readlink(f"/proc/self/fd/{fd}")
+        except OSError:
+            continue  # the listing's own descriptor, closed by now
+        if target.startswith(f"{folder}{os.sep}"):
+            found.append(os.path.relpath(target, folder))
+    return sorted(found)
+
+
+@pytest.mark.skipif(not Path("/proc/self/fd").is_dir(), reason="lists open files through /proc")
+def test_a_closed_vault_keeps_no_lock_or_journal_of_its_commits_open(tmp_path: Path, team_git: None) -> None:
+    """The locks stay open between writes; closing the vault closes them all, its git
+    commits' lock and journal lock too: left to the garbage collector (the vault and its
+    git state refer to each other), they stayed open after ``close``, and on Windows an
+    open file keeps the folder from being moved or deleted."""
+    import gc
+
+    from gitteam import make_team
+
+    team = make_team(tmp_path)
+    collecting = gc.isenabled()
+    gc.disable()  # what a collection would tidy is not what close does
+    try:
+        with Vault(team.victim) as vault:
+            vault.remember("A fact whose write is committed")
+            vault.sync()
+        assert _open_under(team.victim) == []
+    finally:
+        if collecting:
+            gc.enable()

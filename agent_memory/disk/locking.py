@@ -81,7 +81,9 @@ class WriteLock:
     either, and a lock taken on a file elsewhere would not exclude anyone.
 
     Between holds the file stays open (unlocked), so a write does not open and close it
-    again: each hold still checks, once locked, that it is the file at the lock's path."""
+    again: each hold still checks, once locked, that it is the file at the lock's path.
+    A forked child opens its own: ``flock`` belongs to the open file, which a fork shares,
+    so through the parent's the child would take the parent's lock as its own."""
 
     def __init__(self, path: Path) -> None:
         self.path = path
@@ -89,6 +91,7 @@ class WriteLock:
         self._depth = 0
         self._fd: int | None = None
         self._kept: list[int] = []  # the file between holds, closed with this lock at the latest
+        self._kept_by = os.getpid()  # the process whose open file that is
         weakref.finalize(self, _close_all, self._kept)
 
     def _open(self) -> int:
@@ -117,6 +120,9 @@ class WriteLock:
         """Lock the file that is at the lock's path *now*: if ``.index/`` was deleted (it
         is only a cache) while another process waited on the old file, that process
         would hold a lock nobody else takes; so after locking, check and retry."""
+        if self._kept_by != os.getpid():  # forked: closing the parent's copy leaves its lock alone
+            _close_all(self._kept)
+            self._kept_by = os.getpid()
         while True:
             fd = self._kept.pop() if self._kept else self._open()
             _lock_fd(fd)

@@ -85,6 +85,10 @@ class Pending:
         self._folder = folder
         self._store = store  # the vault's Store: its register and tracked files (None: no checks, for tests)
 
+    def close(self) -> None:
+        """Close the journal's lock file (kept open between holds)."""
+        self._lock.close()
+
     def add(self, entry: dict[str, Any]) -> None:
         text = json.dumps({**entry, "record": secrets.token_hex(8)}, ensure_ascii=False).encode("utf-8")
         with self._lock.hold():
@@ -204,6 +208,11 @@ class GitState:
         if self._repo is not None and self._repo.hooks != self.vault.settings.git_hooks:
             self._repo = dataclasses.replace(self._repo, hooks=self.vault.settings.git_hooks)
         return self._repo
+
+    def close(self) -> None:
+        """Close the files its locks keep open between holds (the vault is closed)."""
+        self.lock.close()
+        self.pending.close()
 
     def say_once(self, key: str, sentence: str) -> None:
         """Log a problem once (until things work again)."""
@@ -364,7 +373,7 @@ def commit_pending(vault: GitVault, state: GitState, repo: Repo) -> CommitOutcom
         _keep_pending(state, taken, entries, held)
         return CommitOutcome("nothing", len(entries), withheld=withheld)
     flags, env = identity_flags(repo, vault.settings.git_author)
-    for _try in range(3):  # a save with a credential landing during the commit: taken back, once more without it
+    while True:  # a save with a credential landing during the commit: taken back, made again without that file
         before = repo.run("rev-parse", "-q", "--verify", "HEAD").stdout.decode().strip()
         if untracked:
             added = repo.run("add", "-A", "--", *untracked, optional_locks=True)
@@ -379,12 +388,12 @@ def commit_pending(vault: GitVault, state: GitState, repo: Repo) -> CommitOutcom
         late = _held_as_committed(vault, repo, changed)
         if not late:
             break
-        _take_back(repo, before, changed)
+        _take_back(repo, before, changed, ", ".join(_shown(rel, vault.settings) for rel in late))
         held.update(late)
         withheld += [f"{_shown(rel, vault.settings)}: {why}" for rel, why in late.items()]
         changed = [p for p in changed if p not in late]
         untracked = [p for p in untracked if p not in late]
-        if not changed:
+        if not changed:  # each round leaves out at least one file: this ends
             _keep_pending(state, taken, entries, held)
             return CommitOutcome("nothing", len(entries), withheld=withheld)
     _keep_pending(state, taken, entries, held)
@@ -397,23 +406,63 @@ def _held_as_committed(vault: GitVault, repo: Repo, paths: list[str]) -> dict[st
     check read each file before ``git commit`` read it again, and a person's save landing
     in between is what the commit took."""
     held: dict[str, str] = {}
-    for rel in paths:
-        blob = repo.run("cat-file", "blob", f"HEAD:./{rel}")
-        why = credentials_in(rel, blob.stdout, vault.settings) if blob.returncode == 0 else ""  # gone: a deletion
+    for rel, data in zip(paths, blobs(repo, [f"HEAD:./{rel}" for rel in paths])):
+        why = credentials_in(rel, data, vault.settings) if data is not None else ""  # gone: a deletion
         if why:
             held[rel] = why
     return held
 
 
-def _take_back(repo: Repo, before: str, paths: list[str]) -> None:
-    """Undo the commit just made: the branch back at ``before`` (none: no commit yet) and
-    the staging area's entries for ``paths`` as they were there; no file is touched."""
+def blobs(repo: Repo, names: list[str], env: dict[str, str] | None = None) -> list[bytes | None]:
+    """The bytes of each blob ``names`` name (``HEAD:./path``, ``:./path``), None for one
+    that is not there: one ``git cat-file --batch`` for them all, not a git process a
+    file (an import's thousands took seconds more each). A name with a line break, which
+    the batch reads as two, is asked for alone."""
+    found: dict[str, bytes | None] = {}
+    batched = [name for name in dict.fromkeys(names) if "\n" not in name and "\r" not in name]
+    if batched:
+        out = repo.run("cat-file", "--batch", env=env, stdin="".join(f"{n}\n" for n in batched).encode(
+            "utf-8", "surrogateescape")).stdout
+        at = 0
+        for name in batched:
+            end = out.find(b"\n", at)
+            if end < 0:
+                break  # git stopped short: the rest are asked for alone
+            header, at = out[at:end], end + 1
+            parts = header.rsplit(b" ", 2)
+            if len(parts) == 3 and parts[2].isdigit() and not header.endswith((b" missing", b" ambiguous")):
+                size = int(parts[2])
+                found[name] = out[at:at + size] if parts[1] == b"blob" else None
+                at += size + 1
+            else:
+                found[name] = None
+    for name in names:
+        if name not in found:
+            done = repo.run("cat-file", "blob", name, env=env)
+            found[name] = done.stdout if done.returncode == 0 else None
+    return [found[name] for name in names]
+
+
+def _take_back(repo: Repo, before: str, paths: list[str], named: str) -> None:
+    """Undo the commit just made, which holds a credential in ``named``: the branch back
+    at ``before`` (none: no commit yet) and the staging area's entries for ``paths`` as
+    they were there; no file is touched. ``GitError`` when git could not (another git
+    program holds a lock): the sync stops before it pushes, and the error says what to
+    undo by hand."""
     if before:
-        repo.run("reset", "-q", "--soft", before, optional_locks=True)
-        repo.run("reset", "-q", before, "--", *paths, optional_locks=True)
+        steps = [("reset", "-q", "--soft", before), ("reset", "-q", before, "--", *paths)]
+        undo = f"git reset --soft {before}"
     else:
-        repo.run("update-ref", "-d", "HEAD", optional_locks=True)
-        repo.run("rm", "-q", "--cached", "--ignore-unmatch", "--", *paths, optional_locks=True)
+        steps = [("update-ref", "-d", "HEAD"), ("rm", "-q", "--cached", "--ignore-unmatch", "--", *paths)]
+        undo = "git update-ref -d HEAD"
+    for step in steps:
+        done = repo.run(*step, optional_locks=True)
+        if done.returncode != 0:
+            raise GitError(
+                f"A commit the tool just made took a save holding a credential ({named}) and could not be taken "
+                f"back: git {step[0]} failed ({first_line(done)}). Nothing was pushed. Undo it before the next sync "
+                f"(in {repo.top}: {undo}), then remove the credential from the file."
+            )
 
 
 def ignored(vault: GitVault, repo: Repo, paths: list[str]) -> dict[str, str]:

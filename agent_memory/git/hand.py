@@ -22,7 +22,7 @@ from ..disk.layout import INDEX_DIRNAME, TMP_SUFFIX, TRASH_DIRNAME
 from ..errors import GitError
 from ..trust import credentials
 from ..trust.confine import folded
-from .commits import GitVault, credentials_in, holding_credentials
+from .commits import GitVault, blobs, credentials_in, holding_credentials
 from .run import Repo, first_line
 
 MAX_SHARED_BYTES = 50 << 20  # a larger file is not committed by the tool: a person decides
@@ -145,13 +145,11 @@ def _held_as_staged(vault: GitVault, repo: Repo, index: dict[str, str], shared: 
     check before ``git add`` read the file, and a person's save landing in between is
     what git stages and the commit carries. The bytes that go out are checked too."""
     held: dict[str, str] = {}
-    for change in shared:
-        if change.how == "deleted":
-            continue
-        blob = repo.run("cat-file", "blob", f":./{change.path}", env=index)
-        why = credentials_in(change.path, blob.stdout, vault.settings) if blob.returncode == 0 else ""
+    present = [change.path for change in shared if change.how != "deleted"]
+    for rel, data in zip(present, blobs(repo, [f":./{rel}" for rel in present], env=index)):
+        why = credentials_in(rel, data, vault.settings) if data is not None else ""
         if why:
-            held[change.path] = why
+            held[rel] = why
     return held
 
 

@@ -190,6 +190,7 @@ class Vault:
 
     def close(self) -> None:
         self.core.close()
+        self.git_state.close()
 
     def __enter__(self) -> Self:
         return self
