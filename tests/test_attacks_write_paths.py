@@ -404,6 +404,29 @@ def test_a_commit_holding_a_token_that_cannot_be_taken_back_stops_the_sync_befor
         branch_lock.unlink(missing_ok=True)
     assert "git reset --soft" in str(raised.value) and secret not in str(raised.value)
     assert secret not in git(team.remote, "log", "--all", "-p")
+    monkeypatch.setattr(Repo, "run", run)  # the lock gone, nobody undid the commit: the next sync checks what it sends
+    with Vault(team.victim) as vault, pytest.raises(GitError, match="carry a credential") as again:
+        vault.sync()
+    assert path in str(again.value) and secret not in str(again.value) and "git reset --soft" in str(again.value)
+    assert secret not in git(team.remote, "log", "--all", "-p")
+
+
+def test_sync_never_pushes_a_token_a_person_committed_with_git(team: Team) -> None:
+    """A person commits a note holding a token with git itself, then runs sync: the tool's
+    own commits are checked for credentials, and so is everything the push would send."""
+    from agent_memory.errors import GitError
+    from agent_memory.vault.vault import Vault
+
+    secret = token(14)
+    (team.victim / "deploy.md").write_text(f"# Deploy\n\nThe deploy key is {secret}\n")
+    git(team.victim, "add", "deploy.md")
+    git(team.victim, "commit", "-q", "-m", "deploy notes")
+    (team.victim / "deploy.md").write_text("# Deploy\n\nThe deploy key is in the vault of passwords.\n")
+    git(team.victim, "commit", "-q", "-am", "key taken out")  # still in the commit before: a push sends both
+    with Vault(team.victim) as vault, pytest.raises(GitError, match="carry a credential") as raised:
+        vault.sync()
+    assert "deploy.md" in str(raised.value) and secret not in str(raised.value)
+    assert secret not in git(team.remote, "log", "--all", "-p")
 
 
 def test_the_bytes_checked_for_credentials_are_each_files_own_in_one_git_process(tmp_path: Path,

@@ -714,13 +714,13 @@ def test_a_push_that_loses_a_race_to_another_clone_is_pulled_and_pushed_again(
     real_push = gitsync._push
     raced: list[bool] = []
 
-    def b_pushes_first(repo, remote_name: str, merge_ref: str):  # another clone pushes between fetch and push
+    def b_pushes_first(repo, remote_name: str, merge_ref: str, settings):  # another clone pushes between fetch and push
         if not raced:
             raced.append(True)
             with Vault(b) as vb:
                 vb.remember("Pushed by the other clone first.", title="Other first")
                 vb.sync()
-        return real_push(repo, remote_name, merge_ref)
+        return real_push(repo, remote_name, merge_ref, settings)
 
     monkeypatch.setattr(gitsync, "_push", b_pushes_first)
     with Vault(a) as vault:

@@ -17,7 +17,7 @@ from collections.abc import Callable
 from contextlib import AbstractContextManager
 from pathlib import Path
 from subprocess import CompletedProcess
-from typing import Protocol
+from typing import Any, Protocol
 
 from ..disk.layout import INDEX_DIRNAME, TMP_SUFFIX, TRASH_DIRNAME, is_memory_path
 from ..disk.locking import move_no_replace
@@ -25,7 +25,8 @@ from ..disk.durable import replace_file
 from ..errors import GitError, SettingsError, SyncConflict
 from ..models import SyncPreview, SyncResult
 from ..note import parse
-from .commits import GitState, GitVault, changed_paths, commit_pending, identity_flags, ignored, state_problem
+from .commits import (GitState, GitVault, blobs, changed_paths, commit_pending, credentials_in, identity_flags, ignored,
+                      state_problem)
 from .hand import HandChange, commit_hand_changes, hand_changes, held_back, private
 from .stash import Stash, holds, put_back, put_back_beside, set_aside, unmerged
 from .run import DRIVER, Repo, first_line
@@ -118,7 +119,7 @@ class GitSync:
                 if private:
                     step["tracked_private"] = private
                 result = step if result is None else _added(result, step)
-                refused, result["pushed"] = _push(repo, remote, merge_ref)
+                refused, result["pushed"] = _push(repo, remote, merge_ref, self.vault.settings)
                 if not refused:
                     self._settings_pulled(result)
                     self._dates()  # notes this sync committed by hand take their commit's date
@@ -429,8 +430,9 @@ def _fetch(repo: Repo, remote: str) -> None:
                        "the tool writes are committed locally. Run agent-memory sync again when it is reachable.")
 
 
-def _push(repo: Repo, remote: str, merge_ref: str) -> tuple[bool, int]:
-    """Push HEAD to the upstream branch: (refused because the remote moved on, commits sent)."""
+def _push(repo: Repo, remote: str, merge_ref: str, settings: Any) -> tuple[bool, int]:
+    """Push HEAD to the upstream branch: (refused because the remote moved on, commits sent).
+    Refused when what it would send carries a credential (``_credentials_sent``)."""
     tracking = f"refs/remotes/{remote}/{merge_ref.removeprefix('refs/heads/')}"
     known = _rev(repo, tracking)
     ahead = int(repo.ok("rev-list", "--count", f"{tracking}..HEAD").strip() or 0) if known else 1
@@ -442,6 +444,13 @@ def _push(repo: Repo, remote: str, merge_ref: str) -> tuple[bool, int]:
                        f"{INDEX_DIRNAME}/ or {TRASH_DIRNAME}/, which hold this machine's index and trash and are never "
                        f"pushed by agent-memory. Take them out of git ({untrack_command(sent)}, then commit), then sync again; the "
                        "commits are kept locally.")
+    carried = _credentials_sent(repo, remote, settings)
+    if carried:
+        named = "; ".join(f"{path}: {why}" for path, why in sorted(carried.items())[:3])
+        undo = f"`git reset --soft {tracking}` there keeps your files as they are" if known else "`git rebase -i --root`"
+        raise GitError(f"Cannot push: the commits to push carry a credential ({named}). Nothing was pushed. Take it "
+                       f"out of those commits (in {repo.top}: {undo}), remove the credential from the file, then "
+                       "sync again; or, if it is no secret, add its fingerprint to secrets.allow.")
     done = repo.run("push", "--porcelain", *_local_pack_programs(repo, remote, "--receive-pack", "git-receive-pack", push=True),
                     remote, f"HEAD:{merge_ref}", timeout=NETWORK_TIMEOUT, optional_locks=True)
     if done.returncode == 0:
@@ -454,6 +463,25 @@ def _push(repo: Repo, remote: str, merge_ref: str) -> tuple[bool, int]:
         return True, 0
     raise GitError(f"Cannot push to {remote}: {refused[0] if refused else first_line(done)}. The commits are kept "
                    "locally; run agent-memory sync again when that is fixed.")
+
+
+def _credentials_sent(repo: Repo, remote: str, settings: Any) -> dict[str, str]:
+    """Files a push would send that hold a credential not in ``secrets.allow``: every
+    blob reachable from HEAD and from none of the remote's branches, by its path (what
+    a person committed by hand with git, or a commit whose take-back git refused, is
+    checked as the tool's own commits are): path -> what was found, never the value."""
+    listed = repo.ok("rev-list", "--objects", "HEAD", "--not", f"--remotes={remote}")
+    named: dict[str, str] = {}  # blob -> a path it has
+    for line in listed.splitlines():
+        sha, _, path = line.partition(" ")
+        if path:
+            named.setdefault(sha, path)
+    carried: dict[str, str] = {}
+    for (sha, path), data in zip(named.items(), blobs(repo, list(named))):
+        why = credentials_in(path, data, settings) if data is not None else ""  # None: a tree
+        if why:
+            carried[path] = why
+    return carried
 
 
 def _rev(repo: Repo, name: str) -> str | None:
