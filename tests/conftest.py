@@ -5,6 +5,7 @@ from __future__ import annotations
 import contextlib
 import datetime as dt
 import os
+import re
 import sqlite3
 import subprocess
 import sys
@@ -243,6 +244,9 @@ async def wait_until_async(condition: Callable[[], Awaitable[T]], what: str, sec
 CONSOLE_SCRIPT = Path(sys.executable).with_name("agent-memory")
 
 
+PROGRESS_LINE = re.compile(r"[^:\n]+: \d+(/\d+)?")
+
+
 @dataclass
 class CliResult:
     """What a CLI run left: the exit code and the two streams, apart (the fields of a
@@ -251,6 +255,13 @@ class CliResult:
     returncode: int
     stdout: str
     stderr: str
+
+    @property
+    def said(self) -> list[str]:
+        """What the command told the person on stderr, without the progress lines long
+        work prints after a few seconds (``phase: done/total``): a busy machine makes
+        short work long, and those lines are not what a test about messages counts."""
+        return [line for line in self.stderr.strip().splitlines() if not PROGRESS_LINE.fullmatch(line)]
 
 
 def run_cli(

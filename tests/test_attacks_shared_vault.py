@@ -86,7 +86,7 @@ def test_git_setup_never_copies_the_file_a_pulled_gitattributes_symlink_names(te
     assert (team.victim / ".gitattributes").is_symlink()  # git checks the link out as it is
     done = run_cli("git", "setup", vault=team.victim, spawn=True)
     assert done.returncode == 1
-    assert done.stderr.startswith("Error: ") and len(done.stderr.strip().splitlines()) == 1
+    assert done.stderr.startswith("Error: ") and len(done.said) == 1
     assert ".gitattributes is a symlink" in done.stderr and "rm " in done.stderr
     assert (team.victim / ".gitattributes").is_symlink()  # left as it was
     assert private.read_text() == "Dear diary, the safe's code is 4711.\n"
@@ -102,7 +102,7 @@ def test_sync_refuses_to_pull_the_trash_or_index_in_another_spelling(team: Team,
     (team.mate / folder / "old.md").write_text("The teammate's version of a trashed note.\n")
     team.push("planted, spelled otherwise")
     done = run_cli("sync", vault=team.victim, spawn=True)
-    assert done.returncode == 1 and len(done.stderr.strip().splitlines()) == 1
+    assert done.returncode == 1 and len(done.said) == 1
     assert f"{folder}/old.md" in done.stderr and "Nothing was pulled or pushed" in done.stderr
     assert f"git rm -r --cached {shlex.quote(folder)}," in done.stderr  # the folder as spelled
     assert "planted, spelled otherwise" not in team.victim_log()
@@ -207,7 +207,7 @@ def test_a_sync_conflict_never_reads_through_a_pulled_symlink(team: Team, tmp_pa
     (team.mate / "notes.md").symlink_to(pipe)
     team.push("the note, as a link")
     done = run_cli("sync", vault=team.victim, spawn=True)
-    assert done.returncode == 1 and len(done.stderr.strip().splitlines()) == 1
+    assert done.returncode == 1 and len(done.said) == 1
     assert "notes.md holds a symlink, not read" in done.stderr and "git show :3:notes.md" in done.stderr
 
 

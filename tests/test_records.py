@@ -691,7 +691,7 @@ def test_doctor_apply_still_refuses_what_the_rule_refuses_and_discard_deletes(cl
     refused = run_cli("doctor", "--apply", rid, vault=root)
     assert refused.returncode == 1 and "Traceback" not in refused.stderr
     assert "'.git/hooks/post-merge' is in a hidden folder" in refused.stderr
-    assert len(refused.stderr.strip().splitlines()) <= 2  # the set-aside note, then the one-line error
+    assert len(refused.said) <= 2, refused.stderr  # the set-aside note, then the one-line error
     assert not (root / ".git" / "hooks" / "post-merge").exists()
     assert rid in run_cli("doctor", vault=root).stdout  # still listed, for the person to discard
     discarded = run_cli("doctor", "--discard", rid, vault=root)
@@ -721,7 +721,7 @@ def test_doctor_discards_a_forged_ledger_line_and_leaves_its_file(vault: Vault) 
 def test_doctor_apply_of_an_unknown_record_is_one_line(vault: Vault, rid: str) -> None:
     done = run_cli("doctor", "--apply", rid, vault=vault.root)
     assert done.returncode == 1 and "Traceback" not in done.stderr
-    assert len(done.stderr.strip().splitlines()) == 1
+    assert len(done.said) == 1
 
 
 def test_a_state_folder_removed_while_the_vault_is_open_is_made_again(vault: Vault) -> None:
