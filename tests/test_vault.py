@@ -1092,16 +1092,10 @@ def test_a_bulk_load_leaves_one_merged_full_text_segment_and_every_note_findable
         vault.close()
 
 
-def test_a_reconcile_of_a_share_of_the_notes_leaves_one_full_text_segment_and_a_few_edits_merge_nothing(
-        vault_dir: Path, monkeypatch) -> None:
-    """Folding in 1% of the notes (a person's edits, a pull) wrote a segment or two for
-    each changed file, and searches sought in every one of them until FTS5's automerge
-    caught up (at 10k, 22 segments and recall 1.5x slower). A reconcile of at least a
-    200th of the rows (and 50) ends merged; a handful of edits is left to automerge."""
+def _count_merges(monkeypatch: pytest.MonkeyPatch) -> list[int]:
+    """A list that gets an item each time the full-text index is merged (the merge still runs)."""
     from agent_memory.index.db import Index
 
-    folder = _many_notes(vault_dir)
-    vault = Vault.init(vault_dir)
     merges: list[int] = []
     merge = Index._merge_segments
 
@@ -1109,8 +1103,21 @@ def test_a_reconcile_of_a_share_of_the_notes_leaves_one_full_text_segment_and_a_
         merges.append(1)
         merge(conn)
 
+    monkeypatch.setattr(Index, "_merge_segments", staticmethod(counted))
+    return merges
+
+
+def test_a_reconcile_of_a_share_of_the_notes_leaves_one_full_text_segment_and_a_few_edits_merge_nothing(
+        vault_dir: Path, monkeypatch) -> None:
+    """Folding in 1% of the notes (a person's edits, a pull) wrote a segment or two for
+    each changed file, and searches sought in every one of them until FTS5's automerge
+    caught up (at 10k, 22 segments and recall 1.5x slower). A reconcile of at least a
+    200th of the rows (and 50) ends merged; a handful of edits is left to automerge."""
+
+    folder = _many_notes(vault_dir)
+    vault = Vault.init(vault_dir)
+    merges = _count_merges(monkeypatch)
     try:
-        monkeypatch.setattr(Index, "_merge_segments", staticmethod(counted))
         for i in range(0, 1200, 100):  # 12 of 1,200 changed: below the 50 a merge waits for
             with open(folder / f"n{i}.md", "a", encoding="utf-8") as handle:
                 handle.write("Seen again by corvina.\n")
@@ -1134,19 +1141,11 @@ def test_a_reconcile_of_several_batches_merges_the_full_text_index_once_when_all
     rewrote the whole full-text index every time (at a million memories, seconds a
     batch). It is merged once, after the last batch, into one segment."""
     from agent_memory.index import db, reconcile
-    from agent_memory.index.db import Index
 
     folder = _many_notes(vault_dir)
     vault = Vault.init(vault_dir)
-    merges: list[int] = []
-    merge = Index._merge_segments
-
-    def counted(conn: sqlite3.Connection) -> None:
-        merges.append(1)
-        merge(conn)
-
+    merges = _count_merges(monkeypatch)
     try:
-        monkeypatch.setattr(Index, "_merge_segments", staticmethod(counted))
         monkeypatch.setattr(reconcile, "REFRESH_BATCH", 400)  # 1,200 changed files: three batches ...
         monkeypatch.setattr(db, "MERGE_AFTER", 300)  # ... each worth a merge on its own
         for i in range(1200):
@@ -1168,18 +1167,12 @@ def test_a_reconcile_stopped_part_way_keeps_its_batches_and_leaves_the_merge_to_
     """Ctrl-C (or a full disk) during the third batch: the two batches folded in stay, no
     merge holds the person up on the way out, and the next reconcile finishes and merges."""
     from agent_memory.index import db, reconcile
-    from agent_memory.index.db import Index
 
     folder = _many_notes(vault_dir)
     vault = Vault.init(vault_dir)
-    merges: list[int] = []
-    merge = Index._merge_segments
+    merges = _count_merges(monkeypatch)
     refresh_batch = reconcile.Reconciler._refresh_batch
     batches: list[int] = []
-
-    def counted(conn: sqlite3.Connection) -> None:
-        merges.append(1)
-        merge(conn)
 
     def checked(vault: Vault) -> int:  # memories the full-text index finds "tessera" in
         return vault.index.query("SELECT count(*) FROM fts WHERE fts MATCH 'tessera'")[0][0]
@@ -1191,7 +1184,6 @@ def test_a_reconcile_stopped_part_way_keeps_its_batches_and_leaves_the_merge_to_
         refresh_batch(self, batch, *args)
 
     try:
-        monkeypatch.setattr(Index, "_merge_segments", staticmethod(counted))
         monkeypatch.setattr(reconcile, "REFRESH_BATCH", 400)
         monkeypatch.setattr(db, "MERGE_AFTER", 300)
         for i in range(1200):
