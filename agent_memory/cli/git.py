@@ -160,7 +160,9 @@ def sync(share_all: bool, dry_run: bool) -> None:
     held back). Pulls by rebase (a merge when the rebase conflicts); your
     uncommitted edits are set aside in a stash named for sync and put back.
     Only a vault that is its repository's top folder, or one whose settings
-    say [git] subfolder = true. A conflict is left for you to resolve.
+    say [git] subfolder = true. A conflict is left for you to resolve. Nothing is
+    pushed while the commits to push carry a credential not in secrets.allow,
+    whoever made them.
 
     \b
     Examples:
