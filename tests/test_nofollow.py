@@ -151,6 +151,8 @@ def test_a_file_whose_stat_says_less_than_it_holds_is_read_to_its_end() -> None:
     assert status.stat().st_size == 0
     assert b"Name:" in (nofollow.read_regular(status) or b"")
     assert len(nofollow.read_regular(status, 5) or b"") == 6
+    with pytest.raises(ValueError, match="too large for a record"):  # a record is never handed back over its limit
+        nofollow.read_record(status, 5)
 
 
 def test_a_missing_file_is_file_not_found(tmp_path: Path) -> None:

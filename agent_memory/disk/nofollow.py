@@ -60,9 +60,11 @@ def read_record(path: str | os.PathLike[str], limit: int = RECORD_LIMIT) -> byte
         found = os.fstat(fd)
         if not stat_kind.S_ISREG(found.st_mode):
             raise ValueError(f"{os.path.basename(path)} is not a regular file")
-        if found.st_size > limit:
-            raise ValueError(f"{os.path.basename(path)} is {found.st_size:,} bytes, too large for a record")
-        return _read_upto(fd, found.st_size, limit)
+        data = _read_upto(fd, found.st_size, limit) if found.st_size <= limit else b""
+        if found.st_size > limit or len(data) > limit:  # grown since its stat, or a stat that says too little
+            raise ValueError(f"{os.path.basename(path)} is {max(found.st_size, len(data)):,} bytes, "
+                             "too large for a record")
+        return data
     finally:
         os.close(fd)
 
