@@ -502,6 +502,7 @@ def test_restore_never_writes_where_a_tampered_ledger_points(vault: Vault, tmp_p
 def test_gc_keeps_a_note_a_person_trashed_again_at_the_same_path(vault: Vault, clock) -> None:
     made = vault.remember("A fact forgotten, then wanted back")["memory"]
     trashed = vault.root / vault.forget(made["id"])["trashed_to"]
+    (vault.root / made["path"]).parent.mkdir(parents=True)  # its emptied day went with it
     (vault.root / made["path"]).write_bytes(trashed.read_bytes())  # the person copies it back...
     trashed.unlink()
     os.rename(vault.root / made["path"], trashed)  # ...and later deletes it in Obsidian, to the same place

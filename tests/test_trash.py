@@ -165,6 +165,7 @@ def test_a_ledger_line_pointing_outside_the_trash_is_refused_and_nothing_moves(v
 def test_restore_never_writes_over_a_file_now_at_the_old_path(vault: Vault) -> None:
     made = vault.remember("The staging database resets on Sundays")["memory"]
     trashed = vault.forget(made["id"])["trashed_to"]
+    (vault.root / made["path"]).parent.mkdir(parents=True, exist_ok=True)  # its emptied day went with it
     (vault.root / made["path"]).write_text("A new note a person wrote under that name.\n")
     with pytest.raises(InvalidInput, match=rf"{made['path']} exists, so {trashed} was not restored over it"):
         vault.restore(made["id"])

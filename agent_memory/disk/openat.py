@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import os
 import stat as stat_kind
+from pathlib import Path
 
 from . import nofollow
 
@@ -74,3 +75,28 @@ def read_bounded(fd: int, size: int, max_bytes: int | None) -> bytes | None:
             return None
         chunks.append(os.read(fd, 1 << 16))
     return b"".join(chunks)
+
+
+def remove_empty_dated(root: Path, rel: str) -> None:
+    """The date folders (``YYYY/MM/DD``, then ``YYYY/MM``, then ``YYYY``) that held the
+    file ``rel``, each removed if nothing is left in it: a forgotten, moved or restored
+    memory leaves no empty day behind in the file tree. Only date folders at ``root``'s
+    top are looked at, each opened without following a link, and ``rmdir`` removes only
+    an empty folder, so a person's own folders, and a day something is in, stay."""
+    parts = rel.split("/")[:-1]
+    if not OPEN_AT:
+        return
+    dated = [p for p, width in zip(parts, (4, 2, 2)) if len(p) == width and p.isascii() and p.isdigit()]
+    if not dated or dated != parts[:len(dated)] or len(dated) != len(parts):
+        return
+    folders = [os.open(root, FOLDER_FLAGS & ~getattr(os, "O_NOFOLLOW", 0))]
+    try:
+        for part in dated[:-1]:
+            folders.append(os.open(part, FOLDER_FLAGS, dir_fd=folders[-1]))
+        for fd, name in zip(reversed(folders), reversed(dated)):
+            os.rmdir(name, dir_fd=fd)
+    except OSError:
+        return  # not empty, a link, or gone: it stays as it is
+    finally:
+        for fd in folders:
+            os.close(fd)

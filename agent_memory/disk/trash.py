@@ -28,7 +28,7 @@ from collections.abc import Callable, Iterator
 from typing import Any
 from pathlib import Path
 
-from . import locking, nofollow
+from . import locking, nofollow, openat
 from ..trust import confine
 from ..errors import PathRefused, VaultError, disk_error
 from ..progress import Every, Progress
@@ -406,6 +406,7 @@ class Trash:
             raise
         except OSError as exc:
             raise disk_error(exc, f"restore {entry.trash}") from exc
+        openat.remove_empty_dated(self.folder, path.relative_to(self.folder).as_posix())
         if self._changed is not None:
             self._changed(target.relative_to(self.root).as_posix(), "restored", entry.trash)
         self.register.done("trash", entry.record_hash)  # done: a replay of its line never acts again

@@ -31,6 +31,7 @@ from ..limits import (MAX_BATCH, MAX_TAGS, check_content, check_importance, chec
 from ..models import (FailedItem, ForgetBatchResult, ForgetResult, ForgottenMemory, Memory, RememberBatchResult,
                       RememberedItem, RememberResult, UpdateResult)
 from ..disk.layout import dated_folder, make_slug, new_id
+from ..disk import openat
 
 def editable(note: Note) -> Note:
     """``note``, unless a tool must not patch it: its front matter could not be read as
@@ -360,12 +361,7 @@ class Writes:
             if expected_version and expected_version != version:
                 raise VersionConflict(memory_id, expected_version, version)
             self._not_a_link(row["path"])
-            trashed = self.store.trash.move_in(self.store.abspath(row["path"]), row["path"], row["id"], "forgotten",
-                                               iso(self.core.now()))
-            if file_version(self.store.abspath(trashed).read_bytes()) != version:
-                self._put_back(trashed, row["path"])  # a save landed after the check: it stands
-            with self.files.transaction() as conn:
-                self.index.delete(conn, row["path"])
+            trashed = self._trash_checked(row, version)
             return ForgetResult(id=row["id"], path=row["path"], title=row["title"], trashed_to=trashed)
 
     def forget_many(self, memory_ids: Iterable[str] | str, expected_version: str | None = None,
@@ -437,9 +433,10 @@ class Writes:
         trashed = self.store.trash.move_in(self.store.abspath(row["path"]), row["path"], row["id"], "forgotten",
                                            iso(self.core.now()))
         if file_version(self.store.abspath(trashed).read_bytes()) != version:
-            self._put_back(trashed, row["path"])
+            self._put_back(trashed, row["path"])  # a save landed after the check: it stands
         with self.files.transaction() as conn:
             self.index.delete(conn, row["path"])
+        openat.remove_empty_dated(self.store.root, row["path"])
         return trashed
 
     def _put_back(self, trashed: str, rel: str) -> None:
