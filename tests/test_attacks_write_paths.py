@@ -411,6 +411,76 @@ def test_a_commit_holding_a_token_that_cannot_be_taken_back_stops_the_sync_befor
     assert secret not in git(team.remote, "log", "--all", "-p")
 
 
+def test_a_commit_a_person_makes_just_before_a_taken_back_one_stays(
+        team: Team, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The tool took a commit back to the branch as it was before its commit began: a
+    commit a person made with git in that instant (between the tool reading the branch
+    and committing) was taken back with it. Only the tool's own commit goes now."""
+    from agent_memory.git.run import Repo
+    from agent_memory.vault.vault import Vault
+
+    secret = token(15)
+    with Vault(team.victim) as vault:
+        path = vault.remember("Deploys go out on Fridays.")["memory"]["path"]
+    run, person_committed = Repo.run, []
+
+    def saving(repo: Repo, *args: str, **kwargs: Any) -> subprocess.CompletedProcess[bytes]:
+        if args[:2] == ("commit", "--only") and not person_committed:
+            (team.victim / "journal.md").write_text("What I did today.\n")
+            git(team.victim, "add", "journal.md")
+            git(team.victim, "commit", "-q", "-m", "my journal")  # the person's own commit, just now
+            person_committed.append(True)
+            (team.victim / path).write_text(f"Deploys go out on Fridays. Token: {secret}\n")  # and a save
+        return run(repo, *args, **kwargs)
+
+    monkeypatch.setattr(Repo, "run", saving)
+    with Vault(team.victim) as vault:
+        result = vault.sync()
+    assert [w.split(": ", 1)[0] for w in result.get("withheld", [])] == [path]
+    assert "my journal" in git(team.victim, "log", "--format=%s")
+    assert "journal.md" in team.remote_files()
+    assert secret not in git(team.remote, "log", "--all", "-p")
+
+
+@pytest.mark.parametrize("moment", ["commit", "update-ref"])
+def test_a_commit_a_person_makes_just_after_a_commit_holding_a_token_is_never_taken_back(
+        team: Team, monkeypatch: pytest.MonkeyPatch, moment: str) -> None:
+    """A commit a person makes on top of the tool's, before the tool takes its own back,
+    was reset away with it. Now the branch is moved back only while it still ends at the
+    tool's commit: the sync stops before pushing, the person's commit stays, and the
+    error says how to drop only the tool's commit."""
+    from agent_memory.errors import GitError
+    from agent_memory.git.run import Repo
+    from agent_memory.vault.vault import Vault
+
+    secret = token(16)
+    with Vault(team.victim) as vault:
+        path = vault.remember("Deploys go out on Fridays.")["memory"]["path"]
+    run = Repo.run
+
+    def saving(repo: Repo, *args: str, **kwargs: Any) -> subprocess.CompletedProcess[bytes]:
+        if args[:2] == ("commit", "--only"):
+            (team.victim / path).write_text(f"Deploys go out on Fridays. Token: {secret}\n")  # the person's save
+        if args[0] == moment == "update-ref":  # the person commits as the tool is about to take its commit back
+            person_commits()
+        done = run(repo, *args, **kwargs)
+        if args[:2] == ("commit", "--only") and moment == "commit":  # or right after the tool's commit
+            person_commits()
+        return done
+
+    def person_commits() -> None:
+        (team.victim / "journal.md").write_text("What I did today.\n")
+        git(team.victim, "add", "journal.md")
+        git(team.victim, "commit", "-q", "-m", "my journal")
+
+    monkeypatch.setattr(Repo, "run", saving)
+    with Vault(team.victim) as vault, pytest.raises(GitError, match="could not be taken back") as raised:
+        vault.sync()
+    assert "rebase -i" in str(raised.value) and secret not in str(raised.value)
+    assert git(team.victim, "log", "-1", "--format=%s") == "my journal\n"
+    assert secret not in git(team.remote, "log", "--all", "-p")
+
+
 def test_sync_never_pushes_a_token_a_person_committed_with_git(team: Team) -> None:
     """A person commits a note holding a token with git itself, then runs sync: the tool's
     own commits are checked for credentials, and so is everything the push would send."""

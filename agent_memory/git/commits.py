@@ -374,7 +374,6 @@ def commit_pending(vault: GitVault, state: GitState, repo: Repo) -> CommitOutcom
         return CommitOutcome("nothing", len(entries), withheld=withheld)
     flags, env = identity_flags(repo, vault.settings.git_author)
     while True:  # a save with a credential landing during the commit: taken back, made again without that file
-        before = repo.run("rev-parse", "-q", "--verify", "HEAD").stdout.decode().strip()
         if untracked:
             added = repo.run("add", "-A", "--", *untracked, optional_locks=True)
             if added.returncode != 0:
@@ -385,10 +384,11 @@ def commit_pending(vault: GitVault, state: GitState, repo: Repo) -> CommitOutcom
             if untracked:  # give the person's staging area back as it was
                 repo.run("reset", "-q", "--", *untracked, optional_locks=True)
             return _failed(repo, done, len(entries), changed)
-        late = _held_as_committed(vault, repo, changed)
+        head = _head(repo)
+        late = _held_as_committed(vault, repo, head, changed)
         if not late:
             break
-        _take_back(repo, before, changed, ", ".join(_shown(rel, vault.settings) for rel in late))
+        _take_back(repo, head, _message(entries), changed, ", ".join(_shown(rel, vault.settings) for rel in late))
         held.update(late)
         withheld += [f"{_shown(rel, vault.settings)}: {why}" for rel, why in late.items()]
         changed = [p for p in changed if p not in late]
@@ -397,16 +397,19 @@ def commit_pending(vault: GitVault, state: GitState, repo: Repo) -> CommitOutcom
             _keep_pending(state, taken, entries, held)
             return CommitOutcome("nothing", len(entries), withheld=withheld)
     _keep_pending(state, taken, entries, held)
-    head = repo.run("rev-parse", "HEAD").stdout.decode().strip()
     return CommitOutcome("committed", len(entries), head, _message(entries).split("\n")[0], changed, withheld=withheld)
 
 
-def _held_as_committed(vault: GitVault, repo: Repo, paths: list[str]) -> dict[str, str]:
-    """Of the files just committed, those whose committed bytes hold a credential: the
-    check read each file before ``git commit`` read it again, and a person's save landing
-    in between is what the commit took."""
+def _head(repo: Repo) -> str:
+    return repo.run("rev-parse", "-q", "--verify", "HEAD").stdout.decode().strip()
+
+
+def _held_as_committed(vault: GitVault, repo: Repo, made: str, paths: list[str]) -> dict[str, str]:
+    """Of the files just committed (in ``made``), those whose committed bytes hold a
+    credential: the check read each file before ``git commit`` read it again, and a
+    person's save landing in between is what the commit took."""
     held: dict[str, str] = {}
-    for rel, data in zip(paths, blobs(repo, [f"HEAD:./{rel}" for rel in paths])):
+    for rel, data in zip(paths, blobs(repo, [f"{made}:./{rel}" for rel in paths])):
         why = credentials_in(rel, data, vault.settings) if data is not None else ""  # gone: a deletion
         if why:
             held[rel] = why
@@ -443,26 +446,51 @@ def blobs(repo: Repo, names: list[str], env: dict[str, str] | None = None) -> li
     return [found[name] for name in names]
 
 
-def _take_back(repo: Repo, before: str, paths: list[str], named: str) -> None:
-    """Undo the commit just made, which holds a credential in ``named``: the branch back
-    at ``before`` (none: no commit yet) and the staging area's entries for ``paths`` as
-    they were there; no file is touched. ``GitError`` when git could not (another git
+def _take_back(repo: Repo, made: str, message: str, paths: list[str], named: str) -> None:
+    """Undo the commit ``made`` (the tool's, with ``message``), which holds a credential
+    in ``named``: the branch back at its parent (none: the first commit) and the staging
+    area's entries for ``paths`` as they were there; no file is touched. Only while the
+    branch still ends at the tool's commit (``update-ref`` compares and swaps): a commit
+    a person made just before it stays under it, and one made just after it is never
+    taken back with it. ``GitError`` when git could not (a commit on top, or another git
     program holds a lock): the sync stops before it pushes, and the error says what to
     undo by hand."""
-    if before:
-        steps = [("reset", "-q", "--soft", before), ("reset", "-q", before, "--", *paths)]
-        undo = f"git reset --soft {before}"
+    parent = repo.run("rev-parse", "-q", "--verify", f"{made}^").stdout.decode().strip()
+    said = repo.run("log", "-1", "--format=%B", made).stdout.decode("utf-8", "replace")
+    if _lines(said) != _lines(message):  # a person's commit landed on top before HEAD was read
+        raise GitError(
+            f"A commit the tool just made took a save holding a credential ({named}) and could not be taken back: "
+            f"a commit was made on top of it meanwhile. Nothing was pushed. Drop the tool's commit from the branch "
+            f"before the next sync (in {repo.top}: for example with git rebase -i, keeping the commits after it), "
+            "then remove the credential from the file."
+        )
+    if parent:
+        steps = [("update-ref", "-m", "agent-memory: take back a commit holding a credential", "HEAD", parent, made),
+                 ("reset", "-q", parent, "--", *paths)]
     else:
-        steps = [("update-ref", "-d", "HEAD"), ("rm", "-q", "--cached", "--ignore-unmatch", "--", *paths)]
-        undo = "git update-ref -d HEAD"
+        steps = [("update-ref", "-d", "HEAD", made), ("rm", "-q", "--cached", "--ignore-unmatch", "--", *paths)]
     for step in steps:
         done = repo.run(*step, optional_locks=True)
         if done.returncode != 0:
             raise GitError(
                 f"A commit the tool just made took a save holding a credential ({named}) and could not be taken "
                 f"back: git {step[0]} failed ({first_line(done)}). Nothing was pushed. Undo it before the next sync "
-                f"(in {repo.top}: {undo}), then remove the credential from the file."
+                f"(in {repo.top}: {_undo(repo, made, parent)}), then remove the credential from the file."
             )
+
+
+def _lines(message: str) -> list[str]:
+    """A commit message as git keeps it (``--cleanup=whitespace``): no trailing spaces,
+    no empty lines, to compare the tool's message with the one a commit holds."""
+    return [line.rstrip() for line in message.splitlines() if line.strip()]
+
+
+def _undo(repo: Repo, made: str, parent: str) -> str:
+    """How a person undoes the commit ``made`` by hand, keeping every file as it is."""
+    if _head(repo) != made:
+        return (f"a commit was made on top of {made[:12]} meanwhile; drop {made[:12]} from the branch, for example "
+                f"with git rebase -i {f'{made[:12]}^' if parent else '--root'}, keeping the commits after it")
+    return f"git reset --soft {parent}" if parent else "git update-ref -d HEAD"
 
 
 def ignored(vault: GitVault, repo: Repo, paths: list[str]) -> dict[str, str]:
