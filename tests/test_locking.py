@@ -86,16 +86,16 @@ def test_without_a_swap_a_save_landing_just_before_the_write_is_kept(
 def saves_while_the_memory_is_aside(monkeypatch: pytest.MonkeyPatch, path: Path, text: str) -> None:
     """A person's editor saves ``path`` afresh (a new file under the name) at the moment
     the tool has taken the memory aside and reads it back to compare."""
-    real_bytes = store_module._bytes_of
+    real_bytes = store_module._regular_bytes
     saved: list[bool] = []
 
-    def bytes_of(found: Path) -> bytes:
+    def regular_bytes(found: Path) -> bytes | None:
         if found.suffix == ".held" and not saved:
             saved.append(True)
             path.write_text(text)
         return real_bytes(found)
 
-    monkeypatch.setattr(store_module, "_bytes_of", bytes_of)
+    monkeypatch.setattr(store_module, "_regular_bytes", regular_bytes)
 
 
 def test_without_a_swap_a_save_made_while_the_memory_is_aside_stands(

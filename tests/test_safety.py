@@ -520,7 +520,7 @@ def test_an_error_after_the_swap_keeps_the_displaced_save(vault: Vault, monkeypa
 
     made = vault.remember("The staging database resets on Sundays")["memory"]
     path = vault.root / made["path"]
-    real_swap, real_bytes = locking.swap, store_module._bytes_of
+    real_swap, real_bytes = locking.swap, store_module._regular_bytes
 
     def disk_fails(_path: Path) -> bytes:
         raise OSError(errno.EIO, "Input/output error")
@@ -528,7 +528,7 @@ def test_an_error_after_the_swap_keeps_the_displaced_save(vault: Vault, monkeypa
     def person_saves_then_swap(tmp: Path, target: Path) -> bool:
         target.write_text(target.read_text() + "A person's save.\n")
         swapped = real_swap(tmp, target)
-        monkeypatch.setattr(store_module, "_bytes_of", disk_fails)  # after the swap: reading what it displaced fails
+        monkeypatch.setattr(store_module, "_regular_bytes", disk_fails)  # after the swap: reading what it displaced fails
         return swapped
 
     monkeypatch.setattr(locking, "swap", person_saves_then_swap)
@@ -538,7 +538,7 @@ def test_an_error_after_the_swap_keeps_the_displaced_save(vault: Vault, monkeypa
     kept = vault.store.settle_parked(grace=0)
     assert len(kept) == 1 and (vault.root / kept[0]).read_text().endswith("A person's save.\n")
     assert "ops" in path.read_text()
-    assert real_bytes is store_module._bytes_of
+    assert real_bytes is store_module._regular_bytes
 
 
 def test_two_saves_during_one_write_keep_the_newest_as_the_file(vault: Vault, monkeypatch: pytest.MonkeyPatch) -> None:

@@ -58,13 +58,19 @@ _syncfs = locking.libc_function("syncfs") if sys.platform.startswith("linux") el
 def _holds(path: Path, checked: bytes) -> bool:
     """Whether ``path`` is a regular file holding exactly ``checked`` (what a swap or a
     move aside displaced may be a folder a person put at that name: it is not read)."""
-    return stat_kind.S_ISREG(os.lstat(path).st_mode) and _bytes_of(path) == checked
+    return _regular_bytes(path) == checked
 
 
 def _regular_bytes(path: Path) -> bytes | None:
     """The bytes of ``path`` if it is a regular file, else None (what a swap displaced may
-    be a folder a person put at that name: it is not read)."""
-    return _bytes_of(path) if stat_kind.S_ISREG(os.lstat(path).st_mode) else None
+    be a folder a person put at that name, or a link: it is not read). Looked at and read
+    through one descriptor, so nothing swapped in between is read instead."""
+    try:
+        return nofollow.read_regular(path)
+    except OSError as exc:
+        if exc.errno in (errno.ELOOP, errno.EISDIR):
+            return None
+        raise
 
 
 def _still_holds(path: Path, checked: bytes) -> bool:

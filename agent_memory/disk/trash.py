@@ -68,12 +68,19 @@ class Entry:
         return record_id("trash", self.record_hash)
 
 
-def _sha256(path: Path) -> str | None:
+def _digest(path: Path) -> tuple[os.stat_result, str] | None:
+    """The stat and sha256 of the regular file at ``path``, both from one descriptor
+    opened without following a link: what a synced folder swaps in between a look at
+    the name and the read is never what is hashed. None for anything else there."""
     try:
-        with open(path, "rb") as handle:
-            return hashlib.file_digest(handle, "sha256").hexdigest()
+        fd = nofollow.open_read(path)
     except OSError:
         return None
+    with os.fdopen(fd, "rb") as handle:
+        found = os.fstat(fd)
+        if not stat_kind.S_ISREG(found.st_mode):
+            return None
+        return found, hashlib.file_digest(handle, "sha256").hexdigest()
 
 
 class Trash:
@@ -204,14 +211,13 @@ class Trash:
     def _still_ours(self, entry: Entry) -> bool:
         """The entry's file is the one the tool put there, unchanged: same bytes, and (where
         recorded) the same inode and ctime, so a person's file at that path never counts."""
-        path = self.root / entry.trash
-        try:
-            found = os.lstat(path)
-        except OSError:
+        held = _digest(self.root / entry.trash)
+        if held is None:
             return False
+        found, sha256 = held
         if entry.inode and (found.st_ino, found.st_ctime_ns) != (entry.inode, entry.ctime_ns):
             return False
-        return stat_kind.S_ISREG(found.st_mode) and _sha256(path) == entry.sha256
+        return sha256 == entry.sha256
 
     def live(self) -> list[Entry]:
         """Entries that may act and whose file is still there as the tool put it, newest first."""
@@ -296,10 +302,13 @@ class Trash:
 
     def _record(self, target: Path, rel: str, source: str, memory_id: str, reason: str, now: str) -> None:
         """Enter a file just moved in: in the register, then its ledger line."""
-        found = os.lstat(target)
         # The bytes that moved, read where they are now: a save that replaced the file
         # just before the move is what moved, and must count as the tool's to put back.
-        entry = Entry(trash=rel, source=source, id=memory_id, reason=reason, at=now, sha256=_sha256(target) or "",
+        held = _digest(target)
+        if held is None:
+            raise VaultError(f"{rel} is no longer a file in the trash; nothing was recorded for it.")
+        found, sha256 = held
+        entry = Entry(trash=rel, source=source, id=memory_id, reason=reason, at=now, sha256=sha256,
                       inode=found.st_ino, ctime_ns=found.st_ctime_ns)
         # A version copy is a spare (the memory itself stays): its entry's name need not
         # be made durable; a forgotten memory or a displaced save is the only copy.
