@@ -178,3 +178,30 @@ def test_a_merge_that_left_a_memory_alone_is_not_in_its_history(team: Team) -> N
         entries = vault.history("people/priya.md")["commits"]
     assert [entry["message"] for entry in entries] == ["shared notes"]
     assert not any(entry.get("merge") for entry in entries)
+
+
+def test_a_save_made_while_an_unrelated_edit_is_put_back_stands(
+        team: Team, monkeypatch: pytest.MonkeyPatch) -> None:
+    """During a conflict, sync writes back each stashed edit the pull left alone, once it
+    has checked the file is as the stash found it. A save the person made between that
+    check and the write was overwritten; now it stands, and the stashed edit stays in
+    the stash, named."""
+    from agent_memory.git import stash
+
+    both_change_terms(team)
+    priya = edit_priya(team.victim)
+    checked = stash._untouched
+
+    def then_saved(*args: object) -> str | None:
+        found = checked(*args)  # type: ignore[arg-type]
+        if str(args[2]) == "people/priya.md":
+            priya.write_text(PRIYA + "Saved again just now.\n")  # the person saves at this instant
+        return found
+
+    monkeypatch.setattr(stash, "_untouched", then_saved)
+    with Vault(team.victim) as vault, pytest.raises(SyncConflict) as caught:
+        vault.sync()
+    assert priya.read_text() == PRIYA + "Saved again just now.\n"
+    assert "Your uncommitted edits to people/priya.md are set aside in stash@{0}" in str(caught.value)
+    assert "Ask her before changing invoices." in git(team.victim, "show", "stash@{0}:people/priya.md")
+    assert not [p.name for p in priya.parent.iterdir() if p.name != "priya.md"]  # no copy left beside it

@@ -17,6 +17,18 @@ def replace_file(path: Path, data: bytes) -> None:
     """Write ``path`` whole or not at all: a temp file beside it (fsynced), then a rename.
 
     A crash or an error leaves the old file as it was, never a truncated one."""
+    tmp = write_beside(path, data)
+    try:
+        os.replace(tmp, path)
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise
+
+
+def write_beside(path: Path, data: bytes) -> Path:
+    """A new hidden temp file beside ``path`` holding ``data``, fsynced, with ``path``'s
+    permissions (or 0644): the first half of a whole-file write, for a caller that
+    puts it in place by its own rule (a rename, a swap, a rename that never replaces)."""
     tmp = path.with_name(f".{secrets.token_hex(6)}{TMP_SUFFIX}")
     try:
         mode = path.stat().st_mode & 0o7777
@@ -28,14 +40,12 @@ def replace_file(path: Path, data: bytes) -> None:
         while view:
             view = view[os.write(fd, view):]
         os.fsync(fd)
-        os.close(fd)
-        fd = -1
-        os.replace(tmp, path)
     except BaseException:
-        if fd >= 0:
-            os.close(fd)
+        os.close(fd)
         tmp.unlink(missing_ok=True)
         raise
+    os.close(fd)
+    return tmp
 
 
 def fsync_folder(folder: Path) -> None:

@@ -14,11 +14,14 @@ from __future__ import annotations
 import errno
 import os
 import re
+import secrets
 from dataclasses import dataclass
+from pathlib import Path
 
 from ..clock import iso, utcnow
-from ..disk import nofollow
-from ..disk.durable import replace_file
+from ..disk import locking, nofollow
+from ..disk.durable import write_beside
+from ..disk.layout import TMP_SUFFIX
 from ..errors import GitError
 from .run import Repo, first_line
 
@@ -93,16 +96,13 @@ def put_back_beside(repo: Repo, stash: Stash, conflicted: list[str]) -> tuple[li
     back: list[str] = []
     left: list[str] = []
     for path in (p for p in out.split("\0") if p):
-        if path in conflicted or not _untouched(repo, stash, path):
+        checked = None if path in conflicted else _untouched(repo, stash, path)
+        if checked is None:
             left.append(path)
             continue
-        target = repo.top / path
         stashed = repo.run("cat-file", "blob", f"{stash.commit}:{path}")
-        if stashed.returncode == 0:
-            replace_file(target, stashed.stdout)
-        else:
-            target.unlink(missing_ok=True)  # the person had deleted it
-        back.append(path)
+        data = stashed.stdout if stashed.returncode == 0 else None  # None: the person had deleted it
+        (back if _write_back(repo, repo.top / path, data, checked) else left).append(path)
     if not left:
         ref = _ref(repo, stash.commit)
         if ref:
@@ -110,18 +110,76 @@ def put_back_beside(repo: Repo, stash: Stash, conflicted: list[str]) -> tuple[li
     return back, left
 
 
-def _untouched(repo: Repo, stash: Stash, path: str) -> bool:
-    """Whether the file in the work tree is what it was when the stash was made (the pull
-    did not change it), reached through no symlink: safe to write the stashed one back."""
+def _untouched(repo: Repo, stash: Stash, path: str) -> str | None:
+    """What the file in the work tree is, if it is what it was when the stash was made
+    (the pull did not change it) and is reached through no symlink: its blob, or "" for
+    no file then and none now. None when it is not safe to write the stashed one back."""
     target = repo.top / path
     folder = os.path.normpath(os.path.join(os.path.realpath(repo.top), os.path.dirname(path)))
     if target.is_symlink() or os.path.realpath(target.parent) != folder:
-        return False
+        return None
     before = repo.run("rev-parse", "-q", "--verify", f"{stash.commit}^1:{path}").stdout.decode().strip()
     if not target.exists():
-        return not before
-    now = repo.run("hash-object", "--no-filters", "--", str(target))
-    return now.returncode == 0 and bool(before) and now.stdout.decode().strip() == before
+        return None if before else ""
+    return before if before and _blob(repo, target) == before else None
+
+
+def _blob(repo: Repo, path: Path) -> str:
+    """The blob git would make of the file at ``path`` ("" if it cannot)."""
+    done = repo.run("hash-object", "--no-filters", "--", str(path))
+    return done.stdout.decode().strip() if done.returncode == 0 else ""
+
+
+def _write_back(repo: Repo, target: Path, data: bytes | None, checked: str) -> bool:
+    """The stashed file (``data``; None: deleted) in place of the work tree's, checked to
+    be the blob ``checked`` ("": no file), never over a save a person made since that
+    check: what goes is taken away in one step (a swap, a rename aside, a rename that
+    never replaces) and looked at after; a save found there is put back and False said."""
+    if data is None:
+        aside = target.with_name(f".{secrets.token_hex(6)}{TMP_SUFFIX}")
+        try:
+            os.rename(target, aside)
+        except FileNotFoundError:
+            return True
+        return _done_with(repo, aside, target, checked)
+    tmp = write_beside(target, data)
+    if not checked:
+        try:
+            locking.move_no_replace(tmp, target)
+            return True
+        except FileExistsError:  # a person made the file meanwhile: theirs stands
+            tmp.unlink()
+            return False
+    if not locking.swap(tmp, target):  # no atomic swap on this file system: the check again, then a rename
+        if _blob(repo, target) != checked:
+            tmp.unlink()
+            return False
+        os.replace(tmp, target)
+        return True
+    return _done_with(repo, tmp, target, checked, data)
+
+
+def _done_with(repo: Repo, displaced: Path, target: Path, checked: str, data: bytes | None = None) -> bool:
+    """``displaced`` (what was at ``target``) removed if it is the blob that was checked;
+    else a person's save landed since the check, and it goes back to ``target`` (the
+    stashed ``data`` there is dropped: the stash still holds it). False then."""
+    if _blob(repo, displaced) == checked:
+        displaced.unlink()
+        return True
+    if data is not None and locking.swap(displaced, target) and nofollow.read_regular(displaced) == data:
+        displaced.unlink()  # the stashed copy the swap gave back
+        return False
+    _keep(displaced, target)
+    return False
+
+
+def _keep(path: Path, target: Path) -> None:
+    """A person's save at ``target``, or if that name is taken again, beside it as
+    ``<name>.saved-<when>``: never removed."""
+    try:
+        locking.move_no_replace(path, target)
+    except FileExistsError:
+        locking.move_no_replace(path, target.with_name(f"{target.name}.saved-{iso(utcnow()).replace(':', '')}"))
 
 
 def unmerged(repo: Repo) -> list[str]:
