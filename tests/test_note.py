@@ -206,6 +206,10 @@ INLINE_TAG_CASES = [
     ("repeated", "#a #A #a", ["a"]),
     ("after any whitespace", "x\n#one\ty\t#two\u00a0#three\u3000#four\r\n#five", ["one", "two", "three", "four", "five"]),
     ("not after a letter or mark", "x#no é#no ,#no", []),
+    ("typographic quotes and dashes", "\u201csee #project\u201d and #ops\u2014today, #later\u2026", ["project", "ops", "later"]),
+    ("CJK and full-width stops", "\u5219\u5c06\u5c55\u793a #tag\u3002 #\u6807\u7b7e\uff0c #\u65e5\u672c\u8a9e\u300d", ["tag", "\u6807\u7b7e", "\u65e5\u672c\u8a9e"]),
+    ("Arabic and Devanagari stops", "#\u0645\u0631\u062d\u0628\u0627\u060c #\u0928\u092e\u0938\u094d\u0924\u0947\u0964", ["\u0645\u0631\u062d\u0628\u0627", "\u0928\u092e\u0938\u094d\u0924\u0947"]),
+    ("joiners inside a word stay", "#\u0645\u06cc\u200c\u062e\u0648\u0627\u0647\u0645 #\U0001f468\u200d\U0001f4bb", ["\u0645\u06cc\u200c\u062e\u0648\u0627\u0647\u0645", "\U0001f468\u200d\U0001f4bb"]),
 ]
 
 
