@@ -96,3 +96,16 @@ def test_only_date_folders_at_the_top_are_looked_at(tmp_path: Path) -> None:
     openat.remove_empty_dated(root, "2026/07/20/deeper/x.md")
     openat.remove_empty_dated(root, "2026/7/20/x.md")
     assert {"notes/2026/07/20", "2026/07/20/deeper", "2026/7/20"} <= _folders(root)
+
+
+def test_a_trash_folder_that_is_a_link_is_not_followed(tmp_path: Path) -> None:
+    root, elsewhere = tmp_path / "vault", tmp_path / "elsewhere"
+    (elsewhere / "2026" / "07" / "20").mkdir(parents=True)
+    root.mkdir()
+    (root / ".trash").symlink_to(elsewhere)
+    openat.remove_empty_dated(root, "2026/07/20/gone.md", within=".trash")
+    assert (elsewhere / "2026" / "07" / "20").is_dir()
+    (root / ".trash").unlink()
+    (root / ".trash" / "2026" / "07" / "20").mkdir(parents=True)
+    openat.remove_empty_dated(root, "2026/07/20/gone.md", within=".trash")
+    assert (root / ".trash").is_dir() and not (root / ".trash" / "2026").exists()

@@ -77,23 +77,26 @@ def read_bounded(fd: int, size: int, max_bytes: int | None) -> bytes | None:
     return b"".join(chunks)
 
 
-def remove_empty_dated(root: Path, rel: str) -> None:
+def remove_empty_dated(root: Path, rel: str, within: str = "") -> None:
     """The date folders (``YYYY/MM/DD``, then ``YYYY/MM``, then ``YYYY``) that held the
     file ``rel``, each removed if nothing is left in it: a forgotten, moved or restored
-    memory leaves no empty day behind in the file tree. Only date folders at ``root``'s
-    top are looked at, each opened without following a link, and ``rmdir`` removes only
-    an empty folder, so a person's own folders, and a day something is in, stay."""
+    memory leaves no empty day behind in the file tree. Only date folders at the top of
+    the vault (``root``), or of its folder ``within`` (``.trash``), are looked at, each
+    opened without following a link, and ``rmdir`` removes only an empty folder, so a
+    person's own folders, and a day something is in, stay."""
     parts = rel.split("/")[:-1]
-    if not OPEN_AT:
-        return
     dated = [p for p, width in zip(parts, (4, 2, 2)) if len(p) == width and p.isascii() and p.isdigit()]
-    if not dated or dated != parts[:len(dated)] or len(dated) != len(parts):
+    if not OPEN_AT or not dated or dated != parts:
         return
-    folders = [os.open(root, FOLDER_FLAGS & ~getattr(os, "O_NOFOLLOW", 0))]
+    folders: list[int] = []
     try:
+        folders.append(os.open(root, FOLDER_FLAGS & ~getattr(os, "O_NOFOLLOW", 0)))
+        for part in [within] if within else []:
+            folders.append(os.open(part, FOLDER_FLAGS, dir_fd=folders[-1]))
+        top = len(folders)
         for part in dated[:-1]:
             folders.append(os.open(part, FOLDER_FLAGS, dir_fd=folders[-1]))
-        for fd, name in zip(reversed(folders), reversed(dated)):
+        for fd, name in zip(reversed(folders[top - 1:]), reversed(dated)):
             os.rmdir(name, dir_fd=fd)
     except OSError:
         return  # not empty, a link, or gone: it stays as it is

@@ -415,7 +415,7 @@ class Trash:
             raise
         except OSError as exc:
             raise disk_error(exc, f"restore {entry.trash}") from exc
-        openat.remove_empty_dated(self.folder, path.relative_to(self.folder).as_posix())
+        openat.remove_empty_dated(self.root, path.relative_to(self.folder).as_posix(), within=TRASH_DIRNAME)
         if self._changed is not None:
             self._changed(target.relative_to(self.root).as_posix(), "restored", entry.trash)
         self.register.done("trash", entry.record_hash)  # done: a replay of its line never acts again
