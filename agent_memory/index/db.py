@@ -33,8 +33,8 @@ from ..trust import confine
 from .derived import (DERIVED, PHASES, PROPERTIES, TAGS, VOCABULARY, build_chunk, insert_properties, insert_tags,
                       insert_words, kept, merge_step)
 from .facts import FileFacts, packed_stamp, racy
-from .loading import (FRESH, LOADED, bulk_load, fresh_load, index_statements, load_cache, merge_due, sorted_in,
-                      statements)
+from .loading import bulk_load, drop_fresh, fresh_load, index_statements, load_cache, merge_due, sorted_in, statements
+from .mend import mend_count
 from .rows import (date_words, description, changed_at, headings_of, indexed_body, joined, link_key, name_key, row_values,
                    split_names, words_text)
 
@@ -255,7 +255,7 @@ class Index:
         if conn.execute("PRAGMA user_version").fetchone()[0] != SCHEMA_VERSION:
             self._create_schema()
         else:
-            conn.execute("SELECT count(*) FROM memories").fetchone()
+            mend_count(conn)  # its count of rows also finds a file that is no database
         conn.execute(TOOL_WRITES)
 
     def _create_schema(self) -> None:
@@ -589,8 +589,7 @@ class Index:
 
     def replace_all(self, conn: sqlite3.Connection, notes: Iterable[tuple[Note, FileFacts]], batch: int = 2000) -> int:
         """Empty the index and bulk-load ``notes`` (inside the caller's transaction)."""
-        for table in LOADED:  # what a killed fresh load left (``load_fresh``)
-            conn.execute(f"DROP TABLE IF EXISTS {table}{FRESH}")
+        drop_fresh(conn)  # what a killed fresh load left (``load_fresh``)
         conn.execute("INSERT INTO fts (fts) VALUES ('delete-all')")
         conn.execute("INSERT INTO words (words) VALUES ('delete-all')")
         for table in ("memories", "tags", "links", "names", "prop_keys", "props", "derived", "deriving"):
