@@ -1,14 +1,15 @@
 """What an open of the index mends in a file that may come from elsewhere (a teammate's
 ``.index/`` committed to git, a copy a sync tool damaged): the count of memories
 (``counts``), recounted when it is not one whole number equal to the rows; and the
-tables a killed first build left (``loading.FRESH``), dropped once no build is under way."""
+tables a killed first build left (``loading.FRESH``), found here and dropped by the vault's
+open when no build holds its lock (``Core._drop_left``)."""
 
 from __future__ import annotations
 
 import logging
 import sqlite3
 
-from .loading import FRESH, LOADED, drop_fresh, step
+from .loading import FRESH, LOADED, step
 
 log = logging.getLogger("agent_memory.index")
 
@@ -35,13 +36,7 @@ def mend_count(conn: sqlite3.Connection) -> None:
 
 
 def fresh_left(conn: sqlite3.Connection) -> bool:
-    """Whether the file holds a fresh load's tables: a build under way (it holds the
-    vault's lock) or one that was killed."""
+    """Whether the file holds a fresh load's tables: a build under way's (it holds the
+    vault's lock) or a killed one's (``loading.drop_fresh`` drops them)."""
     return bool(conn.execute(LEFT).fetchone())
 
-
-def drop_left(conn: sqlite3.Connection) -> None:
-    """Drop a killed fresh load's tables, in a transaction of their own; the caller holds
-    the vault's lock, so no build is under way."""
-    with step(conn):
-        drop_fresh(conn)
