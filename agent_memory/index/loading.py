@@ -165,7 +165,7 @@ def fresh_load(conn: sqlite3.Connection, script: str, rows: Iterable[tuple[Any, 
     there by scanning the WAL's hash blocks, ten times as many at a million as at
     100,000; committed in steps, each is checkpointed into the file as it goes. Safe:
     a reader sees the live tables, empty, until the swap commits, then the whole index;
-    a crash leaves them empty (the next open rebuilds, dropping the fresh tables first)."""
+    a crash leaves them empty (the next open drops the fresh tables, ``Core._drop_left``, and rebuilds)."""
     with step(conn):
         drop_fresh(conn)  # a killed build's, committed before it died
         for statement in fresh_schema(script):
