@@ -129,6 +129,54 @@ def test_a_first_rebuild_killed_at_any_point_is_rebuilt_whole_on_the_next_open(r
         assert_index_matches_files(vault)
 
 
+@pytest.mark.parametrize("where", [where for where, (*_, fresh) in KILLS.items() if fresh])
+def test_the_tables_a_killed_first_rebuild_left_are_dropped_by_the_next_open(root: Path, where: str) -> None:
+    """Opened without a rebuild (the MCP server opens so, and reconciles later): the
+    killed build's tables, up to a whole vault's rows, are dropped at once, their pages
+    free for the index's next rows, not kept in the file until the next rebuild."""
+    point, at, _live, fresh = KILLS[where]
+    killed = child(root, point, at, "kill")
+    _out, err = killed.communicate(timeout=deadline(300))
+    assert killed.returncode == -signal.SIGKILL, f"exit {killed.returncode}: {err}"
+    assert live_and_fresh(root) == (0, fresh)
+    with Vault(root, sync=False) as vault:
+        assert vault.index.query(f"SELECT name FROM sqlite_master WHERE name LIKE '%{FRESH}%'") == []
+        assert vault.index.query("PRAGMA freelist_count")[0][0] > 0
+        assert vault.list(limit=100)["total"] == 0  # the index before the build, as a reader saw it
+    with Vault(root) as vault:
+        assert vault.search("kettle", limit=100)["count"] == FILES
+        assert vault.index.query("PRAGMA integrity_check")[0][0] == "ok"
+        assert_index_matches_files(vault)
+
+
+def test_an_open_while_another_process_holds_the_vault_lock_leaves_the_fresh_tables(root: Path) -> None:
+    """Another process holding the vault's lock may be the build that fills those tables
+    (between two of its steps no SQLite transaction shows it): the open leaves them, and
+    does not wait; the first open after the lock is free drops them."""
+    point, at, _live, fresh = KILLS["after two steps of rows"]
+    killed = child(root, point, at, "kill")
+    _out, err = killed.communicate(timeout=deadline(300))
+    assert killed.returncode == -signal.SIGKILL, f"exit {killed.returncode}: {err}"
+    holder = subprocess.Popen([sys.executable, "-c", textwrap.dedent("""
+        import sys
+        from pathlib import Path
+        from agent_memory.disk.locking import WriteLock
+        with WriteLock(Path(sys.argv[1])).hold():
+            print("held", flush=True)
+            sys.stdin.read()
+        """), str(root / ".index" / "write.lock")], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    try:
+        assert holder.stdout is not None and holder.stdout.readline() == "held\n"
+        with Vault(root, sync=False) as vault:
+            assert vault.list(limit=100)["total"] == 0
+        assert live_and_fresh(root) == (0, fresh)
+    finally:
+        holder.communicate("", timeout=deadline(60))
+    with Vault(root, sync=False):
+        pass
+    assert live_and_fresh(root) == (0, 0)
+
+
 def test_a_reader_during_a_first_rebuild_sees_no_part_of_it_and_a_command_waits_for_the_whole(root: Path) -> None:
     """Paused after two steps of rows are committed: a reader of the index finds it empty,
     as before the rebuild, and a search started then waits for the rebuild's lock and
@@ -141,6 +189,7 @@ def test_a_reader_during_a_first_rebuild_sees_no_part_of_it_and_a_command_waits_
         with Vault(root, sync=False) as reader:  # reads that need no write (the rebuild holds the lock)
             assert reader.list(limit=100)["total"] == 0
             assert reader.index.query("SELECT count(*) FROM fts WHERE fts MATCH 'kettle'")[0][0] == 0
+        assert live_and_fresh(root) == (0, 2 * STEP)  # the open left the build's tables to it
         search = subprocess.Popen([sys.executable, "-m", "agent_memory", "--dir", str(root), "--json", "search",
                                    "kettle", "--limit", "100"], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                                   text=True)

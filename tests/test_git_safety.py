@@ -6,6 +6,7 @@ runs it."""
 
 from __future__ import annotations
 
+import json
 import os
 import shlex
 from pathlib import Path
@@ -155,6 +156,25 @@ def test_a_repository_another_user_owns_is_refused_with_what_to_do(team: Team) -
         done = run_cli(*command, vault=team.victim)
         assert done.returncode == 1 and done.stderr.count("\n") == 1, done.stderr
         assert "belongs to another user" in done.stderr and "safe.directory" in done.stderr
+
+
+@pytest.mark.parametrize("planted", ["refs/heads/main", "packed-refs", "index"])
+def test_a_named_pipe_in_the_git_folder_is_refused_not_waited_on(team: Team, planted: str) -> None:
+    """A synced folder carries named pipes: git waits on one in its refs or its index for
+    ever, so the tool's git stopped only at its timeout (30-120 s), for every command of
+    the vault. Commands that need git say which file to remove; the others work."""
+    memory_id = shared_memory(team)
+    git(team.victim, "pack-refs", "--all")  # every ref in packed-refs: a pipe there is read by every command
+    path = team.victim / ".git" / planted
+    path.unlink(missing_ok=True)  # the branch's ref: found in the pipe before packed-refs
+    os.mkfifo(path)
+    for command in (("sync",), ("history", memory_id)):
+        done = run_cli(*command, vault=team.victim)
+        assert done.returncode == 1 and done.stderr.count("\n") == 1, done.stderr
+        assert f"{path} is a named pipe" in done.stderr and "remove it" in done.stderr
+    listed = run_cli("--json", "list", vault=team.victim)
+    assert listed.returncode == 0, listed.stderr
+    assert [m["id"] for m in json.loads(listed.stdout)["memories"]] == [memory_id]
 
 
 # --------------------------------------------------------------------------- merge attributes

@@ -121,6 +121,51 @@ def test_deep_alias_bombs_cost_the_cli_nothing(tmp_path: Path) -> None:
     assert sorted(i.split(":")[0] for i in files["items"]) == ["forty.md", "nine.md"]
 
 
+def huge_front_matter(body: str) -> str:
+    """A hand-made note whose front matter is just over ``limits.MAX_FRONT_MATTER``, in
+    nested mappings (which only the full YAML parser reads): 9.5 MB of these cost every
+    rebuild 17 s and 1.4 GB."""
+    lines, size, k = [], 0, 0
+    while size <= limits.MAX_FRONT_MATTER:
+        lines.append(f"key{k}: {{nested: {k}}}\n")
+        size, k = size + len(lines[-1]), k + 1
+    return "---\n" + "".join(lines) + "---\n" + body
+
+
+def test_a_huge_front_matter_is_not_read_the_body_is_searched_and_the_file_never_changed(vault_dir: Path, clock) -> None:
+    make_vault(vault_dir, clock)
+    note = vault_dir / "huge.md"
+    note.write_text(huge_front_matter("A note about kumquats, under a huge front matter.\n"), encoding="utf-8")
+    before = note.read_bytes()
+    v = reopen(vault_dir, clock)
+    try:
+        v.reindex()
+        row = v.index.by_path("huge.md")
+        assert row is not None and json.loads(row["meta"]) == {}  # not 50,000 properties
+        assert [h["path"] for h in v.search("kumquats")["hits"]] == ["huge.md"]  # the body is searchable
+        for edit in ({"add_tags": ["fruit"]}, {"append": "More kumquats."}, {"title": "Kumquats"}):
+            with pytest.raises(AgentMemoryError, match="front matter refused.*fix the file by hand"):
+                v.update("huge.md", **edit)  # type: ignore[arg-type]
+        with pytest.raises(AgentMemoryError, match="front matter refused"):
+            v.link("huge.md", v.list()["memories"][-1]["id"])
+    finally:
+        v.close()
+    files = checks_by_name(vault_dir)["files"]
+    assert not files["ok"]
+    [item] = [i for i in files["items"] if i.startswith("huge.md: ")]
+    assert f"over the limit of {limits.MAX_FRONT_MATTER:,}" in item and "tools will not change this file" in item
+    assert note.read_bytes() == before
+
+
+def test_an_import_whose_front_matter_would_be_over_the_cap_is_refused(vault: Vault) -> None:
+    """The tool never writes a file whose properties it would not read back."""
+    aliases = [f"kumquat alias {k}" for k in range(limits.MAX_FRONT_MATTER // 16)]
+    item = {"content": "Kumquats again.", "tags": ["fruit"], "aliases": aliases}
+    with pytest.raises(AgentMemoryError, match="Item 0: its front matter would be .* over the limit"):
+        vault.import_memories([item])
+    assert vault.search("kumquats")["hits"] == []
+
+
 # --------------------------------------------------------------------------- huge bodies
 
 

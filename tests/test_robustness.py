@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import errno
+import json
 import os
+import sqlite3
 from pathlib import Path
 
 import pytest
@@ -12,7 +14,7 @@ from agent_memory.disk import store as store_module
 from agent_memory.errors import InvalidInput, VaultError
 from agent_memory.vault.vault import Vault
 
-from conftest import assert_index_matches_files, deadline, run_cli
+from conftest import assert_index_matches_files, cli_ok, deadline, run_cli
 
 
 def test_a_corrupt_index_file_is_rebuilt_from_the_files(vault: Vault) -> None:
@@ -38,6 +40,38 @@ def test_a_corrupt_index_does_not_break_the_cli(vault: Vault) -> None:
     done = run_cli("search", "Globex", vault=vault.root)
     assert done.returncode == 0, done.stderr
     assert "Globex wants incident summaries" in done.stdout
+
+
+# How a teammate's committed or a damaged ``.index/`` can hold the count of memories: the
+# statements run on the closed index file.
+MISCOUNTS = {
+    "no row": ["DELETE FROM counts"],
+    "two rows": ["INSERT INTO counts VALUES (7)"],
+    "text": ["UPDATE counts SET memories = 'many'"],
+    "null": ["DROP TABLE counts", "CREATE TABLE counts (memories INTEGER)", "INSERT INTO counts VALUES (NULL)"],
+    "a wrong number": ["UPDATE counts SET memories = 999999"],
+}
+
+
+@pytest.mark.parametrize("damage", MISCOUNTS)
+def test_an_index_whose_count_of_memories_is_damaged_is_recounted_on_open(vault: Vault, damage: str) -> None:
+    """Every command read the count as one whole number: no row, or NULL, or text made
+    them all crash with a TypeError (or an IndexError); the open recounts instead."""
+    for k in range(60):
+        vault.remember(f"Globex note {k} about incident summaries")
+    vault.close()
+    conn = sqlite3.connect(vault.index.path)
+    for statement in MISCOUNTS[damage]:
+        conn.execute(statement)
+    conn.commit()
+    conn.close()
+    found = json.loads(cli_ok("--json", "search", "Globex incident", "--limit", "100", vault=vault.root))
+    assert found["count"] == 60
+    assert json.loads(cli_ok("--json", "stats", vault=vault.root))["total"] == 60
+    cli_ok("add", "Globex wants the summaries by noon", vault=vault.root)
+    with Vault(vault.root) as reopened:
+        assert [tuple(row) for row in reopened.index.query("SELECT memories FROM counts")] == [(61,)]
+        assert reopened.list()["total"] == 61
 
 
 def test_a_read_only_vault_with_expired_memories_can_still_be_searched(

@@ -48,8 +48,10 @@ def write_beside(path: Path, data: bytes) -> Path:
     return tmp
 
 
-def fsync_folder(folder: Path) -> None:
-    """fsync a folder, so the names in it (a new file, a rename) survive a crash."""
+def fsync_folder(folder: Path, *, strict: bool = False) -> None:
+    """fsync a folder, so the names in it (a new file, a rename) survive a crash.
+    A failed fsync is ignored, unless ``strict``: then it raises ``OSError``, for a
+    caller that must not report a record durable when it may not be (the register)."""
     try:
         fd = os.open(folder, os.O_RDONLY)
     except OSError:  # Windows cannot open a folder; its renames are durable enough
@@ -57,6 +59,7 @@ def fsync_folder(folder: Path) -> None:
     try:
         os.fsync(fd)
     except OSError:
-        pass
+        if strict:
+            raise
     finally:
         os.close(fd)

@@ -62,6 +62,23 @@ def _lock_fd(fd: int) -> None:
                 continue
 
 
+def _try_lock_fd(fd: int) -> bool:
+    """``_lock_fd`` without waiting: False when another open file holds the lock."""
+    if fcntl is not None:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            return False
+    elif sys.platform == "win32":
+        import msvcrt
+
+        try:
+            msvcrt.locking(fd, msvcrt.LK_NBLCK, 1)
+        except OSError:
+            return False
+    return True
+
+
 def _unlock_fd(fd: int) -> None:
     if fcntl is not None:
         fcntl.flock(fd, fcntl.LOCK_UN)
@@ -116,16 +133,21 @@ class WriteLock:
         """How many nested holds this process has (1: the outermost)."""
         return self._depth
 
-    def _acquire(self) -> int:
+    def _acquire(self, wait: bool = True) -> int | None:
         """Lock the file that is at the lock's path *now*: if ``.index/`` was deleted (it
         is only a cache) while another process waited on the old file, that process
-        would hold a lock nobody else takes; so after locking, check and retry."""
+        would hold a lock nobody else takes; so after locking, check and retry.
+        ``wait=False``: None at once when another process holds it."""
         if self._kept_by != os.getpid():  # forked: closing the parent's copy leaves its lock alone
             _close_all(self._kept)
             self._kept_by = os.getpid()
         while True:
             fd = self._kept.pop() if self._kept else self._open()
-            _lock_fd(fd)
+            if wait:
+                _lock_fd(fd)
+            elif not _try_lock_fd(fd):
+                self._kept.append(fd)
+                return None
             try:
                 same = os.path.samestat(os.fstat(fd), os.lstat(self.path))
             except OSError:
@@ -136,13 +158,18 @@ class WriteLock:
             os.close(fd)
 
     @contextmanager
-    def hold(self) -> Iterator[None]:
+    def hold(self, wait: bool = True) -> Iterator[bool]:
+        """Hold the lock inside (True). ``wait=False``: do not wait for another process
+        holding it; inside, False says it is not held (nothing is locked)."""
         with self._thread_lock:
             if self._depth == 0:
-                self._fd = self._acquire()
+                self._fd = self._acquire(wait)
+                if self._fd is None:
+                    yield False
+                    return
             self._depth += 1
             try:
-                yield
+                yield True
             finally:
                 self._depth -= 1
                 if self._depth == 0 and self._fd is not None:

@@ -152,7 +152,8 @@ def _shallow_boundary(path: Path) -> list[str]:
 def _git_file(path: Path) -> str:
     """One of git's own small files (``HEAD``, a ref, ``packed-refs``, ``shallow``), read as
     untrusted: a ``.git`` folder synced from elsewhere can hold a link to ``/dev/zero`` or a
-    pipe there, which git itself declines; never followed, never waited on."""
+    pipe there (on which the tool runs no git, ``run.refuse_special_files``); never
+    followed, never waited on."""
     return nofollow.read_record(path).decode("ascii", "replace")
 
 

@@ -18,9 +18,11 @@ from __future__ import annotations
 import os
 import re
 import shlex
+import stat
 import subprocess
 import sys
 import threading
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -74,6 +76,8 @@ def run(folder: Path, *args: str, task: str, retry: str = "", timeout: float = G
     git is missing or too slow (``read the history``), ``retry`` what to try then;
     ``env`` adds to the environment, ``optional_locks`` lets git take its optional locks
     (commands that write), ``outside_repository`` drops a calling git's repository."""
+    if not outside_repository:
+        refuse_special_files(folder)
     environment = git_env()
     if optional_locks:
         environment.pop("GIT_OPTIONAL_LOCKS", None)
@@ -90,6 +94,81 @@ def run(folder: Path, *args: str, task: str, retry: str = "", timeout: float = G
     except subprocess.TimeoutExpired:
         raise GitError(f"git {args[0]} took more than {timeout:.0f} s to {task} and was stopped; nothing else was "
                        "done." + (f" {retry}" if retry else "")) from None
+
+
+# The files of a git folder git reads to find the repository, its state and its refs. A
+# named pipe there (a synced folder carries pipes; so can a device or a socket) makes git
+# wait on it for ever (git 2.39: rev-parse, status, log, commit): the tool's git stopped
+# only at its timeout, and every command of a vault in that repository took 30-120 s.
+_READ_BY_GIT = ("config", "config.worktree", "commondir", "HEAD", "index", "packed-refs", "ORIG_HEAD", "FETCH_HEAD",
+                "MERGE_HEAD", "CHERRY_PICK_HEAD", "REVERT_HEAD", "REBASE_HEAD", "AUTO_MERGE", "shallow")
+
+
+def refuse_special_files(folder: Path) -> None:
+    """Raise ``GitError`` before any git command runs in ``folder`` when the git folder
+    of its repository holds, where git reads, a file that is no regular file (a named
+    pipe, a device, a socket), naming it and what to do."""
+    for git_dir in _git_folders(folder):
+        found = next(_special_files(git_dir), None)
+        if found is not None:
+            raise GitError(
+                f"{found} is a named pipe or another special file, not a file git keeps, so agent-memory runs no git "
+                "command in this repository (git would wait on it for ever). A synced folder can bring one: remove it "
+                "(a branch's ref comes back with git fetch, or from another clone), then retry."
+            )
+
+
+def _git_folders(folder: Path) -> list[Path]:
+    """The git folders a git command in ``folder`` reads: ``GIT_DIR``'s, else that of the
+    first ``.git`` above it (the folder, or the one a ``.git`` file names), with the
+    common folder a linked worktree's ``commondir`` names. Read as untrusted."""
+    if os.environ.get("GIT_DIR"):
+        found = [folder / os.environ["GIT_DIR"]]  # relative: to the folder git runs in (-C)
+    else:
+        found = []
+        for above in (folder, *folder.parents):
+            marker = above / ".git"
+            if marker.is_dir():
+                found = [marker]
+                break
+            if os.path.lexists(marker):
+                named = gitfile_target(marker)
+                found = [] if named is None else [named]
+                break
+    try:
+        common = nofollow.read_record(found[0] / "commondir", limit=GITFILE_LIMIT).decode("utf-8", "replace").strip()
+        found.append(found[0] / common)
+    except (IndexError, OSError, ValueError):
+        pass  # none: the git folder is the common one
+    return found
+
+
+def _special_files(git_dir: Path) -> Iterator[Path]:
+    """The files git reads in ``git_dir`` (``_READ_BY_GIT``, every ref under ``refs/``)
+    that are pipes, devices or sockets, links to one included; a regular file costs no
+    stat (the folder's listing says what it is)."""
+    for name in _READ_BY_GIT:
+        if _special(git_dir / name):
+            yield git_dir / name
+    folders = [git_dir / "refs"]
+    while folders:
+        try:
+            with os.scandir(folders.pop()) as entries:
+                for entry in entries:
+                    if entry.is_dir(follow_symlinks=False):
+                        folders.append(Path(entry.path))
+                    elif not entry.is_file(follow_symlinks=False) and _special(Path(entry.path)):
+                        yield Path(entry.path)
+        except OSError:
+            continue  # no refs folder, or not a folder: git finds no refs there either
+
+
+def _special(path: Path) -> bool:
+    try:
+        mode = os.stat(path).st_mode
+    except OSError:  # absent, a dangling link, a loop: nothing git would wait on
+        return False
+    return stat.S_ISFIFO(mode) or stat.S_ISCHR(mode) or stat.S_ISBLK(mode) or stat.S_ISSOCK(mode)
 
 
 def first_line(done: subprocess.CompletedProcess[bytes]) -> str:

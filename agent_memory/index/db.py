@@ -33,8 +33,8 @@ from ..trust import confine
 from .derived import (DERIVED, PHASES, PROPERTIES, TAGS, VOCABULARY, build_chunk, insert_properties, insert_tags,
                       insert_words, kept, merge_step)
 from .facts import FileFacts, packed_stamp, racy
-from .loading import (FRESH, LOADED, bulk_load, fresh_load, index_statements, load_cache, merge_due, sorted_in,
-                      statements)
+from .loading import bulk_load, drop_fresh, fresh_load, index_statements, load_cache, merge_due, sorted_in, statements
+from .mend import mend_count
 from .rows import (date_words, description, changed_at, headings_of, indexed_body, joined, link_key, name_key, row_values,
                    split_names, words_text)
 
@@ -255,7 +255,7 @@ class Index:
         if conn.execute("PRAGMA user_version").fetchone()[0] != SCHEMA_VERSION:
             self._create_schema()
         else:
-            conn.execute("SELECT count(*) FROM memories").fetchone()
+            mend_count(conn)  # its count of rows also finds a file that is no database
         conn.execute(TOOL_WRITES)
 
     def _create_schema(self) -> None:
@@ -589,8 +589,7 @@ class Index:
 
     def replace_all(self, conn: sqlite3.Connection, notes: Iterable[tuple[Note, FileFacts]], batch: int = 2000) -> int:
         """Empty the index and bulk-load ``notes`` (inside the caller's transaction)."""
-        for table in LOADED:  # what a killed fresh load left (``load_fresh``)
-            conn.execute(f"DROP TABLE IF EXISTS {table}{FRESH}")
+        drop_fresh(conn)  # what a killed fresh load left (``load_fresh``)
         conn.execute("INSERT INTO fts (fts) VALUES ('delete-all')")
         conn.execute("INSERT INTO words (words) VALUES ('delete-all')")
         for table in ("memories", "tags", "links", "names", "prop_keys", "props", "derived", "deriving"):
@@ -952,48 +951,3 @@ class Index:
         return sum(
             p.stat().st_size for p in (self.path, Path(f"{self.path}-wal"), Path(f"{self.path}-shm")) if p.exists()
         )
-
-    @staticmethod
-    def peek_choice(folder: Path) -> tuple[Holdings, str | None] | None:
-        """Read what ``recall.choice`` needs without changing the index (for
-        ``doctor``): the memories of each kind and the profile recorded before; None
-        when there is no index of this schema."""
-        conn = _read_only(folder)
-        if conn is None:
-            return None
-        try:
-            if conn.execute("PRAGMA user_version").fetchone()[0] != SCHEMA_VERSION:
-                return None
-            counts = dict(conn.execute("SELECT shape, count(*) FROM memories GROUP BY shape").fetchall())
-            recorded = conn.execute("SELECT value FROM choices WHERE name = 'profile'").fetchone()
-            held = Holdings(facts=counts.get(0, 0), notes=counts.get(1, 0), turns=counts.get(2, 0))
-            return held, (str(recorded[0]) if recorded else None)
-        finally:
-            conn.close()
-
-    @staticmethod
-    def peek(folder: Path) -> tuple[int, dict[str, FileFacts]] | None:
-        """Read an index without changing it (for ``doctor``): schema version and facts."""
-        conn = _read_only(folder)
-        if conn is None:
-            return None
-        try:
-            version = conn.execute("PRAGMA user_version").fetchone()[0]
-            if version != SCHEMA_VERSION:
-                return version, {}
-            rows = conn.execute("SELECT path, size, mtime_ns, ctime_ns, inode, sha256 FROM memories").fetchall()
-            return version, {r[0]: FileFacts(*r[1:]) for r in rows}
-        finally:
-            conn.close()
-
-
-def _read_only(folder: Path) -> sqlite3.Connection | None:
-    """The index in ``folder`` opened without changing it (for ``doctor``); None when
-    there is none. With no writer active (no -wal file) it is opened immutable, which
-    creates no -wal/-shm files; with one, read-only mode sees its uncheckpointed pages."""
-    path = folder / DB_NAME
-    if not path.exists():
-        return None
-    live = Path(f"{path}-wal").exists()
-    return sqlite3.connect(f"file:{path}?{'mode=ro' if live else 'immutable=1'}", uri=True)
-

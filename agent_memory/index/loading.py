@@ -165,10 +165,9 @@ def fresh_load(conn: sqlite3.Connection, script: str, rows: Iterable[tuple[Any, 
     there by scanning the WAL's hash blocks, ten times as many at a million as at
     100,000; committed in steps, each is checkpointed into the file as it goes. Safe:
     a reader sees the live tables, empty, until the swap commits, then the whole index;
-    a crash leaves them empty (the next open rebuilds, dropping the fresh tables first)."""
+    a crash leaves them empty (the next open drops the fresh tables, ``Core._drop_left``, and rebuilds)."""
     with step(conn):
-        for table in LOADED:  # a killed build's, committed before it died
-            conn.execute(f"DROP TABLE IF EXISTS {table}{FRESH}")
+        drop_fresh(conn)  # a killed build's, committed before it died
         for statement in fresh_schema(script):
             conn.execute(statement)
         fts_settings(conn, LOAD_FTS_HASH, 0, f"fts{FRESH}")
@@ -195,6 +194,13 @@ def fresh_load(conn: sqlite3.Connection, script: str, rows: Iterable[tuple[Any, 
         with step(conn):
             swap_in(conn, script, count)
     return count
+
+
+def drop_fresh(conn: sqlite3.Connection) -> None:
+    """Drop the tables a fresh load fills (``FRESH``), in the caller's transaction: what a
+    killed one left (the next build's first step, a rebuild, or an open, ``mend.drop_left``)."""
+    for table in LOADED:
+        conn.execute(f"DROP TABLE IF EXISTS {table}{FRESH}")
 
 
 def fresh_schema(script: str) -> list[str]:

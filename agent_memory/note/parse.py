@@ -13,6 +13,7 @@ import unicodedata
 from dataclasses import dataclass, field
 from typing import Any
 
+from .. import limits  # read at call time: tests lower the caps
 from .links import BODY_LINK_RELATION, links_in, markdown_links, wikilinks
 from .fast_yaml import read_simple
 from .render import to_utc
@@ -135,6 +136,10 @@ def read_front_matter(fm_text: str, problems: list[str]) -> tuple[dict[str, Any]
     """The front matter as plain data, and whether it could not be read as written: the
     fast path for the simple shapes nearly every note has, else the full YAML parser,
     imported only then (most commands, and most vaults, never need it)."""
+    if len(fm_text) > limits.MAX_FRONT_MATTER:
+        problems.append(f"front matter refused: it is {len(fm_text):,} characters, over the limit of "
+                        f"{limits.MAX_FRONT_MATTER:,}, so none of its properties are read; move long text into the body")
+        return {}, True
     if not fm_text.strip():
         return {}, False
     fast = read_simple(fm_text)

@@ -26,12 +26,14 @@ from ..note import parse
 from ..note.parse import Note, content_hash
 from ..note.patch import patch
 from ..note.render import render_front_matter, render_new, to_utc
+from ..note.split import split
 from .items import (IMPORT_BASE, as_list, exported_file, exported_front_matter, import_path, link_fields, new_fields,
                     own_id, plain, resync, source_digest, twin_id)
 from ..clock import iso
 from ..errors import InvalidInput, NotFound, SavedMeanwhile
 from ..index.db import Index
 from ..index.rows import link_key
+from .. import limits
 from ..limits import MAX_FILE_BYTES, check_content, check_text
 from ..disk.layout import is_memory_path
 from ..disk.staging import StagedFile
@@ -195,6 +197,7 @@ class Importing:
                 memory_id = own_id(meta)
                 self.vault.guard_credentials({"the content": content,
                                               "the front matter": json.dumps(meta, default=str)}, settings=settings)
+            readable(data)
         except (InvalidInput, ValueError) as exc:  # the same kind of error, naming the item
             kind = type(exc) if isinstance(exc, InvalidInput) else InvalidInput
             raise kind(f"{where}: {exc} Nothing was imported.") from exc
@@ -331,7 +334,7 @@ class Importing:
         relations = [k for k in fields if k in resolved]
         if entry.existing is None:
             fields[IMPORT_BASE] = source_digest(fields, entry.item, entry.content)
-            data = render_new(fields, entry.content or "").encode("utf-8")
+            data = readable(render_new(fields, entry.content or "").encode("utf-8"))
             plan.files.append(StagedFile(entry.rel, data))
             plan.links += sum(len(fields[k]) for k in relations)
             return
@@ -342,7 +345,7 @@ class Importing:
             plan.unchanged += 1
             return
         text = patch(old.decode("utf-8"), changes, body=body)
-        plan.files.append(StagedFile(entry.rel, text.encode("utf-8"), old))
+        plan.files.append(StagedFile(entry.rel, readable(text.encode("utf-8")), old))
         plan.links += sum(len(changes[k]) - len(as_list(note.meta.get(k))) for k in relations if k in changes)
 
     def _adopted(self, item: dict[str, Any]) -> tuple[str, bytes, Note] | None:
@@ -430,6 +433,18 @@ class Importing:
         except SavedMeanwhile:
             return ""
         return rel
+
+
+def readable(data: bytes) -> bytes:
+    """``data``, unless its front matter is over ``limits.MAX_FRONT_MATTER``: the tool
+    would not read back the properties of a file it wrote (``parse.read_front_matter``)."""
+    most = limits.MAX_FRONT_MATTER
+    if len(data) > most:  # else its front matter cannot be
+        front = split(data.decode("utf-8", "replace")).fm_text
+        if front is not None and len(front) > most:
+            raise InvalidInput(f"its front matter would be {len(front):,} characters, over the limit of "
+                               f"{most:,}; shorten its fields (long text goes in the content).")
+    return data
 
 
 def _with_id(data: bytes, memory_id: str) -> bytes:

@@ -35,6 +35,7 @@ from pathlib import Path
 from typing import Any
 
 from ..disk import nofollow
+from ..disk.durable import fsync_folder
 from ..errors import PathRefused, VaultError
 from ..git.run import gitfile_target, run
 from .confine import tool_folder
@@ -164,7 +165,7 @@ class Register:
             os.close(fd)
         os.replace(tmp, path)
         if durable:
-            _fsync_folder(path.parent)
+            fsync_folder(path.parent, strict=True)
 
     def _error(self, exc: OSError) -> RegisterError:
         reason = {errno.EROFS: "it is on a read-only file system", errno.ENOSPC: "the disk is full",
@@ -277,17 +278,6 @@ def _alive(pid: object) -> bool:
     except OSError:  # another user's process, or no such call: alive, to be safe
         return True
     return True
-
-
-def _fsync_folder(folder: Path) -> None:
-    try:
-        fd = os.open(folder, os.O_RDONLY)
-    except OSError:  # Windows cannot open a folder; its renames are durable enough
-        return
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
 
 
 _ENTRY_MAX = 4096  # bytes of one entry: a kind, a path and a hash

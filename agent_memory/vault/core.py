@@ -26,6 +26,8 @@ from ..clock import Clock, humanize_age, iso, utcnow
 from ..errors import InvalidInput, NotFound, StillSaving, VaultError, VaultGone
 from ..wording import RECALL, said
 from ..index.db import Index
+from ..index.loading import drop_fresh
+from ..index.mend import fresh_left
 from ..index.rows import link_key
 from ..index.reconcile import SETTLE_GIVE_UP, FileIndexer, Reconciler
 from ..disk.locking import Generations, WriteLock
@@ -116,6 +118,7 @@ class Core:
         # The lock lives in the vault's own .index/ wherever the database is, so every
         # process on this vault takes the same one (AGENT_MEMORY_INDEX_DIR or not).
         self.lock = WriteLock(self.store.control_dir / "write.lock")
+        self._drop_left()
         self._generations = Generations(self.store.control_dir / "writes.json", str(self.index.path))
         self._seen_others = self._generations.others()
         self._settings: tuple[object, Settings] | None = None
@@ -129,6 +132,20 @@ class Core:
         self.reconciler = Reconciler(self.files, writing=self.writing, now=self.now)
         self._reconcile = reconcile or self.reconciler.reconcile
         self._written = written
+
+    def _drop_left(self) -> None:
+        """The tables a killed first build left in the index (``mend.fresh_left``): dropped
+        at the open, when no process holds the vault's lock (a build under way holds it,
+        and is not waited for); else the next rebuild drops them. One look at the schema."""
+        if not fresh_left(self.index.conn):
+            return
+        with self.lock.hold(wait=False) as held:
+            if held:
+                try:
+                    with self.index.transaction() as conn:
+                        drop_fresh(conn)
+                except sqlite3.Error as exc:  # a full disk: the next rebuild drops them
+                    log.debug("could not drop a killed build's tables: %s", exc)
 
     @property
     def settings(self) -> Settings:

@@ -20,8 +20,9 @@ from ..git.setup import driver_problem
 from ..trust import approvals, credentials
 from ..note import parse
 from ..errors import SettingsError
-from ..index.db import DB_NAME, SCHEMA_VERSION, Index
+from ..index.db import DB_NAME, SCHEMA_VERSION
 from ..index.facts import FileFacts
+from ..index.peek import peek, peek_choice
 from ..index.rows import link_key
 from ..recall.choice import choose
 from ..recall.rank import PROFILES
@@ -310,7 +311,7 @@ def _check_profile(root: Path, folder: Path) -> Check:
     if setting is not None:
         return Check("recall profile", True, f"{setting} (set by recall.profile)")
     try:
-        peeked = Index.peek_choice(folder)
+        peeked = peek_choice(folder)
     except sqlite3.Error:
         peeked = None
     if peeked is None:
@@ -333,7 +334,7 @@ def _check_index(root: Path, folder: Path, facts: dict[str, FileFacts]) -> Check
     out of sync only when commands trust it without looking: a running watcher vouches
     for it and it still differs once the watcher confirms it is current."""
     try:
-        peeked = Index.peek(folder)
+        peeked = peek(folder)
     except sqlite3.Error as exc:
         return Check("index", False, f"The index in {folder} cannot be read ({exc}). Delete the folder and run "
                      "`agent-memory reindex`.")
@@ -350,7 +351,7 @@ def _check_index(root: Path, folder: Path, facts: dict[str, FileFacts]) -> Check
     from ..watch import vouch
 
     if vouch.vouched(Store(root).control_dir, root, folder / DB_NAME):
-        confirmed = Index.peek(folder)
+        confirmed = peek(folder)
         items = _differences(facts, confirmed[1]) if confirmed is not None else items
         if items:
             return Check("index", False, f"Out of sync: {plural(len(items), 'file')} {'differs' if len(items) == 1 else 'differ'} from the index although "
