@@ -481,6 +481,34 @@ def test_a_commit_a_person_makes_just_after_a_commit_holding_a_token_is_never_ta
     assert secret not in git(team.remote, "log", "--all", "-p")
 
 
+def test_a_commit_holding_a_token_is_taken_back_whatever_encoding_git_shows_messages_in(
+        team: Team, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The tool recognises its own commit by the message it holds before taking it
+    back. A person whose git shows messages in Latin-1 (``i18n.logOutputEncoding``) got
+    "a commit was made on top of it meanwhile" for a memory titled "Café": the message
+    read back differed from the one written, and the sync stopped. The bytes the commit
+    holds are compared now, so the commit is taken back and the sync goes on."""
+    from agent_memory.git.run import Repo
+    from agent_memory.vault.vault import Vault
+
+    secret = token(17)
+    git(team.victim, "config", "i18n.logOutputEncoding", "ISO-8859-1")
+    with Vault(team.victim) as vault:
+        path = vault.remember("Café deploys go out on Fridays.", title="Café deploys")["memory"]["path"]
+    run = Repo.run
+
+    def saving(repo: Repo, *args: str, **kwargs: Any) -> subprocess.CompletedProcess[bytes]:
+        if args[:2] == ("commit", "--only"):
+            (team.victim / path).write_text(f"Café deploys go out on Fridays. Token: {secret}\n")  # the person's save
+        return run(repo, *args, **kwargs)
+
+    monkeypatch.setattr(Repo, "run", saving)
+    with Vault(team.victim) as vault:
+        result = vault.sync()
+    assert [w.split(": ", 1)[0] for w in result.get("withheld", [])] == [path]
+    assert secret not in git(team.remote, "log", "--all", "-p")
+
+
 def test_sync_never_pushes_a_token_a_person_committed_with_git(team: Team) -> None:
     """A person commits a note holding a token with git itself, then runs sync: the tool's
     own commits are checked for credentials, and so is everything the push would send."""

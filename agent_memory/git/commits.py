@@ -456,8 +456,7 @@ def _take_back(repo: Repo, made: str, message: str, paths: list[str], named: str
     program holds a lock): the sync stops before it pushes, and the error says what to
     undo by hand."""
     parent = repo.run("rev-parse", "-q", "--verify", f"{made}^").stdout.decode().strip()
-    said = repo.run("log", "-1", "--format=%B", made).stdout.decode("utf-8", "replace")
-    if _lines(said) != _lines(message):  # a person's commit landed on top before HEAD was read
+    if _lines(_said(repo, made)) != _lines(message):  # a person's commit landed on top before HEAD was read
         raise GitError(
             f"A commit the tool just made took a save holding a credential ({named}) and could not be taken back: "
             f"a commit was made on top of it meanwhile. Nothing was pushed. Drop the tool's commit from the branch "
@@ -477,6 +476,14 @@ def _take_back(repo: Repo, made: str, message: str, paths: list[str], named: str
                 f"back: git {step[0]} failed ({first_line(done)}). Nothing was pushed. Undo it before the next sync "
                 f"(in {repo.top}: {_undo(repo, made, parent)}), then remove the credential from the file."
             )
+
+
+def _said(repo: Repo, commit: str) -> str:
+    """The message ``commit`` holds, read as its bytes: git keeps a message given with
+    ``-m`` as those bytes, while ``git log`` would show it in the person's
+    ``i18n.logOutputEncoding`` (Latin-1 turns "Café" into other bytes)."""
+    raw = repo.run("cat-file", "commit", commit).stdout
+    return raw.partition(b"\n\n")[2].decode("utf-8", "surrogateescape")
 
 
 def _lines(message: str) -> list[str]:
