@@ -87,8 +87,10 @@ class Trash:
     """The trash folder of one vault (``root/.trash``), refused when it is a symlink."""
 
     def __init__(self, root: Path, fsync_dir: Callable[[Path], None], write_temp: Callable[[Path, bytes], Path],
-                 changed: Callable[[str, str, str], None] | None = None) -> None:
+                 changed: Callable[[str, str, str], None] | None = None,
+                 memories_folder: Callable[[], str] = str) -> None:
         self.root = root
+        self._memories_folder = memories_folder  # its date folders in the trash go once empty, as at the top
         self._changed = changed  # the store's record of what a write did to the vault
         self.folder = root / TRASH_DIRNAME
         self.ledger = self.folder / LEDGER_NAME
@@ -415,7 +417,8 @@ class Trash:
             raise
         except OSError as exc:
             raise disk_error(exc, f"restore {entry.trash}") from exc
-        openat.remove_empty_dated(self.root, path.relative_to(self.folder).as_posix(), within=TRASH_DIRNAME)
+        openat.remove_empty_dated(self.root, path.relative_to(self.root).as_posix(),
+                                  (TRASH_DIRNAME, f"{TRASH_DIRNAME}/{self._memories_folder()}".rstrip("/")))
         if self._changed is not None:
             self._changed(target.relative_to(self.root).as_posix(), "restored", entry.trash)
         self.register.done("trash", entry.record_hash)  # done: a replay of its line never acts again
