@@ -126,3 +126,17 @@ def test_a_memories_folder_keeps_no_empty_days_and_stays_itself(tmp_path: Path, 
         vault.restore(first["id"])
         assert (vault.root / first["path"]).is_file()
         assert not (vault.root / ".trash" / "Agent" / "2026").exists()
+
+
+def test_a_persons_year_folder_holding_their_notes_stays(vault: Vault) -> None:
+    """The tool writes memories only in ``YYYY/MM/DD``: a person's own ``2024/`` (or
+    ``2024/12/``) holding their notes directly was removed once its last note was
+    forgotten, as if it were a day the tool had made."""
+    (vault.root / "2024" / "12").mkdir(parents=True)
+    (vault.root / "2024" / "review.md").write_text("What went well in 2024.\n")
+    (vault.root / "2024" / "12" / "december.md").write_text("December's notes.\n")
+    vault.reconcile()
+    vault.forget("2024/12/december.md")
+    assert (vault.root / "2024" / "12").is_dir()
+    vault.forget("2024/review.md")
+    assert (vault.root / "2024").is_dir()

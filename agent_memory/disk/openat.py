@@ -79,7 +79,7 @@ def read_bounded(fd: int, size: int, max_bytes: int | None) -> bytes | None:
 
 def remove_empty_dated(root: Path, rel: str, tops: tuple[str, ...] = ("",)) -> None:
     """The date folders (``YYYY/MM/DD``, then ``YYYY/MM``, then ``YYYY``) that held the
-    file ``rel`` (vault-relative), each removed if nothing is left in it: a forgotten,
+    file ``rel`` (vault-relative, directly in a day), each removed if nothing is left in it: a forgotten,
     moved or restored memory leaves no empty day behind in the file tree. Only date
     folders directly in one of the folders ``tops`` (vault-relative: "" the vault's top,
     the memories folder, ``.trash``) are looked at, each opened without following a
@@ -113,6 +113,7 @@ def remove_empty_dated(root: Path, rel: str, tops: tuple[str, ...] = ("",)) -> N
 
 
 def _dated(parts: list[str]) -> bool:
-    """Whether ``parts`` are ``YYYY``, ``YYYY/MM`` or ``YYYY/MM/DD`` as digits."""
-    return 0 < len(parts) <= 3 and all(len(p) == width and p.isascii() and p.isdigit()
-                                       for p, width in zip(parts, (4, 2, 2)))
+    """Whether ``parts`` are ``YYYY/MM/DD`` as digits: the only folders the tool puts a
+    memory in (a file directly in ``2024/`` or ``2024/12/`` is in a person's folder)."""
+    return len(parts) == 3 and all(len(p) == width and p.isascii() and p.isdigit()
+                                   for p, width in zip(parts, (4, 2, 2)))
