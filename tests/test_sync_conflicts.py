@@ -205,3 +205,29 @@ def test_a_save_made_while_an_unrelated_edit_is_put_back_stands(
     assert "Your uncommitted edits to people/priya.md are set aside in stash@{0}" in str(caught.value)
     assert "Ask her before changing invoices." in git(team.victim, "show", "stash@{0}:people/priya.md")
     assert not [p.name for p in priya.parent.iterdir() if p.name != "priya.md"]  # no copy left beside it
+
+
+def test_a_file_deleted_while_an_unrelated_edit_is_put_back_stays_deleted(
+        team: Team, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The person deletes the file between sync's check and its write-back: the swap
+    found nothing to swap with, the error escaped as a bare "No such file" instead of
+    the conflict, and the stashed copy was left beside it as a hidden temp file. The
+    deletion stands, the conflict is reported, and the edit stays in the stash."""
+    from agent_memory.git import stash
+
+    both_change_terms(team)
+    priya = edit_priya(team.victim)
+    checked = stash._untouched
+
+    def then_deleted(*args: object) -> str | None:
+        found = checked(*args)  # type: ignore[arg-type]
+        if str(args[2]) == "people/priya.md":
+            priya.unlink()  # the person deletes it at this instant
+        return found
+
+    monkeypatch.setattr(stash, "_untouched", then_deleted)
+    with Vault(team.victim) as vault, pytest.raises(SyncConflict) as caught:
+        vault.sync()
+    assert not priya.exists()
+    assert "Your uncommitted edits to people/priya.md are set aside in stash@{0}" in str(caught.value)
+    assert not list(priya.parent.iterdir())  # no copy left beside it

@@ -143,19 +143,22 @@ def _write_back(repo: Repo, target: Path, data: bytes | None, checked: str) -> b
             return True
         return _done_with(repo, aside, target, checked)
     tmp = write_beside(target, data)
-    if not checked:
-        try:
+    try:  # until a swap, ``tmp`` holds only the stashed copy: it goes on any failure
+        if not checked:
             locking.move_no_replace(tmp, target)
             return True
-        except FileExistsError:  # a person made the file meanwhile: theirs stands
-            tmp.unlink()
-            return False
-    if not locking.swap(tmp, target):  # no atomic swap on this file system: the check again, then a rename
-        if _blob(repo, target) != checked:
-            tmp.unlink()
-            return False
-        os.replace(tmp, target)
-        return True
+        if not locking.swap(tmp, target):  # no atomic swap on this file system: the check again, then a rename
+            if _blob(repo, target) != checked:
+                tmp.unlink()
+                return False
+            os.replace(tmp, target)
+            return True
+    except (FileExistsError, FileNotFoundError):  # a person made or deleted the file meanwhile: that stands
+        tmp.unlink(missing_ok=True)
+        return False
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise
     return _done_with(repo, tmp, target, checked, data)
 
 
