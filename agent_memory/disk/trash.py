@@ -76,11 +76,16 @@ def _digest(path: Path) -> tuple[os.stat_result, str] | None:
         fd = nofollow.open_read(path)
     except OSError:
         return None
-    with os.fdopen(fd, "rb") as handle:
+    try:  # looked at before it is wrapped: a folder cannot be, and would keep the descriptor open
         found = os.fstat(fd)
         if not stat_kind.S_ISREG(found.st_mode):
             return None
-        return found, hashlib.file_digest(handle, "sha256").hexdigest()
+        with os.fdopen(fd, "rb", closefd=False) as handle:
+            return found, hashlib.file_digest(handle, "sha256").hexdigest()
+    except OSError:  # unreadable: not known to be the tool's
+        return None
+    finally:
+        os.close(fd)
 
 
 class Trash:
