@@ -231,3 +231,34 @@ def test_a_file_deleted_while_an_unrelated_edit_is_put_back_stays_deleted(
     assert not priya.exists()
     assert "Your uncommitted edits to people/priya.md are set aside in stash@{0}" in str(caught.value)
     assert not list(priya.parent.iterdir())  # no copy left beside it
+
+
+def test_a_save_then_a_deletion_during_a_write_back_keeps_the_save(
+        team: Team, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The person saves between sync's check and its write-back, then deletes the file
+    the write-back just put there: the swap meant to give their save its name back
+    found no file, the error escaped, and their save was left as a hidden temp file.
+    Their save is back under its name."""
+    from agent_memory.git import stash
+
+    both_change_terms(team)
+    priya = edit_priya(team.victim)
+    checked, blob = stash._untouched, stash._blob
+
+    def then_saved(*args: object) -> str | None:
+        found = checked(*args)  # type: ignore[arg-type]
+        if str(args[2]) == "people/priya.md":
+            priya.write_text(PRIYA + "Saved again just now.\n")
+        return found
+
+    def then_deleted(repo: object, path: Path) -> str:
+        if path.name != "priya.md" and path.parent == priya.parent and priya.exists():
+            priya.unlink()  # the person deletes what the write-back put there
+        return blob(repo, path)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(stash, "_untouched", then_saved)
+    monkeypatch.setattr(stash, "_blob", then_deleted)
+    with Vault(team.victim) as vault, pytest.raises(SyncConflict):
+        vault.sync()
+    assert priya.read_text() == PRIYA + "Saved again just now.\n"
+    assert not [p.name for p in priya.parent.iterdir() if p.name != "priya.md"]

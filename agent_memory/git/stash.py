@@ -169,7 +169,11 @@ def _done_with(repo: Repo, displaced: Path, target: Path, checked: str, data: by
     if _blob(repo, displaced) == checked:
         displaced.unlink()
         return True
-    if data is not None and locking.swap(displaced, target) and nofollow.read_regular(displaced) == data:
+    try:
+        back = data is not None and locking.swap(displaced, target)
+    except FileNotFoundError:  # what was written there was deleted meanwhile: the save takes its name
+        back = False
+    if back and nofollow.read_regular(displaced) == data:
         displaced.unlink()  # the stashed copy the swap gave back
         return False
     _keep(displaced, target)
