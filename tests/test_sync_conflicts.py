@@ -262,3 +262,18 @@ def test_a_save_then_a_deletion_during_a_write_back_keeps_the_save(
         vault.sync()
     assert priya.read_text() == PRIYA + "Saved again just now.\n"
     assert not [p.name for p in priya.parent.iterdir() if p.name != "priya.md"]
+
+
+def test_a_staged_new_file_in_a_new_folder_is_put_back_during_a_conflict(team: Team) -> None:
+    """A person's new file, staged (git add) in a folder of its own, is set aside with
+    the stash, and git removes the emptied folder with it. Writing it back during a
+    conflict failed with "No such file" (its folder was gone) instead of the conflict
+    report. The folder is made again and the file is back."""
+    both_change_terms(team)
+    new = team.victim / "projects" / "acme" / "plan.md"
+    new.parent.mkdir(parents=True)
+    new.write_text("# ACME plan\n\nShip on Friday.\n")
+    git(team.victim, "add", "projects/acme/plan.md")
+    with Vault(team.victim) as vault, pytest.raises(SyncConflict):
+        vault.sync()
+    assert new.read_text() == "# ACME plan\n\nShip on Friday.\n"
