@@ -509,6 +509,41 @@ def test_a_commit_holding_a_token_is_taken_back_whatever_encoding_git_shows_mess
     assert secret not in git(team.remote, "log", "--all", "-p")
 
 
+def test_a_taken_back_commit_whose_staging_cannot_be_restored_says_what_is_left(
+        team: Team, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The branch was moved back off the tool's commit, then git could not give the
+    staging area back (another git program held its lock): the error said a commit
+    was made on top and to drop the tool's commit with a rebase, which was already off
+    the branch. It says what is left: the file's staged copy, and how to unstage it."""
+    from agent_memory.errors import GitError
+    from agent_memory.git.run import Repo
+    from agent_memory.vault.vault import Vault
+
+    secret = token(18)
+    with Vault(team.victim) as vault:
+        path = vault.remember("Deploys go out on Fridays.")["memory"]["path"]
+    index_lock = team.victim / ".git" / "index.lock"
+    run = Repo.run
+
+    def saving(repo: Repo, *args: str, **kwargs: Any) -> subprocess.CompletedProcess[bytes]:
+        if args[:2] == ("commit", "--only"):
+            (team.victim / path).write_text(f"Deploys go out on Fridays. Token: {secret}\n")  # the person's save
+        done = run(repo, *args, **kwargs)
+        if args[0] == "update-ref":
+            index_lock.write_text("")  # another git program takes the staging area's lock just then
+        return done
+
+    monkeypatch.setattr(Repo, "run", saving)
+    try:
+        with Vault(team.victim) as vault, pytest.raises(GitError, match="could not be taken back") as raised:
+            vault.sync()
+    finally:
+        index_lock.unlink(missing_ok=True)
+    assert "made on top" not in str(raised.value) and "rebase" not in str(raised.value)
+    assert f"git reset -q -- {path}" in str(raised.value) and secret not in str(raised.value)
+    assert secret not in git(team.remote, "log", "--all", "-p")
+
+
 def test_sync_never_pushes_a_token_a_person_committed_with_git(team: Team) -> None:
     """A person commits a note holding a token with git itself, then runs sync: the tool's
     own commits are checked for credentials, and so is everything the push would send."""
