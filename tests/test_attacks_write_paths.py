@@ -481,6 +481,69 @@ def test_a_commit_a_person_makes_just_after_a_commit_holding_a_token_is_never_ta
     assert secret not in git(team.remote, "log", "--all", "-p")
 
 
+def test_a_commit_holding_a_token_is_taken_back_whatever_encoding_git_shows_messages_in(
+        team: Team, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The tool recognises its own commit by the message it holds before taking it
+    back. A person whose git shows messages in Latin-1 (``i18n.logOutputEncoding``) got
+    "a commit was made on top of it meanwhile" for a memory titled "Café": the message
+    read back differed from the one written, and the sync stopped. The bytes the commit
+    holds are compared now, so the commit is taken back and the sync goes on."""
+    from agent_memory.git.run import Repo
+    from agent_memory.vault.vault import Vault
+
+    secret = token(17)
+    git(team.victim, "config", "i18n.logOutputEncoding", "ISO-8859-1")
+    with Vault(team.victim) as vault:
+        path = vault.remember("Café deploys go out on Fridays.", title="Café deploys")["memory"]["path"]
+    run = Repo.run
+
+    def saving(repo: Repo, *args: str, **kwargs: Any) -> subprocess.CompletedProcess[bytes]:
+        if args[:2] == ("commit", "--only"):
+            (team.victim / path).write_text(f"Café deploys go out on Fridays. Token: {secret}\n")  # the person's save
+        return run(repo, *args, **kwargs)
+
+    monkeypatch.setattr(Repo, "run", saving)
+    with Vault(team.victim) as vault:
+        result = vault.sync()
+    assert [w.split(": ", 1)[0] for w in result.get("withheld", [])] == [path]
+    assert secret not in git(team.remote, "log", "--all", "-p")
+
+
+def test_a_taken_back_commit_whose_staging_cannot_be_restored_says_what_is_left(
+        team: Team, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The branch was moved back off the tool's commit, then git could not give the
+    staging area back (another git program held its lock): the error said a commit
+    was made on top and to drop the tool's commit with a rebase, which was already off
+    the branch. It says what is left: the file's staged copy, and how to unstage it."""
+    from agent_memory.errors import GitError
+    from agent_memory.git.run import Repo
+    from agent_memory.vault.vault import Vault
+
+    secret = token(18)
+    with Vault(team.victim) as vault:
+        path = vault.remember("Deploys go out on Fridays.")["memory"]["path"]
+    index_lock = team.victim / ".git" / "index.lock"
+    run = Repo.run
+
+    def saving(repo: Repo, *args: str, **kwargs: Any) -> subprocess.CompletedProcess[bytes]:
+        if args[:2] == ("commit", "--only"):
+            (team.victim / path).write_text(f"Deploys go out on Fridays. Token: {secret}\n")  # the person's save
+        done = run(repo, *args, **kwargs)
+        if args[0] == "update-ref":
+            index_lock.write_text("")  # another git program takes the staging area's lock just then
+        return done
+
+    monkeypatch.setattr(Repo, "run", saving)
+    try:
+        with Vault(team.victim) as vault, pytest.raises(GitError, match="could not be taken back") as raised:
+            vault.sync()
+    finally:
+        index_lock.unlink(missing_ok=True)
+    assert "made on top" not in str(raised.value) and "rebase" not in str(raised.value)
+    assert f"git reset -q -- {path}" in str(raised.value) and secret not in str(raised.value)
+    assert secret not in git(team.remote, "log", "--all", "-p")
+
+
 def test_sync_never_pushes_a_token_a_person_committed_with_git(team: Team) -> None:
     """A person commits a note holding a token with git itself, then runs sync: the tool's
     own commits are checked for credentials, and so is everything the push would send."""

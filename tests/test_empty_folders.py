@@ -103,9 +103,40 @@ def test_a_trash_folder_that_is_a_link_is_not_followed(tmp_path: Path) -> None:
     (elsewhere / "2026" / "07" / "20").mkdir(parents=True)
     root.mkdir()
     (root / ".trash").symlink_to(elsewhere)
-    openat.remove_empty_dated(root, "2026/07/20/gone.md", within=".trash")
+    openat.remove_empty_dated(root, ".trash/2026/07/20/gone.md", (".trash",))
     assert (elsewhere / "2026" / "07" / "20").is_dir()
     (root / ".trash").unlink()
     (root / ".trash" / "2026" / "07" / "20").mkdir(parents=True)
-    openat.remove_empty_dated(root, "2026/07/20/gone.md", within=".trash")
+    openat.remove_empty_dated(root, ".trash/2026/07/20/gone.md", (".trash",))
     assert (root / ".trash").is_dir() and not (root / ".trash" / "2026").exists()
+
+
+def test_a_memories_folder_keeps_no_empty_days_and_stays_itself(tmp_path: Path, clock: Clock) -> None:
+    """With ``memories.folder`` set (as ``init`` suggests in an Obsidian vault), new
+    memories go to ``Agent/YYYY/MM/DD``: forgetting, moving or restoring one left its
+    empty day, month and year behind there. They go now; ``Agent`` itself stays."""
+    with Vault.init(tmp_path / "vault", memories_folder="Agent", clock=clock) as vault:
+        first = vault.remember("The deploy window is Friday afternoon.")["memory"]
+        second = vault.remember("Priya leads support for ACME.")["memory"]
+        assert first["path"].startswith("Agent/2026/07/20/")
+        vault.forget(first["id"])
+        vault.move(second["id"], "people/priya.md")
+        assert not (vault.root / "Agent" / "2026").exists()
+        assert (vault.root / "Agent").is_dir()
+        vault.restore(first["id"])
+        assert (vault.root / first["path"]).is_file()
+        assert not (vault.root / ".trash" / "Agent" / "2026").exists()
+
+
+def test_a_persons_year_folder_holding_their_notes_stays(vault: Vault) -> None:
+    """The tool writes memories only in ``YYYY/MM/DD``: a person's own ``2024/`` (or
+    ``2024/12/``) holding their notes directly was removed once its last note was
+    forgotten, as if it were a day the tool had made."""
+    (vault.root / "2024" / "12").mkdir(parents=True)
+    (vault.root / "2024" / "review.md").write_text("What went well in 2024.\n")
+    (vault.root / "2024" / "12" / "december.md").write_text("December's notes.\n")
+    vault.reconcile()
+    vault.forget("2024/12/december.md")
+    assert (vault.root / "2024" / "12").is_dir()
+    vault.forget("2024/review.md")
+    assert (vault.root / "2024").is_dir()

@@ -209,6 +209,7 @@ INLINE_TAG_CASES = [
     ("typographic quotes and dashes", "\u201csee #project\u201d and #ops\u2014today, #later\u2026", ["project", "ops", "later"]),
     ("CJK and full-width stops", "\u5219\u5c06\u5c55\u793a #tag\u3002 #\u6807\u7b7e\uff0c #\u65e5\u672c\u8a9e\u300d", ["tag", "\u6807\u7b7e", "\u65e5\u672c\u8a9e"]),
     ("Arabic and Devanagari stops", "#\u0645\u0631\u062d\u0628\u0627\u060c #\u0928\u092e\u0938\u094d\u0924\u0947\u0964", ["\u0645\u0631\u062d\u0628\u0627", "\u0928\u092e\u0938\u094d\u0924\u0947"]),
+    ("a Catalan middle dot stays", "#col\u00b7lecci\u00f3 #intel\u00b7lig\u00e8ncia.", ["col\u00b7lecci\u00f3", "intel\u00b7lig\u00e8ncia"]),
     ("joiners inside a word stay", "#\u0645\u06cc\u200c\u062e\u0648\u0627\u0647\u0645 #\U0001f468\u200d\U0001f4bb", ["\u0645\u06cc\u200c\u062e\u0648\u0627\u0647\u0645", "\U0001f468\u200d\U0001f4bb"]),
 ]
 

@@ -205,3 +205,75 @@ def test_a_save_made_while_an_unrelated_edit_is_put_back_stands(
     assert "Your uncommitted edits to people/priya.md are set aside in stash@{0}" in str(caught.value)
     assert "Ask her before changing invoices." in git(team.victim, "show", "stash@{0}:people/priya.md")
     assert not [p.name for p in priya.parent.iterdir() if p.name != "priya.md"]  # no copy left beside it
+
+
+def test_a_file_deleted_while_an_unrelated_edit_is_put_back_stays_deleted(
+        team: Team, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The person deletes the file between sync's check and its write-back: the swap
+    found nothing to swap with, the error escaped as a bare "No such file" instead of
+    the conflict, and the stashed copy was left beside it as a hidden temp file. The
+    deletion stands, the conflict is reported, and the edit stays in the stash."""
+    from agent_memory.git import stash
+
+    both_change_terms(team)
+    priya = edit_priya(team.victim)
+    checked = stash._untouched
+
+    def then_deleted(*args: object) -> str | None:
+        found = checked(*args)  # type: ignore[arg-type]
+        if str(args[2]) == "people/priya.md":
+            priya.unlink()  # the person deletes it at this instant
+        return found
+
+    monkeypatch.setattr(stash, "_untouched", then_deleted)
+    with Vault(team.victim) as vault, pytest.raises(SyncConflict) as caught:
+        vault.sync()
+    assert not priya.exists()
+    assert "Your uncommitted edits to people/priya.md are set aside in stash@{0}" in str(caught.value)
+    assert not list(priya.parent.iterdir())  # no copy left beside it
+
+
+def test_a_save_then_a_deletion_during_a_write_back_keeps_the_save(
+        team: Team, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The person saves between sync's check and its write-back, then deletes the file
+    the write-back just put there: the swap meant to give their save its name back
+    found no file, the error escaped, and their save was left as a hidden temp file.
+    Their save is back under its name."""
+    from agent_memory.git import stash
+
+    both_change_terms(team)
+    priya = edit_priya(team.victim)
+    checked, blob = stash._untouched, stash._blob
+
+    def then_saved(*args: object) -> str | None:
+        found = checked(*args)  # type: ignore[arg-type]
+        if str(args[2]) == "people/priya.md":
+            priya.write_text(PRIYA + "Saved again just now.\n")
+        return found
+
+    def then_deleted(repo: object, path: Path) -> str:
+        if path.name != "priya.md" and path.parent == priya.parent and priya.exists():
+            priya.unlink()  # the person deletes what the write-back put there
+        return blob(repo, path)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(stash, "_untouched", then_saved)
+    monkeypatch.setattr(stash, "_blob", then_deleted)
+    with Vault(team.victim) as vault, pytest.raises(SyncConflict):
+        vault.sync()
+    assert priya.read_text() == PRIYA + "Saved again just now.\n"
+    assert not [p.name for p in priya.parent.iterdir() if p.name != "priya.md"]
+
+
+def test_a_staged_new_file_in_a_new_folder_is_put_back_during_a_conflict(team: Team) -> None:
+    """A person's new file, staged (git add) in a folder of its own, is set aside with
+    the stash, and git removes the emptied folder with it. Writing it back during a
+    conflict failed with "No such file" (its folder was gone) instead of the conflict
+    report. The folder is made again and the file is back."""
+    both_change_terms(team)
+    new = team.victim / "projects" / "acme" / "plan.md"
+    new.parent.mkdir(parents=True)
+    new.write_text("# ACME plan\n\nShip on Friday.\n")
+    git(team.victim, "add", "projects/acme/plan.md")
+    with Vault(team.victim) as vault, pytest.raises(SyncConflict):
+        vault.sync()
+    assert new.read_text() == "# ACME plan\n\nShip on Friday.\n"

@@ -186,3 +186,22 @@ def test_gc_refuses_a_retention_that_is_not_a_number_of_days(vault: Vault, days:
     with pytest.raises(InvalidInput, match="older_than_days must be 0 or more"):
         vault.gc(older_than_days=days)  # type: ignore[arg-type]
     assert (vault.root / trashed).exists()
+
+
+def test_a_folder_where_a_trash_entry_was_is_not_listed_and_nothing_breaks(vault: Vault, clock) -> None:
+    """A folder now at a trash entry's name (a synced folder's, a person's) made the trash
+    listing, restore and gc fail with "Is a directory": the entry's file was opened
+    to be hashed before anything said it was a file. The folder is no entry of the
+    tool's: it is not listed, not restored, and gc leaves it."""
+    kept = vault.remember("The staging database resets on Sundays")["memory"]
+    gone = vault.remember("The office closes at six")["memory"]
+    vault.forget(kept["id"])
+    trashed = vault.root / vault.forget(gone["id"])["trashed_to"]
+    trashed.unlink()
+    (trashed / "inside.md").parent.mkdir()
+    (trashed / "inside.md").write_text("A person's note in a folder of that name.\n")
+    assert [e["id"] for e in vault.trash_list()] == [kept["id"]]
+    assert vault.restore(kept["id"])["path"] == kept["path"]
+    clock.advance(days=60)
+    vault.gc()
+    assert (trashed / "inside.md").read_text() == "A person's note in a folder of that name.\n"

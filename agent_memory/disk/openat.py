@@ -77,21 +77,28 @@ def read_bounded(fd: int, size: int, max_bytes: int | None) -> bytes | None:
     return b"".join(chunks)
 
 
-def remove_empty_dated(root: Path, rel: str, within: str = "") -> None:
+def remove_empty_dated(root: Path, rel: str, tops: tuple[str, ...] = ("",)) -> None:
     """The date folders (``YYYY/MM/DD``, then ``YYYY/MM``, then ``YYYY``) that held the
-    file ``rel``, each removed if nothing is left in it: a forgotten, moved or restored
-    memory leaves no empty day behind in the file tree. Only date folders at the top of
-    the vault (``root``), or of its folder ``within`` (``.trash``), are looked at, each
-    opened without following a link, and ``rmdir`` removes only an empty folder, so a
-    person's own folders, and a day something is in, stay."""
+    file ``rel`` (vault-relative, directly in a day), each removed if nothing is left in it: a forgotten,
+    moved or restored memory leaves no empty day behind in the file tree. Only date
+    folders directly in one of the folders ``tops`` (vault-relative: "" the vault's top,
+    the memories folder, ``.trash``) are looked at, each opened without following a
+    link, and ``rmdir`` removes only an empty folder, so a person's own folders, the
+    folder ``tops`` names, and a day something is in, stay."""
     parts = rel.split("/")[:-1]
-    dated = [p for p, width in zip(parts, (4, 2, 2)) if len(p) == width and p.isascii() and p.isdigit()]
-    if not OPEN_AT or not dated or dated != parts:
+    for top_folder in tops:
+        base = top_folder.split("/") if top_folder else []
+        dated = parts[len(base):]
+        if parts[:len(base)] == base and _dated(dated):
+            break
+    else:
+        return
+    if not OPEN_AT:
         return
     folders: list[int] = []
     try:
         folders.append(os.open(root, FOLDER_FLAGS & ~getattr(os, "O_NOFOLLOW", 0)))
-        for part in [within] if within else []:
+        for part in base:
             folders.append(os.open(part, FOLDER_FLAGS, dir_fd=folders[-1]))
         top = len(folders)
         for part in dated[:-1]:
@@ -103,3 +110,10 @@ def remove_empty_dated(root: Path, rel: str, within: str = "") -> None:
     finally:
         for fd in folders:
             os.close(fd)
+
+
+def _dated(parts: list[str]) -> bool:
+    """Whether ``parts`` are ``YYYY/MM/DD`` as digits: the only folders the tool puts a
+    memory in (a file directly in ``2024/`` or ``2024/12/`` is in a person's folder)."""
+    return len(parts) == 3 and all(len(p) == width and p.isascii() and p.isdigit()
+                                   for p, width in zip(parts, (4, 2, 2)))

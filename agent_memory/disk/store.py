@@ -159,12 +159,16 @@ OUTSIDE = "is outside the vault; give a path relative to the vault folder, such 
 class Store:
     """Paths, layout and atomic writes of one vault folder."""
 
-    def __init__(self, root: Path) -> None:
+    def __init__(self, root: Path, memories_folder: Callable[[], str] = str) -> None:
         self.root = root
+        # Where new memories go (the ``memories.folder`` setting, read when asked): the date
+        # folders there and at the vault's top are the tool's to remove once empty.
+        self.memories_folder = memories_folder
         self._real_root: Path | None = None
         self.control_dir = root / INDEX_DIRNAME  # lock, staging, parked files: always the vault's own
         self.parked_dir = self.control_dir / "parked"
-        self.trash = Trash(root, self.fsync_dir, lambda folder, data: self.write_temp(folder, data), self.changed)
+        self.trash = Trash(root, self.fsync_dir, lambda folder, data: self.write_temp(folder, data), self.changed,
+                           memories_folder)
         # This user's register of open operations and git's tracked files: every record the
         # tool leaves in .index/ or .trash/ is checked against both before it is acted on.
         self.register, self.tracked = self.trash.register, self.trash.tracked
@@ -633,6 +637,11 @@ class Store:
         finally:
             if staged is None and not moved:
                 tmp.unlink(missing_ok=True)
+
+    def remove_empty_dated(self, rel: str) -> None:
+        """The date folders the memory that was at ``rel`` leaves empty, removed: at the
+        vault's top or in the memories folder (``openat.remove_empty_dated``)."""
+        openat.remove_empty_dated(self.root, rel, ("", self.memories_folder()))
 
     def _below_root(self, path: Path) -> bool:
         text, base = str(path), str(self.root)

@@ -76,19 +76,26 @@ def _digest(path: Path) -> tuple[os.stat_result, str] | None:
         fd = nofollow.open_read(path)
     except OSError:
         return None
-    with os.fdopen(fd, "rb") as handle:
+    try:  # looked at before it is wrapped: a folder cannot be, and would keep the descriptor open
         found = os.fstat(fd)
         if not stat_kind.S_ISREG(found.st_mode):
             return None
-        return found, hashlib.file_digest(handle, "sha256").hexdigest()
+        with os.fdopen(fd, "rb", closefd=False) as handle:
+            return found, hashlib.file_digest(handle, "sha256").hexdigest()
+    except OSError:  # unreadable: not known to be the tool's
+        return None
+    finally:
+        os.close(fd)
 
 
 class Trash:
     """The trash folder of one vault (``root/.trash``), refused when it is a symlink."""
 
     def __init__(self, root: Path, fsync_dir: Callable[[Path], None], write_temp: Callable[[Path, bytes], Path],
-                 changed: Callable[[str, str, str], None] | None = None) -> None:
+                 changed: Callable[[str, str, str], None] | None = None,
+                 memories_folder: Callable[[], str] = str) -> None:
         self.root = root
+        self._memories_folder = memories_folder  # its date folders in the trash go once empty, as at the top
         self._changed = changed  # the store's record of what a write did to the vault
         self.folder = root / TRASH_DIRNAME
         self.ledger = self.folder / LEDGER_NAME
@@ -415,7 +422,8 @@ class Trash:
             raise
         except OSError as exc:
             raise disk_error(exc, f"restore {entry.trash}") from exc
-        openat.remove_empty_dated(self.root, path.relative_to(self.folder).as_posix(), within=TRASH_DIRNAME)
+        openat.remove_empty_dated(self.root, path.relative_to(self.root).as_posix(),
+                                  (TRASH_DIRNAME, f"{TRASH_DIRNAME}/{self._memories_folder()}".rstrip("/")))
         if self._changed is not None:
             self._changed(target.relative_to(self.root).as_posix(), "restored", entry.trash)
         self.register.done("trash", entry.record_hash)  # done: a replay of its line never acts again

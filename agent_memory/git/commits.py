@@ -14,6 +14,7 @@ import json
 import logging
 import os
 import secrets
+import shlex
 import stat
 import subprocess
 import threading
@@ -456,8 +457,7 @@ def _take_back(repo: Repo, made: str, message: str, paths: list[str], named: str
     program holds a lock): the sync stops before it pushes, and the error says what to
     undo by hand."""
     parent = repo.run("rev-parse", "-q", "--verify", f"{made}^").stdout.decode().strip()
-    said = repo.run("log", "-1", "--format=%B", made).stdout.decode("utf-8", "replace")
-    if _lines(said) != _lines(message):  # a person's commit landed on top before HEAD was read
+    if _lines(_said(repo, made)) != _lines(message):  # a person's commit landed on top before HEAD was read
         raise GitError(
             f"A commit the tool just made took a save holding a credential ({named}) and could not be taken back: "
             f"a commit was made on top of it meanwhile. Nothing was pushed. Drop the tool's commit from the branch "
@@ -469,14 +469,23 @@ def _take_back(repo: Repo, made: str, message: str, paths: list[str], named: str
                  ("reset", "-q", parent, "--", *paths)]
     else:
         steps = [("update-ref", "-d", "HEAD", made), ("rm", "-q", "--cached", "--ignore-unmatch", "--", *paths)]
-    for step in steps:
+    for n, step in enumerate(steps):
         done = repo.run(*step, optional_locks=True)
         if done.returncode != 0:
+            undo = _undo(repo, made, parent) if n == 0 else _unstage(repo, paths, parent)
             raise GitError(
                 f"A commit the tool just made took a save holding a credential ({named}) and could not be taken "
                 f"back: git {step[0]} failed ({first_line(done)}). Nothing was pushed. Undo it before the next sync "
-                f"(in {repo.top}: {_undo(repo, made, parent)}), then remove the credential from the file."
+                f"(in {repo.top}: {undo}), then remove the credential from the file."
             )
+
+
+def _said(repo: Repo, commit: str) -> str:
+    """The message ``commit`` holds, read as its bytes: git keeps a message given with
+    ``-m`` as those bytes, while ``git log`` would show it in the person's
+    ``i18n.logOutputEncoding`` (Latin-1 turns "Café" into other bytes)."""
+    raw = repo.run("cat-file", "commit", commit).stdout
+    return raw.partition(b"\n\n")[2].decode("utf-8", "surrogateescape")
 
 
 def _lines(message: str) -> list[str]:
@@ -491,6 +500,15 @@ def _undo(repo: Repo, made: str, parent: str) -> str:
         return (f"a commit was made on top of {made[:12]} meanwhile; drop {made[:12]} from the branch, for example "
                 f"with git rebase -i {f'{made[:12]}^' if parent else '--root'}, keeping the commits after it")
     return f"git reset --soft {parent}" if parent else "git update-ref -d HEAD"
+
+
+def _unstage(repo: Repo, paths: list[str], parent: str) -> str:
+    """How a person takes the files (vault-relative ``paths``) of a commit already off
+    the branch out of the staging area, where they are still staged as it holds them,
+    run in the repository's top folder."""
+    named = " ".join(shlex.quote(repo.prefix + p) for p in paths)
+    return ("the commit is off the branch, but its files are still staged; unstage them with "
+            + (f"git reset -q -- {named}" if parent else f"git rm -q --cached --ignore-unmatch -- {named}"))
 
 
 def ignored(vault: GitVault, repo: Repo, paths: list[str]) -> dict[str, str]:

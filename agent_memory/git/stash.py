@@ -115,13 +115,19 @@ def _untouched(repo: Repo, stash: Stash, path: str) -> str | None:
     (the pull did not change it) and is reached through no symlink: its blob, or "" for
     no file then and none now. None when it is not safe to write the stashed one back."""
     target = repo.top / path
-    folder = os.path.normpath(os.path.join(os.path.realpath(repo.top), os.path.dirname(path)))
-    if target.is_symlink() or os.path.realpath(target.parent) != folder:
+    if target.is_symlink() or not _plain_folder(repo, path):
         return None
     before = repo.run("rev-parse", "-q", "--verify", f"{stash.commit}^1:{path}").stdout.decode().strip()
     if not target.exists():
         return None if before else ""
     return before if before and _blob(repo, target) == before else None
+
+
+def _plain_folder(repo: Repo, path: str) -> bool:
+    """Whether the folder of ``path`` (repository-relative) is reached through no
+    symlink (it need not exist: a missing folder is made through none either)."""
+    folder = os.path.normpath(os.path.join(os.path.realpath(repo.top), os.path.dirname(path)))
+    return os.path.realpath(repo.top / os.path.dirname(path)) == folder
 
 
 def _blob(repo: Repo, path: Path) -> str:
@@ -142,20 +148,27 @@ def _write_back(repo: Repo, target: Path, data: bytes | None, checked: str) -> b
         except FileNotFoundError:
             return True
         return _done_with(repo, aside, target, checked)
+    if not checked and not target.parent.is_dir():  # a new file's folder goes with it into the stash
+        target.parent.mkdir(parents=True, exist_ok=True)
+        if not _plain_folder(repo, target.relative_to(repo.top).as_posix()):
+            return False  # a link planted on the way meanwhile: the file stays in the stash
     tmp = write_beside(target, data)
-    if not checked:
-        try:
+    try:  # until a swap, ``tmp`` holds only the stashed copy: it goes on any failure
+        if not checked:
             locking.move_no_replace(tmp, target)
             return True
-        except FileExistsError:  # a person made the file meanwhile: theirs stands
-            tmp.unlink()
-            return False
-    if not locking.swap(tmp, target):  # no atomic swap on this file system: the check again, then a rename
-        if _blob(repo, target) != checked:
-            tmp.unlink()
-            return False
-        os.replace(tmp, target)
-        return True
+        if not locking.swap(tmp, target):  # no atomic swap on this file system: the check again, then a rename
+            if _blob(repo, target) != checked:
+                tmp.unlink()
+                return False
+            os.replace(tmp, target)
+            return True
+    except (FileExistsError, FileNotFoundError):  # a person made or deleted the file meanwhile: that stands
+        tmp.unlink(missing_ok=True)
+        return False
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise
     return _done_with(repo, tmp, target, checked, data)
 
 
@@ -166,7 +179,11 @@ def _done_with(repo: Repo, displaced: Path, target: Path, checked: str, data: by
     if _blob(repo, displaced) == checked:
         displaced.unlink()
         return True
-    if data is not None and locking.swap(displaced, target) and nofollow.read_regular(displaced) == data:
+    try:
+        back = data is not None and locking.swap(displaced, target)
+    except FileNotFoundError:  # what was written there was deleted meanwhile: the save takes its name
+        back = False
+    if back and nofollow.read_regular(displaced) == data:
         displaced.unlink()  # the stashed copy the swap gave back
         return False
     _keep(displaced, target)

@@ -21,7 +21,7 @@ from contextlib import AbstractContextManager, closing, contextmanager
 from pathlib import Path
 
 from ..clock import iso
-from ..disk import nofollow, openat
+from ..disk import nofollow
 from ..disk.layout import encodable, is_memory_path
 from ..disk.store import Store
 from .facts import packed_stamp
@@ -474,6 +474,6 @@ class Reconciler:
                                              iso(self._now()))
                 with self.files.transaction() as conn:
                     self.index.delete(conn, row["path"])
-                openat.remove_empty_dated(self.store.root, row["path"])
+                self.store.remove_empty_dated(row["path"])
                 moved += 1
         return moved

@@ -17,10 +17,11 @@ from .split import merge_unique, without_code
 # - _ /) and at the punctuation of other scripts: typographic quotes, dashes and the
 # ellipsis (U+2000-206F, but the joiners Persian words and emoji need), U+2E00-2E7F,
 # CJK and full-width stops, commas and brackets, Latin-1's guillemets and inverted
-# marks, Arabic and Devanagari stops. So "#tag。", "“see #project”" and "#tag…" are
-# the tags "tag" and "project", as Obsidian reads them.
+# marks (not its middle dot: Catalan writes it inside words, "#col·lecció"), Arabic
+# and Devanagari stops. So "#tag。", "“see #project”" and "#tag…" are the tags "tag"
+# and "project", as Obsidian reads them.
 _PUNCTUATION = ("!\"$%&'()*+,.:;<=>?@\\[\\]^`{|}~\\\\"
-                "\u00a1\u00a7\u00ab\u00b6\u00b7\u00bb\u00bf\u060c\u061b\u061f\u06d4\u0964\u0965"
+                "\u00a1\u00a7\u00ab\u00b6\u00bb\u00bf\u060c\u061b\u061f\u06d4\u0964\u0965"
                 "\u2000-\u200b\u200e-\u206f\u2e00-\u2e7f\u3000-\u3003\u3008-\u3011\u3014-\u301f"
                 "\uff01-\uff0f\uff1a-\uff20\uff3b-\uff3e\uff40\uff5b-\uff65")
 _INLINE_TAG = re.compile(f"(?<!\\S)#([^\\s#{_PUNCTUATION}]+)")

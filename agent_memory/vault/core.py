@@ -23,7 +23,7 @@ from ..trust import approvals, credentials
 from ..note import parse
 from ..note.parse import file_version
 from ..clock import Clock, humanize_age, iso, utcnow
-from ..errors import InvalidInput, NotFound, StillSaving, VaultError, VaultGone
+from ..errors import InvalidInput, NotFound, SettingsError, StillSaving, VaultError, VaultGone
 from ..wording import RECALL, said
 from ..index.db import Index
 from ..index.loading import drop_fresh
@@ -103,7 +103,7 @@ class Core:
             raise VaultError(f"No vault at {self.root}. Create one with `agent-memory --dir {self.root} init`.")
         self._identity = _identity(self.root)
         _refuse_symlinked_folders(self.root)
-        self.store = Store(self.root)
+        self.store = Store(self.root, self._memories_folder)
         self.clock = clock
         self.index_dir = index_folder(self.root, index_dir)
         self.read_only = not _writable(self.root)
@@ -165,6 +165,15 @@ class Core:
             if pending:
                 log.warning("%s", approvals.ignored_warning(self.root, pending))
         return self._settings[1]
+
+    def _memories_folder(self) -> str:
+        """Where new memories go, for the store to tidy the date folders a memory leaves
+        there; "" when the settings file cannot be read now (the write it follows is
+        done: tidying after it must not fail it)."""
+        try:
+            return self.settings.memories_folder
+        except SettingsError:
+            return ""
 
     def profile_choice(self) -> Choice:
         """The recall profile used when none is asked for: ``recall.profile`` when set,

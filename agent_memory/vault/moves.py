@@ -23,7 +23,6 @@ from collections.abc import Callable
 from typing import Any
 
 from ..recall import graph
-from ..disk import openat
 from ..trust import confine, credentials
 from ..note import parse
 from ..note.links import retarget_links, retarget_markdown_links
@@ -88,7 +87,7 @@ class Moves:
             self._moving = True
             try:
                 self._carry_out(old, new, moved, linking)
-                openat.remove_empty_dated(self.root, old)
+                self.core.store.remove_empty_dated(old)
             finally:
                 self._moving = False
                 with self.files.transaction() as conn:

@@ -31,7 +31,6 @@ from ..limits import (MAX_BATCH, MAX_TAGS, check_content, check_importance, chec
 from ..models import (FailedItem, ForgetBatchResult, ForgetResult, ForgottenMemory, Memory, RememberBatchResult,
                       RememberedItem, RememberResult, UpdateResult)
 from ..disk.layout import dated_folder, make_slug, new_id
-from ..disk import openat
 
 def editable(note: Note) -> Note:
     """``note``, unless a tool must not patch it: its front matter could not be read as
@@ -436,7 +435,7 @@ class Writes:
             self._put_back(trashed, row["path"])  # a save landed after the check: it stands
         with self.files.transaction() as conn:
             self.index.delete(conn, row["path"])
-        openat.remove_empty_dated(self.store.root, row["path"])
+        self.store.remove_empty_dated(row["path"])
         return trashed
 
     def _put_back(self, trashed: str, rel: str) -> None:
