@@ -10,7 +10,7 @@ import yaml
 
 from agent_memory.note import fast_yaml, safe_yaml
 from agent_memory.note.parse import parse
-from agent_memory.note.render import render_new
+from agent_memory.note.render import MAYBE_TYPED, plain_tag, reads_as_text, render_new
 
 CASES = [
     "id: 01kxte43w0m6r68r\nnamespace: support\ntags: [customer, deploy]\ncreated: 2026-07-20T09:00:00Z\n",
@@ -159,9 +159,25 @@ def test_the_resolver_types_only_plain_scalars_starting_with_the_characters_the_
     character keys none of YAML's implicit resolvers: true only while the set matches."""
     keyed = {key for key in yaml.resolver.Resolver.yaml_implicit_resolvers if key}  # "": the empty value, null
     # Indicators (``!``, ``&``, ``*``) never reach that shortcut: such values are declined.
-    assert keyed <= fast_yaml._MAYBE_TYPED | fast_yaml._INDICATORS
+    assert keyed <= MAYBE_TYPED | fast_yaml._INDICATORS
     assert fast_yaml.read_simple("a: &x\n") is None and fast_yaml.read_simple("a:\n") == {"a": None}
     assert None not in yaml.resolver.Resolver.yaml_implicit_resolvers
+
+
+def test_text_is_told_apart_from_numbers_as_yaml_resolves_it() -> None:
+    """``reads_as_text`` settles most scalars by their first character (and an id-like
+    one by a letter no number holds) without asking PyYAML: the same answer as asking,
+    for numbers, dates, booleans, the tool's ids and every mix of their characters."""
+    keyed = {key for key in yaml.resolver.Resolver.yaml_implicit_resolvers if key}
+    assert keyed <= MAYBE_TYPED  # (the empty value too: ``reads_as_text("")`` asks)
+    rng = random.Random(20261206)
+    alphabet = "0123456789abcdefxobeEtTzZgG_.:+-~=< yYnN"
+    texts = ["", "0", "01kxte43w0m6r68r", "0x1F", "0b101", "0o17", "1e3", "1_000", "1:20", "2026-07-20T09:00:00Z",
+             "2026-07-20t09:00:00z", "2024-01-01", ".inf", ".nan", "yes", "No", "on", "~", "null", "=", "<<", "12z",
+             "1g", "0.5", "-1", "+.5e+3", "release", "team", "&x", "?x"]
+    texts += ["".join(rng.choice(alphabet) for _ in range(rng.randint(1, 12))) for _ in range(20_000)]
+    for text in texts:
+        assert reads_as_text(text) == (plain_tag(text) == "tag:yaml.org,2002:str"), text
 
 
 def test_the_ascii_shortcut_of_content_normalising_is_nfkc_and_casefold() -> None:

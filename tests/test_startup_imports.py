@@ -136,14 +136,22 @@ def test_reading_an_unchanged_vault_loads_no_yaml_no_write_path_and_compiles_no_
 
 
 def test_a_write_still_loads_what_it_needs_and_refuses_a_credential(tmp_path: Path) -> None:
-    """The deferred parts still run when needed: ``add`` names the new file (slugify) and
-    its credential scan compiles the rule that matches and refuses the token."""
+    """The deferred parts still run when needed: ``add`` names the new file (an ASCII
+    title without slugify, whose import takes 10 ms; slugify for one it must
+    transliterate), writes its front matter (without PyYAML: its id, namespace and
+    times read as text by their first characters) and its credential scan compiles the
+    rule that matches and refuses the token."""
     root, _ = _unchanged_vault(tmp_path)
     done, modules = _cli(["--dir", str(root), "add", "The staging deploys go out on Tuesdays"], tmp_path)
     assert done.returncode == 0, done.stderr[-2000:]
-    assert "slugify" in modules
+    assert "slugify" not in modules and "yaml" not in modules
     written = [p for p in root.rglob("*.md") if p.read_text().endswith("The staging deploys go out on Tuesdays\n")]
     assert [p.name for p in written] == ["the-staging-deploys-go-out-on-tuesdays.md"]
+    done, modules = _cli(["--dir", str(root), "add", "Café Ünïcödé opens at nine"], tmp_path)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert "slugify" in modules
+    written = [p for p in root.rglob("*.md") if p.read_text().endswith("Café Ünïcödé opens at nine\n")]
+    assert [p.name for p in written] == ["cafe-unicode-opens-at-nine.md"]
 
     before = sorted(p.relative_to(root) for p in root.rglob("*.md"))
     token = "ghp_" + "aB3dE5gH7jK9mN1pQ3sT5vW7yZ9bC1dF3hJ5"

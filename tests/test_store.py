@@ -6,6 +6,7 @@ from __future__ import annotations
 import datetime as dt
 import errno
 import os
+import random
 import stat
 import re
 from pathlib import Path
@@ -24,6 +25,7 @@ from agent_memory.disk.layout import (
     require_vault,
 )
 from agent_memory.disk.store import Store
+from agent_memory.trust.credentials import redact_for_names
 from agent_memory.vault.vault import Vault
 
 from conftest import assert_index_matches_files, index_snapshot
@@ -88,6 +90,34 @@ def test_slugs_are_short_ascii_and_end_on_a_word(title: str) -> None:
     assert 0 < len(slug) <= 60
     assert slug.isascii()
     assert re.fullmatch(r"[a-z0-9]+(?:-[a-z0-9]+)*", slug)
+
+
+def _slug_texts(count: int) -> list[str]:
+    """Titles of every kind a slug meets: words, numbers with commas, quotes, runs of
+    dashes and punctuation, entities, accents, other scripts, and lengths around the
+    limit, so a cut falls everywhere."""
+    rng = random.Random(7)
+    pieces = [*"abcXYZ019 ,'-_.;#!?/\\\t\n\"`()[]{}*~^%$@+=<>|:", "1,000", "12,34,5", ",9", "''", "--", "'s",
+              "&amp;", "&#39;", "&#x41;", "&eacute;", "&", "…", "1…,2", "é", "＇", "＆", "Ü", "ß", "ﬁ", "Привет", "日本", "😀", "\u00a0"]
+    words = ["deploy", "Customer", "a", "release-notes", "password: hunter2"]
+    texts = []
+    for _ in range(count):
+        parts = [rng.choice(pieces) if rng.random() < 0.5 else
+                 rng.choice([*words, "x" * rng.randint(1, 70)]) + rng.choice([" ", "-", "", ",", "'"])
+                 for _ in range(rng.choice([1, 2, 5, 10, 20, 40]))]
+        texts.append("".join(parts))
+    return texts
+
+
+def test_slugs_are_python_slugifys_for_any_title() -> None:
+    """ASCII titles (and those cut short with "…") are slugged without python-slugify
+    (whose import alone takes 10 ms);
+    every title still gets exactly the name slugify gives it."""
+    from slugify import slugify
+
+    for title in _slug_texts(5000):
+        want = slugify(redact_for_names(title), max_length=60, word_boundary=True, save_order=True) or "memory"
+        assert make_slug(title) == want, title
 
 
 def test_dated_folder_uses_the_utc_date() -> None:

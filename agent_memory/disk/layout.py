@@ -9,6 +9,7 @@ from __future__ import annotations
 import datetime as dt
 import hashlib
 import os
+import re
 import secrets
 import threading
 import time
@@ -64,10 +65,39 @@ def derived_id(now_ms: int, key: str) -> str:
 def make_slug(text: str) -> str:
     """A file name's stem from a title: never a credential, nor the value after a
     credential word ("The wifi password: hunter2" -> ``the-wifi-password-redacted``)."""
-    from slugify import slugify  # only new names need it: a read does not load it
+    safe = credentials.redact_for_names(text)
+    # "…" (which ends a title cut short, ``derive_title``) is "..." to slugify (NFKD).
+    plain = safe.replace("\u2026", "...") if "\u2026" in safe else safe
+    if plain.isascii() and "&" not in plain:
+        return _ascii_slug(plain) or "memory"
+    from slugify import slugify  # only other names need it (a 10 ms import): a read does not load it
 
-    slug = slugify(credentials.redact_for_names(text), max_length=SLUG_MAX, word_boundary=True, save_order=True)
-    return slug or "memory"
+    return slugify(safe, max_length=SLUG_MAX, word_boundary=True, save_order=True) or "memory"
+
+
+_NOT_SLUG = re.compile(r"[^a-z0-9]+")
+_DIGIT_COMMA = re.compile(r"(?<=\d),(?=\d)")  # "1,000" is one number: 1000
+
+
+def _ascii_slug(text: str) -> str:
+    """python-slugify's slug (as ``make_slug`` asks for it) of ASCII text without "&",
+    where it is this: lower case, "1,000" as "1000", every run of anything but a letter
+    or digit one "-", then as many whole words as fit ``SLUG_MAX`` (its ``smart_truncate``:
+    the first word cut when it alone does not fit). No transliteration, no entities
+    ("&amp;"): what is left of slugify's steps does nothing to such text. A test holds
+    it to slugify's output on many texts."""
+    words = [word for word in _NOT_SLUG.split(_DIGIT_COMMA.sub("", text.lower())) if word]
+    slug = "-".join(words)
+    if len(slug) < SLUG_MAX or len(words) == 1:
+        return slug[:SLUG_MAX]
+    kept: list[str] = []
+    length = 0
+    for word in words:
+        if length + len(word) > SLUG_MAX:
+            break
+        kept.append(word)
+        length += len(word) + 1
+    return "-".join(kept) if kept else slug[:SLUG_MAX].strip("-")
 
 
 def dated_folder(created: dt.datetime) -> str:

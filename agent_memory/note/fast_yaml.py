@@ -19,7 +19,7 @@ import re
 from typing import Any
 
 from ..patterns import lazy_pattern
-from .render import TIMESTAMP, plain_tag, reads_as_text
+from .render import MAYBE_TYPED, TIMESTAMP, plain_tag, reads_as_text
 
 # Characters the fast path never reads: YAML refuses them, folds them as line breaks or
 # treats them specially (tabs, a lone carriage return, a BOM inside, surrogates).
@@ -38,14 +38,8 @@ _FLOW_ITEM = re.compile(  # possessive: no backtracking, so a hostile line costs
 _FLOW_SPECIAL = re.compile(r"[\"':#\[\]{}]")
 _DECIMAL = re.compile(r"[-+]?(?:0|[1-9][0-9]*)")
 _DATE = re.compile(r"\d{4}-\d\d-\d\d")
-# Plain scalars YAML may read as something other than a string start with one of these
-# (PyYAML's implicit resolvers are keyed by first character); any other is a string.
-_MAYBE_TYPED = frozenset("-+.0123456789yYnNtTfFoO~=<")
 _INDICATORS = frozenset("-?:,[]{}#&*!|>%@`'\"")
 _DIGITS = frozenset("0123456789")
-# A letter YAML's numbers and timestamps never hold (they hold 0b, 0x, hex digits, e, T
-# and Z): a scalar starting with a digit and holding one is text (the tool's ids).
-_NOT_A_NUMBER = re.compile("[g-su-wyzG-SU-WY]")
 _TRUE = frozenset(("yes", "true", "on"))
 _STR, _BOOL, _NULL, _INT, _TIME = (f"tag:yaml.org,2002:{t}" for t in ("str", "bool", "null", "int", "timestamp"))
 
@@ -115,7 +109,7 @@ def _value(raw: str, block: bool) -> Any:
     if first not in _INDICATORS or (first == "-" and len(raw) > 1 and raw[1] != " "):
         if block and (": " in raw or " #" in raw or raw[-1] == ":"):
             raise _Declined
-        return raw if first not in _MAYBE_TYPED else _plain(raw)
+        return raw if first not in MAYBE_TYPED else _plain(raw)
     if first == '"':
         if raw[-1] == '"' and "\\" not in raw and raw.count('"') == 2 and len(raw) > 1:
             return raw[1:-1]
@@ -134,7 +128,7 @@ def _value(raw: str, block: bool) -> Any:
 def _plain(raw: str) -> Any:
     """A plain scalar as YAML resolves it: text, or a boolean, null, decimal integer or
     valid date; anything else YAML would type (floats, octals, odd timestamps) is declined."""
-    if (raw[0] in _DIGITS and _NOT_A_NUMBER.search(raw)) or reads_as_text(raw):
+    if reads_as_text(raw):
         return raw
     tag = plain_tag(raw)
     if tag == _BOOL:
@@ -162,7 +156,7 @@ def _flow_list(raw: str) -> list[Any]:
             return []
         plain = [item.strip(" ") for item in inner.split(",")]
         if all(item and item[0] not in _INDICATORS for item in plain):
-            return [item if item[0] not in _MAYBE_TYPED else _plain(item) for item in plain]
+            return [item if item[0] not in MAYBE_TYPED else _plain(item) for item in plain]
     items: list[Any] = []
     at = 1
     while True:

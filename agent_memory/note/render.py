@@ -92,9 +92,26 @@ def yaml_scalar(value: Any) -> str:
     return _quoted(text)
 
 
-@functools.lru_cache(maxsize=4096)  # namespaces and tags repeat across a whole vault
+# Plain scalars YAML may read as something other than a string start with one of these
+# (PyYAML's implicit resolvers are keyed by first character: "!", "&" and "*" alone are
+# its "yaml" tag); any other is a string.
+MAYBE_TYPED = frozenset("-+.0123456789yYnNtTfFoO~=<!&*")
+_DIGITS = frozenset("0123456789")
+# A letter YAML's numbers and timestamps never hold (they hold 0b, 0x, hex digits, e, T
+# and Z): a scalar starting with a digit and holding one is text (the tool's ids).
+_NOT_A_NUMBER = re.compile("[g-su-wyzG-SU-WY]")
+
+
 def reads_as_text(text: str) -> bool:
-    """Whether YAML reads ``text`` unquoted as a string (not ``0x1F`` -> 31, ``0b101`` -> 5)."""
+    """Whether YAML reads ``text`` unquoted as a string (not ``0x1F`` -> 31, ``0b101`` -> 5):
+    told by its first character where that settles it, else by asking PyYAML."""
+    if text and (text[0] not in MAYBE_TYPED or (text[0] in _DIGITS and _NOT_A_NUMBER.search(text))):
+        return True
+    return _resolves_as_text(text)
+
+
+@functools.lru_cache(maxsize=4096)  # namespaces and tags repeat across a whole vault
+def _resolves_as_text(text: str) -> bool:
     return plain_tag(text) == "tag:yaml.org,2002:str"
 
 
