@@ -50,6 +50,7 @@ from .connection_limits import (  # not .connections: uvicorn's protocol and h11
     accept_batch,
     default_max_connections,
 )
+from .stdio import serve_stdio
 
 log = logging.getLogger("agent_memory.server")
 
@@ -432,7 +433,7 @@ def run(
         else:
             server = build_server(vault, keep_in_sync=True, guard_stdout=True, compat=compat)
             log.info("serving %s on stdio", vault.root)
-            anyio.run(server.run_stdio_async)
+            anyio.run(serve_stdio, server)
     finally:
         vault.close()
 
