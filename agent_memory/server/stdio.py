@@ -48,10 +48,10 @@ def _streamable(fd: int) -> bool:
 
 async def serve_stdio(server: MCPServer) -> None:
     """``server.run_stdio_async()``, with the wire read and written on the event loop."""
-    if sys.platform == "win32" or not (_streamable(0) and _streamable(1)):
+    lowlevel = getattr(server, "_lowlevel_server", None)  # what run_stdio_async drives; private to the SDK
+    if sys.platform == "win32" or lowlevel is None or not (_streamable(0) and _streamable(1)):
         await server.run_stdio_async()
         return
-    lowlevel = server._lowlevel_server
     with _claimed() as (wire_in, wire_out):
         reader, writer = await _open(wire_in, wire_out)
         try:
