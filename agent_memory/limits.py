@@ -16,6 +16,9 @@ from .wording import TTL_DAYS, said
 MAX_CONTENT = 100_000
 MAX_TAGS = 50
 MAX_TAG_LEN = 64
+# A title and a source are a few words, a name or a URL: what a front matter line holds.
+MAX_TITLE = 200
+MAX_SOURCE = 500
 MAX_LIMIT = 100
 # Items in one import_memories / export_memories MCP call (SPEC §8): what a model sends
 # or reads in one message. The library and `agent-memory import FILE` take any number
@@ -124,6 +127,17 @@ def check_import_data(data: Any, where: str = "The import") -> Any:
         else:
             stack.extend((item, depth + 1, f"Item {n}" if depth == 0 else at) for n, item in enumerate(value))
     return data
+
+
+def check_short(value: str | None, what: str, most: int) -> str | None:
+    """A title or a source: no NUL, at most ``most`` characters (the same bound the MCP
+    tools' schemas state), so no caller writes a front matter the tool would then have
+    to refuse as too large to read."""
+    check_text(value, what)
+    if isinstance(value, str) and len(value) > most:
+        raise InvalidInput(f"The {what} is {len(value):,} characters; it holds at most {most:,}. Shorten it; put "
+                           "the rest in the content.")
+    return value
 
 
 def check_content(content: str) -> str:

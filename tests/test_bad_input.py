@@ -213,3 +213,34 @@ def test_two_items_of_one_id_through_the_cli_are_both_kept(vault: Vault, tmp_pat
     assert done.returncode == 0 and "Imported 2" in done.stdout
     assert run_cli("import", str(path), vault=vault.root).stdout.startswith("Imported 0")
     assert len(md_files(vault.root)) == 2
+
+
+@pytest.mark.parametrize("option, most", [("--title", 200), ("--source", 500)])
+def test_a_title_or_source_too_long_is_refused_on_the_cli_and_nothing_is_written(
+        vault: Vault, option: str, most: int) -> None:
+    """Only the MCP tools' schemas bounded a title (200) and a source (500): the CLI and
+    the library wrote a megabyte title into the front matter, a file the tool then
+    refused to read the properties of. Every front end now meets the one bound."""
+    result = run_cli("add", "Deploys go out on Fridays.", option, "x" * (most + 1), vault=vault.root)
+    assert result.returncode != 0
+    assert f"holds at most {most}" in result.stderr and "Shorten it" in result.stderr
+    assert vault.list()["memories"] == []
+    assert run_cli("add", "Deploys go out on Fridays.", option, "x" * most, vault=vault.root).returncode == 0
+
+
+def test_an_edit_to_a_title_too_long_is_refused_and_the_file_kept(vault: Vault) -> None:
+    made = vault.remember("Deploys go out on Fridays.")["memory"]
+    before = (vault.root / made["path"]).read_bytes()
+    with pytest.raises(Exception, match="holds at most 200"):
+        vault.update(made["id"], title="t" * 1_000_000)
+    assert (vault.root / made["path"]).read_bytes() == before
+
+
+@pytest.mark.anyio
+async def test_the_mcp_tools_state_the_same_bounds(vault: Vault) -> None:
+    async with mcp_client(vault) as client:
+        tools = {tool.name: tool for tool in (await client.list_tools()).tools}
+        schema = tools["remember"].input_schema["properties"]
+        assert (schema["title"]["maxLength"], schema["source"]["maxLength"]) == (200, 500)
+        error = await tool_error(client, "remember", content="A fact.", title="t" * 201)
+        assert "200" in error

@@ -22,8 +22,8 @@ from mcp.server.mcpserver.utilities.func_metadata import FuncMetadata, func_meta
 from mcp_types import CallToolResult, TextContent
 from pydantic import Field, ValidationError
 
-from ..limits import (MAX_BATCH, MAX_CONTENT, MAX_IMPORTANCE, MAX_LIMIT, MAX_OFFSET, MAX_TAG_LEN, MAX_TTL_DAYS,
-                      MAX_TYPE_LEN, MEMORY_TYPES)
+from ..limits import (MAX_BATCH, MAX_CONTENT, MAX_IMPORTANCE, MAX_LIMIT, MAX_OFFSET, MAX_SOURCE, MAX_TAG_LEN, MAX_TITLE,
+                      MAX_TTL_DAYS, MAX_TYPE_LEN, MEMORY_TYPES)
 from ..recall import graph
 from ..recall.terms import MAX_QUERY_CHARS
 from ..vault.reads import MAX_TOKEN_BUDGET
@@ -135,9 +135,9 @@ Content = Annotated[
         max_length=MAX_CONTENT,
     ),
 ]
-Title = Annotated[str, Field(description="A short title (default: the first words).", max_length=200)]
+Title = Annotated[str, Field(description="A short title (default: the first words).", max_length=MAX_TITLE)]
 Source = Annotated[
-    str, Field(description="Where the fact came from: a person, document, URL or conversation.", max_length=500)
+    str, Field(description="Where the fact came from: a person, document, URL or conversation.", max_length=MAX_SOURCE)
 ]
 TtlDays = Annotated[
     float,
@@ -240,7 +240,7 @@ NewTags = Annotated[
 NewNamespace = Annotated[
     str | None, Field(description="Move the memory to this namespace (one word).", max_length=MAX_TAG_LEN)
 ]
-NewTitle = Annotated[str | None, Field(description="New title ('' removes it).", max_length=200)]
+NewTitle = Annotated[str | None, Field(description="New title ('' removes it).", max_length=MAX_TITLE)]
 NewSource = Annotated[str | None, Field(description="New source ('' removes it).", max_length=500)]
 NewTtlDays = Annotated[
     float | None,

@@ -26,8 +26,8 @@ from .core import Core
 from ..index.reconcile import Examined
 from ..errors import AgentMemoryError, Duplicate, InvalidInput, ReadOnlyFile, SavedMeanwhile, VersionConflict
 from ..wording import APPEND, EXPECTED_VERSION, GET_MEMORY, RECALL, REMEMBER, REPLACE, TAG_EDITS, TTL_DAYS, said
-from ..limits import (MAX_BATCH, MAX_TAGS, check_content, check_importance, check_namespace, check_tags, check_text, check_ttl,
-                     check_type)
+from ..limits import (MAX_BATCH, MAX_SOURCE, MAX_TAGS, MAX_TITLE, check_content, check_importance, check_namespace, check_tags, check_text, check_ttl,
+                     check_short, check_type)
 from ..models import (FailedItem, ForgetBatchResult, ForgetResult, ForgottenMemory, Memory, RememberBatchResult,
                       RememberedItem, RememberResult, UpdateResult)
 from ..disk.layout import dated_folder, make_slug, new_id
@@ -138,8 +138,8 @@ class Writes:
         namespace = check_namespace(namespace)
         tag_list = check_tags(tags)
         ttl = check_ttl(ttl_days) or 0
-        title = (check_text(title, "title") or "").strip()
-        check_text(source, "source")
+        title = (check_short(title, "title", MAX_TITLE) or "").strip()
+        check_short(source, "source", MAX_SOURCE)
         source = (source or "").strip()
         settings = self.core.settings  # read once for the write: its guard and its folder
         warnings = self.core.guard_credentials({"the content": content, "the title": title, "the source": source,
@@ -245,8 +245,10 @@ class Writes:
         body's or section's previous bytes are kept in the trash as a version copy."""
         new_body = check_content(content) if content is not None else None
         for text, what in ((append, "append"), (replace_old, "replace_old"), (replace_new, "replace_new"),
-                           (title, "title"), (source, "source"), (expected_version, "expected_version")):
+                           (expected_version, "expected_version")):
             check_text(text, what)
+        check_short(title, "title", MAX_TITLE)
+        check_short(source, "source", MAX_SOURCE)
         if (tags is not None or replace_section is not None) and not expected_version:
             what = "a section" if replace_section is not None else "the whole tag set"
             suggestion = said("pass ", EXPECTED_VERSION, " (from ", GET_MEMORY, " or ", RECALL, "), or use ", APPEND,
