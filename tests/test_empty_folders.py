@@ -140,3 +140,16 @@ def test_a_persons_year_folder_holding_their_notes_stays(vault: Vault) -> None:
     assert (vault.root / "2024" / "12").is_dir()
     vault.forget("2024/review.md")
     assert (vault.root / "2024").is_dir()
+
+
+def test_gc_removes_the_trash_days_it_empties_and_keeps_a_persons_file(vault: Vault, clock: Clock) -> None:
+    first = vault.remember("Forgotten and purged.")["memory"]
+    vault.forget(first["id"])
+    clock.advance(days=1)
+    second = vault.remember("Forgotten a day later.")["memory"]
+    vault.forget(second["id"])
+    (vault.root / ".trash" / "2026" / "07" / "21" / "deleted in Obsidian.md").write_text("a person's note\n")
+    clock.advance(days=40)
+    assert len(vault.gc()["removed"]) == 2
+    assert not (vault.root / ".trash" / "2026" / "07" / "20").exists()
+    assert (vault.root / ".trash" / "2026" / "07" / "21" / "deleted in Obsidian.md").is_file()

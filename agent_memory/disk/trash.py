@@ -384,6 +384,7 @@ class Trash:
                 continue
             if now - at >= older_than and self._still_ours(entry):
                 path.unlink()
+                self._tidy(path)
                 removed.append(entry.trash)
                 done.append(entry)
             else:
@@ -393,6 +394,11 @@ class Trash:
         for entry in done:
             self.register.done("trash", entry.record_hash)
         return removed, len(self.live()), refused
+
+    def _tidy(self, path: Path) -> None:
+        """The trash's date folders ``path`` (a file taken out or deleted) leaves empty."""
+        openat.remove_empty_dated(self.root, path.relative_to(self.root).as_posix(),
+                                  (TRASH_DIRNAME, f"{TRASH_DIRNAME}/{self._memories_folder()}".rstrip("/")))
 
     def find(self, key: str) -> Entry | None:
         """The newest live entry for a memory id, its original path or its trash path."""
@@ -422,8 +428,7 @@ class Trash:
             raise
         except OSError as exc:
             raise disk_error(exc, f"restore {entry.trash}") from exc
-        openat.remove_empty_dated(self.root, path.relative_to(self.root).as_posix(),
-                                  (TRASH_DIRNAME, f"{TRASH_DIRNAME}/{self._memories_folder()}".rstrip("/")))
+        self._tidy(path)
         if self._changed is not None:
             self._changed(target.relative_to(self.root).as_posix(), "restored", entry.trash)
         self.register.done("trash", entry.record_hash)  # done: a replay of its line never acts again
