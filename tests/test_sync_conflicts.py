@@ -277,3 +277,20 @@ def test_a_staged_new_file_in_a_new_folder_is_put_back_during_a_conflict(team: T
     with Vault(team.victim) as vault, pytest.raises(SyncConflict):
         vault.sync()
     assert new.read_text() == "# ACME plan\n\nShip on Friday.\n"
+
+
+def test_saves_kept_beside_a_taken_name_in_one_second_are_all_kept(tmp_path: Path) -> None:
+    """A save the write-back displaced goes back to its name, or beside it as
+    ``<name>.saved-<when>`` when that is taken again; two in one second collided and the
+    second raised, leaving it under a hidden temp name."""
+    from agent_memory.git import stash
+
+    target = tmp_path / "terms.md"
+    target.write_text("the file as it is now\n")
+    for n in range(3):
+        displaced = tmp_path / f".displaced-{n}.tmp"
+        displaced.write_text(f"save {n}\n")
+        stash._keep(displaced, target)
+    kept = sorted(p.read_text() for p in tmp_path.iterdir())
+    assert kept == ["save 0\n", "save 1\n", "save 2\n", "the file as it is now\n"]
+    assert not [p for p in tmp_path.iterdir() if p.name.startswith(".")]

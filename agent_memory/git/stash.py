@@ -193,10 +193,14 @@ def _done_with(repo: Repo, displaced: Path, target: Path, checked: str, data: by
 def _keep(path: Path, target: Path) -> None:
     """A person's save at ``target``, or if that name is taken again, beside it as
     ``<name>.saved-<when>``: never removed."""
-    try:
-        locking.move_no_replace(path, target)
-    except FileExistsError:
-        locking.move_no_replace(path, target.with_name(f"{target.name}.saved-{iso(utcnow()).replace(':', '')}"))
+    stamp = iso(utcnow()).replace(":", "")
+    for name in (target.name, *(f"{target.name}.saved-{stamp}{f'-{n}' if n > 1 else ''}" for n in range(1, 100))):
+        try:
+            locking.move_no_replace(path, target.with_name(name))
+            return
+        except FileExistsError:  # saved yet again, or kept once already this second
+            continue
+    raise GitError(f"A save of {target.name} could not be given a name beside it; it is kept at {path}.")
 
 
 def unmerged(repo: Repo) -> list[str]:
