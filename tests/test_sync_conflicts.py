@@ -7,6 +7,7 @@ its "ours" side's title. Real git: a bare remote, a teammate's clone, and ours."
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -48,6 +49,22 @@ def edit_priya(victim: Path) -> Path:
     path = victim / "people" / "priya.md"
     path.write_text(PRIYA + "Ask her before changing invoices.\n")
     return path
+
+
+def after_the_check(monkeypatch: pytest.MonkeyPatch, path: str, person: Callable[[], object]) -> None:
+    """The person acts on ``path`` (saves, deletes) the instant after sync has checked the
+    file is as the stash found it, before it writes the stashed edit back."""
+    from agent_memory.git import stash
+
+    checked = stash._untouched
+
+    def then(*args: object) -> str | None:
+        found = checked(*args)  # type: ignore[arg-type]
+        if str(args[2]) == path:
+            person()
+        return found
+
+    monkeypatch.setattr(stash, "_untouched", then)
 
 
 def test_a_conflict_says_what_the_file_holds_and_puts_an_unrelated_edit_back(team: Team) -> None:
@@ -186,19 +203,10 @@ def test_a_save_made_while_an_unrelated_edit_is_put_back_stands(
     has checked the file is as the stash found it. A save the person made between that
     check and the write was overwritten; now it stands, and the stashed edit stays in
     the stash, named."""
-    from agent_memory.git import stash
 
     both_change_terms(team)
     priya = edit_priya(team.victim)
-    checked = stash._untouched
-
-    def then_saved(*args: object) -> str | None:
-        found = checked(*args)  # type: ignore[arg-type]
-        if str(args[2]) == "people/priya.md":
-            priya.write_text(PRIYA + "Saved again just now.\n")  # the person saves at this instant
-        return found
-
-    monkeypatch.setattr(stash, "_untouched", then_saved)
+    after_the_check(monkeypatch, "people/priya.md", lambda: priya.write_text(PRIYA + "Saved again just now.\n"))
     with Vault(team.victim) as vault, pytest.raises(SyncConflict) as caught:
         vault.sync()
     assert priya.read_text() == PRIYA + "Saved again just now.\n"
@@ -213,19 +221,10 @@ def test_a_file_deleted_while_an_unrelated_edit_is_put_back_stays_deleted(
     found nothing to swap with, the error escaped as a bare "No such file" instead of
     the conflict, and the stashed copy was left beside it as a hidden temp file. The
     deletion stands, the conflict is reported, and the edit stays in the stash."""
-    from agent_memory.git import stash
 
     both_change_terms(team)
     priya = edit_priya(team.victim)
-    checked = stash._untouched
-
-    def then_deleted(*args: object) -> str | None:
-        found = checked(*args)  # type: ignore[arg-type]
-        if str(args[2]) == "people/priya.md":
-            priya.unlink()  # the person deletes it at this instant
-        return found
-
-    monkeypatch.setattr(stash, "_untouched", then_deleted)
+    after_the_check(monkeypatch, "people/priya.md", priya.unlink)
     with Vault(team.victim) as vault, pytest.raises(SyncConflict) as caught:
         vault.sync()
     assert not priya.exists()
