@@ -203,7 +203,6 @@ def test_a_save_made_while_an_unrelated_edit_is_put_back_stands(
     has checked the file is as the stash found it. A save the person made between that
     check and the write was overwritten; now it stands, and the stashed edit stays in
     the stash, named."""
-
     both_change_terms(team)
     priya = edit_priya(team.victim)
     after_the_check(monkeypatch, "people/priya.md", lambda: priya.write_text(PRIYA + "Saved again just now.\n"))
@@ -221,7 +220,6 @@ def test_a_file_deleted_while_an_unrelated_edit_is_put_back_stays_deleted(
     found nothing to swap with, the error escaped as a bare "No such file" instead of
     the conflict, and the stashed copy was left beside it as a hidden temp file. The
     deletion stands, the conflict is reported, and the edit stays in the stash."""
-
     both_change_terms(team)
     priya = edit_priya(team.victim)
     after_the_check(monkeypatch, "people/priya.md", priya.unlink)
