@@ -394,7 +394,7 @@ def test_without_an_atomic_swap_a_differing_file_is_still_never_overwritten(
 
     made = vault.remember("The staging database resets on Sundays")["memory"]
     path = vault.root / made["path"]
-    real_read = store_module._bytes_of
+    real_read = store_module._regular_bytes
 
     def no_swap(_a: Path, _b: Path) -> bool:
         path.write_text(path.read_text() + "Saved by a person.\n")  # lands before the last check
@@ -407,7 +407,7 @@ def test_without_an_atomic_swap_a_differing_file_is_still_never_overwritten(
     monkeypatch.setattr(locking, "swap", lambda _a, _b: False)
     assert vault.update(made["id"], add_tags=["ops"])["changed"] is True  # the fallback still writes
     assert "ops" in vault.get(made["id"])["tags"] and path.read_text().endswith("Saved by a person.\n")
-    assert real_read is store_module._bytes_of
+    assert real_read is store_module._regular_bytes
     assert_index_matches_files(vault)
 
 
@@ -539,6 +539,41 @@ def test_an_error_after_the_swap_keeps_the_displaced_save(vault: Vault, monkeypa
     assert len(kept) == 1 and (vault.root / kept[0]).read_text().endswith("A person's save.\n")
     assert "ops" in path.read_text()
     assert real_bytes is store_module._regular_bytes
+
+
+def test_a_parked_save_swapped_for_a_link_to_a_pipe_is_never_read(
+        vault: Vault, monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    """What a write displaced waits in ``.index/parked/`` until it is settled, which hashes
+    it: a synced folder that swapped it for a link to a pipe (or to ``/dev/zero``) made
+    that hash wait for ever. The link is now never read: it holds nobody's save, so it
+    goes, and the record with it."""
+    from agent_memory.disk import locking
+    from test_nofollow import _without_waiting
+
+    made = vault.remember("The staging database resets on Sundays")["memory"]
+    real_swap = locking.swap
+
+    def disk_fails(_path: Path) -> bytes:
+        raise OSError(errno.EIO, "Input/output error")
+
+    def person_saves_then_swap(tmp: Path, target: Path) -> bool:
+        target.write_text(target.read_text() + "A person's save.\n")
+        swapped = real_swap(tmp, target)
+        monkeypatch.setattr(store_module, "_regular_bytes", disk_fails)
+        return swapped
+
+    monkeypatch.setattr(locking, "swap", person_saves_then_swap)
+    with pytest.raises(VaultError, match="was written, but then"):
+        vault.update(made["id"], add_tags=["ops"])
+    monkeypatch.undo()
+    [parked] = [p for p in vault.store.parked_files() if p.suffix == ".md"]
+    fifo = tmp_path / "pipe"
+    os.mkfifo(fifo)
+    parked.unlink()
+    parked.symlink_to(fifo)  # what a synced folder puts in its place
+    kept = _without_waiting(lambda: vault.store.settle_parked(grace=0), fifo)
+    assert kept == [] and stat.S_ISFIFO(os.stat(fifo).st_mode)
+    assert vault.store.parked_files() == []  # settled: the link and its record are gone
 
 
 def test_two_saves_during_one_write_keep_the_newest_as_the_file(vault: Vault, monkeypatch: pytest.MonkeyPatch) -> None:

@@ -42,11 +42,6 @@ _SLOW_PATH = object()
 PARKED_GRACE = 3.0  # seconds a displaced file is watched for writes through an open descriptor
 
 
-def _bytes_of(path: Path) -> bytes:
-    with open(path, "rb") as handle:
-        return handle.read()
-
-
 def _utc_stamp() -> str:
     return dt.datetime.now(dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
 
@@ -751,7 +746,7 @@ class Store:
         if not locking.swap(parked, target):
             raise VaultError(f"Could not put {rel} back after a save landed during a write; "
                              f"its saved bytes are in {parked}.")
-        in_place = _bytes_of(parked)  # what the swap back displaced: ours, unless a save replaced it
+        in_place = _regular_bytes(parked)  # what the swap back displaced: ours, unless a save replaced it
         if in_place == ours:
             self._keep_put_back(rel, displaced if follow is None else _read_followed(follow))
             return
@@ -933,7 +928,12 @@ class Store:
         for parked in files:
             if not parked.exists():
                 continue
-            if hashlib.sha256(_bytes_of(parked)).hexdigest() in (note.get("checked"), note.get("ours")):
+            data = _regular_bytes(parked)
+            if data is None:  # a link or a folder a synced folder put there: nobody's save, never read
+                if parked.is_symlink():
+                    parked.unlink()
+                continue
+            if hashlib.sha256(data).hexdigest() in (note.get("checked"), note.get("ours")):
                 parked.unlink()
                 continue
             source = note.get("source")
