@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING, Any
 import click
 
 from ..errors import InvalidInput, NotFound
+from ..limits import MAX_SOURCE, MAX_TITLE
 
 if TYPE_CHECKING:
     from ..vault.vault import Vault
@@ -41,8 +42,8 @@ IMPORTANCE_OR_EMPTY = _ImportanceOrEmpty()
 @click.argument("content", required=False)
 @click.option("-n", "--namespace", default="default", show_default=True, help="Namespace of the memory.")
 @click.option("-t", "--tag", "tags", multiple=True, help="A tag (repeat for more).")
-@click.option("--title", default="", help="Title (default: the first words).")
-@click.option("--source", default="", help="Where the fact came from.")
+@click.option("--title", default="", help=f"Title, at most {MAX_TITLE} characters (default: the first words).")
+@click.option("--source", default="", help=f"Where the fact came from, at most {MAX_SOURCE} characters.")
 @click.option("--ttl-days", type=float, default=0, help="Expire after this many days (0: never).")
 @click.option("--type", "kind", default=None, help="Kind of memory (fact, decision, lesson, procedure...).")
 @click.option("--importance", type=float, default=None, help="How much it matters (0-10).")
@@ -177,8 +178,8 @@ def show(memory_id: str) -> None:
 @click.option("--add-tag", "add_tags", multiple=True, help="Tag to add (repeatable).")
 @click.option("--remove-tag", "remove_tags", multiple=True, help="Tag to remove (repeatable).")
 @click.option("-n", "--namespace", default=None, help="Move to this namespace.")
-@click.option("--title", default=None, help="New title.")
-@click.option("--source", default=None, help="New source.")
+@click.option("--title", default=None, help=f"New title (at most {MAX_TITLE} characters).")
+@click.option("--source", default=None, help=f"New source (at most {MAX_SOURCE} characters).")
 @click.option("--ttl-days", type=float, default=None, help="Expire this many days from now (0: never).")
 @click.option("--type", "kind", default=None, help="New type ('' removes it).")
 @click.option("--importance", type=IMPORTANCE_OR_EMPTY, default=None, help="New importance (0-10; '' removes it).")

@@ -26,8 +26,8 @@ from .core import Core
 from ..index.reconcile import Examined
 from ..errors import AgentMemoryError, Duplicate, InvalidInput, ReadOnlyFile, SavedMeanwhile, VersionConflict
 from ..wording import APPEND, EXPECTED_VERSION, GET_MEMORY, RECALL, REMEMBER, REPLACE, TAG_EDITS, TTL_DAYS, said
-from ..limits import (MAX_BATCH, MAX_SOURCE, MAX_TAGS, MAX_TITLE, check_content, check_importance, check_namespace, check_tags, check_text, check_ttl,
-                     check_short, check_type)
+from ..limits import (MAX_BATCH, MAX_SOURCE, MAX_TAGS, MAX_TITLE, check_content, check_importance, check_namespace,
+                     check_short, check_tags, check_text, check_ttl, check_type)
 from ..models import (FailedItem, ForgetBatchResult, ForgetResult, ForgottenMemory, Memory, RememberBatchResult,
                       RememberedItem, RememberResult, UpdateResult)
 from ..disk.layout import dated_folder, make_slug, new_id
