@@ -372,6 +372,20 @@ def test_tokens_saved_into_three_memories_during_three_commits_leave_the_fourth_
     assert not any(p in team.remote_files() for p in paths[:3])
 
 
+def _take_back_refused(team: Team, lock: Path) -> pytest.ExceptionInfo[Exception]:
+    """A sync whose take-back of a commit fails (another git program holds ``lock``,
+    taken by the test's wrapper of ``Repo.run``); the lock is let go after."""
+    from agent_memory.errors import GitError
+    from agent_memory.vault.vault import Vault
+
+    try:
+        with Vault(team.victim) as vault, pytest.raises(GitError, match="could not be taken back") as raised:
+            vault.sync()
+    finally:
+        lock.unlink(missing_ok=True)
+    return raised
+
+
 def test_a_commit_holding_a_token_that_cannot_be_taken_back_stops_the_sync_before_the_push(
         team: Team, monkeypatch: pytest.MonkeyPatch) -> None:
     """A commit that took a person's save with a token is taken back with ``git reset``;
@@ -397,11 +411,7 @@ def test_a_commit_holding_a_token_that_cannot_be_taken_back_stops_the_sync_befor
         return done
 
     monkeypatch.setattr(Repo, "run", saving)
-    try:
-        with Vault(team.victim) as vault, pytest.raises(GitError, match="could not be taken back") as raised:
-            vault.sync()
-    finally:
-        branch_lock.unlink(missing_ok=True)
+    raised = _take_back_refused(team, branch_lock)
     assert "git reset --soft" in str(raised.value) and secret not in str(raised.value)
     assert secret not in git(team.remote, "log", "--all", "-p")
     monkeypatch.setattr(Repo, "run", run)  # the lock gone, nobody undid the commit: the next sync checks what it sends
@@ -515,7 +525,6 @@ def test_a_taken_back_commit_whose_staging_cannot_be_restored_says_what_is_left(
     staging area back (another git program held its lock): the error said a commit
     was made on top and to drop the tool's commit with a rebase, which was already off
     the branch. It says what is left: the file's staged copy, and how to unstage it."""
-    from agent_memory.errors import GitError
     from agent_memory.git.run import Repo
     from agent_memory.vault.vault import Vault
 
@@ -534,11 +543,7 @@ def test_a_taken_back_commit_whose_staging_cannot_be_restored_says_what_is_left(
         return done
 
     monkeypatch.setattr(Repo, "run", saving)
-    try:
-        with Vault(team.victim) as vault, pytest.raises(GitError, match="could not be taken back") as raised:
-            vault.sync()
-    finally:
-        index_lock.unlink(missing_ok=True)
+    raised = _take_back_refused(team, index_lock)
     assert "made on top" not in str(raised.value) and "rebase" not in str(raised.value)
     assert f"git reset -q -- {path}" in str(raised.value) and secret not in str(raised.value)
     assert secret not in git(team.remote, "log", "--all", "-p")

@@ -240,6 +240,16 @@ def test_without_renameat2_a_failing_link_is_a_disk_error_not_a_lost_file(
     assert [p for p in vault.root.rglob("*") if p.name.endswith(".tmp")] == []
 
 
+def assert_kept_out(path: Path) -> None:
+    """Another open file of the lock (another process's) cannot take it now."""
+    other = os.open(path, os.O_RDWR)
+    try:
+        with pytest.raises(BlockingIOError):
+            fcntl.flock(other, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    finally:
+        os.close(other)
+
+
 def test_a_lock_file_deleted_while_waiting_is_not_held_alone(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """``.index/`` is a cache a person may delete while a process waits for the lock: the
     waiter must end up holding the lock on the file now there, which others take too."""
@@ -257,12 +267,7 @@ def test_a_lock_file_deleted_while_waiting_is_not_held_alone(tmp_path: Path, mon
     lock = locking.WriteLock(path)
     with lock.hold():
         assert path.is_file()
-        other = os.open(path, os.O_RDWR)
-        try:
-            with pytest.raises(BlockingIOError):  # another process is kept out
-                fcntl.flock(other, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        finally:
-            os.close(other)
+        assert_kept_out(path)
     other = os.open(path, os.O_RDWR)
     try:
         fcntl.flock(other, fcntl.LOCK_EX | fcntl.LOCK_NB)  # and let in once it is released
@@ -282,12 +287,7 @@ def test_a_lock_whose_folder_was_deleted_between_writes_locks_the_file_now_there
     (tmp_path / ".index").rmdir()
     with lock.hold():
         assert path.is_file() and (tmp_path / ".index" / ".gitignore").is_file()
-        other = os.open(path, os.O_RDWR)
-        try:
-            with pytest.raises(BlockingIOError):  # another process is kept out
-                fcntl.flock(other, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        finally:
-            os.close(other)
+        assert_kept_out(path)
     lock.close()
 
 
