@@ -210,6 +210,8 @@ INLINE_TAG_CASES = [
     ("CJK and full-width stops", "\u5219\u5c06\u5c55\u793a #tag\u3002 #\u6807\u7b7e\uff0c #\u65e5\u672c\u8a9e\u300d", ["tag", "\u6807\u7b7e", "\u65e5\u672c\u8a9e"]),
     ("Arabic and Devanagari stops", "#\u0645\u0631\u062d\u0628\u0627\u060c #\u0928\u092e\u0938\u094d\u0924\u0947\u0964", ["\u0645\u0631\u062d\u0628\u0627", "\u0928\u092e\u0938\u094d\u0924\u0947"]),
     ("a Catalan middle dot stays", "#col\u00b7lecci\u00f3 #intel\u00b7lig\u00e8ncia.", ["col\u00b7lecci\u00f3", "intel\u00b7lig\u00e8ncia"]),
+    ("a keycap or a lone mark is no tag", "#\ufe0f\u20e3 #\u0301x #\u200dx #1\ufe0f\u20e3 #\U0001f680",
+     ["1\ufe0f\u20e3", "\U0001f680"]),
     ("joiners inside a word stay", "#\u0645\u06cc\u200c\u062e\u0648\u0627\u0647\u0645 #\U0001f468\u200d\U0001f4bb", ["\u0645\u06cc\u200c\u062e\u0648\u0627\u0647\u0645", "\U0001f468\u200d\U0001f4bb"]),
 ]
 

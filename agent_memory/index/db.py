@@ -38,7 +38,7 @@ from .mend import mend_count
 from .rows import (date_words, description, changed_at, headings_of, indexed_body, joined, link_key, name_key, row_values,
                    split_names, words_text)
 
-SCHEMA_VERSION = 17  # 17: inline tags end at the punctuation of every script (rows rebuilt once)
+SCHEMA_VERSION = 18  # 18: an inline tag starts with a character of its own, not a mark (rows rebuilt once)
 # The bytes (sha256) of the last write this tool made to each file, whatever session made
 # it: a body may be replaced without the version read only while the file still holds
 # them (``Writes.update``). Outside the versioned schema: losing it (a rebuilt index)

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import re
+import unicodedata
 from typing import Any
 
 from .split import merge_unique, without_code
@@ -79,9 +80,17 @@ def as_tag_list(value: Any) -> list[str]:
     return merge_unique([t for t in map(normalise_tag, pieces) if t])
 
 
+def _starts_visible(tag: str) -> bool:
+    """Whether a tag starts with a character of its own: not a combining mark, a
+    variation selector or a joiner, which only change the character before them (the
+    keycap emoji "#️⃣" is '#' with two such marks, and no tag)."""
+    return unicodedata.category(tag[0])[0] != "M" and unicodedata.category(tag[0]) != "Cf"
+
+
 def inline_tags(body: str) -> list[str]:
-    """``#tags`` in the body count as tags (not in code, not all digits, not headings)."""
+    """``#tags`` in the body count as tags (not in code, not all digits, not headings,
+    not starting with a mark)."""
     if "#" not in body:
         return []
     found = (normalise_tag(m.group(1).rstrip("/-")) for m in _INLINE_TAG.finditer(without_code(body)))
-    return merge_unique([t for t in found if t and not t.replace("/", "").isdigit()])
+    return merge_unique([t for t in found if t and not t.replace("/", "").isdigit() and _starts_visible(t)])
