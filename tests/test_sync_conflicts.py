@@ -6,7 +6,9 @@ its "ours" side's title. Real git: a bare remote, a teammate's clone, and ours."
 
 from __future__ import annotations
 
+import os
 import re
+import time
 from collections.abc import Callable
 from pathlib import Path
 
@@ -291,3 +293,45 @@ def test_saves_kept_beside_a_taken_name_in_one_second_are_all_kept(tmp_path: Pat
     kept = sorted(p.read_text() for p in tmp_path.iterdir())
     assert kept == ["save 0\n", "save 1\n", "save 2\n", "the file as it is now\n"]
     assert not [p for p in tmp_path.iterdir() if p.name.startswith(".")]
+
+
+class Crash(BaseException):
+    """The process dies here (a kill, a power cut): nothing after this step runs."""
+
+
+def test_a_save_displaced_by_a_write_back_survives_a_crash_and_the_orphan_sweep(
+        team: Team, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The person saves between sync's check and its write-back; the swap takes their save
+    aside, and the process dies before it looks at what it took. Their save sat under the
+    tool's temp-file name, which every later command deletes once a minute old. It sits
+    beside the file as ``<name>.saved-<when>``: kept by the sweep, no memory to the index,
+    and named by the next sync as a file of theirs."""
+    from agent_memory.disk.store import ORPHAN_AGE
+    from agent_memory.git import stash
+
+    both_change_terms(team)
+    priya = edit_priya(team.victim)
+    after_the_check(monkeypatch, "people/priya.md", lambda: priya.write_text(PRIYA + "Saved again just now.\n"))
+
+    def crash(*args: object, **kwargs: object) -> bool:
+        raise Crash
+
+    monkeypatch.setattr(stash, "_done_with", crash)
+    with Vault(team.victim) as vault, pytest.raises(Crash):
+        vault.sync()
+    monkeypatch.undo()
+    old = time.time() - ORPHAN_AGE - 60
+    for path in priya.parent.iterdir():
+        os.utime(path, (old, old), follow_symlinks=False)
+    with Vault(team.victim) as vault:
+        vault.reconcile()  # what every command's start runs: it sweeps the temp files a crash left
+        assert [hit["path"] for hit in vault.search("Saved again")["hits"]] == []  # no second memory
+    [kept] = [p for p in priya.parent.iterdir() if p.name != "priya.md"]
+    assert kept.read_text() == PRIYA + "Saved again just now.\n"
+    assert re.fullmatch(r"priya\.md\.saved-[0-9TZ-]+", kept.name)
+    git(team.victim, "checkout", "--theirs", "--", "terms.md")  # the person resolves the conflict
+    git(team.victim, "add", "terms.md")
+    git(team.victim, "commit", "-q", "--no-edit")
+    with Vault(team.victim) as vault:
+        result = vault.sync()
+    assert f"added people/{kept.name}" in result["hand_not_shared"]

@@ -14,14 +14,12 @@ from __future__ import annotations
 import errno
 import os
 import re
-import secrets
 from dataclasses import dataclass
 from pathlib import Path
 
 from ..clock import iso, utcnow
 from ..disk import locking, nofollow
 from ..disk.durable import write_beside
-from ..disk.layout import TMP_SUFFIX
 from ..errors import GitError
 from .run import Repo, first_line
 
@@ -140,11 +138,12 @@ def _write_back(repo: Repo, target: Path, data: bytes | None, checked: str) -> b
     """The stashed file (``data``; None: deleted) in place of the work tree's, checked to
     be the blob ``checked`` ("": no file), never over a save a person made since that
     check: what goes is taken away in one step (a swap, a rename aside, a rename that
-    never replaces) and looked at after; a save found there is put back and False said."""
+    never replaces) and looked at after; a save found there is put back and False said.
+    What is taken away is under a kept name beside the file from that step on
+    (``_beside``): a crash before it is looked at leaves it where a person finds it."""
     if data is None:
-        aside = target.with_name(f".{secrets.token_hex(6)}{TMP_SUFFIX}")
         try:
-            os.rename(target, aside)
+            aside = _beside(target, target)
         except FileNotFoundError:
             return True
         return _done_with(repo, aside, target, checked)
@@ -157,6 +156,7 @@ def _write_back(repo: Repo, target: Path, data: bytes | None, checked: str) -> b
         if not checked:
             locking.move_no_replace(tmp, target)
             return True
+        tmp = _beside(tmp, target)  # the name what the swap displaces will have
         if not locking.swap(tmp, target):  # no atomic swap on this file system: the check again, then a rename
             if _blob(repo, target) != checked:
                 tmp.unlink()
@@ -192,15 +192,36 @@ def _done_with(repo: Repo, displaced: Path, target: Path, checked: str, data: by
 
 def _keep(path: Path, target: Path) -> None:
     """A person's save at ``target``, or if that name is taken again, beside it as
-    ``<name>.saved-<when>``: never removed."""
+    ``<name>.saved-<when>`` (where it may already be): never removed."""
+    try:
+        locking.move_no_replace(path, target)
+    except FileExistsError:  # saved yet again
+        if path.parent != target.parent or not path.name.startswith(_saved_prefix(target)):
+            _beside(path, target)
+
+
+def _beside(path: Path, target: Path) -> Path:
+    """``path`` renamed beside ``target`` as ``<name>.saved-<when>`` (``-2``, ``-3`` … when
+    that is taken, as in one second): a name a person reads, which no sweep removes (never
+    the temp-file pattern, whose files a crash left and a later command deletes) and no
+    index reads (not ``.md``). ``FileNotFoundError`` when ``path`` is gone."""
     stamp = iso(utcnow()).replace(":", "")
-    for name in (target.name, *(f"{target.name}.saved-{stamp}{f'-{n}' if n > 1 else ''}" for n in range(1, 100))):
+    for n in range(1, 100):
+        kept = target.with_name(f"{_saved_prefix(target)}{stamp}{f'-{n}' if n > 1 else ''}")
         try:
-            locking.move_no_replace(path, target.with_name(name))
-            return
-        except FileExistsError:  # saved yet again, or kept once already this second
+            locking.move_no_replace(path, kept)
+            return kept
+        except FileExistsError:  # kept once already this second
             continue
     raise GitError(f"A save of {target.name} could not be given a name beside it; it is kept at {path}.")
+
+
+def _saved_prefix(target: Path) -> str:
+    """``<name>.saved-``, the name cut to leave room for the stamp in a file name's 255 bytes."""
+    name = target.name
+    while len(os.fsencode(name)) > 200:
+        name = name[:-1]
+    return f"{name}.saved-"
 
 
 def unmerged(repo: Repo) -> list[str]:
