@@ -335,3 +335,37 @@ def test_a_save_displaced_by_a_write_back_survives_a_crash_and_the_orphan_sweep(
     with Vault(team.victim) as vault:
         result = vault.sync()
     assert f"added people/{kept.name}" in result["hand_not_shared"]
+
+
+def test_an_executable_file_is_put_back_executable_during_a_conflict(team: Team) -> None:
+    """The stashed files are written back as fresh files with the mode of the file they
+    replace (or 0644): a new script the person staged, and a file they made executable,
+    came back without their execute bit (git records 100755 in the stash)."""
+    both_change_terms(team)
+    script = team.victim / "tools" / "sync-notes.sh"
+    script.parent.mkdir()
+    script.write_text("#!/bin/sh\necho synced\n")
+    script.chmod(0o755)
+    git(team.victim, "add", "tools/sync-notes.sh")
+    priya = edit_priya(team.victim)
+    priya.chmod(0o755)
+    with Vault(team.victim) as vault, pytest.raises(SyncConflict) as caught:
+        vault.sync()
+    assert "people/priya.md" in str(caught.value) and "back in place" in str(caught.value)
+    assert script.read_text() == "#!/bin/sh\necho synced\n" and priya.read_text().endswith("invoices.\n")
+    assert script.stat().st_mode & 0o111 and priya.stat().st_mode & 0o111
+    assert git(team.victim, "stash", "list") == ""
+
+
+def test_a_stashed_symlink_stays_in_the_stash_during_a_conflict(team: Team) -> None:
+    """A symlink the person staged is in the stash as a link (mode 120000), whose blob is
+    the path it points to: written back, it became a regular file holding that path.
+    It stays in the stash, named, for ``git stash pop`` to make the link again."""
+    both_change_terms(team)
+    link = team.victim / "people" / "lead.md"
+    link.symlink_to("priya.md")
+    git(team.victim, "add", "people/lead.md")
+    with Vault(team.victim) as vault, pytest.raises(SyncConflict) as caught:
+        vault.sync()
+    assert not link.exists() and not link.is_symlink()
+    assert "Your uncommitted edits to people/lead.md are set aside in stash@{0}" in str(caught.value)

@@ -27,6 +27,10 @@ STASH_NAME = "agent-memory sync"  # every stash sync makes starts so: `git stash
 _START = re.compile(r"^<{7}(?: (.*))?$", re.MULTILINE)
 _END = re.compile(r"^>{7}(?: (.*))?$", re.MULTILINE)
 _ALL_PATHS = {"GIT_LITERAL_PATHSPECS": "0"}  # ":/" (the whole repository) is a magic pathspec
+_NONE, _EXECUTABLE = "000000", "100755"  # git's modes: no file; an executable file
+# What a write-back makes: a file (git's two modes of one), or none. A symlink (120000) or
+# a submodule (160000) stays in the stash, for `git stash pop` to make as git makes it.
+_WRITTEN_BACK = ("100644", _EXECUTABLE, _NONE)
 
 
 @dataclass(frozen=True)
@@ -89,18 +93,20 @@ def put_back_beside(repo: Repo, stash: Stash, conflicted: list[str]) -> tuple[li
     stashed files the pull left exactly as they were, each whole, and drop the stash
     when that is all of them. Returns (put back, left only in the stash); paths are
     repository-relative."""
-    out = repo.ok("diff", "--name-only", "-z", "--no-renames", f"{stash.commit}^1", stash.commit, "--", ":/",
-                  env=_ALL_PATHS)
+    out = repo.ok("diff", "--raw", "-z", "--no-abbrev", "--no-renames", f"{stash.commit}^1", stash.commit, "--",
+                  ":/", env=_ALL_PATHS)
+    fields = out.split("\0")
     back: list[str] = []
     left: list[str] = []
-    for path in (p for p in out.split("\0") if p):
-        checked = None if path in conflicted else _untouched(repo, stash, path)
-        if checked is None:
+    for meta, path in zip(fields[0::2], fields[1::2]):  # ":<old mode> <new mode> <old blob> <new blob> <status>"
+        _old_mode, mode, _old_blob, blob, _status = meta.split()
+        checked = None if path in conflicted or mode not in _WRITTEN_BACK else _untouched(repo, stash, path)
+        stashed = repo.run("cat-file", "blob", blob) if checked is not None and mode != _NONE else None
+        if checked is None or (stashed is not None and stashed.returncode != 0):
             left.append(path)
             continue
-        stashed = repo.run("cat-file", "blob", f"{stash.commit}:{path}")
-        data = stashed.stdout if stashed.returncode == 0 else None  # None: the person had deleted it
-        (back if _write_back(repo, repo.top / path, data, checked) else left).append(path)
+        data = None if stashed is None else stashed.stdout  # None: the person had deleted it
+        (back if _write_back(repo, repo.top / path, data, checked, mode) else left).append(path)
     if not left:
         ref = _ref(repo, stash.commit)
         if ref:
@@ -134,13 +140,14 @@ def _blob(repo: Repo, path: Path) -> str:
     return done.stdout.decode().strip() if done.returncode == 0 else ""
 
 
-def _write_back(repo: Repo, target: Path, data: bytes | None, checked: str) -> bool:
+def _write_back(repo: Repo, target: Path, data: bytes | None, checked: str, mode: str = "100644") -> bool:
     """The stashed file (``data``; None: deleted) in place of the work tree's, checked to
     be the blob ``checked`` ("": no file), never over a save a person made since that
     check: what goes is taken away in one step (a swap, a rename aside, a rename that
     never replaces) and looked at after; a save found there is put back and False said.
     What is taken away is under a kept name beside the file from that step on
-    (``_beside``): a crash before it is looked at leaves it where a person finds it."""
+    (``_beside``): a crash before it is looked at leaves it where a person finds it.
+    ``mode`` is git's for the stashed file: 100755 makes it executable."""
     if data is None:
         try:
             aside = _beside(target, target)
@@ -151,7 +158,7 @@ def _write_back(repo: Repo, target: Path, data: bytes | None, checked: str) -> b
         target.parent.mkdir(parents=True, exist_ok=True)
         if not _plain_folder(repo, target.relative_to(repo.top).as_posix()):
             return False  # a link planted on the way meanwhile: the file stays in the stash
-    tmp = write_beside(target, data)
+    tmp = write_beside(target, data, _permissions(target, mode))
     try:  # until a swap, ``tmp`` holds only the stashed copy: it goes on any failure
         if not checked:
             locking.move_no_replace(tmp, target)
@@ -170,6 +177,16 @@ def _write_back(repo: Repo, target: Path, data: bytes | None, checked: str) -> b
         tmp.unlink(missing_ok=True)
         raise
     return _done_with(repo, tmp, target, checked, data)
+
+
+def _permissions(target: Path, mode: str) -> int:
+    """The stashed file's permissions: those of the file it replaces (0644 for a new one),
+    with execute bits where it has read bits for git's 100755, none for 100644."""
+    try:
+        found = os.lstat(target).st_mode & 0o7777
+    except OSError:
+        found = 0o644
+    return found | (found & 0o444) >> 2 if mode == _EXECUTABLE else found & ~0o111
 
 
 def _done_with(repo: Repo, displaced: Path, target: Path, checked: str, data: bytes | None = None) -> bool:
