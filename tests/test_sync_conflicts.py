@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import os
 import re
+import socket
+import stat
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -369,3 +371,41 @@ def test_a_stashed_symlink_stays_in_the_stash_during_a_conflict(team: Team) -> N
         vault.sync()
     assert not link.exists() and not link.is_symlink()
     assert "Your uncommitted edits to people/lead.md are set aside in stash@{0}" in str(caught.value)
+
+
+def put_in_place(kind: str, path: Path) -> None:
+    """What a person or a program puts at ``path`` in place of the file: no save in it."""
+    path.unlink()
+    if kind == "fifo":
+        os.mkfifo(path)
+    elif kind == "socket":
+        here = os.getcwd()
+        os.chdir(path.parent)  # a socket's path must be short: bound by its name alone
+        try:
+            socket.socket(socket.AF_UNIX).bind(path.name)
+        finally:
+            os.chdir(here)
+    else:  # a link to a file holding what sync checked: the link is no less the person's
+        (path.parent / "priya-copy.md").write_bytes((path.parent.parent / ".priya-as-checked").read_bytes())
+        path.symlink_to("priya-copy.md")
+
+
+@pytest.mark.parametrize("kind", ["fifo", "socket", "symlink"])
+def test_a_pipe_socket_or_link_put_there_during_a_write_back_stands(
+        team: Team, monkeypatch: pytest.MonkeyPatch, kind: str) -> None:
+    """Between sync's check and its write-back the file becomes a named pipe, a socket or
+    a link. What the write-back displaced was hashed by git through its path: a pipe
+    hung sync (git waited for a writer), a link was followed to a file holding the
+    checked bytes and removed. What is not a regular file holds no save, and is never
+    read: it goes back to its name, and the edit stays in the stash, named."""
+    both_change_terms(team)
+    priya = edit_priya(team.victim)
+    (team.victim / ".priya-as-checked").write_text(PRIYA)  # what the stash leaves in the file
+    after_the_check(monkeypatch, "people/priya.md", lambda: put_in_place(kind, priya))
+    with Vault(team.victim) as vault, pytest.raises(SyncConflict) as caught:
+        vault.sync()
+    found = os.lstat(priya).st_mode
+    assert {"fifo": stat.S_ISFIFO, "socket": stat.S_ISSOCK, "symlink": stat.S_ISLNK}[kind](found)
+    assert "Your uncommitted edits to people/priya.md are set aside in stash@{0}" in str(caught.value)
+    assert "Ask her before changing invoices." in git(team.victim, "show", "stash@{0}:people/priya.md")
+    assert not [p.name for p in priya.parent.iterdir() if ".saved-" in p.name]

@@ -135,8 +135,17 @@ def _plain_folder(repo: Repo, path: str) -> bool:
 
 
 def _blob(repo: Repo, path: Path) -> str:
-    """The blob git would make of the file at ``path`` ("" if it cannot)."""
-    done = repo.run("hash-object", "--no-filters", "--", str(path))
+    """The blob git would make of the regular file at ``path``; "" for anything else (a
+    folder, a pipe, a socket, a symlink: no save of a person's is in it, and it is never
+    read, nor followed) or when it cannot be read. Read here, never by git through the
+    path, which follows a link and waits for a pipe's writer."""
+    try:
+        data = nofollow.read_regular(path)
+    except OSError:
+        return ""
+    if data is None:
+        return ""
+    done = repo.run("hash-object", "--no-filters", "--stdin", stdin=data)
     return done.stdout.decode().strip() if done.returncode == 0 else ""
 
 
@@ -200,11 +209,19 @@ def _done_with(repo: Repo, displaced: Path, target: Path, checked: str, data: by
         back = data is not None and locking.swap(displaced, target)
     except FileNotFoundError:  # what was written there was deleted meanwhile: the save takes its name
         back = False
-    if back and nofollow.read_regular(displaced) == data:
+    if back and _holds(displaced, data):
         displaced.unlink()  # the stashed copy the swap gave back
         return False
     _keep(displaced, target)
     return False
+
+
+def _holds(path: Path, data: bytes | None) -> bool:
+    """Whether ``path`` is a regular file holding exactly ``data`` (never through a link)."""
+    try:
+        return nofollow.read_regular(path) == data
+    except OSError:
+        return False
 
 
 def _keep(path: Path, target: Path) -> None:
