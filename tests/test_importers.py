@@ -550,3 +550,33 @@ def test_read_graphs_answer_imports_as_its_jsonl_does(vault: Vault, tmp_path: Pa
     saved.write_text(json.dumps(answer, indent=2), encoding="utf-8")
     again = vault.import_memories(saved, format="mcp-knowledge-graph")
     assert again["imported"] == 0 and again["unchanged"] == done["imported"]
+
+
+def test_a_title_over_the_bound_is_cut_on_import_and_the_whole_of_it_kept(vault: Vault, tmp_path: Path) -> None:
+    """A peer's entity name of 1,000 characters, or an item's title as long, was written
+    whole as the note's title, which remember and update hold to MAX_TITLE. The title is
+    cut as a derived one is ("…"); the name stays whole in the entity (export gives back
+    the very file), an item's title whole at the top of its body; importing again adds
+    nothing, and the tool edits the notes."""
+    from agent_memory.limits import MAX_TITLE
+
+    name = "Project " + "Atlas " * 165  # 998 characters
+    graph = _jsonl(tmp_path, [{"type": "entity", "name": name, "entityType": "project", "observations": ["Ships in May"]}])
+    items = tmp_path / "items.json"
+    items.write_text(json.dumps([{"content": "Ships in June.", "title": "Roadmap " + "Borealis " * 110}]))
+    for source, how in ((graph, ["--from", "mcp-knowledge-graph"]), (items, [])):
+        for _ in range(2):
+            done = run_cli("import", *how, str(source), "--json", vault=vault.root)
+            assert done.returncode == 0, done.stderr
+    [item_id] = [m["id"] for m in vault.list(limit=50)["memories"] if m["id"] != entity_id(name)]
+    memories = [vault.get(entity_id(name)), vault.get(item_id)]
+    assert len(vault.list(limit=50)["memories"]) == 2
+    for memory, whole in zip(memories, (name.strip(), "Roadmap " + "Borealis " * 110)):
+        assert len(memory["title"]) <= MAX_TITLE and memory["title"].endswith("…")
+        assert whole.strip().startswith(memory["title"][:-1])
+        edited = run_cli("edit", memory["id"], "--append", "Confirmed.", vault=vault.root)
+        assert edited.returncode == 0, edited.stderr
+    assert memories[1]["content"].startswith("Roadmap " + "Borealis " * 109 + "Borealis\n\nShips in June.")
+    out = tmp_path / "out.jsonl"
+    assert run_cli("export", "--format", "mcp-knowledge-graph", "-o", str(out), vault=vault.root).returncode == 0
+    assert json.loads(out.read_text().splitlines()[0])["name"] == name

@@ -6,7 +6,11 @@ its "ours" side's title. Real git: a bare remote, a teammate's clone, and ours."
 
 from __future__ import annotations
 
+import os
 import re
+import socket
+import stat
+import time
 from collections.abc import Callable
 from pathlib import Path
 
@@ -291,3 +295,117 @@ def test_saves_kept_beside_a_taken_name_in_one_second_are_all_kept(tmp_path: Pat
     kept = sorted(p.read_text() for p in tmp_path.iterdir())
     assert kept == ["save 0\n", "save 1\n", "save 2\n", "the file as it is now\n"]
     assert not [p for p in tmp_path.iterdir() if p.name.startswith(".")]
+
+
+class Crash(BaseException):
+    """The process dies here (a kill, a power cut): nothing after this step runs."""
+
+
+def test_a_save_displaced_by_a_write_back_survives_a_crash_and_the_orphan_sweep(
+        team: Team, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The person saves between sync's check and its write-back; the swap takes their save
+    aside, and the process dies before it looks at what it took. Their save sat under the
+    tool's temp-file name, which every later command deletes once a minute old. It sits
+    beside the file as ``<name>.saved-<when>``: kept by the sweep, no memory to the index,
+    and named by the next sync as a file of theirs."""
+    from agent_memory.disk.store import ORPHAN_AGE
+    from agent_memory.git import stash
+
+    both_change_terms(team)
+    priya = edit_priya(team.victim)
+    after_the_check(monkeypatch, "people/priya.md", lambda: priya.write_text(PRIYA + "Saved again just now.\n"))
+
+    def crash(*args: object, **kwargs: object) -> bool:
+        raise Crash
+
+    monkeypatch.setattr(stash, "_done_with", crash)
+    with Vault(team.victim) as vault, pytest.raises(Crash):
+        vault.sync()
+    monkeypatch.undo()
+    old = time.time() - ORPHAN_AGE - 60
+    for path in priya.parent.iterdir():
+        os.utime(path, (old, old), follow_symlinks=False)
+    with Vault(team.victim) as vault:
+        vault.reconcile()  # what every command's start runs: it sweeps the temp files a crash left
+        assert [hit["path"] for hit in vault.search("Saved again")["hits"]] == []  # no second memory
+    [kept] = [p for p in priya.parent.iterdir() if p.name != "priya.md"]
+    assert kept.read_text() == PRIYA + "Saved again just now.\n"
+    assert re.fullmatch(r"priya\.md\.saved-[0-9TZ-]+", kept.name)
+    git(team.victim, "checkout", "--theirs", "--", "terms.md")  # the person resolves the conflict
+    git(team.victim, "add", "terms.md")
+    git(team.victim, "commit", "-q", "--no-edit")
+    with Vault(team.victim) as vault:
+        result = vault.sync()
+    assert f"added people/{kept.name}" in result["hand_not_shared"]
+
+
+def test_an_executable_file_is_put_back_executable_during_a_conflict(team: Team) -> None:
+    """The stashed files are written back as fresh files with the mode of the file they
+    replace (or 0644): a new script the person staged, and a file they made executable,
+    came back without their execute bit (git records 100755 in the stash)."""
+    both_change_terms(team)
+    script = team.victim / "tools" / "sync-notes.sh"
+    script.parent.mkdir()
+    script.write_text("#!/bin/sh\necho synced\n")
+    script.chmod(0o755)
+    git(team.victim, "add", "tools/sync-notes.sh")
+    priya = edit_priya(team.victim)
+    priya.chmod(0o755)
+    with Vault(team.victim) as vault, pytest.raises(SyncConflict) as caught:
+        vault.sync()
+    assert "people/priya.md" in str(caught.value) and "back in place" in str(caught.value)
+    assert script.read_text() == "#!/bin/sh\necho synced\n" and priya.read_text().endswith("invoices.\n")
+    assert script.stat().st_mode & 0o111 and priya.stat().st_mode & 0o111
+    assert git(team.victim, "stash", "list") == ""
+
+
+def test_a_stashed_symlink_stays_in_the_stash_during_a_conflict(team: Team) -> None:
+    """A symlink the person staged is in the stash as a link (mode 120000), whose blob is
+    the path it points to: written back, it became a regular file holding that path.
+    It stays in the stash, named, for ``git stash pop`` to make the link again."""
+    both_change_terms(team)
+    link = team.victim / "people" / "lead.md"
+    link.symlink_to("priya.md")
+    git(team.victim, "add", "people/lead.md")
+    with Vault(team.victim) as vault, pytest.raises(SyncConflict) as caught:
+        vault.sync()
+    assert not link.exists() and not link.is_symlink()
+    assert "Your uncommitted edits to people/lead.md are set aside in stash@{0}" in str(caught.value)
+
+
+def put_in_place(kind: str, path: Path) -> None:
+    """What a person or a program puts at ``path`` in place of the file: no save in it."""
+    path.unlink()
+    if kind == "fifo":
+        os.mkfifo(path)
+    elif kind == "socket":
+        here = os.getcwd()
+        os.chdir(path.parent)  # a socket's path must be short: bound by its name alone
+        try:
+            socket.socket(socket.AF_UNIX).bind(path.name)
+        finally:
+            os.chdir(here)
+    else:  # a link to a file holding what sync checked: the link is no less the person's
+        (path.parent / "priya-copy.md").write_bytes((path.parent.parent / ".priya-as-checked").read_bytes())
+        path.symlink_to("priya-copy.md")
+
+
+@pytest.mark.parametrize("kind", ["fifo", "socket", "symlink"])
+def test_a_pipe_socket_or_link_put_there_during_a_write_back_stands(
+        team: Team, monkeypatch: pytest.MonkeyPatch, kind: str) -> None:
+    """Between sync's check and its write-back the file becomes a named pipe, a socket or
+    a link. What the write-back displaced was hashed by git through its path: a pipe
+    hung sync (git waited for a writer), a link was followed to a file holding the
+    checked bytes and removed. What is not a regular file holds no save, and is never
+    read: it goes back to its name, and the edit stays in the stash, named."""
+    both_change_terms(team)
+    priya = edit_priya(team.victim)
+    (team.victim / ".priya-as-checked").write_text(PRIYA)  # what the stash leaves in the file
+    after_the_check(monkeypatch, "people/priya.md", lambda: put_in_place(kind, priya))
+    with Vault(team.victim) as vault, pytest.raises(SyncConflict) as caught:
+        vault.sync()
+    found = os.lstat(priya).st_mode
+    assert {"fifo": stat.S_ISFIFO, "socket": stat.S_ISSOCK, "symlink": stat.S_ISLNK}[kind](found)
+    assert "Your uncommitted edits to people/priya.md are set aside in stash@{0}" in str(caught.value)
+    assert "Ask her before changing invoices." in git(team.victim, "show", "stash@{0}:people/priya.md")
+    assert not [p.name for p in priya.parent.iterdir() if ".saved-" in p.name]

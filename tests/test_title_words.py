@@ -12,7 +12,7 @@ from agent_memory.note.parse import derive_title
 def whole_line_title(line: str) -> str:
     """The first-words title as read from the whole line (markup, emphasis, spaces)."""
     words = " ".join(parse._EMPHASIS_UNDERSCORE.sub("", line.translate(parse._MARKUP)).split())
-    return parse._shorten(words, 80)
+    return parse.shorten(words, 80)
 
 
 def long_lines(count: int) -> list[str]:

@@ -25,15 +25,17 @@ def replace_file(path: Path, data: bytes) -> None:
         raise
 
 
-def write_beside(path: Path, data: bytes) -> Path:
+def write_beside(path: Path, data: bytes, mode: int | None = None) -> Path:
     """A new hidden temp file beside ``path`` holding ``data``, fsynced, with ``path``'s
-    permissions (or 0644): the first half of a whole-file write, for a caller that
-    puts it in place by its own rule (a rename, a swap, a rename that never replaces)."""
+    permissions (or 0644) unless ``mode`` says others: the first half of a whole-file
+    write, for a caller that puts it in place by its own rule (a rename, a swap, a rename
+    that never replaces)."""
     tmp = path.with_name(f".{secrets.token_hex(6)}{TMP_SUFFIX}")
-    try:
-        mode = path.stat().st_mode & 0o7777
-    except OSError:
-        mode = 0o644
+    if mode is None:
+        try:
+            mode = path.stat().st_mode & 0o7777
+        except OSError:
+            mode = 0o644
     fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, mode)
     try:
         view = memoryview(data)

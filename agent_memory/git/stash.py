@@ -14,14 +14,12 @@ from __future__ import annotations
 import errno
 import os
 import re
-import secrets
 from dataclasses import dataclass
 from pathlib import Path
 
 from ..clock import iso, utcnow
 from ..disk import locking, nofollow
 from ..disk.durable import write_beside
-from ..disk.layout import TMP_SUFFIX
 from ..errors import GitError
 from .run import Repo, first_line
 
@@ -29,6 +27,10 @@ STASH_NAME = "agent-memory sync"  # every stash sync makes starts so: `git stash
 _START = re.compile(r"^<{7}(?: (.*))?$", re.MULTILINE)
 _END = re.compile(r"^>{7}(?: (.*))?$", re.MULTILINE)
 _ALL_PATHS = {"GIT_LITERAL_PATHSPECS": "0"}  # ":/" (the whole repository) is a magic pathspec
+_NONE, _EXECUTABLE = "000000", "100755"  # git's modes: no file; an executable file
+# What a write-back makes: a file (git's two modes of one), or none. A symlink (120000) or
+# a submodule (160000) stays in the stash, for `git stash pop` to make as git makes it.
+_WRITTEN_BACK = ("100644", _EXECUTABLE, _NONE)
 
 
 @dataclass(frozen=True)
@@ -91,18 +93,20 @@ def put_back_beside(repo: Repo, stash: Stash, conflicted: list[str]) -> tuple[li
     stashed files the pull left exactly as they were, each whole, and drop the stash
     when that is all of them. Returns (put back, left only in the stash); paths are
     repository-relative."""
-    out = repo.ok("diff", "--name-only", "-z", "--no-renames", f"{stash.commit}^1", stash.commit, "--", ":/",
-                  env=_ALL_PATHS)
+    out = repo.ok("diff", "--raw", "-z", "--no-abbrev", "--no-renames", f"{stash.commit}^1", stash.commit, "--",
+                  ":/", env=_ALL_PATHS)
+    fields = out.split("\0")
     back: list[str] = []
     left: list[str] = []
-    for path in (p for p in out.split("\0") if p):
-        checked = None if path in conflicted else _untouched(repo, stash, path)
-        if checked is None:
+    for meta, path in zip(fields[0::2], fields[1::2]):  # ":<old mode> <new mode> <old blob> <new blob> <status>"
+        _old_mode, mode, _old_blob, blob, _status = meta.split()
+        checked = None if path in conflicted or mode not in _WRITTEN_BACK else _untouched(repo, stash, path)
+        stashed = repo.run("cat-file", "blob", blob) if checked is not None and mode != _NONE else None
+        if checked is None or (stashed is not None and stashed.returncode != 0):
             left.append(path)
             continue
-        stashed = repo.run("cat-file", "blob", f"{stash.commit}:{path}")
-        data = stashed.stdout if stashed.returncode == 0 else None  # None: the person had deleted it
-        (back if _write_back(repo, repo.top / path, data, checked) else left).append(path)
+        data = None if stashed is None else stashed.stdout  # None: the person had deleted it
+        (back if _write_back(repo, repo.top / path, data, checked, mode) else left).append(path)
     if not left:
         ref = _ref(repo, stash.commit)
         if ref:
@@ -131,20 +135,31 @@ def _plain_folder(repo: Repo, path: str) -> bool:
 
 
 def _blob(repo: Repo, path: Path) -> str:
-    """The blob git would make of the file at ``path`` ("" if it cannot)."""
-    done = repo.run("hash-object", "--no-filters", "--", str(path))
+    """The blob git would make of the regular file at ``path``; "" for anything else (a
+    folder, a pipe, a socket, a symlink: no save of a person's is in it, and it is never
+    read, nor followed) or when it cannot be read. Read here, never by git through the
+    path, which follows a link and waits for a pipe's writer."""
+    try:
+        data = nofollow.read_regular(path)
+    except OSError:
+        return ""
+    if data is None:
+        return ""
+    done = repo.run("hash-object", "--no-filters", "--stdin", stdin=data)
     return done.stdout.decode().strip() if done.returncode == 0 else ""
 
 
-def _write_back(repo: Repo, target: Path, data: bytes | None, checked: str) -> bool:
+def _write_back(repo: Repo, target: Path, data: bytes | None, checked: str, mode: str = "100644") -> bool:
     """The stashed file (``data``; None: deleted) in place of the work tree's, checked to
     be the blob ``checked`` ("": no file), never over a save a person made since that
     check: what goes is taken away in one step (a swap, a rename aside, a rename that
-    never replaces) and looked at after; a save found there is put back and False said."""
+    never replaces) and looked at after; a save found there is put back and False said.
+    What is taken away is under a kept name beside the file from that step on
+    (``_beside``): a crash before it is looked at leaves it where a person finds it.
+    ``mode`` is git's for the stashed file: 100755 makes it executable."""
     if data is None:
-        aside = target.with_name(f".{secrets.token_hex(6)}{TMP_SUFFIX}")
         try:
-            os.rename(target, aside)
+            aside = _beside(target, target)
         except FileNotFoundError:
             return True
         return _done_with(repo, aside, target, checked)
@@ -152,11 +167,12 @@ def _write_back(repo: Repo, target: Path, data: bytes | None, checked: str) -> b
         target.parent.mkdir(parents=True, exist_ok=True)
         if not _plain_folder(repo, target.relative_to(repo.top).as_posix()):
             return False  # a link planted on the way meanwhile: the file stays in the stash
-    tmp = write_beside(target, data)
+    tmp = write_beside(target, data, _permissions(target, mode))
     try:  # until a swap, ``tmp`` holds only the stashed copy: it goes on any failure
         if not checked:
             locking.move_no_replace(tmp, target)
             return True
+        tmp = _beside(tmp, target)  # the name what the swap displaces will have
         if not locking.swap(tmp, target):  # no atomic swap on this file system: the check again, then a rename
             if _blob(repo, target) != checked:
                 tmp.unlink()
@@ -172,6 +188,16 @@ def _write_back(repo: Repo, target: Path, data: bytes | None, checked: str) -> b
     return _done_with(repo, tmp, target, checked, data)
 
 
+def _permissions(target: Path, mode: str) -> int:
+    """The stashed file's permissions: those of the file it replaces (0644 for a new one),
+    with execute bits where it has read bits for git's 100755, none for 100644."""
+    try:
+        found = os.lstat(target).st_mode & 0o7777
+    except OSError:
+        found = 0o644
+    return found | (found & 0o444) >> 2 if mode == _EXECUTABLE else found & ~0o111
+
+
 def _done_with(repo: Repo, displaced: Path, target: Path, checked: str, data: bytes | None = None) -> bool:
     """``displaced`` (what was at ``target``) removed if it is the blob that was checked;
     else a person's save landed since the check, and it goes back to ``target`` (the
@@ -183,24 +209,53 @@ def _done_with(repo: Repo, displaced: Path, target: Path, checked: str, data: by
         back = data is not None and locking.swap(displaced, target)
     except FileNotFoundError:  # what was written there was deleted meanwhile: the save takes its name
         back = False
-    if back and nofollow.read_regular(displaced) == data:
+    if back and _holds(displaced, data):
         displaced.unlink()  # the stashed copy the swap gave back
         return False
     _keep(displaced, target)
     return False
 
 
+def _holds(path: Path, data: bytes | None) -> bool:
+    """Whether ``path`` is a regular file holding exactly ``data`` (never through a link)."""
+    try:
+        return nofollow.read_regular(path) == data
+    except OSError:
+        return False
+
+
 def _keep(path: Path, target: Path) -> None:
     """A person's save at ``target``, or if that name is taken again, beside it as
-    ``<name>.saved-<when>``: never removed."""
+    ``<name>.saved-<when>`` (where it may already be): never removed."""
+    try:
+        locking.move_no_replace(path, target)
+    except FileExistsError:  # saved yet again
+        if path.parent != target.parent or not path.name.startswith(_saved_prefix(target)):
+            _beside(path, target)
+
+
+def _beside(path: Path, target: Path) -> Path:
+    """``path`` renamed beside ``target`` as ``<name>.saved-<when>`` (``-2``, ``-3`` … when
+    that is taken, as in one second): a name a person reads, which no sweep removes (never
+    the temp-file pattern, whose files a crash left and a later command deletes) and no
+    index reads (not ``.md``). ``FileNotFoundError`` when ``path`` is gone."""
     stamp = iso(utcnow()).replace(":", "")
-    for name in (target.name, *(f"{target.name}.saved-{stamp}{f'-{n}' if n > 1 else ''}" for n in range(1, 100))):
+    for n in range(1, 100):
+        kept = target.with_name(f"{_saved_prefix(target)}{stamp}{f'-{n}' if n > 1 else ''}")
         try:
-            locking.move_no_replace(path, target.with_name(name))
-            return
-        except FileExistsError:  # saved yet again, or kept once already this second
+            locking.move_no_replace(path, kept)
+            return kept
+        except FileExistsError:  # kept once already this second
             continue
     raise GitError(f"A save of {target.name} could not be given a name beside it; it is kept at {path}.")
+
+
+def _saved_prefix(target: Path) -> str:
+    """``<name>.saved-``, the name cut to leave room for the stamp in a file name's 255 bytes."""
+    name = target.name
+    while len(os.fsencode(name)) > 200:
+        name = name[:-1]
+    return f"{name}.saved-"
 
 
 def unmerged(repo: Repo) -> list[str]:

@@ -310,7 +310,7 @@ def derive_title(body: str, path: str) -> str:
             return note_name(path)
         words = _first_words(line)
         if words:  # a line of markup only (***, > ) is not a title
-            return _shorten(words, 80)
+            return shorten(words, 80)
     return note_name(path)
 
 
@@ -336,7 +336,9 @@ def _words(text: str) -> str:
     return " ".join((_EMPHASIS_UNDERSCORE.sub("", text) if "_" in text else text).split())
 
 
-def _shorten(text: str, limit: int) -> str:
+def shorten(text: str, limit: int) -> str:
+    """``text`` cut to its first ``limit`` characters at a word, with "…" after (so
+    ``limit + 1`` in all), as a title taken from the first words is cut."""
     if len(text) <= limit:
         return text
     cut = text[:limit].rsplit(" ", 1)[0]

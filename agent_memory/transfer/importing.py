@@ -28,7 +28,7 @@ from ..note.patch import patch
 from ..note.render import render_front_matter, render_new, to_utc
 from ..note.split import split
 from .items import (IMPORT_BASE, as_list, exported_file, exported_front_matter, import_path, link_fields, new_fields,
-                    own_id, plain, resync, source_digest, twin_id)
+                    own_id, plain, resync, source_digest, title_in_bound, twin_id)
 from ..clock import iso
 from ..errors import InvalidInput, NotFound, SavedMeanwhile
 from ..index.db import Index
@@ -183,12 +183,14 @@ class Importing:
                 memory_id = exported.id if exported.own_id else None
                 self.vault.guard_credentials({"the file text": item["raw"]}, settings=settings)
             else:
-                content = check_content(item.get("content"))  # type: ignore[arg-type]
+                if "front_matter" not in item:  # a hand-made item {content, namespace, tags, title, source, ...}
+                    item = title_in_bound(item)
+                content = check_content(item.get("content"))
                 if "front_matter" in item:  # an export: its front matter is the file's, as written
                     meta, namespace = exported_front_matter(item["front_matter"])
                     content = item["content"]  # byte for byte: export -> import -> export is stable
                     data = render_front_matter(meta, content).encode("utf-8")
-                else:  # a hand-made item {content, namespace, tags, title, source, created, ...}
+                else:
                     meta = new_fields(item, now)
                     namespace = meta["namespace"]
                     data = render_new(meta, content).encode("utf-8")  # the file remember would write
@@ -302,6 +304,7 @@ class Importing:
                 return _Entry(where, links_only, {"id": note.id}, None, rel, (data, note))
             if item.get("content") in (None, ""):
                 return None
+        item = title_in_bound(item)
         content = check_content(item.get("content"))  # type: ignore[arg-type]
         meta = new_fields({k: v for k, v in item.items() if k not in ("links", "relation_types")}, now)
         if existing is not None:

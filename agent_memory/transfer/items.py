@@ -18,11 +18,11 @@ from typing import Any
 from ..trust import confine, credentials
 from ..note import parse
 from ..note.links import RELATION_NAME, wikilinks
-from ..note.parse import Note, RESERVED_KEYS, content_hash, derive_title, is_tool_id
+from ..note.parse import Note, RESERVED_KEYS, content_hash, derive_title, is_tool_id, shorten
 from ..note.render import NEW_FILE_ORDER, to_utc
 from ..note.tags import normalise_tag
 from ..errors import InvalidInput
-from ..limits import check_namespace, check_tags, check_text, check_written_tags, long_name
+from ..limits import MAX_TITLE, check_namespace, check_tags, check_text, check_written_tags, long_name
 from ..disk.layout import TRASH_DIRNAME, dated_folder, derived_id, is_memory_path, make_slug, new_id
 from ..disk.store import Store
 
@@ -127,6 +127,25 @@ def new_fields(item: dict[str, Any], now: dt.datetime) -> dict[str, Any]:
         "source": _item_text(item, "source"),
         **_item_extras(item),
     }
+
+
+def bounded_title(title: str) -> str:
+    """A title a source gave, cut to ``MAX_TITLE`` as a derived title is cut ("…"): the
+    bound remember and update hold a title to, which an import holds a peer's to too."""
+    return shorten(title, MAX_TITLE - 1)
+
+
+def title_in_bound(item: dict[str, Any]) -> dict[str, Any]:
+    """A hand-made item whose title is over ``MAX_TITLE`` (a peer's long summary or
+    name) with the title cut (``bounded_title``) and the whole of it kept at the top of
+    the content, where a person reads it and search finds it, unless the content holds it
+    already; any other item as it is."""
+    title, content = item.get("title"), item.get("content")
+    if not isinstance(title, str) or len(title.strip()) <= MAX_TITLE or not isinstance(content, str):
+        return item
+    whole = title.strip()
+    kept = content if whole in content else f"{whole}\n\n{content}"
+    return {**item, "title": bounded_title(whole), "content": kept}
 
 
 def _item_extras(item: dict[str, Any]) -> dict[str, Any]:

@@ -32,6 +32,7 @@ from ..note import observations as obs
 from ..note.parse import Note, parse
 from ..note.patch import patch
 from ..note.render import render_new
+from ..transfer.items import bounded_title
 from .core import Core
 from .writes import Writes
 
@@ -284,12 +285,18 @@ def note_fields(title: str, entity: dict[str, Any] | None, now: Any, note_id: st
     return {
         "id": note_id or new_id(int(now.timestamp() * 1000)),
         "namespace": NAMESPACE,
-        "title": " ".join(title.split()) or "entity",
+        "title": entity_title(title),
         "tags": [],
         "created": iso(now),
         "updated": iso(now),
         "entity": entity,
     }
+
+
+def entity_title(name: str) -> str:
+    """A note's title from an entity's name: its words, cut to the title bound (the name
+    stays whole in ``entity``, which export gives back)."""
+    return bounded_title(" ".join(name.split())) or "entity"
 
 
 def note_folder(core: Core, now: Any) -> str:

@@ -41,7 +41,7 @@ from ..transfer.items import IMPORT_BASE, as_list, import_digest
 from ..clock import iso
 from .core import Core
 from .graph import (LOOSE_ID, LOOSE_TITLE, NAMESPACE, Entity, Graph, Relation, _Node, add_record, check_entity,
-                    check_relation, next_order, note_fields, note_folder, read_jsonl, read_nodes, relation_key,
+                    check_relation, entity_title, next_order, note_fields, note_folder, read_jsonl, read_nodes, relation_key,
                     relation_list)
 
 
@@ -217,7 +217,7 @@ class GraphImport:
             return
         old_links = {prop for prop, _ in note.links if prop != BODY_LINK_RELATION}
         edit.changes.update({prop: None for prop in sorted(old_links)})
-        edit.changes.update({"namespace": NAMESPACE, "relation_types": None, "title": " ".join(e["name"].split()) or "entity",
+        edit.changes.update({"namespace": NAMESPACE, "relation_types": None, "title": entity_title(e["name"]),
                              "entity": {"name": e["name"], "entityType": e["entityType"], "order": self._next()},
                              IMPORT_BASE: theirs})
         edit.body = obs.write(e["observations"])
