@@ -493,6 +493,41 @@ def test_a_crash_right_after_the_old_name_was_taken_away_is_undone(linked: Vault
         reopened.close()
 
 
+def test_a_save_taken_aside_by_a_move_that_then_died_outlives_the_orphan_sweep(linked: Vault) -> None:
+    """A person saves the note just as the move takes its old name aside, and the process
+    dies before it looks at what it took: that file held the save. It used to sit under
+    the tool's temp-file name, which a later start deletes once it is a minute old."""
+    script = textwrap.dedent("""
+        import os, sys
+        import agent_memory.vault.moves as moves
+        from agent_memory.vault.vault import Vault
+        retire = moves.Moves._retire_old_name
+        def a_person_saves_then_the_process_dies(self, old, new, checked):
+            source = self.store.abspath(old)
+            source.with_name("editor.swp").write_text("A save typed as the move ran.\\n")
+            os.replace(source.with_name("editor.swp"), source)
+            os.path.samefile = lambda *a: os._exit(3)  # right after the old name is taken aside
+            retire(self, old, new, checked)
+        moves.Moves._retire_old_name = a_person_saves_then_the_process_dies
+        Vault(sys.argv[1]).move("places/Kessel Run.md", "places/Smuggling Route.md")
+    """)
+    done = subprocess.run([sys.executable, "-c", script, str(linked.root)], capture_output=True, text=True,
+                          timeout=deadline(120))
+    assert done.returncode == 3, done.stderr
+    linked.close()
+    hour_ago = os.path.getmtime(linked.root / "places") - 3600
+    for path in (linked.root / "places").iterdir():
+        os.utime(path, (hour_ago, hour_ago), follow_symlinks=False)
+    reopened = Vault(linked.root, clock=linked.clock)  # undoes the move, then sweeps old temp files
+    try:
+        reopened.reconcile()
+        kept = [p for p in (linked.root / "places").iterdir() if p.read_bytes() == b"A save typed as the move ran.\n"]
+        assert [p.name.startswith("Kessel Run.md.saved-") for p in kept] == [True]
+        assert_index_matches_files(reopened)
+    finally:
+        reopened.close()
+
+
 def test_mv_keeps_the_moved_notes_wikilink_on_the_note_it_reached(vault: Vault) -> None:
     """``[[Other]]`` is found nearest first: from ``a/`` it reached ``a/Other.md``. Moved
     into ``b/``, beside another ``Other.md``, the same text would reach that one (as

@@ -22,6 +22,7 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
+from ..clock import iso, utcnow
 from ..errors import VaultError
 from . import nofollow
 
@@ -409,3 +410,29 @@ def move_no_replace(src: Path, dst: Path) -> None:
         os.replace(src, dst)
         return
     os.unlink(src)
+
+
+def move_aside(path: Path, target: Path) -> Path:
+    """``path`` renamed beside ``target`` as ``<name>.saved-<when>`` (``-2``, ``-3`` … when
+    that is taken, as in one second), and that name returned. What a write takes away to
+    look at before it is sure nobody's save is in it goes here, never under the temp-file
+    pattern: a crash before the look leaves it under a name a person reads, which no
+    sweep removes (the orphan sweep deletes temp files) and no index reads (not ``.md``).
+    ``FileNotFoundError`` when ``path`` is gone."""
+    stamp = iso(utcnow()).replace(":", "")
+    for n in range(1, 100):
+        kept = target.with_name(f"{saved_prefix(target)}{stamp}{f'-{n}' if n > 1 else ''}")
+        try:
+            move_no_replace(path, kept)
+            return kept
+        except FileExistsError:  # kept once already this second
+            continue
+    raise VaultError(f"A save of {target.name} could not be given a name beside it; it is kept at {path}.")
+
+
+def saved_prefix(target: Path) -> str:
+    """``<name>.saved-``, the name cut to leave room for the stamp in a file name's 255 bytes."""
+    name = target.name
+    while len(os.fsencode(name)) > 200:
+        name = name[:-1]
+    return f"{name}.saved-"

@@ -155,11 +155,11 @@ def _write_back(repo: Repo, target: Path, data: bytes | None, checked: str, mode
     check: what goes is taken away in one step (a swap, a rename aside, a rename that
     never replaces) and looked at after; a save found there is put back and False said.
     What is taken away is under a kept name beside the file from that step on
-    (``_beside``): a crash before it is looked at leaves it where a person finds it.
+    (``locking.move_aside``): a crash before it is looked at leaves it where a person finds it.
     ``mode`` is git's for the stashed file: 100755 makes it executable."""
     if data is None:
         try:
-            aside = _beside(target, target)
+            aside = locking.move_aside(target, target)
         except FileNotFoundError:
             return True
         return _done_with(repo, aside, target, checked)
@@ -172,7 +172,7 @@ def _write_back(repo: Repo, target: Path, data: bytes | None, checked: str, mode
         if not checked:
             locking.move_no_replace(tmp, target)
             return True
-        tmp = _beside(tmp, target)  # the name what the swap displaces will have
+        tmp = locking.move_aside(tmp, target)  # the name what the swap displaces will have
         if not locking.swap(tmp, target):  # no atomic swap on this file system: the check again, then a rename
             if _blob(repo, target) != checked:
                 tmp.unlink()
@@ -230,32 +230,8 @@ def _keep(path: Path, target: Path) -> None:
     try:
         locking.move_no_replace(path, target)
     except FileExistsError:  # saved yet again
-        if path.parent != target.parent or not path.name.startswith(_saved_prefix(target)):
-            _beside(path, target)
-
-
-def _beside(path: Path, target: Path) -> Path:
-    """``path`` renamed beside ``target`` as ``<name>.saved-<when>`` (``-2``, ``-3`` … when
-    that is taken, as in one second): a name a person reads, which no sweep removes (never
-    the temp-file pattern, whose files a crash left and a later command deletes) and no
-    index reads (not ``.md``). ``FileNotFoundError`` when ``path`` is gone."""
-    stamp = iso(utcnow()).replace(":", "")
-    for n in range(1, 100):
-        kept = target.with_name(f"{_saved_prefix(target)}{stamp}{f'-{n}' if n > 1 else ''}")
-        try:
-            locking.move_no_replace(path, kept)
-            return kept
-        except FileExistsError:  # kept once already this second
-            continue
-    raise GitError(f"A save of {target.name} could not be given a name beside it; it is kept at {path}.")
-
-
-def _saved_prefix(target: Path) -> str:
-    """``<name>.saved-``, the name cut to leave room for the stamp in a file name's 255 bytes."""
-    name = target.name
-    while len(os.fsencode(name)) > 200:
-        name = name[:-1]
-    return f"{name}.saved-"
+        if path.parent != target.parent or not path.name.startswith(locking.saved_prefix(target)):
+            locking.move_aside(path, target)
 
 
 def unmerged(repo: Repo) -> list[str]:

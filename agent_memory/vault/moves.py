@@ -35,7 +35,8 @@ from ..limits import check_names, check_text
 from ..models import MoveResult, Rewritten
 from ..trust.register import digest, refusal, set_aside
 from ..disk.nofollow import load_json, read_record
-from ..disk.layout import INDEX_DIRNAME, TMP_SUFFIX, encodable
+from ..disk import locking
+from ..disk.layout import INDEX_DIRNAME, encodable
 from .writes import editable
 
 MOVE_DIRNAME = "move"
@@ -304,10 +305,10 @@ class Moves:
     def _retire_old_name(self, old: str, new: str, checked: bytes) -> None:
         """Take the old name away, only if it still names the file that was moved: it is
         renamed aside first (atomic), then looked at. A save that replaced it meanwhile
-        is put back and the move refused."""
+        is put back and the move refused. Aside, it has a name no sweep removes
+        (``locking.move_aside``): a crash before the look leaves it beside the old name."""
         source = self.store.abspath(old)
-        aside = source.with_name(f".{secrets.token_hex(6)}{TMP_SUFFIX}")
-        os.rename(source, aside)
+        aside = locking.move_aside(source, source)
         same_file = os.path.samefile(aside, self.store.abspath(new))
         if same_file or _bytes(aside) == checked:
             aside.unlink()  # its bytes live on under the new name
