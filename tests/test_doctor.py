@@ -43,6 +43,7 @@ def test_doctor_names_a_broken_settings_file_and_still_checks_the_rest(vault: Va
     checks = checks_of(done)
     assert not checks["files"]["ok"] and any(".agent-memory.toml" in item for item in checks["files"]["items"])
     assert checks["index"]["ok"] and checks["duplicate ids"]["ok"]  # the rest still ran
+    assert checks["saves kept aside"]["detail"] == "none" and not checks["saves kept aside"]["warn"]
     assert files_of(vault.root) == before
 
 

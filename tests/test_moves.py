@@ -5,6 +5,7 @@ when a person saves meanwhile or the process dies half way."""
 from __future__ import annotations
 
 import errno
+import json
 import os
 import subprocess
 import sys
@@ -526,6 +527,9 @@ def test_a_save_taken_aside_by_a_move_that_then_died_outlives_the_orphan_sweep(l
         assert_index_matches_files(reopened)
     finally:
         reopened.close()
+    done = run_cli("--json", "doctor", vault=linked.root)  # where a person who never looks at the folder learns of it
+    check = {c["name"]: c for c in json.loads(done.stdout)["checks"]}["saves kept aside"]
+    assert check["warn"] and check["items"] == [f"places/{kept[0].name}"], done.stdout
 
 
 def test_mv_keeps_the_moved_notes_wikilink_on_the_note_it_reached(vault: Vault) -> None:

@@ -14,6 +14,7 @@ import ctypes
 import errno
 import json
 import os
+import re
 import stat as stat_kind
 import sys
 import threading
@@ -428,6 +429,10 @@ def move_aside(path: Path, target: Path) -> Path:
         except FileExistsError:  # kept once already this second
             continue
     raise VaultError(f"A save of {target.name} could not be given a name beside it; it is kept at {path}.")
+
+
+KEPT_ASIDE = re.compile(r".\.saved-\d{4}-\d{2}-\d{2}T\d{6}Z(?:-\d+)?")
+"""The names ``move_aside`` gives (``<name>.saved-<when>``, ``-2`` …): ``doctor`` lists them."""
 
 
 def saved_prefix(target: Path) -> str:

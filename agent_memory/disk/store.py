@@ -270,13 +270,15 @@ class Store:
     # ------------------------------------------------------------------ reading
     def walk(
         self, skipped: Callable[[str, str], None] | None = None, temp_files: list[Path] | None = None,
+        kept_aside: list[str] | None = None,
     ) -> Iterator[tuple[str, os.stat_result]]:
         """Every memory file with its stat, in the index's order: by path, byte by byte,
         as SQLite orders them (what is left out, and why: the walk in
         docs/design/reconcile.md). ``skipped(path, why)`` hears of each ``.md`` left out
         for a reason a person may fix (``doctor`` lists them); ``temp_files`` collects the
-        tool's own temp files met on the way; ``aliased`` then counts the memories found
-        with a second name.
+        tool's own temp files met on the way, ``kept_aside`` the files a write took aside
+        and kept (``locking.move_aside``); ``aliased`` then counts the memories found with
+        a second name.
 
         Each folder's entries are sorted as their paths sort (a folder's name as
         ``name/``: ``a-b.md`` < ``a.md`` < ``a/x.md``) and a folder is walked where it
@@ -320,6 +322,8 @@ class Store:
                 if not (name.endswith(".md") and name[0] != "." and (name.isascii() or encodable(name))):
                     if temp_files is not None and entry.name.endswith(TMP_SUFFIX):
                         temp_files.append(Path(entry.path))
+                    if kept_aside is not None and locking.KEPT_ASIDE.search(name):
+                        kept_aside.append(rel)
                     if entry.name.endswith(".md") and not entry.name.startswith(".") and not encodable(entry.name):
                         skip(rel, "file name is not UTF-8 (rename it)")
                     continue

@@ -108,7 +108,8 @@ def check_vault(root: Path, index_dir: Path | None = None) -> list[Check]:
     except SettingsError as exc:
         allowed = frozenset()
         problems.append(f"{exc}")
-    for rel, _stat in Store(root).walk(skipped=lambda path, why: skipped.append(f"{path}: {why}")):
+    kept_aside: list[str] = []
+    for rel, _stat in Store(root).walk(skipped=lambda path, why: skipped.append(f"{path}: {why}"), kept_aside=kept_aside):
         try:
             data = (root / rel).read_bytes()
         except OSError as exc:
@@ -132,6 +133,10 @@ def check_vault(root: Path, index_dir: Path | None = None) -> list[Check]:
     ), problems))
     checks.append(Check("skipped files", not skipped, "none" if not skipped else
                         f"{len(skipped)} .md files are left out of the index, so search cannot see them", skipped))
+    checks.append(Check("saves kept aside", True, "none" if not kept_aside else
+                        f"{len(kept_aside)} files hold what a move or sync took aside and kept (a save made as it "
+                        "ran, then a crash or a conflict): compare each with the note it is named after, keep what "
+                        "you want in the note, and delete the file", kept_aside, warn=bool(kept_aside)))
     dupes = [
         f"{memory_id}: " + ", ".join(rel for _, rel in sorted(paths)) + " (the first owns the id)"
         for memory_id, paths in sorted(owners.items()) if len(paths) > 1
