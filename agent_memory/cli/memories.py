@@ -39,7 +39,7 @@ IMPORTANCE_OR_EMPTY = _ImportanceOrEmpty()
 
 @click.command()
 @common
-@click.argument("content", required=False)
+@click.argument("words", nargs=-1, metavar="[CONTENT]...")
 @click.option("-n", "--namespace", default="default", show_default=True, help="Namespace of the memory.")
 @click.option("-t", "--tag", "tags", multiple=True, help="A tag (repeat for more).")
 @click.option("--title", default="", help=f"Title, at most {MAX_TITLE} characters (default: the first words).")
@@ -50,11 +50,12 @@ IMPORTANCE_OR_EMPTY = _ImportanceOrEmpty()
 @click.option("--batch", "batch", default=None, metavar="FILE",
               help="Remember each item of FILE (a JSON list of objects, or JSON Lines; - for stdin), each on its own.")
 @handle_errors
-def add(content: str | None, namespace: str, tags: tuple[str, ...], title: str, source: str, ttl_days: float,
+def add(words: tuple[str, ...], namespace: str, tags: tuple[str, ...], title: str, source: str, ttl_days: float,
         kind: str | None, importance: float | None, batch: str | None) -> None:
     """Remember CONTENT; prints the new id.
 
-    CONTENT - or none reads standard input. The file written is named on stderr.
+    CONTENT - or none reads standard input; several words are one content, quoted or
+    not (`add Priya works CET hours`). The file written is named on stderr.
     With --batch FILE, each object of FILE ({"content": ..., "namespace", "tags",
     "title", "source", "ttl_days", "type", "importance"}) is remembered on its own
     (at most 500): the ids print one a line, and an item refused is named with why.
@@ -65,6 +66,7 @@ def add(content: str | None, namespace: str, tags: tuple[str, ...], title: str, 
       git log -1 --format=%B | agent-memory add -t release
       agent-memory add --batch facts.jsonl
     """
+    content = " ".join(words) if words else None
     if batch is not None:
         if content is not None:
             raise InvalidInput("Give CONTENT or --batch FILE, not both.")
