@@ -5,6 +5,7 @@ never a traceback, never a lost file."""
 
 from __future__ import annotations
 
+import errno
 import json
 from pathlib import Path
 
@@ -83,3 +84,61 @@ def test_a_typo_in_a_path_from_above_names_both_places_looked(notes: Path) -> No
     assert done.returncode == 1
     assert "en/Plugins/Slide.md from the current folder" in done.stderr
     assert f"notes/en/Plugins/Slide.md from the vault root {notes}" in done.stderr
+
+
+def test_export_to_a_folder_that_is_not_there_is_one_line(vault_dir: Path, tmp_path: Path) -> None:
+    run_cli("add", "A fact worth a backup", vault=vault_dir)
+    done = run_cli("export", "-o", str(tmp_path / "no-such-folder" / "backup.json"), vault=vault_dir)
+    assert done.returncode == 1
+    assert done.stderr.startswith("Error: Cannot write ") and done.stderr.count("\n") == 1, done.stderr
+    assert "leave -o out to print to standard output" in done.stderr
+
+
+def test_export_over_an_older_backup_replaces_it_whole(vault_dir: Path, tmp_path: Path) -> None:
+    backup = tmp_path / "backup.json"
+    backup.write_text("[]\n")
+    run_cli("add", "A fact worth a backup", vault=vault_dir)
+    assert run_cli("export", "-o", str(backup), vault=vault_dir).returncode == 0
+    assert [item["content"].strip() for item in json.loads(backup.read_text())] == ["A fact worth a backup"]
+    assert [p.name for p in tmp_path.iterdir() if p.name.startswith(".")] == []  # no temp file left beside it
+
+
+@pytest.mark.parametrize("command", [("edit", "--add-tag", "friday"), ("link", "--relation", "see_also")])
+def test_a_change_in_a_vault_you_may_not_write_is_one_line_and_changes_nothing(
+        vault_dir: Path, monkeypatch: pytest.MonkeyPatch, command: tuple[str, ...]) -> None:
+    memory_id = run_cli("add", "Customer ACME prefers deploys on Fridays", vault=vault_dir).stdout.strip()
+    other = run_cli("add", "ACME billing contact is Dana", vault=vault_dir).stdout.strip()
+    before = {p: p.read_bytes() for p in vault_dir.rglob("*.md")}
+    # What a vault another account owns refuses this user (root may write anywhere, so
+    # the refusal is the kernel's answer for anyone else): the folder a change keeps the
+    # displaced bytes in cannot be made.
+    real_mkdir = Path.mkdir
+
+    def refused(self: Path, *args: object, **kwargs: object) -> None:
+        if ".index" in self.parts and not self.is_dir():
+            raise PermissionError(errno.EACCES, "Permission denied", str(self))
+        real_mkdir(self, *args, **kwargs)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(Path, "mkdir", refused)
+    verb, *options = command
+    args = [verb, memory_id, *options] if verb == "edit" else [verb, memory_id, other, *options]
+    done = run_cli(*args, vault=vault_dir)
+    assert done.returncode == 1
+    assert done.stderr.startswith("Error: Could not write ") and done.stderr.count("\n") == 1, done.stderr
+    assert "permission denied. Nothing was changed" in done.stderr
+    assert {p: p.read_bytes() for p in vault_dir.rglob("*.md")} == before
+
+
+def test_a_system_error_no_check_foresaw_is_one_line_naming_the_file(
+        vault_dir: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from agent_memory.vault.vault import Vault
+
+    def failing_disk(*_args: object, **_kwargs: object) -> None:
+        raise OSError(errno.EIO, "Input/output error", str(vault_dir / "2026"))
+
+    monkeypatch.setattr(Vault, "stats", failing_disk)
+    done = run_cli("stats", vault=vault_dir)
+    assert done.returncode == 1
+    assert done.stderr == (f"Error: Input/output error: {vault_dir / '2026'}. Check that this path exists, that you "
+                           "may write it and that the disk has room, then retry; `agent-memory doctor` checks the "
+                           "vault.\n")
