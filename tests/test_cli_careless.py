@@ -7,11 +7,14 @@ from __future__ import annotations
 
 import errno
 import json
+import signal
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
 
-from conftest import run_cli
+from conftest import assert_index_matches_files, deadline, run_cli, wait_until
 
 
 @pytest.fixture
@@ -142,3 +145,46 @@ def test_a_system_error_no_check_foresaw_is_one_line_naming_the_file(
     assert done.stderr == (f"Error: Input/output error: {vault_dir / '2026'}. Check that this path exists, that you "
                            "may write it and that the disk has room, then retry; `agent-memory doctor` checks the "
                            "vault.\n")
+
+
+def test_ctrl_c_mid_reindex_says_what_it_left_and_loses_nothing(
+        vault_dir: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from agent_memory.note import parse as parsing
+    from agent_memory.vault.vault import Vault
+
+    for n in range(20):
+        run_cli("add", f"Fact number {n} about the release train", vault=vault_dir)
+    before = {p: p.read_bytes() for p in vault_dir.rglob("*.md")}
+    real, seen = parsing.parse, []
+
+    def ctrl_c_on_the_tenth(data: bytes, path: str) -> parsing.Note:
+        seen.append(path)
+        if len(seen) == 10:
+            raise KeyboardInterrupt  # what SIGINT raises in the main thread, there
+        return real(data, path)
+
+    monkeypatch.setattr(parsing, "parse", ctrl_c_on_the_tenth)
+    done = run_cli("reindex", vault=vault_dir)
+    monkeypatch.undo()
+    assert done.returncode == 130
+    assert done.stderr.startswith("Interrupted. Each file is written whole or not at all") and \
+        "`agent-memory doctor` shows where things stand" in done.stderr, done.stderr
+    assert {p: p.read_bytes() for p in vault_dir.rglob("*.md")} == before
+    listed = run_cli("list", "--all", "--json", vault=vault_dir)  # the next command catches up
+    assert json.loads(listed.stdout)["total"] == 20
+    with Vault(vault_dir) as vault:
+        assert_index_matches_files(vault)
+
+
+def test_ctrl_c_stops_a_server_a_person_started_on_stdio(vault_dir: Path) -> None:
+    server = subprocess.Popen([sys.executable, "-m", "agent_memory", "serve", "--dir", str(vault_dir)],
+                              stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        assert server.stderr is not None
+        wait_until(lambda: "serving" in server.stderr.readline(), "the server says it serves")
+        server.send_signal(signal.SIGINT)
+        _, err = server.communicate(timeout=deadline(60))
+    finally:
+        server.kill()
+    assert server.returncode == 0, err
+    assert err.strip().splitlines()[-1] == "Stopped." and "Traceback" not in err and "Aborted" not in err

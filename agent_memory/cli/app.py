@@ -9,6 +9,7 @@ needs them, so ``search`` starts fast.
 from __future__ import annotations
 
 import sys
+from typing import Any
 
 import click
 
@@ -30,7 +31,25 @@ COMMANDS = {
 }
 
 
-@click.group(cls=LazyGroup, lazy=COMMANDS, invoke_without_command=True,
+INTERRUPTED = ("Interrupted. Each file is written whole or not at all, so no memory is half-written, and the index "
+               "catches up on the next command; `agent-memory doctor` shows where things stand.")
+
+
+class _Commands(LazyGroup):
+    """The command group, saying what a Ctrl-C left (click's own "Aborted!" says
+    nothing of it) and exiting 130, as a shell expects of a program SIGINT stopped."""
+
+    def invoke(self, ctx: click.Context) -> Any:
+        try:
+            return super().invoke(ctx)
+        except KeyboardInterrupt:
+            if sys.stderr.isatty():
+                click.echo(err=True)  # off the line where the terminal echoed ^C
+            click.echo(INTERRUPTED, err=True)
+            ctx.exit(130)
+
+
+@click.group(cls=_Commands, lazy=COMMANDS, invoke_without_command=True,
              context_settings={"help_option_names": ["-h", "--help"]})
 @common
 @click.version_option(__version__, prog_name="agent-memory")  # not read from the installed metadata: slow
