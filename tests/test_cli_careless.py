@@ -188,3 +188,28 @@ def test_ctrl_c_stops_a_server_a_person_started_on_stdio(vault_dir: Path) -> Non
         server.kill()
     assert server.returncode == 0, err
     assert err.strip().splitlines()[-1] == "Stopped." and "Traceback" not in err and "Aborted" not in err
+
+
+@pytest.mark.parametrize(("args", "said"), [
+    (("list", "--since", "yesterday"), "Error: --since must be a date or timestamp like 2026-07-20; got 'yesterday'. "
+                                       "A span back from now works too: 7d, 24h, 2w."),
+    (("list", "--until", "2020"), "Error: --until must be a date or timestamp"),
+    (("search", "deploy", "--match", "some"), "Error: --match must be one of auto, all, any; got 'some'."),
+    (("search", "deploy", "--profile", "fact"), "Error: --profile must be one of facts, conversation, notes; got 'fact'."),
+    (("search", "deploy", "--depth", "7"), "Error: --depth must be between 0 and 3; got 7."),
+    (("search", "deploy", "--limit", "0"), "Error: --limit must be between 1 and 100; got 0."),
+    (("list", "--offset", "-1"), "Error: --offset must be between 0 and 1,000,000,000; got -1."),
+    (("gc", "--older-than", "-3"), "Error: --older-than must be a number of days, 0 or more; got -3.0."),
+])
+def test_a_bad_option_value_is_named_as_typed(vault_dir: Path, args: tuple[str, ...], said: str) -> None:
+    done = run_cli(*args, vault=vault_dir)
+    assert done.returncode == 1
+    assert done.stderr.startswith(said) and done.stderr.count("\n") == 1, done.stderr
+
+
+def test_forgetting_several_names_the_cli_commands_for_each_one_not_found(vault_dir: Path) -> None:
+    kept = run_cli("add", "A fact to forget", vault=vault_dir).stdout.strip()
+    done = run_cli("forget", kept, "nope1", vault=vault_dir)
+    assert done.returncode == 1
+    assert "agent-memory: error: nope1: Memory 'nope1' not found — it may have expired or been forgotten; use " \
+           "`agent-memory search` or `agent-memory list` to find valid ids." in done.stderr, done.stderr

@@ -34,6 +34,7 @@ from ..models import (ChatNote, ExportedMemory, ExportPage, GcResult, ImportResu
                       TrashEntry)
 from ..disk.staging import NotPublished, Staging
 from ..disk.trash import LEDGER_NAME
+from ..wording import OLDER_THAN_DAYS, said
 
 TRASH_DAYS = 30
 SEARCH_MODE = (
@@ -344,7 +345,7 @@ class Maintenance:
         person deleted there is theirs), and only while they hold the bytes the tool put
         there. ``progress`` hears the trash's entries looked at ("emptying the trash")."""
         if not isinstance(older_than_days, (int, float)) or older_than_days < 0:
-            raise InvalidInput("older_than_days must be 0 or more.")
+            raise InvalidInput(said(OLDER_THAN_DAYS, f" must be a number of days, 0 or more; got {older_than_days!r}."))
         with self.core.writing():
             moved = self.core.reconciler.sweep_expired()
             removed, kept, refused = self.store.trash.purge(dt.timedelta(days=older_than_days), self.core.now(),

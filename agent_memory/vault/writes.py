@@ -474,10 +474,11 @@ def _remember_fields(item: Any) -> dict[str, Any]:
 
 
 def _reason(exc: BaseException) -> str:
-    """Why one item of a batch failed, in a sentence (a library error says what to do)."""
+    """Why one item of a batch failed, in a sentence (a library error says what to do,
+    kept as its ``Said`` so the CLI names its own commands in it)."""
     if isinstance(exc, OSError) and not isinstance(exc, AgentMemoryError):
         return f"The file could not be moved ({exc.strerror or exc}); nothing was changed for it. Retry."
-    return str(exc)
+    return exc.message if isinstance(exc, AgentMemoryError) and exc.message else str(exc)
 
 
 def _retag(note: Note, adding: list[str], removing: list[str]) -> list[Any] | None:
