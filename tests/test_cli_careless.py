@@ -213,3 +213,13 @@ def test_forgetting_several_names_the_cli_commands_for_each_one_not_found(vault_
     assert done.returncode == 1
     assert "agent-memory: error: nope1: Memory 'nope1' not found — it may have expired or been forgotten; use " \
            "`agent-memory search` or `agent-memory list` to find valid ids." in done.stderr, done.stderr
+
+
+def test_restoring_what_the_trash_does_not_hold_points_at_the_trash_list(vault_dir: Path) -> None:
+    kept = run_cli("add", "A fact nobody forgot", vault=vault_dir).stdout.strip()
+    for key in ("nope", kept):  # nothing by that name; a memory that is not in the trash at all
+        done = run_cli("restore", key, vault=vault_dir)
+        assert done.returncode == 1
+        assert done.stderr == (f"Error: Nothing in the trash answers to {key!r} (an id, an old path or a path in "
+                               ".trash/), so nothing was restored. `agent-memory restore` with no argument lists what "
+                               "the trash can give back.\n")

@@ -25,7 +25,7 @@ from ..trust import confine
 from ..clock import iso
 from ..progress import Every, Progress, Step
 from .core import Core
-from ..errors import InvalidInput, NotFound, PathRefused, disk_error
+from ..errors import InvalidInput, NotInTrash, PathRefused, disk_error
 from ..transfer.importing import Importing, SyncPlan
 from ..index.db import SCHEMA_VERSION, TOKENIZER
 from ..index.reconcile import collector_paused
@@ -375,7 +375,7 @@ class Maintenance:
             if entry is None:
                 refused = self.store.trash.find_refused(key)
                 if refused is None:
-                    raise NotFound(key)
+                    raise NotInTrash(key)
                 # The ledger is a file in the vault: a sync tool or a pull can bring any line.
                 raise PathRefused(f"The trash ledger's line for {key!r} ({refused[0].record}) {refused[1]}; nothing "
                                   "was restored. `agent-memory doctor` lists it, and can apply it if it is yours.")
