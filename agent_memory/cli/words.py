@@ -73,6 +73,7 @@ CLI_WORDS = {
     "older_than_days": "--older-than",
     "filters": "-n/--tag filters",
     "where": "--where",
+    "target_id": "TARGET",
     "tag_filter": "--tag",
     "complete_first": "listed first",
     "see_matched": "the marked words show which",

@@ -546,7 +546,7 @@ def _structural_edit(prepend: str | None, section: str | None,
         try:
             return sections.replace_section(text, section, content)
         except ValueError as exc:
-            raise InvalidInput(f"In {path}, {exc}. Read it with get_memory to see its headings.") from exc
+            raise InvalidInput(said(f"In {path}, {exc}. Read it with ", GET_MEMORY, " to see its headings.")) from exc
 
     return replace
 
