@@ -223,3 +223,18 @@ def test_restoring_what_the_trash_does_not_hold_points_at_the_trash_list(vault_d
         assert done.stderr == (f"Error: Nothing in the trash answers to {key!r} (an id, an old path or a path in "
                                ".trash/), so nothing was restored. `agent-memory restore` with no argument lists what "
                                "the trash can give back.\n")
+
+
+def test_a_mistyped_command_names_the_one_meant(vault_dir: Path) -> None:
+    done = run_cli("serach", "deploy", vault=vault_dir)
+    assert done.returncode == 2 and "Error: No such command 'serach'. Did you mean 'search'?" in done.stderr
+
+
+def test_errors_name_what_a_person_types_not_the_mcp_arguments(vault_dir: Path) -> None:
+    memory_id = run_cli("add", "# Plan\nShip it.", vault=vault_dir).stdout.strip()
+    itself = run_cli("link", memory_id, memory_id, vault=vault_dir)
+    assert itself.stderr.endswith("cannot be linked to itself (" + json.loads(
+        run_cli("show", memory_id, "--json", vault=vault_dir).stdout)["path"] + "); give another TARGET.\n")
+    section = run_cli("edit", memory_id, "--replace-section", "## Status", "Done.", vault=vault_dir)
+    assert section.returncode == 1
+    assert section.stderr.endswith("Read it with `agent-memory show` to see its headings.\n"), section.stderr

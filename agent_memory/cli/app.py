@@ -8,6 +8,7 @@ needs them, so ``search`` starts fast.
 
 from __future__ import annotations
 
+import difflib
 import sys
 from typing import Any
 
@@ -38,6 +39,15 @@ INTERRUPTED = ("Interrupted. Each file is written whole or not at all, so no mem
 class _Commands(LazyGroup):
     """The command group, saying what a Ctrl-C left (click's own "Aborted!" says
     nothing of it) and exiting 130, as a shell expects of a program SIGINT stopped."""
+
+    def resolve_command(self, ctx: click.Context, args: list[str]) -> tuple[str | None, click.Command | None, list[str]]:
+        """A mistyped command names the one meant, as a mistyped option does."""
+        typed = args[0] if args else ""
+        if typed and not typed.startswith("-") and self.get_command(ctx, typed) is None:
+            close = difflib.get_close_matches(typed, self.list_commands(ctx), n=1)
+            if close:
+                ctx.fail(f"No such command {typed!r}. Did you mean {close[0]!r}?")
+        return super().resolve_command(ctx, args)
 
     def invoke(self, ctx: click.Context) -> Any:
         try:
