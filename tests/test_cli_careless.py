@@ -238,3 +238,15 @@ def test_errors_name_what_a_person_types_not_the_mcp_arguments(vault_dir: Path) 
     section = run_cli("edit", memory_id, "--replace-section", "## Status", "Done.", vault=vault_dir)
     assert section.returncode == 1
     assert section.stderr.endswith("Read it with `agent-memory show` to see its headings.\n"), section.stderr
+
+
+def test_a_typo_in_dir_names_the_vault_beside_it(vault_dir: Path) -> None:
+    typo = vault_dir.with_name(".memroy")
+    done = run_cli("list", vault=typo)
+    assert done.returncode == 1
+    assert done.stderr == (f"Error: No vault at {typo}. Did you mean {vault_dir}? Pass --dir {vault_dir} (or to make "
+                           f"a new vault there: `agent-memory --dir {typo} init`).\n")
+    assert not typo.exists()
+    elsewhere = vault_dir.parent / "unrelated"
+    assert run_cli("list", vault=elsewhere).stderr == (
+        f"Error: No vault at {elsewhere}. Create one with `agent-memory --dir {elsewhere} init`.\n")
