@@ -8,9 +8,7 @@ needs them, so ``search`` starts fast.
 
 from __future__ import annotations
 
-import difflib
 import sys
-from typing import Any
 
 import click
 
@@ -32,34 +30,7 @@ COMMANDS = {
 }
 
 
-INTERRUPTED = ("Interrupted. Each file is written whole or not at all, so no memory is half-written, and the index "
-               "catches up on the next command; `agent-memory doctor` shows where things stand.")
-
-
-class _Commands(LazyGroup):
-    """The command group, saying what a Ctrl-C left (click's own "Aborted!" says
-    nothing of it) and exiting 130, as a shell expects of a program SIGINT stopped."""
-
-    def resolve_command(self, ctx: click.Context, args: list[str]) -> tuple[str | None, click.Command | None, list[str]]:
-        """A mistyped command names the one meant, as a mistyped option does."""
-        typed = args[0] if args else ""
-        if typed and not typed.startswith("-") and self.get_command(ctx, typed) is None:
-            close = difflib.get_close_matches(typed, self.list_commands(ctx), n=1)
-            if close:
-                ctx.fail(f"No such command {typed!r}. Did you mean {close[0]!r}?")
-        return super().resolve_command(ctx, args)
-
-    def invoke(self, ctx: click.Context) -> Any:
-        try:
-            return super().invoke(ctx)
-        except KeyboardInterrupt:
-            if sys.stderr.isatty():
-                click.echo(err=True)  # off the line where the terminal echoed ^C
-            click.echo(INTERRUPTED, err=True)
-            ctx.exit(130)
-
-
-@click.group(cls=_Commands, lazy=COMMANDS, invoke_without_command=True,
+@click.group(cls=LazyGroup, lazy=COMMANDS, invoke_without_command=True,
              context_settings={"help_option_names": ["-h", "--help"]})
 @common
 @click.version_option(__version__, prog_name="agent-memory")  # not read from the installed metadata: slow
