@@ -250,3 +250,13 @@ def test_a_typo_in_dir_names_the_vault_beside_it(vault_dir: Path) -> None:
     elsewhere = vault_dir.parent / "unrelated"
     assert run_cli("list", vault=elsewhere).stderr == (
         f"Error: No vault at {elsewhere}. Create one with `agent-memory --dir {elsewhere} init`.\n")
+
+
+@pytest.mark.parametrize("typed", ["./en/Plugins", "en/./Plugins/", "./en//Plugins"])
+def test_a_leading_dot_slash_at_the_vault_root_is_the_same_folder(notes: Path, typed: str) -> None:
+    listed = run_cli("list", "--path", typed, "--json", vault=notes, cwd=notes)
+    assert [m["path"] for m in json.loads(listed.stdout)["memories"]] == ["en/Plugins/Slides.md"]
+    found = run_cli("search", "slides", "--path", typed, "--json", vault=notes, cwd=notes)
+    assert [hit["path"] for hit in json.loads(found.stdout)["hits"]] == ["en/Plugins/Slides.md"]
+    shown = run_cli("show", typed.rstrip("/") + "/Slides.md", "--json", vault=notes, cwd=notes)
+    assert json.loads(shown.stdout)["path"] == "en/Plugins/Slides.md"

@@ -89,8 +89,9 @@ def read_path(root: Path, typed: str, *, changes: bool, folder: bool = False) ->
         mine = _absolute(root, typed)
     elif here:
         mine = posixpath.normpath(posixpath.join(here, typed))
-    else:  # at the vault root: the argument as typed
-        return Reading(typed, typed)
+    else:  # at the vault root: the argument as typed, tidied (./en/Plugins is en/Plugins)
+        tidy = posixpath.normpath(typed)
+        return Reading(typed, tidy if _inside(tidy) else typed)
     if mine is None or not _inside(mine) or mine == typed:
         return Reading(typed, typed)
 
