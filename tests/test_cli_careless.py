@@ -260,3 +260,15 @@ def test_a_leading_dot_slash_at_the_vault_root_is_the_same_folder(notes: Path, t
     assert [hit["path"] for hit in json.loads(found.stdout)["hits"]] == ["en/Plugins/Slides.md"]
     shown = run_cli("show", typed.rstrip("/") + "/Slides.md", "--json", vault=notes, cwd=notes)
     assert json.loads(shown.stdout)["path"] == "en/Plugins/Slides.md"
+
+
+def test_edit_with_an_editor_that_is_not_there_says_how_to_choose_one(vault_dir: Path) -> None:
+    memory_id = run_cli("add", "A fact to open", vault=vault_dir).stdout.strip()
+    before = {p: p.read_bytes() for p in vault_dir.rglob("*.md")}
+    missing = "no-such-editor-here"
+    done = run_cli("edit", memory_id, vault=vault_dir, env={"EDITOR": missing, "VISUAL": missing})
+    assert done.returncode == 1
+    assert done.stderr.count("\n") == 1 and done.stderr.endswith(
+        "With no change option, edit opens the file in $VISUAL or $EDITOR: set one to an editor you have, or change it "
+        "with --append, --content or --replace.\n"), done.stderr
+    assert {p: p.read_bytes() for p in vault_dir.rglob("*.md")} == before

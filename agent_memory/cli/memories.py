@@ -226,7 +226,12 @@ def edit(memory_id: str, content: str | None, append: str | None, replace: tuple
 def _open_in_editor(vault: Vault, memory_id: str) -> None:
     """``$VISUAL``/``$EDITOR`` (else click's default) on the memory's file itself."""
     memory = vault.get(memory_id)
-    click.edit(filename=str(vault.root / memory["path"]))
+    try:
+        click.edit(filename=str(vault.root / memory["path"]))
+    except click.ClickException as exc:  # no such editor, or it failed: nothing was changed by this command
+        raise click.ClickException(printable(
+            f"{exc.message.rstrip('.')}. With no change option, edit opens the file in $VISUAL or $EDITOR: set one to "
+            "an editor you have, or change it with --append, --content or --replace.")) from exc
     vault.reconcile_path(memory["path"])
     click.echo(f"Edited {id_and_path(memory)}", err=True)
 
