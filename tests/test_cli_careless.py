@@ -272,3 +272,24 @@ def test_edit_with_an_editor_that_is_not_there_says_how_to_choose_one(vault_dir:
         "With no change option, edit opens the file in $VISUAL or $EDITOR: set one to an editor you have, or change it "
         "with --append, --content or --replace.\n"), done.stderr
     assert {p: p.read_bytes() for p in vault_dir.rglob("*.md")} == before
+
+
+def test_serve_on_a_port_another_program_holds_is_one_line(vault_dir: Path) -> None:
+    import socket
+
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        done = run_cli("serve", "--http", "--port", str(port), vault=vault_dir, spawn=True)
+    assert done.returncode == 1, done.stderr
+    assert done.stderr == (f"Error: Cannot serve on 127.0.0.1:{port}: another program (perhaps another agent-memory "
+                           "serve) is listening there. Stop it, or choose another --port (0: any free one).\n")
+
+
+def test_serve_on_a_host_name_that_does_not_resolve_is_one_line(vault_dir: Path) -> None:
+    done = run_cli("serve", "--http", "--host", "no-such-host.invalid", "--token", "a" * 32, vault=vault_dir,
+                   spawn=True)
+    assert done.returncode == 1, done.stderr
+    assert done.stderr.startswith("Error: Cannot serve on no-such-host.invalid: ") and done.stderr.endswith(
+        "Give --host an address of this machine, such as 127.0.0.1.\n"), done.stderr
