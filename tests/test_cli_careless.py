@@ -293,3 +293,23 @@ def test_serve_on_a_host_name_that_does_not_resolve_is_one_line(vault_dir: Path)
     assert done.returncode == 1, done.stderr
     assert done.stderr.startswith("Error: Cannot serve on no-such-host.invalid: ") and done.stderr.endswith(
         "Give --host an address of this machine, such as 127.0.0.1.\n"), done.stderr
+
+
+def test_add_alone_in_a_terminal_says_it_reads_what_is_typed(vault_dir: Path) -> None:
+    import os
+    import pty
+
+    main, terminal = pty.openpty()
+    try:
+        os.write(main, b"A fact typed in the terminal\n\x04")  # typed ahead: the terminal keeps it until read
+        add = subprocess.Popen([sys.executable, "-m", "agent_memory", "--dir", str(vault_dir), "add"], stdin=terminal,
+                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        os.close(terminal)
+        out, err = add.communicate(timeout=deadline(60))
+    finally:
+        os.close(main)
+    assert add.returncode == 0, err
+    assert err.splitlines()[0] == ('Type the memory, then Ctrl-D on a line of its own (or give it as CONTENT: '
+                                   'agent-memory add "...").')
+    shown = run_cli("show", out.strip(), "--json", vault=vault_dir)
+    assert json.loads(shown.stdout)["content"].strip() == "A fact typed in the terminal"

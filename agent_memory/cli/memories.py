@@ -73,6 +73,9 @@ def add(words: tuple[str, ...], namespace: str, tags: tuple[str, ...], title: st
         _add_batch(batch)
         return
     if content in (None, "-"):
+        if sys.stdin.isatty():  # not a pipe: a person who typed `agent-memory add` alone, and would see a hang
+            click.echo("Type the memory, then Ctrl-D on a line of its own (or give it as CONTENT: "
+                       "agent-memory add \"...\").", err=True)
         content = sys.stdin.read()
     with open_vault() as vault:
         result = vault.remember(content, namespace=namespace, tags=list(tags), title=title, source=source, ttl_days=ttl_days,
