@@ -313,3 +313,28 @@ def test_add_alone_in_a_terminal_says_it_reads_what_is_typed(vault_dir: Path) ->
                                    'agent-memory add "...").')
     shown = run_cli("show", out.strip(), "--json", vault=vault_dir)
     assert json.loads(shown.stdout)["content"].strip() == "A fact typed in the terminal"
+
+
+def test_an_export_given_to_add_batch_points_at_import(vault_dir: Path, tmp_path: Path) -> None:
+    run_cli("add", "A fact worth a backup", vault=vault_dir)
+    backup = tmp_path / "backup.json"
+    assert run_cli("export", "-o", str(backup), vault=vault_dir).returncode == 0
+    done = run_cli("add", "--batch", str(backup), vault=vault_dir)
+    assert done.returncode == 1
+    assert done.stderr.splitlines()[-1].endswith(
+        "It looks like an export's item: `agent-memory import` reads an export back."), done.stderr
+
+
+@pytest.mark.anyio
+async def test_an_export_given_to_remember_many_points_at_import_memories(tmp_path: Path) -> None:
+    from agent_memory.vault.vault import Vault
+
+    from conftest import mcp_client, tool_ok
+
+    with Vault.init(tmp_path / "mcp-vault") as vault:
+        vault.remember("A fact worth a backup")
+        exported = vault.export_memories()
+        async with mcp_client(vault) as client:
+            result = await tool_ok(client, "remember_many", items=list(exported))
+    assert result["results"][0]["error"].endswith(
+        "It looks like an export's item: import_memories reads an export back.")

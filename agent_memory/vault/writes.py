@@ -25,7 +25,8 @@ from ..clock import iso
 from .core import Core
 from ..index.reconcile import Examined
 from ..errors import AgentMemoryError, Duplicate, InvalidInput, ReadOnlyFile, SavedMeanwhile, VersionConflict
-from ..wording import APPEND, EXPECTED_VERSION, GET_MEMORY, RECALL, REMEMBER, REPLACE, TAG_EDITS, TTL_DAYS, said
+from ..wording import (APPEND, EXPECTED_VERSION, GET_MEMORY, IMPORT_MEMORIES, RECALL, REMEMBER, REPLACE, TAG_EDITS,
+                       TTL_DAYS, said)
 from ..limits import (MAX_BATCH, MAX_SOURCE, MAX_TAGS, MAX_TITLE, check_content, check_importance, check_namespace,
                      check_short, check_tags, check_text, check_ttl, check_type)
 from ..models import (FailedItem, ForgetBatchResult, ForgetResult, ForgottenMemory, Memory, RememberBatchResult,
@@ -462,7 +463,10 @@ def _remember_fields(item: Any) -> dict[str, Any]:
         raise InvalidInput(f"Each item must be an object like {{\"content\": \"...\"}}; got {type(item).__name__}.")
     unknown = [str(key) for key in item if key not in _REMEMBER_KEYS]
     if unknown:
-        raise InvalidInput(f"Unknown key {unknown[0]!r}; an item takes {', '.join(_REMEMBER_KEYS)}.")
+        # An export's items carry path and raw: an import reads them back, keeping both.
+        back = (" It looks like an export's item: ", IMPORT_MEMORIES, " reads an export back.") \
+            if {"raw", "path"} <= set(item) else ()
+        raise InvalidInput(said(f"Unknown key {unknown[0]!r}; an item takes {', '.join(_REMEMBER_KEYS)}.", *back))
     if "content" not in item:
         raise InvalidInput("The item has no content; give the fact to remember as text.")
     fields = {key: value for key, value in item.items() if value is not None}
