@@ -338,3 +338,32 @@ async def test_an_export_given_to_remember_many_points_at_import_memories(tmp_pa
             result = await tool_ok(client, "remember_many", items=list(exported))
     assert result["results"][0]["error"].endswith(
         "It looks like an export's item: import_memories reads an export back.")
+
+
+def test_the_version_show_prints_is_one_edit_and_forget_accept(vault_dir: Path) -> None:
+    memory_id = run_cli("add", "Deploys happen on Fridays", vault=vault_dir).stdout.strip()
+    shown = run_cli("show", memory_id, vault=vault_dir).stdout.splitlines()[2].split()
+    assert shown[0] == "version" and len(shown[1]) == 12
+    done = run_cli("edit", memory_id, "--append", "Not after 14:00.", "--expected-version", shown[1], vault=vault_dir)
+    assert done.returncode == 0, done.stderr
+    stale = run_cli("forget", memory_id, "--expected-version", shown[1], vault=vault_dir)  # the edit changed it
+    assert stale.returncode == 1 and "changed on disk since you read it" in stale.stderr
+    now = run_cli("show", memory_id, vault=vault_dir).stdout.splitlines()[2].split()[1]
+    assert run_cli("forget", memory_id, "--expected-version", now, vault=vault_dir).returncode == 0
+
+
+@pytest.mark.anyio
+async def test_text_that_is_no_version_is_refused_as_such_over_mcp(tmp_path: Path) -> None:
+    from agent_memory.vault.vault import Vault
+
+    from conftest import mcp_client, tool_error
+
+    with Vault.init(tmp_path / "mcp-vault") as vault:
+        made = vault.remember("Deploys happen on Fridays")["memory"]
+        before = (vault.root / made["path"]).read_bytes()
+        async with mcp_client(vault) as client:
+            said = await tool_error(client, "update_memory", memory_id=made["id"], append="More.",
+                                    expected_version="abc")
+        assert (vault.root / made["path"]).read_bytes() == before
+    assert said == ("Error executing tool update_memory: 'abc' is not a version: expected_version takes the "
+                    "version get_memory gives (64 hex characters, or its first 12 or more).")

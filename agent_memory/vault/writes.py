@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import datetime as dt
 import os
+import re
 import sqlite3
 from collections.abc import Callable, Iterable
 from typing import Any
@@ -67,7 +68,7 @@ class Writes:
         one a tool may patch."""
         row, data = self.core.load(memory_id, settle=True)
         version = file_version(data)
-        if expected_version and expected_version != version:
+        if expected_version and not seen_version(expected_version, version):
             raise VersionConflict(memory_id, expected_version, version)
         return row, data, editable(parse.parse(data, row["path"]))
 
@@ -360,7 +361,7 @@ class Writes:
         with self.core.writing():
             row, data = self.core.load(memory_id, settle=True)
             version = file_version(data)
-            if expected_version and expected_version != version:
+            if expected_version and not seen_version(expected_version, version):
                 raise VersionConflict(memory_id, expected_version, version)
             self._not_a_link(row["path"])
             trashed = self._trash_checked(row, version)
@@ -410,7 +411,7 @@ class Writes:
         """One memory of a forget, checked then moved (None: named already, by its other form)."""
         row, data = self.core.load(memory_id, settle=True)
         version = file_version(data)
-        if expected_version and expected_version != version:
+        if expected_version and not seen_version(expected_version, version):
             raise VersionConflict(memory_id, expected_version, version)
         self._not_a_link(row["path"])
         if row["path"] in paths:
@@ -452,6 +453,20 @@ class Writes:
         with self.files.transaction() as conn:
             self.files.refresh(conn, rel, None)
         raise SavedMeanwhile(rel)
+
+
+_VERSION_START = re.compile(r"[0-9a-f]{12,64}")
+
+
+def seen_version(expected: str, version: str) -> bool:
+    """Whether the version a caller saw is the file's ``version``: the whole sha256, or
+    its first 12 characters or more, as ``agent-memory show`` prints it (git's short
+    hashes); those 48 bits tell a save that landed meanwhile as surely. Text that is no
+    version at all is refused as such, not reported as a save that landed."""
+    if not _VERSION_START.fullmatch(expected.lower()):
+        raise InvalidInput(said(f"{expected!r} is not a version: ", EXPECTED_VERSION, " takes the version ", GET_MEMORY,
+                                " gives (64 hex characters, or its first 12 or more)."))
+    return version.startswith(expected.lower())
 
 
 _REMEMBER_KEYS = ("content", "namespace", "tags", "title", "source", "ttl_days", "type", "importance")
