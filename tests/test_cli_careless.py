@@ -367,3 +367,18 @@ async def test_text_that_is_no_version_is_refused_as_such_over_mcp(tmp_path: Pat
         assert (vault.root / made["path"]).read_bytes() == before
     assert said == ("Error executing tool update_memory: 'abc' is not a version: expected_version takes the "
                     "version get_memory gives (64 hex characters, or its first 12 or more).")
+
+
+def test_a_folder_or_a_file_that_is_no_note_is_named_as_such(notes: Path) -> None:
+    (notes / "SOURCE.txt").write_text("Where these notes came from.\n")
+    folder = run_cli("show", "en/Plugins", vault=notes, cwd=notes)
+    assert folder.returncode == 1
+    assert folder.stderr == ("Error: en/Plugins is a folder, not a note: `agent-memory list --path :/en/Plugins` lists "
+                             "the notes in it.\n")
+    from_inside = run_cli("forget", "Plugins", vault=notes, cwd=notes / "en")
+    assert from_inside.stderr == folder.stderr and (notes / "en" / "Plugins" / "Slides.md").is_file()
+    other = run_cli("show", "SOURCE.txt", vault=notes, cwd=notes)
+    assert other.stderr == "Error: SOURCE.txt is not a note: only .md files in the vault are memories. Open it with " \
+                           "another program.\n"
+    hidden = run_cli("show", ".obsidian", vault=notes, cwd=notes)
+    assert "not found" in hidden.stderr

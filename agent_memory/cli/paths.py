@@ -151,10 +151,29 @@ def looked_where(root: Path, readings: list[Reading]) -> Iterator[None]:
         reading = next((r for r in readings if exc.memory_id in (r.key, r.typed)), None)
         if reading is None:
             raise
+        _not_a_note(root, reading)
         places = [f"{reading.here} from the current folder"] if reading.here else []
         places.append(f"{reading.key} from the vault root {root}" if "/" in reading.key or reading.key.endswith(".md")
                       else f"an id or note name {reading.key!r} in the vault {root}")
         raise NotFound(reading.typed, looked=places) from None
+
+
+def _not_a_note(root: Path, reading: Reading) -> None:
+    """A path not found as a memory that names a folder or a file other than a note:
+    say which, and what to do with it, rather than "it may have been forgotten"."""
+    for rel in dict.fromkeys(r for r in (reading.here, reading.key) if r and _inside(r)):
+        if any(part.startswith(".") for part in rel.split("/")):
+            continue  # .obsidian/, .trash/: never memories, and not a folder to list
+        try:
+            place = root / rel
+            if place.is_dir():
+                raise click.ClickException(f"{rel} is a folder, not a note: `agent-memory list --path {ROOT_PREFIX}{rel}` "
+                                           "lists the notes in it.")
+            if place.is_file() and not rel.endswith(".md"):
+                raise click.ClickException(f"{rel} is not a note: only .md files in the vault are memories. "
+                                           "Open it with another program.")
+        except OSError:
+            continue
 
 
 def each(root: Path, typed: list[str], *, changes: bool) -> list[Reading]:
