@@ -382,3 +382,15 @@ def test_a_folder_or_a_file_that_is_no_note_is_named_as_such(notes: Path) -> Non
                            "another program.\n"
     hidden = run_cli("show", ".obsidian", vault=notes, cwd=notes)
     assert "not found" in hidden.stderr
+
+
+def test_a_search_with_no_hit_names_the_filters_it_was_given(vault_dir: Path) -> None:
+    run_cli("add", "Deploys happen on Fridays", "-t", "deploy", vault=vault_dir)
+    plain = run_cli("search", "invoices", vault=vault_dir)
+    assert plain.stdout == "Nothing matched. Try fewer or other words, or browse with `agent-memory list`.\n"
+    filtered = run_cli("search", "deploys", "--where", "status=done", "--path", "2026", vault=vault_dir)
+    assert filtered.returncode == 0
+    assert filtered.stdout == ("Nothing matched. Try fewer or other words, drop a filter (--path, --where), or browse "
+                               "with `agent-memory list`.\n")
+    over_mcp = json.loads(run_cli("search", "deploys", "-n", "team", "--json", vault=vault_dir).stdout)["hint"]
+    assert over_mcp == "Nothing matched. Try fewer or other words, drop a filter (namespace), or browse with list_memories."

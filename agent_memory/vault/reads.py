@@ -23,8 +23,8 @@ from ..note.render import to_utc
 from ..clock import iso
 from .core import Core
 from ..errors import InvalidInput, NotFound, PathRefused
-from ..wording import (COMPLETE_FIRST, DEPTH, LIMIT, LINK_MEMORIES, LIST_MEMORIES, MATCH, NAMESPACE_TAG_FILTERS, PROFILE,
-                       RELATED, SEE_MATCHED, Name, said)
+from ..wording import (COMPLETE_FIRST, DEPTH, LIMIT, LINK_MEMORIES, LIST_MEMORIES, MATCH, PROFILE, RELATED,
+                       SEE_MATCHED, TAG_FILTER, WHERE, Name, Said, said)
 from ..recall.highlights import split_marks
 from ..recall.engine import MATCH_MODES, Engine, Found
 from ..recall.language import language_of
@@ -248,8 +248,7 @@ class Reads:
                 said("No memory contains all of the terms; these match some of them (", SEE_MATCHED, ").")
             )
         if not hits:
-            result["hint"] = said("Nothing matched. Try fewer or other words, remove ", NAMESPACE_TAG_FILTERS,
-                                  ", or browse with ", LIST_MEMORIES, ".")
+            result["hint"] = _nothing_matched(filters)
         return result
 
     def _related_to_hits(self, hits: builtins.list[MemoryRecord], depth: int, now: str) -> RecallGraph:
@@ -520,6 +519,26 @@ def _kind_filters(kind: str | None, least: float | None, most: float | None) -> 
                "min_importance": check_importance(least, "min_importance"),
                "max_importance": check_importance(most, "max_importance")}
     return filters
+
+
+# The filters a search takes, each by the name a front end says it with.
+_FILTER_NAMES = (("namespace", Name("namespace")), ("tags", TAG_FILTER), ("since", Name("since")),
+                 ("until", Name("until")), ("path_prefix", Name("path_prefix")), ("type", Name("type")),
+                 ("min_importance", Name("min_importance")), ("max_importance", Name("max_importance")),
+                 ("where", WHERE))
+
+
+def _nothing_matched(filters: Filters) -> Said:
+    """The hint of a search with no hit: fewer words, or fewer of the filters it was
+    given (named as given: a --where filter, not "namespace/tag filters")."""
+    given = [name for field, name in _FILTER_NAMES if getattr(filters, field) not in (None, ())]
+    if not given:
+        return said("Nothing matched. Try fewer or other words, or browse with ", LIST_MEMORIES, ".")
+    named: list[str | Name] = [given[0]]
+    for name in given[1:]:
+        named += [", ", name]
+    return said("Nothing matched. Try fewer or other words, drop a filter (", *named, "), or browse with ",
+                LIST_MEMORIES, ".")
 
 
 _SPAN = re.compile(r"(\d{1,6})\s*(m|min|mins|minutes?|h|hours?|d|days?|w|weeks?)(?:\s+ago)?", re.IGNORECASE)
