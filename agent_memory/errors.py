@@ -50,6 +50,19 @@ class NotFound(AgentMemoryError):
         self.looked = looked or []
 
 
+class NotInTrash(NotFound):
+    """Nothing the trash can give back answers to that key (restore's not found: the
+    memory may well exist, so "it may have been forgotten" would mislead)."""
+
+    def __init__(self, key: str) -> None:
+        AgentMemoryError.__init__(
+            self, f"Nothing in the trash answers to {key!r} (an id, an old path or a path in .trash/), so nothing was "
+                  "restored. `agent-memory restore` with no argument lists what the trash can give back.",
+            argument="key")
+        self.memory_id = key
+        self.looked = []
+
+
 class InvalidInput(AgentMemoryError):
     """An argument breaks a documented limit or format; nothing was written."""
 

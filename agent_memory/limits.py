@@ -11,7 +11,7 @@ from typing import Any
 
 from .note.tags import as_tag_list, normalise_tag, split_tags
 from .errors import InvalidInput
-from .wording import TTL_DAYS, said
+from .wording import LIMIT, OFFSET, TTL_DAYS, said
 
 MAX_CONTENT = 100_000
 MAX_TAGS = 50
@@ -267,11 +267,11 @@ def namespace_filter(namespace: str | None) -> str | None:
 
 def check_offset(offset: int) -> int:
     if isinstance(offset, bool) or not isinstance(offset, int) or not 0 <= offset <= MAX_OFFSET:
-        raise InvalidInput(f"offset must be between 0 and {MAX_OFFSET:,}; got {offset!r}.")
+        raise InvalidInput(said(OFFSET, f" must be between 0 and {MAX_OFFSET:,}; got {offset!r}."))
     return offset
 
 
 def check_limit(limit: int, most: int = MAX_LIMIT) -> int:
     if isinstance(limit, bool) or not isinstance(limit, int) or not 1 <= limit <= most:
-        raise InvalidInput(f"limit must be between 1 and {most}; got {limit!r}.")
+        raise InvalidInput(said(LIMIT, f" must be between 1 and {most}; got {limit!r}."))
     return limit

@@ -79,7 +79,7 @@ def test_a_trash_file_deleted_by_hand_drops_out_of_the_list_and_the_ledger(vault
 
 def test_restore_of_something_never_trashed_is_not_found(vault: Vault) -> None:
     vault.remember("The staging database resets on Sundays")
-    with pytest.raises(NotFound, match="not found"):
+    with pytest.raises(NotFound, match="Nothing in the trash answers to .no-such-memory."):
         vault.restore("no-such-memory")
 
 
@@ -183,7 +183,7 @@ def test_restore_of_nothing_says_what_to_give(vault: Vault, key: str) -> None:
 def test_gc_refuses_a_retention_that_is_not_a_number_of_days(vault: Vault, days: object) -> None:
     made = vault.remember("The staging database resets on Sundays")["memory"]
     trashed = vault.forget(made["id"])["trashed_to"]
-    with pytest.raises(InvalidInput, match="older_than_days must be 0 or more"):
+    with pytest.raises(InvalidInput, match="older_than_days must be a number of days, 0 or more"):
         vault.gc(older_than_days=days)  # type: ignore[arg-type]
     assert (vault.root / trashed).exists()
 

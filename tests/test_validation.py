@@ -286,7 +286,8 @@ def test_closest_name_prefers_the_same_word_then_known_aliases_then_spelling() -
     ("link_memories", {"memory_id": "a", "target_id": "b", "relation": "two words"},
      ("relation must be one word of letters, digits, '_' or '-' that starts with a letter "
       "(e.g. related_to, depends_on); got \"two words\".")),
-    ("import_memories", {"items": []}, "items needs at least 1 item(s)."),
+    ("import_memories", {"items": []}, "items needs at least 1 item; got none."),
+    ("forget", {"memory_ids": []}, "memory_ids needs at least 1 item; got none."),
     ("import_memories", {"items": [{"content": "x"}] * 501}, "items has 501 items; the limit is 500."),
     ("import_memories", {"items": ["just text"]}, 'items[0] must be an object; got "just text".'),
 ])

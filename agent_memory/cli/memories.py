@@ -39,7 +39,7 @@ IMPORTANCE_OR_EMPTY = _ImportanceOrEmpty()
 
 @click.command()
 @common
-@click.argument("content", required=False)
+@click.argument("words", nargs=-1, metavar="[CONTENT]...")
 @click.option("-n", "--namespace", default="default", show_default=True, help="Namespace of the memory.")
 @click.option("-t", "--tag", "tags", multiple=True, help="A tag (repeat for more).")
 @click.option("--title", default="", help=f"Title, at most {MAX_TITLE} characters (default: the first words).")
@@ -50,11 +50,12 @@ IMPORTANCE_OR_EMPTY = _ImportanceOrEmpty()
 @click.option("--batch", "batch", default=None, metavar="FILE",
               help="Remember each item of FILE (a JSON list of objects, or JSON Lines; - for stdin), each on its own.")
 @handle_errors
-def add(content: str | None, namespace: str, tags: tuple[str, ...], title: str, source: str, ttl_days: float,
+def add(words: tuple[str, ...], namespace: str, tags: tuple[str, ...], title: str, source: str, ttl_days: float,
         kind: str | None, importance: float | None, batch: str | None) -> None:
     """Remember CONTENT; prints the new id.
 
-    CONTENT - or none reads standard input. The file written is named on stderr.
+    CONTENT - or none reads standard input; several words are one content, quoted or
+    not (`add Priya works CET hours`). The file written is named on stderr.
     With --batch FILE, each object of FILE ({"content": ..., "namespace", "tags",
     "title", "source", "ttl_days", "type", "importance"}) is remembered on its own
     (at most 500): the ids print one a line, and an item refused is named with why.
@@ -65,12 +66,16 @@ def add(content: str | None, namespace: str, tags: tuple[str, ...], title: str, 
       git log -1 --format=%B | agent-memory add -t release
       agent-memory add --batch facts.jsonl
     """
+    content = " ".join(words) if words else None
     if batch is not None:
         if content is not None:
             raise InvalidInput("Give CONTENT or --batch FILE, not both.")
         _add_batch(batch)
         return
     if content in (None, "-"):
+        if sys.stdin.isatty():  # not a pipe: a person who typed `agent-memory add` alone, and would see a hang
+            click.echo("Type the memory, then Ctrl-D on a line of its own (or give it as CONTENT: "
+                       "agent-memory add \"...\").", err=True)
         content = sys.stdin.read()
     with open_vault() as vault:
         result = vault.remember(content, namespace=namespace, tags=list(tags), title=title, source=source, ttl_days=ttl_days,
@@ -224,7 +229,12 @@ def edit(memory_id: str, content: str | None, append: str | None, replace: tuple
 def _open_in_editor(vault: Vault, memory_id: str) -> None:
     """``$VISUAL``/``$EDITOR`` (else click's default) on the memory's file itself."""
     memory = vault.get(memory_id)
-    click.edit(filename=str(vault.root / memory["path"]))
+    try:
+        click.edit(filename=str(vault.root / memory["path"]))
+    except click.ClickException as exc:  # no such editor, or it failed: nothing was changed by this command
+        raise click.ClickException(printable(
+            f"{exc.message.rstrip('.')}. With no change option, edit opens the file in $VISUAL or $EDITOR: set one to "
+            "an editor you have, or change it with --append, --content or --replace.")) from exc
     vault.reconcile_path(memory["path"])
     click.echo(f"Edited {id_and_path(memory)}", err=True)
 

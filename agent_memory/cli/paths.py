@@ -1,6 +1,8 @@
 """Paths as a person types them, the way git reads them: relative to the current folder
 when it is inside the vault, ``:/path`` from the vault root, an absolute path inside the
-vault as that file. Ids, note names and MCP arguments stay as they are (vault-relative).
+vault as that file, and so a path from a folder outside the vault into it (``.memory/…``
+from the project's folder, as a shell completes it). Ids, note names and MCP arguments
+stay as they are (vault-relative).
 
 A command that changes or removes something refuses an argument whose two readings
 (from here, from the vault root) both name a file and differ, naming both; a command
@@ -83,10 +85,14 @@ def read_path(root: Path, typed: str, *, changes: bool, folder: bool = False) ->
         rel = _absolute(root, typed)
         return Reading(typed, rel if rel is not None else typed)
     here = _here(root)
-    if not here:  # at the vault root, or outside the vault: the argument as typed
-        return Reading(typed, typed)
-    mine = posixpath.normpath(posixpath.join(here, typed))
-    if not _inside(mine) or mine == typed:
+    if here is None:  # outside the vault: a path from here into it (.memory/2026/…) is that file
+        mine = _absolute(root, typed)
+    elif here:
+        mine = posixpath.normpath(posixpath.join(here, typed))
+    else:  # at the vault root: the argument as typed, tidied (./en/Plugins is en/Plugins)
+        tidy = posixpath.normpath(typed)
+        return Reading(typed, tidy if _inside(tidy) else typed)
+    if mine is None or not _inside(mine) or mine == typed:
         return Reading(typed, typed)
 
     def exists(rel: str) -> bool:
@@ -104,7 +110,8 @@ def read_path(root: Path, typed: str, *, changes: bool, folder: bool = False) ->
 def target_path(root: Path, typed: str, source_path: str) -> str:
     """Where ``mv`` puts a note: a bare name (no ``/``) renames it in its own folder (as
     Obsidian's rename does); ``:/path`` is from the vault root; a path with a folder is
-    from the current folder when that is inside the vault. When the readings differ and
+    from the current folder when that is inside the vault, or when the path leads from
+    outside into it. When the readings differ and
     both folders exist, refused naming both."""
     if typed.startswith(ROOT_PREFIX):
         return typed[len(ROOT_PREFIX):].lstrip("/")
@@ -114,6 +121,9 @@ def target_path(root: Path, typed: str, source_path: str) -> str:
     if "/" not in typed and typed not in (".", ".."):
         return posixpath.join(posixpath.dirname(source_path), typed)
     here = _here(root)
+    if here is None:  # outside the vault: a path from here into it, as an absolute one
+        inside = _absolute(root, typed)
+        return inside + ("/" if typed.endswith("/") else "") if inside and _inside(inside) else typed
     if not here:
         return typed
     mine = posixpath.normpath(posixpath.join(here, typed)) + ("/" if typed.endswith("/") else "")
@@ -141,10 +151,29 @@ def looked_where(root: Path, readings: list[Reading]) -> Iterator[None]:
         reading = next((r for r in readings if exc.memory_id in (r.key, r.typed)), None)
         if reading is None:
             raise
+        _not_a_note(root, reading)
         places = [f"{reading.here} from the current folder"] if reading.here else []
         places.append(f"{reading.key} from the vault root {root}" if "/" in reading.key or reading.key.endswith(".md")
                       else f"an id or note name {reading.key!r} in the vault {root}")
         raise NotFound(reading.typed, looked=places) from None
+
+
+def _not_a_note(root: Path, reading: Reading) -> None:
+    """A path not found as a memory that names a folder or a file other than a note:
+    say which, and what to do with it, rather than "it may have been forgotten"."""
+    for rel in dict.fromkeys(r for r in (reading.here, reading.key) if r and _inside(r)):
+        if any(part.startswith(".") for part in rel.split("/")):
+            continue  # .obsidian/, .trash/: never memories, and not a folder to list
+        try:
+            place = root / rel
+            if place.is_dir():
+                raise click.ClickException(f"{rel} is a folder, not a note: `agent-memory list --path {ROOT_PREFIX}{rel}` "
+                                           "lists the notes in it.")
+            if place.is_file() and not rel.endswith(".md"):
+                raise click.ClickException(f"{rel} is not a note: only .md files in the vault are memories. "
+                                           "Open it with another program.")
+        except OSError:
+            continue
 
 
 def each(root: Path, typed: list[str], *, changes: bool) -> list[Reading]:

@@ -19,7 +19,7 @@ from .words import cli_steps, cli_words, handle_errors
 
 @click.command()
 @common
-@click.argument("query")
+@click.argument("words", nargs=-1, required=True, metavar="QUERY...")
 @click.option("-n", "--namespace", default=None, help="Only this namespace.")
 @click.option("-t", "--tag", "tags", multiple=True, help="Only memories with this tag (repeat: all of them).")
 @click.option("--limit", default=10, show_default=True, type=int, help="Most hits to return (1-100).")
@@ -42,18 +42,23 @@ from .words import cli_steps, cli_words, handle_errors
               help="Only memories whose front-matter property KEY equals VALUE (a list: holds it); KEY alone: has it. "
                    "Repeat: all must hold.")
 @handle_errors
-def search(query: str, namespace: str | None, tags: tuple[str, ...], limit: int, match: str,
+def search(words: tuple[str, ...], namespace: str | None, tags: tuple[str, ...], limit: int, match: str,
            since: str | None, until: str | None, path_prefix: str | None, offset: int, profile: str | None,
            explain: bool, depth: int, kind: str | None, min_importance: float | None, semantic: bool | None,
            where: tuple[str, ...]) -> None:
     """Recall memories with a plain question.
 
+    Several words are one question, quoted or not: `search deploy billing` asks
+    "deploy billing".
+
     \b
     Examples:
       agent-memory search "when does ACME prefer to deploy?"
+      agent-memory search deploy billing
       agent-memory search deploys -t customer --json
       agent-memory search invoice --where project=acme
     """
+    query = " ".join(words)
     with open_vault() as vault, progress_bar() as progress:
         if path_prefix is not None:
             path_prefix = read_path(vault.root, path_prefix, changes=False, folder=True).key

@@ -60,5 +60,8 @@ def serve(http: bool = False, host: str = "127.0.0.1", port: int = 8765, token: 
     limits = HttpLimits(max_sessions=max_sessions, session_idle_timeout=session_idle_timeout,
                         request_timeout=request_timeout, keep_alive=keep_alive, max_connections=max_connections,
                         allow_origins=allow_origins)
-    run(vault_path(), http=http, host=host, port=port, token=token, token_file=token_file, limits=limits,
-        git_commit=git_commit, compat=compat)
+    try:
+        run(vault_path(), http=http, host=host, port=port, token=token, token_file=token_file, limits=limits,
+            git_commit=git_commit, compat=compat)
+    except KeyboardInterrupt:  # Ctrl-C where a person started it on stdio: the way it is meant to stop
+        click.echo("Stopped.", err=True)

@@ -59,8 +59,21 @@ def export(output: str, namespace: str | None, export_format: str) -> None:
     if output == "-":
         click.echo(text, nl=export_format != "json" and bool(text))
     else:
-        Path(output).write_text(text, encoding="utf-8")
+        _write_export(Path(output), text)
         click.echo(printable(f"Exported {what} ({export_format}) to {output}"), err=True)
+
+
+def _write_export(path: Path, text: str) -> None:
+    """The export file whole or not at all (an older backup at that name stays until the
+    new one is complete); a folder that is not there or not writable is one line."""
+    from ..disk.durable import replace_file
+
+    try:
+        replace_file(path, text.encode("utf-8"))
+    except OSError as exc:
+        raise click.ClickException(printable(
+            f"Cannot write {path}: {exc.strerror or exc}. Nothing was exported; give -o a file in a folder that "
+            "exists and you can write, or leave -o out to print to standard output.")) from exc
 
 
 # transfer.formats.FORMATS, not imported on every start (tests/test_importers.py checks they agree)

@@ -27,8 +27,20 @@ def handle_errors(func: Callable[..., Any]) -> Callable[..., Any]:
             return func(*args, **kwargs)
         except AgentMemoryError as exc:
             raise click.ClickException(printable(exc.render(CLI_WORDS))) from exc
+        except BrokenPipeError:
+            raise  # the reader left (`| head`): click ends quietly
+        except OSError as exc:  # the system refused what no check foresaw: one line, not a traceback
+            raise click.ClickException(printable(system_refused(exc))) from exc
 
     return wrapper
+
+
+def system_refused(exc: OSError) -> str:
+    """An ``OSError`` no library check turned into its own message, as a line a person
+    can act on: what the system said, on which file, and where to look next."""
+    where = f": {exc.filename}" if exc.filename else ""
+    return (f"{exc.strerror or exc}{where}. Check that this path exists, that you may write it and that the disk "
+            "has room, then retry; `agent-memory doctor` checks the vault.")
 
 
 # How the CLI says the names the library's messages use (``wording``'s names).
@@ -52,9 +64,19 @@ CLI_WORDS = {
     "replace_old/replace_new": "--replace OLD NEW",
     "add_tags/remove_tags": "--add-tag/--remove-tag",
     "limit": "--limit",
+    "offset": "--offset",
     "depth": "--depth",
-    "filters": "-n/--tag filters",
+    "match": "--match",
+    "profile": "--profile",
+    "since": "--since",
+    "until": "--until",
+    "older_than_days": "--older-than",
+    "namespace": "-n",
+    "path_prefix": "--path",
+    "type": "--type",
+    "min_importance": "--min-importance",
     "where": "--where",
+    "target_id": "TARGET",
     "tag_filter": "--tag",
     "complete_first": "listed first",
     "see_matched": "the marked words show which",

@@ -7,6 +7,7 @@ ones (ids, slugs, dated folders). Pure rules over names; nothing here writes.
 from __future__ import annotations
 
 import datetime as dt
+import difflib
 import hashlib
 import os
 import re
@@ -156,6 +157,21 @@ def _vault_at(folder: Path, home: Path) -> Path | None:
         return folder
     if (folder / ".obsidian").is_dir() and folder != home:
         return folder
+    return None
+
+
+def near_miss(root: Path) -> Path | None:
+    """A vault beside ``root`` (which is none) whose name is close to its name: what a
+    ``--dir`` with a typo in it (``.memroy``, ``notse``) most likely meant."""
+    try:
+        names = [entry.name for entry in os.scandir(root.parent) if entry.is_dir() and entry.name != root.name]
+    except OSError:
+        return None
+    home = Path.home().absolute()
+    for name in difflib.get_close_matches(root.name, names, n=3, cutoff=0.7):
+        found = _vault_at(root.parent / name, home)
+        if found is not None:
+            return found
     return None
 
 

@@ -726,7 +726,10 @@ class Store:
         name = f"{time.time_ns()}-{secrets.token_hex(4)}"
         record = folder / f"{name}.json"
         note = {"source": rel, "checked": hashlib.sha256(checked).hexdigest(), "ours": hashlib.sha256(data).hexdigest()}
-        confine.tool_folder(folder)  # never a planted link: the bytes kept there are a memory's
+        try:
+            confine.tool_folder(folder)  # never a planted link: the bytes kept there are a memory's
+        except OSError as exc:  # a vault this user may not write: no .index/ to keep them in
+            raise disk_error(exc, f"write {rel}") from exc
         try:
             self._write_record(record, note)
             tmp = self.write_temp(folder, data, mode, owner)

@@ -507,7 +507,8 @@ def _error_sentence(error: Mapping[str, Any]) -> str:
     if kind == "string_too_long":
         return f"{where} is {len(error['input']):,} characters; the limit is {ctx['max_length']:,}."
     if kind == "too_short":
-        return f"{where} needs at least {ctx['min_length']} item(s)."
+        n = ctx["min_length"]
+        return f"{where} needs at least 1 item; got none." if n == 1 else f"{where} needs at least {n} items."
     if kind == "too_long":
         return f"{where} has {ctx.get('actual_length') or 'too many'} items; the limit is {ctx['max_length']:,}."
     bounds = {"greater_than_equal": ("at least", "ge"), "less_than_equal": ("at most", "le"),

@@ -87,6 +87,35 @@ def bind_address(host: str) -> str:
         return name
 
 
+def check_listen(address: str, port: int) -> None:
+    """Refuse, in one line that says what to do, an address this machine cannot listen
+    on: a port another program holds, a privileged port, a host name that does not
+    resolve here. Asked before uvicorn binds, which would log a traceback and exit 3.
+    (A program that takes the port in the instant between is still told by uvicorn.)"""
+    import errno
+    import socket
+
+    try:
+        places = socket.getaddrinfo(address, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE)
+    except socket.gaierror as exc:
+        raise InvalidInput(f"Cannot serve on {address}: {exc.strerror}. Give --host an address of this machine, "
+                           "such as 127.0.0.1.") from None
+    for family, kind, proto, _name, where in places:
+        try:
+            with socket.socket(family, kind, proto) as probe:
+                probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # as uvicorn binds
+                probe.bind(where)
+        except OSError as exc:
+            if exc.errno in (errno.EADDRNOTAVAIL, errno.EAFNOSUPPORT):
+                continue  # an address family this machine lacks (IPv6 off): uvicorn skips it too
+            shown = f"[{where[0]}]:{port}" if family == socket.AF_INET6 else f"{where[0]}:{port}"
+            if exc.errno == errno.EADDRINUSE:
+                raise InvalidInput(f"Cannot serve on {shown}: another program (perhaps another agent-memory serve) "
+                                   "is listening there. Stop it, or choose another --port (0: any free one).") from None
+            raise InvalidInput(f"Cannot serve on {shown}: {exc.strerror}. Choose another --port (1024 or more needs "
+                               "no privileges; 0: any free one) or --host.") from None
+
+
 def loopback_names(host: str) -> list[str]:
     """The names a server bound to loopback address ``host`` answers to, as ``Host``
     headers spell them: the address as given and canonical, 127.0.0.1, localhost, [::1]."""
@@ -416,6 +445,7 @@ def run(
                 "the memories. Pass --token-file PATH (or set AGENT_MEMORY_TOKEN), or use --host 127.0.0.1."
             )
         limits.check()
+        check_listen(bind_address(host), port)
     _log_to_stderr()
     vault = _open(Path(vault_path))
     if git_commit:

@@ -37,7 +37,7 @@ from ..recall.rank import PROFILES
 from ..settings import SETTINGS_FILE, Settings, load_settings
 from ..models import Memory, Summary
 from ..limits import check_text
-from ..disk.layout import INDEX_DIRNAME, TRASH_DIRNAME, cache_folder, encodable, index_folder
+from ..disk.layout import INDEX_DIRNAME, TRASH_DIRNAME, cache_folder, encodable, index_folder, near_miss
 from ..disk.store import Store, WriteChange
 
 SETTLED_AGE = 0.1  # seconds: a file not modified for this long is not being saved
@@ -100,6 +100,10 @@ class Core:
         if self.root.exists() and not self.root.is_dir():
             raise VaultError(f"{self.root} is a file, not a vault folder; pass --dir with a folder.")
         if not self.root.is_dir():
+            meant = near_miss(self.root)
+            if meant is not None:
+                raise VaultError(f"No vault at {self.root}. Did you mean {meant}? Pass --dir {meant} (or to make a "
+                                 f"new vault there: `agent-memory --dir {self.root} init`).")
             raise VaultError(f"No vault at {self.root}. Create one with `agent-memory --dir {self.root} init`.")
         self._identity = _identity(self.root)
         _refuse_symlinked_folders(self.root)

@@ -25,7 +25,7 @@ from ..trust import confine
 from ..clock import iso
 from ..progress import Every, Progress, Step
 from .core import Core
-from ..errors import InvalidInput, NotFound, PathRefused, disk_error
+from ..errors import InvalidInput, NotInTrash, PathRefused, disk_error
 from ..transfer.importing import Importing, SyncPlan
 from ..index.db import SCHEMA_VERSION, TOKENIZER
 from ..index.reconcile import collector_paused
@@ -34,6 +34,7 @@ from ..models import (ChatNote, ExportedMemory, ExportPage, GcResult, ImportResu
                       TrashEntry)
 from ..disk.staging import NotPublished, Staging
 from ..disk.trash import LEDGER_NAME
+from ..wording import OLDER_THAN_DAYS, said
 
 TRASH_DAYS = 30
 SEARCH_MODE = (
@@ -344,7 +345,7 @@ class Maintenance:
         person deleted there is theirs), and only while they hold the bytes the tool put
         there. ``progress`` hears the trash's entries looked at ("emptying the trash")."""
         if not isinstance(older_than_days, (int, float)) or older_than_days < 0:
-            raise InvalidInput("older_than_days must be 0 or more.")
+            raise InvalidInput(said(OLDER_THAN_DAYS, f" must be a number of days, 0 or more; got {older_than_days!r}."))
         with self.core.writing():
             moved = self.core.reconciler.sweep_expired()
             removed, kept, refused = self.store.trash.purge(dt.timedelta(days=older_than_days), self.core.now(),
@@ -374,7 +375,7 @@ class Maintenance:
             if entry is None:
                 refused = self.store.trash.find_refused(key)
                 if refused is None:
-                    raise NotFound(key)
+                    raise NotInTrash(key)
                 # The ledger is a file in the vault: a sync tool or a pull can bring any line.
                 raise PathRefused(f"The trash ledger's line for {key!r} ({refused[0].record}) {refused[1]}; nothing "
                                   "was restored. `agent-memory doctor` lists it, and can apply it if it is yours.")

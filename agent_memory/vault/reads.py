@@ -23,7 +23,8 @@ from ..note.render import to_utc
 from ..clock import iso
 from .core import Core
 from ..errors import InvalidInput, NotFound, PathRefused
-from ..wording import COMPLETE_FIRST, DEPTH, LIMIT, LINK_MEMORIES, LIST_MEMORIES, NAMESPACE_TAG_FILTERS, RELATED, SEE_MATCHED, said
+from ..wording import (COMPLETE_FIRST, DEPTH, LIMIT, LINK_MEMORIES, LIST_MEMORIES, MATCH, PROFILE, RELATED,
+                       SEE_MATCHED, TAG_FILTER, WHERE, Name, Said, said)
 from ..recall.highlights import split_marks
 from ..recall.engine import MATCH_MODES, Engine, Found
 from ..recall.language import language_of
@@ -183,13 +184,13 @@ class Reads:
         if not isinstance(query, str) or len(query) > MAX_QUERY_CHARS:
             raise InvalidInput(f"The query must be text of at most {MAX_QUERY_CHARS} characters.")
         if match not in MATCH_MODES:
-            raise InvalidInput(f"match must be one of {', '.join(MATCH_MODES)}; got {match!r}.")
+            raise InvalidInput(said(MATCH, f" must be one of {', '.join(MATCH_MODES)}; got {match!r}."))
         check_limit(limit)
         check_offset(offset)
         if not isinstance(depth, int) or isinstance(depth, bool) or not 0 <= depth <= graph.MAX_DEPTH:
-            raise InvalidInput(f"depth must be between 0 and {graph.MAX_DEPTH}; got {depth!r}.")
+            raise InvalidInput(said(DEPTH, f" must be between 0 and {graph.MAX_DEPTH}; got {depth!r}."))
         if profile is not None and profile not in PROFILES:
-            raise InvalidInput(f"profile must be one of {', '.join(PROFILES)}; got {profile!r}.")
+            raise InvalidInput(said(PROFILE, f" must be one of {', '.join(PROFILES)}; got {profile!r}."))
         filters = Filters(
             namespace=namespace_filter(namespace),
             tags=tuple(check_tags(tags)),
@@ -247,8 +248,7 @@ class Reads:
                 said("No memory contains all of the terms; these match some of them (", SEE_MATCHED, ").")
             )
         if not hits:
-            result["hint"] = said("Nothing matched. Try fewer or other words, remove ", NAMESPACE_TAG_FILTERS,
-                                  ", or browse with ", LIST_MEMORIES, ".")
+            result["hint"] = _nothing_matched(filters)
         return result
 
     def _related_to_hits(self, hits: builtins.list[MemoryRecord], depth: int, now: str) -> RecallGraph:
@@ -521,6 +521,26 @@ def _kind_filters(kind: str | None, least: float | None, most: float | None) -> 
     return filters
 
 
+# The filters a search takes, each by the name a front end says it with.
+_FILTER_NAMES = (("namespace", Name("namespace")), ("tags", TAG_FILTER), ("since", Name("since")),
+                 ("until", Name("until")), ("path_prefix", Name("path_prefix")), ("type", Name("type")),
+                 ("min_importance", Name("min_importance")), ("max_importance", Name("max_importance")),
+                 ("where", WHERE))
+
+
+def _nothing_matched(filters: Filters) -> Said:
+    """The hint of a search with no hit: fewer words, or fewer of the filters it was
+    given (named as given: a --where filter, not "namespace/tag filters")."""
+    given = [name for field, name in _FILTER_NAMES if getattr(filters, field) not in (None, ())]
+    if not given:
+        return said("Nothing matched. Try fewer or other words, or browse with ", LIST_MEMORIES, ".")
+    named: list[str | Name] = [given[0]]
+    for name in given[1:]:
+        named += [", ", name]
+    return said("Nothing matched. Try fewer or other words, drop a filter (", *named, "), or browse with ",
+                LIST_MEMORIES, ".")
+
+
 _SPAN = re.compile(r"(\d{1,6})\s*(m|min|mins|minutes?|h|hours?|d|days?|w|weeks?)(?:\s+ago)?", re.IGNORECASE)
 _SPAN_UNITS = {"m": "minutes", "h": "hours", "d": "days", "w": "weeks"}
 
@@ -536,9 +556,9 @@ def _bound(value: str | None, name: str, now: dt.datetime | None = None) -> str 
         try:
             return iso(now - dt.timedelta(**{unit: int(span.group(1))}))
         except OverflowError:
-            raise InvalidInput(f"{name} reaches back before the year 1; give a shorter span.") from None
+            raise InvalidInput(said(Name(name), " reaches back before the year 1; give a shorter span.")) from None
     try:
         return to_utc(value)
     except ValueError as exc:
         spans = " A span back from now works too: 7d, 24h, 2w." if now is not None else ""
-        raise InvalidInput(f"{name} must be a date or timestamp like 2026-07-20; got {value!r}.{spans}") from exc
+        raise InvalidInput(said(Name(name), f" must be a date or timestamp like 2026-07-20; got {value!r}.{spans}")) from exc

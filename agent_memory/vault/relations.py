@@ -21,6 +21,7 @@ from .writes import Writes
 from ..errors import InvalidInput, NotFound
 from ..index.rows import link_key
 from ..models import LinkResult, UnlinkResult
+from ..wording import TARGET_ID, said
 
 
 def relation_items(value: Any, path: str, relation: str) -> list[Any]:
@@ -65,7 +66,8 @@ class Relations:
             source, data, note = self.writes.checked(memory_id, None)
             target = self.core.resolve(target_id)
             if target["path"] == source["path"]:
-                raise InvalidInput(f"A memory cannot be linked to itself ({source['path']}); give another target_id.")
+                raise InvalidInput(said(f"A memory cannot be linked to itself ({source['path']}); give another ", TARGET_ID,
+                                         "."))
             items = relation_items(note.meta.get(relation), source["path"], relation)
             links = graph.LinkGraph(self.index, iso(self.core.now()))
             already = any(

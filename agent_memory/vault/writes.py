@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import datetime as dt
 import os
+import re
 import sqlite3
 from collections.abc import Callable, Iterable
 from typing import Any
@@ -25,7 +26,8 @@ from ..clock import iso
 from .core import Core
 from ..index.reconcile import Examined
 from ..errors import AgentMemoryError, Duplicate, InvalidInput, ReadOnlyFile, SavedMeanwhile, VersionConflict
-from ..wording import APPEND, EXPECTED_VERSION, GET_MEMORY, RECALL, REMEMBER, REPLACE, TAG_EDITS, TTL_DAYS, said
+from ..wording import (APPEND, EXPECTED_VERSION, GET_MEMORY, IMPORT_MEMORIES, RECALL, REMEMBER, REPLACE, TAG_EDITS,
+                       TTL_DAYS, said)
 from ..limits import (MAX_BATCH, MAX_SOURCE, MAX_TAGS, MAX_TITLE, check_content, check_importance, check_namespace,
                      check_short, check_tags, check_text, check_ttl, check_type)
 from ..models import (FailedItem, ForgetBatchResult, ForgetResult, ForgottenMemory, Memory, RememberBatchResult,
@@ -66,7 +68,7 @@ class Writes:
         one a tool may patch."""
         row, data = self.core.load(memory_id, settle=True)
         version = file_version(data)
-        if expected_version and expected_version != version:
+        if expected_version and not seen_version(expected_version, version):
             raise VersionConflict(memory_id, expected_version, version)
         return row, data, editable(parse.parse(data, row["path"]))
 
@@ -359,7 +361,7 @@ class Writes:
         with self.core.writing():
             row, data = self.core.load(memory_id, settle=True)
             version = file_version(data)
-            if expected_version and expected_version != version:
+            if expected_version and not seen_version(expected_version, version):
                 raise VersionConflict(memory_id, expected_version, version)
             self._not_a_link(row["path"])
             trashed = self._trash_checked(row, version)
@@ -409,7 +411,7 @@ class Writes:
         """One memory of a forget, checked then moved (None: named already, by its other form)."""
         row, data = self.core.load(memory_id, settle=True)
         version = file_version(data)
-        if expected_version and expected_version != version:
+        if expected_version and not seen_version(expected_version, version):
             raise VersionConflict(memory_id, expected_version, version)
         self._not_a_link(row["path"])
         if row["path"] in paths:
@@ -453,6 +455,20 @@ class Writes:
         raise SavedMeanwhile(rel)
 
 
+_VERSION_START = re.compile(r"[0-9a-f]{12,64}")
+
+
+def seen_version(expected: str, version: str) -> bool:
+    """Whether the version a caller saw is the file's ``version``: the whole sha256, or
+    its first 12 characters or more, as ``agent-memory show`` prints it (git's short
+    hashes); those 48 bits tell a save that landed meanwhile as surely. Text that is no
+    version at all is refused as such, not reported as a save that landed."""
+    if not _VERSION_START.fullmatch(expected.lower()):
+        raise InvalidInput(said(f"{expected!r} is not a version: ", EXPECTED_VERSION, " takes the version ", GET_MEMORY,
+                                " gives (64 hex characters, or its first 12 or more)."))
+    return version.startswith(expected.lower())
+
+
 _REMEMBER_KEYS = ("content", "namespace", "tags", "title", "source", "ttl_days", "type", "importance")
 
 
@@ -462,7 +478,10 @@ def _remember_fields(item: Any) -> dict[str, Any]:
         raise InvalidInput(f"Each item must be an object like {{\"content\": \"...\"}}; got {type(item).__name__}.")
     unknown = [str(key) for key in item if key not in _REMEMBER_KEYS]
     if unknown:
-        raise InvalidInput(f"Unknown key {unknown[0]!r}; an item takes {', '.join(_REMEMBER_KEYS)}.")
+        # An export's items carry path and raw: an import reads them back, keeping both.
+        back = (" It looks like an export's item: ", IMPORT_MEMORIES, " reads an export back.") \
+            if {"raw", "path"} <= set(item) else ()
+        raise InvalidInput(said(f"Unknown key {unknown[0]!r}; an item takes {', '.join(_REMEMBER_KEYS)}.", *back))
     if "content" not in item:
         raise InvalidInput("The item has no content; give the fact to remember as text.")
     fields = {key: value for key, value in item.items() if value is not None}
@@ -474,10 +493,11 @@ def _remember_fields(item: Any) -> dict[str, Any]:
 
 
 def _reason(exc: BaseException) -> str:
-    """Why one item of a batch failed, in a sentence (a library error says what to do)."""
+    """Why one item of a batch failed, in a sentence (a library error says what to do,
+    kept as its ``Said`` so the CLI names its own commands in it)."""
     if isinstance(exc, OSError) and not isinstance(exc, AgentMemoryError):
         return f"The file could not be moved ({exc.strerror or exc}); nothing was changed for it. Retry."
-    return str(exc)
+    return exc.message if isinstance(exc, AgentMemoryError) and exc.message else str(exc)
 
 
 def _retag(note: Note, adding: list[str], removing: list[str]) -> list[Any] | None:
@@ -545,7 +565,7 @@ def _structural_edit(prepend: str | None, section: str | None,
         try:
             return sections.replace_section(text, section, content)
         except ValueError as exc:
-            raise InvalidInput(f"In {path}, {exc}. Read it with get_memory to see its headings.") from exc
+            raise InvalidInput(said(f"In {path}, {exc}. Read it with ", GET_MEMORY, " to see its headings.")) from exc
 
     return replace
 
