@@ -262,6 +262,23 @@ def test_a_vault_in_a_subfolder_commits_only_when_opted_in(tmp_path: Path, caplo
     assert git(repo, "status", "--porcelain", "app.py").startswith(" M")  # never committed
 
 
+def test_a_subfolder_vault_whose_setting_waits_for_approval_is_told_how_to_approve_it(tmp_path: Path) -> None:
+    """The setting written but not yet approved by this clone (as a pull brings it): the
+    refusal said only "Set [git] subfolder = true", which the person had just done."""
+    repo = tmp_path / "project"
+    repo.mkdir()
+    git(repo, "init", "-q")
+    vault_dir = repo / ".memory"
+    Vault.init(vault_dir).close()
+    (vault_dir / ".agent-memory.toml").write_text("[git]\nsubfolder = true\n")
+    refused = CliRunner().invoke(cli, ["--dir", str(vault_dir), "sync", "--dry-run"])
+    assert refused.exit_code == 1
+    assert "once you run `agent-memory trust git.subfolder`" in refused.output
+    assert CliRunner().invoke(cli, ["--dir", str(vault_dir), "trust", "git.subfolder"]).exit_code == 0
+    again = CliRunner().invoke(cli, ["--dir", str(vault_dir), "sync", "--dry-run"])
+    assert "not its top folder" not in again.output
+
+
 @pytest.mark.anyio
 async def test_serve_git_commit_over_stdio_commits_and_flushes_on_exit(tmp_path: Path) -> None:
     repo = new_vault_repo(tmp_path / "team", settings="")

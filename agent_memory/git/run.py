@@ -342,7 +342,9 @@ class Repo:
             return None
         return (f"the vault is the folder {self.prefix.rstrip('/')} inside the git repository {self.top}, not its top "
                 "folder, so agent-memory neither commits nor syncs it (that would commit to, rebase or push the "
-                "repository's branch). Set [git] subfolder = true in the vault's .agent-memory.toml to allow it")
+                "repository's branch). Set [git] subfolder = true in the vault's .agent-memory.toml to allow it; "
+                "a value this clone has not approved yet (one a pull brought, or written since) takes effect once "
+                "you run `agent-memory trust git.subfolder`")
 
 
 def find_repo(vault: Path, *, task: str = COMMIT_TASK) -> Repo | None:
