@@ -168,3 +168,45 @@ async def test_the_handshake_does_not_wait_for_the_start_up_reconcile(tmp_path: 
             fcntl.flock(lock, fcntl.LOCK_UN)
             found = await recall_until(client, "Priya written questions")
             assert [h["path"] for h in found["hits"]] == ["people/priya.md"]
+
+
+def spawn_serving(vault_dir: Path, **stdio: object) -> subprocess.Popen[bytes]:
+    """``agent-memory serve --dir vault_dir`` with the given stdin/stdout (stderr is kept),
+    killed if it never ends (exit code -9)."""
+    process = subprocess.Popen([str(SCRIPT), "serve", "--dir", str(vault_dir)], stderr=subprocess.PIPE,
+                               **stdio)  # type: ignore[call-overload]
+    killer = threading.Timer(deadline(120), process.kill)
+    killer.daemon = True
+    killer.start()
+    return process
+
+
+def test_one_socket_for_stdin_and_stdout_keeps_answering(tmp_path: Path) -> None:
+    """A launcher that hands the server one socket as both stdin and stdout (socat's
+    EXEC, inetd) gets every answer, request after request, then an exit code 0 when it
+    shuts its side: the client's requests on that socket are not mistaken for it
+    hanging up."""
+    import socket
+
+    client, server_end = socket.socketpair()
+    process = spawn_serving(tmp_path / ".memory", stdin=server_end, stdout=server_end)
+    server_end.close()
+    received = client.makefile("rb")
+
+    def ask(message: dict) -> dict:
+        client.sendall((json.dumps(message) + "\n").encode())
+        line = received.readline()
+        assert line, "the server closed the socket"
+        return json.loads(line)
+
+    assert ask(HANDSHAKE[0])["id"] == 1
+    client.sendall((json.dumps(HANDSHAKE[1]) + "\n").encode())
+    for request_id in (2, 3, 4):  # each sent once the last answer is in: the socket is idle in between
+        answer = ask({"jsonrpc": "2.0", "id": request_id, "method": "tools/call",
+                      "params": {"name": "remember", "arguments": {"content": f"Note {request_id} over one socket"}}})
+        assert answer["id"] == request_id and answer["result"]["isError"] is False
+    client.shutdown(socket.SHUT_WR)
+    assert received.read() == b""
+    assert process.wait() == 0
+    assert process.stderr and b"Traceback" not in process.stderr.read()
+    client.close()

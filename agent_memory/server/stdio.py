@@ -18,6 +18,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import os
+import socket
 import stat
 import sys
 from collections.abc import AsyncIterator, Iterator
@@ -88,15 +89,33 @@ def _claimed() -> Iterator[tuple[int, int]]:
 
 
 async def _open(wire_in: int, wire_out: int) -> tuple[asyncio.StreamReader, asyncio.StreamWriter]:
-    """asyncio streams over copies of the two descriptors (closed with their transports)."""
+    """asyncio streams over copies of the two descriptors (closed with their transports).
+
+    One socket on both ends (socat's EXEC, inetd) is served as one connection: a write
+    pipe over a socket takes whatever arrives on it for the peer hanging up, so the
+    client's next request would close the wire."""
     loop = asyncio.get_running_loop()
     reader = asyncio.StreamReader(limit=LINE_LIMIT)
-    await loop.connect_read_pipe(lambda: asyncio.StreamReaderProtocol(reader),
-                                 os.fdopen(fcntl.fcntl(wire_in, fcntl.F_DUPFD_CLOEXEC, 3), "rb", buffering=0))
+    if _same_socket(wire_in, wire_out):
+        sock = socket.socket(fileno=_private(wire_in))
+        connection, protocol = await loop.create_connection(lambda: asyncio.StreamReaderProtocol(reader), sock=sock)
+        return reader, asyncio.StreamWriter(connection, protocol, reader, loop)
+    await loop.connect_read_pipe(lambda: asyncio.StreamReaderProtocol(reader), os.fdopen(_private(wire_in), "rb", buffering=0))
     transport, protocol = await loop.connect_write_pipe(
-        lambda: asyncio.StreamReaderProtocol(asyncio.StreamReader()),
-        os.fdopen(fcntl.fcntl(wire_out, fcntl.F_DUPFD_CLOEXEC, 3), "wb", buffering=0))
+        lambda: asyncio.StreamReaderProtocol(asyncio.StreamReader()), os.fdopen(_private(wire_out), "wb", buffering=0))
     return reader, asyncio.StreamWriter(transport, protocol, None, loop)
+
+
+def _private(fd: int) -> int:
+    """A copy of ``fd`` above the standard three, closed in child processes."""
+    return fcntl.fcntl(fd, fcntl.F_DUPFD_CLOEXEC, 3)
+
+
+def _same_socket(wire_in: int, wire_out: int) -> bool:
+    """Whether both ends are one socket (the client's half-close then ends its requests
+    while the answers still go out)."""
+    got_in, got_out = os.fstat(wire_in), os.fstat(wire_out)
+    return stat.S_ISSOCK(got_in.st_mode) and os.path.samestat(got_in, got_out)
 
 
 class _Lines:
