@@ -16,7 +16,7 @@ from mcp import Client, StdioServerParameters
 
 from agent_memory.vault.vault import Vault
 
-from conftest import deadline, tool_ok, wait_until_async
+from conftest import deadline, tool_ok, wait_until, wait_until_async
 
 SCRIPT = Path(sys.executable).with_name("agent-memory")
 CODE_UNDER_TEST = {"PYTHONPATH": os.environ["PYTHONPATH"]} if os.environ.get("PYTHONPATH") else {}
@@ -210,3 +210,48 @@ def test_one_socket_for_stdin_and_stdout_keeps_answering(tmp_path: Path) -> None
     assert process.wait() == 0
     assert process.stderr and b"Traceback" not in process.stderr.read()
     client.close()
+
+
+def test_a_client_that_stops_reading_answers_stops_the_server_taking_requests(tmp_path: Path) -> None:
+    """A client sends request after request but reads no answer: once the answers due
+    back up, the server takes no more requests (they wait in the client's pipe) rather
+    than working through all of them and holding every answer in memory. Once the client
+    reads, every request is answered and the server ends as usual."""
+    process = spawn_serving(tmp_path / ".memory", stdin=subprocess.PIPE, stdout=subprocess.PIPE)
+    assert process.stdin and process.stdout
+    process.stdin.write((json.dumps(HANDSHAKE[0]) + "\n" + json.dumps(HANDSHAKE[1]) + "\n").encode())
+    process.stdin.flush()
+    assert json.loads(process.stdout.readline())["id"] == 1
+    # Each answer is the whole tool list (tens of KB); the requests, padded to 4 KiB each,
+    # are far more than a pipe and the server's read buffer hold.
+    ids = range(2, 402)
+    requests = [(json.dumps({"jsonrpc": "2.0", "id": i, "method": "tools/list"}) + " " * 4096 + "\n").encode()
+                for i in ids]
+    sent = [0]
+
+    def send() -> None:
+        assert process.stdin
+        for request in requests:
+            process.stdin.write(request)
+            process.stdin.flush()
+            sent[0] += 1
+
+    sender = threading.Thread(target=send, daemon=True)
+    sender.start()
+    looks = [0, -1]  # looks in a row that found no request gone in since the last, and how many had
+
+    def all_sent_or_stalled() -> bool:
+        """True once every request went in, or once none went in for three looks in a row."""
+        looks[0], looks[1] = (looks[0] + 1 if sent[0] == looks[1] else 0), sent[0]
+        return not sender.is_alive() or looks[0] >= 3
+
+    wait_until(all_sent_or_stalled, "the client's requests all went in, or stopped going in", every=0.5)
+    assert sender.is_alive(), f"the server took in all {len(requests)} requests while none of their answers was read"
+    answered = set()
+    while answered != set(ids):
+        line = process.stdout.readline()
+        assert line, "the server closed stdout before answering"
+        answered.add(json.loads(line)["id"])
+    sender.join(deadline(60))
+    process.stdin.close()
+    assert process.stdout.read() == b"" and process.wait() == 0

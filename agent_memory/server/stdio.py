@@ -7,7 +7,7 @@ SDK's framing (its ``stdin_reader`` and ``stdout_writer``) is kept: it is handed
 ends here. Its guarantees are kept too: while serving, fd 0 reads the null device and
 fd 1 goes to stderr, so a child process or a stray write never touches the wire; both
 come back when the server ends. An answer the client is slow to read waits in memory
-(flow control), never blocking the loop.
+(flow control), never blocking the loop; while answers wait, no more requests are read.
 
 Anything but a pipe or socket on both ends (a terminal, the null device, a file,
 Windows) is served by the SDK's own transport.
@@ -54,9 +54,9 @@ async def serve_stdio(server: MCPServer) -> None:
         await server.run_stdio_async()
         return
     with _claimed() as (wire_in, wire_out):
-        reader, writer = await _open(wire_in, wire_out)
+        lines, writer = await _open(wire_in, wire_out)
         try:
-            async with stdio_server(stdin=_Lines(reader), stdout=_Out(writer)) as (  # type: ignore[arg-type]
+            async with stdio_server(stdin=lines, stdout=_Out(writer)) as (  # type: ignore[arg-type]
                 read_stream, write_stream):
                 await lowlevel.run(read_stream, write_stream, lowlevel.create_initialization_options())
         finally:
@@ -88,7 +88,7 @@ def _claimed() -> Iterator[tuple[int, int]]:
             os.close(wire)
 
 
-async def _open(wire_in: int, wire_out: int) -> tuple[asyncio.StreamReader, asyncio.StreamWriter]:
+async def _open(wire_in: int, wire_out: int) -> tuple[_Lines, asyncio.StreamWriter]:
     """asyncio streams over copies of the two descriptors (closed with their transports).
 
     One socket on both ends (socat's EXEC, inetd) is served as one connection: a write
@@ -99,11 +99,14 @@ async def _open(wire_in: int, wire_out: int) -> tuple[asyncio.StreamReader, asyn
     if _same_socket(wire_in, wire_out):
         sock = socket.socket(fileno=_private(wire_in))
         connection, protocol = await loop.create_connection(lambda: asyncio.StreamReaderProtocol(reader), sock=sock)
-        return reader, asyncio.StreamWriter(connection, protocol, reader, loop)
-    await loop.connect_read_pipe(lambda: asyncio.StreamReaderProtocol(reader), os.fdopen(_private(wire_in), "rb", buffering=0))
-    transport, protocol = await loop.connect_write_pipe(
+        writer = asyncio.StreamWriter(connection, protocol, reader, loop)
+        return _Lines(reader, connection, writer), writer
+    incoming, _ = await loop.connect_read_pipe(lambda: asyncio.StreamReaderProtocol(reader),
+                                               os.fdopen(_private(wire_in), "rb", buffering=0))
+    outgoing, protocol = await loop.connect_write_pipe(
         lambda: asyncio.StreamReaderProtocol(asyncio.StreamReader()), os.fdopen(_private(wire_out), "wb", buffering=0))
-    return reader, asyncio.StreamWriter(transport, protocol, None, loop)
+    writer = asyncio.StreamWriter(outgoing, protocol, None, loop)
+    return _Lines(reader, incoming, writer), writer
 
 
 def _private(fd: int) -> int:
@@ -120,17 +123,41 @@ def _same_socket(wire_in: int, wire_out: int) -> bool:
 
 class _Lines:
     """What the SDK's reader iterates: the lines of stdin as text (invalid UTF-8 replaced,
-    as the SDK's own transport reads them)."""
+    as the SDK's own transport reads them).
 
-    def __init__(self, reader: asyncio.StreamReader) -> None:
+    No line is read while the answers already due wait for the client to read them
+    (past the write buffer's high mark): the client's pipe fills and its writes wait, as
+    with any pipe, rather than the server taking in every request and holding every
+    answer in memory."""
+
+    def __init__(self, reader: asyncio.StreamReader, incoming: asyncio.ReadTransport,
+                 writer: asyncio.StreamWriter) -> None:
         self._reader = reader
+        self._incoming = incoming
+        self._writer = writer
 
     def __aiter__(self) -> AsyncIterator[str]:
         return self._lines()
 
     async def _lines(self) -> AsyncIterator[str]:
-        while line := await self._reader.readline():
+        while True:
+            await self._answers_taken()
+            line = await self._reader.readline()
+            if not line:
+                return
             yield line.decode("utf-8", errors="replace")
+
+    async def _answers_taken(self) -> None:
+        """Return once the answers due are (mostly) out; stdin is not read meanwhile."""
+        outgoing = self._writer.transport
+        if outgoing.get_write_buffer_size() <= outgoing.get_write_buffer_limits()[1]:
+            return
+        self._incoming.pause_reading()
+        try:
+            with contextlib.suppress(ConnectionError):  # the client hung up: the SDK's writer says so
+                await self._writer.drain()
+        finally:
+            self._incoming.resume_reading()
 
 
 class _Out:
