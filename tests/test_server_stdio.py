@@ -255,3 +255,28 @@ def test_a_client_that_stops_reading_answers_stops_the_server_taking_requests(tm
     sender.join(deadline(60))
     process.stdin.close()
     assert process.stdout.read() == b"" and process.wait() == 0
+
+
+def test_a_client_that_closes_stdout_ends_the_server_quietly(tmp_path: Path) -> None:
+    """The client closes the server's stdout and asks once more: the answer has nowhere
+    to go, so the server ends, exit code 0, saying why in one line and with no traceback;
+    the vault's write lock is free again."""
+    import fcntl
+
+    vault_dir = tmp_path / ".memory"
+    Vault.init(vault_dir).close()
+    process = spawn_serving(vault_dir, stdin=subprocess.PIPE, stdout=subprocess.PIPE)
+    assert process.stdin and process.stdout and process.stderr
+    process.stdin.write((json.dumps(HANDSHAKE[0]) + "\n" + json.dumps(HANDSHAKE[1]) + "\n").encode())
+    process.stdin.flush()
+    assert json.loads(process.stdout.readline())["id"] == 1
+    process.stdout.close()
+    process.stdin.write((json.dumps({"jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": {
+        "name": "remember", "arguments": {"content": "Asked after the client stopped listening"}}}) + "\n").encode())
+    process.stdin.flush()
+    assert process.wait() == 0
+    stderr = process.stderr.read().decode()
+    assert "Traceback" not in stderr and "closed the server's stdout" in stderr, stderr
+    process.stdin.close()
+    with open(vault_dir / ".index" / "write.lock", "a+") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)  # raises if the server's lock outlived it

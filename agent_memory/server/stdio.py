@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import logging
 import os
 import socket
 import stat
@@ -30,6 +31,8 @@ from mcp.server.stdio import stdio_server
 
 if sys.platform != "win32":
     import fcntl
+
+log = logging.getLogger("agent_memory.server")
 
 LINE_LIMIT = 1 << 31
 """asyncio's readline refuses longer lines (its default is 64 KiB); the SDK reads any."""
@@ -59,6 +62,8 @@ async def serve_stdio(server: MCPServer) -> None:
             async with stdio_server(stdin=lines, stdout=_Out(writer)) as (  # type: ignore[arg-type]
                 read_stream, write_stream):
                 await lowlevel.run(read_stream, write_stream, lowlevel.create_initialization_options())
+        except* ConnectionError:  # an answer found stdout closed: nobody is left to answer
+            log.info("the client closed the server's stdout; stopping")
         finally:
             writer.close()
             with anyio.move_on_after(CLOSE_WAIT, shield=True), contextlib.suppress(Exception):
