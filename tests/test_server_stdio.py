@@ -212,28 +212,17 @@ def test_one_socket_for_stdin_and_stdout_keeps_answering(tmp_path: Path) -> None
     client.close()
 
 
-def test_a_client_that_stops_reading_answers_stops_the_server_taking_requests(tmp_path: Path) -> None:
-    """A client sends request after request but reads no answer: once the answers due
-    back up, the server takes no more requests (they wait in the client's pipe) rather
-    than working through all of them and holding every answer in memory. Once the client
-    reads, every request is answered and the server ends as usual."""
-    process = spawn_serving(tmp_path / ".memory", stdin=subprocess.PIPE, stdout=subprocess.PIPE)
-    assert process.stdin and process.stdout
-    process.stdin.write((json.dumps(HANDSHAKE[0]) + "\n" + json.dumps(HANDSHAKE[1]) + "\n").encode())
-    process.stdin.flush()
-    assert json.loads(process.stdout.readline())["id"] == 1
-    # Each answer is the whole tool list (tens of KB); the requests, padded to 4 KiB each,
-    # are far more than a pipe and the server's read buffer hold.
-    ids = range(2, 402)
-    requests = [(json.dumps({"jsonrpc": "2.0", "id": i, "method": "tools/list"}) + " " * 4096 + "\n").encode()
-                for i in ids]
+def send_until_stalled(process: subprocess.Popen[bytes], requests: list[dict]) -> threading.Thread:
+    """Send ``requests`` (each padded to 4 KiB) from a thread, reading nothing; return
+    that thread once it sent them all, or once none went in for three looks in a row."""
+    assert process.stdin
+    stdin = process.stdin
     sent = [0]
 
     def send() -> None:
-        assert process.stdin
         for request in requests:
-            process.stdin.write(request)
-            process.stdin.flush()
+            stdin.write((json.dumps(request) + " " * 4096 + "\n").encode())
+            stdin.flush()
             sent[0] += 1
 
     sender = threading.Thread(target=send, daemon=True)
@@ -241,20 +230,73 @@ def test_a_client_that_stops_reading_answers_stops_the_server_taking_requests(tm
     looks = [0, -1]  # looks in a row that found no request gone in since the last, and how many had
 
     def all_sent_or_stalled() -> bool:
-        """True once every request went in, or once none went in for three looks in a row."""
         looks[0], looks[1] = (looks[0] + 1 if sent[0] == looks[1] else 0), sent[0]
         return not sender.is_alive() or looks[0] >= 3
 
     wait_until(all_sent_or_stalled, "the client's requests all went in, or stopped going in", every=0.5)
-    assert sender.is_alive(), f"the server took in all {len(requests)} requests while none of their answers was read"
-    answered = set()
-    while answered != set(ids):
+    return sender
+
+
+def serving_after_handshake(vault_dir: Path) -> subprocess.Popen[bytes]:
+    process = spawn_serving(vault_dir, stdin=subprocess.PIPE, stdout=subprocess.PIPE)
+    assert process.stdin and process.stdout
+    process.stdin.write((json.dumps(HANDSHAKE[0]) + "\n" + json.dumps(HANDSHAKE[1]) + "\n").encode())
+    process.stdin.flush()
+    assert json.loads(process.stdout.readline())["id"] == 1
+    return process
+
+
+def read_answers(process: subprocess.Popen[bytes], ids: range) -> list[dict]:
+    """Every answer to ``ids`` (and what else comes before the last of them)."""
+    assert process.stdout
+    answers = []
+    while not set(ids) <= {a.get("id") for a in answers}:
         line = process.stdout.readline()
         assert line, "the server closed stdout before answering"
-        answered.add(json.loads(line)["id"])
+        answers.append(json.loads(line))
+    return answers
+
+
+def test_a_client_that_stops_reading_answers_stops_the_server_taking_requests(tmp_path: Path) -> None:
+    """A client sends request after request but reads no answer: once the answers due
+    back up, the server takes no more requests (they wait in the client's pipe) rather
+    than working through all of them and holding every answer in memory. Once the client
+    reads, every request is answered and the server ends as usual."""
+    process = serving_after_handshake(tmp_path / ".memory")
+    ids = range(2, 402)  # each answer is the whole tool list, tens of KB
+    sender = send_until_stalled(process, [{"jsonrpc": "2.0", "id": i, "method": "tools/list"} for i in ids])
+    assert sender.is_alive(), f"the server took in all {len(ids)} requests while none of their answers was read"
+    read_answers(process, ids)
     sender.join(deadline(60))
+    assert process.stdin and process.stdout
     process.stdin.close()
     assert process.stdout.read() == b"" and process.wait() == 0
+
+
+def test_requests_that_cannot_be_answered_yet_stop_the_server_taking_more(tmp_path: Path) -> None:
+    """While the vault's write lock is held elsewhere, no ``remember`` can be answered:
+    the server takes in a bounded number of them, the rest wait in the client's pipe
+    (not as work and answers piling up in the server). Once the lock is free, every one
+    is answered and saved."""
+    import fcntl
+
+    vault_dir = tmp_path / ".memory"
+    Vault.init(vault_dir).close()
+    ids = range(2, 302)
+    with open(vault_dir / ".index" / "write.lock", "a+") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        process = serving_after_handshake(vault_dir)
+        sender = send_until_stalled(process, [
+            {"jsonrpc": "2.0", "id": i, "method": "tools/call",
+             "params": {"name": "remember", "arguments": {"content": f"Queued note {i}"}}} for i in ids])
+        assert sender.is_alive(), f"the server took in all {len(ids)} requests while it could answer none"
+    answers = [a for a in read_answers(process, ids) if a.get("id") in ids]
+    assert [a["result"]["isError"] for a in answers] == [False] * len(ids)
+    sender.join(deadline(60))
+    assert process.stdin and process.stdout
+    process.stdin.close()
+    assert process.stdout.read() == b"" and process.wait() == 0
+    assert len(list(vault_dir.rglob("*.md"))) == len(ids)
 
 
 def test_a_client_that_closes_stdout_ends_the_server_quietly(tmp_path: Path) -> None:
@@ -265,11 +307,8 @@ def test_a_client_that_closes_stdout_ends_the_server_quietly(tmp_path: Path) -> 
 
     vault_dir = tmp_path / ".memory"
     Vault.init(vault_dir).close()
-    process = spawn_serving(vault_dir, stdin=subprocess.PIPE, stdout=subprocess.PIPE)
+    process = serving_after_handshake(vault_dir)
     assert process.stdin and process.stdout and process.stderr
-    process.stdin.write((json.dumps(HANDSHAKE[0]) + "\n" + json.dumps(HANDSHAKE[1]) + "\n").encode())
-    process.stdin.flush()
-    assert json.loads(process.stdout.readline())["id"] == 1
     process.stdout.close()
     process.stdin.write((json.dumps({"jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": {
         "name": "remember", "arguments": {"content": "Asked after the client stopped listening"}}}) + "\n").encode())
