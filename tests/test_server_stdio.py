@@ -16,7 +16,7 @@ from mcp import Client, StdioServerParameters
 
 from agent_memory.vault.vault import Vault
 
-from conftest import deadline, tool_ok, wait_until_async
+from conftest import deadline, tool_ok, wait_until, wait_until_async
 
 SCRIPT = Path(sys.executable).with_name("agent-memory")
 CODE_UNDER_TEST = {"PYTHONPATH": os.environ["PYTHONPATH"]} if os.environ.get("PYTHONPATH") else {}
@@ -168,3 +168,154 @@ async def test_the_handshake_does_not_wait_for_the_start_up_reconcile(tmp_path: 
             fcntl.flock(lock, fcntl.LOCK_UN)
             found = await recall_until(client, "Priya written questions")
             assert [h["path"] for h in found["hits"]] == ["people/priya.md"]
+
+
+def spawn_serving(vault_dir: Path, **stdio: object) -> subprocess.Popen[bytes]:
+    """``agent-memory serve --dir vault_dir`` with the given stdin/stdout (stderr is kept),
+    killed if it never ends (exit code -9)."""
+    process = subprocess.Popen([str(SCRIPT), "serve", "--dir", str(vault_dir)], stderr=subprocess.PIPE,
+                               **stdio)  # type: ignore[call-overload]
+    killer = threading.Timer(deadline(120), process.kill)
+    killer.daemon = True
+    killer.start()
+    return process
+
+
+def test_one_socket_for_stdin_and_stdout_keeps_answering(tmp_path: Path) -> None:
+    """A launcher that hands the server one socket as both stdin and stdout (socat's
+    EXEC, inetd) gets every answer, request after request, then an exit code 0 when it
+    shuts its side: the client's requests on that socket are not mistaken for it
+    hanging up."""
+    import socket
+
+    client, server_end = socket.socketpair()
+    process = spawn_serving(tmp_path / ".memory", stdin=server_end, stdout=server_end)
+    server_end.close()
+    received = client.makefile("rb")
+
+    def ask(message: dict) -> dict:
+        client.sendall((json.dumps(message) + "\n").encode())
+        line = received.readline()
+        assert line, "the server closed the socket"
+        return json.loads(line)
+
+    assert ask(HANDSHAKE[0])["id"] == 1
+    client.sendall((json.dumps(HANDSHAKE[1]) + "\n").encode())
+    for request_id in (2, 3, 4):  # each sent once the last answer is in: the socket is idle in between
+        answer = ask({"jsonrpc": "2.0", "id": request_id, "method": "tools/call",
+                      "params": {"name": "remember", "arguments": {"content": f"Note {request_id} over one socket"}}})
+        assert answer["id"] == request_id and answer["result"]["isError"] is False
+    client.shutdown(socket.SHUT_WR)
+    assert received.read() == b""
+    assert process.wait() == 0
+    assert process.stderr and b"Traceback" not in process.stderr.read()
+    client.close()
+
+
+def send_until_stalled(process: subprocess.Popen[bytes], requests: list[dict]) -> threading.Thread:
+    """Send ``requests`` (each padded to 4 KiB) from a thread, reading nothing; return
+    that thread once it sent them all, or once none went in for three looks in a row."""
+    assert process.stdin
+    stdin = process.stdin
+    sent = [0]
+
+    def send() -> None:
+        for request in requests:
+            stdin.write((json.dumps(request) + " " * 4096 + "\n").encode())
+            stdin.flush()
+            sent[0] += 1
+
+    sender = threading.Thread(target=send, daemon=True)
+    sender.start()
+    looks = [0, -1]  # looks in a row that found no request gone in since the last, and how many had
+
+    def all_sent_or_stalled() -> bool:
+        looks[0], looks[1] = (looks[0] + 1 if sent[0] == looks[1] else 0), sent[0]
+        return not sender.is_alive() or looks[0] >= 3
+
+    wait_until(all_sent_or_stalled, "the client's requests all went in, or stopped going in", every=0.5)
+    return sender
+
+
+def serving_after_handshake(vault_dir: Path) -> subprocess.Popen[bytes]:
+    process = spawn_serving(vault_dir, stdin=subprocess.PIPE, stdout=subprocess.PIPE)
+    assert process.stdin and process.stdout
+    process.stdin.write((json.dumps(HANDSHAKE[0]) + "\n" + json.dumps(HANDSHAKE[1]) + "\n").encode())
+    process.stdin.flush()
+    assert json.loads(process.stdout.readline())["id"] == 1
+    return process
+
+
+def read_answers(process: subprocess.Popen[bytes], ids: range) -> list[dict]:
+    """Every answer to ``ids`` (and what else comes before the last of them)."""
+    assert process.stdout
+    answers = []
+    while not set(ids) <= {a.get("id") for a in answers}:
+        line = process.stdout.readline()
+        assert line, "the server closed stdout before answering"
+        answers.append(json.loads(line))
+    return answers
+
+
+def test_a_client_that_stops_reading_answers_stops_the_server_taking_requests(tmp_path: Path) -> None:
+    """A client sends request after request but reads no answer: once the answers due
+    back up, the server takes no more requests (they wait in the client's pipe) rather
+    than working through all of them and holding every answer in memory. Once the client
+    reads, every request is answered and the server ends as usual."""
+    process = serving_after_handshake(tmp_path / ".memory")
+    ids = range(2, 402)  # each answer is the whole tool list, tens of KB
+    sender = send_until_stalled(process, [{"jsonrpc": "2.0", "id": i, "method": "tools/list"} for i in ids])
+    assert sender.is_alive(), f"the server took in all {len(ids)} requests while none of their answers was read"
+    read_answers(process, ids)
+    sender.join(deadline(60))
+    assert process.stdin and process.stdout
+    process.stdin.close()
+    assert process.stdout.read() == b"" and process.wait() == 0
+
+
+def test_requests_that_cannot_be_answered_yet_stop_the_server_taking_more(tmp_path: Path) -> None:
+    """While the vault's write lock is held elsewhere, no ``remember`` can be answered:
+    the server takes in a bounded number of them, the rest wait in the client's pipe
+    (not as work and answers piling up in the server). Once the lock is free, every one
+    is answered and saved."""
+    import fcntl
+
+    vault_dir = tmp_path / ".memory"
+    Vault.init(vault_dir).close()
+    ids = range(2, 302)
+    with open(vault_dir / ".index" / "write.lock", "a+") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        process = serving_after_handshake(vault_dir)
+        sender = send_until_stalled(process, [
+            {"jsonrpc": "2.0", "id": i, "method": "tools/call",
+             "params": {"name": "remember", "arguments": {"content": f"Queued note {i}"}}} for i in ids])
+        assert sender.is_alive(), f"the server took in all {len(ids)} requests while it could answer none"
+    answers = [a for a in read_answers(process, ids) if a.get("id") in ids]
+    assert [a["result"]["isError"] for a in answers] == [False] * len(ids)
+    sender.join(deadline(60))
+    assert process.stdin and process.stdout
+    process.stdin.close()
+    assert process.stdout.read() == b"" and process.wait() == 0
+    assert len(list(vault_dir.rglob("*.md"))) == len(ids)
+
+
+def test_a_client_that_closes_stdout_ends_the_server_quietly(tmp_path: Path) -> None:
+    """The client closes the server's stdout and asks once more: the answer has nowhere
+    to go, so the server ends, exit code 0, saying why in one line and with no traceback;
+    the vault's write lock is free again."""
+    import fcntl
+
+    vault_dir = tmp_path / ".memory"
+    Vault.init(vault_dir).close()
+    process = serving_after_handshake(vault_dir)
+    assert process.stdin and process.stdout and process.stderr
+    process.stdout.close()
+    process.stdin.write((json.dumps({"jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": {
+        "name": "remember", "arguments": {"content": "Asked after the client stopped listening"}}}) + "\n").encode())
+    process.stdin.flush()
+    assert process.wait() == 0
+    stderr = process.stderr.read().decode()
+    assert "Traceback" not in stderr and "closed the server's stdout" in stderr, stderr
+    process.stdin.close()
+    with open(vault_dir / ".index" / "write.lock", "a+") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)  # raises if the server's lock outlived it
