@@ -319,3 +319,45 @@ def test_a_client_that_closes_stdout_ends_the_server_quietly(tmp_path: Path) -> 
     process.stdin.close()
     with open(vault_dir / ".index" / "write.lock", "a+") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)  # raises if the server's lock outlived it
+
+
+def test_sigterm_ends_the_server_after_committing_its_last_writes(tmp_path: Path) -> None:
+    """SIGTERM (how a client or a supervisor stops a server) ends it as closing stdin
+    does: the last tool write is committed before it exits, with exit code 0, no
+    traceback, and the vault's write lock free. Before, the process died at once and
+    the commit waited for the next start."""
+    import fcntl
+    import signal
+
+    vault_dir = tmp_path / "vault"
+    vault_dir.mkdir()
+    env = {**os.environ, "GIT_CONFIG_GLOBAL": "/dev/null", "GIT_CONFIG_NOSYSTEM": "1",
+           "GIT_CEILING_DIRECTORIES": str(tmp_path), "GIT_AUTHOR_NAME": "Ada", "GIT_AUTHOR_EMAIL": "ada@example.com",
+           "GIT_COMMITTER_NAME": "Ada", "GIT_COMMITTER_EMAIL": "ada@example.com"}
+
+    def git(*args: str) -> str:
+        return subprocess.run(["git", "-C", str(vault_dir), *args], env=env, capture_output=True, text=True,
+                              check=True).stdout
+
+    git("init", "-q", "-b", "main")
+    Vault.init(vault_dir).close()
+    git("add", "-A")
+    git("commit", "-q", "-m", "a vault")
+    process = subprocess.Popen([str(SCRIPT), "serve", "--git-commit", "--dir", str(vault_dir)], env=env,
+                               stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    killer = threading.Timer(deadline(120), process.kill)
+    killer.daemon = True
+    killer.start()
+    assert process.stdin and process.stdout and process.stderr
+    remember = {"jsonrpc": "2.0", "id": 2, "method": "tools/call",
+                "params": {"name": "remember", "arguments": {"content": "Saved just before the stop", "title": "Last"}}}
+    process.stdin.write("".join(json.dumps(m) + "\n" for m in [*HANDSHAKE, remember]).encode())
+    process.stdin.flush()
+    assert [a["result"]["isError"] for a in read_answers(process, range(1, 3)) if a.get("id") == 2] == [False]
+    process.send_signal(signal.SIGTERM)
+    assert process.wait() == 0
+    stderr = process.stderr.read().decode()
+    assert "Traceback" not in stderr and "SIGTERM" in stderr, stderr
+    assert git("log", "--format=%s").splitlines()[0] == "remember: Last"
+    with open(vault_dir / ".index" / "write.lock", "a+") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)  # raises if the server's lock outlived it

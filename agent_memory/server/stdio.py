@@ -21,6 +21,7 @@ import contextlib
 import contextvars
 import logging
 import os
+import signal
 import socket
 import stat
 import sys
@@ -64,7 +65,37 @@ def _streamable(fd: int) -> bool:
 
 
 async def serve_stdio(server: MCPServer) -> None:
-    """``server.run_stdio_async()``, with the wire read and written on the event loop."""
+    """``server.run_stdio_async()``, with the wire read and written on the event loop;
+    SIGTERM ends it as the client closing stdin does (``_until_sigterm``)."""
+    with anyio.CancelScope() as scope, _until_sigterm(scope):
+        await _serve(server)
+
+
+@contextlib.contextmanager
+def _until_sigterm(scope: anyio.CancelScope) -> Iterator[None]:
+    """SIGTERM (how a client, a supervisor or ``kill`` ends a server) cancels ``scope``:
+    the server's tasks end, its shutdown runs (the last tool writes are committed when
+    git commits are on) and the vault is closed. Before, the process died at once and the
+    commit waited for the next start. Where the loop cannot take signals (Windows), the
+    signal's default stands."""
+    loop = asyncio.get_running_loop()
+
+    def stop() -> None:
+        log.info("stopping: SIGTERM")
+        scope.cancel()
+
+    try:
+        loop.add_signal_handler(signal.SIGTERM, stop)
+    except (NotImplementedError, RuntimeError, ValueError):  # Windows; not the main thread
+        yield
+        return
+    try:
+        yield
+    finally:
+        loop.remove_signal_handler(signal.SIGTERM)
+
+
+async def _serve(server: MCPServer) -> None:
     lowlevel = getattr(server, "_lowlevel_server", None)  # what run_stdio_async drives; private to the SDK
     if sys.platform == "win32" or lowlevel is None or not (_streamable(0) and _streamable(1)):
         await server.run_stdio_async()
