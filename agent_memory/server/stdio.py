@@ -26,7 +26,7 @@ import socket
 import stat
 import sys
 from collections.abc import AsyncIterator, Iterable, Iterator
-from typing import TYPE_CHECKING, Self, SupportsIndex
+from typing import TYPE_CHECKING, Any, Self, SupportsIndex
 
 import anyio
 
@@ -64,42 +64,53 @@ def _streamable(fd: int) -> bool:
     return stat.S_ISFIFO(mode) or stat.S_ISSOCK(mode)
 
 
-async def serve_stdio(server: MCPServer) -> None:
-    """``server.run_stdio_async()``, with the wire read and written on the event loop;
-    SIGTERM ends it as the client closing stdin does (``_until_sigterm``)."""
-    with anyio.CancelScope() as scope, _until_sigterm(scope):
-        await _serve(server)
+async def serve_stdio(server: MCPServer, serving: str = "") -> None:
+    """``server.run_stdio_async()``, with the wire read and written on the event loop.
+
+    There, SIGTERM and Ctrl-C end it as the client closing stdin does (``_stopped_by``),
+    then ``KeyboardInterrupt`` says it was stopped; through the SDK's transport (a
+    terminal, Windows) they keep their defaults, since its reads on a thread would hold
+    a cancelled server until the next line is typed. ``serving`` is logged once they
+    are in place (what a supervisor waits for before it may stop the server)."""
+    lowlevel = getattr(server, "_lowlevel_server", None)  # what run_stdio_async drives; private to the SDK
+    if sys.platform == "win32" or lowlevel is None or not (_streamable(0) and _streamable(1)):
+        log.info("%s", serving)
+        await server.run_stdio_async()
+        return
+    stopped: list[str] = []
+    with anyio.CancelScope() as scope, _stopped_by(scope, stopped):
+        log.info("%s", serving)
+        await _serve(lowlevel)
+    if stopped:
+        raise KeyboardInterrupt(stopped[0])
 
 
 @contextlib.contextmanager
-def _until_sigterm(scope: anyio.CancelScope) -> Iterator[None]:
-    """SIGTERM (how a client, a supervisor or ``kill`` ends a server) cancels ``scope``:
-    the server's tasks end, its shutdown runs (the last tool writes are committed when
-    git commits are on) and the vault is closed. Before, the process died at once and the
-    commit waited for the next start. Where the loop cannot take signals (Windows), the
-    signal's default stands."""
+def _stopped_by(scope: anyio.CancelScope, stopped: list[str]) -> Iterator[None]:
+    """SIGTERM (how a client, a supervisor or ``kill`` ends a server) and SIGINT cancel
+    ``scope``, the signal's name added to ``stopped``: the server's tasks end, its
+    shutdown runs (the last tool writes are committed when git commits are on) and the
+    answers due go out. Before, SIGTERM killed the process at once (the commit waited
+    for the next start), and Ctrl-C raised wherever the loop was."""
     loop = asyncio.get_running_loop()
 
-    def stop() -> None:
-        log.info("stopping: SIGTERM")
+    def stop(name: str) -> None:
+        log.info("stopping: %s", name)
+        stopped.append(name)
         scope.cancel()
 
-    try:
-        loop.add_signal_handler(signal.SIGTERM, stop)
-    except (NotImplementedError, RuntimeError, ValueError):  # Windows; not the main thread
-        yield
-        return
+    signals = (signal.SIGTERM, signal.SIGINT)
+    for number in signals:
+        loop.add_signal_handler(number, stop, signal.Signals(number).name)
     try:
         yield
     finally:
-        loop.remove_signal_handler(signal.SIGTERM)
+        for number in signals:
+            loop.remove_signal_handler(number)
 
 
-async def _serve(server: MCPServer) -> None:
-    lowlevel = getattr(server, "_lowlevel_server", None)  # what run_stdio_async drives; private to the SDK
-    if sys.platform == "win32" or lowlevel is None or not (_streamable(0) and _streamable(1)):
-        await server.run_stdio_async()
-        return
+async def _serve(lowlevel: Any) -> None:
+    """The SDK's server on the event loop's own streams over the claimed descriptors."""
     with _claimed() as (wire_in, wire_out):
         lines, writer = await _open(wire_in, wire_out)
         try:

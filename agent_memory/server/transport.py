@@ -462,8 +462,7 @@ def run(
             _serve_http(vault, host, port, secret, limits, compat)
         else:
             server = build_server(vault, keep_in_sync=True, guard_stdout=True, compat=compat)
-            log.info("serving %s on stdio", vault.root)
-            anyio.run(serve_stdio, server)
+            anyio.run(serve_stdio, server, f"serving {vault.root} on stdio")
     finally:
         vault.close()
 
