@@ -584,3 +584,13 @@ def read_all(master: int) -> bytes:
         if not chunk:
             return shown
         shown += chunk
+
+
+def obsidian_like(root: Path, home: str) -> Path:
+    """An Obsidian-like vault at ``root`` (its ``.obsidian/`` folder, no index yet):
+    ``en/Plugins/Slides.md`` and ``en/Home.md`` holding ``home``."""
+    (root / ".obsidian").mkdir(parents=True)
+    (root / "en" / "Plugins").mkdir(parents=True)
+    (root / "en" / "Plugins" / "Slides.md").write_text("# Slides\nPresent a note as slides.\n")
+    (root / "en" / "Home.md").write_text(home)
+    return root

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import assert_index_matches_files, deadline, run_cli, wait_until
+from conftest import assert_index_matches_files, deadline, obsidian_like, run_cli, wait_until
 
 
 @pytest.fixture
@@ -51,12 +51,7 @@ def test_several_words_to_add_are_one_memory(vault_dir: Path) -> None:
 @pytest.fixture
 def notes(tmp_path: Path) -> Path:
     """An Obsidian vault in a folder of its own, run from the folder above it."""
-    root = tmp_path / "notes"
-    (root / ".obsidian").mkdir(parents=True)
-    (root / "en" / "Plugins").mkdir(parents=True)
-    (root / "en" / "Plugins" / "Slides.md").write_text("# Slides\nPresent a note as slides.\n")
-    (root / "en" / "Home.md").write_text("See [[Slides]].\n")
-    return root
+    return obsidian_like(tmp_path / "notes", "See [[Slides]].\n")
 
 
 @pytest.mark.parametrize("typed", ["notes/en/Plugins/Slides.md", "./notes/en/Plugins/Slides.md",

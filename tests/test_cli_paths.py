@@ -10,17 +10,13 @@ from pathlib import Path
 
 import pytest
 
-from conftest import run_cli
+from conftest import obsidian_like, run_cli
 
 
 @pytest.fixture
 def obsidian(tmp_path: Path) -> Path:
     """An Obsidian-like vault: notes in folders, one name at two depths, a link to each."""
-    root = tmp_path / "notes"
-    (root / ".obsidian").mkdir(parents=True)
-    (root / "en" / "Plugins").mkdir(parents=True)
-    (root / "en" / "Plugins" / "Slides.md").write_text("# Slides\nPresent a note as slides.\n")
-    (root / "en" / "Home.md").write_text("See [[Slides]] and [[en/Plugins/Slides|the slides]].\n")
+    root = obsidian_like(tmp_path / "notes", "See [[Slides]] and [[en/Plugins/Slides|the slides]].\n")
     (root / "Plugins").mkdir()
     (root / "Plugins" / "Canvas.md").write_text("A canvas at the vault root.\n")
     return root

@@ -23,6 +23,14 @@ from agent_memory.vault.vault import Vault
 
 from conftest import assert_index_matches_files, cli_ok, mcp_client, person_saves_before_the_swap, run_cli, tool_error, tool_ok, deadline
 
+
+def dies_mid_move(script: str, root: Path) -> None:
+    """Run ``script`` (a move whose process ends itself with ``os._exit(3)`` at the
+    point under test) on the vault at ``root``, and check that it died there."""
+    done = subprocess.run([sys.executable, "-c", script, str(root)], capture_output=True, text=True,
+                          timeout=deadline(120))
+    assert done.returncode == 3, done.stderr
+
 HUB = (
     "---\nrelated_to: [\"[[Kessel Run]]\"]\nowner: me  # a comment\n---\n"
     "See [[Kessel Run|the run]], [[kessel run#Route]], ![[Kessel Run]] and [[Kessel Run.md]].\n"
@@ -225,8 +233,7 @@ def test_a_crash_half_way_is_undone_on_the_next_open(linked: Vault, crash_at: in
         vault = Vault(sys.argv[1])
         vault.move("places/Kessel Run.md", "places/Smuggling Route.md")
     """)
-    done = subprocess.run([sys.executable, "-c", script, str(vault.root)], capture_output=True, text=True, timeout=deadline(120))
-    assert done.returncode == 3, done.stderr
+    dies_mid_move(script, vault.root)
     assert (vault.root / ".index" / MOVE_DIRNAME / "manifest.json").exists()
     assert _files(vault) != before  # the crash left a half-made move
     vault.close()
@@ -262,8 +269,7 @@ def test_a_crash_at_the_end_never_costs_the_note_when_a_new_one_took_its_old_nam
         from agent_memory.vault.vault import Vault
         Vault(sys.argv[1]).move("places/Kessel Run.md", "places/Smuggling Route.md")
     """)
-    done = subprocess.run([sys.executable, "-c", script, str(vault.root)], capture_output=True, text=True, timeout=deadline(120))
-    assert done.returncode == 3, done.stderr
+    dies_mid_move(script, vault.root)
     moved = vault.root / "places" / "Smuggling Route.md"
     assert moved.read_bytes() == original and not (vault.root / "places" / "Kessel Run.md").exists()
     (vault.root / "places" / "Kessel Run.md").write_text("A new note a person made under the old name.\n")
@@ -288,8 +294,7 @@ def test_a_crashed_move_that_cannot_be_undone_is_kept_aside_and_the_vault_works_
         from agent_memory.vault.vault import Vault
         Vault(sys.argv[1]).move("places/Kessel Run.md", "places/Smuggling Route.md")
     """)
-    done = subprocess.run([sys.executable, "-c", script, str(vault.root)], capture_output=True, text=True, timeout=deadline(120))
-    assert done.returncode == 3, done.stderr
+    dies_mid_move(script, vault.root)
     journal = vault.root / ".index" / MOVE_DIRNAME
     (journal / "1.md").unlink()  # one of the originals it keeps
     (vault.root / "new.md").write_text("A note a person wrote after the crash.\n")
@@ -481,8 +486,7 @@ def test_a_crash_right_after_the_old_name_was_taken_away_is_undone(linked: Vault
         moves.Moves._retire_old_name = dies_after_the_rename
         Vault(sys.argv[1]).move("places/Kessel Run.md", "places/Smuggling Route.md")
     """)
-    done = subprocess.run([sys.executable, "-c", script, str(linked.root)], capture_output=True, text=True, timeout=deadline(120))
-    assert done.returncode == 3, done.stderr
+    dies_mid_move(script, linked.root)
     assert not (linked.root / "places" / "Kessel Run.md").exists()  # only the new name is left
     linked.close()
     reopened = Vault(linked.root, clock=linked.clock)
@@ -512,9 +516,7 @@ def test_a_save_taken_aside_by_a_move_that_then_died_outlives_the_orphan_sweep(l
         moves.Moves._retire_old_name = a_person_saves_then_the_process_dies
         Vault(sys.argv[1]).move("places/Kessel Run.md", "places/Smuggling Route.md")
     """)
-    done = subprocess.run([sys.executable, "-c", script, str(linked.root)], capture_output=True, text=True,
-                          timeout=deadline(120))
-    assert done.returncode == 3, done.stderr
+    dies_mid_move(script, linked.root)
     linked.close()
     hour_ago = os.path.getmtime(linked.root / "places") - 3600
     for path in (linked.root / "places").iterdir():
@@ -572,9 +574,7 @@ def test_a_journal_copy_swapped_for_a_link_after_its_check_is_never_written_into
         store.Store.replace_checked = dies
         Vault(sys.argv[1]).move("places/Kessel Run.md", "places/Smuggling Route.md")
     """)
-    done = subprocess.run([sys.executable, "-c", script, str(vault.root)], capture_output=True, text=True,
-                          timeout=deadline(120))
-    assert done.returncode == 3, done.stderr
+    dies_mid_move(script, vault.root)
     vault.close()
     journal = vault.root / ".index" / MOVE_DIRNAME
     real_check = moves_module.checked_manifest
