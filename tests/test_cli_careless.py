@@ -101,6 +101,22 @@ def test_export_over_an_older_backup_replaces_it_whole(vault_dir: Path, tmp_path
     assert [p.name for p in tmp_path.iterdir() if p.name.startswith(".")] == []  # no temp file left beside it
 
 
+def test_export_through_a_link_writes_the_file_it_names_and_keeps_its_permissions(vault_dir: Path, tmp_path: Path) -> None:
+    """`-o` naming a symlink (a backup folder kept elsewhere) writes the file the link
+    names, as a plain write did, and a private backup stays private."""
+    target = tmp_path / "elsewhere" / "backup.json"
+    target.parent.mkdir()
+    target.write_text("[]\n")
+    target.chmod(0o600)
+    link = tmp_path / "backup.json"
+    link.symlink_to(target)
+    run_cli("add", "A fact worth a backup", vault=vault_dir)
+    assert run_cli("export", "-o", str(link), vault=vault_dir).returncode == 0
+    assert link.is_symlink() and link.resolve() == target
+    assert [item["content"].strip() for item in json.loads(target.read_text())] == ["A fact worth a backup"]
+    assert target.stat().st_mode & 0o777 == 0o600
+
+
 @pytest.mark.parametrize("command", [("edit", "--add-tag", "friday"), ("link", "--relation", "see_also")])
 def test_a_change_in_a_vault_you_may_not_write_is_one_line_and_changes_nothing(
         vault_dir: Path, monkeypatch: pytest.MonkeyPatch, command: tuple[str, ...]) -> None:

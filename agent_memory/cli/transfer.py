@@ -65,11 +65,12 @@ def export(output: str, namespace: str | None, export_format: str) -> None:
 
 def _write_export(path: Path, text: str) -> None:
     """The export file whole or not at all (an older backup at that name stays until the
-    new one is complete); a folder that is not there or not writable is one line."""
+    new one is complete), with its permissions; a symlink there is written through, as a
+    plain write does. A folder that is not there or not writable is one line."""
     from ..disk.durable import replace_file
 
     try:
-        replace_file(path, text.encode("utf-8"))
+        replace_file(path.resolve(), text.encode("utf-8"))
     except OSError as exc:
         raise click.ClickException(printable(
             f"Cannot write {path}: {exc.strerror or exc}. Nothing was exported; give -o a file in a folder that "
